@@ -1,0 +1,3 @@
+#!/bin/sh
+# Coverage is not collected through Bazel in quantd.
+exit 0

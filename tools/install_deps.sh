@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Installs every Debian package that quantd's build, tests and demo need.
+# Idempotent: when everything is already installed it does nothing (no apt-get update).
+set -euo pipefail
+
+PACKAGES=(
+  # build
+  bazel-bootstrap bazel-rules-java g++ cmake pkg-config
+  # C++ libraries (third_party/ wraps these)
+  libtorch-dev libgrpc++-dev libgrpc-dev protobuf-compiler protobuf-compiler-grpc libprotobuf-dev
+  libabsl-dev prometheus-cpp-dev libgtest-dev libgmock-dev libbenchmark-dev
+  libsqlite3-dev libpq-dev libsentencepiece-dev nlohmann-json3-dev libre2-dev libcurl4-openssl-dev
+  libssl-dev zlib1g-dev
+  # proto sources not shipped with protobuf: google.rpc status/details and grpc health
+  golang-github-gogo-googleapis-dev grpc-proto
+  # reference implementations and peers used by tests
+  python3 python3-torch python3-numpy python3-onnx python3-grpcio python3-sentencepiece
+  python3-protobuf protobuf-compiler-grpc
+  nodejs  # ships npm (the Debian npm package conflicts with newer nodejs builds)
+  # services used by end-to-end tests
+  postgresql sqlite3 clang
+)
+
+missing=()
+for p in "${PACKAGES[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+
+if [ ${#missing[@]} -eq 0 ]; then
+  exit 0
+fi
+
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+echo "install_deps: installing ${missing[*]}" >&2
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
