@@ -1,0 +1,275 @@
+#include "worker/lease_loop.h"
+
+#include <google/protobuf/util/time_util.h>
+
+#include <condition_variable>
+#include <deque>
+#include <iostream>
+#include <mutex>
+#include <thread>
+
+#include "worker/rpc_status.h"
+
+namespace quantd::worker {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using google::protobuf::util::TimeUtil;
+
+bool IsStaleLease(const grpc::Status& s) {
+  return s.error_code() == grpc::StatusCode::FAILED_PRECONDITION ||
+         s.error_code() == grpc::StatusCode::NOT_FOUND;
+}
+
+bool SameProgress(const quantd::v1::Progress& a, const quantd::v1::Progress& b) {
+  return a.stage() == b.stage() && a.block() == b.block() && a.block_count() == b.block_count() &&
+         static_cast<int>(a.percent()) == static_cast<int>(b.percent()) &&
+         a.message() == b.message();
+}
+
+void Log(const std::string& job, const std::string& msg) {
+  std::cerr << "{\"component\":\"worker\",\"job\":\"" << job << "\",\"msg\":\"" << msg << "\"}"
+            << std::endl;
+}
+
+}  // namespace
+
+// One leased job: the JobContext the executor sees, plus the background
+// thread that heartbeats and flushes events while the executor runs.
+class LeasedJob : public JobContext {
+ public:
+  LeasedJob(LeaseLoop* loop, const quantd::v1::LeaseJobResponse& leased)
+      : loop_(loop), job_(leased.job()), lease_(leased.lease()) {
+    auto hb = leased.heartbeat_interval();
+    int64_t ms = hb.seconds() * 1000 + hb.nanos() / 1000000;
+    heartbeat_every_ = std::chrono::milliseconds(ms > 0 ? ms : 5000);
+  }
+
+  void Report(quantd::v1::JobEvent event) override {
+    std::lock_guard<std::mutex> l(mu_);
+    event.set_job(job_.name());
+    *event.mutable_time() = TimeUtil::GetCurrentTime();
+    pending_.push_back(std::move(event));
+  }
+
+  void SetProgress(const quantd::v1::Progress& progress) override {
+    std::lock_guard<std::mutex> l(mu_);
+    progress_ = progress;
+  }
+
+  bool CancelRequested() const override { return cancel_.load() || lease_lost_.load(); }
+
+  void Start() {
+    background_ = std::thread([this] { BackgroundLoop(); });
+  }
+
+  // Stops the background thread, then sends the remaining events and the
+  // outcome. Gives up when the lease is lost (another attempt owns the job).
+  void Finish(const ExecutionOutcome& outcome) {
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      done_ = true;
+    }
+    cv_.notify_all();
+    background_.join();
+    QueueProgressIfChanged();
+    const auto deadline = Clock::now() + LeaseRemaining();
+    auto backoff = std::chrono::milliseconds(200);
+    while (!lease_lost_.load()) {
+      grpc::Status s = FlushEvents();
+      if (s.ok()) s = SendOutcome(outcome);
+      if (s.ok()) return;
+      if (IsStaleLease(s)) {
+        Log(job_.name(), "lease lost before the outcome was recorded: " + s.error_message());
+        return;
+      }
+      if (Clock::now() > deadline) {
+        Log(job_.name(), "frontend unreachable until the lease expired; the job will be retried");
+        return;
+      }
+      std::this_thread::sleep_for(backoff);
+      backoff = std::min(backoff * 2, loop_->options_.max_backoff);
+    }
+  }
+
+ private:
+  std::chrono::milliseconds LeaseRemaining() {
+    std::lock_guard<std::mutex> l(mu_);
+    auto now = TimeUtil::GetCurrentTime();
+    int64_t ms = TimeUtil::DurationToMilliseconds(lease_.expire_time() - now);
+    return std::chrono::milliseconds(std::max<int64_t>(ms, 0));
+  }
+
+  void BackgroundLoop() {
+    auto next_heartbeat = Clock::now() + heartbeat_every_;
+    std::unique_lock<std::mutex> l(mu_);
+    while (!done_) {
+      cv_.wait_for(l, loop_->options_.tick);
+      if (done_) break;
+      l.unlock();
+      QueueProgressIfChanged();
+      FlushEvents();
+      if (Clock::now() >= next_heartbeat) {
+        Heartbeat();
+        next_heartbeat = Clock::now() + heartbeat_every_;
+      }
+      l.lock();
+    }
+  }
+
+  void QueueProgressIfChanged() {
+    std::lock_guard<std::mutex> l(mu_);
+    if (progress_.stage() == quantd::v1::STAGE_UNSPECIFIED) return;
+    if (sent_any_progress_ && SameProgress(progress_, last_sent_progress_)) return;
+    quantd::v1::JobEvent ev;
+    ev.set_job(job_.name());
+    *ev.mutable_time() = TimeUtil::GetCurrentTime();
+    *ev.mutable_progress() = progress_;
+    pending_.push_back(std::move(ev));
+    last_sent_progress_ = progress_;
+    sent_any_progress_ = true;
+  }
+
+  grpc::Status FlushEvents() {
+    quantd::v1::ReportEventsRequest req;
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      if (pending_.empty()) return grpc::Status::OK;
+      *req.mutable_lease() = lease_;
+      for (auto& e : pending_) *req.add_events() = e;
+    }
+    const int sent = req.events_size();
+    quantd::v1::ReportEventsResponse resp;
+    grpc::ClientContext ctx;
+    loop_->PrepareContext(&ctx);
+    grpc::Status s = loop_->stub_->ReportEvents(&ctx, req, &resp);
+    if (s.ok()) {
+      std::lock_guard<std::mutex> l(mu_);
+      pending_.erase(pending_.begin(), pending_.begin() + sent);
+      if (resp.cancel_requested()) cancel_.store(true);
+    } else if (IsStaleLease(s)) {
+      lease_lost_.store(true);
+    }
+    return s;
+  }
+
+  void Heartbeat() {
+    quantd::v1::HeartbeatRequest req;
+    req.mutable_worker()->set_id(loop_->options_.worker_id);
+    req.mutable_worker()->set_device(loop_->options_.device);
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      *req.mutable_lease() = lease_;
+      *req.mutable_progress() = progress_;
+    }
+    quantd::v1::HeartbeatResponse resp;
+    grpc::ClientContext ctx;
+    loop_->PrepareContext(&ctx);
+    grpc::Status s = loop_->stub_->Heartbeat(&ctx, req, &resp);
+    if (s.ok()) {
+      std::lock_guard<std::mutex> l(mu_);
+      if (resp.has_lease()) lease_ = resp.lease();
+      if (resp.cancel_requested()) cancel_.store(true);
+    } else if (IsStaleLease(s)) {
+      Log(job_.name(), "lease lost: " + s.error_message());
+      lease_lost_.store(true);
+    }
+  }
+
+  grpc::Status SendOutcome(const ExecutionOutcome& outcome) {
+    grpc::ClientContext ctx;
+    loop_->PrepareContext(&ctx);
+    quantd::v1::Lease lease;
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      lease = lease_;
+    }
+    if (outcome.status.ok() && !outcome.cancelled) {
+      quantd::v1::CompleteJobRequest req;
+      *req.mutable_lease() = lease;
+      *req.mutable_result() = outcome.result;
+      quantd::v1::CompleteJobResponse resp;
+      return loop_->stub_->CompleteJob(&ctx, req, &resp);
+    }
+    quantd::v1::FailJobRequest req;
+    *req.mutable_lease() = lease;
+    *req.mutable_error() =
+        ToRpcStatus(outcome.status.ok() ? CancelledError("cancelled") : outcome.status);
+    *req.mutable_result() = outcome.result;
+    req.set_cancelled(outcome.cancelled);
+    quantd::v1::FailJobResponse resp;
+    return loop_->stub_->FailJob(&ctx, req, &resp);
+  }
+
+  LeaseLoop* loop_;
+  const quantd::v1::Job job_;
+  std::chrono::milliseconds heartbeat_every_;
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  quantd::v1::Lease lease_;
+  std::deque<quantd::v1::JobEvent> pending_;
+  quantd::v1::Progress progress_;
+  quantd::v1::Progress last_sent_progress_;
+  bool sent_any_progress_ = false;
+  bool done_ = false;
+  std::atomic<bool> cancel_{false};
+  std::atomic<bool> lease_lost_{false};
+  std::thread background_;
+};
+
+LeaseLoop::LeaseLoop(std::shared_ptr<grpc::Channel> channel, JobExecutor* executor,
+                     LeaseLoopOptions options)
+    : stub_(quantd::v1::WorkerService::NewStub(channel)),
+      executor_(executor),
+      options_(std::move(options)) {}
+
+void LeaseLoop::PrepareContext(grpc::ClientContext* ctx) const {
+  ctx->set_deadline(std::chrono::system_clock::now() + options_.rpc_timeout);
+  for (const auto& [k, v] : options_.metadata) ctx->AddMetadata(k, v);
+}
+
+int LeaseLoop::Run() {
+  int jobs = 0;
+  auto backoff = std::chrono::milliseconds(100);
+  while (!stop_.load() && (options_.max_jobs == 0 || jobs < options_.max_jobs)) {
+    quantd::v1::LeaseJobRequest req;
+    req.mutable_worker()->set_id(options_.worker_id);
+    req.mutable_worker()->set_device(options_.device);
+    req.mutable_wait()->set_seconds(options_.lease_wait.count());
+    quantd::v1::LeaseJobResponse resp;
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + options_.lease_wait + options_.rpc_timeout);
+    for (const auto& [k, v] : options_.metadata) ctx.AddMetadata(k, v);
+    grpc::Status s = stub_->LeaseJob(&ctx, req, &resp);
+    if (!s.ok()) {
+      // The frontend may be restarting; retry with capped backoff.
+      std::this_thread::sleep_for(backoff);
+      backoff = std::min(backoff * 2, options_.max_backoff);
+      continue;
+    }
+    backoff = std::chrono::milliseconds(100);
+    if (!resp.has_job() || resp.job().name().empty()) continue;
+    RunLeased(resp);
+    ++jobs;
+  }
+  return jobs;
+}
+
+void LeaseLoop::RunLeased(const quantd::v1::LeaseJobResponse& leased) {
+  Log(leased.job().name(), "leased, attempt " + std::to_string(leased.job().attempt()));
+  LeasedJob job(this, leased);
+  job.Start();
+  ExecutionOutcome outcome;
+  try {
+    outcome = executor_->Execute(leased.job(), job);
+  } catch (const std::exception& e) {
+    // The executor converts engine errors itself; this is the last guard so a
+    // stray exception fails the job instead of killing the worker.
+    outcome.status = InternalError(std::string("unexpected exception: ") + e.what());
+  }
+  job.Finish(outcome);
+  Log(leased.job().name(), outcome.status.ok() ? "done" : "ended: " + outcome.status.ToString());
+}
+
+}  // namespace quantd::worker

@@ -1,0 +1,245 @@
+#include "worker/lease_loop.h"
+
+#include <google/protobuf/util/time_util.h>
+#include <grpcpp/grpcpp.h>
+
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "google/rpc/error_details.pb.h"
+#include "gtest/gtest.h"
+#include "worker/rpc_status.h"
+
+namespace quantd::worker {
+namespace {
+
+using google::protobuf::util::TimeUtil;
+using quantd::v1::JobEvent;
+
+// A WorkerService that hands out one job and records everything it hears.
+class FakeWorkerService final : public quantd::v1::WorkerService::Service {
+ public:
+  grpc::Status LeaseJob(grpc::ServerContext*, const quantd::v1::LeaseJobRequest* req,
+                        quantd::v1::LeaseJobResponse* resp) override {
+    std::lock_guard<std::mutex> l(mu);
+    if (fail_leases > 0) {
+      --fail_leases;
+      return grpc::Status(grpc::StatusCode::UNAVAILABLE, "restarting");
+    }
+    lease_worker = req->worker().id();
+    if (handed_out) return grpc::Status::OK;
+    handed_out = true;
+    resp->mutable_job()->set_name("jobs/abc");
+    resp->mutable_job()->set_attempt(1);
+    resp->mutable_lease()->set_job("jobs/abc");
+    resp->mutable_lease()->set_token(7);
+    *resp->mutable_lease()->mutable_expire_time() =
+        TimeUtil::GetCurrentTime() + TimeUtil::SecondsToDuration(30);
+    *resp->mutable_heartbeat_interval() = TimeUtil::MillisecondsToDuration(50);
+    return grpc::Status::OK;
+  }
+  grpc::Status Heartbeat(grpc::ServerContext*, const quantd::v1::HeartbeatRequest* req,
+                         quantd::v1::HeartbeatResponse* resp) override {
+    std::lock_guard<std::mutex> l(mu);
+    ++heartbeats;
+    if (req->lease().token() != 7)
+      return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION, "stale");
+    if (stale_after_heartbeats > 0 && heartbeats >= stale_after_heartbeats)
+      return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION, "STALE_LEASE");
+    heartbeat_progress.push_back(req->progress());
+    *resp->mutable_lease() = req->lease();
+    resp->set_cancel_requested(cancel);
+    return grpc::Status::OK;
+  }
+  grpc::Status ReportEvents(grpc::ServerContext*, const quantd::v1::ReportEventsRequest* req,
+                            quantd::v1::ReportEventsResponse* resp) override {
+    std::lock_guard<std::mutex> l(mu);
+    for (const auto& e : req->events()) events.push_back(e);
+    resp->set_cancel_requested(cancel);
+    return grpc::Status::OK;
+  }
+  grpc::Status CompleteJob(grpc::ServerContext*, const quantd::v1::CompleteJobRequest* req,
+                           quantd::v1::CompleteJobResponse*) override {
+    std::lock_guard<std::mutex> l(mu);
+    completed.push_back(*req);
+    return grpc::Status::OK;
+  }
+  grpc::Status FailJob(grpc::ServerContext*, const quantd::v1::FailJobRequest* req,
+                       quantd::v1::FailJobResponse*) override {
+    std::lock_guard<std::mutex> l(mu);
+    failed.push_back(*req);
+    return grpc::Status::OK;
+  }
+
+  std::mutex mu;
+  bool handed_out = false;
+  bool cancel = false;
+  int fail_leases = 0;
+  int heartbeats = 0;
+  int stale_after_heartbeats = 0;
+  std::string lease_worker;
+  std::vector<quantd::v1::Progress> heartbeat_progress;
+  std::vector<JobEvent> events;
+  std::vector<quantd::v1::CompleteJobRequest> completed;
+  std::vector<quantd::v1::FailJobRequest> failed;
+};
+
+// Runs a scripted job: reports progress for `blocks` blocks, checking for
+// cancellation between them, like the real pipeline does.
+class ScriptedExecutor : public JobExecutor {
+ public:
+  ExecutionOutcome Execute(const quantd::v1::Job& job, JobContext& ctx) override {
+    ExecutionOutcome out;
+    seen_job = job.name();
+    quantd::v1::JobEvent log;
+    log.mutable_log()->set_message("starting");
+    ctx.Report(log);
+    for (int b = 1; b <= blocks; ++b) {
+      if (ctx.CancelRequested()) {
+        out.cancelled = true;
+        return out;
+      }
+      quantd::v1::Progress p;
+      p.set_stage(quantd::v1::QUANTIZE);
+      p.set_block(b);
+      p.set_block_count(blocks);
+      p.set_percent(100.0 * b / blocks);
+      ctx.SetProgress(p);
+      std::this_thread::sleep_for(std::chrono::milliseconds(block_ms));
+    }
+    if (!error.ok()) {
+      out.status = error;
+      return out;
+    }
+    out.result.mutable_metrics()->mutable_quantized_perplexity()->set_perplexity(7.25);
+    return out;
+  }
+  int blocks = 4;
+  int block_ms = 60;
+  Status error;
+  std::string seen_job;
+};
+
+class LeaseLoopTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    grpc::ServerBuilder b;
+    b.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port_);
+    b.RegisterService(&service_);
+    server_ = b.BuildAndStart();
+    channel_ = grpc::CreateChannel("127.0.0.1:" + std::to_string(port_),
+                                   grpc::InsecureChannelCredentials());
+  }
+  void TearDown() override { server_->Shutdown(); }
+
+  int RunOneJob() {
+    LeaseLoopOptions opt;
+    opt.worker_id = "w-test";
+    opt.lease_wait = std::chrono::seconds(0);
+    opt.max_jobs = 1;
+    opt.tick = std::chrono::milliseconds(10);
+    opt.max_backoff = std::chrono::milliseconds(50);
+    LeaseLoop loop(channel_, &executor_, opt);
+    return loop.Run();
+  }
+
+  FakeWorkerService service_;
+  ScriptedExecutor executor_;
+  int port_ = 0;
+  std::unique_ptr<grpc::Server> server_;
+  std::shared_ptr<grpc::Channel> channel_;
+};
+
+TEST_F(LeaseLoopTest, RunsJobStreamsProgressAndCompletes) {
+  EXPECT_EQ(RunOneJob(), 1);
+  std::lock_guard<std::mutex> l(service_.mu);
+  EXPECT_EQ(executor_.seen_job, "jobs/abc");
+  EXPECT_EQ(service_.lease_worker, "w-test");
+  ASSERT_EQ(service_.completed.size(), 1u);
+  EXPECT_TRUE(service_.failed.empty());
+  EXPECT_EQ(service_.completed[0].lease().token(), 7);
+  EXPECT_DOUBLE_EQ(service_.completed[0].result().metrics().quantized_perplexity().perplexity(),
+                   7.25);
+  // Events: the log first, then one progress event per block in order, the
+  // last one at block 4/4 (sent before CompleteJob).
+  ASSERT_GE(service_.events.size(), 2u);
+  EXPECT_EQ(service_.events[0].log().message(), "starting");
+  EXPECT_EQ(service_.events[0].job(), "jobs/abc");
+  int last_block = 0;
+  for (size_t i = 1; i < service_.events.size(); ++i) {
+    ASSERT_TRUE(service_.events[i].has_progress());
+    EXPECT_GT(service_.events[i].progress().block(), last_block);
+    last_block = service_.events[i].progress().block();
+  }
+  EXPECT_EQ(last_block, 4);
+  EXPECT_GE(service_.heartbeats, 2);  // 240 ms of work, 50 ms heartbeats
+}
+
+TEST_F(LeaseLoopTest, CancelFromHeartbeatStopsAtNextBlockAndReportsCancelled) {
+  service_.cancel = true;
+  executor_.blocks = 50;
+  EXPECT_EQ(RunOneJob(), 1);
+  std::lock_guard<std::mutex> l(service_.mu);
+  EXPECT_TRUE(service_.completed.empty());
+  ASSERT_EQ(service_.failed.size(), 1u);
+  EXPECT_TRUE(service_.failed[0].cancelled());
+  EXPECT_EQ(service_.failed[0].error().code(), grpc::StatusCode::CANCELLED);
+  // Stopped long before all 50 blocks.
+  int max_block = 0;
+  for (const auto& e : service_.events)
+    if (e.has_progress()) max_block = std::max(max_block, e.progress().block());
+  EXPECT_LT(max_block, 20);
+}
+
+TEST_F(LeaseLoopTest, LostLeaseStopsWithoutReportingAnOutcome) {
+  service_.stale_after_heartbeats = 2;
+  executor_.blocks = 50;
+  EXPECT_EQ(RunOneJob(), 1);
+  std::lock_guard<std::mutex> l(service_.mu);
+  EXPECT_TRUE(service_.completed.empty());
+  EXPECT_TRUE(service_.failed.empty());
+}
+
+TEST_F(LeaseLoopTest, FailureKeepsCodeReasonAndViolations) {
+  executor_.error = InvalidArgumentError(
+                        "layer model.layers.0.mlp.down_proj: group size 128 does "
+                        "not divide in_features 172")
+                        .WithReason("GROUP_SIZE_MISMATCH");
+  executor_.error.AddViolation("spec.quantization.group_size", "does not divide 172");
+  EXPECT_EQ(RunOneJob(), 1);
+  std::lock_guard<std::mutex> l(service_.mu);
+  ASSERT_EQ(service_.failed.size(), 1u);
+  EXPECT_FALSE(service_.failed[0].cancelled());
+  Status back = FromRpcStatus(service_.failed[0].error());
+  EXPECT_EQ(back.code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(back.reason(), "GROUP_SIZE_MISMATCH");
+  ASSERT_EQ(back.violations().size(), 1u);
+  EXPECT_EQ(back.violations()[0].field, "spec.quantization.group_size");
+  EXPECT_NE(back.message().find("down_proj"), std::string::npos);
+}
+
+TEST_F(LeaseLoopTest, RetriesWhileFrontendIsUnavailable) {
+  service_.fail_leases = 3;
+  EXPECT_EQ(RunOneJob(), 1);
+  std::lock_guard<std::mutex> l(service_.mu);
+  EXPECT_EQ(service_.fail_leases, 0);
+  EXPECT_EQ(service_.completed.size(), 1u);
+}
+
+TEST(RpcStatusTest, RoundTripsThroughGoogleRpcStatus) {
+  Status s = FailedPreconditionError("unsupported architecture").WithReason("UNSUPPORTED_MODEL");
+  s.AddViolation("spec.model_uri", "GPTNeoX is not supported");
+  google::rpc::Status wire = ToRpcStatus(s);
+  EXPECT_EQ(wire.code(), 9);
+  ASSERT_EQ(wire.details_size(), 2);
+  google::rpc::ErrorInfo info;
+  ASSERT_TRUE(wire.details(0).UnpackTo(&info));
+  EXPECT_EQ(info.domain(), "quantd");
+  Status back = FromRpcStatus(wire);
+  EXPECT_EQ(back.ToString(), s.ToString());
+  EXPECT_EQ(back.reason(), "UNSUPPORTED_MODEL");
+}
+
+}  // namespace
+}  // namespace quantd::worker
