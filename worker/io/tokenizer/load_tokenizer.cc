@@ -1,0 +1,43 @@
+#include "worker/io/tokenizer/load_tokenizer.h"
+
+#include <sys/stat.h>
+
+#include "worker/io/tokenizer/sentencepiece_tokenizer.h"
+#include "worker/io/tokenizer/special_tokens.h"
+
+namespace quantd::io {
+namespace {
+
+bool IsRegularFile(const std::string& path) {
+  struct stat st;
+  return stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
+}
+
+StatusOr<std::unique_ptr<Tokenizer>> LoadSentencePiece(const std::string& dir,
+                                                       const SpecialTokenConfig& special) {
+  SentencePieceOptions options;
+  options.add_bos = special.add_bos;
+  options.add_eos = special.add_eos;
+  options.bos_piece = special.bos_token;
+  options.eos_piece = special.eos_token;
+  options.bos_id = special.bos_token_id;
+  options.eos_id = special.eos_token_id;
+  QD_ASSIGN_OR_RETURN(auto tok, SentencePieceTokenizer::Load(dir + "/tokenizer.model", options));
+  return std::unique_ptr<Tokenizer>(std::move(tok));
+}
+
+}  // namespace
+
+StatusOr<std::unique_ptr<Tokenizer>> LoadTokenizerFromDir(const std::string& dir) {
+  QD_ASSIGN_OR_RETURN(SpecialTokenConfig special, ReadSpecialTokenConfig(dir));
+  if (IsRegularFile(dir + "/tokenizer.model")) return LoadSentencePiece(dir, special);
+  if (IsRegularFile(dir + "/tokenizer.json")) {
+    return UnimplementedError(dir +
+                              "/tokenizer.json: byte-level BPE tokenizer.json support is not "
+                              "built yet; provide a tokenizer.model (SentencePiece)");
+  }
+  return NotFoundError("model directory " + dir +
+                       " has no tokenizer.model (SentencePiece) or tokenizer.json (BPE)");
+}
+
+}  // namespace quantd::io

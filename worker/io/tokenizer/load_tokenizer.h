@@ -1,0 +1,26 @@
+// LoadTokenizerFromDir: the tokenizer of a Hugging Face model directory.
+//
+// Picks the vocabulary file the directory has (tokenizer.model, SentencePiece;
+// tokenizer.json, byte-level BPE) and applies the directory's special-token
+// settings (tokenizer_config.json, config.json), so callers need not know
+// which format a model ships.
+#ifndef QUANTD_WORKER_IO_TOKENIZER_LOAD_TOKENIZER_H_
+#define QUANTD_WORKER_IO_TOKENIZER_LOAD_TOKENIZER_H_
+
+#include <memory>
+#include <string>
+
+#include "worker/common/status.h"
+#include "worker/io/tokenizer/tokenizer.h"
+
+namespace quantd::io {
+
+// tokenizer.model is preferred when both files exist: libsentencepiece is the
+// reference for those vocabularies. NOT_FOUND when the directory has neither
+// file; INVALID_ARGUMENT (naming the file) when one is malformed;
+// UNIMPLEMENTED for a tokenizer.json whose model is not byte-level BPE.
+StatusOr<std::unique_ptr<Tokenizer>> LoadTokenizerFromDir(const std::string& dir);
+
+}  // namespace quantd::io
+
+#endif  // QUANTD_WORKER_IO_TOKENIZER_LOAD_TOKENIZER_H_

@@ -1,0 +1,118 @@
+#include "worker/io/tokenizer/sentencepiece_tokenizer.h"
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace quantd::io {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::ElementsAreArray;
+
+constexpr char kModel[] = "models/stories260K/tokenizer.model";
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+std::unique_ptr<SentencePieceTokenizer> LoadOrDie(const SentencePieceOptions& options = {}) {
+  auto tok = SentencePieceTokenizer::Load(kModel, options);
+  EXPECT_TRUE(tok.ok()) << tok.status();
+  return std::move(tok).value();
+}
+
+TEST(SentencePieceTokenizerTest, MatchesGoldenIdsOfStories260K) {
+  auto golden = nlohmann::json::parse(ReadFile("tests/golden/stories260K.json"));
+  auto tok = LoadOrDie();
+  ASSERT_FALSE(golden["tokenizer_examples"].empty());
+  for (const auto& example : golden["tokenizer_examples"]) {
+    const std::string text = example["text"];
+    const auto expected = example["ids_without_bos"].get<std::vector<int32_t>>();
+    EXPECT_THAT(tok->Encode(text), ElementsAreArray(expected)) << text;
+    EXPECT_EQ(tok->Decode(expected), text);
+  }
+}
+
+TEST(SentencePieceTokenizerTest, SpecialTokensAndVocabFromModel) {
+  auto tok = LoadOrDie();
+  EXPECT_EQ(tok->vocab_size(), 512);
+  EXPECT_EQ(tok->bos_id(), 1);
+  EXPECT_EQ(tok->eos_id(), 2);
+  EXPECT_TRUE(tok->add_bos());
+  EXPECT_FALSE(tok->add_eos());
+  EXPECT_EQ(tok->IdToPiece(1), "<s>");
+  EXPECT_EQ(tok->IdToPiece(3), "<0x00>");
+  EXPECT_EQ(tok->IdToPiece(300), "\xE2\x96\x81ha");  // "▁ha"
+  EXPECT_EQ(tok->PieceToId("</s>"), 2);
+  EXPECT_EQ(tok->PieceToId("<unk>"), 0);
+  EXPECT_EQ(tok->PieceToId("no-such-piece"), -1);
+}
+
+// Reference ids from /usr/bin/python3's sentencepiece 0.1.97 on the same
+// model: byte fallback for characters outside the 512-piece vocabulary, the
+// dummy prefix, and runs of spaces.
+TEST(SentencePieceTokenizerTest, ByteFallbackAndWhitespaceMatchPythonSentencePiece) {
+  auto tok = LoadOrDie();
+  const std::string text = "h\xC3\xA9llo \xE4\xB8\x96\xE7\x95\x8C!\n  two  spaces";
+  EXPECT_THAT(tok->Encode(text),
+              ElementsAre(270, 485, 306, 414, 410, 231, 187, 153, 234, 152, 143, 443, 13, 410, 259,
+                          424, 414, 410, 262, 427, 412, 331, 419));
+  EXPECT_EQ(tok->Decode(tok->Encode(text)), text);
+  EXPECT_THAT(tok->Encode(" "), ElementsAre(410, 410));
+  EXPECT_TRUE(tok->Encode("").empty());
+}
+
+TEST(SentencePieceTokenizerTest, DecodeSkipsIdsOutsideTheVocabulary) {
+  auto tok = LoadOrDie();
+  EXPECT_EQ(tok->Decode({403, -5, 407, 512, 100000}), tok->Decode({403, 407}));
+  EXPECT_EQ(tok->Decode({403, 407}), "Once upon");
+}
+
+TEST(SentencePieceTokenizerTest, OptionsOverrideSpecialTokens) {
+  SentencePieceOptions options;
+  options.add_bos = false;
+  options.add_eos = true;
+  options.bos_id = 5;
+  options.eos_piece = "<s>";
+  auto tok = LoadOrDie(options);
+  EXPECT_FALSE(tok->add_bos());
+  EXPECT_TRUE(tok->add_eos());
+  EXPECT_EQ(tok->bos_id(), 5);
+  EXPECT_EQ(tok->eos_id(), 1);
+
+  SentencePieceOptions unknown_piece;
+  unknown_piece.eos_piece = "<|eot_id|>";  // not in this vocabulary: model's own eos stays
+  EXPECT_EQ(LoadOrDie(unknown_piece)->eos_id(), 2);
+}
+
+TEST(SentencePieceTokenizerTest, RejectsBadInput) {
+  auto missing = SentencePieceTokenizer::Load("models/stories260K/no-such.model");
+  EXPECT_EQ(missing.status().code(), StatusCode::kNotFound);
+  EXPECT_THAT(missing.status().message(), ::testing::HasSubstr("no-such.model"));
+
+  auto garbage =
+      SentencePieceTokenizer::FromSerializedModel("not a protobuf \xff\xff", "junk.model");
+  EXPECT_EQ(garbage.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_THAT(garbage.status().message(), ::testing::HasSubstr("junk.model"));
+
+  const std::string bytes = ReadFile(kModel);
+  auto truncated = SentencePieceTokenizer::FromSerializedModel(
+      std::string_view(bytes).substr(0, bytes.size() / 2), "half.model");
+  EXPECT_EQ(truncated.status().code(), StatusCode::kInvalidArgument);
+
+  SentencePieceOptions bad_id;
+  bad_id.bos_id = 512;
+  auto out_of_range = SentencePieceTokenizer::Load(kModel, bad_id);
+  EXPECT_EQ(out_of_range.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_THAT(out_of_range.status().message(), ::testing::HasSubstr("bos id 512"));
+}
+
+}  // namespace
+}  // namespace quantd::io
