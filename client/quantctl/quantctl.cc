@@ -1,0 +1,459 @@
+// quantctl: the command-line client of quantd.
+//
+//   quantctl [--server HOST:PORT] [-o text|json] <command> [flags] [args]
+//
+// Commands: submit, watch, get, list, cancel. See `quantctl help` and
+// docs/quantctl.md. Exit codes: 0 ok; 1 the job ended FAILED or CANCELLED;
+// 2 usage error; 3 the server refused the request or could not be reached.
+#include <google/protobuf/util/json_util.h>
+#include <grpcpp/grpcpp.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <climits>
+#include <cstdlib>
+#include <fstream>
+#include <iostream>
+#include <random>
+#include <sstream>
+#include <thread>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "client/quantctl/args.h"
+#include "client/quantctl/render.h"
+#include "google/rpc/error_details.pb.h"
+#include "google/rpc/status.pb.h"
+#include "quantd/v1/quantization_service.grpc.pb.h"
+
+namespace quantd::quantctl {
+namespace {
+
+using quantd::v1::Job;
+using quantd::v1::QuantizationService;
+
+constexpr int kExitOk = 0;
+constexpr int kExitJobFailed = 1;
+constexpr int kExitUsage = 2;
+constexpr int kExitRpc = 3;
+
+constexpr char kUsage[] = R"(quantctl: submit and follow quantd quantization jobs.
+
+usage: quantctl [global flags] <command> [flags] [args]
+
+global flags:
+  --server HOST:PORT      quantd address (default $QUANTD_SERVER or 127.0.0.1:50051)
+  -o, --output text|json  output format (json prints proto3 JSON)
+
+commands:
+  submit --model URI (--scheme NAME | --config FILE) [flags]
+      --group-size N          group size for per_group schemes (default 128)
+      --config FILE           quantization config: the reference toolkit's JSON
+                              (a config.json or its quantization_config object)
+      --exclude GLOB          leave matching layers in float (repeatable)
+      --calib URI             calibration text (file://, .txt or .jsonl)
+      --calib-samples N       calibration samples (default 128)
+      --calib-seq-len N       calibration sample length in tokens (default 512)
+      --eval URI              evaluation text for perplexity
+      --n-ctx N               perplexity window (default 256)
+      --eval-windows N        score only the first N windows (default all)
+      --no-eval               skip evaluation
+      --output URI            artifact directory (default <data-dir>/artifacts/<id>)
+      --format F              hf (default), hf-quark, gguf, onnx (repeatable)
+      --overwrite             replace an existing output
+      --device D              cpu, cuda or cuda:N (default any)
+      --label K=V             job label (repeatable)
+      --request-id ID         idempotency key (default random)
+      --max-attempts N        leases before the job fails (default 3)
+      --wait                  watch the job until it ends
+  watch NAME                  live progress, then the final metrics
+  get NAME                    show a job
+  list [--state S] [--label K=V] [--page-size N] [--all]
+  cancel NAME                 cancel a queued or running job
+
+URIs may be plain paths; they are turned into absolute file:// URIs.
+Exit codes: 0 ok, 1 job FAILED/CANCELLED, 2 usage error, 3 request refused or server unreachable.
+)";
+
+struct Client {
+  std::unique_ptr<QuantizationService::Stub> stub;
+  bool json = false;
+};
+
+std::string ToJson(const google::protobuf::Message& m, bool pretty = true) {
+  std::string out;
+  google::protobuf::util::JsonPrintOptions opt;
+  opt.add_whitespace = pretty;
+  (void)google::protobuf::util::MessageToJsonString(m, &out, opt);
+  if (!pretty) {
+    // One event per line.
+    out.erase(std::remove(out.begin(), out.end(), '\n'), out.end());
+  }
+  return out;
+}
+
+// Prints a refused request with its reason and every field violation.
+int ReportRpcError(const grpc::Status& s) {
+  std::cerr << "error: " << s.error_code() << " "
+            << (s.error_code() == grpc::StatusCode::UNAVAILABLE ? "UNAVAILABLE: " : "")
+            << s.error_message() << "\n";
+  google::rpc::Status details;
+  if (!s.error_details().empty() && details.ParseFromString(s.error_details())) {
+    for (const auto& any : details.details()) {
+      google::rpc::ErrorInfo info;
+      google::rpc::BadRequest bad;
+      if (any.UnpackTo(&info)) {
+        std::cerr << "  reason: " << info.reason() << "\n";
+      } else if (any.UnpackTo(&bad)) {
+        for (const auto& v : bad.field_violations())
+          std::cerr << "  " << v.field() << ": " << v.description() << "\n";
+      }
+    }
+  }
+  return kExitRpc;
+}
+
+// Plain paths become absolute file:// URIs; URIs pass through.
+std::string ToUri(const std::string& s) {
+  if (s.empty() || absl::StrContains(s, "://")) return s;
+  std::string path = s;
+  if (path[0] != '/') {
+    char cwd[PATH_MAX];
+    if (getcwd(cwd, sizeof(cwd)) != nullptr) path = std::string(cwd) + "/" + path;
+  }
+  while (path.size() > 1 && path.back() == '/') path.pop_back();
+  return "file://" + path;
+}
+
+std::string RandomRequestId() {
+  std::random_device rd;
+  std::mt19937_64 gen(rd());
+  return absl::StrCat("quantctl-", absl::Hex(gen(), absl::kZeroPad16));
+}
+
+absl::StatusOr<std::string> ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::NotFoundError(absl::StrCat("cannot read ", path));
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+absl::StatusOr<quantd::v1::ExportFormat> ParseFormat(const std::string& f) {
+  if (f == "hf" || f == "hf-fake-quantized") return quantd::v1::HF_FAKE_QUANTIZED;
+  if (f == "hf-quark" || f == "quark") return quantd::v1::HF_QUARK;
+  if (f == "gguf") return quantd::v1::GGUF;
+  if (f == "onnx") return quantd::v1::ONNX_QDQ;
+  return absl::InvalidArgumentError(
+      absl::StrCat("--format '", f, "' is not one of hf, hf-quark, gguf, onnx"));
+}
+
+absl::StatusOr<quantd::v1::CreateJobRequest> BuildCreateRequest(const ParsedArgs& a) {
+  quantd::v1::CreateJobRequest req;
+  auto* spec = req.mutable_spec();
+  if (!a.Has("model")) return absl::InvalidArgumentError("submit needs --model URI");
+  spec->set_model_uri(ToUri(a.Get("model")));
+  auto* q = spec->mutable_quantization();
+  if (a.Has("scheme") == a.Has("config"))
+    return absl::InvalidArgumentError("submit needs exactly one of --scheme NAME or --config FILE");
+  if (a.Has("scheme")) q->set_scheme(a.Get("scheme"));
+  if (a.Has("config")) {
+    auto text = ReadFile(a.Get("config"));
+    if (!text.ok()) return text.status();
+    q->set_quark_json(*text);
+  }
+  if (a.Has("group-size")) {
+    auto g = a.GetInt("group-size", 0);
+    if (!g.ok()) return g.status();
+    q->set_group_size(*g);
+  }
+  for (const auto& e : a.GetAll("exclude")) q->add_exclude(e);
+  if (a.Has("calib") || a.Has("calib-samples") || a.Has("calib-seq-len")) {
+    auto* c = spec->mutable_calibration();
+    c->set_dataset_uri(ToUri(a.Get("calib")));
+    if (a.Has("calib-samples")) {
+      auto n = a.GetInt("calib-samples", 0);
+      if (!n.ok()) return n.status();
+      c->set_num_samples(*n);
+    }
+    if (a.Has("calib-seq-len")) {
+      auto n = a.GetInt("calib-seq-len", 0);
+      if (!n.ok()) return n.status();
+      c->set_seq_len(*n);
+    }
+  }
+  auto* ev = spec->mutable_evaluation();
+  if (a.Has("no-eval")) ev->set_disabled(true);
+  if (a.Has("eval")) ev->set_dataset_uri(ToUri(a.Get("eval")));
+  if (a.Has("n-ctx")) {
+    auto n = a.GetInt("n-ctx", 0);
+    if (!n.ok()) return n.status();
+    ev->set_n_ctx(*n);
+  }
+  if (a.Has("eval-windows")) {
+    auto n = a.GetInt("eval-windows", 0);
+    if (!n.ok()) return n.status();
+    ev->set_max_windows(*n);
+  }
+  auto* ex = spec->mutable_export_();
+  for (const auto& f : a.GetAll("format")) {
+    auto fmt = ParseFormat(f);
+    if (!fmt.ok()) return fmt.status();
+    ex->add_formats(*fmt);
+  }
+  if (a.Has("output")) ex->set_output_uri(ToUri(a.Get("output")));
+  if (a.Has("overwrite")) ex->set_overwrite(a.Get("overwrite") == "true");
+  spec->set_device(a.Get("device"));
+  for (const auto& kv : a.GetAll("label")) {
+    std::pair<std::string, std::string> p = absl::StrSplit(kv, absl::MaxSplits('=', 1));
+    if (p.first.empty() || !absl::StrContains(kv, "="))
+      return absl::InvalidArgumentError(absl::StrCat("--label '", kv, "' is not KEY=VALUE"));
+    (*spec->mutable_labels())[p.first] = p.second;
+  }
+  if (a.Has("max-attempts")) {
+    auto n = a.GetInt("max-attempts", 0);
+    if (!n.ok()) return n.status();
+    spec->set_max_attempts(*n);
+  }
+  req.set_request_id(a.Has("request-id") ? a.Get("request-id") : RandomRequestId());
+  return req;
+}
+
+void PrintStatusLine(const std::string& line) { std::cout << line << std::endl; }
+
+// Follows a job's event stream, reconnecting after `last sequence` when the
+// frontend restarts, then prints the final job. Returns the exit code.
+int Watch(Client& c, const std::string& name) {
+  const bool tty = isatty(STDERR_FILENO) && !c.json;
+  int64_t after = 0;
+  int block_count = 0;
+  quantd::v1::Progress shown;
+  bool bar_open = false;
+  auto close_bar = [&] {
+    if (bar_open) std::cerr << "\n";
+    bar_open = false;
+  };
+  auto deadline_reconnect = std::chrono::steady_clock::now() + std::chrono::minutes(10);
+  while (true) {
+    grpc::ClientContext ctx;
+    quantd::v1::WatchJobRequest req;
+    req.set_name(name);
+    req.set_after_sequence(after);
+    auto reader = c.stub->WatchJob(&ctx, req);
+    quantd::v1::JobEvent ev;
+    while (reader->Read(&ev)) {
+      after = ev.sequence();
+      if (c.json) {
+        std::cout << ToJson(ev, false) << std::endl;
+        continue;
+      }
+      switch (ev.payload_case()) {
+        case quantd::v1::JobEvent::kState:
+          close_bar();
+          PrintStatusLine(
+              absl::StrCat("state: ", quantd::v1::JobState_Name(ev.state()),
+                           ev.attempt() > 0 ? absl::StrCat(" (attempt ", ev.attempt(), ")") : ""));
+          break;
+        case quantd::v1::JobEvent::kProgress: {
+          const auto& p = ev.progress();
+          if (p.block_count() > 0) block_count = p.block_count();
+          if (tty) {
+            std::cerr << "\r" << RenderProgressBar(p) << "\033[K" << std::flush;
+            bar_open = true;
+          } else if (p.stage() != shown.stage() || p.block() != shown.block()) {
+            std::cerr << RenderProgressBar(p) << "\n";
+          }
+          shown = p;
+          break;
+        }
+        case quantd::v1::JobEvent::kLog: {
+          close_bar();
+          const char* sev = ev.log().severity() == quantd::v1::WARNING ? "warning: "
+                            : ev.log().severity() == quantd::v1::ERROR ? "error: "
+                                                                       : "";
+          PrintStatusLine(absl::StrCat(sev, ev.log().message()));
+          break;
+        }
+        case quantd::v1::JobEvent::kBlockMetrics:
+          close_bar();
+          PrintStatusLine(RenderBlockMetrics(ev.block_metrics(), block_count));
+          break;
+        default:
+          break;
+      }
+    }
+    grpc::Status s = reader->Finish();
+    close_bar();
+    if (s.ok()) break;
+    if (s.error_code() == grpc::StatusCode::UNAVAILABLE &&
+        std::chrono::steady_clock::now() < deadline_reconnect) {
+      std::this_thread::sleep_for(std::chrono::seconds(1));
+      continue;  // resume after the last event we saw
+    }
+    return ReportRpcError(s);
+  }
+  grpc::ClientContext ctx;
+  quantd::v1::GetJobRequest get;
+  get.set_name(name);
+  Job job;
+  grpc::Status s = c.stub->GetJob(&ctx, get, &job);
+  if (!s.ok()) return ReportRpcError(s);
+  if (c.json) {
+    std::cout << ToJson(job, false) << std::endl;
+  } else {
+    std::cout << RenderJob(job);
+  }
+  return job.state() == quantd::v1::SUCCEEDED ? kExitOk : kExitJobFailed;
+}
+
+int Submit(Client& c, const ParsedArgs& a) {
+  auto req = BuildCreateRequest(a);
+  if (!req.ok()) {
+    std::cerr << "quantctl submit: " << req.status().message() << "\n";
+    return kExitUsage;
+  }
+  Job job;
+  grpc::Status s;
+  // Retrying is safe: CreateJob is idempotent on request_id.
+  for (int attempt = 0; attempt < 5; ++attempt) {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+    s = c.stub->CreateJob(&ctx, *req, &job);
+    if (s.error_code() != grpc::StatusCode::UNAVAILABLE) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(500 << attempt));
+  }
+  if (!s.ok()) return ReportRpcError(s);
+  if (c.json && !a.Has("wait")) {
+    std::cout << ToJson(job) << std::endl;
+  } else if (!c.json) {
+    std::cout << job.name() << std::endl;
+  }
+  if (a.Has("wait")) return Watch(c, job.name());
+  return kExitOk;
+}
+
+int Get(Client& c, const std::string& name) {
+  grpc::ClientContext ctx;
+  quantd::v1::GetJobRequest req;
+  req.set_name(name);
+  Job job;
+  grpc::Status s = c.stub->GetJob(&ctx, req, &job);
+  if (!s.ok()) return ReportRpcError(s);
+  std::cout << (c.json ? ToJson(job) + "\n" : RenderJob(job));
+  return kExitOk;
+}
+
+int Cancel(Client& c, const std::string& name) {
+  grpc::ClientContext ctx;
+  quantd::v1::CancelJobRequest req;
+  req.set_name(name);
+  Job job;
+  grpc::Status s = c.stub->CancelJob(&ctx, req, &job);
+  if (!s.ok()) return ReportRpcError(s);
+  if (c.json) {
+    std::cout << ToJson(job) << std::endl;
+  } else {
+    std::cout << job.name() << ": " << quantd::v1::JobState_Name(job.state()) << std::endl;
+  }
+  return kExitOk;
+}
+
+int List(Client& c, const ParsedArgs& a) {
+  quantd::v1::ListJobsRequest req;
+  auto size = a.GetInt("page-size", 0);
+  if (!size.ok()) {
+    std::cerr << "quantctl list: " << size.status().message() << "\n";
+    return kExitUsage;
+  }
+  req.set_page_size(*size);
+  for (const auto& st : a.GetAll("state")) {
+    quantd::v1::JobState state;
+    if (!quantd::v1::JobState_Parse(absl::AsciiStrToUpper(st), &state)) {
+      std::cerr << "quantctl list: --state '" << st
+                << "' is not one of queued, running, succeeded, failed, cancelling, cancelled\n";
+      return kExitUsage;
+    }
+    req.add_states(state);
+  }
+  for (const auto& kv : a.GetAll("label")) {
+    std::pair<std::string, std::string> p = absl::StrSplit(kv, absl::MaxSplits('=', 1));
+    (*req.mutable_labels())[p.first] = p.second;
+  }
+  std::vector<Job> jobs;
+  quantd::v1::ListJobsResponse all;
+  do {
+    grpc::ClientContext ctx;
+    quantd::v1::ListJobsResponse resp;
+    grpc::Status s = c.stub->ListJobs(&ctx, req, &resp);
+    if (!s.ok()) return ReportRpcError(s);
+    for (const auto& j : resp.jobs()) {
+      jobs.push_back(j);
+      *all.add_jobs() = j;
+    }
+    req.set_page_token(resp.next_page_token());
+    all.set_next_page_token(resp.next_page_token());
+  } while (a.Has("all") && !req.page_token().empty());
+  if (c.json) {
+    std::cout << ToJson(all) << std::endl;
+  } else {
+    std::cout << RenderJobTable(jobs);
+    if (!all.next_page_token().empty()) std::cout << "(more: --all, or --page-size)\n";
+  }
+  return kExitOk;
+}
+
+int Main(int argc, char** argv) {
+  std::vector<std::string> args(argv + 1, argv + argc);
+  auto parsed =
+      ParseArgs(args, {"server",     "output",     "model",        "scheme",        "config",
+                       "group-size", "exclude",    "calib",        "calib-samples", "calib-seq-len",
+                       "eval",       "n-ctx",      "eval-windows", "format",        "device",
+                       "label",      "request-id", "max-attempts", "state",         "page-size"},
+                {"wait", "overwrite", "no-eval", "all", "help"});
+  if (!parsed.ok()) {
+    std::cerr << "quantctl: " << parsed.status().message() << "\n\n" << kUsage;
+    return kExitUsage;
+  }
+  const ParsedArgs& a = *parsed;
+  if (a.Has("help") || a.command.empty() || a.command == "help") {
+    std::cout << kUsage;
+    return a.command.empty() && !a.Has("help") ? kExitUsage : kExitOk;
+  }
+  const std::string output = a.Get("output", "text");
+  if (output != "text" && output != "json") {
+    std::cerr << "quantctl: -o must be text or json\n";
+    return kExitUsage;
+  }
+  const char* env_server = std::getenv("QUANTD_SERVER");
+  const std::string server = a.Get("server", env_server ? env_server : "127.0.0.1:50051");
+  Client c;
+  c.json = output == "json";
+  c.stub =
+      QuantizationService::NewStub(grpc::CreateChannel(server, grpc::InsecureChannelCredentials()));
+
+  // Accepts "jobs/ID" or the bare ID.
+  std::string name;
+  auto need_name = [&](const char* cmd) -> bool {
+    if (a.positional.size() != 1) {
+      std::cerr << "quantctl " << cmd << ": needs exactly one job name, e.g. jobs/0123abcd\n";
+      return false;
+    }
+    name = absl::StartsWith(a.positional[0], "jobs/") ? a.positional[0] : "jobs/" + a.positional[0];
+    return true;
+  };
+  if (a.command == "submit") return Submit(c, a);
+  if (a.command == "watch") return need_name("watch") ? Watch(c, name) : kExitUsage;
+  if (a.command == "get") return need_name("get") ? Get(c, name) : kExitUsage;
+  if (a.command == "cancel") return need_name("cancel") ? Cancel(c, name) : kExitUsage;
+  if (a.command == "list") return List(c, a);
+  std::cerr << "quantctl: unknown command '" << a.command << "'\n\n" << kUsage;
+  return kExitUsage;
+}
+
+}  // namespace
+}  // namespace quantd::quantctl
+
+int main(int argc, char** argv) { return quantd::quantctl::Main(argc, argv); }

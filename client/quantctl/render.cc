@@ -1,0 +1,188 @@
+#include "client/quantctl/render.h"
+
+#include <google/protobuf/util/time_util.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+
+namespace quantd::quantctl {
+namespace {
+
+using google::protobuf::util::TimeUtil;
+
+std::string Time(const google::protobuf::Timestamp& t) {
+  if (t.seconds() == 0 && t.nanos() == 0) return "-";
+  std::string s = TimeUtil::ToString(t);
+  // Drop sub-second digits: "2026-11-22T10:00:00.123Z" -> "2026-11-22T10:00:00Z".
+  if (auto dot = s.find('.'); dot != std::string::npos) s = s.substr(0, dot) + "Z";
+  return s;
+}
+
+std::string Seconds(double s) {
+  if (s < 60) return absl::StrFormat("%.1fs", s);
+  return absl::StrFormat("%dm%02ds", static_cast<int>(s) / 60, static_cast<int>(s) % 60);
+}
+
+std::string Protocol(const quantd::v1::EvalProtocol& p) {
+  std::string data = p.dataset_uri();
+  if (auto slash = data.rfind('/'); slash != std::string::npos) data = data.substr(slash + 1);
+  return absl::StrFormat("%s, n_ctx %d, %d windows, %d tokens", data, p.n_ctx(), p.windows(),
+                         p.tokens());
+}
+
+}  // namespace
+
+std::string HumanBytes(int64_t bytes) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  double v = static_cast<double>(bytes);
+  int u = 0;
+  while (v >= 1024 && u < 4) {
+    v /= 1024;
+    ++u;
+  }
+  return u == 0 ? absl::StrCat(bytes, " B") : absl::StrFormat("%.1f %s", v, units[u]);
+}
+
+std::string DescribeQuantization(const quantd::v1::QuantizationSettings& q) {
+  std::string s;
+  switch (q.source_case()) {
+    case quantd::v1::QuantizationSettings::kScheme:
+      s = q.scheme();
+      if (q.has_group_size() && q.scheme().find("per_group") != std::string::npos)
+        absl::StrAppend(&s, " (group ", q.group_size(), ")");
+      break;
+    case quantd::v1::QuantizationSettings::kConfig:
+      s = "structured config";
+      break;
+    case quantd::v1::QuantizationSettings::kQuarkJson:
+      s = "reference-toolkit JSON config";
+      break;
+    default:
+      s = "-";
+  }
+  if (q.fp8_kv_cache()) absl::StrAppend(&s, " + fp8 kv-cache");
+  return s;
+}
+
+std::string RenderProgressBar(const quantd::v1::Progress& p, int width) {
+  const double pct = std::clamp(p.percent(), 0.0, 100.0);
+  const int filled = static_cast<int>(std::round(pct / 100.0 * width));
+  std::string bar = "[" + std::string(filled, '#') + std::string(width - filled, '.') + "]";
+  std::string s = absl::StrFormat("%s %3.0f%% %s", bar, pct, quantd::v1::Stage_Name(p.stage()));
+  if (p.block_count() > 0) absl::StrAppend(&s, " block ", p.block(), "/", p.block_count());
+  if (!p.message().empty()) absl::StrAppend(&s, "  ", p.message());
+  return s;
+}
+
+std::string RenderBlockMetrics(const quantd::v1::BlockMetrics& b, int block_count) {
+  double min_sqnr = INFINITY, sum = 0;
+  int n = 0;
+  std::string worst;
+  for (const auto& l : b.layers()) {
+    if (l.excluded()) continue;
+    sum += l.weight_sqnr_db();
+    ++n;
+    if (l.weight_sqnr_db() < min_sqnr) {
+      min_sqnr = l.weight_sqnr_db();
+      worst = l.name();
+      if (auto dot = worst.rfind('.'); dot != std::string::npos) worst = worst.substr(dot + 1);
+    }
+  }
+  std::string row = absl::StrFormat("block %2d/%-2d  out rel-mse %9.3e", b.block(), block_count,
+                                    b.output_rel_mse());
+  if (n > 0)
+    absl::StrAppend(
+        &row, absl::StrFormat("  sqnr mean %5.1f dB  min %5.1f dB (%s)", sum / n, min_sqnr, worst));
+  return row;
+}
+
+std::string RenderMetrics(const quantd::v1::Metrics& m) {
+  std::vector<std::string> lines;
+  if (m.has_float_perplexity())
+    lines.push_back(absl::StrFormat("perplexity float:     %.4f  (%s)",
+                                    m.float_perplexity().perplexity(),
+                                    Protocol(m.float_perplexity().protocol())));
+  if (m.has_quantized_perplexity()) {
+    std::string line =
+        absl::StrFormat("perplexity quantized: %.4f", m.quantized_perplexity().perplexity());
+    if (m.has_float_perplexity() && m.float_perplexity().perplexity() > 0)
+      absl::StrAppend(
+          &line, absl::StrFormat("  (%+.2f%%)", 100.0 * (m.quantized_perplexity().perplexity() /
+                                                             m.float_perplexity().perplexity() -
+                                                         1.0)));
+    lines.push_back(line);
+  }
+  if (m.has_kl_divergence_mean())
+    lines.push_back(absl::StrFormat("kl divergence:        mean %.5f  p99 %.5f",
+                                    m.kl_divergence_mean(), m.kl_divergence_p99()));
+  if (m.has_top1_agreement())
+    lines.push_back(absl::StrFormat("top-1 agreement:      %.2f%%", 100.0 * m.top1_agreement()));
+  if (m.float_model_bytes() > 0 && m.quantized_model_bytes() > 0)
+    lines.push_back(
+        absl::StrFormat("model size:           %s -> %s (%.2fx)", HumanBytes(m.float_model_bytes()),
+                        HumanBytes(m.quantized_model_bytes()),
+                        static_cast<double>(m.quantized_model_bytes()) / m.float_model_bytes()));
+  if (m.stage_timings_size() > 0) {
+    std::vector<std::string> parts;
+    for (const auto& t : m.stage_timings())
+      parts.push_back(absl::StrCat(absl::AsciiStrToLower(quantd::v1::Stage_Name(t.stage())), " ",
+                                   Seconds(t.seconds())));
+    lines.push_back("stage times:          " + absl::StrJoin(parts, ", "));
+  }
+  return absl::StrJoin(lines, "\n");
+}
+
+std::string RenderJob(const quantd::v1::Job& job) {
+  std::vector<std::string> lines;
+  lines.push_back("name:       " + job.name());
+  std::string state = quantd::v1::JobState_Name(job.state());
+  if (job.attempt() > 0) absl::StrAppend(&state, " (attempt ", job.attempt(), ")");
+  if (!job.worker().empty()) absl::StrAppend(&state, " on ", job.worker());
+  lines.push_back("state:      " + state);
+  lines.push_back("model:      " + job.spec().model_uri());
+  lines.push_back("quantize:   " + DescribeQuantization(job.spec().quantization()));
+  if (job.state() == quantd::v1::RUNNING || job.state() == quantd::v1::CANCELLING)
+    lines.push_back("progress:   " + RenderProgressBar(job.progress(), 20));
+  lines.push_back("created:    " + Time(job.create_time()));
+  if (job.has_end_time() && job.has_start_time())
+    lines.push_back(
+        "ran for:    " +
+        Seconds(TimeUtil::DurationToMilliseconds(job.end_time() - job.start_time()) / 1e3));
+  if (!job.spec().labels().empty()) {
+    std::vector<std::string> labels;
+    for (const auto& [k, v] : job.spec().labels()) labels.push_back(k + "=" + v);
+    std::sort(labels.begin(), labels.end());
+    lines.push_back("labels:     " + absl::StrJoin(labels, ","));
+  }
+  std::string metrics = RenderMetrics(job.result().metrics());
+  if (!metrics.empty()) lines.push_back(metrics);
+  for (const auto& a : job.result().artifacts()) {
+    lines.push_back(absl::StrFormat(
+        "artifact:   %s %s (%s, sha256 %s)%s", quantd::v1::ExportFormat_Name(a.format()), a.uri(),
+        HumanBytes(a.bytes()), a.sha256().substr(0, 16), a.accepted() ? "" : " NOT ACCEPTED"));
+  }
+  if (job.has_error() && job.error().code() != 0)
+    lines.push_back("error:      " + job.error().message());
+  return absl::StrJoin(lines, "\n") + "\n";
+}
+
+std::string RenderJobTable(const std::vector<quantd::v1::Job>& jobs) {
+  std::string out = absl::StrFormat("%-30s %-11s %-26s %-9s %s\n", "NAME", "STATE", "QUANTIZATION",
+                                    "PROGRESS", "CREATED");
+  for (const auto& j : jobs) {
+    std::string progress = "-";
+    if (j.state() == quantd::v1::RUNNING || j.state() == quantd::v1::CANCELLING)
+      progress = absl::StrFormat("%.0f%%", j.progress().percent());
+    out += absl::StrFormat(
+        "%-30s %-11s %-26s %-9s %s\n", j.name(), quantd::v1::JobState_Name(j.state()),
+        DescribeQuantization(j.spec().quantization()), progress, Time(j.create_time()));
+  }
+  return out;
+}
+
+}  // namespace quantd::quantctl

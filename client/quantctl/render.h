@@ -1,0 +1,31 @@
+// Text rendering for quantctl: job summaries, list tables, the live progress
+// bar and per-block metric rows. Pure functions of the protos, so they are
+// tested without a server.
+#ifndef QUANTD_CLIENT_QUANTCTL_RENDER_H_
+#define QUANTD_CLIENT_QUANTCTL_RENDER_H_
+
+#include <string>
+#include <vector>
+
+#include "quantd/v1/job.pb.h"
+
+namespace quantd::quantctl {
+
+// Multi-line human summary of a job (state, spec, metrics, artifacts, error).
+std::string RenderJob(const quantd::v1::Job& job);
+// One line per job with a header row.
+std::string RenderJobTable(const std::vector<quantd::v1::Job>& jobs);
+// "[#########...........]  45% QUANTIZE block 3/5" (width counts the bar only).
+std::string RenderProgressBar(const quantd::v1::Progress& p, int width = 30);
+// One compact row of per-block metrics: block, output rel-MSE, min/mean
+// weight SQNR and the worst layer.
+std::string RenderBlockMetrics(const quantd::v1::BlockMetrics& b, int block_count);
+// Final metrics block printed when a watched job ends.
+std::string RenderMetrics(const quantd::v1::Metrics& m);
+// The quantization the spec asks for, e.g. "w_int4_per_group_sym (group 32)".
+std::string DescribeQuantization(const quantd::v1::QuantizationSettings& q);
+std::string HumanBytes(int64_t bytes);
+
+}  // namespace quantd::quantctl
+
+#endif  // QUANTD_CLIENT_QUANTCTL_RENDER_H_

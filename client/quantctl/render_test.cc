@@ -1,0 +1,84 @@
+#include "client/quantctl/render.h"
+
+#include "google/protobuf/text_format.h"
+#include "gtest/gtest.h"
+
+namespace quantd::quantctl {
+namespace {
+
+template <typename T>
+T Parse(const std::string& text) {
+  T m;
+  EXPECT_TRUE(google::protobuf::TextFormat::ParseFromString(text, &m)) << text;
+  return m;
+}
+
+TEST(RenderTest, ProgressBar) {
+  auto p = Parse<quantd::v1::Progress>("stage: QUANTIZE block: 3 block_count: 5 percent: 45");
+  EXPECT_EQ(RenderProgressBar(p, 20), "[#########...........]  45% QUANTIZE block 3/5");
+  auto done = Parse<quantd::v1::Progress>("stage: EXPORT percent: 100");
+  EXPECT_EQ(RenderProgressBar(done, 4), "[####] 100% EXPORT");
+}
+
+TEST(RenderTest, MetricsShowRelativeChangeAndProtocol) {
+  auto m = Parse<quantd::v1::Metrics>(R"pb(
+    float_perplexity {
+      perplexity: 6.98871
+      protocol {
+        dataset_uri: "file:///d/tinystories-sample.txt"
+        n_ctx: 256
+        windows: 395
+        tokens: 100707
+      }
+    }
+    quantized_perplexity { perplexity: 7.33 }
+    float_model_bytes: 1048576
+    quantized_model_bytes: 262144
+  )pb");
+  EXPECT_EQ(RenderMetrics(m),
+            "perplexity float:     6.9887  (tinystories-sample.txt, n_ctx 256, 395 windows, "
+            "100707 tokens)\n"
+            "perplexity quantized: 7.3300  (+4.88%)\n"
+            "model size:           1.0 MiB -> 256.0 KiB (0.25x)");
+}
+
+TEST(RenderTest, BlockRowNamesWorstLayer) {
+  auto b = Parse<quantd::v1::BlockMetrics>(R"pb(
+    block: 2
+    output_rel_mse: 0.00123
+    layers { name: "model.layers.1.self_attn.q_proj" weight_sqnr_db: 20.0 }
+    layers { name: "model.layers.1.mlp.down_proj" weight_sqnr_db: 14.0 }
+    layers { name: "model.layers.1.mlp.up_proj" excluded: true }
+  )pb");
+  EXPECT_EQ(RenderBlockMetrics(b, 5),
+            "block  2/5   out rel-mse 1.230e-03  sqnr mean  17.0 dB  min  14.0 dB (down_proj)");
+}
+
+TEST(RenderTest, JobSummary) {
+  auto job = Parse<quantd::v1::Job>(R"pb(
+    name: "jobs/0001"
+    state: FAILED
+    attempt: 2
+    worker: "host-local-0"
+    spec {
+      model_uri: "file:///m"
+      quantization { scheme: "w_int4_per_group_sym" group_size: 32 }
+      labels { key: "team" value: "nlp" }
+    }
+    error { code: 3 message: "group size 32 does not divide 172" }
+  )pb");
+  std::string s = RenderJob(job);
+  EXPECT_NE(s.find("state:      FAILED (attempt 2) on host-local-0"), std::string::npos) << s;
+  EXPECT_NE(s.find("quantize:   w_int4_per_group_sym (group 32)"), std::string::npos) << s;
+  EXPECT_NE(s.find("labels:     team=nlp"), std::string::npos) << s;
+  EXPECT_NE(s.find("error:      group size 32 does not divide 172"), std::string::npos) << s;
+}
+
+TEST(RenderTest, HumanBytes) {
+  EXPECT_EQ(HumanBytes(512), "512 B");
+  EXPECT_EQ(HumanBytes(1536), "1.5 KiB");
+  EXPECT_EQ(HumanBytes(3LL << 30), "3.0 GiB");
+}
+
+}  // namespace
+}  // namespace quantd::quantctl
