@@ -95,11 +95,31 @@ std::string ToJson(const google::protobuf::Message& m, bool pretty = true) {
   return out;
 }
 
+const char* CodeName(grpc::StatusCode code) {
+  static const char* kNames[] = {"OK",
+                                 "CANCELLED",
+                                 "UNKNOWN",
+                                 "INVALID_ARGUMENT",
+                                 "DEADLINE_EXCEEDED",
+                                 "NOT_FOUND",
+                                 "ALREADY_EXISTS",
+                                 "PERMISSION_DENIED",
+                                 "RESOURCE_EXHAUSTED",
+                                 "FAILED_PRECONDITION",
+                                 "ABORTED",
+                                 "OUT_OF_RANGE",
+                                 "UNIMPLEMENTED",
+                                 "INTERNAL",
+                                 "UNAVAILABLE",
+                                 "DATA_LOSS",
+                                 "UNAUTHENTICATED"};
+  int i = static_cast<int>(code);
+  return i >= 0 && i <= 16 ? kNames[i] : "UNKNOWN";
+}
+
 // Prints a refused request with its reason and every field violation.
 int ReportRpcError(const grpc::Status& s) {
-  std::cerr << "error: " << s.error_code() << " "
-            << (s.error_code() == grpc::StatusCode::UNAVAILABLE ? "UNAVAILABLE: " : "")
-            << s.error_message() << "\n";
+  std::cerr << "error: " << CodeName(s.error_code()) << ": " << s.error_message() << "\n";
   google::rpc::Status details;
   if (!s.error_details().empty() && details.ParseFromString(s.error_details())) {
     for (const auto& any : details.details()) {
