@@ -44,7 +44,8 @@ const char* StatusCodeName(StatusCode code);
 
 // One bad field of a request, as in google.rpc.BadRequest.FieldViolation.
 struct FieldViolation {
-  std::string field;        // dotted path, e.g. "quantization.config.global_quant_config.weight.group_size"
+  std::string
+      field;  // dotted path, e.g. "quantization.config.global_quant_config.weight.group_size"
   std::string description;  // what is wrong and what would be accepted
 
   bool operator==(const FieldViolation& o) const {
@@ -101,17 +102,27 @@ inline Status OkStatus() { return Status(); }
 inline Status InvalidArgumentError(std::string msg) {
   return Status(StatusCode::kInvalidArgument, std::move(msg));
 }
-inline Status NotFoundError(std::string msg) { return Status(StatusCode::kNotFound, std::move(msg)); }
+inline Status NotFoundError(std::string msg) {
+  return Status(StatusCode::kNotFound, std::move(msg));
+}
 inline Status FailedPreconditionError(std::string msg) {
   return Status(StatusCode::kFailedPrecondition, std::move(msg));
 }
 inline Status UnimplementedError(std::string msg) {
   return Status(StatusCode::kUnimplemented, std::move(msg));
 }
-inline Status InternalError(std::string msg) { return Status(StatusCode::kInternal, std::move(msg)); }
-inline Status CancelledError(std::string msg) { return Status(StatusCode::kCancelled, std::move(msg)); }
-inline Status DataLossError(std::string msg) { return Status(StatusCode::kDataLoss, std::move(msg)); }
-inline Status OutOfRangeError(std::string msg) { return Status(StatusCode::kOutOfRange, std::move(msg)); }
+inline Status InternalError(std::string msg) {
+  return Status(StatusCode::kInternal, std::move(msg));
+}
+inline Status CancelledError(std::string msg) {
+  return Status(StatusCode::kCancelled, std::move(msg));
+}
+inline Status DataLossError(std::string msg) {
+  return Status(StatusCode::kDataLoss, std::move(msg));
+}
+inline Status OutOfRangeError(std::string msg) {
+  return Status(StatusCode::kOutOfRange, std::move(msg));
+}
 inline Status ResourceExhaustedError(std::string msg) {
   return Status(StatusCode::kResourceExhausted, std::move(msg));
 }
@@ -124,23 +135,40 @@ inline Status UnavailableError(std::string msg) {
 
 inline const char* StatusCodeName(StatusCode code) {
   switch (code) {
-    case StatusCode::kOk: return "OK";
-    case StatusCode::kCancelled: return "CANCELLED";
-    case StatusCode::kUnknown: return "UNKNOWN";
-    case StatusCode::kInvalidArgument: return "INVALID_ARGUMENT";
-    case StatusCode::kDeadlineExceeded: return "DEADLINE_EXCEEDED";
-    case StatusCode::kNotFound: return "NOT_FOUND";
-    case StatusCode::kAlreadyExists: return "ALREADY_EXISTS";
-    case StatusCode::kPermissionDenied: return "PERMISSION_DENIED";
-    case StatusCode::kResourceExhausted: return "RESOURCE_EXHAUSTED";
-    case StatusCode::kFailedPrecondition: return "FAILED_PRECONDITION";
-    case StatusCode::kAborted: return "ABORTED";
-    case StatusCode::kOutOfRange: return "OUT_OF_RANGE";
-    case StatusCode::kUnimplemented: return "UNIMPLEMENTED";
-    case StatusCode::kInternal: return "INTERNAL";
-    case StatusCode::kUnavailable: return "UNAVAILABLE";
-    case StatusCode::kDataLoss: return "DATA_LOSS";
-    case StatusCode::kUnauthenticated: return "UNAUTHENTICATED";
+    case StatusCode::kOk:
+      return "OK";
+    case StatusCode::kCancelled:
+      return "CANCELLED";
+    case StatusCode::kUnknown:
+      return "UNKNOWN";
+    case StatusCode::kInvalidArgument:
+      return "INVALID_ARGUMENT";
+    case StatusCode::kDeadlineExceeded:
+      return "DEADLINE_EXCEEDED";
+    case StatusCode::kNotFound:
+      return "NOT_FOUND";
+    case StatusCode::kAlreadyExists:
+      return "ALREADY_EXISTS";
+    case StatusCode::kPermissionDenied:
+      return "PERMISSION_DENIED";
+    case StatusCode::kResourceExhausted:
+      return "RESOURCE_EXHAUSTED";
+    case StatusCode::kFailedPrecondition:
+      return "FAILED_PRECONDITION";
+    case StatusCode::kAborted:
+      return "ABORTED";
+    case StatusCode::kOutOfRange:
+      return "OUT_OF_RANGE";
+    case StatusCode::kUnimplemented:
+      return "UNIMPLEMENTED";
+    case StatusCode::kInternal:
+      return "INTERNAL";
+    case StatusCode::kUnavailable:
+      return "UNAVAILABLE";
+    case StatusCode::kDataLoss:
+      return "DATA_LOSS";
+    case StatusCode::kUnauthenticated:
+      return "UNAUTHENTICATED";
   }
   return "UNKNOWN";
 }
@@ -155,9 +183,10 @@ class [[nodiscard]] StatusOr {
     if (status.ok()) v_ = Status(StatusCode::kInternal, "StatusOr built from an OK status");
   }
   StatusOr(Status&& status) : v_(std::move(status)) {  // NOLINT
-    if (std::get<0>(v_).ok()) v_ = Status(StatusCode::kInternal, "StatusOr built from an OK status");
+    if (std::get<0>(v_).ok())
+      v_ = Status(StatusCode::kInternal, "StatusOr built from an OK status");
   }
-  StatusOr(const T& value) : v_(value) {}       // NOLINT
+  StatusOr(const T& value) : v_(value) {}        // NOLINT
   StatusOr(T&& value) : v_(std::move(value)) {}  // NOLINT
   template <typename U, typename = std::enable_if_t<std::is_constructible_v<T, U&&> &&
                                                     !std::is_same_v<std::decay_t<U>, T> &&
@@ -194,10 +223,10 @@ Status AsStatus(const StatusOr<T>& s) {
 #define QD_STATUS_CONCAT_(a, b) QD_STATUS_CONCAT_INNER_(a, b)
 
 // Returns the status from the enclosing function when `expr` is not OK.
-#define QD_RETURN_IF_ERROR(expr)                                          \
-  do {                                                                    \
+#define QD_RETURN_IF_ERROR(expr)                                             \
+  do {                                                                       \
     ::quantd::Status qd_status_ = ::quantd::status_internal::AsStatus(expr); \
-    if (!qd_status_.ok()) return qd_status_;                              \
+    if (!qd_status_.ok()) return qd_status_;                                 \
   } while (0)
 
 // `QD_ASSIGN_OR_RETURN(auto x, F());` declares x from a StatusOr or returns.
