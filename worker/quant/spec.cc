@@ -1,0 +1,434 @@
+#include "worker/quant/spec.h"
+
+#include <array>
+#include <cctype>
+#include <cmath>
+#include <sstream>
+#include <utility>
+
+namespace quantd::quant {
+namespace {
+
+template <typename E>
+struct NamedValue {
+  std::string_view name;
+  E value;
+};
+
+constexpr std::array<NamedValue<DataType>, 18> kDataTypeNames = {{
+    {"int2", DataType::kInt2},
+    {"int3", DataType::kInt3},
+    {"int4", DataType::kInt4},
+    {"int8", DataType::kInt8},
+    {"uint2", DataType::kUInt2},
+    {"uint3", DataType::kUInt3},
+    {"uint4", DataType::kUInt4},
+    {"uint8", DataType::kUInt8},
+    {"fp8_e4m3", DataType::kFp8E4M3},
+    {"fp8_e5m2", DataType::kFp8E5M2},
+    {"mxfp8_e4m3", DataType::kMxFp8E4M3},
+    {"mxfp8_e5m2", DataType::kMxFp8E5M2},
+    {"mxfp6_e3m2", DataType::kMxFp6E3M2},
+    {"mxfp6_e2m3", DataType::kMxFp6E2M3},
+    {"mxfp4", DataType::kMxFp4},
+    {"mxint8", DataType::kMxInt8},
+    {"float16", DataType::kFloat16},
+    {"bfloat16", DataType::kBFloat16},
+}};
+
+constexpr std::array<NamedValue<DataType>, 6> kMxElementNames = {{
+    {"fp8_e4m3", DataType::kMxFp8E4M3},
+    {"fp8_e5m2", DataType::kMxFp8E5M2},
+    {"fp6_e3m2", DataType::kMxFp6E3M2},
+    {"fp6_e2m3", DataType::kMxFp6E2M3},
+    {"fp4", DataType::kMxFp4},
+    {"int8", DataType::kMxInt8},
+}};
+
+constexpr std::array<NamedValue<QScheme>, 3> kQSchemeNames = {{
+    {"per_tensor", QScheme::kPerTensor},
+    {"per_channel", QScheme::kPerChannel},
+    {"per_group", QScheme::kPerGroup},
+}};
+
+constexpr std::array<NamedValue<RoundMethod>, 3> kRoundNames = {{
+    {"half_even", RoundMethod::kHalfEven},
+    {"round", RoundMethod::kRound},
+    {"floor", RoundMethod::kFloor},
+}};
+
+constexpr std::array<NamedValue<ScaleType>, 5> kScaleTypeNames = {{
+    {"float", ScaleType::kFloat},
+    {"float32", ScaleType::kFloat32},
+    {"float16", ScaleType::kFloat16},
+    {"bfloat16", ScaleType::kBFloat16},
+    {"pof2", ScaleType::kPowerOf2},
+}};
+
+constexpr std::array<NamedValue<ObserverType>, 3> kObserverNames = {{
+    {"min_max", ObserverType::kMinMax},
+    {"percentile", ObserverType::kPercentile},
+    {"mse", ObserverType::kMse},
+}};
+
+constexpr std::array<NamedValue<MxScaleMode>, 3> kMxScaleModeNames = {{
+    {"even", MxScaleMode::kEven},
+    {"floor", MxScaleMode::kFloor},
+    {"ceil", MxScaleMode::kCeil},
+}};
+
+constexpr std::array<NamedValue<ZeroPointType>, 2> kZeroPointTypeNames = {{
+    {"int32", ZeroPointType::kInt32},
+    {"float32", ZeroPointType::kFloat32},
+}};
+
+std::string Lower(std::string_view s) {
+  std::string out(s);
+  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return out;
+}
+
+template <typename E, size_t N>
+std::string_view NameOf(const std::array<NamedValue<E>, N>& table, E value) {
+  for (const auto& nv : table) {
+    if (nv.value == value) return nv.name;
+  }
+  return "unknown";
+}
+
+template <typename E, size_t N>
+std::optional<E> ValueOf(const std::array<NamedValue<E>, N>& table, std::string_view name) {
+  const std::string lowered = Lower(name);
+  for (const auto& nv : table) {
+    if (nv.name == lowered) return nv.value;
+  }
+  return std::nullopt;
+}
+
+std::string FormatNumber(double v) {
+  std::ostringstream os;
+  os.precision(12);
+  os << v;
+  return os.str();
+}
+
+}  // namespace
+
+bool QuantSpec::operator==(const QuantSpec& o) const {
+  return dtype == o.dtype && qscheme == o.qscheme && ch_axis == o.ch_axis &&
+         group_size == o.group_size && symmetric == o.symmetric && is_dynamic == o.is_dynamic &&
+         round_method == o.round_method && scale_type == o.scale_type && observer == o.observer &&
+         percentile == o.percentile && mx_scale_mode == o.mx_scale_mode &&
+         zero_point_type == o.zero_point_type;
+}
+
+std::string_view DataTypeName(DataType t) { return NameOf(kDataTypeNames, t); }
+
+std::optional<DataType> DataTypeFromName(std::string_view name) {
+  const std::string lowered = Lower(name);
+  if (lowered == "fp16") return DataType::kFloat16;
+  if (lowered == "bf16") return DataType::kBFloat16;
+  if (lowered == "mxfp8") return DataType::kMxFp8E4M3;
+  return ValueOf(kDataTypeNames, lowered);
+}
+
+std::string_view ReferenceElementName(DataType t) {
+  for (const auto& nv : kMxElementNames) {
+    if (nv.value == t) return nv.name;
+  }
+  return "";
+}
+
+std::optional<DataType> MxTypeFromElementName(std::string_view element) {
+  return ValueOf(kMxElementNames, element);
+}
+
+std::string_view QSchemeName(QScheme s) { return NameOf(kQSchemeNames, s); }
+std::optional<QScheme> QSchemeFromName(std::string_view name) {
+  return ValueOf(kQSchemeNames, name);
+}
+std::string_view RoundMethodName(RoundMethod r) { return NameOf(kRoundNames, r); }
+std::optional<RoundMethod> RoundMethodFromName(std::string_view name) {
+  return ValueOf(kRoundNames, name);
+}
+std::string_view ScaleTypeName(ScaleType s) { return NameOf(kScaleTypeNames, s); }
+std::optional<ScaleType> ScaleTypeFromName(std::string_view name) {
+  if (Lower(name) == "power_of_2") return ScaleType::kPowerOf2;
+  return ValueOf(kScaleTypeNames, name);
+}
+std::string_view ObserverTypeName(ObserverType o) { return NameOf(kObserverNames, o); }
+std::optional<ObserverType> ObserverTypeFromName(std::string_view name) {
+  return ValueOf(kObserverNames, name);
+}
+std::string_view MxScaleModeName(MxScaleMode m) { return NameOf(kMxScaleModeNames, m); }
+std::optional<MxScaleMode> MxScaleModeFromName(std::string_view name) {
+  return ValueOf(kMxScaleModeNames, name);
+}
+std::string_view ZeroPointTypeName(ZeroPointType z) { return NameOf(kZeroPointTypeNames, z); }
+std::optional<ZeroPointType> ZeroPointTypeFromName(std::string_view name) {
+  return ValueOf(kZeroPointTypeNames, name);
+}
+
+std::string_view TensorRoleName(TensorRole r) {
+  switch (r) {
+    case TensorRole::kWeight:
+      return "weight";
+    case TensorRole::kBias:
+      return "bias";
+    case TensorRole::kInput:
+      return "input_tensors";
+    case TensorRole::kOutput:
+      return "output_tensors";
+  }
+  return "unknown";
+}
+
+std::string AllDataTypeNames() {
+  std::string out;
+  for (const auto& nv : kDataTypeNames) {
+    if (!out.empty()) out += ", ";
+    out += nv.name;
+  }
+  return out;
+}
+
+bool IsIntType(DataType t) {
+  switch (t) {
+    case DataType::kInt2:
+    case DataType::kInt3:
+    case DataType::kInt4:
+    case DataType::kInt8:
+    case DataType::kUInt2:
+    case DataType::kUInt3:
+    case DataType::kUInt4:
+    case DataType::kUInt8:
+      return true;
+    default:
+      return false;
+  }
+}
+
+bool IsSignedInt(DataType t) {
+  return t == DataType::kInt2 || t == DataType::kInt3 || t == DataType::kInt4 ||
+         t == DataType::kInt8;
+}
+
+bool IsFp8Type(DataType t) { return t == DataType::kFp8E4M3 || t == DataType::kFp8E5M2; }
+
+bool IsMxType(DataType t) {
+  switch (t) {
+    case DataType::kMxFp8E4M3:
+    case DataType::kMxFp8E5M2:
+    case DataType::kMxFp6E3M2:
+    case DataType::kMxFp6E2M3:
+    case DataType::kMxFp4:
+    case DataType::kMxInt8:
+      return true;
+    default:
+      return false;
+  }
+}
+
+bool IsCastType(DataType t) { return t == DataType::kFloat16 || t == DataType::kBFloat16; }
+
+int BitWidth(DataType t) {
+  switch (t) {
+    case DataType::kInt2:
+    case DataType::kUInt2:
+      return 2;
+    case DataType::kInt3:
+    case DataType::kUInt3:
+      return 3;
+    case DataType::kInt4:
+    case DataType::kUInt4:
+    case DataType::kMxFp4:
+      return 4;
+    case DataType::kMxFp6E3M2:
+    case DataType::kMxFp6E2M3:
+      return 6;
+    case DataType::kFloat16:
+    case DataType::kBFloat16:
+      return 16;
+    default:
+      return 8;
+  }
+}
+
+IntRange IntRangeOf(DataType t) {
+  switch (t) {
+    case DataType::kInt2:
+      return {-2, 1};
+    case DataType::kInt3:
+      return {-4, 3};
+    case DataType::kInt4:
+      return {-8, 7};
+    case DataType::kInt8:
+      return {-128, 127};
+    case DataType::kUInt2:
+      return {0, 3};
+    case DataType::kUInt3:
+      return {0, 7};
+    case DataType::kUInt4:
+      return {0, 15};
+    case DataType::kUInt8:
+      return {0, 255};
+    case DataType::kMxInt8:
+      return {-127, 127};
+    default:
+      return {0, 0};
+  }
+}
+
+MinifloatFormat MinifloatFormatOf(DataType t) {
+  switch (t) {
+    case DataType::kFp8E4M3:
+    case DataType::kMxFp8E4M3:
+      return {4, 3, 7, 448.0f, 8};
+    case DataType::kFp8E5M2:
+    case DataType::kMxFp8E5M2:
+      return {5, 2, 15, 57344.0f, 15};
+    case DataType::kMxFp6E3M2:
+      return {3, 2, 3, 28.0f, 4};
+    case DataType::kMxFp6E2M3:
+      return {2, 3, 1, 7.5f, 2};
+    case DataType::kMxFp4:
+      return {2, 1, 1, 6.0f, 2};
+    case DataType::kMxInt8:
+      return {0, 8, 0, 127.0f, 0};
+    default:
+      return {};
+  }
+}
+
+int EffectiveChAxis(const QuantSpec& spec) {
+  if (spec.ch_axis.has_value()) return *spec.ch_axis;
+  if (spec.qscheme == QScheme::kPerChannel && !IsMxType(spec.dtype)) return 0;
+  return -1;
+}
+
+int EffectiveGroupSize(const QuantSpec& spec) {
+  if (IsMxType(spec.dtype)) return kMxBlockSize;
+  if (spec.qscheme != QScheme::kPerGroup) return 0;
+  return spec.group_size.value_or(0);
+}
+
+double EffectivePercentile(const QuantSpec& spec) {
+  return spec.percentile.value_or(kDefaultPercentile);
+}
+
+std::string DescribeSpec(const QuantSpec& spec) {
+  std::string out(DataTypeName(spec.dtype));
+  if (IsCastType(spec.dtype)) return out + " cast";
+  if (IsMxType(spec.dtype)) {
+    out += " block " + std::to_string(kMxBlockSize) + " (" +
+           std::string(MxScaleModeName(spec.mx_scale_mode)) + ")";
+    if (spec.is_dynamic) out += " dynamic";
+    return out;
+  }
+  out += " ";
+  out += QSchemeName(spec.qscheme);
+  if (spec.qscheme == QScheme::kPerChannel) {
+    out += "(axis " + std::to_string(EffectiveChAxis(spec)) + ")";
+  } else if (spec.qscheme == QScheme::kPerGroup) {
+    out += "(" + (spec.group_size ? std::to_string(*spec.group_size) : std::string("?")) + ")";
+  }
+  if (IsIntType(spec.dtype)) out += spec.symmetric ? " sym" : " asym";
+  if (spec.is_dynamic) out += " dynamic";
+  if (spec.observer == ObserverType::kPercentile) {
+    out += " percentile(" + FormatNumber(EffectivePercentile(spec)) + ")";
+  } else if (spec.observer == ObserverType::kMse) {
+    out += " mse";
+  }
+  if (spec.round_method != RoundMethod::kHalfEven) {
+    out += " round=" + std::string(RoundMethodName(spec.round_method));
+  }
+  if (spec.scale_type != ScaleType::kFloat && spec.scale_type != ScaleType::kFloat32) {
+    out += " scale=" + std::string(ScaleTypeName(spec.scale_type));
+  }
+  if (spec.zero_point_type == ZeroPointType::kFloat32 && IsIntType(spec.dtype) && !spec.symmetric) {
+    out += " zp=float32";
+  }
+  return out;
+}
+
+void ValidateSpec(const QuantSpec& spec, TensorRole role, const std::string& path,
+                  std::vector<FieldViolation>* out) {
+  auto add = [&](const std::string& field, std::string description) {
+    out->push_back({path + "." + field, std::move(description)});
+  };
+  const std::string dtype_name(DataTypeName(spec.dtype));
+  if (IsCastType(spec.dtype)) return;  // a cast has no other parameters
+
+  if (IsMxType(spec.dtype)) {
+    if (!spec.symmetric) {
+      add("symmetric", dtype_name + " is symmetric by definition (shared power-of-two scale, no " +
+                           "zero point); asymmetric MX is not a format");
+    }
+    if (spec.group_size.has_value() && *spec.group_size != kMxBlockSize) {
+      add("group_size", dtype_name + " uses blocks of " + std::to_string(kMxBlockSize) +
+                            " elements (OCP MX); got " + std::to_string(*spec.group_size));
+    }
+    if (spec.qscheme != QScheme::kPerGroup) {
+      add("qscheme", dtype_name + " is a per_group (block) format; got " +
+                         std::string(QSchemeName(spec.qscheme)));
+    }
+    if (spec.round_method != RoundMethod::kHalfEven) {
+      add("round_method", dtype_name + " elements round half to even; got " +
+                              std::string(RoundMethodName(spec.round_method)));
+    }
+    if (spec.observer != ObserverType::kMinMax) {
+      add("observer", dtype_name + " derives its block scales from the block amax (min_max); " +
+                          std::string(ObserverTypeName(spec.observer)) + " is not supported");
+    }
+    return;
+  }
+
+  const bool is_int = IsIntType(spec.dtype);
+  if (!spec.symmetric && !is_int) {
+    add("symmetric",
+        dtype_name + " is symmetric (no zero point); asymmetric needs an integer dtype");
+  }
+  if (spec.qscheme == QScheme::kPerGroup) {
+    if (!spec.group_size.has_value()) {
+      add("group_size", "per_group needs group_size (a positive number of elements, or -1 for " +
+                            std::string("the whole axis)"));
+    } else if (*spec.group_size == 0 || *spec.group_size < -1) {
+      add("group_size", "group_size must be positive (or -1 for the whole axis); got " +
+                            std::to_string(*spec.group_size));
+    }
+    if (!spec.is_dynamic && (role == TensorRole::kInput || role == TensorRole::kOutput)) {
+      add("is_dynamic", "static per_group quantization of " + std::string(TensorRoleName(role)) +
+                            " is not supported (as in the reference); use is_dynamic=true");
+    }
+  } else if (spec.group_size.has_value() && *spec.group_size < -1) {
+    add("group_size",
+        "group_size must be positive (or -1); got " + std::to_string(*spec.group_size));
+  }
+  if (spec.percentile.has_value() &&
+      !(*spec.percentile > 0.0 && *spec.percentile <= 100.0 && std::isfinite(*spec.percentile))) {
+    add("percentile", "percentile must be in (0, 100]; got " + FormatNumber(*spec.percentile));
+  }
+  if (spec.observer != ObserverType::kMinMax) {
+    if (spec.qscheme != QScheme::kPerTensor) {
+      add("observer", std::string(ObserverTypeName(spec.observer)) +
+                          " observers are per_tensor (as in the reference); got " +
+                          std::string(QSchemeName(spec.qscheme)) + ", use min_max");
+    }
+    if (spec.is_dynamic) {
+      add("observer", std::string(ObserverTypeName(spec.observer)) +
+                          " observers calibrate a static range; dynamic specs use min_max");
+    }
+  }
+  if (spec.zero_point_type == ZeroPointType::kFloat32 && (!is_int || spec.symmetric)) {
+    add("zero_point_type", "a float32 zero point needs an asymmetric integer spec");
+  }
+  if (!is_int && spec.round_method != RoundMethod::kHalfEven) {
+    add("round_method", dtype_name + " rounds half to even to its grid; got " +
+                            std::string(RoundMethodName(spec.round_method)));
+  }
+  if (spec.scale_type == ScaleType::kPowerOf2 && !is_int) {
+    add("scale_type", "pof2 scales are for integer dtypes; " + dtype_name + " uses float scales");
+  }
+}
+
+}  // namespace quantd::quant
