@@ -1,0 +1,224 @@
+#include "worker/io/safetensors/safetensors_source.h"
+
+#include <sys/stat.h>
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "worker/io/safetensors/tensor_io.h"
+
+namespace quantd::io {
+namespace {
+
+bool IsDirectory(const std::string& path) {
+  struct stat st;
+  return ::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+bool IsFile(const std::string& path) {
+  struct stat st;
+  return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
+}
+
+bool EndsWith(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() &&
+         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+std::string DirName(const std::string& path) {
+  const size_t slash = path.find_last_of('/');
+  if (slash == std::string::npos) return ".";
+  if (slash == 0) return "/";
+  return path.substr(0, slash);
+}
+
+// Index files name shards relative to their directory; refuse anything that
+// could point outside it.
+bool IsPlainFileName(const std::string& name) {
+  return !name.empty() && name.find('/') == std::string::npos && name != "." && name != "..";
+}
+
+StatusOr<std::string> ReadSmallFile(const std::string& path, uint64_t limit) {
+  QD_ASSIGN_OR_RETURN(auto f, ReadOnlyFile::Open(path));
+  if (f->size() > limit) {
+    return DataLossError(path + ": " + std::to_string(f->size()) + " bytes exceeds the " +
+                         std::to_string(limit) + "-byte limit for an index file");
+  }
+  std::string s(f->size(), '\0');
+  QD_RETURN_IF_ERROR(f->ReadAt(0, s.size(), s.data()));
+  return s;
+}
+
+}  // namespace
+
+StatusOr<std::unique_ptr<SafetensorsSource>> SafetensorsSource::Open(const std::string& path) {
+  std::string target = path;
+  if (IsDirectory(path)) {
+    const std::string index = path + "/model.safetensors.index.json";
+    const std::string single = path + "/model.safetensors";
+    if (IsFile(index)) {
+      target = index;
+    } else if (IsFile(single)) {
+      target = single;
+    } else {
+      return NotFoundError(path + ": no model.safetensors.index.json or model.safetensors");
+    }
+  }
+  std::unique_ptr<SafetensorsSource> src(new SafetensorsSource());
+  src->description_ = target;
+
+  if (EndsWith(target, ".json")) {
+    // 64 MB is far above any real index (a few MB for 100k tensors).
+    QD_ASSIGN_OR_RETURN(std::string text, ReadSmallFile(target, 64ull << 20));
+    nlohmann::json index = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+    if (index.is_discarded() || !index.is_object()) {
+      return DataLossError(target + ": not a JSON object");
+    }
+    auto wm = index.find("weight_map");
+    if (wm == index.end() || !wm->is_object()) {
+      return DataLossError(target + ": missing \"weight_map\" object");
+    }
+    auto md = index.find("metadata");
+    if (md != index.end() && md->is_object()) {
+      for (auto it = md->begin(); it != md->end(); ++it) {
+        src->index_metadata_[it.key()] = it->is_string() ? it->get<std::string>() : it->dump();
+      }
+    }
+    // Shard file -> tensors the index says it holds, in first-mention order.
+    std::vector<std::string> order;
+    std::map<std::string, std::vector<std::string>> expected;
+    for (auto it = wm->begin(); it != wm->end(); ++it) {
+      if (!it->is_string()) {
+        return DataLossError(target + ": weight_map entry for tensor '" + it.key() +
+                             "' is not a file name");
+      }
+      const std::string file = it->get<std::string>();
+      if (!IsPlainFileName(file)) {
+        return DataLossError(target + ": tensor '" + it.key() + "' maps to '" + file +
+                             "', which is not a file name in the checkpoint directory");
+      }
+      if (expected.count(file) == 0) order.push_back(file);
+      expected[file].push_back(it.key());
+    }
+    if (order.empty()) return DataLossError(target + ": empty weight_map");
+    const std::string dir = DirName(target);
+    for (const auto& file : order) {
+      QD_RETURN_IF_ERROR(src->AddShard(dir + "/" + file, &expected[file]));
+    }
+  } else {
+    QD_RETURN_IF_ERROR(src->AddShard(target, nullptr));
+  }
+  return src;
+}
+
+Status SafetensorsSource::AddShard(const std::string& path,
+                                   const std::vector<std::string>* expected_names) {
+  auto shard = std::make_unique<Shard>();
+  QD_ASSIGN_OR_RETURN(shard->file, ReadOnlyFile::Open(path));
+  const ReadOnlyFile& f = *shard->file;
+  uint8_t prefix[8] = {0};
+  if (f.size() >= 8) QD_RETURN_IF_ERROR(f.ReadAt(0, 8, prefix));
+  QD_ASSIGN_OR_RETURN(uint64_t n, ParseSafetensorsHeaderLength(prefix, f.size(), path));
+  std::string json(n, '\0');
+  QD_RETURN_IF_ERROR(f.ReadAt(8, n, json.data()));
+  QD_ASSIGN_OR_RETURN(shard->header, ParseSafetensorsHeaderJson(json, f.size() - 8 - n, path));
+  shard->header.data_offset = 8 + n;
+
+  if (expected_names != nullptr) {
+    for (const auto& name : *expected_names) {
+      if (shard->header.Find(name) == nullptr) {
+        return DataLossError(path + ": tensor '" + name +
+                             "' is listed in the index for this shard but the shard does not "
+                             "contain it");
+      }
+    }
+  }
+  for (const auto& e : shard->header.tensors) {
+    auto [it, inserted] = tensors_.try_emplace(e.name);
+    if (!inserted) {
+      return DataLossError(path + ": tensor '" + e.name + "' is also stored in " +
+                           it->second.info.file);
+    }
+    Location& loc = it->second;
+    loc.shard = shard.get();
+    loc.entry = &e;
+    loc.info.name = e.name;
+    loc.info.shape = e.shape;
+    loc.info.dtype = SafetensorsDtypeName(e.dtype);
+    loc.info.file = path;
+    loc.info.nbytes = e.nbytes();
+  }
+  shards_.push_back(std::move(shard));
+  return OkStatus();
+}
+
+std::vector<std::string> SafetensorsSource::Names() const {
+  std::vector<std::string> names;
+  names.reserve(tensors_.size());
+  for (const auto& [name, loc] : tensors_) names.push_back(name);
+  return names;
+}
+
+const TensorInfo* SafetensorsSource::Find(const std::string& name) const {
+  auto it = tensors_.find(name);
+  return it == tensors_.end() ? nullptr : &it->second.info;
+}
+
+const SafetensorsEntry* SafetensorsSource::FindEntry(const std::string& name) const {
+  auto it = tensors_.find(name);
+  return it == tensors_.end() ? nullptr : it->second.entry;
+}
+
+std::vector<std::string> SafetensorsSource::Files() const {
+  std::vector<std::string> files;
+  for (const auto& s : shards_) files.push_back(s->file->path());
+  return files;
+}
+
+std::map<std::string, std::string> SafetensorsSource::Metadata() const {
+  std::map<std::string, std::string> md = index_metadata_;
+  for (const auto& s : shards_) {
+    for (const auto& [k, v] : s->header.metadata) md.emplace(k, v);
+  }
+  return md;
+}
+
+StatusOr<at::Tensor> SafetensorsSource::LoadStored(const std::string& name) const {
+  auto it = tensors_.find(name);
+  if (it == tensors_.end()) {
+    return NotFoundError("tensor '" + name + "' not found in " + description_);
+  }
+  const Location& loc = it->second;
+  QD_ASSIGN_OR_RETURN(at::ScalarType stored, StorageScalarType(loc.entry->dtype));
+  try {
+    at::Tensor t = at::empty(loc.entry->shape, at::TensorOptions().dtype(stored));
+    Status s = loc.shard->file->ReadAt(loc.shard->header.data_offset + loc.entry->begin,
+                                       loc.entry->nbytes(), t.data_ptr());
+    if (!s.ok()) return s.Prepend("tensor '" + name + "': ");
+    return t;
+  } catch (const c10::Error& e) {
+    return ResourceExhaustedError("tensor '" + name + "' in " + loc.info.file + ": " +
+                                  e.what_without_backtrace());
+  } catch (const std::bad_alloc&) {
+    return ResourceExhaustedError("tensor '" + name + "' in " + loc.info.file + ": out of memory");
+  }
+}
+
+StatusOr<at::Tensor> SafetensorsSource::Load(const std::string& name, at::ScalarType dtype) const {
+  QD_ASSIGN_OR_RETURN(at::Tensor t, LoadStored(name));
+  const SafetensorsDtype stored = tensors_.at(name).entry->dtype;
+  try {
+    if ((stored == SafetensorsDtype::kF8E4M3 || stored == SafetensorsDtype::kF8E5M2) &&
+        at::isFloatingType(dtype)) {
+      return DecodeFp8(t, stored).to(dtype);
+    }
+    if (t.scalar_type() == dtype) return t;
+    return t.to(dtype);
+  } catch (const c10::Error& e) {
+    return InternalError("tensor '" + name + "': converting to " + c10::toString(dtype) + ": " +
+                         e.what_without_backtrace());
+  }
+}
+
+}  // namespace quantd::io
