@@ -1,0 +1,45 @@
+// Databases for tests that run against every JobStore backend. Each
+// TestDatabase is a fresh, empty database that can be opened several times
+// (to test restarts and several frontends on one database).
+#ifndef QUANTD_SERVER_STORE_TESTING_TEST_DATABASE_H_
+#define QUANTD_SERVER_STORE_TESTING_TEST_DATABASE_H_
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "server/store/job_store.h"
+
+namespace quantd::server::testing {
+
+class TestDatabase {
+ public:
+  virtual ~TestDatabase() = default;
+  // The --store URI of this database.
+  virtual std::string uri() const = 0;
+  // A new connection (a new JobStore) to this database.
+  virtual absl::StatusOr<std::unique_ptr<JobStore>> Open() = 0;
+};
+
+// A backend the suites run against: a name for the test instantiation and a
+// factory of fresh databases.
+struct TestBackend {
+  std::string name;
+  std::function<std::unique_ptr<TestDatabase>()> create;
+};
+
+// A fresh directory under $TEST_TMPDIR (or /tmp), removed by the caller.
+std::string MakeTempDir(const std::string& prefix);
+
+// A SQLite database file in a fresh temporary directory.
+std::unique_ptr<TestDatabase> NewSqliteTestDatabase();
+
+// Every backend this build can test: SQLite always; PostgreSQL when its
+// server binaries are installed (they are, via tools/install_deps.sh).
+std::vector<TestBackend> AllTestBackends();
+
+}  // namespace quantd::server::testing
+
+#endif  // QUANTD_SERVER_STORE_TESTING_TEST_DATABASE_H_
