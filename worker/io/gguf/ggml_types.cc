@@ -1,0 +1,301 @@
+#include "worker/io/gguf/ggml_types.h"
+
+#include <cstring>
+#include <limits>
+
+namespace quantd::gguf {
+namespace {
+
+constexpr GgmlTypeTraits kTraits[] = {
+    {GgmlType::kF32, "F32", 1, 4, true},
+    {GgmlType::kF16, "F16", 1, 2, true},
+    {GgmlType::kQ4_0, "Q4_0", 32, 18, true},
+    {GgmlType::kQ4_1, "Q4_1", 32, 20, true},
+    {GgmlType::kQ5_0, "Q5_0", 32, 22, false},
+    {GgmlType::kQ5_1, "Q5_1", 32, 24, false},
+    {GgmlType::kQ8_0, "Q8_0", 32, 34, true},
+    {GgmlType::kQ8_1, "Q8_1", 32, 36, false},
+    {GgmlType::kQ2_K, "Q2_K", 256, 84, false},
+    {GgmlType::kQ3_K, "Q3_K", 256, 110, false},
+    {GgmlType::kQ4_K, "Q4_K", 256, 144, true},
+    {GgmlType::kQ5_K, "Q5_K", 256, 176, false},
+    {GgmlType::kQ6_K, "Q6_K", 256, 210, true},
+    {GgmlType::kQ8_K, "Q8_K", 256, 292, false},
+    {GgmlType::kIQ2_XXS, "IQ2_XXS", 256, 66, false},
+    {GgmlType::kIQ2_XS, "IQ2_XS", 256, 74, false},
+    {GgmlType::kIQ3_XXS, "IQ3_XXS", 256, 98, false},
+    {GgmlType::kIQ1_S, "IQ1_S", 256, 50, false},
+    {GgmlType::kIQ4_NL, "IQ4_NL", 32, 18, false},
+    {GgmlType::kIQ3_S, "IQ3_S", 256, 110, false},
+    {GgmlType::kIQ2_S, "IQ2_S", 256, 82, false},
+    {GgmlType::kIQ4_XS, "IQ4_XS", 256, 136, false},
+    {GgmlType::kI8, "I8", 1, 1, false},
+    {GgmlType::kI16, "I16", 1, 2, false},
+    {GgmlType::kI32, "I32", 1, 4, false},
+    {GgmlType::kI64, "I64", 1, 8, false},
+    {GgmlType::kF64, "F64", 1, 8, false},
+    {GgmlType::kIQ1_M, "IQ1_M", 256, 56, false},
+    {GgmlType::kBF16, "BF16", 1, 2, true},
+    {GgmlType::kTQ1_0, "TQ1_0", 256, 54, false},
+    {GgmlType::kTQ2_0, "TQ2_0", 256, 66, false},
+};
+
+uint16_t LoadU16(const uint8_t* p) {
+  return static_cast<uint16_t>(p[0] | (static_cast<uint16_t>(p[1]) << 8));
+}
+
+float LoadFp16(const uint8_t* p) { return Fp16ToFp32(LoadU16(p)); }
+
+uint32_t FloatBits(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  return u;
+}
+
+float BitsFloat(uint32_t u) {
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+
+// ggml's get_scale_min_k4: the j-th 6-bit scale and min of a Q4_K block.
+void ScaleMinK4(int j, const uint8_t* q, uint8_t* d, uint8_t* m) {
+  if (j < 4) {
+    *d = q[j] & 63;
+    *m = q[j + 4] & 63;
+  } else {
+    *d = (q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4);
+    *m = (q[j + 4] >> 4) | ((q[j - 0] >> 6) << 4);
+  }
+}
+
+}  // namespace
+
+std::optional<GgmlTypeTraits> GetGgmlTypeTraits(uint32_t type_id) {
+  for (const auto& t : kTraits) {
+    if (static_cast<uint32_t>(t.type) == type_id) return t;
+  }
+  return std::nullopt;
+}
+
+const GgmlTypeTraits& GetGgmlTypeTraits(GgmlType type) {
+  for (const auto& t : kTraits) {
+    if (t.type == type) return t;
+  }
+  return kTraits[0];  // unreachable for enum values declared above
+}
+
+std::optional<GgmlType> GgmlTypeFromName(const std::string& name) {
+  for (const auto& t : kTraits) {
+    if (name == t.name) return t.type;
+  }
+  return std::nullopt;
+}
+
+StatusOr<uint64_t> GgmlRowBytes(GgmlType type, int64_t n_elements) {
+  const GgmlTypeTraits& t = GetGgmlTypeTraits(type);
+  if (n_elements < 0 || n_elements % t.block_size != 0) {
+    return InvalidArgumentError(std::to_string(n_elements) +
+                                " elements are not a whole number of " + t.name + " blocks of " +
+                                std::to_string(t.block_size));
+  }
+  const uint64_t blocks = static_cast<uint64_t>(n_elements / t.block_size);
+  if (blocks > std::numeric_limits<uint64_t>::max() / t.type_size) {
+    return InvalidArgumentError("byte size of " + std::to_string(n_elements) + " " + t.name +
+                                " elements overflows");
+  }
+  return blocks * t.type_size;
+}
+
+float Fp16ToFp32(uint16_t h) {
+  const uint32_t sign = static_cast<uint32_t>(h & 0x8000) << 16;
+  uint32_t exp = (h >> 10) & 0x1F;
+  uint32_t mant = h & 0x3FF;
+  if (exp == 0x1F) return BitsFloat(sign | 0x7F800000u | (mant << 13));  // inf / NaN
+  if (exp == 0) {
+    if (mant == 0) return BitsFloat(sign);
+    // Subnormal half: normalise into a float32 exponent.
+    int e = -1;
+    do {
+      ++e;
+      mant <<= 1;
+    } while ((mant & 0x400) == 0);
+    mant &= 0x3FF;
+    return BitsFloat(sign | static_cast<uint32_t>(127 - 15 - e) << 23 | (mant << 13));
+  }
+  return BitsFloat(sign | ((exp + (127 - 15)) << 23) | (mant << 13));
+}
+
+uint16_t Fp32ToFp16(float f) {
+  const uint32_t x = FloatBits(f);
+  const uint16_t sign = static_cast<uint16_t>((x >> 16) & 0x8000);
+  const uint32_t abs = x & 0x7FFFFFFFu;
+  if (abs > 0x7F800000u) return sign | 0x7E00 | static_cast<uint16_t>((abs >> 13) & 0x3FF);  // NaN
+  if (abs >= 0x477FF000u) return sign | 0x7C00;  // rounds to >= 65520: inf
+  if (abs < 0x38800000u) {
+    // Half subnormal (or zero): scale by 2^24 and round the integer mantissa.
+    if (abs < 0x33000000u) return sign;  // below half the smallest subnormal
+    const uint32_t exp = abs >> 23;
+    const uint32_t mant = (abs & 0x7FFFFF) | 0x800000;
+    const uint32_t shift = 126 - exp;  // 14..24
+    uint32_t q = mant >> shift;
+    const uint32_t rem = mant & ((1u << shift) - 1);
+    const uint32_t half = 1u << (shift - 1);
+    if (rem > half || (rem == half && (q & 1))) ++q;
+    return sign | static_cast<uint16_t>(q);
+  }
+  // Normal: rebias and round the 13 dropped bits to nearest even; a carry
+  // out of the mantissa correctly bumps the exponent.
+  uint32_t h = ((abs >> 13) - ((127 - 15) << 10));
+  const uint32_t rem = abs & 0x1FFF;
+  if (rem > 0x1000 || (rem == 0x1000 && (h & 1))) ++h;
+  return sign | static_cast<uint16_t>(h);
+}
+
+float Bf16ToFp32(uint16_t h) { return BitsFloat(static_cast<uint32_t>(h) << 16); }
+
+uint16_t Fp32ToBf16(float f) {
+  const uint32_t x = FloatBits(f);
+  if ((x & 0x7FFFFFFFu) > 0x7F800000u) return static_cast<uint16_t>((x >> 16) | 0x40);
+  return static_cast<uint16_t>((x + 0x7FFF + ((x >> 16) & 1)) >> 16);
+}
+
+// The dequantizers below keep ggml's expression shapes (multiplication
+// order, separate multiply and add) so float rounding matches; the BUILD file
+// compiles them with -ffp-contract=off so no FMA fuses what ggml rounds twice.
+
+void DequantizeRowQ4_0(const uint8_t* src, float* dst, int64_t n) {
+  constexpr int kQK = 32;
+  for (int64_t b = 0; b < n / kQK; ++b) {
+    const uint8_t* blk = src + b * 18;
+    const float d = LoadFp16(blk);
+    const uint8_t* qs = blk + 2;
+    for (int j = 0; j < kQK / 2; ++j) {
+      const int x0 = (qs[j] & 0x0F) - 8;
+      const int x1 = (qs[j] >> 4) - 8;
+      dst[b * kQK + j] = x0 * d;
+      dst[b * kQK + j + kQK / 2] = x1 * d;
+    }
+  }
+}
+
+void DequantizeRowQ4_1(const uint8_t* src, float* dst, int64_t n) {
+  constexpr int kQK = 32;
+  for (int64_t b = 0; b < n / kQK; ++b) {
+    const uint8_t* blk = src + b * 20;
+    const float d = LoadFp16(blk);
+    const float m = LoadFp16(blk + 2);
+    const uint8_t* qs = blk + 4;
+    for (int j = 0; j < kQK / 2; ++j) {
+      const int x0 = qs[j] & 0x0F;
+      const int x1 = qs[j] >> 4;
+      dst[b * kQK + j] = x0 * d + m;
+      dst[b * kQK + j + kQK / 2] = x1 * d + m;
+    }
+  }
+}
+
+void DequantizeRowQ8_0(const uint8_t* src, float* dst, int64_t n) {
+  constexpr int kQK = 32;
+  for (int64_t b = 0; b < n / kQK; ++b) {
+    const uint8_t* blk = src + b * 34;
+    const float d = LoadFp16(blk);
+    const int8_t* qs = reinterpret_cast<const int8_t*>(blk + 2);
+    for (int j = 0; j < kQK; ++j) dst[b * kQK + j] = qs[j] * d;
+  }
+}
+
+void DequantizeRowQ4_K(const uint8_t* src, float* dst, int64_t n) {
+  constexpr int kQK = 256;
+  float* y = dst;
+  for (int64_t b = 0; b < n / kQK; ++b) {
+    const uint8_t* blk = src + b * 144;
+    const float d = LoadFp16(blk);
+    const float min = LoadFp16(blk + 2);
+    const uint8_t* scales = blk + 4;
+    const uint8_t* q = blk + 16;
+    int is = 0;
+    uint8_t sc, m;
+    for (int j = 0; j < kQK; j += 64) {
+      ScaleMinK4(is + 0, scales, &sc, &m);
+      const float d1 = d * sc;
+      const float m1 = min * m;
+      ScaleMinK4(is + 1, scales, &sc, &m);
+      const float d2 = d * sc;
+      const float m2 = min * m;
+      for (int l = 0; l < 32; ++l) *y++ = d1 * (q[l] & 0xF) - m1;
+      for (int l = 0; l < 32; ++l) *y++ = d2 * (q[l] >> 4) - m2;
+      q += 32;
+      is += 2;
+    }
+  }
+}
+
+void DequantizeRowQ6_K(const uint8_t* src, float* dst, int64_t n) {
+  constexpr int kQK = 256;
+  float* y = dst;
+  for (int64_t b = 0; b < n / kQK; ++b) {
+    const uint8_t* blk = src + b * 210;
+    const uint8_t* ql = blk;
+    const uint8_t* qh = blk + 128;
+    const int8_t* sc = reinterpret_cast<const int8_t*>(blk + 192);
+    const float d = LoadFp16(blk + 208);
+    for (int n128 = 0; n128 < kQK; n128 += 128) {
+      for (int l = 0; l < 32; ++l) {
+        const int is = l / 16;
+        const int8_t q1 = static_cast<int8_t>((ql[l + 0] & 0xF) | (((qh[l] >> 0) & 3) << 4)) - 32;
+        const int8_t q2 = static_cast<int8_t>((ql[l + 32] & 0xF) | (((qh[l] >> 2) & 3) << 4)) - 32;
+        const int8_t q3 = static_cast<int8_t>((ql[l + 0] >> 4) | (((qh[l] >> 4) & 3) << 4)) - 32;
+        const int8_t q4 = static_cast<int8_t>((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)) - 32;
+        y[l + 0] = d * sc[is + 0] * q1;
+        y[l + 32] = d * sc[is + 2] * q2;
+        y[l + 64] = d * sc[is + 4] * q3;
+        y[l + 96] = d * sc[is + 6] * q4;
+      }
+      y += 128;
+      ql += 64;
+      qh += 32;
+      sc += 8;
+    }
+  }
+}
+
+Status DequantizeRow(GgmlType type, const uint8_t* src, float* dst, int64_t n) {
+  const GgmlTypeTraits& t = GetGgmlTypeTraits(type);
+  if (n < 0 || n % t.block_size != 0) {
+    return InvalidArgumentError(std::to_string(n) + " elements are not whole " + t.name +
+                                " blocks");
+  }
+  switch (type) {
+    case GgmlType::kF32:
+      std::memcpy(dst, src, static_cast<size_t>(n) * 4);
+      return OkStatus();
+    case GgmlType::kF16:
+      for (int64_t i = 0; i < n; ++i) dst[i] = Fp16ToFp32(LoadU16(src + 2 * i));
+      return OkStatus();
+    case GgmlType::kBF16:
+      for (int64_t i = 0; i < n; ++i) dst[i] = Bf16ToFp32(LoadU16(src + 2 * i));
+      return OkStatus();
+    case GgmlType::kQ4_0:
+      DequantizeRowQ4_0(src, dst, n);
+      return OkStatus();
+    case GgmlType::kQ4_1:
+      DequantizeRowQ4_1(src, dst, n);
+      return OkStatus();
+    case GgmlType::kQ8_0:
+      DequantizeRowQ8_0(src, dst, n);
+      return OkStatus();
+    case GgmlType::kQ4_K:
+      DequantizeRowQ4_K(src, dst, n);
+      return OkStatus();
+    case GgmlType::kQ6_K:
+      DequantizeRowQ6_K(src, dst, n);
+      return OkStatus();
+    default:
+      return UnimplementedError(std::string("dequantizing ggml type ") + t.name +
+                                " is not supported (supported: F32, F16, BF16, Q8_0, Q4_0, Q4_1, "
+                                "Q4_K, Q6_K)");
+  }
+}
+
+}  // namespace quantd::gguf

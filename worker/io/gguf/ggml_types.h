@@ -1,0 +1,101 @@
+// ggml tensor types: the element and block formats GGUF files store.
+//
+// Each block format is declared once here: its type id, block size and byte
+// size, and (in ggml_types.cc) its scalar dequantization, written to follow
+// ggml's reference dequantize_row_* functions operation for operation so the
+// floats are bit-identical. Torch-free, so the GGUF parser and fuzzers can use
+// it. Quantizers for the formats the export issue writes (Q8_0, Q4_0, Q4_1)
+// belong beside their dequantizers in this file.
+#ifndef QUANTD_WORKER_IO_GGUF_GGML_TYPES_H_
+#define QUANTD_WORKER_IO_GGUF_GGML_TYPES_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "worker/common/status.h"
+
+namespace quantd::gguf {
+
+// Values are ggml's enum ggml_type (they are what GGUF files store).
+enum class GgmlType : uint32_t {
+  kF32 = 0,
+  kF16 = 1,
+  kQ4_0 = 2,
+  kQ4_1 = 3,
+  kQ5_0 = 6,
+  kQ5_1 = 7,
+  kQ8_0 = 8,
+  kQ8_1 = 9,
+  kQ2_K = 10,
+  kQ3_K = 11,
+  kQ4_K = 12,
+  kQ5_K = 13,
+  kQ6_K = 14,
+  kQ8_K = 15,
+  kIQ2_XXS = 16,
+  kIQ2_XS = 17,
+  kIQ3_XXS = 18,
+  kIQ1_S = 19,
+  kIQ4_NL = 20,
+  kIQ3_S = 21,
+  kIQ2_S = 22,
+  kIQ4_XS = 23,
+  kI8 = 24,
+  kI16 = 25,
+  kI32 = 26,
+  kI64 = 27,
+  kF64 = 28,
+  kIQ1_M = 29,
+  kBF16 = 30,
+  kTQ1_0 = 34,
+  kTQ2_0 = 35,
+};
+
+struct GgmlTypeTraits {
+  GgmlType type;
+  const char* name;     // ggml's name, upper case: "F32", "Q4_K"
+  int64_t block_size;   // elements per block (1 for plain types)
+  size_t type_size;     // bytes per block
+  bool can_dequantize;  // DequantizeRow supports it
+};
+
+// Traits of a type id read from a file; nullopt for ids ggml does not define.
+std::optional<GgmlTypeTraits> GetGgmlTypeTraits(uint32_t type_id);
+const GgmlTypeTraits& GetGgmlTypeTraits(GgmlType type);
+// nullopt when no type has that name.
+std::optional<GgmlType> GgmlTypeFromName(const std::string& name);
+
+// Bytes that `n_elements` of `type` occupy; INVALID_ARGUMENT when n is not a
+// multiple of the block size or the size overflows.
+StatusOr<uint64_t> GgmlRowBytes(GgmlType type, int64_t n_elements);
+
+// IEEE half and bfloat16 <-> float, exact (subnormals, inf and NaN kept).
+float Fp16ToFp32(uint16_t h);
+uint16_t Fp32ToFp16(float f);  // round to nearest even, as ggml's converter
+float Bf16ToFp32(uint16_t h);
+uint16_t Fp32ToBf16(float f);  // round to nearest even; NaN stays quiet NaN
+
+// Dequantizes `n` elements (a multiple of the block size) from `src` into
+// `dst`. `src` must hold GgmlRowBytes(type, n) bytes. UNIMPLEMENTED for types
+// whose dequantization is not built (named in the message).
+Status DequantizeRow(GgmlType type, const uint8_t* src, float* dst, int64_t n);
+
+// The individual reference dequantizers, ggml's block layouts:
+//   Q4_0: 32 elements, {fp16 d; u8 qs[16]}, x = (nibble - 8) * d, low nibbles
+//         first (elements 0..15), then high nibbles (16..31).
+//   Q4_1: 32 elements, {fp16 d, m; u8 qs[16]}, x = nibble * d + m.
+//   Q8_0: 32 elements, {fp16 d; i8 qs[32]}, x = q * d.
+//   Q4_K: 256 elements, {fp16 d, dmin; u8 scales[12]; u8 qs[128]}: eight
+//         sub-blocks of 32 with 6-bit scales and mins.
+//   Q6_K: 256 elements, {u8 ql[128]; u8 qh[64]; i8 scales[16]; fp16 d}.
+void DequantizeRowQ4_0(const uint8_t* src, float* dst, int64_t n);
+void DequantizeRowQ4_1(const uint8_t* src, float* dst, int64_t n);
+void DequantizeRowQ8_0(const uint8_t* src, float* dst, int64_t n);
+void DequantizeRowQ4_K(const uint8_t* src, float* dst, int64_t n);
+void DequantizeRowQ6_K(const uint8_t* src, float* dst, int64_t n);
+
+}  // namespace quantd::gguf
+
+#endif  // QUANTD_WORKER_IO_GGUF_GGML_TYPES_H_

@@ -1,0 +1,270 @@
+#include "worker/io/gguf/ggml_types.h"
+
+#include <ATen/ATen.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "gtest/gtest.h"
+
+namespace quantd::gguf {
+namespace {
+
+uint32_t Bits(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  return u;
+}
+
+void PutFp16(std::vector<uint8_t>* b, size_t at, uint16_t h) {
+  (*b)[at] = h & 0xFF;
+  (*b)[at + 1] = h >> 8;
+}
+
+TEST(GgmlTypesTest, TraitsMatchGgml) {
+  EXPECT_EQ(GetGgmlTypeTraits(GgmlType::kQ4_0).type_size, 18u);
+  EXPECT_EQ(GetGgmlTypeTraits(GgmlType::kQ4_1).type_size, 20u);
+  EXPECT_EQ(GetGgmlTypeTraits(GgmlType::kQ8_0).type_size, 34u);
+  EXPECT_EQ(GetGgmlTypeTraits(GgmlType::kQ4_K).type_size, 144u);
+  EXPECT_EQ(GetGgmlTypeTraits(GgmlType::kQ6_K).type_size, 210u);
+  EXPECT_EQ(GetGgmlTypeTraits(GgmlType::kQ6_K).block_size, 256);
+  EXPECT_EQ(GetGgmlTypeTraits(30)->name, std::string("BF16"));
+  EXPECT_FALSE(GetGgmlTypeTraits(31).has_value());  // removed Q4_0_4_4
+  EXPECT_FALSE(GetGgmlTypeTraits(1000).has_value());
+  EXPECT_EQ(GgmlTypeFromName("Q4_K"), GgmlType::kQ4_K);
+  EXPECT_EQ(*GgmlRowBytes(GgmlType::kQ4_K, 512), 288u);
+  EXPECT_EQ(*GgmlRowBytes(GgmlType::kF16, 3), 6u);
+  EXPECT_EQ(GgmlRowBytes(GgmlType::kQ8_0, 33).status().code(), StatusCode::kInvalidArgument);
+}
+
+TEST(GgmlTypesTest, Fp16KnownValues) {
+  EXPECT_EQ(Fp16ToFp32(0x3C00), 1.0f);
+  EXPECT_EQ(Fp16ToFp32(0xC000), -2.0f);
+  EXPECT_EQ(Fp16ToFp32(0x7BFF), 65504.0f);
+  EXPECT_EQ(Fp16ToFp32(0x0001), std::ldexp(1.0f, -24));
+  EXPECT_EQ(Fp16ToFp32(0x03FF), std::ldexp(1023.0f, -24));
+  EXPECT_EQ(Fp16ToFp32(0x0400), std::ldexp(1.0f, -14));
+  EXPECT_EQ(Bits(Fp16ToFp32(0x8000)), 0x80000000u);
+  EXPECT_TRUE(std::isinf(Fp16ToFp32(0x7C00)));
+  EXPECT_TRUE(std::isnan(Fp16ToFp32(0x7E00)));
+  EXPECT_EQ(Fp32ToFp16(65520.0f), 0x7C00);  // ties to even: rounds up to inf
+  EXPECT_EQ(Fp32ToFp16(65519.0f), 0x7BFF);
+  EXPECT_EQ(Fp32ToFp16(std::ldexp(1.0f, -25)), 0x0000);  // tie with 0: even
+  EXPECT_EQ(Fp32ToFp16(std::ldexp(1.5f, -25)), 0x0001);
+  EXPECT_EQ(Fp32ToFp16(std::ldexp(3.0f, -25)), 0x0002);  // 1.5 ulp ties to even 2
+}
+
+// Every half converts like PyTorch's (IEEE) conversion and back unchanged.
+TEST(GgmlTypesTest, Fp16MatchesTorchForAllHalvesAndRandomFloats) {
+  at::Tensor all = at::arange(0, 65536, at::kInt).to(at::kShort).view(at::kHalf);
+  at::Tensor as_float = all.to(at::kFloat);
+  const auto* h = reinterpret_cast<const uint16_t*>(all.data_ptr());
+  const float* f = as_float.data_ptr<float>();
+  for (int i = 0; i < 65536; ++i) {
+    const float mine = Fp16ToFp32(h[i]);
+    if (std::isnan(f[i])) {
+      EXPECT_TRUE(std::isnan(mine));
+      continue;
+    }
+    ASSERT_EQ(Bits(mine), Bits(f[i])) << "half 0x" << std::hex << h[i];
+    ASSERT_EQ(Fp32ToFp16(mine), h[i]);
+  }
+  std::mt19937 rng(7);
+  std::uniform_int_distribution<uint32_t> any;
+  std::vector<float> xs;
+  for (int i = 0; i < 200000; ++i) {
+    // Random bit patterns in the half range (exponents around [-30, 17]).
+    uint32_t u = (any(rng) & 0x81FFFFFFu) | (static_cast<uint32_t>(97 + any(rng) % 48) << 23);
+    float x;
+    std::memcpy(&x, &u, 4);
+    xs.push_back(x);
+  }
+  at::Tensor ref =
+      at::from_blob(xs.data(), {static_cast<int64_t>(xs.size())}, at::kFloat).to(at::kHalf);
+  const auto* rh = reinterpret_cast<const uint16_t*>(ref.data_ptr());
+  for (size_t i = 0; i < xs.size(); ++i) {
+    ASSERT_EQ(Fp32ToFp16(xs[i]), rh[i]) << xs[i];
+  }
+}
+
+TEST(GgmlTypesTest, Bf16MatchesTorch) {
+  std::mt19937 rng(3);
+  std::uniform_int_distribution<uint32_t> any;
+  std::vector<float> xs = {0.0f, -0.0f, 1.0f, 3.14159f, 1e-40f, 3.0e38f};
+  for (int i = 0; i < 100000; ++i) {
+    uint32_t u = any(rng);
+    if ((u & 0x7F800000u) == 0x7F800000u) u &= 0xBFFFFFFFu;  // keep finite
+    float x;
+    std::memcpy(&x, &u, 4);
+    xs.push_back(x);
+  }
+  at::Tensor ref =
+      at::from_blob(xs.data(), {static_cast<int64_t>(xs.size())}, at::kFloat).to(at::kBFloat16);
+  const auto* rb = reinterpret_cast<const uint16_t*>(ref.data_ptr());
+  for (size_t i = 0; i < xs.size(); ++i) {
+    ASSERT_EQ(Fp32ToBf16(xs[i]), rb[i]) << xs[i];
+    ASSERT_EQ(Bits(Bf16ToFp32(rb[i])), static_cast<uint32_t>(rb[i]) << 16);
+  }
+}
+
+TEST(GgmlTypesTest, Q4_0KnownBlock) {
+  std::vector<uint8_t> b(18);
+  PutFp16(&b, 0, 0x3800);  // d = 0.5
+  for (int j = 0; j < 16; ++j) b[2 + j] = static_cast<uint8_t>(j | ((15 - j) << 4));
+  std::vector<float> y(32);
+  ASSERT_TRUE(DequantizeRow(GgmlType::kQ4_0, b.data(), y.data(), 32).ok());
+  for (int j = 0; j < 16; ++j) {
+    EXPECT_EQ(y[j], (j - 8) * 0.5f) << j;
+    EXPECT_EQ(y[j + 16], (15 - j - 8) * 0.5f) << j;
+  }
+}
+
+TEST(GgmlTypesTest, Q4_1KnownBlock) {
+  std::vector<uint8_t> b(20);
+  PutFp16(&b, 0, 0x3400);  // d = 0.25
+  PutFp16(&b, 2, 0xBC00);  // m = -1
+  for (int j = 0; j < 16; ++j) b[4 + j] = static_cast<uint8_t>(j | (((j * 7) % 16) << 4));
+  std::vector<float> y(32);
+  ASSERT_TRUE(DequantizeRow(GgmlType::kQ4_1, b.data(), y.data(), 32).ok());
+  for (int j = 0; j < 16; ++j) {
+    EXPECT_EQ(y[j], j * 0.25f - 1.0f);
+    EXPECT_EQ(y[j + 16], ((j * 7) % 16) * 0.25f - 1.0f);
+  }
+}
+
+TEST(GgmlTypesTest, Q8_0KnownBlock) {
+  std::vector<uint8_t> b(34 * 2);
+  PutFp16(&b, 0, 0x3000);   // d = 0.125
+  PutFp16(&b, 34, 0xC400);  // d = -4
+  for (int j = 0; j < 32; ++j) {
+    b[2 + j] = static_cast<uint8_t>(static_cast<int8_t>(j * 8 - 128));
+    b[36 + j] = static_cast<uint8_t>(static_cast<int8_t>(127 - j));
+  }
+  std::vector<float> y(64);
+  ASSERT_TRUE(DequantizeRow(GgmlType::kQ8_0, b.data(), y.data(), 64).ok());
+  for (int j = 0; j < 32; ++j) {
+    EXPECT_EQ(y[j], (j * 8 - 128) * 0.125f);
+    EXPECT_EQ(y[32 + j], (127 - j) * -4.0f);
+  }
+}
+
+// Independent per-element formulation of ggml's Q4_K layout: element e lies
+// in 64-element chunk e/64; its sub-block (e/32) has a 6-bit scale and min
+// packed in the 12 scale bytes.
+std::vector<double> RefQ4K(const std::vector<uint8_t>& b) {
+  const double d = Fp16ToFp32(b[0] | (b[1] << 8));
+  const double dmin = Fp16ToFp32(b[2] | (b[3] << 8));
+  const uint8_t* s = &b[4];
+  int sc[8], mn[8];
+  for (int k = 0; k < 4; ++k) {
+    sc[k] = s[k] & 63;
+    mn[k] = s[k + 4] & 63;
+    sc[k + 4] = (s[k + 8] & 15) | ((s[k] >> 6) << 4);
+    mn[k + 4] = (s[k + 8] >> 4) | ((s[k + 4] >> 6) << 4);
+  }
+  std::vector<double> y(256);
+  for (int e = 0; e < 256; ++e) {
+    const int chunk = e / 64, within = e % 64, sub = e / 32, l = within % 32;
+    const uint8_t byte = b[16 + chunk * 32 + l];
+    const int q = within < 32 ? (byte & 15) : (byte >> 4);
+    y[e] = d * sc[sub] * q - dmin * mn[sub];
+  }
+  return y;
+}
+
+std::vector<double> RefQ6K(const std::vector<uint8_t>& b) {
+  const uint8_t* ql = &b[0];
+  const uint8_t* qh = &b[128];
+  const auto* scales = reinterpret_cast<const int8_t*>(&b[192]);
+  const double d = Fp16ToFp32(b[208] | (b[209] << 8));
+  std::vector<double> y(256);
+  for (int e = 0; e < 256; ++e) {
+    const int half = e / 128, r = e % 128, quad = r / 32, l = r % 32;
+    const uint8_t low = ql[half * 64 + l + (quad & 1) * 32];
+    const int nib = quad >= 2 ? (low >> 4) : (low & 15);
+    const int hi = (qh[half * 32 + l] >> (2 * quad)) & 3;
+    const int q = (nib | (hi << 4)) - 32;
+    y[e] = d * scales[half * 8 + quad * 2 + l / 16] * q;
+  }
+  return y;
+}
+
+// Random fp16 scales keep every product exact in float, so ggml's float
+// arithmetic rounds once, like casting the exact float64 value.
+uint16_t RandomFp16(std::mt19937& rng, int min_exp, int max_exp) {
+  std::uniform_int_distribution<int> e(min_exp + 15, max_exp + 15), m(0, 1023), sign(0, 1);
+  return static_cast<uint16_t>((sign(rng) << 15) | (e(rng) << 10) | m(rng));
+}
+
+TEST(GgmlTypesTest, Q4_KMatchesIndependentReference) {
+  std::mt19937 rng(11);
+  std::uniform_int_distribution<int> byte(0, 255);
+  for (int trial = 0; trial < 200; ++trial) {
+    std::vector<uint8_t> b(144);
+    for (auto& x : b) x = static_cast<uint8_t>(byte(rng));
+    PutFp16(&b, 0, RandomFp16(rng, -12, 2));
+    PutFp16(&b, 2, RandomFp16(rng, -12, 2));
+    std::vector<float> y(256);
+    ASSERT_TRUE(DequantizeRow(GgmlType::kQ4_K, b.data(), y.data(), 256).ok());
+    const auto ref = RefQ4K(b);
+    for (int e = 0; e < 256; ++e) ASSERT_EQ(y[e], static_cast<float>(ref[e])) << trial << " " << e;
+  }
+}
+
+TEST(GgmlTypesTest, Q6_KMatchesIndependentReference) {
+  std::mt19937 rng(13);
+  std::uniform_int_distribution<int> byte(0, 255);
+  for (int trial = 0; trial < 200; ++trial) {
+    std::vector<uint8_t> b(210 * 2);
+    for (auto& x : b) x = static_cast<uint8_t>(byte(rng));
+    PutFp16(&b, 208, RandomFp16(rng, -12, 2));
+    PutFp16(&b, 418, RandomFp16(rng, -12, 2));
+    std::vector<float> y(512);
+    ASSERT_TRUE(DequantizeRow(GgmlType::kQ6_K, b.data(), y.data(), 512).ok());
+    for (int blk = 0; blk < 2; ++blk) {
+      const auto ref =
+          RefQ6K(std::vector<uint8_t>(b.begin() + blk * 210, b.begin() + blk * 210 + 210));
+      for (int e = 0; e < 256; ++e) {
+        ASSERT_EQ(y[blk * 256 + e], static_cast<float>(ref[e])) << trial << " " << e;
+      }
+    }
+  }
+}
+
+// A hand-packed Q4_K block with known scales: sub-block k has scale k+1
+// (k < 4) or 40+k (k >= 4, using the high bits) and min 2k.
+TEST(GgmlTypesTest, Q4_KKnownScalesAndMins) {
+  std::vector<uint8_t> b(144, 0);
+  PutFp16(&b, 0, 0x3C00);  // d = 1
+  PutFp16(&b, 2, 0x3800);  // dmin = 0.5
+  const int sc[8] = {1, 2, 3, 4, 44, 45, 46, 47};
+  const int mn[8] = {0, 2, 4, 6, 8, 10, 12, 14};
+  for (int k = 0; k < 4; ++k) {
+    b[4 + k] = static_cast<uint8_t>(sc[k] | ((sc[k + 4] >> 4) << 6));
+    b[8 + k] = static_cast<uint8_t>(mn[k] | ((mn[k + 4] >> 4) << 6));
+    b[12 + k] = static_cast<uint8_t>((sc[k + 4] & 15) | ((mn[k + 4] & 15) << 4));
+  }
+  for (int l = 0; l < 128; ++l) b[16 + l] = static_cast<uint8_t>((l % 16) | (((l + 3) % 16) << 4));
+  std::vector<float> y(256);
+  ASSERT_TRUE(DequantizeRow(GgmlType::kQ4_K, b.data(), y.data(), 256).ok());
+  EXPECT_EQ(y[0], 1 * 0 - 0.0f);
+  EXPECT_EQ(y[5], 1 * 5 - 0.0f);
+  EXPECT_EQ(y[32], 2 * 3 - 1.0f);          // sub-block 1: high nibble of byte 0 = 3
+  EXPECT_EQ(y[64 + 7], 3 * 7 - 2.0f);      // sub-block 2: low nibble of byte 32+7
+  EXPECT_EQ(y[192 + 40], 47 * 11 - 7.0f);  // sub-block 7: high nibble of byte 96+8 = 11
+}
+
+TEST(GgmlTypesTest, UnsupportedTypesAreRefusedByName) {
+  std::vector<uint8_t> b(22);
+  std::vector<float> y(32);
+  Status s = DequantizeRow(GgmlType::kQ5_0, b.data(), y.data(), 32);
+  EXPECT_EQ(s.code(), StatusCode::kUnimplemented);
+  EXPECT_NE(s.message().find("Q5_0"), std::string::npos);
+  EXPECT_EQ(DequantizeRow(GgmlType::kQ8_0, b.data(), y.data(), 31).code(),
+            StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace quantd::gguf

@@ -1,0 +1,301 @@
+#include "worker/io/gguf/hf_mapping.h"
+
+#include <cstdio>
+#include <cstdlib>
+#include <nlohmann/json.hpp>
+#include <vector>
+
+namespace quantd::gguf {
+namespace {
+
+using nlohmann::json;
+
+struct NamePair {
+  const char* gguf;  // without ".weight"/".bias"
+  const char* hf;
+  LayoutChange change;
+};
+
+struct ArchNames {
+  const char* arch;
+  const char* hf_block_prefix;  // "model.layers."
+  std::vector<NamePair> globals;
+  std::vector<NamePair> block;
+};
+
+const std::vector<ArchNames>& Tables() {
+  static const auto* tables = new std::vector<ArchNames>{
+      {"llama",
+       "model.layers.",
+       {{"token_embd", "model.embed_tokens", LayoutChange::kNone},
+        {"output_norm", "model.norm", LayoutChange::kNone},
+        {"output", "lm_head", LayoutChange::kNone}},
+       {{"attn_norm", "input_layernorm", LayoutChange::kNone},
+        {"attn_q", "self_attn.q_proj", LayoutChange::kRopeQuery},
+        {"attn_k", "self_attn.k_proj", LayoutChange::kRopeKey},
+        {"attn_v", "self_attn.v_proj", LayoutChange::kNone},
+        {"attn_output", "self_attn.o_proj", LayoutChange::kNone},
+        {"ffn_norm", "post_attention_layernorm", LayoutChange::kNone},
+        {"ffn_gate", "mlp.gate_proj", LayoutChange::kNone},
+        {"ffn_up", "mlp.up_proj", LayoutChange::kNone},
+        {"ffn_down", "mlp.down_proj", LayoutChange::kNone}}},
+      // llama.cpp's Qwen2 converter keeps Hugging Face's rotate-half rows.
+      {"qwen2",
+       "model.layers.",
+       {{"token_embd", "model.embed_tokens", LayoutChange::kNone},
+        {"output_norm", "model.norm", LayoutChange::kNone},
+        {"output", "lm_head", LayoutChange::kNone}},
+       {{"attn_norm", "input_layernorm", LayoutChange::kNone},
+        {"attn_q", "self_attn.q_proj", LayoutChange::kNone},
+        {"attn_k", "self_attn.k_proj", LayoutChange::kNone},
+        {"attn_v", "self_attn.v_proj", LayoutChange::kNone},
+        {"attn_output", "self_attn.o_proj", LayoutChange::kNone},
+        {"ffn_norm", "post_attention_layernorm", LayoutChange::kNone},
+        {"ffn_gate", "mlp.gate_proj", LayoutChange::kNone},
+        {"ffn_up", "mlp.up_proj", LayoutChange::kNone},
+        {"ffn_down", "mlp.down_proj", LayoutChange::kNone}}},
+      {"gpt2",
+       "transformer.h.",
+       {{"token_embd", "transformer.wte", LayoutChange::kNone},
+        {"position_embd", "transformer.wpe", LayoutChange::kNone},
+        {"output_norm", "transformer.ln_f", LayoutChange::kNone},
+        {"output", "lm_head", LayoutChange::kNone}},
+       {{"attn_norm", "ln_1", LayoutChange::kNone},
+        {"attn_qkv", "attn.c_attn", LayoutChange::kTranspose},
+        {"attn_output", "attn.c_proj", LayoutChange::kTranspose},
+        {"ffn_norm", "ln_2", LayoutChange::kNone},
+        {"ffn_up", "mlp.c_fc", LayoutChange::kTranspose},
+        {"ffn_down", "mlp.c_proj", LayoutChange::kTranspose}}},
+  };
+  return *tables;
+}
+
+const ArchNames* FindArch(std::string_view arch) {
+  for (const auto& t : Tables()) {
+    if (arch == t.arch) return &t;
+  }
+  return nullptr;
+}
+
+// Splits "x.weight" into ("x", ".weight"); suffix is empty when neither.
+std::pair<std::string_view, std::string_view> SplitSuffix(std::string_view name) {
+  for (std::string_view suffix : {std::string_view(".weight"), std::string_view(".bias")}) {
+    if (name.size() > suffix.size() && name.substr(name.size() - suffix.size()) == suffix) {
+      return {name.substr(0, name.size() - suffix.size()), suffix};
+    }
+  }
+  return {name, {}};
+}
+
+// Parses "<prefix><N>.<rest>" into N and rest.
+bool ParseBlock(std::string_view name, std::string_view prefix, std::string* index,
+                std::string_view* rest) {
+  if (name.substr(0, prefix.size()) != prefix) return false;
+  name.remove_prefix(prefix.size());
+  size_t digits = 0;
+  while (digits < name.size() && name[digits] >= '0' && name[digits] <= '9') ++digits;
+  if (digits == 0 || digits > 9 || digits >= name.size() || name[digits] != '.') return false;
+  *index = std::string(name.substr(0, digits));
+  *rest = name.substr(digits + 1);
+  return true;
+}
+
+// Weights change layout; a 1-D bias only changes for the RoPE permutation.
+LayoutChange ChangeFor(const NamePair& p, std::string_view suffix) {
+  if (p.change == LayoutChange::kTranspose && suffix != ".weight") return LayoutChange::kNone;
+  return p.change;
+}
+
+// Shortest decimal that reads back as the same float32, so config.json shows
+// 1e-05 rather than 9.999999747378752e-06.
+double ShortestFloat32(double v) {
+  const float f = static_cast<float>(v);
+  char buf[64];
+  for (int precision = 1; precision <= 9; ++precision) {
+    std::snprintf(buf, sizeof(buf), "%.*g", precision, static_cast<double>(f));
+    if (std::strtof(buf, nullptr) == f) return std::strtod(buf, nullptr);
+  }
+  return f;
+}
+
+StatusOr<int64_t> RequiredInt(const GgufFile& f, const std::string& key) {
+  auto v = f.GetInt(key);
+  if (!v.ok()) {
+    return InvalidArgumentError(f.where() + ": cannot build config.json: " + v.status().message());
+  }
+  return *v;
+}
+
+Status AddSpecialTokens(const GgufFile& f, json* cfg) {
+  QD_ASSIGN_OR_RETURN(int64_t bos, f.GetIntOr("tokenizer.ggml.bos_token_id", -1));
+  QD_ASSIGN_OR_RETURN(int64_t eos, f.GetIntOr("tokenizer.ggml.eos_token_id", -1));
+  // 0xFFFFFFFF is llama.cpp's "none".
+  if (bos >= 0 && bos < 0xFFFFFFFFll) (*cfg)["bos_token_id"] = bos;
+  if (eos >= 0 && eos < 0xFFFFFFFFll) (*cfg)["eos_token_id"] = eos;
+  return OkStatus();
+}
+
+StatusOr<int64_t> VocabSize(const GgufFile& f, const std::string& arch) {
+  if (const GgufTensorInfo* emb = f.FindTensor("token_embd.weight"); emb && emb->ne.size() == 2) {
+    return emb->ne[1];
+  }
+  if (f.Find(arch + ".vocab_size")) return f.GetInt(arch + ".vocab_size");
+  if (const GgufValue* tokens = f.Find("tokenizer.ggml.tokens")) {
+    return static_cast<int64_t>(tokens->array_size());
+  }
+  return InvalidArgumentError(f.where() + ": cannot tell the vocabulary size");
+}
+
+StatusOr<json> LlamaLikeConfig(const GgufFile& f, const std::string& arch) {
+  json cfg;
+  const bool qwen = arch == "qwen2";
+  cfg["architectures"] = json::array({qwen ? "Qwen2ForCausalLM" : "LlamaForCausalLM"});
+  cfg["model_type"] = qwen ? "qwen2" : "llama";
+  QD_ASSIGN_OR_RETURN(int64_t hidden, RequiredInt(f, arch + ".embedding_length"));
+  QD_ASSIGN_OR_RETURN(int64_t ffn, RequiredInt(f, arch + ".feed_forward_length"));
+  QD_ASSIGN_OR_RETURN(int64_t layers, RequiredInt(f, arch + ".block_count"));
+  QD_ASSIGN_OR_RETURN(int64_t heads, RequiredInt(f, arch + ".attention.head_count"));
+  QD_ASSIGN_OR_RETURN(int64_t kv_heads, f.GetIntOr(arch + ".attention.head_count_kv", heads));
+  QD_ASSIGN_OR_RETURN(int64_t ctx, f.GetIntOr(arch + ".context_length", 2048));
+  QD_ASSIGN_OR_RETURN(double eps, f.GetFloatOr(arch + ".attention.layer_norm_rms_epsilon", 1e-5));
+  QD_ASSIGN_OR_RETURN(double theta, f.GetFloatOr(arch + ".rope.freq_base", 10000.0));
+  QD_ASSIGN_OR_RETURN(int64_t vocab, VocabSize(f, arch));
+  if (heads <= 0 || kv_heads <= 0 || hidden % heads != 0 || heads % kv_heads != 0) {
+    return InvalidArgumentError(f.where() + ": inconsistent attention heads (" +
+                                std::to_string(heads) + " heads, " + std::to_string(kv_heads) +
+                                " kv heads, hidden size " + std::to_string(hidden) + ")");
+  }
+  cfg["hidden_size"] = hidden;
+  cfg["intermediate_size"] = ffn;
+  cfg["num_hidden_layers"] = layers;
+  cfg["num_attention_heads"] = heads;
+  cfg["num_key_value_heads"] = kv_heads;
+  cfg["vocab_size"] = vocab;
+  cfg["max_position_embeddings"] = ctx;
+  cfg["rms_norm_eps"] = ShortestFloat32(eps);
+  cfg["rope_theta"] = ShortestFloat32(theta);
+  cfg["hidden_act"] = "silu";
+  QD_ASSIGN_OR_RETURN(int64_t head_dim, f.GetIntOr(arch + ".attention.key_length", hidden / heads));
+  if (head_dim != hidden / heads) cfg["head_dim"] = head_dim;
+  if (f.Find(arch + ".rope.scaling.type")) {
+    QD_ASSIGN_OR_RETURN(std::string type, f.GetString(arch + ".rope.scaling.type"));
+    if (type == "linear" || type == "yarn") {
+      QD_ASSIGN_OR_RETURN(double factor, f.GetFloat(arch + ".rope.scaling.factor"));
+      json scaling = {{"type", type}, {"rope_type", type}, {"factor", ShortestFloat32(factor)}};
+      if (type == "yarn") {
+        QD_ASSIGN_OR_RETURN(int64_t orig, f.GetInt(arch + ".rope.scaling.original_context_length"));
+        scaling["original_max_position_embeddings"] = orig;
+      }
+      cfg["rope_scaling"] = scaling;
+    } else if (type != "none") {
+      return UnimplementedError(f.where() + ": rope scaling type " + type +
+                                " has no config.json equivalent here");
+    }
+  }
+  if (f.FindTensor("rope_freqs.weight")) {
+    // Llama 3.1's rope_scaling is baked into this tensor; its parameters are
+    // not in the metadata, so config.json cannot restate them.
+    return UnimplementedError(f.where() +
+                              ": rope_freqs.weight (llama3 rope scaling) cannot be expressed as "
+                              "config.json rope_scaling; load the Hugging Face checkpoint instead");
+  }
+  if (!qwen && f.FindTensor("blk.0.attn_q.bias")) cfg["attention_bias"] = true;
+  cfg["tie_word_embeddings"] = f.FindTensor("output.weight") == nullptr;
+  QD_RETURN_IF_ERROR(AddSpecialTokens(f, &cfg));
+  cfg["torch_dtype"] = "float32";
+  return cfg;
+}
+
+StatusOr<json> Gpt2Config(const GgufFile& f) {
+  json cfg;
+  cfg["architectures"] = json::array({"GPT2LMHeadModel"});
+  cfg["model_type"] = "gpt2";
+  QD_ASSIGN_OR_RETURN(int64_t hidden, RequiredInt(f, "gpt2.embedding_length"));
+  QD_ASSIGN_OR_RETURN(int64_t ffn, RequiredInt(f, "gpt2.feed_forward_length"));
+  QD_ASSIGN_OR_RETURN(int64_t layers, RequiredInt(f, "gpt2.block_count"));
+  QD_ASSIGN_OR_RETURN(int64_t heads, RequiredInt(f, "gpt2.attention.head_count"));
+  QD_ASSIGN_OR_RETURN(int64_t ctx, RequiredInt(f, "gpt2.context_length"));
+  QD_ASSIGN_OR_RETURN(double eps, f.GetFloatOr("gpt2.attention.layer_norm_epsilon", 1e-5));
+  QD_ASSIGN_OR_RETURN(int64_t vocab, VocabSize(f, "gpt2"));
+  cfg["n_embd"] = hidden;
+  cfg["n_inner"] = ffn;
+  cfg["n_layer"] = layers;
+  cfg["n_head"] = heads;
+  cfg["n_positions"] = ctx;
+  cfg["n_ctx"] = ctx;
+  cfg["vocab_size"] = vocab;
+  cfg["layer_norm_epsilon"] = ShortestFloat32(eps);
+  cfg["activation_function"] = "gelu_new";
+  cfg["tie_word_embeddings"] = f.FindTensor("output.weight") == nullptr;
+  QD_RETURN_IF_ERROR(AddSpecialTokens(f, &cfg));
+  cfg["torch_dtype"] = "float32";
+  return cfg;
+}
+
+}  // namespace
+
+bool IsMappedArchitecture(std::string_view arch) { return FindArch(arch) != nullptr; }
+
+std::optional<TensorNameMapping> GgufToHfTensorName(std::string_view arch,
+                                                    std::string_view gguf_name) {
+  const ArchNames* t = FindArch(arch);
+  if (!t) return std::nullopt;
+  auto [base, suffix] = SplitSuffix(gguf_name);
+  if (suffix.empty()) return std::nullopt;
+  for (const auto& p : t->globals) {
+    if (base == p.gguf)
+      return TensorNameMapping{std::string(p.hf) + std::string(suffix), ChangeFor(p, suffix)};
+  }
+  std::string index;
+  std::string_view rest;
+  if (!ParseBlock(base, "blk.", &index, &rest)) return std::nullopt;
+  for (const auto& p : t->block) {
+    if (rest == p.gguf) {
+      return TensorNameMapping{t->hf_block_prefix + index + "." + p.hf + std::string(suffix),
+                               ChangeFor(p, suffix)};
+    }
+  }
+  return std::nullopt;
+}
+
+std::optional<TensorNameMapping> HfToGgufTensorName(std::string_view arch,
+                                                    std::string_view hf_name) {
+  const ArchNames* t = FindArch(arch);
+  if (!t) return std::nullopt;
+  auto [base, suffix] = SplitSuffix(hf_name);
+  if (suffix.empty()) return std::nullopt;
+  for (const auto& p : t->globals) {
+    if (base == p.hf)
+      return TensorNameMapping{std::string(p.gguf) + std::string(suffix), ChangeFor(p, suffix)};
+  }
+  std::string index;
+  std::string_view rest;
+  if (!ParseBlock(base, t->hf_block_prefix, &index, &rest)) return std::nullopt;
+  for (const auto& p : t->block) {
+    if (rest == p.hf) {
+      return TensorNameMapping{"blk." + index + "." + p.gguf + std::string(suffix),
+                               ChangeFor(p, suffix)};
+    }
+  }
+  return std::nullopt;
+}
+
+StatusOr<std::string> BuildHfConfigJson(const GgufFile& file) {
+  auto arch = file.GetString("general.architecture");
+  if (!arch.ok()) {
+    return InvalidArgumentError(file.where() +
+                                ": general.architecture: " + arch.status().message());
+  }
+  json cfg;
+  if (*arch == "llama" || *arch == "qwen2") {
+    QD_ASSIGN_OR_RETURN(cfg, LlamaLikeConfig(file, *arch));
+  } else if (*arch == "gpt2") {
+    QD_ASSIGN_OR_RETURN(cfg, Gpt2Config(file));
+  } else {
+    return UnimplementedError(file.where() + ": GGUF architecture '" + *arch +
+                              "' is not supported (supported: llama, qwen2, gpt2)");
+  }
+  return cfg.dump(2);
+}
+
+}  // namespace quantd::gguf

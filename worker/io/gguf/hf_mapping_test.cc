@@ -1,0 +1,142 @@
+#include "worker/io/gguf/hf_mapping.h"
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace quantd::gguf {
+namespace {
+
+using ::testing::HasSubstr;
+
+TEST(HfMappingTest, LlamaNamesBothWays) {
+  const std::pair<const char*, const char*> pairs[] = {
+      {"token_embd.weight", "model.embed_tokens.weight"},
+      {"output_norm.weight", "model.norm.weight"},
+      {"output.weight", "lm_head.weight"},
+      {"blk.0.attn_norm.weight", "model.layers.0.input_layernorm.weight"},
+      {"blk.12.attn_q.weight", "model.layers.12.self_attn.q_proj.weight"},
+      {"blk.3.attn_k.bias", "model.layers.3.self_attn.k_proj.bias"},
+      {"blk.3.attn_v.weight", "model.layers.3.self_attn.v_proj.weight"},
+      {"blk.3.attn_output.weight", "model.layers.3.self_attn.o_proj.weight"},
+      {"blk.4.ffn_norm.weight", "model.layers.4.post_attention_layernorm.weight"},
+      {"blk.4.ffn_gate.weight", "model.layers.4.mlp.gate_proj.weight"},
+      {"blk.4.ffn_up.weight", "model.layers.4.mlp.up_proj.weight"},
+      {"blk.4.ffn_down.weight", "model.layers.4.mlp.down_proj.weight"},
+  };
+  for (const auto& [gguf, hf] : pairs) {
+    auto to_hf = GgufToHfTensorName("llama", gguf);
+    ASSERT_TRUE(to_hf.has_value()) << gguf;
+    EXPECT_EQ(to_hf->name, hf);
+    auto back = HfToGgufTensorName("llama", hf);
+    ASSERT_TRUE(back.has_value()) << hf;
+    EXPECT_EQ(back->name, gguf);
+    EXPECT_EQ(back->change, to_hf->change);
+  }
+  EXPECT_EQ(GgufToHfTensorName("llama", "blk.1.attn_q.weight")->change, LayoutChange::kRopeQuery);
+  EXPECT_EQ(GgufToHfTensorName("llama", "blk.1.attn_k.bias")->change, LayoutChange::kRopeKey);
+  EXPECT_EQ(GgufToHfTensorName("qwen2", "blk.1.attn_q.weight")->change, LayoutChange::kNone);
+  EXPECT_FALSE(GgufToHfTensorName("llama", "rope_freqs.weight").has_value());
+  EXPECT_FALSE(GgufToHfTensorName("llama", "blk.x.attn_q.weight").has_value());
+  EXPECT_FALSE(GgufToHfTensorName("llama", "blk.1.attn_q").has_value());
+  EXPECT_FALSE(GgufToHfTensorName("mamba", "token_embd.weight").has_value());
+  EXPECT_FALSE(HfToGgufTensorName("llama", "model.layers.0.self_attn.rotary_emb.inv_freq"));
+}
+
+TEST(HfMappingTest, Gpt2NamesAndConv1DTransposes) {
+  auto qkv = GgufToHfTensorName("gpt2", "blk.2.attn_qkv.weight");
+  ASSERT_TRUE(qkv.has_value());
+  EXPECT_EQ(qkv->name, "transformer.h.2.attn.c_attn.weight");
+  EXPECT_EQ(qkv->change, LayoutChange::kTranspose);
+  auto qkv_bias = GgufToHfTensorName("gpt2", "blk.2.attn_qkv.bias");
+  EXPECT_EQ(qkv_bias->change, LayoutChange::kNone);
+  EXPECT_EQ(HfToGgufTensorName("gpt2", "transformer.wpe.weight")->name, "position_embd.weight");
+  EXPECT_EQ(HfToGgufTensorName("gpt2", "transformer.h.0.mlp.c_proj.weight")->name,
+            "blk.0.ffn_down.weight");
+  EXPECT_EQ(HfToGgufTensorName("gpt2", "transformer.h.0.ln_2.bias")->name, "blk.0.ffn_norm.bias");
+}
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path);
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// The config built from the GGUF metadata agrees with the checkpoint's own
+// config.json on every hyperparameter the model needs.
+TEST(HfMappingTest, Stories260KConfigMatchesConfigJson) {
+  auto f = ReadGgufFile("models/stories260K/stories260K-f32.gguf");
+  ASSERT_TRUE(f.ok()) << f.status();
+  auto text = BuildHfConfigJson(*f);
+  ASSERT_TRUE(text.ok()) << text.status();
+  auto built = nlohmann::json::parse(*text);
+  auto expected = nlohmann::json::parse(ReadFile("models/stories260K/config.json"));
+  for (const char* key :
+       {"architectures", "model_type", "hidden_size", "intermediate_size", "num_hidden_layers",
+        "num_attention_heads", "num_key_value_heads", "vocab_size", "rms_norm_eps", "rope_theta",
+        "hidden_act", "bos_token_id", "eos_token_id"}) {
+    EXPECT_EQ(built[key], expected[key]) << key;
+  }
+  EXPECT_EQ(built["max_position_embeddings"], 2048);  // the GGUF's context_length
+  // The official GGUF stores output.weight separately, so it is not tied.
+  EXPECT_EQ(built["tie_word_embeddings"], false);
+  EXPECT_FALSE(built.contains("head_dim"));
+}
+
+TEST(HfMappingTest, ConfigErrorsNameTheKey) {
+  GgufFile f;
+  f.path = "m.gguf";
+  EXPECT_THAT(BuildHfConfigJson(f).status().message(), HasSubstr("general.architecture"));
+  f.metadata.emplace_back("general.architecture", GgufValue::String("mamba"));
+  EXPECT_EQ(BuildHfConfigJson(f).status().code(), StatusCode::kUnimplemented);
+  f.metadata[0].second = GgufValue::String("llama");
+  auto missing = BuildHfConfigJson(f);
+  EXPECT_EQ(missing.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_THAT(missing.status().message(), HasSubstr("llama.embedding_length"));
+}
+
+TEST(HfMappingTest, Gpt2AndScaledLlamaConfigs) {
+  GgufFile g;
+  g.metadata = {{"general.architecture", GgufValue::String("gpt2")},
+                {"gpt2.embedding_length", GgufValue::Uint32(48)},
+                {"gpt2.feed_forward_length", GgufValue::Uint32(192)},
+                {"gpt2.block_count", GgufValue::Uint32(2)},
+                {"gpt2.attention.head_count", GgufValue::Uint32(4)},
+                {"gpt2.context_length", GgufValue::Uint32(64)},
+                {"gpt2.attention.layer_norm_epsilon", GgufValue::Float32(1e-5f)},
+                {"tokenizer.ggml.tokens", GgufValue::StringArray({"a", "b", "c"})}};
+  auto cfg = nlohmann::json::parse(*BuildHfConfigJson(g));
+  EXPECT_EQ(cfg["architectures"][0], "GPT2LMHeadModel");
+  EXPECT_EQ(cfg["n_embd"], 48);
+  EXPECT_EQ(cfg["n_inner"], 192);
+  EXPECT_EQ(cfg["n_positions"], 64);
+  EXPECT_EQ(cfg["vocab_size"], 3);
+  EXPECT_EQ(cfg["layer_norm_epsilon"], 1e-5);
+  EXPECT_EQ(cfg["tie_word_embeddings"], true);
+
+  GgufFile l;
+  l.metadata = {{"general.architecture", GgufValue::String("llama")},
+                {"llama.embedding_length", GgufValue::Uint32(64)},
+                {"llama.feed_forward_length", GgufValue::Uint32(128)},
+                {"llama.block_count", GgufValue::Uint32(1)},
+                {"llama.attention.head_count", GgufValue::Uint32(4)},
+                {"llama.attention.key_length", GgufValue::Uint32(32)},
+                {"llama.rope.freq_base", GgufValue::Float32(500000.0f)},
+                {"llama.rope.scaling.type", GgufValue::String("linear")},
+                {"llama.rope.scaling.factor", GgufValue::Float32(4.0f)},
+                {"llama.vocab_size", GgufValue::Uint32(100)}};
+  auto lc = nlohmann::json::parse(*BuildHfConfigJson(l));
+  EXPECT_EQ(lc["num_key_value_heads"], 4);
+  EXPECT_EQ(lc["head_dim"], 32);
+  EXPECT_EQ(lc["rope_theta"], 500000.0);
+  EXPECT_EQ(lc["rope_scaling"]["type"], "linear");
+  EXPECT_EQ(lc["rope_scaling"]["factor"], 4.0);
+  EXPECT_EQ(lc["vocab_size"], 100);
+}
+
+}  // namespace
+}  // namespace quantd::gguf
