@@ -1,0 +1,286 @@
+#include "server/jobs/job_service.h"
+
+#include <algorithm>
+#include <set>
+#include <utility>
+#include <vector>
+
+#include "absl/cleanup/cleanup.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "google/protobuf/descriptor.h"
+#include "server/common/errors.h"
+#include "server/common/json_log.h"
+#include "server/jobs/job_transitions.h"
+#include "server/jobs/page_token.h"
+#include "server/jobs/request_validation.h"
+#include "server/store/record_columns.h"
+
+namespace quantd::server {
+namespace {
+
+constexpr int kWatchBatch = 256;
+
+absl::Status PermissionDenied(absl::string_view what) {
+  return MakeError(absl::StatusCode::kPermissionDenied, "PERMISSION_DENIED",
+                   absl::StrCat("this credential may not ", what));
+}
+
+// The spec with the defaults that must not change once a job exists (they
+// would otherwise depend on the flags of whichever frontend or worker reads
+// it later).
+void FillStableDefaults(const JobsOptions& options, const std::string& id, v1::JobSpec& spec) {
+  if (!spec.has_max_attempts()) spec.set_max_attempts(options.default_max_attempts);
+  if (spec.export_().output_uri().empty() && !id.empty()) {
+    spec.mutable_export_()->set_output_uri(
+        absl::StrCat("file://", options.data_dir, "/artifacts/", id));
+  }
+}
+
+}  // namespace
+
+std::string DescribeSpecDifference(const v1::JobSpec& stored, const v1::JobSpec& requested) {
+  std::vector<std::string> differing;
+  const google::protobuf::Descriptor* descriptor = v1::JobSpec::descriptor();
+  for (int i = 0; i < descriptor->field_count(); ++i) {
+    const google::protobuf::FieldDescriptor* keep = descriptor->field(i);
+    v1::JobSpec a = stored;
+    v1::JobSpec b = requested;
+    for (int j = 0; j < descriptor->field_count(); ++j) {
+      if (j == i) continue;
+      a.GetReflection()->ClearField(&a, descriptor->field(j));
+      b.GetReflection()->ClearField(&b, descriptor->field(j));
+    }
+    if (SerializeDeterministic(a) != SerializeDeterministic(b)) differing.push_back(keep->name());
+  }
+  return absl::StrJoin(differing, ", ");
+}
+
+JobService::JobService(JobStore* store, Clock* clock, ChangeNotifier* notifier,
+                       JobObserver* observer, JobsOptions options)
+    : store_(store),
+      clock_(clock),
+      notifier_(notifier),
+      observer_(observer),
+      options_(std::move(options)) {}
+
+absl::Status JobService::CheckSpec(const v1::CreateJobRequest& request) {
+  std::vector<FieldViolation> violations = ValidateCreateJobRequest(request);
+  if (!request.has_spec()) return InvalidRequestError(violations);
+  // Run every check so that one answer names every bad field; the server's
+  // envelope problems come first.
+  absl::Status engine =
+      options_.spec_check ? options_.spec_check(request.spec()) : absl::OkStatus();
+  absl::Status uris = options_.uri_policy ? options_.uri_policy(request.spec()) : absl::OkStatus();
+  if (!violations.empty()) {
+    for (const absl::Status& s : {engine, uris}) {
+      if (s.code() == absl::StatusCode::kInvalidArgument) {
+        for (FieldViolation& v : GetViolations(s)) violations.push_back(std::move(v));
+      }
+    }
+    return InvalidRequestError(violations);
+  }
+  if (!engine.ok()) return engine;
+  return uris;
+}
+
+absl::StatusOr<v1::Job> JobService::CreateJob(const Caller& caller,
+                                              const v1::CreateJobRequest& request) {
+  if (!caller.MaySubmit()) return PermissionDenied("submit jobs");
+  absl::Status checked = CheckSpec(request);
+  if (!checked.ok()) return checked;
+
+  const absl::Time now = clock_->Now();
+  JobRecord record;
+  v1::Job& job = record.job;
+  *job.mutable_spec() = request.spec();
+  job.set_tenant(caller.tenant);
+  job.set_request_id(request.request_id());
+  job.set_state(v1::QUEUED);
+  *job.mutable_create_time() = ToTimestamp(now);
+  *job.mutable_update_time() = ToTimestamp(now);
+  record.request_spec = SerializeDeterministic(request.spec());
+  record.available_time = now;
+
+  if (request.validate_only()) {
+    FillStableDefaults(options_, "", *job.mutable_spec());
+    return job;
+  }
+  const std::string id = ids_.NewId(now);
+  job.set_name(absl::StrCat(kJobNamePrefix, id));
+  FillStableDefaults(options_, id, *job.mutable_spec());
+
+  JobUpdate first;
+  Transition(record, v1::QUEUED, now, first);
+  CreateJobOptions create_options;
+  create_options.max_queued_per_tenant = options_.max_queued_per_tenant;
+  absl::StatusOr<CreateJobOutcome> outcome =
+      store_->CreateJob(record, std::move(first.events), create_options);
+  if (!outcome.ok()) return outcome.status();
+
+  if (!outcome->created) {
+    const JobRecord& stored = outcome->record;
+    if (stored.request_spec == record.request_spec) return stored.job;
+    v1::JobSpec stored_spec;
+    stored_spec.ParseFromString(stored.request_spec);
+    return MakeError(absl::StatusCode::kAlreadyExists, "REQUEST_ID_REUSED",
+                     absl::StrCat("request_id \"", request.request_id(), "\" was already used for ",
+                                  stored.job.name(), " with a different spec (differs in: ",
+                                  DescribeSpecDifference(stored_spec, request.spec()),
+                                  "); use a new request_id for a different job"));
+  }
+  notifier_->NotifyQueue();
+  if (observer_ != nullptr) observer_->JobSubmitted(outcome->record.job);
+  Log(LogLevel::kInfo, "job created", JobLogFields(outcome->record.job));
+  return outcome->record.job;
+}
+
+absl::StatusOr<JobRecord> JobService::ReadVisibleJob(const Caller& caller, absl::string_view name,
+                                                     absl::string_view field) {
+  absl::Status well_formed = CheckJobName(name, field);
+  if (!well_formed.ok()) return well_formed;
+  absl::StatusOr<JobRecord> record = store_->GetJob(name);
+  if (!record.ok()) return record.status();
+  // Another tenant's job gets the same answer as a missing one, so names
+  // reveal nothing across tenants.
+  if (!caller.MaySee(record->job.tenant())) return JobNotFoundError(name);
+  return record;
+}
+
+absl::StatusOr<v1::Job> JobService::GetJob(const Caller& caller, const v1::GetJobRequest& request) {
+  if (!caller.MaySubmit()) return PermissionDenied("read jobs");
+  absl::StatusOr<JobRecord> record = ReadVisibleJob(caller, request.name(), "name");
+  if (!record.ok()) return record.status();
+  return std::move(record->job);
+}
+
+absl::StatusOr<v1::ListJobsResponse> JobService::ListJobs(const Caller& caller,
+                                                          const v1::ListJobsRequest& request) {
+  if (!caller.MaySubmit()) return PermissionDenied("list jobs");
+  std::vector<FieldViolation> violations = ValidateListJobsRequest(request);
+  if (!violations.empty()) return InvalidRequestError(violations);
+  const uint64_t fingerprint = ListQueryFingerprint(request);
+
+  ListJobsQuery query;
+  if (caller.role != Role::kAdmin) query.tenant = caller.tenant;
+  std::set<v1::JobState> states;
+  for (int s : request.states()) states.insert(static_cast<v1::JobState>(s));
+  query.states.assign(states.begin(), states.end());
+  std::map<std::string, std::string> labels(request.labels().begin(), request.labels().end());
+  query.labels.assign(labels.begin(), labels.end());
+  query.ascending = OrderAscending(request.order_by());
+  const int page_size = EffectivePageSize(request.page_size());
+  query.limit = page_size + 1;  // one more tells whether there is a next page
+  if (!request.page_token().empty()) {
+    absl::StatusOr<PageToken> token = DecodePageToken(request.page_token(), fingerprint);
+    if (!token.ok()) return token.status();
+    query.after = ListJobsQuery::Cursor{token->create_time, token->name};
+  }
+  absl::StatusOr<std::vector<JobRecord>> records = store_->ListJobs(query);
+  if (!records.ok()) return records.status();
+
+  v1::ListJobsResponse response;
+  const int shown = std::min<int>(page_size, records->size());
+  for (int i = 0; i < shown; ++i) *response.add_jobs() = std::move((*records)[i].job);
+  if (static_cast<int>(records->size()) > page_size) {
+    const v1::Job& last = response.jobs(shown - 1);
+    response.set_next_page_token(
+        EncodePageToken({FromTimestamp(last.create_time()), last.name(), fingerprint}));
+  }
+  return response;
+}
+
+absl::StatusOr<v1::Job> JobService::CancelJob(const Caller& caller,
+                                              const v1::CancelJobRequest& request) {
+  if (!caller.MaySubmit()) return PermissionDenied("cancel jobs");
+  absl::StatusOr<JobRecord> visible = ReadVisibleJob(caller, request.name(), "name");
+  if (!visible.ok()) return visible.status();
+
+  const absl::Time now = clock_->Now();
+  absl::StatusOr<JobRecord> updated =
+      store_->UpdateJob(request.name(), [&](JobRecord& record, JobUpdate& update) {
+        switch (record.job.state()) {
+          case v1::QUEUED:
+            update.events.push_back(LogEvent(record.job, v1::INFO, "cancelled while queued", now));
+            Transition(record, v1::CANCELLED, now, update);
+            return absl::OkStatus();
+          case v1::RUNNING:
+            update.events.push_back(
+                LogEvent(record.job, v1::INFO,
+                         absl::StrCat("cancel requested; worker ", record.job.worker(),
+                                      " stops at its next block boundary"),
+                         now));
+            Transition(record, v1::CANCELLING, now, update);
+            return absl::OkStatus();
+          case v1::CANCELLING:
+            update.write = false;  // already on its way
+            return absl::OkStatus();
+          default:
+            return MakeError(
+                absl::StatusCode::kFailedPrecondition, "JOB_ALREADY_FINISHED",
+                absl::StrCat(record.job.name(), " already ended ", StateName(record.job.state()),
+                             "; there is nothing to cancel"));
+        }
+      });
+  if (!updated.ok()) return updated.status();
+  notifier_->NotifyJob(updated->job.name());
+  if (updated->job.state() == v1::CANCELLED) {
+    if (observer_ != nullptr) {
+      observer_->JobFinished(updated->job, FromTimestamp(updated->job.end_time()) -
+                                               FromTimestamp(updated->job.create_time()));
+    }
+    Log(LogLevel::kInfo, "job cancelled while queued", JobLogFields(updated->job));
+  } else {
+    Log(LogLevel::kInfo, "job cancel requested", JobLogFields(updated->job));
+  }
+  return std::move(updated->job);
+}
+
+absl::Status JobService::WatchJob(const Caller& caller, const v1::WatchJobRequest& request,
+                                  const WatchStream& stream) {
+  if (!caller.MaySubmit()) return PermissionDenied("watch jobs");
+  if (request.after_sequence() < 0) {
+    return InvalidRequestError({{"after_sequence", "must not be negative"}});
+  }
+  absl::StatusOr<JobRecord> visible = ReadVisibleJob(caller, request.name(), "name");
+  if (!visible.ok()) return visible.status();
+
+  const int active = ++active_watches_;
+  absl::Cleanup release = [this] { --active_watches_; };
+  if (options_.max_concurrent_watches > 0 && active > options_.max_concurrent_watches) {
+    return MakeError(absl::StatusCode::kResourceExhausted, "TOO_MANY_WATCHES",
+                     absl::StrCat("this frontend already serves ", options_.max_concurrent_watches,
+                                  " WatchJob streams; retry later or poll GetJob"));
+  }
+
+  const std::string& name = request.name();
+  ChangeNotifier::Subscription subscription(notifier_, name);
+  int64_t last_sent = request.after_sequence();
+  while (true) {
+    if (stream.cancelled()) return absl::CancelledError("the watcher went away");
+    if (notifier_->IsShutdown()) {
+      return MakeError(absl::StatusCode::kUnavailable, "SHUTTING_DOWN",
+                       "quantd is shutting down; resume with after_sequence");
+    }
+    // Read the generation before the store, so an event committed after
+    // the read below still wakes the wait.
+    const uint64_t generation = subscription.Generation();
+    absl::StatusOr<std::vector<v1::JobEvent>> events =
+        store_->ListEvents(name, last_sent, kWatchBatch);
+    if (!events.ok()) return events.status();
+    for (const v1::JobEvent& event : *events) {
+      if (!stream.send(event)) return absl::CancelledError("the watcher went away");
+      last_sent = event.sequence();
+    }
+    if (static_cast<int>(events->size()) == kWatchBatch) continue;
+    absl::StatusOr<JobRecord> record = store_->GetJob(name);
+    if (!record.ok()) return record.status();
+    if (IsTerminal(record->job.state()) && record->last_sequence <= last_sent) {
+      return absl::OkStatus();
+    }
+    if (record->last_sequence > last_sent) continue;  // more arrived meanwhile
+    subscription.WaitForChange(generation, options_.poll_interval);
+  }
+}
+
+}  // namespace quantd::server

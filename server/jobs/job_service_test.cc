@@ -1,0 +1,532 @@
+// JobService semantics (create, idempotency, get, list, cancel, watch,
+// restart) on every store backend, with a FakeClock.
+#include "server/jobs/job_service.h"
+
+#include <atomic>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
+#include "google/protobuf/util/message_differencer.h"
+#include "server/jobs/job_transitions.h"
+#include "server/jobs/jobs_test_fixture.h"
+
+namespace quantd::server::testing {
+namespace {
+
+class JobServiceTest : public JobsTest {};
+
+std::vector<std::string> Names(const v1::ListJobsResponse& response) {
+  std::vector<std::string> names;
+  for (const auto& job : response.jobs()) names.push_back(job.name());
+  return names;
+}
+
+std::vector<std::string> Fields(const absl::Status& status) {
+  std::vector<std::string> fields;
+  for (const auto& v : GetViolations(status)) fields.push_back(v.field);
+  return fields;
+}
+
+TEST_P(JobServiceTest, CreateStoresQueuedJobWithStableDefaults) {
+  const absl::Time now = clock_.Now();
+  v1::Job job = Create();
+  ASSERT_EQ(job.name().size(), std::string("jobs/").size() + 26);
+  const std::string id = job.name().substr(5);
+  EXPECT_EQ(job.state(), v1::QUEUED);
+  EXPECT_EQ(job.tenant(), "");
+  EXPECT_EQ(FromTimestamp(job.create_time()), now);
+  EXPECT_EQ(job.spec().max_attempts(), 3);
+  EXPECT_EQ(job.spec().export_().output_uri(), "file:///srv/quantd/artifacts/" + id);
+  EXPECT_EQ(job.attempt(), 0);
+  EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(Get(job.name()), job));
+
+  auto events = Events(job.name());
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_EQ(events[0].sequence(), 1);
+  EXPECT_EQ(events[0].state(), v1::QUEUED);
+  EXPECT_EQ(FromTimestamp(events[0].time()), now);
+}
+
+TEST_P(JobServiceTest, ExplicitSpecValuesAreKept) {
+  v1::CreateJobRequest request = Request();
+  request.mutable_spec()->set_max_attempts(5);
+  request.mutable_spec()->mutable_export_()->set_output_uri("file:///out/x");
+  auto job = jobs_->CreateJob(Caller::Anonymous(), request);
+  ASSERT_TRUE(job.ok()) << job.status();
+  EXPECT_EQ(job->spec().max_attempts(), 5);
+  EXPECT_EQ(job->spec().export_().output_uri(), "file:///out/x");
+}
+
+TEST_P(JobServiceTest, InvalidRequestNamesEveryBadFieldAndStoresNothing) {
+  options_.spec_check = [](const v1::JobSpec& spec) {
+    absl::Status s = InvalidRequestError(
+        {{"spec.quantization.scheme", "unknown scheme \"" + spec.quantization().scheme() + "\""}});
+    return s;
+  };
+  Restart();
+  v1::CreateJobRequest request = Request("");
+  request.set_request_id(std::string(200, 'x'));
+  request.mutable_spec()->mutable_quantization()->set_scheme("w_int5");
+  auto job = jobs_->CreateJob(Caller::Anonymous(), request);
+  EXPECT_EQ(job.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(GetReason(job.status()), "INVALID_ARGUMENT");
+  EXPECT_EQ(Fields(job.status()),
+            (std::vector<std::string>{"request_id", "spec.model_uri", "spec.quantization.scheme"}));
+  EXPECT_EQ(*store_->CountJobs(std::nullopt, v1::QUEUED), 0);
+
+  v1::CreateJobRequest no_spec;
+  EXPECT_EQ(Fields(jobs_->CreateJob(Caller::Anonymous(), no_spec).status()),
+            std::vector<std::string>{"spec"});
+}
+
+TEST_P(JobServiceTest, EngineRefusalsPassThroughWithTheirCodeAndReason) {
+  options_.spec_check = [](const v1::JobSpec&) {
+    absl::Status s = MakeError(absl::StatusCode::kUnimplemented, "FEATURE_NOT_BUILT",
+                               "spec.quantization.algorithms[0].gptq: GPTQ is not built yet");
+    AddViolations(s, {{"spec.quantization.algorithms[0].gptq", "not built yet"}});
+    return s;
+  };
+  Restart();
+  auto job = jobs_->CreateJob(Caller::Anonymous(), Request());
+  EXPECT_EQ(job.status().code(), absl::StatusCode::kUnimplemented);
+  EXPECT_EQ(GetReason(job.status()), "FEATURE_NOT_BUILT");
+  EXPECT_EQ(Fields(job.status()), std::vector<std::string>{"spec.quantization.algorithms[0].gptq"});
+}
+
+TEST_P(JobServiceTest, ValidateOnlyStoresNothing) {
+  v1::CreateJobRequest request = Request();
+  request.set_validate_only(true);
+  auto job = jobs_->CreateJob(Caller::Anonymous(), request);
+  ASSERT_TRUE(job.ok()) << job.status();
+  EXPECT_EQ(job->name(), "");
+  EXPECT_EQ(job->spec().max_attempts(), 3);
+  v1::ListJobsRequest list;
+  EXPECT_EQ(jobs_->ListJobs(Caller::Anonymous(), list)->jobs_size(), 0);
+}
+
+TEST_P(JobServiceTest, CreateIsIdempotentOnRequestId) {
+  auto first = jobs_->CreateJob(Caller::Anonymous(), Request("file:///m", "req-1"));
+  ASSERT_TRUE(first.ok());
+  clock_.Advance(absl::Seconds(5));
+  auto retry = jobs_->CreateJob(Caller::Anonymous(), Request("file:///m", "req-1"));
+  ASSERT_TRUE(retry.ok()) << retry.status();
+  EXPECT_EQ(retry->name(), first->name());
+  EXPECT_EQ(retry->create_time().seconds(), first->create_time().seconds());
+
+  auto reuse = jobs_->CreateJob(Caller::Anonymous(), Request("file:///other", "req-1"));
+  EXPECT_EQ(reuse.status().code(), absl::StatusCode::kAlreadyExists);
+  EXPECT_EQ(GetReason(reuse.status()), "REQUEST_ID_REUSED");
+  EXPECT_EQ(reuse.status().message(),
+            absl::StrCat("request_id \"req-1\" was already used for ", first->name(),
+                         " with a different spec (differs in: model_uri); use a new request_id "
+                         "for a different job"));
+
+  // The same request_id in another tenant is another job.
+  auto other = jobs_->CreateJob(Caller{"acme", Role::kSubmitter}, Request("file:///m", "req-1"));
+  ASSERT_TRUE(other.ok());
+  EXPECT_NE(other->name(), first->name());
+  EXPECT_EQ(other->tenant(), "acme");
+}
+
+TEST_P(JobServiceTest, SpecDifferenceNamesTopLevelFields) {
+  v1::JobSpec a;
+  a.set_model_uri("file:///m");
+  (*a.mutable_labels())["x"] = "1";
+  v1::JobSpec b = a;
+  b.set_device("cpu");
+  (*b.mutable_labels())["x"] = "2";
+  EXPECT_EQ(DescribeSpecDifference(a, b), "device, labels");
+  EXPECT_EQ(DescribeSpecDifference(a, a), "");
+}
+
+TEST_P(JobServiceTest, QueueLimitPerTenant) {
+  options_.max_queued_per_tenant = 2;
+  Restart();
+  Caller acme{"acme", Role::kSubmitter};
+  Create("file:///a", acme);
+  Create("file:///b", acme);
+  auto third = jobs_->CreateJob(acme, Request("file:///c"));
+  EXPECT_EQ(third.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(GetReason(third.status()), "QUEUE_FULL");
+  EXPECT_TRUE(jobs_->CreateJob(Caller{"globex", Role::kSubmitter}, Request()).ok());
+}
+
+TEST_P(JobServiceTest, GetRefusesMalformedUnknownAndForeignNames) {
+  v1::Job job = Create("file:///m", Caller{"acme", Role::kSubmitter});
+  v1::GetJobRequest request;
+  request.set_name("not-a-name");
+  auto malformed = jobs_->GetJob(Caller::Anonymous(), request);
+  EXPECT_EQ(malformed.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(Fields(malformed.status()), std::vector<std::string>{"name"});
+
+  request.set_name("jobs/00000000000000000000000000");
+  auto unknown = jobs_->GetJob(Caller::Anonymous(), request);
+  EXPECT_EQ(unknown.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(GetReason(unknown.status()), "JOB_NOT_FOUND");
+
+  request.set_name(job.name());
+  auto foreign = jobs_->GetJob(Caller{"globex", Role::kSubmitter}, request);
+  EXPECT_EQ(foreign.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(foreign.status().message(), job.name() + " does not exist");
+  EXPECT_TRUE(jobs_->GetJob(Caller{"acme", Role::kSubmitter}, request).ok());
+  EXPECT_TRUE(jobs_->GetJob(Caller{"ops", Role::kAdmin}, request).ok());
+  EXPECT_EQ(jobs_->GetJob(Caller{"acme", Role::kWorker}, request).status().code(),
+            absl::StatusCode::kPermissionDenied);
+}
+
+TEST_P(JobServiceTest, ListFiltersByStateAndLabelsWithinTheTenant) {
+  Caller acme{"acme", Role::kSubmitter};
+  std::vector<std::string> names;
+  for (int i = 0; i < 4; ++i) {
+    v1::CreateJobRequest request = Request(absl::StrCat("file:///m", i));
+    (*request.mutable_spec()->mutable_labels())["team"] = i < 2 ? "nlp" : "vision";
+    names.push_back(jobs_->CreateJob(acme, request)->name());
+    clock_.Advance(absl::Seconds(1));
+  }
+  Create("file:///other", Caller{"globex", Role::kSubmitter});
+  v1::CancelJobRequest cancel;
+  cancel.set_name(names[0]);
+  ASSERT_TRUE(jobs_->CancelJob(acme, cancel).ok());
+
+  v1::ListJobsRequest all;
+  EXPECT_EQ(Names(*jobs_->ListJobs(acme, all)),
+            (std::vector<std::string>{names[3], names[2], names[1], names[0]}));
+  EXPECT_EQ(jobs_->ListJobs(Caller::Anonymous(), all)->jobs_size(), 5);  // admin: every tenant
+
+  v1::ListJobsRequest nlp_queued;
+  nlp_queued.add_states(v1::QUEUED);
+  (*nlp_queued.mutable_labels())["team"] = "nlp";
+  EXPECT_EQ(Names(*jobs_->ListJobs(acme, nlp_queued)), std::vector<std::string>{names[1]});
+
+  v1::ListJobsRequest cancelled;
+  cancelled.add_states(v1::CANCELLED);
+  cancelled.set_order_by("create_time asc");
+  EXPECT_EQ(Names(*jobs_->ListJobs(acme, cancelled)), std::vector<std::string>{names[0]});
+
+  v1::ListJobsRequest negative;
+  negative.set_page_size(-5);
+  auto refused = jobs_->ListJobs(acme, negative);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(Fields(refused.status()), std::vector<std::string>{"page_size"});
+}
+
+TEST_P(JobServiceTest, ListPagesWithOpaqueTokensDefaultAndMaximumSize) {
+  std::vector<std::string> created;
+  for (int i = 0; i < 53; ++i) {
+    created.push_back(Create(absl::StrCat("file:///m", i)).name());
+    if (i % 3 == 0) clock_.Advance(absl::Milliseconds(1));  // some share a create_time
+  }
+  // Default page size 50, newest first.
+  v1::ListJobsRequest request;
+  auto page1 = jobs_->ListJobs(Caller::Anonymous(), request);
+  ASSERT_TRUE(page1.ok()) << page1.status();
+  EXPECT_EQ(page1->jobs_size(), 50);
+  EXPECT_EQ(page1->jobs(0).name(), created.back());
+  ASSERT_FALSE(page1->next_page_token().empty());
+  request.set_page_token(page1->next_page_token());
+  auto page2 = jobs_->ListJobs(Caller::Anonymous(), request);
+  ASSERT_TRUE(page2.ok()) << page2.status();
+  EXPECT_EQ(Names(*page2), (std::vector<std::string>{created[2], created[1], created[0]}));
+  EXPECT_TRUE(page2->next_page_token().empty());
+
+  // Ascending pages of 20 see every job once, in creation order.
+  v1::ListJobsRequest asc;
+  asc.set_order_by("create_time asc");
+  asc.set_page_size(20);
+  std::vector<std::string> seen;
+  do {
+    auto page = jobs_->ListJobs(Caller::Anonymous(), asc);
+    ASSERT_TRUE(page.ok()) << page.status();
+    for (const auto& job : page->jobs()) seen.push_back(job.name());
+    asc.set_page_token(page->next_page_token());
+  } while (!asc.page_token().empty());
+  EXPECT_EQ(seen, created);
+
+  // Above the maximum is capped at 500 rather than refused.
+  v1::ListJobsRequest huge;
+  huge.set_page_size(100000);
+  EXPECT_EQ(jobs_->ListJobs(Caller::Anonymous(), huge)->jobs_size(), 53);
+
+  // A token is bound to its query.
+  v1::ListJobsRequest other_filter;
+  other_filter.add_states(v1::QUEUED);
+  other_filter.set_page_token(page1->next_page_token());
+  auto refused = jobs_->ListJobs(Caller::Anonymous(), other_filter);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(GetReason(refused.status()), "INVALID_PAGE_TOKEN");
+  v1::ListJobsRequest garbage;
+  garbage.set_page_token("garbage");
+  EXPECT_EQ(jobs_->ListJobs(Caller::Anonymous(), garbage).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+TEST_P(JobServiceTest, CancelInEveryState) {
+  v1::CancelJobRequest cancel;
+  // QUEUED -> CANCELLED at once.
+  v1::Job queued = Create("file:///q");
+  cancel.set_name(queued.name());
+  auto cancelled = jobs_->CancelJob(Caller::Anonymous(), cancel);
+  ASSERT_TRUE(cancelled.ok()) << cancelled.status();
+  EXPECT_EQ(cancelled->state(), v1::CANCELLED);
+  EXPECT_EQ(FromTimestamp(cancelled->end_time()), clock_.Now());
+  EXPECT_EQ(Events(queued.name()).back().state(), v1::CANCELLED);
+  // CANCELLED -> FAILED_PRECONDITION.
+  auto again = jobs_->CancelJob(Caller::Anonymous(), cancel);
+  EXPECT_EQ(again.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(GetReason(again.status()), "JOB_ALREADY_FINISHED");
+
+  // RUNNING -> CANCELLING; the worker learns it from its heartbeat.
+  v1::Job running = Create("file:///r");
+  v1::LeaseJobResponse lease = Lease();
+  ASSERT_EQ(lease.job().name(), running.name());
+  cancel.set_name(running.name());
+  auto cancelling = jobs_->CancelJob(Caller::Anonymous(), cancel);
+  ASSERT_TRUE(cancelling.ok());
+  EXPECT_EQ(cancelling->state(), v1::CANCELLING);
+  v1::HeartbeatRequest heartbeat;
+  *heartbeat.mutable_lease() = lease.lease();
+  EXPECT_TRUE(leases_->Heartbeat(Caller::Anonymous(), heartbeat)->cancel_requested());
+  // CANCELLING stays CANCELLING, without a new event.
+  const size_t events_before = Events(running.name()).size();
+  EXPECT_EQ(jobs_->CancelJob(Caller::Anonymous(), cancel)->state(), v1::CANCELLING);
+  EXPECT_EQ(Events(running.name()).size(), events_before);
+  // The worker stops and reports it.
+  v1::FailJobRequest stop;
+  *stop.mutable_lease() = lease.lease();
+  stop.set_cancelled(true);
+  ASSERT_TRUE(leases_->FailJob(Caller::Anonymous(), stop).ok());
+  EXPECT_EQ(Get(running.name()).state(), v1::CANCELLED);
+
+  // SUCCEEDED and FAILED -> FAILED_PRECONDITION.
+  for (bool succeed : {true, false}) {
+    v1::Job job = Create("file:///s");
+    v1::LeaseJobResponse l = Lease();
+    if (succeed) {
+      v1::CompleteJobRequest complete;
+      *complete.mutable_lease() = l.lease();
+      ASSERT_TRUE(leases_->CompleteJob(Caller::Anonymous(), complete).ok());
+    } else {
+      v1::FailJobRequest fail;
+      *fail.mutable_lease() = l.lease();
+      fail.mutable_error()->set_code(3);
+      fail.mutable_error()->set_message("bad model");
+      ASSERT_TRUE(leases_->FailJob(Caller::Anonymous(), fail).ok());
+    }
+    cancel.set_name(job.name());
+    auto refused = jobs_->CancelJob(Caller::Anonymous(), cancel);
+    EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition);
+    EXPECT_EQ(refused.status().message(),
+              job.name() + (succeed ? " already ended SUCCEEDED" : " already ended FAILED") +
+                  "; there is nothing to cancel");
+  }
+  // Another tenant cannot cancel.
+  v1::Job mine = Create("file:///mine", Caller{"acme", Role::kSubmitter});
+  cancel.set_name(mine.name());
+  EXPECT_EQ(jobs_->CancelJob(Caller{"globex", Role::kSubmitter}, cancel).status().code(),
+            absl::StatusCode::kNotFound);
+  EXPECT_EQ(Get(mine.name()).state(), v1::QUEUED);
+}
+
+TEST_P(JobServiceTest, WatchReplaysFromSequenceThenFollowsUntilTheEnd) {
+  v1::Job job = Create();
+  v1::LeaseJobResponse lease = Lease();
+  v1::ReportEventsRequest report;
+  *report.mutable_lease() = lease.lease();
+  report.add_events()->mutable_progress()->set_stage(v1::LOAD);
+  ASSERT_TRUE(leases_->ReportEvents(Caller::Anonymous(), report).ok());
+  // So far: 1 QUEUED, 2 log (leased), 3 RUNNING, 4 progress.
+
+  absl::Mutex mu;
+  std::vector<v1::JobEvent> received;
+  absl::Notification saw_four;
+  absl::Status result;
+  std::thread watcher([&] {
+    v1::WatchJobRequest request;
+    request.set_name(job.name());
+    request.set_after_sequence(1);
+    WatchStream stream;
+    stream.send = [&](const v1::JobEvent& e) {
+      absl::MutexLock lock(&mu);
+      received.push_back(e);
+      if (e.sequence() == 4) saw_four.Notify();
+      return true;
+    };
+    result = jobs_->WatchJob(Caller::Anonymous(), request, stream);
+  });
+  ASSERT_TRUE(saw_four.WaitForNotificationWithTimeout(absl::Seconds(30)));
+  // Live events while the stream is open.
+  report.clear_events();
+  report.add_events()->mutable_log()->set_message("block 1/2 done");
+  ASSERT_TRUE(leases_->ReportEvents(Caller::Anonymous(), report).ok());
+  v1::CompleteJobRequest complete;
+  *complete.mutable_lease() = lease.lease();
+  complete.mutable_result()->add_artifacts()->set_uri("file:///out");
+  ASSERT_TRUE(leases_->CompleteJob(Caller::Anonymous(), complete).ok());
+  watcher.join();
+
+  EXPECT_TRUE(result.ok()) << result;
+  absl::MutexLock lock(&mu);
+  ASSERT_EQ(received.size(), 6u);
+  for (size_t i = 0; i < received.size(); ++i) EXPECT_EQ(received[i].sequence(), i + 2);
+  EXPECT_EQ(received[2].progress().stage(), v1::LOAD);
+  EXPECT_EQ(received[3].log().message(), "block 1/2 done");
+  EXPECT_EQ(received[4].result().artifacts(0).uri(), "file:///out");
+  EXPECT_EQ(received[5].state(), v1::SUCCEEDED);
+}
+
+TEST_P(JobServiceTest, WatchOfAFinishedJobReplaysAndEnds) {
+  v1::Job job = Create();
+  v1::CancelJobRequest cancel;
+  cancel.set_name(job.name());
+  ASSERT_TRUE(jobs_->CancelJob(Caller::Anonymous(), cancel).ok());
+  std::vector<int64_t> sequences;
+  v1::WatchJobRequest request;
+  request.set_name(job.name());
+  WatchStream stream;
+  stream.send = [&](const v1::JobEvent& e) {
+    sequences.push_back(e.sequence());
+    return true;
+  };
+  EXPECT_TRUE(jobs_->WatchJob(Caller::Anonymous(), request, stream).ok());
+  EXPECT_EQ(sequences, (std::vector<int64_t>{1, 2, 3}));
+  // Resuming past the end returns at once with nothing.
+  sequences.clear();
+  request.set_after_sequence(3);
+  EXPECT_TRUE(jobs_->WatchJob(Caller::Anonymous(), request, stream).ok());
+  EXPECT_TRUE(sequences.empty());
+  request.set_after_sequence(-1);
+  EXPECT_EQ(jobs_->WatchJob(Caller::Anonymous(), request, stream).code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+TEST_P(JobServiceTest, SlowWatcherNeverBlocksTheWorker) {
+  v1::Job job = Create();
+  v1::LeaseJobResponse lease = Lease();
+  absl::Notification reader_stuck;
+  absl::Notification release_reader;
+  std::thread watcher([&] {
+    v1::WatchJobRequest request;
+    request.set_name(job.name());
+    WatchStream stream;
+    stream.send = [&](const v1::JobEvent&) {
+      if (!reader_stuck.HasBeenNotified()) reader_stuck.Notify();
+      release_reader.WaitForNotification();  // a reader that does not read
+      return true;
+    };
+    EXPECT_TRUE(jobs_->WatchJob(Caller::Anonymous(), request, stream).ok());
+  });
+  ASSERT_TRUE(reader_stuck.WaitForNotificationWithTimeout(absl::Seconds(30)));
+  // While the reader is stuck, the worker reports 200 events and completes.
+  const absl::Time start = absl::Now();
+  v1::ReportEventsRequest report;
+  *report.mutable_lease() = lease.lease();
+  for (int i = 0; i < 200; ++i) {
+    report.clear_events();
+    report.add_events()->mutable_progress()->set_block(i);
+    ASSERT_TRUE(leases_->ReportEvents(Caller::Anonymous(), report).ok());
+  }
+  v1::CompleteJobRequest complete;
+  *complete.mutable_lease() = lease.lease();
+  ASSERT_TRUE(leases_->CompleteJob(Caller::Anonymous(), complete).ok());
+  EXPECT_LT(absl::Now() - start, absl::Seconds(20));
+  EXPECT_EQ(Get(job.name()).state(), v1::SUCCEEDED);
+  release_reader.Notify();
+  watcher.join();
+}
+
+TEST_P(JobServiceTest, WatchEndsWhenTheReaderGoesAwayOrTheServerStops) {
+  v1::Job job = Create();
+  v1::WatchJobRequest request;
+  request.set_name(job.name());
+  WatchStream gone;
+  gone.send = [](const v1::JobEvent&) { return false; };
+  EXPECT_EQ(jobs_->WatchJob(Caller::Anonymous(), request, gone).code(),
+            absl::StatusCode::kCancelled);
+
+  std::atomic<int> sent{0};
+  absl::Status result;
+  std::thread watcher([&] {
+    WatchStream stream;
+    stream.send = [&](const v1::JobEvent&) {
+      ++sent;
+      return true;
+    };
+    result = jobs_->WatchJob(Caller::Anonymous(), request, stream);
+  });
+  while (sent.load() == 0) absl::SleepFor(absl::Milliseconds(1));
+  notifier_->Shutdown();
+  watcher.join();
+  EXPECT_EQ(result.code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(GetReason(result), "SHUTTING_DOWN");
+}
+
+TEST_P(JobServiceTest, ConcurrentWatchLimit) {
+  options_.max_concurrent_watches = 1;
+  Restart();
+  v1::Job job = Create();
+  absl::Notification first_open;
+  std::thread first([&] {
+    v1::WatchJobRequest request;
+    request.set_name(job.name());
+    WatchStream stream;
+    stream.send = [&](const v1::JobEvent&) {
+      if (!first_open.HasBeenNotified()) first_open.Notify();
+      return true;
+    };
+    EXPECT_TRUE(jobs_->WatchJob(Caller::Anonymous(), request, stream).ok());
+  });
+  ASSERT_TRUE(first_open.WaitForNotificationWithTimeout(absl::Seconds(30)));
+  v1::WatchJobRequest request;
+  request.set_name(job.name());
+  WatchStream stream;
+  stream.send = [](const v1::JobEvent&) { return true; };
+  absl::Status second = jobs_->WatchJob(Caller::Anonymous(), request, stream);
+  EXPECT_EQ(second.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(GetReason(second), "TOO_MANY_WATCHES");
+  v1::CancelJobRequest cancel;
+  cancel.set_name(job.name());
+  ASSERT_TRUE(jobs_->CancelJob(Caller::Anonymous(), cancel).ok());
+  first.join();
+  EXPECT_EQ(jobs_->active_watches(), 0);
+}
+
+TEST_P(JobServiceTest, RestartLosesNothingAndWatchResumes) {
+  std::vector<std::string> names;
+  for (int i = 0; i < 3; ++i) names.push_back(Create(absl::StrCat("file:///m", i)).name());
+  v1::LeaseJobResponse lease = Lease();
+  ASSERT_EQ(lease.job().name(), names[0]);
+
+  Restart();  // a new quantd process on the same database
+
+  v1::ListJobsRequest list;
+  list.set_order_by("create_time asc");
+  EXPECT_EQ(Names(*jobs_->ListJobs(Caller::Anonymous(), list)), names);
+  EXPECT_EQ(Get(names[0]).state(), v1::RUNNING);
+  // The running job's worker carries on against the new process.
+  EXPECT_TRUE(Heartbeat(lease.lease()).ok());
+  // The queued ones are leased in order.
+  EXPECT_EQ(Lease("w2").job().name(), names[1]);
+  EXPECT_EQ(Lease("w3").job().name(), names[2]);
+  // Watching resumes from a sequence seen before the restart.
+  v1::CompleteJobRequest complete;
+  *complete.mutable_lease() = lease.lease();
+  ASSERT_TRUE(leases_->CompleteJob(Caller::Anonymous(), complete).ok());
+  v1::WatchJobRequest watch;
+  watch.set_name(names[0]);
+  watch.set_after_sequence(3);
+  std::vector<int64_t> sequences;
+  WatchStream stream;
+  stream.send = [&](const v1::JobEvent& e) {
+    sequences.push_back(e.sequence());
+    return true;
+  };
+  EXPECT_TRUE(jobs_->WatchJob(Caller::Anonymous(), watch, stream).ok());
+  EXPECT_EQ(sequences, (std::vector<int64_t>{4, 5}));  // the result, then SUCCEEDED
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, JobServiceTest, ::testing::ValuesIn(AllTestBackends()),
+                         BackendName);
+
+}  // namespace
+}  // namespace quantd::server::testing

@@ -1,0 +1,54 @@
+// Settings shared by JobService, LeaseService and the LeaseReaper (one
+// options struct, filled from quantd's flags).
+#ifndef QUANTD_SERVER_JOBS_JOBS_OPTIONS_H_
+#define QUANTD_SERVER_JOBS_JOBS_OPTIONS_H_
+
+#include <functional>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+#include "quantd/v1/job.pb.h"
+
+namespace quantd::server {
+
+// Checks a job spec beyond the server's envelope checks: the engine's
+// quantization settings, export formats and features not built yet
+// (//worker/pipeline:job_spec_check), or the URI policy. Returns every bad
+// field as a BadRequest violation (paths like "spec.quantization.scheme").
+using SpecCheck = std::function<absl::Status(const v1::JobSpec& spec)>;
+
+struct JobsOptions {
+  // Absolute directory; a job without export.output_uri writes to
+  // file://<data_dir>/artifacts/<id>.
+  std::string data_dir;
+  // How long a lease lasts without a heartbeat.
+  absl::Duration lease_duration = absl::Seconds(60);
+  // Leases before a job fails with LEASE_EXPIRED_MAX_ATTEMPTS (when the
+  // spec does not say).
+  int default_max_attempts = 3;
+  // A re-queued job waits requeue_backoff * 2^(attempt-1), at most
+  // max_requeue_backoff, before it can be leased again.
+  absl::Duration requeue_backoff = absl::Seconds(1);
+  absl::Duration max_requeue_backoff = absl::Minutes(1);
+  // LeaseJob waits at most this long for a job (the request may ask less).
+  absl::Duration max_lease_wait = absl::Seconds(30);
+  // Waiting LeaseJob calls and WatchJob streams re-read the store at least
+  // this often, so they notice changes made by other frontends.
+  absl::Duration poll_interval = absl::Milliseconds(500);
+  // Engine checks of the spec (CheckJobSpec); none when empty.
+  SpecCheck spec_check;
+  // URI root and scheme restrictions; none when empty.
+  SpecCheck uri_policy;
+  // Per-tenant QUEUED job limit (RESOURCE_EXHAUSTED); 0 = no limit.
+  int max_queued_per_tenant = 0;
+  // Concurrent WatchJob streams per frontend (RESOURCE_EXHAUSTED); 0 = no
+  // limit.
+  int max_concurrent_watches = 0;
+  // Events a worker may send in one ReportEvents call.
+  int max_events_per_report = 1000;
+};
+
+}  // namespace quantd::server
+
+#endif  // QUANTD_SERVER_JOBS_JOBS_OPTIONS_H_

@@ -1,0 +1,409 @@
+#include "server/jobs/lease_service.h"
+
+#include <algorithm>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "google/protobuf/util/time_util.h"
+#include "google/rpc/error_details.pb.h"
+#include "server/common/errors.h"
+#include "server/common/json_log.h"
+#include "server/jobs/job_names.h"
+#include "server/jobs/job_transitions.h"
+#include "server/jobs/request_validation.h"
+
+namespace quantd::server {
+namespace {
+
+using google::protobuf::util::TimeUtil;
+
+constexpr int kReapBatch = 100;
+// google.rpc.Code values (the same numbers as absl::StatusCode).
+constexpr int kRpcOk = static_cast<int>(absl::StatusCode::kOk);
+constexpr int kRpcUnknown = static_cast<int>(absl::StatusCode::kUnknown);
+constexpr int kRpcAborted = static_cast<int>(absl::StatusCode::kAborted);
+
+absl::Status PermissionDenied() {
+  return MakeError(absl::StatusCode::kPermissionDenied, "PERMISSION_DENIED",
+                   "this credential may not call the WorkerService; use a worker credential");
+}
+
+absl::Status StaleLease(const JobRecord& record, int64_t token) {
+  return MakeError(absl::StatusCode::kFailedPrecondition, "STALE_LEASE",
+                   absl::StrCat("lease token ", token, " is not the current lease of ",
+                                record.job.name(), " (", StateName(record.job.state()),
+                                ", current token ", record.lease_token, "); stop working on it"));
+}
+
+absl::Status CheckLeaseShape(const v1::Lease& lease, bool present) {
+  if (!present) return InvalidRequestError({{"lease", "the lease from LeaseJob is required"}});
+  return CheckJobName(lease.job(), "lease.job");
+}
+
+// The lease is current: same token and the job is still held by a worker.
+bool HoldsLease(const JobRecord& record, int64_t token) {
+  return record.lease_token == token &&
+         (record.job.state() == v1::RUNNING || record.job.state() == v1::CANCELLING);
+}
+
+// Job devices a worker of `device` may run.
+std::vector<std::string> MatchingJobDevices(const std::string& device) {
+  std::vector<std::string> devices = {"", device};
+  if (absl::StartsWith(device, "cuda:")) devices.push_back("cuda");
+  return devices;
+}
+
+v1::Lease MakeLease(const JobRecord& record) {
+  v1::Lease lease;
+  lease.set_job(record.job.name());
+  lease.set_token(record.lease_token);
+  *lease.mutable_expire_time() = ToTimestamp(record.lease_expire_time);
+  return lease;
+}
+
+bool IsEmptyResult(const v1::JobResult& result) { return result.ByteSizeLong() == 0; }
+
+}  // namespace
+
+LeaseService::LeaseService(JobStore* store, Clock* clock, ChangeNotifier* notifier,
+                           JobObserver* observer, JobsOptions options)
+    : store_(store),
+      clock_(clock),
+      notifier_(notifier),
+      observer_(observer),
+      options_(std::move(options)) {}
+
+absl::StatusOr<v1::LeaseJobResponse> LeaseService::LeaseJob(
+    const Caller& caller, const v1::LeaseJobRequest& request,
+    const std::function<bool()>& cancelled) {
+  if (!caller.MayWork()) return PermissionDenied();
+  std::vector<FieldViolation> violations;
+  if (request.worker().id().empty()) {
+    violations.push_back({"worker.id", "a worker id, unique per process, is required"});
+  }
+  if (std::string problem = CheckWorkerDevice(request.worker().device()); !problem.empty()) {
+    violations.push_back({"worker.device", problem});
+  }
+  absl::Duration wait = absl::ZeroDuration();
+  if (request.has_wait()) {
+    if (request.wait().seconds() < 0 || request.wait().nanos() < 0) {
+      violations.push_back({"wait", "must be a non-negative duration"});
+    } else {
+      wait = absl::Seconds(request.wait().seconds()) + absl::Nanoseconds(request.wait().nanos());
+    }
+  }
+  if (!violations.empty()) return InvalidRequestError(violations);
+  wait = std::min(wait, options_.max_lease_wait);
+
+  const v1::WorkerInfo& worker = request.worker();
+  if (observer_ != nullptr) observer_->WorkerSeen(worker.id(), worker.device());
+  const std::vector<std::string> devices = MatchingJobDevices(worker.device());
+  const absl::Time give_up = absl::Now() + wait;  // real time: this is how long the RPC blocks
+  v1::LeaseJobResponse response;
+  *response.mutable_heartbeat_interval() =
+      TimeUtil::MicrosecondsToDuration(absl::ToInt64Microseconds(heartbeat_interval()));
+  while (true) {
+    const uint64_t generation = notifier_->QueueGeneration();
+    const absl::Time now = clock_->Now();
+    absl::StatusOr<std::optional<JobRecord>> claimed =
+        store_->ClaimQueuedJob({devices, now}, [&](JobRecord& record, JobUpdate& update) {
+          v1::Job& job = record.job;
+          job.set_attempt(job.attempt() + 1);
+          job.set_worker(worker.id());
+          job.clear_progress();
+          if (!job.has_start_time()) *job.mutable_start_time() = ToTimestamp(now);
+          record.lease_token += 1;
+          record.lease_expire_time = now + options_.lease_duration;
+          update.events.push_back(LogEvent(
+              job, v1::INFO,
+              absl::StrCat("leased by worker ", worker.id(), " (", worker.device(), "), attempt ",
+                           job.attempt(), " of ", job.spec().max_attempts()),
+              now));
+          Transition(record, v1::RUNNING, now, update);
+          return absl::OkStatus();
+        });
+    if (!claimed.ok()) return claimed.status();
+    if (claimed->has_value()) {
+      const JobRecord& record = **claimed;
+      *response.mutable_job() = record.job;
+      *response.mutable_lease() = MakeLease(record);
+      notifier_->NotifyJob(record.job.name());
+      Log(LogLevel::kInfo, "job leased", JobLogFields(record.job));
+      return response;
+    }
+    const absl::Duration left = give_up - absl::Now();
+    if (left <= absl::ZeroDuration() || cancelled() || notifier_->IsShutdown()) return response;
+    notifier_->WaitForQueueChange(generation, std::min(left, options_.poll_interval));
+  }
+}
+
+absl::StatusOr<v1::HeartbeatResponse> LeaseService::Heartbeat(const Caller& caller,
+                                                              const v1::HeartbeatRequest& request) {
+  if (!caller.MayWork()) return PermissionDenied();
+  absl::Status shape = CheckLeaseShape(request.lease(), request.has_lease());
+  if (!shape.ok()) return shape;
+  const int64_t token = request.lease().token();
+  const absl::Time now = clock_->Now();
+  absl::StatusOr<JobRecord> updated =
+      store_->UpdateJob(request.lease().job(), [&](JobRecord& record, JobUpdate&) {
+        if (!HoldsLease(record, token)) return StaleLease(record, token);
+        record.lease_expire_time = now + options_.lease_duration;
+        if (request.has_progress()) *record.job.mutable_progress() = request.progress();
+        *record.job.mutable_update_time() = ToTimestamp(now);
+        return absl::OkStatus();
+      });
+  if (!updated.ok()) return updated.status();
+  if (observer_ != nullptr) {
+    observer_->WorkerSeen(
+        request.worker().id().empty() ? updated->job.worker() : request.worker().id(),
+        request.worker().device());
+  }
+  v1::HeartbeatResponse response;
+  *response.mutable_lease() = MakeLease(*updated);
+  response.set_cancel_requested(updated->job.state() == v1::CANCELLING);
+  return response;
+}
+
+absl::StatusOr<v1::ReportEventsResponse> LeaseService::ReportEvents(
+    const Caller& caller, const v1::ReportEventsRequest& request) {
+  if (!caller.MayWork()) return PermissionDenied();
+  absl::Status shape = CheckLeaseShape(request.lease(), request.has_lease());
+  if (!shape.ok()) return shape;
+  std::vector<FieldViolation> violations;
+  if (request.events_size() > options_.max_events_per_report) {
+    violations.push_back({"events", absl::StrCat("at most ", options_.max_events_per_report,
+                                                 " events per call, got ", request.events_size())});
+  }
+  for (int i = 0; i < request.events_size(); ++i) {
+    const v1::JobEvent& event = request.events(i);
+    std::string field = absl::StrCat("events[", i, "]");
+    switch (event.payload_case()) {
+      case v1::JobEvent::kProgress:
+      case v1::JobEvent::kLog:
+      case v1::JobEvent::kBlockMetrics:
+        break;
+      case v1::JobEvent::kState:
+        violations.push_back(
+            {field + ".state", "workers change state with CompleteJob or FailJob, not events"});
+        break;
+      case v1::JobEvent::kResult:
+        violations.push_back({field + ".result", "send the result with CompleteJob"});
+        break;
+      case v1::JobEvent::PAYLOAD_NOT_SET:
+        violations.push_back({field, "an event needs a progress, log or block_metrics payload"});
+        break;
+    }
+  }
+  if (!violations.empty()) return InvalidRequestError(violations);
+
+  const int64_t token = request.lease().token();
+  const absl::Time now = clock_->Now();
+  absl::StatusOr<JobRecord> updated =
+      store_->UpdateJob(request.lease().job(), [&](JobRecord& record, JobUpdate& update) {
+        if (!HoldsLease(record, token)) return StaleLease(record, token);
+        for (const v1::JobEvent& in : request.events()) {
+          v1::JobEvent event = in;
+          if (!event.has_time()) *event.mutable_time() = ToTimestamp(now);
+          event.set_attempt(record.job.attempt());
+          event.clear_sequence();
+          if (event.has_progress()) *record.job.mutable_progress() = event.progress();
+          update.events.push_back(std::move(event));
+        }
+        *record.job.mutable_update_time() = ToTimestamp(now);
+        return absl::OkStatus();
+      });
+  if (!updated.ok()) return updated.status();
+  notifier_->NotifyJob(updated->job.name());
+  v1::ReportEventsResponse response;
+  response.set_cancel_requested(updated->job.state() == v1::CANCELLING);
+  return response;
+}
+
+absl::StatusOr<v1::CompleteJobResponse> LeaseService::CompleteJob(
+    const Caller& caller, const v1::CompleteJobRequest& request) {
+  if (!caller.MayWork()) return PermissionDenied();
+  absl::Status shape = CheckLeaseShape(request.lease(), request.has_lease());
+  if (!shape.ok()) return shape;
+  const int64_t token = request.lease().token();
+  const absl::Time now = clock_->Now();
+  bool finished_now = false;
+  absl::StatusOr<JobRecord> updated =
+      store_->UpdateJob(request.lease().job(), [&](JobRecord& record, JobUpdate& update) {
+        finished_now = false;
+        if (record.job.state() == v1::SUCCEEDED && record.lease_token == token) {
+          update.write = false;  // a retry of a completion that already landed
+          return absl::OkStatus();
+        }
+        if (!HoldsLease(record, token)) return StaleLease(record, token);
+        *record.job.mutable_result() = request.result();
+        record.job.mutable_progress()->set_percent(100);
+        record.lease_expire_time = absl::InfinitePast();
+        v1::JobEvent result;
+        *result.mutable_result() = request.result();
+        *result.mutable_time() = ToTimestamp(now);
+        result.set_attempt(record.job.attempt());
+        update.events.push_back(std::move(result));
+        Transition(record, v1::SUCCEEDED, now, update);
+        finished_now = true;
+        return absl::OkStatus();
+      });
+  if (!updated.ok()) return updated.status();
+  if (finished_now) {
+    notifier_->NotifyJob(updated->job.name());
+    if (observer_ != nullptr) {
+      observer_->JobFinished(updated->job, FromTimestamp(updated->job.end_time()) -
+                                               FromTimestamp(updated->job.create_time()));
+    }
+    Log(LogLevel::kInfo, "job succeeded", JobLogFields(updated->job));
+  }
+  return v1::CompleteJobResponse();
+}
+
+absl::StatusOr<v1::FailJobResponse> LeaseService::FailJob(const Caller& caller,
+                                                          const v1::FailJobRequest& request) {
+  if (!caller.MayWork()) return PermissionDenied();
+  absl::Status shape = CheckLeaseShape(request.lease(), request.has_lease());
+  if (!shape.ok()) return shape;
+  const int64_t token = request.lease().token();
+  const absl::Time now = clock_->Now();
+  const v1::JobState target = request.cancelled() ? v1::CANCELLED : v1::FAILED;
+  bool finished_now = false;
+  absl::StatusOr<JobRecord> updated =
+      store_->UpdateJob(request.lease().job(), [&](JobRecord& record, JobUpdate& update) {
+        finished_now = false;
+        if (record.job.state() == target && record.lease_token == token) {
+          update.write = false;  // a retry
+          return absl::OkStatus();
+        }
+        if (!HoldsLease(record, token)) return StaleLease(record, token);
+        google::rpc::Status error = request.error();
+        if (target == v1::FAILED && error.code() == kRpcOk) {
+          // A failure must say something; never store FAILED without a cause.
+          error.set_code(kRpcUnknown);
+          if (error.message().empty())
+            error.set_message("the worker reported a failure without an error");
+        }
+        if (error.code() != kRpcOk) *record.job.mutable_error() = error;
+        if (!IsEmptyResult(request.result())) {
+          *record.job.mutable_result() = request.result();
+          v1::JobEvent result;
+          *result.mutable_result() = request.result();
+          *result.mutable_time() = ToTimestamp(now);
+          result.set_attempt(record.job.attempt());
+          update.events.push_back(std::move(result));
+        }
+        record.lease_expire_time = absl::InfinitePast();
+        if (error.code() != kRpcOk) {
+          update.events.push_back(LogEvent(record.job, target == v1::FAILED ? v1::ERROR : v1::INFO,
+                                           error.message(), now));
+        }
+        Transition(record, target, now, update);
+        finished_now = true;
+        return absl::OkStatus();
+      });
+  if (!updated.ok()) return updated.status();
+  if (finished_now) {
+    notifier_->NotifyJob(updated->job.name());
+    if (observer_ != nullptr) {
+      observer_->JobFinished(updated->job, FromTimestamp(updated->job.end_time()) -
+                                               FromTimestamp(updated->job.create_time()));
+    }
+    nlohmann::json fields = JobLogFields(updated->job);
+    fields["error"] = updated->job.error().message();
+    Log(target == v1::FAILED ? LogLevel::kWarning : LogLevel::kInfo,
+        target == v1::FAILED ? "job failed" : "job cancelled", fields);
+  }
+  return v1::FailJobResponse();
+}
+
+absl::StatusOr<int> LeaseService::ReapExpiredLeases() {
+  const absl::Time now = clock_->Now();
+  int changed = 0;
+  bool requeued = false;
+  while (true) {
+    absl::StatusOr<std::vector<std::string>> expired = store_->ListExpiredLeases(now, kReapBatch);
+    if (!expired.ok()) return expired.status();
+    int changed_in_batch = 0;
+    for (const std::string& name : *expired) {
+      v1::JobState before = v1::JOB_STATE_UNSPECIFIED;
+      bool reaped = false;
+      absl::StatusOr<JobRecord> updated = store_->UpdateJob(name, [&](JobRecord& record,
+                                                                      JobUpdate& update) {
+        v1::Job& job = record.job;
+        before = job.state();
+        reaped = false;
+        // Re-check under the row lock: a heartbeat or another
+        // frontend's reaper may have got here first.
+        if ((before != v1::RUNNING && before != v1::CANCELLING) || record.lease_expire_time > now) {
+          update.write = false;
+          return absl::OkStatus();
+        }
+        reaped = true;
+        record.lease_expire_time = absl::InfinitePast();
+        const int max_attempts = job.spec().has_max_attempts() ? job.spec().max_attempts()
+                                                               : options_.default_max_attempts;
+        if (before == v1::CANCELLING) {
+          update.events.push_back(LogEvent(
+              job, v1::WARNING,
+              absl::StrCat("lease expired on worker ", job.worker(), " while cancelling"), now));
+          Transition(record, v1::CANCELLED, now, update);
+        } else if (job.attempt() >= max_attempts) {
+          std::string message = absl::StrCat("lease expired on worker ", job.worker(), ", attempt ",
+                                             job.attempt(), " of ", max_attempts, "; giving up");
+          google::rpc::Status* error = job.mutable_error();
+          error->set_code(kRpcAborted);
+          error->set_message(message);
+          google::rpc::ErrorInfo info;
+          info.set_reason("LEASE_EXPIRED_MAX_ATTEMPTS");
+          info.set_domain(kErrorDomain);
+          (*info.mutable_metadata())["worker"] = job.worker();
+          (*info.mutable_metadata())["attempts"] = absl::StrCat(job.attempt());
+          error->clear_details();
+          error->add_details()->PackFrom(info);
+          update.events.push_back(LogEvent(job, v1::ERROR, message, now));
+          Transition(record, v1::FAILED, now, update);
+        } else {
+          absl::Duration backoff = options_.requeue_backoff;
+          for (int i = 1; i < job.attempt() && backoff < options_.max_requeue_backoff; ++i) {
+            backoff *= 2;
+          }
+          backoff = std::min(backoff, options_.max_requeue_backoff);
+          record.available_time = now + backoff;
+          update.events.push_back(LogEvent(
+              job, v1::WARNING,
+              absl::StrCat("lease expired on worker ", job.worker(), ", attempt ", job.attempt(),
+                           "; queued again (eligible in ", absl::FormatDuration(backoff), ")"),
+              now));
+          Transition(record, v1::QUEUED, now, update);
+        }
+        return absl::OkStatus();
+      });
+      if (!updated.ok()) {
+        if (updated.status().code() == absl::StatusCode::kNotFound) continue;
+        return updated.status();
+      }
+      if (!reaped) continue;
+      ++changed;
+      ++changed_in_batch;
+      notifier_->NotifyJob(name);
+      if (observer_ != nullptr) {
+        observer_->LeaseExpired(updated->job);
+        if (IsTerminal(updated->job.state())) {
+          observer_->JobFinished(updated->job, FromTimestamp(updated->job.end_time()) -
+                                                   FromTimestamp(updated->job.create_time()));
+        }
+      }
+      nlohmann::json fields = JobLogFields(updated->job);
+      fields["state"] = StateName(updated->job.state());
+      Log(LogLevel::kWarning, "lease expired", fields);
+      if (updated->job.state() == v1::QUEUED) requeued = true;
+    }
+    if (static_cast<int>(expired->size()) < kReapBatch || changed_in_batch == 0) break;
+  }
+  if (requeued) notifier_->NotifyQueue();
+  return changed;
+}
+
+}  // namespace quantd::server
