@@ -10,6 +10,7 @@ PACKAGES=(
   libtorch-dev libgrpc++-dev libgrpc-dev protobuf-compiler protobuf-compiler-grpc libprotobuf-dev
   libabsl-dev prometheus-cpp-dev libgtest-dev libgmock-dev libbenchmark-dev
   libsqlite3-dev libpq-dev libsentencepiece-dev nlohmann-json3-dev libre2-dev libcurl4-openssl-dev
+  libicu-dev
   libssl-dev zlib1g-dev
   # proto sources not shipped with protobuf: google.rpc status/details and grpc health
   golang-github-gogo-googleapis-dev grpc-proto
