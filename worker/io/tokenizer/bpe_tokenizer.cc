@@ -43,9 +43,11 @@ StatusOr<std::unique_ptr<BpeTokenizer>> BpeTokenizer::Create(BpeVocab vocab,
     QD_RETURN_IF_ERROR(check_id("control token", id));
     if (id >= 0) t->is_control_[id] = true;
   }
-  for (int32_t id : vocab.added_tokens) {
-    QD_RETURN_IF_ERROR(check_id("added token", id));
-    if (id >= 0 && !vocab.tokens[id].empty()) t->added_.emplace_back(vocab.tokens[id], id);
+  for (const BpeAddedToken& added : vocab.added_tokens) {
+    QD_RETURN_IF_ERROR(check_id("added token", added.id));
+    if (added.id >= 0 && !vocab.tokens[added.id].empty()) {
+      t->added_.emplace_back(vocab.tokens[added.id], added);
+    }
   }
   // Longest first, so "<|end|>" is not cut by a shorter added token prefix.
   std::stable_sort(t->added_.begin(), t->added_.end(),
@@ -142,22 +144,46 @@ void BpeTokenizer::EncodeWord(std::string_view word_bytes, std::vector<int32_t>*
 std::vector<int32_t> BpeTokenizer::Encode(std::string_view text) const {
   std::vector<int32_t> out;
   auto encode_plain = [&](std::string_view plain) {
+    if (plain.empty()) return;
+    std::string normalized;
+    if (options_.normalizer) {
+      normalized = options_.normalizer(plain);
+      plain = normalized;
+    }
+    std::string prefixed;
+    if (options_.add_prefix_space && plain[0] != ' ') {
+      prefixed = " " + std::string(plain);
+      plain = prefixed;
+    }
     for (std::string_view word : pretokenizer_->Split(plain)) EncodeWord(word, &out);
   };
+  auto is_space = [](char c) { return c == ' ' || (c >= '\t' && c <= '\r'); };
   size_t pos = 0, plain_start = 0;
   while (pos < text.size() && !added_.empty()) {
-    bool matched = false;
-    for (const auto& [content, id] : added_) {
+    const BpeAddedToken* matched = nullptr;
+    size_t matched_len = 0;
+    for (const auto& [content, added] : added_) {
       if (text.compare(pos, content.size(), content) == 0) {
-        encode_plain(text.substr(plain_start, pos - plain_start));
-        out.push_back(id);
-        pos += content.size();
-        plain_start = pos;
-        matched = true;
+        matched = &added;
+        matched_len = content.size();
         break;
       }
     }
-    if (!matched) ++pos;
+    if (!matched) {
+      ++pos;
+      continue;
+    }
+    size_t plain_end = pos;
+    if (matched->lstrip) {
+      while (plain_end > plain_start && is_space(text[plain_end - 1])) --plain_end;
+    }
+    encode_plain(text.substr(plain_start, plain_end - plain_start));
+    out.push_back(matched->id);
+    pos += matched_len;
+    if (matched->rstrip) {
+      while (pos < text.size() && is_space(text[pos])) ++pos;
+    }
+    plain_start = pos;
   }
   encode_plain(text.substr(plain_start));
   return out;

@@ -10,6 +10,7 @@
 #define QUANTD_WORKER_IO_TOKENIZER_BPE_TOKENIZER_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -22,20 +23,34 @@
 
 namespace quantd::io {
 
+// A token matched verbatim in the input before normalization and
+// pre-tokenization (a Hugging Face added token). lstrip/rstrip: it also
+// swallows the whitespace on that side.
+struct BpeAddedToken {
+  int32_t id = -1;
+  bool lstrip = false;
+  bool rstrip = false;
+};
+
 struct BpeVocab {
   std::vector<std::string> tokens;  // id -> token text (byte-level alphabet)
   // "left right" pairs, highest priority first (rank = index).
   std::vector<std::string> merges;
-  // Tokens matched verbatim in the input before pre-tokenization (Hugging
-  // Face added tokens, special or not). Empty for llama.cpp's default of not
-  // parsing special tokens in text.
-  std::vector<int32_t> added_tokens;
+  // Hugging Face added tokens, special or not. Empty for llama.cpp's default
+  // of not parsing special tokens in text.
+  std::vector<BpeAddedToken> added_tokens;
   // Control tokens, left out of Decode (BOS, EOS, ...).
   std::vector<int32_t> control_tokens;
 };
 
 struct BpeOptions {
   std::string pretokenizer_pattern;  // e.g. kGpt2Pattern
+  // Applied to each run of text between added tokens (e.g. NFC); none when
+  // empty.
+  std::function<std::string(std::string_view)> normalizer;
+  // Prepend a space to each run that does not start with one (ByteLevel
+  // add_prefix_space).
+  bool add_prefix_space = false;
   // A word that is itself a token is emitted whole, without merging
   // (Llama 3's tokenizer.json "ignore_merges").
   bool ignore_merges = false;
@@ -74,8 +89,8 @@ class BpeTokenizer : public Tokenizer {
   BpeOptions options_;
   std::unique_ptr<RegexPreTokenizer> pretokenizer_;
   std::unordered_map<std::string, int32_t> token_to_id_;
-  std::unordered_map<std::string, int> merge_rank_;     // key "left right"
-  std::vector<std::pair<std::string, int32_t>> added_;  // longest first
+  std::unordered_map<std::string, int> merge_rank_;           // key "left right"
+  std::vector<std::pair<std::string, BpeAddedToken>> added_;  // longest first
   std::vector<bool> is_control_;
 };
 

@@ -2,8 +2,12 @@
 
 #include <sys/stat.h>
 
+#include <fstream>
+#include <sstream>
+
 #include "worker/io/tokenizer/sentencepiece_tokenizer.h"
 #include "worker/io/tokenizer/special_tokens.h"
+#include "worker/io/tokenizer/tokenizer_json.h"
 
 namespace quantd::io {
 namespace {
@@ -31,10 +35,13 @@ StatusOr<std::unique_ptr<Tokenizer>> LoadSentencePiece(const std::string& dir,
 StatusOr<std::unique_ptr<Tokenizer>> LoadTokenizerFromDir(const std::string& dir) {
   QD_ASSIGN_OR_RETURN(SpecialTokenConfig special, ReadSpecialTokenConfig(dir));
   if (IsRegularFile(dir + "/tokenizer.model")) return LoadSentencePiece(dir, special);
-  if (IsRegularFile(dir + "/tokenizer.json")) {
-    return UnimplementedError(dir +
-                              "/tokenizer.json: byte-level BPE tokenizer.json support is not "
-                              "built yet; provide a tokenizer.model (SentencePiece)");
+  const std::string json_path = dir + "/tokenizer.json";
+  if (IsRegularFile(json_path)) {
+    std::ifstream in(json_path, std::ios::binary);
+    std::ostringstream text;
+    text << in.rdbuf();
+    if (!in && !in.eof()) return DataLossError("reading " + json_path + " failed");
+    return ParseTokenizerJson(text.str(), special, json_path);
   }
   return NotFoundError("model directory " + dir +
                        " has no tokenizer.model (SentencePiece) or tokenizer.json (BPE)");
