@@ -1,0 +1,70 @@
+// JobObserver: how the engine reports a running job to whoever runs it (the
+// worker's lease loop, or the standalone CLI's progress bar), and how it
+// learns that it should stop. The pipeline checks CancelRequested() at every
+// block boundary, its safe point.
+#ifndef QUANTD_WORKER_PIPELINE_JOB_OBSERVER_H_
+#define QUANTD_WORKER_PIPELINE_JOB_OBSERVER_H_
+
+#include <string>
+#include <vector>
+
+namespace quantd::pipeline {
+
+enum class Stage { kLoad, kCalibrate, kAlgorithms, kQuantize, kEvaluate, kExport };
+
+const char* StageName(Stage stage);
+
+struct ProgressInfo {
+  Stage stage = Stage::kLoad;
+  int block = 0;        // 1-based; 0 outside block loops
+  int block_count = 0;
+  double percent = 0;   // whole job, [0, 100]
+  std::string message;  // e.g. "float perplexity"
+};
+
+// What one quantized layer got and what it cost.
+struct LayerReport {
+  std::string name;
+  std::string weight_format;  // e.g. "int4 per_group(32) sym"; "float" when excluded
+  std::string input_format;
+  std::string output_format;
+  double weight_sqnr_db = 0;
+  bool excluded = false;
+  double input_min = 0;  // static activation observers only
+  double input_max = 0;
+};
+
+struct BlockReport {
+  int block = 0;  // 1-based
+  std::vector<LayerReport> layers;
+  // ||y_q - y_f||^2 / ||y_f||^2 on the calibration (or evaluation) samples;
+  // negative when not measured.
+  double output_rel_mse = -1;
+};
+
+enum class LogLevel { kInfo, kWarning, kError };
+
+class JobObserver {
+ public:
+  virtual ~JobObserver() = default;
+  virtual void OnProgress(const ProgressInfo& progress) {}
+  virtual void OnLog(LogLevel level, const std::string& message) {}
+  virtual void OnBlock(const BlockReport& block) {}
+  virtual bool CancelRequested() const { return false; }
+};
+
+inline const char* StageName(Stage stage) {
+  switch (stage) {
+    case Stage::kLoad: return "load";
+    case Stage::kCalibrate: return "calibrate";
+    case Stage::kAlgorithms: return "algorithms";
+    case Stage::kQuantize: return "quantize";
+    case Stage::kEvaluate: return "evaluate";
+    case Stage::kExport: return "export";
+  }
+  return "unknown";
+}
+
+}  // namespace quantd::pipeline
+
+#endif  // QUANTD_WORKER_PIPELINE_JOB_OBSERVER_H_
