@@ -1,0 +1,208 @@
+// Bit-exact scalar building blocks of the quantization kernels: float32 bit
+// casts, float16/bfloat16 conversions (round to nearest even, as c10::Half
+// and c10::BFloat16 do), rounding to an integer by the three round methods,
+// rounding to a minifloat grid (FP8, FP6, FP4 elements) and the MX shared
+// exponent. Everything is branch-free inline code so the fused kernels'
+// loops vectorise; each has a `...Ref` twin written the obvious way
+// (std::nearbyint, std::frexp, std::ldexp) that the tests hold it against.
+//
+// Torch-free: usable by any engine code.
+#ifndef QUANTD_WORKER_QUANT_FLOAT_BITS_H_
+#define QUANTD_WORKER_QUANT_FLOAT_BITS_H_
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+
+#include "worker/quant/spec.h"
+
+namespace quantd::quant {
+
+inline uint32_t BitsOf(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, sizeof(u));
+  return u;
+}
+
+inline float FloatOf(uint32_t u) {
+  float f;
+  std::memcpy(&f, &u, sizeof(f));
+  return f;
+}
+
+// 2^k for k in [-126, 127] (a normal float), built from its bits.
+inline float Pow2(int k) { return FloatOf(static_cast<uint32_t>(k + 127) << 23); }
+
+// ---- bfloat16 / float16 ----
+
+inline float Bf16BitsToFloat(uint16_t h) { return FloatOf(static_cast<uint32_t>(h) << 16); }
+
+// Round to nearest even; NaN stays a (quiet) NaN.
+inline uint16_t FloatToBf16Bits(float f) {
+  const uint32_t u = BitsOf(f);
+  const uint32_t rounded = (u + 0x7FFFu + ((u >> 16) & 1u)) >> 16;
+  const bool is_nan = (u & 0x7FFFFFFFu) > 0x7F800000u;
+  return static_cast<uint16_t>(is_nan ? ((u >> 16) | 0x40u) : rounded);
+}
+
+// IEEE half to float (exact), subnormals included.
+inline float Fp16BitsToFloat(uint16_t h) {
+  const uint32_t w = static_cast<uint32_t>(h) << 16;
+  const uint32_t sign = w & 0x80000000u;
+  const uint32_t two_w = w + w;
+  const uint32_t exp_offset = 0xE0u << 23;
+  const float exp_scale = FloatOf(0x7800000u);  // 2^-112
+  const float normalized = FloatOf((two_w >> 4) + exp_offset) * exp_scale;
+  const uint32_t magic_mask = 126u << 23;
+  const float magic_bias = 0.5f;
+  const float denormalized = FloatOf((two_w >> 17) | magic_mask) - magic_bias;
+  const uint32_t denormalized_cutoff = 1u << 27;
+  const uint32_t result =
+      sign | (two_w < denormalized_cutoff ? BitsOf(denormalized) : BitsOf(normalized));
+  return FloatOf(result);
+}
+
+// Float to IEEE half, round to nearest even, overflow to Inf, NaN kept.
+inline uint16_t FloatToFp16Bits(float f) {
+  const float scale_to_inf = FloatOf(0x77800000u);   // 2^112
+  const float scale_to_zero = FloatOf(0x08800000u);  // 2^-110
+  float base = (std::fabs(f) * scale_to_inf) * scale_to_zero;
+  const uint32_t w = BitsOf(f);
+  const uint32_t shl1_w = w + w;
+  const uint32_t sign = w & 0x80000000u;
+  uint32_t bias = shl1_w & 0xFF000000u;
+  bias = bias < 0x71000000u ? 0x71000000u : bias;
+  base = FloatOf((bias >> 1) + 0x07800000u) + base;
+  const uint32_t bits = BitsOf(base);
+  const uint32_t exp_bits = (bits >> 13) & 0x00007C00u;
+  const uint32_t mantissa_bits = bits & 0x00000FFFu;
+  const uint32_t nonsign = exp_bits + mantissa_bits;
+  return static_cast<uint16_t>((sign >> 16) | (shl1_w > 0xFF000000u ? 0x7E00u : nonsign));
+}
+
+// Rounds a float32 value to the precision of `t` (float16 / bfloat16) and
+// back; float32 (or any other type) is returned unchanged.
+inline float RoundToFloat16(float f) { return Fp16BitsToFloat(FloatToFp16Bits(f)); }
+inline float RoundToBFloat16(float f) { return Bf16BitsToFloat(FloatToBf16Bits(f)); }
+
+// ---- integer rounding ----
+
+// |v| above this is far outside every integer range (|zp| <= 255 and
+// qmax <= 255), so the kernels clamp to it first; below it the additions of
+// the rounding tricks are exact.
+inline constexpr float kRoundLimit = 4194304.0f;  // 2^22
+
+inline float ClampRoundInput(float v) { return std::min(std::max(v, -kRoundLimit), kRoundLimit); }
+
+// Round half to even for |v| <= 2^22: adding 1.5 * 2^23 leaves no fraction
+// bits, so the FPU's own round-to-nearest-even does the rounding.
+inline float RoundHalfEven(float v) {
+  const float magic = 12582912.0f;  // 1.5 * 2^23
+  return (v + magic) - magic;
+}
+
+// Round half away from zero for |v| <= 2^22.
+inline float RoundHalfAway(float v) {
+  const float a = static_cast<float>(static_cast<int32_t>(std::fabs(v) + 0.5f));
+  return std::copysign(a, v);
+}
+
+// Floor for |v| <= 2^22.
+inline float FloorSmall(float v) {
+  const float t = static_cast<float>(static_cast<int32_t>(v));
+  return t > v ? t - 1.0f : t;
+}
+
+template <RoundMethod R>
+inline float RoundBy(float v) {
+  if constexpr (R == RoundMethod::kHalfEven) {
+    return RoundHalfEven(v);
+  } else if constexpr (R == RoundMethod::kRound) {
+    return RoundHalfAway(v);
+  } else {
+    return FloorSmall(v);
+  }
+}
+
+inline float RoundByRef(float v, RoundMethod r) {
+  switch (r) {
+    case RoundMethod::kHalfEven:
+      return std::nearbyint(v);
+    case RoundMethod::kRound:
+      return std::round(v);
+    case RoundMethod::kFloor:
+      return std::floor(v);
+  }
+  return v;
+}
+
+// ---- minifloat grids (FP8 / FP6 / FP4 elements) ----
+
+// Exponent of the largest power of two <= |f| for finite non-zero f,
+// subnormals included.
+inline int FloorLog2Ref(float f) {
+  int e = 0;
+  std::frexp(f, &e);
+  return e - 1;
+}
+
+// Rounds |v| (finite, <= max_norm after the caller's clamp) to the grid of a
+// minifloat with `mbits` mantissa bits whose smallest normal exponent is
+// `emin`: subnormals below 2^emin, ties to even, then saturate at max_norm.
+// Returns the magnitude; the caller applies the sign. Exact: the value is
+// scaled by powers of two only, and the rounding add of RoundHalfEven sees
+// at most mbits + 2 integer bits.
+inline float RoundMagnitudeToMinifloat(float a, int mbits, int emin, float max_norm) {
+  const int e = static_cast<int>(BitsOf(a) >> 23) - 127;  // a >= 0; -127 for zero/subnormal
+  const int exp = std::max(e, emin);
+  const float up = FloatOf(static_cast<uint32_t>(127 + mbits - exp) << 23);
+  const float down = FloatOf(static_cast<uint32_t>(127 - mbits + exp) << 23);
+  const float q = RoundHalfEven(a * up) * down;
+  return std::min(q, max_norm);
+}
+
+inline float RoundMagnitudeToMinifloatRef(float a, int mbits, int emin, float max_norm) {
+  if (a == 0.0f) return 0.0f;
+  const int exp = std::max(FloorLog2Ref(a), emin);
+  const double ulp = std::ldexp(1.0, exp - mbits);
+  const double q = std::nearbyint(static_cast<double>(a) / ulp) * ulp;
+  return static_cast<float>(std::min(q, static_cast<double>(max_norm)));
+}
+
+// ---- MX shared scale ----
+
+// The exponent X of an MX block's scale 2^X from the block's amax (finite,
+// >= 0), as the reference computes it:
+//  - even: add half an element-ulp to amax's mantissa (round at mbits),
+//    truncate to the power of two, subtract emax; clamped to [-127, 127];
+//    amax 0 counts as 2^-126;
+//  - floor: floor(log2(amax)) - emax; ceil: ceil(log2(amax)) - emax. When
+//    amax is 0 or 2^X underflows float32 (X < -149) the scale is float32's
+//    epsilon, 2^-23, as in the reference; X is capped at 127.
+// The result can be below -127 (a float32 subnormal scale) only for floor and
+// ceil with amax < 2^-125.
+inline int MxScaleExponent(float amax, MxScaleMode mode, int mbits, int emax) {
+  if (mode == MxScaleMode::kEven) {
+    if (amax == 0.0f) return std::max(-126 - emax, -127);
+    const uint32_t rounded = (BitsOf(amax) + (1u << (22 - mbits))) & 0x7F800000u;
+    const int field = static_cast<int>(rounded >> 23);
+    if (field == 0) return -127;   // rounded to zero: log2(0) = -inf, clamped
+    if (field == 255) return 127;  // rounded to infinity: log2 = +inf, clamped
+    return std::min(std::max(field - 127 - emax, -127), 127);
+  }
+  if (amax == 0.0f) return -23;
+  int e = 0;
+  const float m = std::frexp(amax, &e);
+  int x = e - 1 - emax;
+  if (mode == MxScaleMode::kCeil && m != 0.5f) x += 1;
+  if (x < -149) return -23;
+  return std::min(x, 127);
+}
+
+// 2^x as a float for x in [-149, 127] (subnormal scales included).
+inline float Pow2Wide(int x) { return static_cast<float>(std::ldexp(1.0, x)); }
+
+}  // namespace quantd::quant
+
+#endif  // QUANTD_WORKER_QUANT_FLOAT_BITS_H_
