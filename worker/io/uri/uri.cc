@@ -1,0 +1,253 @@
+#include "worker/io/uri/uri.h"
+
+#include <limits.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <cctype>
+#include <fstream>
+
+#include "worker/io/uri/http_download.h"
+#include "worker/io/uri/sha256.h"
+
+namespace quantd::io {
+namespace {
+
+constexpr char kForms[] = "expected file:///abs/path, hf://ORG/NAME[@REV] or http(s)://host/path";
+
+std::string Lower(std::string s) {
+  std::transform(s.begin(), s.end(), s.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return s;
+}
+
+StatusOr<std::string> PercentDecode(const std::string& s, const std::string& uri) {
+  std::string out;
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (s[i] != '%') {
+      out.push_back(s[i]);
+      continue;
+    }
+    if (i + 2 >= s.size() || !std::isxdigit(static_cast<unsigned char>(s[i + 1])) ||
+        !std::isxdigit(static_cast<unsigned char>(s[i + 2]))) {
+      return InvalidArgumentError("URI " + uri + " has a malformed %-escape");
+    }
+    out.push_back(static_cast<char>(std::stoi(s.substr(i + 1, 2), nullptr, 16)));
+    i += 2;
+  }
+  if (out.find('\0') != std::string::npos) {
+    return InvalidArgumentError("URI " + uri + " contains a NUL byte");
+  }
+  return out;
+}
+
+bool HasDotDotSegment(const std::string& path) {
+  size_t start = 0;
+  while (start <= path.size()) {
+    size_t end = path.find('/', start);
+    if (end == std::string::npos) end = path.size();
+    if (path.compare(start, end - start, "..") == 0 && end - start == 2) return true;
+    start = end + 1;
+  }
+  return false;
+}
+
+bool IsHubName(const std::string& s) {
+  if (s.empty() || s == "." || s == ".." || s.size() > 96) return false;
+  return std::all_of(s.begin(), s.end(), [](unsigned char c) {
+    return std::isalnum(c) || c == '-' || c == '_' || c == '.';
+  });
+}
+
+bool IsUnder(const std::string& path, const std::string& root) {
+  if (root == "/") return true;
+  return path == root || (path.size() > root.size() && path.compare(0, root.size(), root) == 0 &&
+                          path[root.size()] == '/');
+}
+
+StatusOr<std::string> Canonical(const std::string& path) {
+  char buf[PATH_MAX];
+  if (!realpath(path.c_str(), buf)) return NotFoundError(path + " does not exist");
+  return std::string(buf);
+}
+
+bool SchemeAllowed(const std::string& scheme, const UriOptions& options) {
+  return std::find(options.allowed_schemes.begin(), options.allowed_schemes.end(), scheme) !=
+         options.allowed_schemes.end();
+}
+
+StatusOr<ResolvedUri> ResolveFile(const ParsedUri& p, const ResolveRequest& request,
+                                  const UriOptions& options) {
+  ResolvedUri r;
+  QD_ASSIGN_OR_RETURN(r.local_path, CheckPathAllowed(p.path, options.allowed_roots));
+  if (!request.expected_sha256.empty()) {
+    struct stat st;
+    if (stat(r.local_path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) {
+      return InvalidArgumentError("a sha256 can only be checked for a file, and " + request.uri +
+                                  " is a directory");
+    }
+    QD_ASSIGN_OR_RETURN(r.sha256, Sha256OfFile(r.local_path));
+    if (r.sha256 != request.expected_sha256) {
+      return DataLossError(request.uri + ": sha256 " + r.sha256 + " does not match the expected " +
+                           request.expected_sha256);
+    }
+  }
+  return r;
+}
+
+StatusOr<ResolvedUri> ResolveHf(const ParsedUri& p, const ResolveRequest& request,
+                                const UriOptions& options) {
+  const std::string cache = HfCacheDir(options);
+  std::string repo = "models--" + (p.host.empty() ? p.path : p.host + "--" + p.path);
+  const std::string repo_dir = cache + "/" + repo;
+  struct stat st;
+  if (stat(repo_dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
+    return NotFoundError(request.uri + ": " + repo_dir +
+                         " is not in the Hugging Face cache (this service never downloads from "
+                         "the hub; populate the cache first)");
+  }
+  std::string commit = p.revision;
+  const std::string ref_file = repo_dir + "/refs/" + p.revision;
+  if (stat(ref_file.c_str(), &st) == 0 && S_ISREG(st.st_mode)) {
+    std::ifstream in(ref_file);
+    std::getline(in, commit);
+    while (!commit.empty() && std::isspace(static_cast<unsigned char>(commit.back()))) {
+      commit.pop_back();
+    }
+    if (!IsHubName(commit)) {
+      return DataLossError(request.uri + ": " + ref_file + " does not hold a commit hash");
+    }
+  }
+  const std::string snapshot = repo_dir + "/snapshots/" + commit;
+  if (stat(snapshot.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
+    return NotFoundError(request.uri + ": revision " + p.revision + " has no snapshot " + snapshot);
+  }
+  ResolvedUri r;
+  QD_ASSIGN_OR_RETURN(std::string canonical_cache, Canonical(cache));
+  QD_ASSIGN_OR_RETURN(r.local_path,
+                      CheckPathAllowed(snapshot, options.allowed_roots, canonical_cache));
+  return r;
+}
+
+StatusOr<ResolvedUri> ResolveHttp(const ResolveRequest& request, const UriOptions& options) {
+  HttpDownloadOptions d;
+  d.cache_dir = options.download_cache_dir;
+  d.max_bytes = options.max_download_bytes;
+  d.connect_timeout_ms = options.connect_timeout_ms;
+  d.timeout_ms = options.download_timeout_ms;
+  d.min_bytes_per_second = options.min_bytes_per_second;
+  d.expected_sha256 = request.expected_sha256;
+  QD_ASSIGN_OR_RETURN(HttpDownloadResult got, HttpDownload(request.uri, d));
+  ResolvedUri r;
+  QD_ASSIGN_OR_RETURN(std::string cache_root, Canonical(options.download_cache_dir));
+  QD_ASSIGN_OR_RETURN(r.local_path, CheckPathAllowed(got.path, options.allowed_roots, cache_root));
+  r.sha256 = got.sha256;
+  r.downloaded = got.downloaded;
+  return r;
+}
+
+}  // namespace
+
+std::string HfCacheDir(const UriOptions& options) {
+  if (!options.hf_cache_dir.empty()) return options.hf_cache_dir;
+  if (const char* v = getenv("HF_HUB_CACHE"); v && *v) return v;
+  if (const char* v = getenv("HF_HOME"); v && *v) return std::string(v) + "/hub";
+  const char* home = getenv("HOME");
+  return std::string(home ? home : "") + "/.cache/huggingface/hub";
+}
+
+StatusOr<ParsedUri> ParseUri(const std::string& uri) {
+  const size_t sep = uri.find("://");
+  if (sep == std::string::npos || sep == 0) {
+    return InvalidArgumentError("URI '" + uri + "' has no scheme; " + kForms);
+  }
+  ParsedUri p;
+  p.scheme = Lower(uri.substr(0, sep));
+  const std::string rest = uri.substr(sep + 3);
+  if (p.scheme == "file") {
+    const size_t slash = rest.find('/');
+    const std::string host = slash == std::string::npos ? rest : rest.substr(0, slash);
+    if (!host.empty() && Lower(host) != "localhost") {
+      return InvalidArgumentError("URI " + uri + " names a remote host; file URIs are local");
+    }
+    if (slash == std::string::npos) {
+      return InvalidArgumentError("URI " + uri + " has no absolute path; " + kForms);
+    }
+    QD_ASSIGN_OR_RETURN(p.path, PercentDecode(rest.substr(slash), uri));
+    if (HasDotDotSegment(p.path)) {
+      return PermissionDeniedError("URI " + uri + " contains a '..' path segment");
+    }
+    return p;
+  }
+  if (p.scheme == "hf") {
+    std::string repo = rest;
+    const size_t at = repo.find('@');
+    p.revision = "main";
+    if (at != std::string::npos) {
+      p.revision = repo.substr(at + 1);
+      repo = repo.substr(0, at);
+      if (!IsHubName(p.revision)) {
+        return InvalidArgumentError("URI " + uri + " has an invalid revision '" + p.revision + "'");
+      }
+    }
+    while (!repo.empty() && repo.back() == '/') repo.pop_back();
+    const size_t slash = repo.find('/');
+    if (slash == std::string::npos) {
+      p.path = repo;
+    } else {
+      p.host = repo.substr(0, slash);
+      p.path = repo.substr(slash + 1);
+      if (!IsHubName(p.host)) {
+        return InvalidArgumentError("URI " + uri + " has an invalid organisation '" + p.host +
+                                    "'; expected hf://ORG/NAME[@REV]");
+      }
+    }
+    if (p.path.find("..") != std::string::npos && !IsHubName(p.path)) {
+      return PermissionDeniedError("URI " + uri + " contains a '..' path segment");
+    }
+    if (!IsHubName(p.path)) {
+      return InvalidArgumentError("URI " + uri + " has an invalid model name '" + p.path +
+                                  "'; expected hf://ORG/NAME[@REV]");
+    }
+    return p;
+  }
+  if (p.scheme == "http" || p.scheme == "https") {
+    const size_t slash = rest.find_first_of("/?#");
+    p.host = slash == std::string::npos ? rest : rest.substr(0, slash);
+    p.path = slash == std::string::npos ? "/" : rest.substr(slash);
+    if (p.host.empty() || p.host.find('@') != std::string::npos) {
+      return InvalidArgumentError("URI " + uri +
+                                  " needs a host (credentials in URIs are not accepted)");
+    }
+    return p;
+  }
+  return InvalidArgumentError("URI scheme '" + p.scheme + "' is not supported; " + kForms);
+}
+
+StatusOr<std::string> CheckPathAllowed(const std::string& path,
+                                       const std::vector<std::string>& roots,
+                                       const std::string& extra_root) {
+  QD_ASSIGN_OR_RETURN(std::string canonical, Canonical(path));
+  if (roots.empty()) return canonical;
+  if (!extra_root.empty() && IsUnder(canonical, extra_root)) return canonical;
+  for (const auto& root : roots) {
+    auto root_canonical = Canonical(root);
+    if (root_canonical.ok() && IsUnder(canonical, *root_canonical)) return canonical;
+  }
+  return PermissionDeniedError(path + " resolves to " + canonical +
+                               ", which is outside the allowed roots");
+}
+
+StatusOr<ResolvedUri> ResolveUri(const ResolveRequest& request, const UriOptions& options) {
+  QD_ASSIGN_OR_RETURN(ParsedUri p, ParseUri(request.uri));
+  if (!SchemeAllowed(p.scheme, options)) {
+    return PermissionDeniedError("URI scheme '" + p.scheme + "' is not allowed here (" +
+                                 request.uri + ")");
+  }
+  if (p.scheme == "file") return ResolveFile(p, request, options);
+  if (p.scheme == "hf") return ResolveHf(p, request, options);
+  return ResolveHttp(request, options);
+}
+
+}  // namespace quantd::io

@@ -1,0 +1,89 @@
+// Model and data URIs: where a job's checkpoint or dataset lives.
+//
+//   file:///abs/path            a local file or directory
+//   hf://ORG/NAME[@REV]         a model in a local Hugging Face hub cache
+//                               (models--ORG--NAME/snapshots/<commit>/; REV is
+//                               a commit or a ref under refs/, default main);
+//                               never touches the network
+//   http(s)://host/path         downloaded through libcurl into a local cache
+//                               (size and time limits, optional sha256)
+//
+// Every resolution ends in a local path that is canonicalised (symlinks
+// resolved) and must lie under one of the configured roots: a URI with a
+// ".." segment, a symlink that escapes, or a path outside the roots is
+// PERMISSION_DENIED, as is a scheme the options do not allow.
+#ifndef QUANTD_WORKER_IO_URI_URI_H_
+#define QUANTD_WORKER_IO_URI_URI_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "worker/common/status.h"
+
+namespace quantd::io {
+
+struct UriOptions {
+  // Schemes that may be resolved: any of "file", "hf", "http", "https".
+  std::vector<std::string> allowed_schemes = {"file", "hf", "http", "https"};
+  // Directories a resolved path must lie under (after canonicalisation).
+  // Empty means no restriction; the hub cache and download cache below are
+  // always allowed for their own schemes.
+  std::vector<std::string> allowed_roots;
+  // Hugging Face hub cache; empty: $HF_HUB_CACHE, else $HF_HOME/hub, else
+  // $HOME/.cache/huggingface/hub.
+  std::string hf_cache_dir;
+  // Where http(s) downloads are kept; required for http(s).
+  std::string download_cache_dir;
+  uint64_t max_download_bytes = 64ull << 30;
+  int64_t connect_timeout_ms = 10'000;
+  int64_t download_timeout_ms = 3'600'000;
+  // Abort when the transfer is slower than this many bytes/s for 30 s (0: off).
+  int64_t min_bytes_per_second = 1024;
+};
+
+struct ParsedUri {
+  std::string scheme;    // lower case
+  std::string host;      // http(s): host[:port]; hf: ORG; file: empty
+  std::string path;      // file: absolute path; http(s): path+query; hf: NAME
+  std::string revision;  // hf only ("main" when absent)
+};
+
+// Splits and validates a URI without touching the file system.
+// INVALID_ARGUMENT for malformed URIs and unknown schemes (the message names
+// the accepted forms); PERMISSION_DENIED for a ".." path segment.
+StatusOr<ParsedUri> ParseUri(const std::string& uri);
+
+struct ResolvedUri {
+  std::string local_path;   // canonical absolute path of the file or directory
+  std::string sha256;       // hex digest, for downloads (empty otherwise)
+  bool downloaded = false;  // false when served from the download cache
+};
+
+// Per-request expectations.
+struct ResolveRequest {
+  std::string uri;
+  // Lower-case hex sha256 the content must have (http(s) downloads, and
+  // file:// regular files); empty: not checked.
+  std::string expected_sha256;
+};
+
+// Resolves a URI to a local path, downloading when needed. NOT_FOUND when the
+// file, snapshot or ref does not exist; PERMISSION_DENIED as described above;
+// DATA_LOSS on a sha256 mismatch; RESOURCE_EXHAUSTED past the size limit;
+// DEADLINE_EXCEEDED past a time limit; UNAVAILABLE for other network errors.
+StatusOr<ResolvedUri> ResolveUri(const ResolveRequest& request, const UriOptions& options);
+
+// Canonicalises `path` and checks it lies under one of `roots` (any when
+// empty) or `extra_root` (when not empty). Use it for files opened inside a
+// resolved directory. NOT_FOUND when the path does not exist.
+StatusOr<std::string> CheckPathAllowed(const std::string& path,
+                                       const std::vector<std::string>& roots,
+                                       const std::string& extra_root = "");
+
+// The hub cache directory the options resolve to (see hf_cache_dir).
+std::string HfCacheDir(const UriOptions& options);
+
+}  // namespace quantd::io
+
+#endif  // QUANTD_WORKER_IO_URI_URI_H_
