@@ -1,0 +1,28 @@
+// Block factories of the implemented architecture families. registry.cc maps
+// config.json "architectures" values onto them; nothing else should need
+// these directly.
+#ifndef QUANTD_WORKER_MODELS_ARCHITECTURES_H_
+#define QUANTD_WORKER_MODELS_ARCHITECTURES_H_
+
+#include <memory>
+
+#include "worker/common/status.h"
+#include "worker/models/decoder_block.h"
+#include "worker/models/model_config.h"
+#include "worker/models/weight_loader.h"
+
+namespace quantd::models {
+
+// Llama 2/3, Mistral, Qwen2: RMSNorm, rotary positions, GQA, SwiGLU MLP.
+StatusOr<std::unique_ptr<DecoderBlock>> LoadLlamaBlock(const ModelConfig& config, int64_t index,
+                                                       const WeightLoader& loader);
+// GPT-2: LayerNorm, fused c_attn, GELU MLP.
+StatusOr<std::unique_ptr<DecoderBlock>> LoadGpt2Block(const ModelConfig& config, int64_t index,
+                                                      const WeightLoader& loader);
+// OPT: LayerNorm before or after (do_layer_norm_before), ReLU MLP.
+StatusOr<std::unique_ptr<DecoderBlock>> LoadOptBlock(const ModelConfig& config, int64_t index,
+                                                     const WeightLoader& loader);
+
+}  // namespace quantd::models
+
+#endif  // QUANTD_WORKER_MODELS_ARCHITECTURES_H_

@@ -1,0 +1,87 @@
+#include "worker/models/decoder_block.h"
+
+#include <algorithm>
+
+namespace quantd::models {
+
+std::vector<Linear*> DecoderBlock::linears() const {
+  std::vector<Linear*> out;
+  for (const auto& l : linears_) out.push_back(l.get());
+  return out;
+}
+
+Linear* DecoderBlock::FindLinear(const std::string& name) const {
+  for (const auto& l : linears_) {
+    if (l->name() == name) return l.get();
+  }
+  return nullptr;
+}
+
+std::vector<Norm*> DecoderBlock::norms() const {
+  std::vector<Norm*> out;
+  for (const auto& n : norms_) out.push_back(n.get());
+  return out;
+}
+
+Norm* DecoderBlock::FindNorm(const std::string& name) const {
+  for (const auto& n : norms_) {
+    if (n->name() == name) return n.get();
+  }
+  return nullptr;
+}
+
+std::vector<std::pair<std::string, at::Tensor*>> DecoderBlock::NamedTensors() {
+  std::vector<std::pair<std::string, at::Tensor*>> out;
+  for (auto& l : linears_) {
+    out.emplace_back(l->name() + ".weight", &l->weight());
+    if (l->bias().defined()) out.emplace_back(l->name() + ".bias", &l->bias());
+  }
+  for (auto& n : norms_) {
+    out.emplace_back(n->name() + ".weight", &n->weight());
+    if (n->bias().defined()) out.emplace_back(n->name() + ".bias", &n->bias());
+  }
+  return out;
+}
+
+Status DecoderBlock::LoadWeights(const WeightLoader& loader) {
+  for (const auto& info : layout_.linears) {
+    QD_ASSIGN_OR_RETURN(auto wb, loader.LoadLinear(info));
+    linears_.push_back(std::make_unique<Linear>(info, std::move(wb.first), std::move(wb.second)));
+  }
+  for (const auto& info : layout_.norms) {
+    QD_ASSIGN_OR_RETURN(auto wb, loader.LoadNorm(info));
+    norms_.push_back(
+        std::make_unique<Norm>(info, std::move(wb.first), std::move(wb.second), config_.norm_eps));
+  }
+  return OkStatus();
+}
+
+StatusOr<at::Tensor> DecoderBlock::Forward(const at::Tensor& hidden) {
+  const std::string where = "block " + std::to_string(index_) + ": ";
+  if (!hidden.defined() || hidden.dim() != 3 || hidden.size(2) != config_.hidden_size ||
+      hidden.size(0) == 0 || hidden.size(1) == 0) {
+    return InvalidArgumentError(
+        where + "hidden states must be [batch, seq_len, " + std::to_string(config_.hidden_size) +
+        "], got " + (hidden.defined() ? c10::str(hidden.sizes()) : std::string("undefined")));
+  }
+  try {
+    const int64_t b = hidden.size(0), t = hidden.size(1);
+    const int64_t per_chunk = std::max<int64_t>(1, options_.max_tokens_per_chunk / t);
+    at::Tensor x = hidden;
+    if (x.scalar_type() != options_.dtype || x.device() != options_.device) {
+      x = x.to(options_.device, options_.dtype);
+    }
+    if (per_chunk >= b) return ForwardChunk(x);
+    std::vector<at::Tensor> parts;
+    for (int64_t i = 0; i < b; i += per_chunk) {
+      parts.push_back(ForwardChunk(x.narrow(0, i, std::min(per_chunk, b - i))));
+    }
+    return at::cat(parts, 0);
+  } catch (const c10::Error& e) {
+    return InternalError(where + e.what_without_backtrace());
+  } catch (const std::exception& e) {
+    return InternalError(where + e.what());
+  }
+}
+
+}  // namespace quantd::models

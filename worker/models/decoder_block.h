@@ -1,0 +1,88 @@
+// DecoderBlock: one transformer block of a CausalLM, loaded on its own.
+//
+// Calibration and the quantization algorithms run a model block by block:
+// every sample through block i, then block i+1, with only one block's
+// weights resident. A block exposes what those algorithms need: its linear
+// layers by full Hugging Face name (with hooks and replaceable kernels, see
+// linear.h), the true-sequential groups in which GPTQ/AWQ visit them, its
+// norms (mutable, for scale folding and rotation), every parameter by tensor
+// name (to write back or export), and Forward over a batch of samples.
+// Dropping the block frees its weights.
+#ifndef QUANTD_WORKER_MODELS_DECODER_BLOCK_H_
+#define QUANTD_WORKER_MODELS_DECODER_BLOCK_H_
+
+#include <ATen/ATen.h>
+
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "worker/common/status.h"
+#include "worker/models/layer_shapes.h"
+#include "worker/models/linear.h"
+#include "worker/models/model_config.h"
+#include "worker/models/model_options.h"
+#include "worker/models/norm.h"
+#include "worker/models/weight_loader.h"
+
+namespace quantd::models {
+
+class DecoderBlock {
+ public:
+  virtual ~DecoderBlock() = default;
+  DecoderBlock(const DecoderBlock&) = delete;
+  DecoderBlock& operator=(const DecoderBlock&) = delete;
+
+  int64_t index() const { return index_; }
+  const BlockLayout& layout() const { return layout_; }
+  const ModelConfig& config() const { return config_; }
+
+  // Linear layers in execution order.
+  std::vector<Linear*> linears() const;
+  // nullptr when the block has no such layer. `name` is the module name,
+  // e.g. "model.layers.0.self_attn.q_proj".
+  Linear* FindLinear(const std::string& name) const;
+  // True-sequential groups ([q,k,v], [o], [gate,up], [down] for Llama).
+  const std::vector<LinearGroup>& groups() const { return layout_.groups; }
+  std::vector<Norm*> norms() const;
+  Norm* FindNorm(const std::string& name) const;
+
+  // Every parameter by tensor name ("...q_proj.weight"), pointing at the live
+  // tensors (linear weights in [out, in] layout; see
+  // LinearLayerInfo::transposed_in_checkpoint).
+  std::vector<std::pair<std::string, at::Tensor*>> NamedTensors();
+
+  // hidden: [B, T, hidden_size], positions 0..T-1 in every sample, causal.
+  // Runs whole samples in sub-batches of at most
+  // ModelOptions::max_tokens_per_chunk tokens. INVALID_ARGUMENT for a wrong
+  // shape; an exception thrown by LibTorch, a hook or a kernel becomes
+  // INTERNAL naming the block.
+  StatusOr<at::Tensor> Forward(const at::Tensor& hidden);
+
+ protected:
+  DecoderBlock(const ModelConfig& config, int64_t index, const ModelOptions& options)
+      : config_(config), index_(index), options_(options), layout_(GetBlockLayout(config, index)) {}
+
+  // Loads every linear and norm of layout_ (shape-checked).
+  Status LoadWeights(const WeightLoader& loader);
+  // One sub-batch. May throw.
+  virtual at::Tensor ForwardChunk(const at::Tensor& hidden) = 0;
+
+  // Layout order.
+  Linear& linear(size_t i) { return *linears_[i]; }
+  Norm& norm(size_t i) { return *norms_[i]; }
+  const ModelOptions& options() const { return options_; }
+
+ private:
+  ModelConfig config_;
+  int64_t index_;
+  ModelOptions options_;
+  BlockLayout layout_;
+  std::vector<std::unique_ptr<Linear>> linears_;
+  std::vector<std::unique_ptr<Norm>> norms_;
+};
+
+}  // namespace quantd::models
+
+#endif  // QUANTD_WORKER_MODELS_DECODER_BLOCK_H_

@@ -1,0 +1,180 @@
+#include "worker/models/layer_shapes.h"
+
+namespace quantd::models {
+namespace {
+
+LinearLayerInfo Linear(const std::string& name, int64_t out, int64_t in, bool bias, int64_t block,
+                       bool transposed = false) {
+  LinearLayerInfo l;
+  l.name = name;
+  l.out_features = out;
+  l.in_features = in;
+  l.has_bias = bias;
+  l.block = block;
+  l.transposed_in_checkpoint = transposed;
+  return l;
+}
+
+NormInfo Norm(const std::string& name, NormKind kind, int64_t dim) {
+  return NormInfo{name, kind, dim, kind == NormKind::kLayerNorm};
+}
+
+BlockLayout LlamaBlock(const ModelConfig& c, int64_t i) {
+  BlockLayout b;
+  b.prefix = "model.layers." + std::to_string(i) + ".";
+  const std::string a = b.prefix + "self_attn.";
+  const std::string m = b.prefix + "mlp.";
+  const int64_t d = c.hidden_size;
+  const int64_t q = c.num_attention_heads * c.head_dim;
+  const int64_t kv = c.num_key_value_heads * c.head_dim;
+  b.linears = {
+      Linear(a + "q_proj", q, d, c.qkv_bias, i),
+      Linear(a + "k_proj", kv, d, c.qkv_bias, i),
+      Linear(a + "v_proj", kv, d, c.qkv_bias, i),
+      Linear(a + "o_proj", d, q, c.o_bias, i),
+      Linear(m + "gate_proj", c.intermediate_size, d, c.mlp_bias, i),
+      Linear(m + "up_proj", c.intermediate_size, d, c.mlp_bias, i),
+      Linear(m + "down_proj", d, c.intermediate_size, c.mlp_bias, i),
+  };
+  b.norms = {Norm(b.prefix + "input_layernorm", NormKind::kRmsNorm, d),
+             Norm(b.prefix + "post_attention_layernorm", NormKind::kRmsNorm, d)};
+  // v_proj can absorb o_proj's input scale only when every head has its own
+  // v head (no GQA): the scale is per attention-output channel.
+  b.groups = {
+      {{a + "q_proj", a + "k_proj", a + "v_proj"}, b.prefix + "input_layernorm"},
+      {{a + "o_proj"}, kv == q ? a + "v_proj" : ""},
+      {{m + "gate_proj", m + "up_proj"}, b.prefix + "post_attention_layernorm"},
+      {{m + "down_proj"}, m + "up_proj"},
+  };
+  return b;
+}
+
+BlockLayout Gpt2Block(const ModelConfig& c, int64_t i) {
+  BlockLayout b;
+  b.prefix = "transformer.h." + std::to_string(i) + ".";
+  const int64_t d = c.hidden_size;
+  b.linears = {
+      Linear(b.prefix + "attn.c_attn", 3 * d, d, true, i, true),
+      Linear(b.prefix + "attn.c_proj", d, d, true, i, true),
+      Linear(b.prefix + "mlp.c_fc", c.intermediate_size, d, true, i, true),
+      Linear(b.prefix + "mlp.c_proj", d, c.intermediate_size, true, i, true),
+  };
+  b.norms = {Norm(b.prefix + "ln_1", NormKind::kLayerNorm, d),
+             Norm(b.prefix + "ln_2", NormKind::kLayerNorm, d)};
+  // c_attn is a fused q|k|v projection and GELU is not scale-equivariant, so
+  // only the LayerNorms can absorb input scales.
+  b.groups = {
+      {{b.prefix + "attn.c_attn"}, b.prefix + "ln_1"},
+      {{b.prefix + "attn.c_proj"}, ""},
+      {{b.prefix + "mlp.c_fc"}, b.prefix + "ln_2"},
+      {{b.prefix + "mlp.c_proj"}, ""},
+  };
+  return b;
+}
+
+BlockLayout OptBlock(const ModelConfig& c, int64_t i) {
+  BlockLayout b;
+  b.prefix = "model.decoder.layers." + std::to_string(i) + ".";
+  const std::string a = b.prefix + "self_attn.";
+  const int64_t d = c.hidden_size;
+  b.linears = {
+      Linear(a + "q_proj", d, d, true, i),
+      Linear(a + "k_proj", d, d, true, i),
+      Linear(a + "v_proj", d, d, true, i),
+      Linear(a + "out_proj", d, d, true, i),
+      Linear(b.prefix + "fc1", c.intermediate_size, d, true, i),
+      Linear(b.prefix + "fc2", d, c.intermediate_size, true, i),
+  };
+  b.norms = {Norm(b.prefix + "self_attn_layer_norm", NormKind::kLayerNorm, d),
+             Norm(b.prefix + "final_layer_norm", NormKind::kLayerNorm, d)};
+  // In a post-LN block (do_layer_norm_before false) the norms sit after the
+  // residual add, so they do not feed the linears directly. ReLU is
+  // positively homogeneous, so fc1 can absorb fc2's input scale.
+  const bool pre = c.do_layer_norm_before;
+  b.groups = {
+      {{a + "q_proj", a + "k_proj", a + "v_proj"}, pre ? b.prefix + "self_attn_layer_norm" : ""},
+      {{a + "out_proj"}, a + "v_proj"},
+      {{b.prefix + "fc1"}, pre ? b.prefix + "final_layer_norm" : ""},
+      {{b.prefix + "fc2"}, c.hidden_act == "relu" ? b.prefix + "fc1" : ""},
+  };
+  return b;
+}
+
+}  // namespace
+
+ModelLayout GetModelLayout(const ModelConfig& c) {
+  ModelLayout m;
+  const int64_t d = c.hidden_size;
+  switch (c.family) {
+    case ArchitectureFamily::kLlama:
+      m.token_embedding = {"model.embed_tokens", c.vocab_size, d};
+      m.final_norm = Norm("model.norm", NormKind::kRmsNorm, d);
+      m.lm_head = Linear("lm_head", c.vocab_size, d, false, -1);
+      break;
+    case ArchitectureFamily::kGpt2:
+      m.token_embedding = {"transformer.wte", c.vocab_size, d};
+      m.position_embedding = {"transformer.wpe", c.max_position_embeddings, d};
+      m.final_norm = Norm("transformer.ln_f", NormKind::kLayerNorm, d);
+      m.lm_head = Linear("lm_head", c.vocab_size, d, false, -1);
+      m.canonical_prefix = "transformer.";
+      m.alias_prefix = "";
+      break;
+    case ArchitectureFamily::kOpt: {
+      const int64_t p = c.word_embed_proj_dim;
+      m.token_embedding = {"model.decoder.embed_tokens", c.vocab_size, p};
+      m.position_offset = 2;
+      m.position_embedding = {"model.decoder.embed_positions", c.max_position_embeddings + 2, d};
+      if (p != d) {
+        m.project_in = Linear("model.decoder.project_in", d, p, false, -1);
+        m.project_out = Linear("model.decoder.project_out", p, d, false, -1);
+      }
+      if (c.final_layer_norm) {
+        m.final_norm = Norm("model.decoder.final_layer_norm", NormKind::kLayerNorm, d);
+      }
+      m.lm_head = Linear("lm_head", c.vocab_size, p, false, -1);
+      m.canonical_prefix = "model.";
+      m.alias_prefix = "";
+      break;
+    }
+  }
+  return m;
+}
+
+BlockLayout GetBlockLayout(const ModelConfig& c, int64_t block) {
+  switch (c.family) {
+    case ArchitectureFamily::kGpt2:
+      return Gpt2Block(c, block);
+    case ArchitectureFamily::kOpt:
+      return OptBlock(c, block);
+    case ArchitectureFamily::kLlama:
+      break;
+  }
+  return LlamaBlock(c, block);
+}
+
+std::vector<LinearLayerInfo> ListLinearLayers(const ModelConfig& c) {
+  std::vector<LinearLayerInfo> out;
+  for (int64_t i = 0; i < c.num_hidden_layers; ++i) {
+    for (auto& l : GetBlockLayout(c, i).linears) out.push_back(std::move(l));
+  }
+  ModelLayout m = GetModelLayout(c);
+  if (!m.project_in.name.empty()) out.push_back(m.project_in);
+  if (!m.project_out.name.empty()) out.push_back(m.project_out);
+  out.push_back(m.lm_head);
+  return out;
+}
+
+std::vector<EmbeddingInfo> ListEmbeddings(const ModelConfig& c) {
+  ModelLayout m = GetModelLayout(c);
+  std::vector<EmbeddingInfo> out = {m.token_embedding};
+  if (!m.position_embedding.name.empty()) out.push_back(m.position_embedding);
+  return out;
+}
+
+StatusOr<std::vector<LinearLayerInfo>> ListLinearLayersFromConfigJson(const std::string& json_text,
+                                                                      const std::string& source) {
+  QD_ASSIGN_OR_RETURN(ModelConfig c, ParseModelConfig(json_text, source));
+  return ListLinearLayers(c);
+}
+
+}  // namespace quantd::models

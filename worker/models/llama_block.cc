@@ -1,0 +1,59 @@
+// Llama-family decoder block (Llama 2/3, Mistral, Qwen2), matching Hugging
+// Face's LlamaDecoderLayer: pre-RMSNorm, rotary q/k (rotate-half layout),
+// grouped-query attention, SwiGLU MLP.
+#include <cmath>
+
+#include "worker/models/architectures.h"
+#include "worker/models/transformer_ops.h"
+
+namespace quantd::models {
+namespace {
+
+// Layout order (layer_shapes.cc): q, k, v, o, gate, up, down; norms input,
+// post_attention.
+enum { kQ, kK, kV, kO, kGate, kUp, kDown };
+enum { kInputNorm, kPostAttentionNorm };
+
+class LlamaBlock final : public DecoderBlock {
+ public:
+  LlamaBlock(const ModelConfig& config, int64_t index, const ModelOptions& options)
+      : DecoderBlock(config, index, options) {}
+  using DecoderBlock::LoadWeights;
+
+ protected:
+  at::Tensor ForwardChunk(const at::Tensor& x) override {
+    const ModelConfig& c = config();
+    const int64_t b = x.size(0), t = x.size(1), hd = c.head_dim;
+    const int64_t h = c.num_attention_heads, kvh = c.num_key_value_heads;
+
+    at::Tensor normed = norm(kInputNorm).Forward(x);
+    at::Tensor q = linear(kQ).Forward(normed).view({b, t, h, hd}).transpose(1, 2);
+    at::Tensor k = linear(kK).Forward(normed).view({b, t, kvh, hd}).transpose(1, 2);
+    at::Tensor v = linear(kV).Forward(normed).view({b, t, kvh, hd}).transpose(1, 2);
+    const RotaryTables rope = MakeRotaryTables(c, t, x.scalar_type(), x.device());
+    q = ApplyRotary(q, rope);
+    k = ApplyRotary(k, rope);
+    AttentionOptions ao;
+    ao.scale = 1.0 / std::sqrt(static_cast<double>(hd));
+    ao.sliding_window = c.sliding_window.value_or(0);
+    ao.max_score_elements = options().max_attention_elements;
+    at::Tensor attn = CausalSelfAttention(q, k, v, ao).transpose(1, 2).reshape({b, t, h * hd});
+    at::Tensor hidden = x + linear(kO).Forward(attn);
+
+    normed = norm(kPostAttentionNorm).Forward(hidden);
+    at::Tensor gate = Activation(linear(kGate).Forward(normed), c.hidden_act);
+    at::Tensor mlp = linear(kDown).Forward(gate * linear(kUp).Forward(normed));
+    return hidden + mlp;
+  }
+};
+
+}  // namespace
+
+StatusOr<std::unique_ptr<DecoderBlock>> LoadLlamaBlock(const ModelConfig& config, int64_t index,
+                                                       const WeightLoader& loader) {
+  auto block = std::make_unique<LlamaBlock>(config, index, loader.options());
+  QD_RETURN_IF_ERROR(block->LoadWeights(loader));
+  return std::unique_ptr<DecoderBlock>(std::move(block));
+}
+
+}  // namespace quantd::models

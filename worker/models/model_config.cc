@@ -1,0 +1,325 @@
+#include "worker/models/model_config.h"
+
+#include <sys/stat.h>
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+namespace quantd::models {
+namespace {
+
+using nlohmann::json;
+
+// Bounds that keep a hostile config.json from requesting absurd allocations;
+// they are far above any real model.
+constexpr int64_t kMaxDim = int64_t{1} << 24;
+constexpr int64_t kMaxLayers = 4096;
+
+Status BadConfig(const std::string& source, const std::string& key, const std::string& what) {
+  return Status(StatusCode::kFailedPrecondition, source + ": \"" + key + "\" " + what,
+                "INVALID_MODEL_CONFIG");
+}
+
+struct Reader {
+  const json& j;
+  const std::string& source;
+
+  bool Has(const char* key) const {
+    auto it = j.find(key);
+    return it != j.end() && !it->is_null();
+  }
+
+  StatusOr<int64_t> Int(const char* key, std::optional<int64_t> fallback, int64_t lo = 1,
+                        int64_t hi = kMaxDim) const {
+    auto it = j.find(key);
+    if (it == j.end() || it->is_null()) {
+      if (fallback) return *fallback;
+      return BadConfig(source, key, "is required");
+    }
+    if (!it->is_number_integer() && !it->is_number_unsigned()) {
+      return BadConfig(source, key, "must be an integer, got " + it->dump());
+    }
+    if (it->is_number_unsigned() && it->get<uint64_t>() > static_cast<uint64_t>(hi)) {
+      return BadConfig(
+          source, key,
+          "must be in [" + std::to_string(lo) + ", " + std::to_string(hi) + "], got " + it->dump());
+    }
+    const int64_t v = it->get<int64_t>();
+    if (v < lo || v > hi) {
+      return BadConfig(
+          source, key,
+          "must be in [" + std::to_string(lo) + ", " + std::to_string(hi) + "], got " + it->dump());
+    }
+    return v;
+  }
+
+  StatusOr<double> Double(const char* key, double fallback) const {
+    auto it = j.find(key);
+    if (it == j.end() || it->is_null()) return fallback;
+    if (!it->is_number()) return BadConfig(source, key, "must be a number, got " + it->dump());
+    return it->get<double>();
+  }
+
+  StatusOr<bool> Bool(const char* key, bool fallback) const {
+    auto it = j.find(key);
+    if (it == j.end() || it->is_null()) return fallback;
+    if (!it->is_boolean())
+      return BadConfig(source, key, "must be true or false, got " + it->dump());
+    return it->get<bool>();
+  }
+
+  StatusOr<std::string> String(const char* key, const std::string& fallback) const {
+    auto it = j.find(key);
+    if (it == j.end() || it->is_null()) return fallback;
+    if (!it->is_string()) return BadConfig(source, key, "must be a string, got " + it->dump());
+    return it->get<std::string>();
+  }
+
+  // bos/eos ids may be an int, a list of ints (first wins) or null.
+  int32_t TokenId(const char* key) const {
+    auto it = j.find(key);
+    if (it == j.end()) return -1;
+    const json* v = &*it;
+    if (v->is_array() && !v->empty()) v = &(*v)[0];
+    if (v->is_number_integer() || v->is_number_unsigned()) {
+      const int64_t id = v->get<int64_t>();
+      if (id >= 0 && id < kMaxDim) return static_cast<int32_t>(id);
+    }
+    return -1;
+  }
+};
+
+struct ArchitectureRow {
+  const char* architecture;
+  const char* model_type;
+  ArchitectureFamily family;
+};
+
+constexpr ArchitectureRow kArchitectures[] = {
+    {"LlamaForCausalLM", "llama", ArchitectureFamily::kLlama},
+    {"MistralForCausalLM", "mistral", ArchitectureFamily::kLlama},
+    {"Qwen2ForCausalLM", "qwen2", ArchitectureFamily::kLlama},
+    {"GPT2LMHeadModel", "gpt2", ArchitectureFamily::kGpt2},
+    {"OPTForCausalLM", "opt", ArchitectureFamily::kOpt},
+};
+
+std::string SupportedList() {
+  std::string s;
+  for (const auto& a : SupportedArchitectures()) s += (s.empty() ? "" : ", ") + a;
+  return s;
+}
+
+Status ParseRopeScaling(const Reader& r, ModelConfig& c) {
+  auto it = r.j.find("rope_scaling");
+  if (it == r.j.end() || it->is_null()) return OkStatus();
+  if (!it->is_object()) return BadConfig(r.source, "rope_scaling", "must be an object or null");
+  Reader rs{*it, r.source};
+  QD_ASSIGN_OR_RETURN(std::string type, rs.String("rope_type", ""));
+  if (type.empty()) {
+    QD_ASSIGN_OR_RETURN(type, rs.String("type", "default"));
+  }
+  if (type == "default") return OkStatus();
+  if (type != "linear" && type != "llama3") {
+    return UnimplementedError(r.source + ": rope_scaling type \"" + type +
+                              "\" is not supported (supported: linear, llama3)");
+  }
+  RopeScaling s;
+  s.type = type;
+  QD_ASSIGN_OR_RETURN(s.factor, rs.Double("factor", 1.0));
+  if (!(s.factor > 0)) return BadConfig(r.source, "rope_scaling.factor", "must be positive");
+  if (type == "llama3") {
+    QD_ASSIGN_OR_RETURN(s.low_freq_factor, rs.Double("low_freq_factor", 1.0));
+    QD_ASSIGN_OR_RETURN(s.high_freq_factor, rs.Double("high_freq_factor", 4.0));
+    QD_ASSIGN_OR_RETURN(s.original_max_position_embeddings,
+                        rs.Int("original_max_position_embeddings", 8192));
+    if (!(s.high_freq_factor > s.low_freq_factor) || !(s.low_freq_factor > 0)) {
+      return BadConfig(r.source, "rope_scaling",
+                       "needs 0 < low_freq_factor < high_freq_factor for llama3");
+    }
+  }
+  c.rope_scaling = s;
+  return OkStatus();
+}
+
+Status ParseLlamaFamily(const Reader& r, ModelConfig& c) {
+  QD_ASSIGN_OR_RETURN(c.hidden_size, r.Int("hidden_size", std::nullopt));
+  QD_ASSIGN_OR_RETURN(c.intermediate_size, r.Int("intermediate_size", std::nullopt));
+  QD_ASSIGN_OR_RETURN(c.num_hidden_layers, r.Int("num_hidden_layers", std::nullopt, 1, kMaxLayers));
+  QD_ASSIGN_OR_RETURN(c.num_attention_heads, r.Int("num_attention_heads", std::nullopt));
+  QD_ASSIGN_OR_RETURN(c.num_key_value_heads, r.Int("num_key_value_heads", c.num_attention_heads));
+  QD_ASSIGN_OR_RETURN(c.vocab_size, r.Int("vocab_size", std::nullopt));
+  QD_ASSIGN_OR_RETURN(c.max_position_embeddings, r.Int("max_position_embeddings", 2048));
+  QD_ASSIGN_OR_RETURN(c.head_dim, r.Int("head_dim", int64_t{0}, 0));
+  QD_ASSIGN_OR_RETURN(c.norm_eps, r.Double("rms_norm_eps", 1e-6));
+  QD_ASSIGN_OR_RETURN(c.rope_theta, r.Double("rope_theta", 10000.0));
+  QD_ASSIGN_OR_RETURN(c.hidden_act, r.String("hidden_act", "silu"));
+  QD_ASSIGN_OR_RETURN(c.tie_word_embeddings, r.Bool("tie_word_embeddings", false));
+  QD_RETURN_IF_ERROR(ParseRopeScaling(r, c));
+  if (c.architecture == "Qwen2ForCausalLM") {
+    c.qkv_bias = true;
+    QD_ASSIGN_OR_RETURN(bool use_sliding, r.Bool("use_sliding_window", false));
+    if (use_sliding) {
+      return UnimplementedError(r.source + ": Qwen2 \"use_sliding_window\": true is not supported");
+    }
+  } else {
+    QD_ASSIGN_OR_RETURN(bool attention_bias, r.Bool("attention_bias", false));
+    c.qkv_bias = c.o_bias = attention_bias;
+    QD_ASSIGN_OR_RETURN(c.mlp_bias, r.Bool("mlp_bias", false));
+  }
+  if (c.architecture == "MistralForCausalLM" && r.Has("sliding_window")) {
+    QD_ASSIGN_OR_RETURN(int64_t w, r.Int("sliding_window", std::nullopt, 1, int64_t{1} << 40));
+    c.sliding_window = w;
+  }
+  return OkStatus();
+}
+
+Status ParseGpt2(const Reader& r, ModelConfig& c) {
+  QD_ASSIGN_OR_RETURN(c.hidden_size, r.Int("n_embd", std::nullopt));
+  QD_ASSIGN_OR_RETURN(c.num_hidden_layers, r.Int("n_layer", std::nullopt, 1, kMaxLayers));
+  QD_ASSIGN_OR_RETURN(c.num_attention_heads, r.Int("n_head", std::nullopt));
+  c.num_key_value_heads = c.num_attention_heads;
+  QD_ASSIGN_OR_RETURN(c.intermediate_size, r.Int("n_inner", 4 * c.hidden_size));
+  QD_ASSIGN_OR_RETURN(c.vocab_size, r.Int("vocab_size", std::nullopt));
+  QD_ASSIGN_OR_RETURN(c.max_position_embeddings, r.Int("n_positions", 1024));
+  QD_ASSIGN_OR_RETURN(c.norm_eps, r.Double("layer_norm_epsilon", 1e-5));
+  QD_ASSIGN_OR_RETURN(c.hidden_act, r.String("activation_function", "gelu_new"));
+  QD_ASSIGN_OR_RETURN(c.tie_word_embeddings, r.Bool("tie_word_embeddings", true));
+  QD_ASSIGN_OR_RETURN(c.scale_attn_weights, r.Bool("scale_attn_weights", true));
+  QD_ASSIGN_OR_RETURN(c.scale_attn_by_inverse_layer_idx,
+                      r.Bool("scale_attn_by_inverse_layer_idx", false));
+  c.qkv_bias = c.o_bias = c.mlp_bias = true;
+  return OkStatus();
+}
+
+Status ParseOpt(const Reader& r, ModelConfig& c) {
+  QD_ASSIGN_OR_RETURN(c.hidden_size, r.Int("hidden_size", std::nullopt));
+  QD_ASSIGN_OR_RETURN(c.intermediate_size, r.Int("ffn_dim", std::nullopt));
+  QD_ASSIGN_OR_RETURN(c.num_hidden_layers, r.Int("num_hidden_layers", std::nullopt, 1, kMaxLayers));
+  QD_ASSIGN_OR_RETURN(c.num_attention_heads, r.Int("num_attention_heads", std::nullopt));
+  c.num_key_value_heads = c.num_attention_heads;
+  QD_ASSIGN_OR_RETURN(c.vocab_size, r.Int("vocab_size", std::nullopt));
+  QD_ASSIGN_OR_RETURN(c.max_position_embeddings, r.Int("max_position_embeddings", 2048));
+  QD_ASSIGN_OR_RETURN(c.word_embed_proj_dim, r.Int("word_embed_proj_dim", c.hidden_size));
+  QD_ASSIGN_OR_RETURN(c.do_layer_norm_before, r.Bool("do_layer_norm_before", true));
+  QD_ASSIGN_OR_RETURN(bool remove_final, r.Bool("_remove_final_layer_norm", false));
+  c.final_layer_norm = c.do_layer_norm_before && !remove_final;
+  QD_ASSIGN_OR_RETURN(c.hidden_act, r.String("activation_function", "relu"));
+  QD_ASSIGN_OR_RETURN(c.tie_word_embeddings, r.Bool("tie_word_embeddings", true));
+  QD_ASSIGN_OR_RETURN(bool enable_bias, r.Bool("enable_bias", true));
+  QD_ASSIGN_OR_RETURN(bool affine, r.Bool("layer_norm_elementwise_affine", true));
+  if (!enable_bias || !affine) {
+    return UnimplementedError(r.source +
+                              ": OPT with enable_bias or layer_norm_elementwise_affine false is "
+                              "not supported");
+  }
+  c.qkv_bias = c.o_bias = c.mlp_bias = true;
+  c.norm_eps = 1e-5;  // OPT's LayerNorms use PyTorch's default
+  return OkStatus();
+}
+
+}  // namespace
+
+const std::vector<std::string>& SupportedArchitectures() {
+  static const auto* names = [] {
+    auto* v = new std::vector<std::string>();
+    for (const auto& a : kArchitectures) v->push_back(a.architecture);
+    return v;
+  }();
+  return *names;
+}
+
+StatusOr<ModelConfig> ParseModelConfig(const std::string& json_text, const std::string& source) {
+  json j = json::parse(json_text, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded() || !j.is_object()) {
+    return Status(StatusCode::kFailedPrecondition, source + ": not a JSON object",
+                  "INVALID_MODEL_CONFIG");
+  }
+  Reader r{j, source};
+  ModelConfig c;
+  QD_ASSIGN_OR_RETURN(c.model_type, r.String("model_type", ""));
+  auto arch = j.find("architectures");
+  if (arch != j.end() && arch->is_array() && !arch->empty() && (*arch)[0].is_string()) {
+    c.architecture = (*arch)[0].get<std::string>();
+  }
+  const ArchitectureRow* row = nullptr;
+  for (const auto& a : kArchitectures) {
+    if (c.architecture.empty() ? c.model_type == a.model_type : c.architecture == a.architecture) {
+      row = &a;
+    }
+  }
+  if (row == nullptr) {
+    const std::string what = c.architecture.empty() ? "model_type \"" + c.model_type + "\""
+                                                    : "architecture \"" + c.architecture + "\"";
+    return Status(
+        StatusCode::kFailedPrecondition,
+        source + ": " + what + " is not supported; supported architectures: " + SupportedList(),
+        "UNSUPPORTED_ARCHITECTURE");
+  }
+  c.architecture = row->architecture;
+  c.family = row->family;
+  if (c.model_type.empty()) c.model_type = row->model_type;
+
+  switch (c.family) {
+    case ArchitectureFamily::kLlama:
+      QD_RETURN_IF_ERROR(ParseLlamaFamily(r, c));
+      break;
+    case ArchitectureFamily::kGpt2:
+      QD_RETURN_IF_ERROR(ParseGpt2(r, c));
+      break;
+    case ArchitectureFamily::kOpt:
+      QD_RETURN_IF_ERROR(ParseOpt(r, c));
+      break;
+  }
+  c.bos_token_id = r.TokenId("bos_token_id");
+  c.eos_token_id = r.TokenId("eos_token_id");
+  QD_ASSIGN_OR_RETURN(c.torch_dtype, r.String("torch_dtype", ""));
+
+  if (c.head_dim == 0) {
+    if (c.hidden_size % c.num_attention_heads != 0) {
+      return BadConfig(source, "num_attention_heads",
+                       "(" + std::to_string(c.num_attention_heads) + ") must divide hidden_size (" +
+                           std::to_string(c.hidden_size) + ")");
+    }
+    c.head_dim = c.hidden_size / c.num_attention_heads;
+  }
+  if (c.num_attention_heads % c.num_key_value_heads != 0) {
+    return BadConfig(source, "num_key_value_heads",
+                     "(" + std::to_string(c.num_key_value_heads) +
+                         ") must divide num_attention_heads (" +
+                         std::to_string(c.num_attention_heads) + ")");
+  }
+  if (c.head_dim % 2 != 0 && c.family == ArchitectureFamily::kLlama) {
+    return BadConfig(source, "head_dim", "must be even for rotary embeddings");
+  }
+  if (!(c.norm_eps > 0)) return BadConfig(source, "rms_norm_eps", "must be positive");
+  if (!(c.rope_theta > 0)) return BadConfig(source, "rope_theta", "must be positive");
+  static const char* kActivations[] = {
+      "silu", "swish", "gelu", "gelu_new", "gelu_pytorch_tanh", "gelu_fast", "relu"};
+  bool act_ok = false;
+  for (const char* a : kActivations) act_ok |= c.hidden_act == a;
+  if (!act_ok) {
+    return UnimplementedError(source + ": activation \"" + c.hidden_act +
+                              "\" is not supported (supported: silu, gelu, gelu_new, "
+                              "gelu_pytorch_tanh, gelu_fast, relu)");
+  }
+  return c;
+}
+
+StatusOr<ModelConfig> LoadModelConfig(const std::string& path) {
+  std::string file = path;
+  struct stat st;
+  if (::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) file = path + "/config.json";
+  std::ifstream in(file, std::ios::binary);
+  if (!in) return NotFoundError(file + ": cannot open");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  // config.json files are a few KB; refuse absurd ones before parsing.
+  if (ss.str().size() > (16u << 20)) {
+    return Status(StatusCode::kFailedPrecondition, file + ": larger than 16 MB",
+                  "INVALID_MODEL_CONFIG");
+  }
+  return ParseModelConfig(ss.str(), file);
+}
+
+}  // namespace quantd::models

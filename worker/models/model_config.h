@@ -1,0 +1,93 @@
+// ModelConfig: the architecture hyper-parameters of a Hugging Face model.
+//
+// Parsed from config.json (or filled in by another importer, e.g. GGUF
+// metadata) into one plain struct that the model implementations, the
+// torch-free layer listing and the server's submit-time checks all read.
+// Field names follow the Llama config; GPT-2 (n_embd, n_layer, ...) and OPT
+// (ffn_dim, do_layer_norm_before, ...) keys are mapped onto them. Torch-free.
+#ifndef QUANTD_WORKER_MODELS_MODEL_CONFIG_H_
+#define QUANTD_WORKER_MODELS_MODEL_CONFIG_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "worker/common/status.h"
+
+namespace quantd::models {
+
+struct RopeScaling {
+  // "linear" (positions divided by factor) or "llama3" (frequency bands).
+  std::string type;
+  double factor = 1.0;
+  // llama3 only.
+  double low_freq_factor = 1.0;
+  double high_freq_factor = 4.0;
+  int64_t original_max_position_embeddings = 8192;
+};
+
+// Implementation families; each covers the architectures listed in
+// SupportedArchitectures().
+enum class ArchitectureFamily { kLlama, kGpt2, kOpt };
+
+struct ModelConfig {
+  // config.json "architectures"[0], e.g. "LlamaForCausalLM".
+  std::string architecture;
+  std::string model_type;
+  ArchitectureFamily family = ArchitectureFamily::kLlama;
+
+  int64_t hidden_size = 0;
+  int64_t intermediate_size = 0;
+  int64_t num_hidden_layers = 0;
+  int64_t num_attention_heads = 0;
+  int64_t num_key_value_heads = 0;  // == num_attention_heads without GQA
+  int64_t head_dim = 0;             // hidden_size / num_attention_heads unless set
+  int64_t vocab_size = 0;
+  int64_t max_position_embeddings = 0;
+
+  // rms_norm_eps (Llama family) or layer_norm_epsilon (GPT-2); OPT uses 1e-5.
+  double norm_eps = 1e-5;
+  double rope_theta = 10000.0;
+  std::optional<RopeScaling> rope_scaling;
+  // Mistral: attend to at most this many previous positions.
+  std::optional<int64_t> sliding_window;
+
+  // "silu", "gelu", "gelu_new", "relu", ...
+  std::string hidden_act = "silu";
+  bool tie_word_embeddings = false;
+  bool qkv_bias = false;  // Qwen2, or Llama attention_bias
+  bool o_bias = false;    // Llama attention_bias
+  bool mlp_bias = false;  // Llama mlp_bias; GPT-2 and OPT always have biases
+
+  // OPT.
+  bool do_layer_norm_before = true;
+  bool final_layer_norm = true;     // absent when _remove_final_layer_norm
+  int64_t word_embed_proj_dim = 0;  // == hidden_size unless OPT-350m style
+  // GPT-2.
+  bool scale_attn_weights = true;
+  bool scale_attn_by_inverse_layer_idx = false;
+
+  int32_t bos_token_id = -1;
+  int32_t eos_token_id = -1;
+  std::string torch_dtype;
+};
+
+// config.json "architectures" values quantd implements, in the order
+// error messages list them.
+const std::vector<std::string>& SupportedArchitectures();
+
+// Parses config.json text. `source` names the file in messages.
+// FAILED_PRECONDITION (reason INVALID_MODEL_CONFIG) naming the key for a
+// missing, mistyped or inconsistent field; UNIMPLEMENTED for a rope_scaling
+// type other than linear/llama3; FAILED_PRECONDITION (reason
+// UNSUPPORTED_ARCHITECTURE) listing SupportedArchitectures() when
+// "architectures" names none of them.
+StatusOr<ModelConfig> ParseModelConfig(const std::string& json_text, const std::string& source);
+
+// Reads `path` (a config.json, or a directory containing one).
+StatusOr<ModelConfig> LoadModelConfig(const std::string& path);
+
+}  // namespace quantd::models
+
+#endif  // QUANTD_WORKER_MODELS_MODEL_CONFIG_H_

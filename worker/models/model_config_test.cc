@@ -1,0 +1,144 @@
+#include "worker/models/model_config.h"
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace quantd::models {
+namespace {
+
+using ::testing::HasSubstr;
+
+TEST(ModelConfigTest, LoadsStories260K) {
+  auto c = LoadModelConfig("models/stories260K");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->architecture, "LlamaForCausalLM");
+  EXPECT_EQ(c->family, ArchitectureFamily::kLlama);
+  EXPECT_EQ(c->hidden_size, 64);
+  EXPECT_EQ(c->intermediate_size, 172);
+  EXPECT_EQ(c->num_hidden_layers, 5);
+  EXPECT_EQ(c->num_attention_heads, 8);
+  EXPECT_EQ(c->num_key_value_heads, 4);
+  EXPECT_EQ(c->head_dim, 8);
+  EXPECT_EQ(c->vocab_size, 512);
+  EXPECT_DOUBLE_EQ(c->norm_eps, 1e-5);
+  EXPECT_DOUBLE_EQ(c->rope_theta, 10000.0);
+  EXPECT_TRUE(c->tie_word_embeddings);
+  EXPECT_FALSE(c->qkv_bias);
+  EXPECT_EQ(c->bos_token_id, 1);
+  EXPECT_EQ(c->eos_token_id, 2);
+  EXPECT_FALSE(c->rope_scaling.has_value());
+}
+
+TEST(ModelConfigTest, Llama3RopeScalingAndEosList) {
+  auto c = ParseModelConfig(R"({
+    "architectures": ["LlamaForCausalLM"], "hidden_size": 4096, "intermediate_size": 14336,
+    "num_hidden_layers": 32, "num_attention_heads": 32, "num_key_value_heads": 8,
+    "vocab_size": 128256, "rms_norm_eps": 1e-5, "rope_theta": 500000.0,
+    "rope_scaling": {"factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+                     "original_max_position_embeddings": 8192, "rope_type": "llama3"},
+    "bos_token_id": 128000, "eos_token_id": [128001, 128008, 128009]})",
+                            "llama3/config.json");
+  ASSERT_TRUE(c.ok()) << c.status();
+  ASSERT_TRUE(c->rope_scaling.has_value());
+  EXPECT_EQ(c->rope_scaling->type, "llama3");
+  EXPECT_DOUBLE_EQ(c->rope_scaling->factor, 8.0);
+  EXPECT_EQ(c->rope_scaling->original_max_position_embeddings, 8192);
+  EXPECT_EQ(c->head_dim, 128);
+  EXPECT_FALSE(c->tie_word_embeddings);  // LlamaConfig's default
+  EXPECT_EQ(c->eos_token_id, 128001);
+}
+
+TEST(ModelConfigTest, Qwen2HasQkvBiasAndMistralSlidingWindow) {
+  auto q = ParseModelConfig(R"({"architectures": ["Qwen2ForCausalLM"], "hidden_size": 896,
+    "intermediate_size": 4864, "num_hidden_layers": 24, "num_attention_heads": 14,
+    "num_key_value_heads": 2, "vocab_size": 151936, "rope_theta": 1000000.0,
+    "sliding_window": 32768, "use_sliding_window": false, "tie_word_embeddings": true})",
+                            "qwen2");
+  ASSERT_TRUE(q.ok()) << q.status();
+  EXPECT_TRUE(q->qkv_bias);
+  EXPECT_FALSE(q->o_bias);
+  EXPECT_FALSE(q->sliding_window.has_value());
+  EXPECT_EQ(q->head_dim, 64);
+
+  auto m = ParseModelConfig(R"({"architectures": ["MistralForCausalLM"], "hidden_size": 4096,
+    "intermediate_size": 14336, "num_hidden_layers": 32, "num_attention_heads": 32,
+    "num_key_value_heads": 8, "vocab_size": 32000, "sliding_window": 4096, "head_dim": 128})",
+                            "mistral");
+  ASSERT_TRUE(m.ok()) << m.status();
+  EXPECT_EQ(m->sliding_window, 4096);
+  EXPECT_FALSE(m->qkv_bias);
+}
+
+TEST(ModelConfigTest, Gpt2AndOptKeysMapOntoTheCommonFields) {
+  auto g = ParseModelConfig(R"({"architectures": ["GPT2LMHeadModel"], "n_embd": 768,
+    "n_layer": 12, "n_head": 12, "n_positions": 1024, "n_inner": null, "vocab_size": 50257,
+    "activation_function": "gelu_new", "layer_norm_epsilon": 1e-05})",
+                            "gpt2");
+  ASSERT_TRUE(g.ok()) << g.status();
+  EXPECT_EQ(g->family, ArchitectureFamily::kGpt2);
+  EXPECT_EQ(g->intermediate_size, 3072);
+  EXPECT_EQ(g->max_position_embeddings, 1024);
+  EXPECT_EQ(g->hidden_act, "gelu_new");
+  EXPECT_TRUE(g->tie_word_embeddings);
+
+  auto o = ParseModelConfig(R"({"architectures": ["OPTForCausalLM"], "hidden_size": 1024,
+    "ffn_dim": 4096, "num_hidden_layers": 24, "num_attention_heads": 16,
+    "max_position_embeddings": 2048, "vocab_size": 50272, "word_embed_proj_dim": 512,
+    "do_layer_norm_before": false, "activation_function": "relu"})",
+                            "opt-350m");
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_EQ(o->family, ArchitectureFamily::kOpt);
+  EXPECT_EQ(o->intermediate_size, 4096);
+  EXPECT_EQ(o->word_embed_proj_dim, 512);
+  EXPECT_FALSE(o->do_layer_norm_before);
+  EXPECT_FALSE(o->final_layer_norm);
+}
+
+TEST(ModelConfigTest, UnsupportedArchitectureListsSupportedOnes) {
+  auto c = ParseModelConfig(R"({"architectures": ["FalconForCausalLM"], "hidden_size": 64})",
+                            "falcon/config.json");
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(c.status().reason(), "UNSUPPORTED_ARCHITECTURE");
+  EXPECT_EQ(c.status().message(),
+            "falcon/config.json: architecture \"FalconForCausalLM\" is not supported; supported "
+            "architectures: LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, "
+            "GPT2LMHeadModel, OPTForCausalLM");
+}
+
+TEST(ModelConfigTest, BadFieldsAreNamed) {
+  const std::string base = R"("architectures": ["LlamaForCausalLM"], "intermediate_size": 8,
+    "num_hidden_layers": 1, "vocab_size": 10, )";
+  struct Case {
+    std::string json;
+    StatusCode code;
+    std::string message;
+  };
+  const std::vector<Case> cases = {
+      {"{" + base + R"("num_attention_heads": 2})", StatusCode::kFailedPrecondition,
+       "c: \"hidden_size\" is required"},
+      {"{" + base + R"("hidden_size": "64", "num_attention_heads": 2})",
+       StatusCode::kFailedPrecondition, "\"hidden_size\" must be an integer, got \"64\""},
+      {"{" + base + R"("hidden_size": -4, "num_attention_heads": 2})",
+       StatusCode::kFailedPrecondition, "\"hidden_size\" must be in [1, 16777216], got -4"},
+      {"{" + base + R"("hidden_size": 64, "num_attention_heads": 3})",
+       StatusCode::kFailedPrecondition, "\"num_attention_heads\" (3) must divide hidden_size (64)"},
+      {"{" + base + R"("hidden_size": 64, "num_attention_heads": 4, "num_key_value_heads": 3})",
+       StatusCode::kFailedPrecondition, "\"num_key_value_heads\" (3) must divide"},
+      {"{" + base +
+           R"("hidden_size": 64, "num_attention_heads": 4, "rope_scaling": {"type": "yarn", "factor": 4}})",
+       StatusCode::kUnimplemented, "rope_scaling type \"yarn\" is not supported"},
+      {"{" + base + R"("hidden_size": 64, "num_attention_heads": 4, "hidden_act": "mish"})",
+       StatusCode::kUnimplemented, "activation \"mish\" is not supported"},
+      {"[1]", StatusCode::kFailedPrecondition, "not a JSON object"},
+  };
+  for (const auto& c : cases) {
+    auto r = ParseModelConfig(c.json, "c");
+    ASSERT_FALSE(r.ok()) << c.json;
+    EXPECT_EQ(r.status().code(), c.code) << c.json;
+    EXPECT_THAT(r.status().message(), HasSubstr(c.message)) << c.json;
+  }
+}
+
+}  // namespace
+}  // namespace quantd::models

@@ -1,0 +1,27 @@
+// ModelOptions: how the engine materialises a model's weights and runs it.
+#ifndef QUANTD_WORKER_MODELS_MODEL_OPTIONS_H_
+#define QUANTD_WORKER_MODELS_MODEL_OPTIONS_H_
+
+#include <ATen/ATen.h>
+
+#include <cstdint>
+
+namespace quantd::models {
+
+struct ModelOptions {
+  // Weights and activations are held in this dtype (norm statistics and
+  // softmax always run in float32).
+  at::ScalarType dtype = at::kFloat;
+  at::Device device = at::kCPU;
+  // A block's Forward runs at most this many tokens at once (whole samples;
+  // at least one sample), bounding MLP activations; linear hooks then see
+  // one sub-batch per call.
+  int64_t max_tokens_per_chunk = 8192;
+  // Attention scores are materialised in pieces of at most this many
+  // elements (per sample, per query tile) so long contexts stay bounded.
+  int64_t max_attention_elements = int64_t{32} << 20;
+};
+
+}  // namespace quantd::models
+
+#endif  // QUANTD_WORKER_MODELS_MODEL_OPTIONS_H_

@@ -1,0 +1,49 @@
+#include "worker/models/registry.h"
+
+#include "worker/io/safetensors/safetensors_source.h"
+#include "worker/models/architectures.h"
+
+namespace quantd::models {
+namespace {
+
+struct Registration {
+  const char* architecture;
+  StatusOr<std::unique_ptr<DecoderBlock>> (*load_block)(const ModelConfig&, int64_t,
+                                                        const WeightLoader&);
+};
+
+// Keep in step with SupportedArchitectures() (model_config.cc); the registry
+// test checks that every supported architecture is registered.
+constexpr Registration kRegistry[] = {
+    {"LlamaForCausalLM", &LoadLlamaBlock}, {"MistralForCausalLM", &LoadLlamaBlock},
+    {"Qwen2ForCausalLM", &LoadLlamaBlock}, {"GPT2LMHeadModel", &LoadGpt2Block},
+    {"OPTForCausalLM", &LoadOptBlock},
+};
+
+}  // namespace
+
+StatusOr<std::unique_ptr<CausalLM>> LoadCausalLM(const ModelConfig& config,
+                                                 std::shared_ptr<const io::TensorSource> weights,
+                                                 const ModelOptions& options) {
+  for (const auto& r : kRegistry) {
+    if (config.architecture == r.architecture) {
+      return std::make_unique<CausalLM>(config, std::move(weights), options, r.load_block);
+    }
+  }
+  std::string supported;
+  for (const auto& r : kRegistry)
+    supported += (supported.empty() ? "" : ", ") + std::string(r.architecture);
+  return Status(StatusCode::kFailedPrecondition,
+                "architecture \"" + config.architecture +
+                    "\" is not supported; supported architectures: " + supported,
+                "UNSUPPORTED_ARCHITECTURE");
+}
+
+StatusOr<std::unique_ptr<CausalLM>> OpenCausalLM(const std::string& dir,
+                                                 const ModelOptions& options) {
+  QD_ASSIGN_OR_RETURN(ModelConfig config, LoadModelConfig(dir));
+  QD_ASSIGN_OR_RETURN(auto source, io::SafetensorsSource::Open(dir));
+  return LoadCausalLM(config, std::shared_ptr<const io::TensorSource>(std::move(source)), options);
+}
+
+}  // namespace quantd::models
