@@ -260,6 +260,26 @@ void DequantizeRowQ6_K(const uint8_t* src, float* dst, int64_t n) {
   }
 }
 
+Status QuantizeRow(GgmlType type, const float* src, uint8_t* dst, int64_t n) {
+  if (n < 0) return InvalidArgumentError("negative element count");
+  switch (type) {
+    case GgmlType::kF32:
+      std::memcpy(dst, src, static_cast<size_t>(n) * 4);
+      return OkStatus();
+    case GgmlType::kF16:
+    case GgmlType::kBF16:
+      for (int64_t i = 0; i < n; ++i) {
+        const uint16_t h = type == GgmlType::kF16 ? Fp32ToFp16(src[i]) : Fp32ToBf16(src[i]);
+        dst[2 * i] = static_cast<uint8_t>(h & 0xFF);
+        dst[2 * i + 1] = static_cast<uint8_t>(h >> 8);
+      }
+      return OkStatus();
+    default:
+      return UnimplementedError(std::string("writing ggml type ") + GetGgmlTypeTraits(type).name +
+                                " is not supported (supported: F32, F16, BF16)");
+  }
+}
+
 Status DequantizeRow(GgmlType type, const uint8_t* src, float* dst, int64_t n) {
   const GgmlTypeTraits& t = GetGgmlTypeTraits(type);
   if (n < 0 || n % t.block_size != 0) {

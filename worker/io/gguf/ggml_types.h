@@ -82,6 +82,12 @@ uint16_t Fp32ToBf16(float f);  // round to nearest even; NaN stays quiet NaN
 // whose dequantization is not built (named in the message).
 Status DequantizeRow(GgmlType type, const uint8_t* src, float* dst, int64_t n);
 
+// Encodes `n` floats as `type` into `dst` (GgmlRowBytes(type, n) bytes).
+// Built for F32, F16 and BF16 (round to nearest even); the block formats the
+// export issue writes (Q8_0, Q4_0, Q4_1) get their quantizers here, beside
+// their dequantizers. UNIMPLEMENTED, naming the type, for the others.
+Status QuantizeRow(GgmlType type, const float* src, uint8_t* dst, int64_t n);
+
 // The individual reference dequantizers, ggml's block layouts:
 //   Q4_0: 32 elements, {fp16 d; u8 qs[16]}, x = (nibble - 8) * d, low nibbles
 //         first (elements 0..15), then high nibbles (16..31).

@@ -79,6 +79,8 @@ class BpeTokenizer : public Tokenizer {
   // -1 when absent.
   int32_t TokenToId(std::string_view token) const;
   const std::string& IdToToken(int32_t id) const { return vocab_.tokens.at(id); }
+  const BpeVocab& vocab() const { return vocab_; }
+  const BpeOptions& options() const { return options_; }
 
  private:
   BpeTokenizer() = default;

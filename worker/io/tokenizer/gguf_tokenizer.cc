@@ -125,6 +125,62 @@ StatusOr<std::unique_ptr<Tokenizer>> LoadTokenizerFromGguf(const GgufFile& file)
                             "(byte-level BPE))");
 }
 
+StatusOr<std::vector<std::pair<std::string, gguf::GgufValue>>> TokenizerGgufMetadata(
+    const Tokenizer& tokenizer) {
+  using gguf::GgufValue;
+  std::vector<std::pair<std::string, GgufValue>> kv;
+  auto id_value = [](int32_t id) {
+    return GgufValue::Uint32(id < 0 ? 0xFFFFFFFFu : static_cast<uint32_t>(id));
+  };
+  if (const auto* spm = dynamic_cast<const SpmBpeTokenizer*>(&tokenizer)) {
+    const SpmVocab& v = spm->vocab();
+    const SpmBpeOptions& o = spm->options();
+    kv.emplace_back("tokenizer.ggml.model", GgufValue::String("llama"));
+    kv.emplace_back("tokenizer.ggml.pre", GgufValue::String("default"));
+    kv.emplace_back("tokenizer.ggml.tokens", GgufValue::StringArray(v.pieces));
+    kv.emplace_back("tokenizer.ggml.scores", GgufValue::Float32Array(v.scores));
+    kv.emplace_back("tokenizer.ggml.token_type", GgufValue::Int32Array(v.types));
+    kv.emplace_back("tokenizer.ggml.unknown_token_id", id_value(o.unk_id));
+    kv.emplace_back("tokenizer.ggml.add_space_prefix", GgufValue::Bool(o.add_dummy_prefix));
+  } else if (const auto* bpe = dynamic_cast<const BpeTokenizer*>(&tokenizer)) {
+    const BpeVocab& v = bpe->vocab();
+    const std::string& pattern = bpe->options().pretokenizer_pattern;
+    std::string pre;
+    if (pattern == kGpt2Pattern) {
+      pre = "gpt-2";
+    } else if (pattern == kLlama3Pattern) {
+      pre = "llama-bpe";
+    } else if (pattern == kQwen2Pattern) {
+      pre = "qwen2";
+    } else {
+      return UnimplementedError("this tokenizer's pre-tokenizer regex has no llama.cpp name");
+    }
+    std::vector<int32_t> types(v.tokens.size(), static_cast<int32_t>(SpmPieceType::kNormal));
+    for (int32_t id : v.control_tokens) types[id] = static_cast<int32_t>(SpmPieceType::kControl);
+    for (const auto& added : v.added_tokens) {
+      if (types[added.id] == static_cast<int32_t>(SpmPieceType::kNormal)) {
+        types[added.id] = static_cast<int32_t>(SpmPieceType::kUserDefined);
+      }
+    }
+    kv.emplace_back("tokenizer.ggml.model", GgufValue::String("gpt2"));
+    kv.emplace_back("tokenizer.ggml.pre", GgufValue::String(pre));
+    kv.emplace_back("tokenizer.ggml.tokens", GgufValue::StringArray(v.tokens));
+    kv.emplace_back("tokenizer.ggml.token_type", GgufValue::Int32Array(types));
+    kv.emplace_back("tokenizer.ggml.merges", GgufValue::StringArray(v.merges));
+  } else {
+    return UnimplementedError(
+        "only native SentencePiece-BPE and byte-level BPE tokenizers can be written to GGUF");
+  }
+  kv.emplace_back("tokenizer.ggml.bos_token_id", id_value(tokenizer.bos_id()));
+  kv.emplace_back("tokenizer.ggml.eos_token_id", id_value(tokenizer.eos_id()));
+  kv.emplace_back("tokenizer.ggml.add_bos_token", GgufValue::Bool(tokenizer.add_bos()));
+  const auto* spm = dynamic_cast<const SpmBpeTokenizer*>(&tokenizer);
+  const auto* bpe = dynamic_cast<const BpeTokenizer*>(&tokenizer);
+  kv.emplace_back("tokenizer.ggml.add_eos_token",
+                  GgufValue::Bool(spm ? spm->add_eos() : bpe->add_eos()));
+  return kv;
+}
+
 StatusOr<std::unique_ptr<Tokenizer>> LoadTokenizerFromGgufPath(const std::string& path) {
   QD_ASSIGN_OR_RETURN(gguf::GgufFile file, gguf::ReadGgufFile(path));
   return LoadTokenizerFromGguf(file);

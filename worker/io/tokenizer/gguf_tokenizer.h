@@ -11,6 +11,8 @@
 
 #include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "worker/common/status.h"
 #include "worker/io/gguf/gguf_file.h"
@@ -23,6 +25,14 @@ namespace quantd::io {
 // pre-tokenizers (the supported ones are listed in the message).
 StatusOr<std::unique_ptr<Tokenizer>> LoadTokenizerFromGguf(const gguf::GgufFile& file);
 StatusOr<std::unique_ptr<Tokenizer>> LoadTokenizerFromGgufPath(const std::string& path);
+
+// llama.cpp's tokenizer.ggml.* metadata for `tokenizer`, to embed it in a
+// GGUF: model, pre, tokens, scores, token_type, merges, special ids and
+// add_bos/add_eos. Works for SpmBpeTokenizer and for BpeTokenizer with a
+// GPT-2, Llama-3 or Qwen2 pre-tokenizer (SentencePieceTokenizer: convert
+// with ToNative() first); UNIMPLEMENTED otherwise.
+StatusOr<std::vector<std::pair<std::string, gguf::GgufValue>>> TokenizerGgufMetadata(
+    const Tokenizer& tokenizer);
 
 // The regex a GGUF tokenizer.ggml.pre name stands for; UNIMPLEMENTED when
 // unknown.

@@ -107,3 +107,38 @@ std::string SentencePieceTokenizer::IdToPiece(int32_t id) const {
 }
 
 }  // namespace quantd::io
+
+namespace quantd::io {
+
+SpmVocab SentencePieceTokenizer::ExportVocab() const {
+  SpmVocab v;
+  const int n = sp_->GetPieceSize();
+  for (int id = 0; id < n; ++id) {
+    v.pieces.push_back(sp_->IdToPiece(id));
+    v.scores.push_back(sp_->GetScore(id));
+    SpmPieceType type = SpmPieceType::kNormal;
+    if (sp_->IsUnknown(id)) {
+      type = SpmPieceType::kUnknown;
+    } else if (sp_->IsControl(id)) {
+      type = SpmPieceType::kControl;
+    } else if (sp_->IsByte(id)) {
+      type = SpmPieceType::kByte;
+    } else if (sp_->IsUnused(id)) {
+      type = SpmPieceType::kUnused;
+    }
+    v.types.push_back(static_cast<int32_t>(type));
+  }
+  return v;
+}
+
+StatusOr<std::unique_ptr<SpmBpeTokenizer>> SentencePieceTokenizer::ToNative() const {
+  SpmBpeOptions o;
+  o.unk_id = sp_->unk_id();
+  o.bos_id = bos_id_;
+  o.eos_id = eos_id_;
+  o.add_bos = add_bos_;
+  o.add_eos = add_eos_;
+  return SpmBpeTokenizer::Create(ExportVocab(), o);
+}
+
+}  // namespace quantd::io

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "worker/common/status.h"
+#include "worker/io/tokenizer/spm_bpe_tokenizer.h"
 #include "worker/io/tokenizer/tokenizer.h"
 
 namespace sentencepiece {
@@ -64,6 +65,11 @@ class SentencePieceTokenizer : public Tokenizer {
   // maps to <unk> without being "<unk>" is absent).
   int32_t PieceToId(std::string_view piece) const;
   std::string IdToPiece(int32_t id) const;
+  // Pieces, scores and types, e.g. to write the vocabulary into a GGUF.
+  SpmVocab ExportVocab() const;
+  // The native equivalent (same ids for BPE models with the identity
+  // normalizer, e.g. Llama's), sharing this tokenizer's special tokens.
+  StatusOr<std::unique_ptr<SpmBpeTokenizer>> ToNative() const;
 
  private:
   explicit SentencePieceTokenizer(std::unique_ptr<sentencepiece::SentencePieceProcessor> sp);

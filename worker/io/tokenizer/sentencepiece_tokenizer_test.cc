@@ -114,5 +114,25 @@ TEST(SentencePieceTokenizerTest, RejectsBadInput) {
   EXPECT_THAT(out_of_range.status().message(), ::testing::HasSubstr("bos id 512"));
 }
 
+TEST(SentencePieceTokenizerTest, NativeConversionGivesTheSameIds) {
+  auto tok = LoadOrDie();
+  const SpmVocab vocab = tok->ExportVocab();
+  ASSERT_EQ(vocab.pieces.size(), 512u);
+  EXPECT_EQ(vocab.types[0], static_cast<int32_t>(SpmPieceType::kUnknown));
+  EXPECT_EQ(vocab.types[1], static_cast<int32_t>(SpmPieceType::kControl));
+  EXPECT_EQ(vocab.types[3], static_cast<int32_t>(SpmPieceType::kByte));
+  EXPECT_EQ(vocab.types[300], static_cast<int32_t>(SpmPieceType::kNormal));
+  auto native = tok->ToNative();
+  ASSERT_TRUE(native.ok()) << native.status();
+  EXPECT_EQ((*native)->bos_id(), 1);
+  EXPECT_TRUE((*native)->add_bos());
+  for (const std::string text :
+       {"Once upon a time, there was a little girl named Lily.", " two  spaces\tand tabs\n",
+        "h\xC3\xA9llo \xE4\xB8\x96\xE7\x95\x8C!"}) {
+    EXPECT_EQ((*native)->Encode(text), tok->Encode(text)) << text;
+    EXPECT_EQ((*native)->Decode(tok->Encode(text)), tok->Decode(tok->Encode(text))) << text;
+  }
+}
+
 }  // namespace
 }  // namespace quantd::io

@@ -66,6 +66,7 @@ class SpmBpeTokenizer : public Tokenizer {
 
   int32_t PieceToId(std::string_view piece) const;  // -1 when absent
   const SpmVocab& vocab() const { return vocab_; }
+  const SpmBpeOptions& options() const { return options_; }
 
  private:
   SpmBpeTokenizer() = default;

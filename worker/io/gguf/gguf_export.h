@@ -1,0 +1,44 @@
+// WriteGgufFromHf: a Hugging Face checkpoint (config.json + weights) as a
+// GGUF file that stock llama.cpp loads with no other files.
+//
+// Hyperparameters become llama.cpp's "<arch>.*" keys, tensor names follow
+// llama.cpp's convention (hf_mapping.h), Llama q/k rows are permuted to
+// llama.cpp's interleaved RoPE order, GPT-2 Conv1D weights are transposed,
+// 1-D tensors (norms, biases) stay F32 as llama.cpp's converter writes them,
+// and matrices use the requested type. Tokenizer metadata (llama.cpp's
+// tokenizer.ggml.* keys) comes from gguf_tokenizer.h's TokenizerGgufMetadata.
+// Architectures: LlamaForCausalLM / MistralForCausalLM (llama),
+// Qwen2ForCausalLM (qwen2), GPT2LMHeadModel (gpt2).
+#ifndef QUANTD_WORKER_IO_GGUF_GGUF_EXPORT_H_
+#define QUANTD_WORKER_IO_GGUF_GGUF_EXPORT_H_
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "worker/common/status.h"
+#include "worker/io/gguf/ggml_types.h"
+#include "worker/io/gguf/gguf_file.h"
+#include "worker/io/tensor_source.h"
+
+namespace quantd::gguf {
+
+struct GgufExportOptions {
+  // Type of 2-D weights: F32 or F16 (BF16 also encodes). Quantized block
+  // types become available here as QuantizeRow learns them.
+  GgmlType weight_type = GgmlType::kF16;
+  std::string model_name = "quantd";
+  uint32_t alignment = 32;
+  // Extra metadata, e.g. TokenizerGgufMetadata(); written after the model keys.
+  std::vector<std::pair<std::string, GgufValue>> extra_metadata;
+};
+
+// Writes `path` atomically. INVALID_ARGUMENT for a config.json missing a
+// hyperparameter (named) or a tensor with no llama.cpp name; UNIMPLEMENTED
+// for an architecture not listed above; errors from `weights` pass through.
+Status WriteGgufFromHf(const std::string& config_json, const io::TensorSource& weights,
+                       const GgufExportOptions& options, const std::string& path);
+
+}  // namespace quantd::gguf
+
+#endif  // QUANTD_WORKER_IO_GGUF_GGUF_EXPORT_H_
