@@ -1,0 +1,413 @@
+// Every architecture against an independent float64 reference forward
+// written here, on small random-initialised checkpoints written to disk with
+// SafetensorsWriter and loaded through config.json like a real model.
+#include <sys/stat.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <fstream>
+#include <map>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "worker/io/safetensors/safetensors_writer.h"
+#include "worker/io/safetensors/tensor_io.h"
+#include "worker/models/registry.h"
+
+namespace quantd::models {
+namespace {
+
+using T = at::Tensor;
+using Weights = std::map<std::string, T>;  // float64 copies of what was written
+
+std::string NewDir(const std::string& name) {
+  const char* base = std::getenv("TEST_TMPDIR");
+  std::string dir = std::string(base ? base : "/tmp") + "/" + name;
+  ::mkdir(dir.c_str(), 0755);
+  return dir;
+}
+
+// Writes config.json and model.safetensors (float32); returns the weights as
+// float64 after the float32 rounding, which is what the engine sees.
+Weights WriteCheckpoint(const std::string& dir, const std::string& config,
+                        const std::vector<std::pair<std::string, std::vector<int64_t>>>& shapes) {
+  std::ofstream(dir + "/config.json") << config;
+  auto w = io::SafetensorsWriter::Create(dir + "/model.safetensors");
+  EXPECT_TRUE(w.ok());
+  Weights out;
+  for (const auto& [name, shape] : shapes) {
+    const bool is_norm_weight =
+        name.find("norm") != std::string::npos || name.find("ln_") != std::string::npos;
+    T t = at::randn(shape) * 0.3;
+    if (is_norm_weight && name.size() > 7 && name.compare(name.size() - 7, 7, ".weight") == 0) {
+      t = 1 + 0.2 * at::randn(shape);
+    }
+    EXPECT_TRUE(io::AddTensor(**w, name, t).ok()) << name;
+    out[name] = t.to(at::kDouble);
+  }
+  EXPECT_TRUE((*w)->Finish().ok());
+  return out;
+}
+
+T Lin(const T& x, const Weights& w, const std::string& name, bool bias) {
+  T y = x.matmul(w.at(name + ".weight").t());
+  return bias ? y + w.at(name + ".bias") : y;
+}
+
+T Rms(const T& x, const T& weight, double eps) {
+  return x / (x.pow(2).mean({-1}, true) + eps).sqrt() * weight;
+}
+
+T LayerNorm(const T& x, const Weights& w, const std::string& name, double eps) {
+  T mu = x.mean({-1}, true);
+  T var = (x - mu).pow(2).mean({-1}, true);
+  return (x - mu) / (var + eps).sqrt() * w.at(name + ".weight") + w.at(name + ".bias");
+}
+
+// x: [T, heads, hd]; rotate each (i, i + hd/2) pair by position * inv[i].
+T Rope(const T& x, const std::vector<double>& inv) {
+  T y = x.clone();
+  const int64_t half = x.size(2) / 2;
+  for (int64_t p = 0; p < x.size(0); ++p) {
+    for (int64_t i = 0; i < half; ++i) {
+      const double c = std::cos(p * inv[i]), s = std::sin(p * inv[i]);
+      T a = x.select(0, p).select(1, i), b = x.select(0, p).select(1, i + half);
+      y.select(0, p).select(1, i).copy_(a * c - b * s);
+      y.select(0, p).select(1, i + half).copy_(b * c + a * s);
+    }
+  }
+  return y;
+}
+
+// q: [T, H, hd], k/v: [T, KVH, hd] -> [T, H*hd].
+T Attend(const T& q, const T& k, const T& v, double scale, int64_t window = 0) {
+  const int64_t t = q.size(0), h = q.size(1), hd = q.size(2), g = h / k.size(1);
+  T out = at::zeros({t, h, hd}, at::kDouble);
+  for (int64_t head = 0; head < h; ++head) {
+    T s = q.select(1, head).matmul(k.select(1, head / g).t()) * scale;  // [T, T]
+    for (int64_t i = 0; i < t; ++i) {
+      for (int64_t j = 0; j < t; ++j) {
+        if (j > i || (window > 0 && i - j >= window)) s[i][j] = -INFINITY;
+      }
+    }
+    out.select(1, head).copy_(at::softmax(s, -1).matmul(v.select(1, head / g)));
+  }
+  return out.reshape({t, h * hd});
+}
+
+std::vector<double> InvFreq(int64_t hd, double theta) {
+  std::vector<double> inv;
+  for (int64_t i = 0; i < hd / 2; ++i) inv.push_back(std::pow(theta, -2.0 * i / hd));
+  return inv;
+}
+
+struct LlamaRef {
+  int64_t d, h, kvh, hd, layers;
+  double eps;
+  std::vector<double> inv;
+  bool qkv_bias;
+  int64_t window;
+  std::string lm_head;
+
+  T operator()(const Weights& w, const T& ids) const {
+    T x = w.at("model.embed_tokens.weight").index_select(0, ids);
+    const int64_t t = ids.size(0);
+    for (int64_t l = 0; l < layers; ++l) {
+      const std::string p = "model.layers." + std::to_string(l) + ".";
+      T n = Rms(x, w.at(p + "input_layernorm.weight"), eps);
+      T q = Rope(Lin(n, w, p + "self_attn.q_proj", qkv_bias).reshape({t, h, hd}), inv);
+      T k = Rope(Lin(n, w, p + "self_attn.k_proj", qkv_bias).reshape({t, kvh, hd}), inv);
+      T v = Lin(n, w, p + "self_attn.v_proj", qkv_bias).reshape({t, kvh, hd});
+      x = x +
+          Lin(Attend(q, k, v, 1 / std::sqrt(double(hd)), window), w, p + "self_attn.o_proj", false);
+      n = Rms(x, w.at(p + "post_attention_layernorm.weight"), eps);
+      T gate = Lin(n, w, p + "mlp.gate_proj", false);
+      x = x + Lin(gate / (1 + (-gate).exp()) * Lin(n, w, p + "mlp.up_proj", false), w,
+                  p + "mlp.down_proj", false);
+    }
+    return Rms(x, w.at("model.norm.weight"), eps).matmul(w.at(lm_head).t());
+  }
+};
+
+std::vector<std::pair<std::string, std::vector<int64_t>>> LlamaShapes(const LlamaRef& r,
+                                                                      int64_t vocab, int64_t ffn,
+                                                                      bool untied) {
+  std::vector<std::pair<std::string, std::vector<int64_t>>> s = {
+      {"model.embed_tokens.weight", {vocab, r.d}}, {"model.norm.weight", {r.d}}};
+  if (untied) s.push_back({"lm_head.weight", {vocab, r.d}});
+  for (int64_t l = 0; l < r.layers; ++l) {
+    const std::string p = "model.layers." + std::to_string(l) + ".";
+    s.push_back({p + "input_layernorm.weight", {r.d}});
+    s.push_back({p + "post_attention_layernorm.weight", {r.d}});
+    s.push_back({p + "self_attn.q_proj.weight", {r.h * r.hd, r.d}});
+    s.push_back({p + "self_attn.k_proj.weight", {r.kvh * r.hd, r.d}});
+    s.push_back({p + "self_attn.v_proj.weight", {r.kvh * r.hd, r.d}});
+    if (r.qkv_bias) {
+      s.push_back({p + "self_attn.q_proj.bias", {r.h * r.hd}});
+      s.push_back({p + "self_attn.k_proj.bias", {r.kvh * r.hd}});
+      s.push_back({p + "self_attn.v_proj.bias", {r.kvh * r.hd}});
+    }
+    s.push_back({p + "self_attn.o_proj.weight", {r.d, r.h * r.hd}});
+    s.push_back({p + "mlp.gate_proj.weight", {ffn, r.d}});
+    s.push_back({p + "mlp.up_proj.weight", {ffn, r.d}});
+    s.push_back({p + "mlp.down_proj.weight", {r.d, ffn}});
+  }
+  return s;
+}
+
+// Runs the engine on `ids` ([B, T]) and compares every sample with `ref`.
+template <typename Ref>
+void ExpectMatches(const std::string& dir, const Ref& ref, const Weights& w, const T& ids,
+                   const std::string& architecture) {
+  auto model = OpenCausalLM(dir);
+  ASSERT_TRUE(model.ok()) << model.status();
+  EXPECT_EQ((*model)->config().architecture, architecture);
+  auto logits = model->get()->Forward(ids);
+  ASSERT_TRUE(logits.ok()) << logits.status();
+  for (int64_t b = 0; b < ids.size(0); ++b) {
+    T want = ref(w, ids[b]);
+    T got = (*logits)[b].to(at::kDouble);
+    ASSERT_EQ(got.sizes(), want.sizes());
+    const double err = (got - want).abs().max().item<double>();
+    const double scale = want.abs().max().item<double>();
+    EXPECT_LT(err, 1e-4 * std::max(1.0, scale)) << architecture << " sample " << b;
+  }
+}
+
+TEST(ArchitecturesTest, Qwen2WithQkvBiasGqaAndUntiedHead) {
+  at::manual_seed(11);
+  const std::string dir = NewDir("qwen2");
+  LlamaRef ref{32, 4, 2, 8, 2, 1e-6, InvFreq(8, 1e6), true, 0, "lm_head.weight"};
+  const Weights w = WriteCheckpoint(dir, R"({"architectures": ["Qwen2ForCausalLM"],
+    "hidden_size": 32, "intermediate_size": 48, "num_hidden_layers": 2,
+    "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 50,
+    "rms_norm_eps": 1e-6, "rope_theta": 1000000.0, "tie_word_embeddings": false,
+    "use_sliding_window": false, "sliding_window": 4})",
+                                    LlamaShapes(ref, 50, 48, true));
+  ExpectMatches(dir, ref, w, at::randint(50, {2, 9}, at::kLong), "Qwen2ForCausalLM");
+}
+
+TEST(ArchitecturesTest, MistralSlidingWindowAndExplicitHeadDim) {
+  at::manual_seed(12);
+  const std::string dir = NewDir("mistral");
+  // head_dim 16 x 4 heads != hidden 32; one kv head; window 4 < 11 tokens.
+  LlamaRef ref{32, 4, 1, 16, 2, 1e-5, InvFreq(16, 10000.0), false, 4, "lm_head.weight"};
+  const Weights w = WriteCheckpoint(dir, R"({"architectures": ["MistralForCausalLM"],
+    "hidden_size": 32, "intermediate_size": 40, "num_hidden_layers": 2, "head_dim": 16,
+    "num_attention_heads": 4, "num_key_value_heads": 1, "vocab_size": 40,
+    "rms_norm_eps": 1e-5, "sliding_window": 4})",
+                                    LlamaShapes(ref, 40, 40, true));
+  ExpectMatches(dir, ref, w, at::randint(40, {2, 11}, at::kLong), "MistralForCausalLM");
+}
+
+TEST(ArchitecturesTest, Llama3RopeScaling) {
+  at::manual_seed(13);
+  const std::string dir = NewDir("llama3");
+  // Published llama3 recipe, written out independently of the engine.
+  std::vector<double> inv = InvFreq(16, 500000.0);
+  for (double& f : inv) {
+    const double wavelen = 2 * M_PI / f, old = 32, lo = 1, hi = 4, factor = 8;
+    if (wavelen > old / lo) {
+      f /= factor;
+    } else if (wavelen >= old / hi) {
+      const double s = (old / wavelen - lo) / (hi - lo);
+      f = (1 - s) * f / factor + s * f;
+    }
+  }
+  LlamaRef ref{32, 2, 2, 16, 1, 1e-5, inv, false, 0, "model.embed_tokens.weight"};
+  const Weights w = WriteCheckpoint(dir, R"({"architectures": ["LlamaForCausalLM"],
+    "hidden_size": 32, "intermediate_size": 40, "num_hidden_layers": 1,
+    "num_attention_heads": 2, "vocab_size": 40, "rms_norm_eps": 1e-5, "rope_theta": 500000.0,
+    "tie_word_embeddings": true, "rope_scaling": {"rope_type": "llama3", "factor": 8.0,
+    "low_freq_factor": 1.0, "high_freq_factor": 4.0, "original_max_position_embeddings": 32}})",
+                                    LlamaShapes(ref, 40, 40, false));
+  ExpectMatches(dir, ref, w, at::randint(40, {1, 30}, at::kLong), "LlamaForCausalLM");
+}
+
+struct OptRef {
+  int64_t d, h, layers, proj;
+  bool pre;
+  std::string prefix;  // "model.decoder." or "decoder."
+
+  T operator()(const Weights& w, const T& ids) const {
+    const std::string m = prefix;
+    const int64_t t = ids.size(0), hd = d / h;
+    T x = w.at(m + "embed_tokens.weight").index_select(0, ids);
+    if (proj != d) x = x.matmul(w.at(m + "project_in.weight").t());
+    x = x + w.at(m + "embed_positions.weight").narrow(0, 2, t);
+    for (int64_t l = 0; l < layers; ++l) {
+      const std::string p = m + "layers." + std::to_string(l) + ".";
+      T n = pre ? LayerNorm(x, w, p + "self_attn_layer_norm", 1e-5) : x;
+      // OPT scales q by head_dim^-0.5 after its projection.
+      T q = (Lin(n, w, p + "self_attn.q_proj", true) / std::sqrt(double(hd))).reshape({t, h, hd});
+      T k = Lin(n, w, p + "self_attn.k_proj", true).reshape({t, h, hd});
+      T v = Lin(n, w, p + "self_attn.v_proj", true).reshape({t, h, hd});
+      x = x + Lin(Attend(q, k, v, 1.0), w, p + "self_attn.out_proj", true);
+      if (!pre) x = LayerNorm(x, w, p + "self_attn_layer_norm", 1e-5);
+      n = pre ? LayerNorm(x, w, p + "final_layer_norm", 1e-5) : x;
+      x = x + Lin(Lin(n, w, p + "fc1", true).clamp_min(0), w, p + "fc2", true);
+      if (!pre) x = LayerNorm(x, w, p + "final_layer_norm", 1e-5);
+    }
+    if (pre) x = LayerNorm(x, w, m + "final_layer_norm", 1e-5);
+    if (proj != d) x = x.matmul(w.at(m + "project_out.weight").t());
+    return x.matmul(w.at(m + "embed_tokens.weight").t());  // tied
+  }
+};
+
+std::vector<std::pair<std::string, std::vector<int64_t>>> OptShapes(const OptRef& r, int64_t vocab,
+                                                                    int64_t ffn, int64_t pos) {
+  const std::string m = r.prefix;
+  std::vector<std::pair<std::string, std::vector<int64_t>>> s = {
+      {m + "embed_tokens.weight", {vocab, r.proj}}, {m + "embed_positions.weight", {pos + 2, r.d}}};
+  if (r.pre) {
+    s.push_back({m + "final_layer_norm.weight", {r.d}});
+    s.push_back({m + "final_layer_norm.bias", {r.d}});
+  }
+  if (r.proj != r.d) {
+    s.push_back({m + "project_in.weight", {r.d, r.proj}});
+    s.push_back({m + "project_out.weight", {r.proj, r.d}});
+  }
+  for (int64_t l = 0; l < r.layers; ++l) {
+    const std::string p = m + "layers." + std::to_string(l) + ".";
+    for (const char* n : {"q_proj", "k_proj", "v_proj", "out_proj"}) {
+      s.push_back({p + "self_attn." + n + ".weight", {r.d, r.d}});
+      s.push_back({p + "self_attn." + n + ".bias", {r.d}});
+    }
+    for (const char* n : {"self_attn_layer_norm", "final_layer_norm"}) {
+      s.push_back({p + n + ".weight", {r.d}});
+      s.push_back({p + n + ".bias", {r.d}});
+    }
+    s.push_back({p + "fc1.weight", {ffn, r.d}});
+    s.push_back({p + "fc1.bias", {ffn}});
+    s.push_back({p + "fc2.weight", {r.d, ffn}});
+    s.push_back({p + "fc2.bias", {r.d}});
+  }
+  return s;
+}
+
+TEST(ArchitecturesTest, OptPreLayerNorm) {
+  at::manual_seed(21);
+  const std::string dir = NewDir("opt");
+  OptRef ref{32, 4, 2, 32, true, "model.decoder."};
+  const Weights w = WriteCheckpoint(dir, R"({"architectures": ["OPTForCausalLM"],
+    "hidden_size": 32, "ffn_dim": 64, "num_hidden_layers": 2, "num_attention_heads": 4,
+    "max_position_embeddings": 16, "vocab_size": 50, "do_layer_norm_before": true,
+    "activation_function": "relu", "word_embed_proj_dim": 32})",
+                                    OptShapes(ref, 50, 64, 16));
+  ExpectMatches(dir, ref, w, at::randint(50, {2, 10}, at::kLong), "OPTForCausalLM");
+}
+
+TEST(ArchitecturesTest, OptPostLayerNormWithProjectionsAndUnprefixedNames) {
+  at::manual_seed(22);
+  const std::string dir = NewDir("opt350m");
+  // OPT-350m style, saved from OPTModel (tensor names without "model.").
+  OptRef ref{32, 4, 2, 16, false, "decoder."};
+  const Weights w = WriteCheckpoint(dir, R"({"architectures": ["OPTForCausalLM"],
+    "hidden_size": 32, "ffn_dim": 64, "num_hidden_layers": 2, "num_attention_heads": 4,
+    "max_position_embeddings": 16, "vocab_size": 50, "do_layer_norm_before": false,
+    "word_embed_proj_dim": 16})",
+                                    OptShapes(ref, 50, 64, 16));
+  ExpectMatches(dir, ref, w, at::randint(50, {2, 16}, at::kLong), "OPTForCausalLM");
+
+  auto model = OpenCausalLM(dir);
+  ASSERT_TRUE(model.ok());
+  auto too_long = (*model)->Forward(at::zeros({1, 17}, at::kLong));
+  EXPECT_EQ(too_long.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_THAT(too_long.status().message(), ::testing::HasSubstr("16 learned positions"));
+}
+
+struct Gpt2Ref {
+  int64_t d, h, layers;
+  std::string prefix;  // "transformer." or ""
+  bool inverse_layer_scale;
+
+  T operator()(const Weights& w, const T& ids) const {
+    const std::string m = prefix;
+    const int64_t t = ids.size(0), hd = d / h;
+    T x = w.at(m + "wte.weight").index_select(0, ids) + w.at(m + "wpe.weight").narrow(0, 0, t);
+    auto conv1d = [&](const T& in, const std::string& name) {  // weight is [in, out]
+      return in.matmul(w.at(name + ".weight")) + w.at(name + ".bias");
+    };
+    auto gelu_new = [](const T& a) {
+      return 0.5 * a * (1 + at::tanh(std::sqrt(2 / M_PI) * (a + 0.044715 * a.pow(3))));
+    };
+    for (int64_t l = 0; l < layers; ++l) {
+      const std::string p = m + "h." + std::to_string(l) + ".";
+      T qkv = conv1d(LayerNorm(x, w, p + "ln_1", 1e-5), p + "attn.c_attn");
+      T q = qkv.narrow(1, 0, d).reshape({t, h, hd});
+      T k = qkv.narrow(1, d, d).reshape({t, h, hd});
+      T v = qkv.narrow(1, 2 * d, d).reshape({t, h, hd});
+      double scale = 1 / std::sqrt(double(hd));
+      if (inverse_layer_scale) scale /= (l + 1);
+      x = x + conv1d(Attend(q, k, v, scale), p + "attn.c_proj");
+      x = x + conv1d(gelu_new(conv1d(LayerNorm(x, w, p + "ln_2", 1e-5), p + "mlp.c_fc")),
+                     p + "mlp.c_proj");
+    }
+    return LayerNorm(x, w, m + "ln_f", 1e-5).matmul(w.at(m + "wte.weight").t());
+  }
+};
+
+std::vector<std::pair<std::string, std::vector<int64_t>>> Gpt2Shapes(const Gpt2Ref& r,
+                                                                     int64_t vocab, int64_t pos) {
+  const std::string m = r.prefix;
+  std::vector<std::pair<std::string, std::vector<int64_t>>> s = {{m + "wte.weight", {vocab, r.d}},
+                                                                 {m + "wpe.weight", {pos, r.d}},
+                                                                 {m + "ln_f.weight", {r.d}},
+                                                                 {m + "ln_f.bias", {r.d}}};
+  for (int64_t l = 0; l < r.layers; ++l) {
+    const std::string p = m + "h." + std::to_string(l) + ".";
+    for (const char* n : {"ln_1", "ln_2"}) {
+      s.push_back({p + n + ".weight", {r.d}});
+      s.push_back({p + n + ".bias", {r.d}});
+    }
+    // Conv1D: [in, out].
+    s.push_back({p + "attn.c_attn.weight", {r.d, 3 * r.d}});
+    s.push_back({p + "attn.c_attn.bias", {3 * r.d}});
+    s.push_back({p + "attn.c_proj.weight", {r.d, r.d}});
+    s.push_back({p + "attn.c_proj.bias", {r.d}});
+    s.push_back({p + "mlp.c_fc.weight", {r.d, 4 * r.d}});
+    s.push_back({p + "mlp.c_fc.bias", {4 * r.d}});
+    s.push_back({p + "mlp.c_proj.weight", {4 * r.d, r.d}});
+    s.push_back({p + "mlp.c_proj.bias", {r.d}});
+  }
+  return s;
+}
+
+TEST(ArchitecturesTest, Gpt2Conv1DLayoutAndLearnedPositions) {
+  at::manual_seed(31);
+  const std::string dir = NewDir("gpt2");
+  Gpt2Ref ref{32, 4, 2, "transformer.", false};
+  const Weights w = WriteCheckpoint(dir, R"({"architectures": ["GPT2LMHeadModel"],
+    "n_embd": 32, "n_layer": 2, "n_head": 4, "n_positions": 16, "vocab_size": 50,
+    "activation_function": "gelu_new", "layer_norm_epsilon": 1e-5})",
+                                    Gpt2Shapes(ref, 50, 16));
+  ExpectMatches(dir, ref, w, at::randint(50, {2, 12}, at::kLong), "GPT2LMHeadModel");
+
+  // The linears are presented as [out, in]: c_attn's weight is the
+  // transposed Conv1D weight.
+  auto model = OpenCausalLM(dir);
+  ASSERT_TRUE(model.ok());
+  auto block = (*model)->LoadBlock(1);
+  ASSERT_TRUE(block.ok());
+  Linear* c_attn = (*block)->FindLinear("transformer.h.1.attn.c_attn");
+  ASSERT_NE(c_attn, nullptr);
+  EXPECT_EQ(c_attn->weight().sizes(), (at::IntArrayRef{96, 32}));
+  EXPECT_TRUE(c_attn->info().transposed_in_checkpoint);
+  EXPECT_TRUE(
+      at::equal(c_attn->weight().to(at::kDouble), w.at("transformer.h.1.attn.c_attn.weight").t()));
+}
+
+TEST(ArchitecturesTest, Gpt2UnprefixedNamesAndInverseLayerScaling) {
+  at::manual_seed(32);
+  const std::string dir = NewDir("gpt2-original");
+  // The original "gpt2" repository stores "h.0.attn...", "wte.weight".
+  Gpt2Ref ref{32, 2, 2, "", true};
+  const Weights w = WriteCheckpoint(dir, R"({"architectures": ["GPT2LMHeadModel"],
+    "n_embd": 32, "n_layer": 2, "n_head": 2, "n_positions": 16, "vocab_size": 50,
+    "scale_attn_by_inverse_layer_idx": true})",
+                                    Gpt2Shapes(ref, 50, 16));
+  ExpectMatches(dir, ref, w, at::randint(50, {1, 16}, at::kLong), "GPT2LMHeadModel");
+}
+
+}  // namespace
+}  // namespace quantd::models
