@@ -5,7 +5,10 @@
 #include <string>
 #include <utility>
 
+#include "worker/quant/cast.h"
+#include "worker/quant/fp8.h"
 #include "worker/quant/int_quant.h"
+#include "worker/quant/mx.h"
 
 namespace quantd::quant {
 namespace {
@@ -34,6 +37,12 @@ Status CheckInput(const at::Tensor& x) {
   return OkStatus();
 }
 
+// The tensor fits the spec (axis in range, whole groups); casts always fit.
+Status CheckShape(const at::Tensor& x, const QuantSpec& spec) {
+  if (IsCastType(spec.dtype)) return OkStatus();
+  return KernelShapeFor(x.sizes().vec(), spec).status();
+}
+
 enum class Impl { kFused, kComposed, kReference };
 
 StatusOr<Impl> ChooseImpl(const at::Tensor& x, const FakeQuantOptions& options) {
@@ -56,18 +65,60 @@ StatusOr<Impl> ChooseImpl(const at::Tensor& x, const FakeQuantOptions& options) 
   return Impl::kComposed;
 }
 
-Status Unsupported(const QuantSpec& spec) {
-  return UnimplementedError("quantization to " + std::string(DataTypeName(spec.dtype)) +
-                            " is not available in this build of the engine");
+// The families of formats; each has its own kernel file.
+enum class Family { kInt, kFp8, kMx, kCast };
+
+Family FamilyOf(const QuantSpec& spec) {
+  if (IsIntType(spec.dtype)) return Family::kInt;
+  if (IsFp8Type(spec.dtype)) return Family::kFp8;
+  if (IsMxType(spec.dtype)) return Family::kMx;
+  return Family::kCast;
 }
 
 // Parameters for an empty tensor: neutral values in the QParams shapes.
 QParams EmptyQParams(const at::Tensor& x, const QuantSpec& spec) {
   QParams qp;
+  if (IsCastType(spec.dtype)) return qp;
   const std::vector<int64_t> sizes = ParamSizes(x.sizes().vec(), spec);
   qp.scale = at::ones(sizes, at::kFloat);
   if (IsIntType(spec.dtype)) qp.zero_point = at::zeros(sizes, at::kInt);
   return qp;
+}
+
+at::Tensor EmptyLike(const at::Tensor& x) {
+  return at::empty(x.sizes(), x.options().memory_format(at::MemoryFormat::Contiguous));
+}
+
+// Min-max parameters of an integer or FP8 spec.
+StatusOr<QParams> MinMaxQParams(const at::Tensor& x, const QuantSpec& spec, Impl impl) {
+  if (impl == Impl::kComposed) {
+    QD_ASSIGN_OR_RETURN(auto mm, MinMaxComposed(x, spec));
+    return QParamsFromMinMax(mm.first, mm.second, spec, x.scalar_type());
+  }
+  const at::Tensor xc = x.contiguous();
+  if (IsIntType(spec.dtype)) return int_quant::MinMaxQParamsFused(xc, spec);
+  return fp8::MinMaxQParamsFused(xc, spec);
+}
+
+StatusOr<QParams> MxBlockScales(const at::Tensor& x, const QuantSpec& spec, Impl impl) {
+  QParams qp;
+  if (impl == Impl::kComposed) {
+    QD_ASSIGN_OR_RETURN(at::Tensor amax, mx::BlockAmaxComposed(x, spec));
+    qp.scale = mx::ScaleFromAmaxComposed(amax, spec);
+    return qp;
+  }
+  QD_ASSIGN_OR_RETURN(at::Tensor amax, mx::BlockAmaxFused(x.contiguous(), spec));
+  qp.scale = at::empty_like(amax);
+  const float* am = amax.data_ptr<float>();
+  float* sc = qp.scale.data_ptr<float>();
+  for (int64_t k = 0; k < amax.numel(); ++k) sc[k] = mx::ScaleFromAmax(am[k], spec);
+  return qp;
+}
+
+Status Unsupported(const QuantSpec& spec) {
+  return UnimplementedError("calibrating " + std::string(DataTypeName(spec.dtype)) + " with the " +
+                            std::string(ObserverTypeName(spec.observer)) +
+                            " observer is not implemented");
 }
 
 }  // namespace
@@ -77,17 +128,20 @@ StatusOr<QParams> ComputeQParams(const at::Tensor& x, const QuantSpec& spec,
   return Guarded("ComputeQParams", [&]() -> StatusOr<QParams> {
     QD_RETURN_IF_ERROR(CheckInput(x));
     if (IsCastType(spec.dtype)) return QParams();
+    QD_RETURN_IF_ERROR(CheckShape(x, spec));
     if (x.numel() == 0) return EmptyQParams(x, spec);
     QD_ASSIGN_OR_RETURN(Impl impl, ChooseImpl(x, options));
-    if (IsIntType(spec.dtype)) {
-      if (spec.observer != ObserverType::kMinMax) return Unsupported(spec);
-      if (impl == Impl::kComposed) {
-        QD_ASSIGN_OR_RETURN(auto mm, MinMaxComposed(x, spec));
-        return QParamsFromMinMax(mm.first, mm.second, spec, x.scalar_type());
-      }
-      return int_quant::MinMaxQParamsFused(x.contiguous(), spec);
+    switch (FamilyOf(spec)) {
+      case Family::kInt:
+      case Family::kFp8:
+        if (spec.observer != ObserverType::kMinMax) return Unsupported(spec);
+        return MinMaxQParams(x, spec, impl);
+      case Family::kMx:
+        return MxBlockScales(x, spec, impl);
+      case Family::kCast:
+        return QParams();
     }
-    return Unsupported(spec);
+    return QParams();
   });
 }
 
@@ -99,13 +153,29 @@ Status FakeQuantizeInto(const at::Tensor& x, const QuantSpec& spec, const QParam
     if (impl == Impl::kComposed) {
       return InvalidArgumentError("FakeQuantizeInto runs the CPU kernels; use FakeQuantize");
     }
+    QD_RETURN_IF_ERROR(CheckShape(x, spec));
     if (x.numel() == 0) return OkStatus();
     const at::Tensor xc = x.contiguous();
-    if (IsIntType(spec.dtype)) {
-      return impl == Impl::kFused ? int_quant::FakeQuantFused(xc, spec, qp, out)
-                                  : int_quant::FakeQuantRef(xc, spec, qp, out);
+    const bool fused = impl == Impl::kFused;
+    switch (FamilyOf(spec)) {
+      case Family::kInt:
+        return fused ? int_quant::FakeQuantFused(xc, spec, qp, out)
+                     : int_quant::FakeQuantRef(xc, spec, qp, out);
+      case Family::kFp8:
+        return fused ? fp8::FakeQuantFused(xc, spec, qp, out)
+                     : fp8::FakeQuantRef(xc, spec, qp, out);
+      case Family::kMx: {
+        if (!qp.scale.defined()) {
+          QD_ASSIGN_OR_RETURN(QParams blocks, MxBlockScales(xc, spec, impl));
+          return fused ? mx::FakeQuantFused(xc, spec, blocks, out)
+                       : mx::FakeQuantRef(xc, spec, blocks, out);
+        }
+        return fused ? mx::FakeQuantFused(xc, spec, qp, out) : mx::FakeQuantRef(xc, spec, qp, out);
+      }
+      case Family::kCast:
+        return fused ? cast::FakeQuantFused(xc, spec, out) : cast::FakeQuantRef(xc, spec, out);
     }
-    return Unsupported(spec);
+    return InternalError("unknown format family");
   });
 }
 
@@ -114,14 +184,29 @@ StatusOr<at::Tensor> FakeQuantize(const at::Tensor& x, const QuantSpec& spec, co
   return Guarded("FakeQuantize", [&]() -> StatusOr<at::Tensor> {
     QD_RETURN_IF_ERROR(CheckInput(x));
     QD_ASSIGN_OR_RETURN(Impl impl, ChooseImpl(x, options));
-    if (x.numel() == 0) return x.clone();
-    if (impl == Impl::kComposed) {
-      if (IsIntType(spec.dtype)) return int_quant::FakeQuantComposed(x, spec, qp);
-      return Unsupported(spec);
+    if (impl != Impl::kComposed) {
+      at::Tensor out = EmptyLike(x);
+      QD_RETURN_IF_ERROR(FakeQuantizeInto(x, spec, qp, out, options));
+      return out;
     }
-    at::Tensor out = at::empty(x.sizes(), x.options().memory_format(at::MemoryFormat::Contiguous));
-    QD_RETURN_IF_ERROR(FakeQuantizeInto(x, spec, qp, out, options));
-    return out;
+    QD_RETURN_IF_ERROR(CheckShape(x, spec));
+    if (x.numel() == 0) return x.clone();
+    switch (FamilyOf(spec)) {
+      case Family::kInt:
+        return int_quant::FakeQuantComposed(x, spec, qp);
+      case Family::kFp8:
+        return fp8::FakeQuantComposed(x, spec, qp);
+      case Family::kMx: {
+        if (!qp.scale.defined()) {
+          QD_ASSIGN_OR_RETURN(auto yq, mx::FakeQuantDynamicComposed(x, spec));
+          return yq.first;
+        }
+        return mx::FakeQuantComposed(x, spec, qp);
+      }
+      case Family::kCast:
+        return cast::FakeQuantComposed(x, spec);
+    }
+    return InternalError("unknown format family");
   });
 }
 
@@ -130,27 +215,59 @@ StatusOr<at::Tensor> FakeQuantizeDynamic(const at::Tensor& x, const QuantSpec& s
   return Guarded("FakeQuantizeDynamic", [&]() -> StatusOr<at::Tensor> {
     QD_RETURN_IF_ERROR(CheckInput(x));
     QD_ASSIGN_OR_RETURN(Impl impl, ChooseImpl(x, options));
+    QD_RETURN_IF_ERROR(CheckShape(x, spec));
     if (x.numel() == 0) {
       if (used != nullptr) *used = EmptyQParams(x, spec);
       return x.clone();
     }
-    if (!IsIntType(spec.dtype)) return Unsupported(spec);
+    const Family family = FamilyOf(spec);
+    if (family == Family::kCast) {
+      if (used != nullptr) *used = QParams();
+      return FakeQuantize(x, spec, QParams(), options);
+    }
+    std::pair<at::Tensor, QParams> result;
     if (impl == Impl::kComposed) {
-      QD_ASSIGN_OR_RETURN(auto yq, int_quant::FakeQuantDynamicComposed(x, spec));
-      if (used != nullptr) *used = yq.second;
-      return yq.first;
+      switch (family) {
+        case Family::kInt: {
+          QD_ASSIGN_OR_RETURN(result, int_quant::FakeQuantDynamicComposed(x, spec));
+          break;
+        }
+        case Family::kFp8: {
+          QD_ASSIGN_OR_RETURN(result, fp8::FakeQuantDynamicComposed(x, spec));
+          break;
+        }
+        default: {
+          QD_ASSIGN_OR_RETURN(result, mx::FakeQuantDynamicComposed(x, spec));
+          break;
+        }
+      }
+    } else if (impl == Impl::kReference) {
+      // Reference: parameters from the separate reduction, then the scalar
+      // element loop.
+      QD_ASSIGN_OR_RETURN(result.second, ComputeQParams(x, spec, options));
+      result.first = EmptyLike(x);
+      QD_RETURN_IF_ERROR(FakeQuantizeInto(x, spec, result.second, result.first, options));
+    } else {
+      const at::Tensor xc = x.contiguous();
+      result.first = EmptyLike(x);
+      switch (family) {
+        case Family::kInt: {
+          QD_ASSIGN_OR_RETURN(result.second,
+                              int_quant::FakeQuantDynamicFused(xc, spec, result.first));
+          break;
+        }
+        case Family::kFp8: {
+          QD_ASSIGN_OR_RETURN(result.second, fp8::FakeQuantDynamicFused(xc, spec, result.first));
+          break;
+        }
+        default: {
+          QD_ASSIGN_OR_RETURN(result.second, mx::FakeQuantDynamicFused(xc, spec, result.first));
+          break;
+        }
+      }
     }
-    const at::Tensor xc = x.contiguous();
-    at::Tensor out = at::empty(x.sizes(), x.options().memory_format(at::MemoryFormat::Contiguous));
-    if (impl == Impl::kReference) {
-      QD_ASSIGN_OR_RETURN(QParams qp, int_quant::MinMaxQParamsFused(xc, spec));
-      QD_RETURN_IF_ERROR(int_quant::FakeQuantRef(xc, spec, qp, out));
-      if (used != nullptr) *used = qp;
-      return out;
-    }
-    QD_ASSIGN_OR_RETURN(QParams qp, int_quant::FakeQuantDynamicFused(xc, spec, out));
-    if (used != nullptr) *used = qp;
-    return out;
+    if (used != nullptr) *used = result.second;
+    return result.first;
   });
 }
 
@@ -159,21 +276,42 @@ StatusOr<QuantizedTensor> RealQuantize(const at::Tensor& x, const QuantSpec& spe
   return Guarded("RealQuantize", [&]() -> StatusOr<QuantizedTensor> {
     QD_RETURN_IF_ERROR(CheckInput(x));
     QD_ASSIGN_OR_RETURN(Impl impl, ChooseImpl(x, options));
+    const Family family = FamilyOf(spec);
     QuantizedTensor q;
-    if (!IsIntType(spec.dtype)) return Unsupported(spec);
+    if (family == Family::kCast) {
+      q.codes = x.to(cast::TargetDtype(spec));
+      return q;
+    }
     if (qp_in.defined()) {
       q.qparams = qp_in;
     } else {
       QD_ASSIGN_OR_RETURN(q.qparams, ComputeQParams(x, spec, options));
     }
+    if (family == Family::kMx) q.e8m0 = mx::E8M0Codes(q.qparams.scale);
     if (x.numel() == 0) {
-      q.codes = at::empty(x.sizes(), IsSignedInt(spec.dtype) ? at::kChar : at::kByte);
+      const bool int8_codes =
+          (family == Family::kInt && IsSignedInt(spec.dtype)) || spec.dtype == DataType::kMxInt8;
+      q.codes = at::empty(x.sizes(), int8_codes ? at::kChar : at::kByte);
       return q;
     }
-    if (impl == Impl::kComposed) {
-      QD_ASSIGN_OR_RETURN(q.codes, int_quant::QuantizeComposed(x, spec, q.qparams));
-    } else {
-      QD_ASSIGN_OR_RETURN(q.codes, int_quant::QuantizeFused(x.contiguous(), spec, q.qparams));
+    const bool composed = impl == Impl::kComposed;
+    const at::Tensor xc = composed ? x : x.contiguous();
+    switch (family) {
+      case Family::kInt: {
+        QD_ASSIGN_OR_RETURN(q.codes, composed ? int_quant::QuantizeComposed(xc, spec, q.qparams)
+                                              : int_quant::QuantizeFused(xc, spec, q.qparams));
+        break;
+      }
+      case Family::kFp8: {
+        QD_ASSIGN_OR_RETURN(q.codes, composed ? fp8::QuantizeComposed(xc, spec, q.qparams)
+                                              : fp8::QuantizeFused(xc, spec, q.qparams));
+        break;
+      }
+      default: {
+        QD_ASSIGN_OR_RETURN(q.codes, composed ? mx::QuantizeComposed(xc, spec, q.qparams)
+                                              : mx::QuantizeFused(xc, spec, q.qparams));
+        break;
+      }
     }
     return q;
   });
@@ -183,7 +321,20 @@ StatusOr<at::Tensor> Dequantize(const QuantizedTensor& q, const QuantSpec& spec,
                                 at::ScalarType dtype) {
   return Guarded("Dequantize", [&]() -> StatusOr<at::Tensor> {
     if (!q.codes.defined()) return InvalidArgumentError("Dequantize: codes are undefined");
-    if (!IsIntType(spec.dtype)) return Unsupported(spec);
+    switch (FamilyOf(spec)) {
+      case Family::kCast:
+        return q.codes.to(dtype);
+      case Family::kFp8: {
+        QD_ASSIGN_OR_RETURN(at::Tensor v, fp8::DequantizeCodes(q.codes, spec, q.qparams));
+        return v.to(dtype);
+      }
+      case Family::kMx: {
+        QD_ASSIGN_OR_RETURN(at::Tensor v, mx::DequantizeCodes(q.codes, spec, q.qparams));
+        return v.to(dtype);
+      }
+      case Family::kInt:
+        break;
+    }
     QD_ASSIGN_OR_RETURN(kernel::KernelShape s, KernelShapeFor(q.codes.sizes().vec(), spec));
     if (!q.qparams.scale.defined() || q.qparams.scale.numel() != s.num_params() ||
         !q.qparams.zero_point.defined() || q.qparams.zero_point.numel() != s.num_params()) {

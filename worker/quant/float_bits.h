@@ -14,6 +14,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 
 #include "worker/quant/spec.h"
 
@@ -168,6 +169,70 @@ inline float RoundMagnitudeToMinifloatRef(float a, int mbits, int emin, float ma
   const double ulp = std::ldexp(1.0, exp - mbits);
   const double q = std::nearbyint(static_cast<double>(a) / ulp) * ulp;
   return static_cast<float>(std::min(q, static_cast<double>(max_norm)));
+}
+
+// v (finite) rounded to the format's grid after saturating at max_norm.
+// FP8 keeps the sign of a value that rounds to zero (a float8 cast does); the
+// FP6 / FP4 elements give +0 there, as the reference's MX kernel does.
+inline float QuantizeToMinifloat(float v, const MinifloatFormat& f, bool signed_zero) {
+  const float a = std::min(std::fabs(v), f.max_norm);
+  const float m = RoundMagnitudeToMinifloat(a, f.mbits, 1 - f.bias, f.max_norm);
+  const float s = std::copysign(m, v);
+  return signed_zero ? s : (m == 0.0f ? 0.0f : s);
+}
+
+inline float QuantizeToMinifloatRef(float v, const MinifloatFormat& f, bool signed_zero) {
+  const float a = std::min(std::fabs(v), f.max_norm);
+  const float m = RoundMagnitudeToMinifloatRef(a, f.mbits, 1 - f.bias, f.max_norm);
+  if (m == 0.0f && !signed_zero) return 0.0f;
+  return v < 0.0f || std::signbit(v) ? -m : m;
+}
+
+// The special encodings of a minifloat: e4m3fn has NaN (S.1111.111) and no
+// infinity, e5m2 is IEEE-like (infinity and NaN at exponent 31), FP6 / FP4
+// have neither.
+enum class MinifloatKind { kE4M3Fn, kE5M2, kFinite };
+
+// Bit pattern (sign at bit ebits + mbits) of a value on the grid, |q| <=
+// max_norm, or of NaN (the kind's NaN; 0 for the finite kinds).
+inline uint8_t EncodeMinifloat(float q, const MinifloatFormat& f, MinifloatKind kind) {
+  const int width = f.ebits + f.mbits;
+  if (std::isnan(q)) {
+    if (kind == MinifloatKind::kE4M3Fn) return 0x7F;
+    if (kind == MinifloatKind::kE5M2) return 0x7F;
+    return 0;
+  }
+  const uint8_t sign = std::signbit(q) ? static_cast<uint8_t>(1u << width) : 0;
+  const float a = std::fabs(q);
+  if (a == 0.0f) return sign;
+  const int emin = 1 - f.bias;
+  const int e = FloorLog2Ref(a);
+  if (e < emin) {  // subnormal: exponent field 0
+    const int mant = static_cast<int>(std::ldexp(a, f.mbits - emin));
+    return static_cast<uint8_t>(sign | mant);
+  }
+  const int mant = static_cast<int>(std::ldexp(a, f.mbits - e)) - (1 << f.mbits);
+  return static_cast<uint8_t>(sign | ((e + f.bias) << f.mbits) | mant);
+}
+
+inline float DecodeMinifloat(uint8_t code, const MinifloatFormat& f, MinifloatKind kind) {
+  const int width = f.ebits + f.mbits;
+  const bool negative = (code >> width) & 1;
+  const int field = (code >> f.mbits) & ((1 << f.ebits) - 1);
+  const int mant = code & ((1 << f.mbits) - 1);
+  const int top = (1 << f.ebits) - 1;
+  float a;
+  if (kind == MinifloatKind::kE4M3Fn && field == top && mant == (1 << f.mbits) - 1) {
+    a = std::numeric_limits<float>::quiet_NaN();
+  } else if (kind == MinifloatKind::kE5M2 && field == top) {
+    a = mant == 0 ? std::numeric_limits<float>::infinity()
+                  : std::numeric_limits<float>::quiet_NaN();
+  } else if (field == 0) {
+    a = std::ldexp(static_cast<float>(mant), 1 - f.bias - f.mbits);
+  } else {
+    a = std::ldexp(static_cast<float>(mant + (1 << f.mbits)), field - f.bias - f.mbits);
+  }
+  return negative ? -a : a;
 }
 
 // ---- MX shared scale ----

@@ -5,12 +5,16 @@
 #include <vector>
 
 #include "worker/quant/float_bits.h"
-#include "worker/quant/scaled_kernel.h"
+#include "worker/quant/kernel_args.h"
 
 namespace quantd::quant::int_quant {
 namespace {
 
+using kernel::DispatchIo;
+using kernel::In;
 using kernel::KernelShape;
+using kernel::Out;
+using kernel::SlotArrays;
 
 // The fused element operations. With an integer zero point the code is
 // round(x / s) + zp (as at::fake_quantize_* computes it); a float zero point
@@ -104,22 +108,6 @@ Status CheckIntSpec(const QuantSpec& spec) {
   return OkStatus();
 }
 
-struct SlotArrays {
-  std::vector<float> inv;
-  std::vector<float> scale;
-  std::vector<float> zp;
-  kernel::SlotParams view() const { return {inv.data(), scale.data(), zp.data()}; }
-};
-
-StatusOr<SlotArrays> SlotArraysOf(const QParams& qp, int64_t n) {
-  SlotArrays a;
-  QD_ASSIGN_OR_RETURN(a.scale, ParamArray(qp.scale, n, "scale"));
-  QD_ASSIGN_OR_RETURN(a.zp, ParamArray(qp.zero_point, n, "zero_point"));
-  a.inv.resize(n);
-  for (int64_t i = 0; i < n; ++i) a.inv[i] = 1.0f / a.scale[i];
-  return a;
-}
-
 // The composed-ATen twin of the fused op on KernelView-shaped float tensors.
 at::Tensor ComposedCodes(const at::Tensor& xf, const at::Tensor& scale, const at::Tensor& zp,
                          const QuantSpec& spec) {
@@ -154,32 +142,10 @@ StatusOr<ComposedParams> PrepareComposed(const at::Tensor& x, const QuantSpec& s
   QD_RETURN_IF_ERROR(CheckIntSpec(spec));
   ComposedParams p;
   QD_ASSIGN_OR_RETURN(p.shape, KernelShapeFor(x.sizes().vec(), spec));
-  const int64_t n = p.shape.num_params();
-  if (!qp.scale.defined() || qp.scale.numel() != n || !qp.zero_point.defined() ||
-      qp.zero_point.numel() != n) {
-    return InvalidArgumentError("scale / zero_point need " + std::to_string(n) +
-                                " entries for this tensor and spec");
-  }
-  p.scale = BroadcastParam(qp.scale.to(x.device()).to(at::kFloat), p.shape);
-  p.zp = BroadcastParam(qp.zero_point.to(x.device()).to(at::kFloat), p.shape);
+  QD_ASSIGN_OR_RETURN(p.scale, kernel::ComposedParam(qp.scale, p.shape, x.device(), "scale"));
+  QD_ASSIGN_OR_RETURN(p.zp,
+                      kernel::ComposedParam(qp.zero_point, p.shape, x.device(), "zero_point"));
   return p;
-}
-
-template <class Fn>
-Status DispatchIo(const at::Tensor& x, const Fn& fn) {
-  if (!kernel::DispatchFloatIo(x.scalar_type(), fn)) {
-    return InvalidArgumentError("unsupported input dtype");
-  }
-  return OkStatus();
-}
-
-template <class Io>
-const typename Io::T* In(const at::Tensor& x) {
-  return static_cast<const typename Io::T*>(x.data_ptr());
-}
-template <class Io>
-typename Io::T* Out(at::Tensor& y) {
-  return static_cast<typename Io::T*>(y.data_ptr());
 }
 
 }  // namespace
@@ -189,7 +155,7 @@ Status FakeQuantFused(const at::Tensor& x, const QuantSpec& spec, const QParams&
   QD_RETURN_IF_ERROR(CheckIntSpec(spec));
   QD_RETURN_IF_ERROR(CheckFusedArgs(x, out));
   QD_ASSIGN_OR_RETURN(KernelShape s, KernelShapeFor(x.sizes().vec(), spec));
-  QD_ASSIGN_OR_RETURN(SlotArrays a, SlotArraysOf(qp, s.num_params()));
+  QD_ASSIGN_OR_RETURN(SlotArrays a, kernel::SlotArraysOf(qp, s.num_params(), true));
   return DispatchIo(x, [&](auto io) {
     using Io = decltype(io);
     WithRoundMethod<FakeQuantOp>(spec, [&](const auto& op) {
@@ -203,7 +169,7 @@ Status FakeQuantRef(const at::Tensor& x, const QuantSpec& spec, const QParams& q
   QD_RETURN_IF_ERROR(CheckIntSpec(spec));
   QD_RETURN_IF_ERROR(CheckFusedArgs(x, out));
   QD_ASSIGN_OR_RETURN(KernelShape s, KernelShapeFor(x.sizes().vec(), spec));
-  QD_ASSIGN_OR_RETURN(SlotArrays a, SlotArraysOf(qp, s.num_params()));
+  QD_ASSIGN_OR_RETURN(SlotArrays a, kernel::SlotArraysOf(qp, s.num_params(), true));
   const IntRange range = IntRangeOf(spec.dtype);
   const RefOp op{static_cast<float>(range.qmin), static_cast<float>(range.qmax), spec.round_method,
                  HasFloatZeroPoint(spec)};
@@ -280,7 +246,7 @@ StatusOr<at::Tensor> QuantizeFused(const at::Tensor& x, const QuantSpec& spec, c
   QD_RETURN_IF_ERROR(CheckIntSpec(spec));
   QD_RETURN_IF_ERROR(CheckFusedArgs(x, x));
   QD_ASSIGN_OR_RETURN(KernelShape s, KernelShapeFor(x.sizes().vec(), spec));
-  QD_ASSIGN_OR_RETURN(SlotArrays a, SlotArraysOf(qp, s.num_params()));
+  QD_ASSIGN_OR_RETURN(SlotArrays a, kernel::SlotArraysOf(qp, s.num_params(), true));
   const bool is_signed = IsSignedInt(spec.dtype);
   at::Tensor codes = at::empty(x.sizes(), is_signed ? at::kChar : at::kByte);
   QD_RETURN_IF_ERROR(DispatchIo(x, [&](auto io) {
