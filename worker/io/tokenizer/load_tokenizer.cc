@@ -5,7 +5,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "worker/io/tokenizer/sentencepiece_tokenizer.h"
+#include "worker/io/tokenizer/sentencepiece_model.h"
 #include "worker/io/tokenizer/special_tokens.h"
 #include "worker/io/tokenizer/tokenizer_json.h"
 
@@ -19,14 +19,14 @@ bool IsRegularFile(const std::string& path) {
 
 StatusOr<std::unique_ptr<Tokenizer>> LoadSentencePiece(const std::string& dir,
                                                        const SpecialTokenConfig& special) {
-  SentencePieceOptions options;
+  NativeSentencePieceOptions options;
   options.add_bos = special.add_bos;
   options.add_eos = special.add_eos;
   options.bos_piece = special.bos_token;
   options.eos_piece = special.eos_token;
   options.bos_id = special.bos_token_id;
   options.eos_id = special.eos_token_id;
-  QD_ASSIGN_OR_RETURN(auto tok, SentencePieceTokenizer::Load(dir + "/tokenizer.model", options));
+  QD_ASSIGN_OR_RETURN(auto tok, LoadNativeSentencePiece(dir + "/tokenizer.model", options));
   return std::unique_ptr<Tokenizer>(std::move(tok));
 }
 

@@ -6,6 +6,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "worker/io/tokenizer/sentencepiece_model.h"
 
 namespace quantd::io {
 namespace {
@@ -132,6 +133,48 @@ TEST(SentencePieceTokenizerTest, NativeConversionGivesTheSameIds) {
     EXPECT_EQ((*native)->Encode(text), tok->Encode(text)) << text;
     EXPECT_EQ((*native)->Decode(tok->Encode(text)), tok->Decode(tok->Encode(text))) << text;
   }
+}
+
+// The native reader of tokenizer.model (what the engine uses) agrees with
+// libsentencepiece id for id on real text.
+TEST(SentencePieceTokenizerTest, NativeModelReaderMatchesLibSentencePiece) {
+  const std::string bytes = ReadFile(kModel);
+  auto model = ParseSentencePieceModel(bytes, kModel);
+  ASSERT_TRUE(model.ok()) << model.status();
+  EXPECT_EQ(model->model_type, 2);
+  EXPECT_TRUE(model->byte_fallback);
+  EXPECT_TRUE(model->add_dummy_prefix);
+  EXPECT_FALSE(model->remove_extra_whitespaces);
+  EXPECT_EQ(model->pad_id, -1);
+  EXPECT_EQ(model->vocab.pieces.size(), 512u);
+  auto reference = LoadOrDie();
+  EXPECT_EQ(model->vocab.pieces, reference->ExportVocab().pieces);
+  EXPECT_EQ(model->vocab.scores, reference->ExportVocab().scores);
+  EXPECT_EQ(model->vocab.types, reference->ExportVocab().types);
+  auto native = LoadNativeSentencePiece(kModel);
+  ASSERT_TRUE(native.ok()) << native.status();
+  std::istringstream lines(ReadFile("tests/data/tinystories-sample.txt").substr(0, 300000));
+  std::string line;
+  int compared = 0;
+  while (std::getline(lines, line)) {
+    ASSERT_EQ((*native)->Encode(line), reference->Encode(line)) << line;
+    ++compared;
+  }
+  EXPECT_GT(compared, 100);
+
+  // Truncations and garbage are DATA_LOSS, never a crash.
+  for (size_t n : {size_t{1}, size_t{7}, bytes.size() / 3, bytes.size() - 1}) {
+    auto cut = ParseSentencePieceModel(std::string_view(bytes).substr(0, n), "cut.model");
+    if (!cut.ok()) {
+      EXPECT_EQ(cut.status().code(), StatusCode::kDataLoss) << n;
+    }
+  }
+  EXPECT_EQ(ParseSentencePieceModel("\xff\xff\xff", "junk").status().code(), StatusCode::kDataLoss);
+  // A unigram model is refused by name.
+  SentencePieceModel unigram = *model;
+  unigram.model_type = 1;
+  EXPECT_THAT(NativeSentencePieceTokenizer(unigram, {}, "u.model").status().message(),
+              ::testing::HasSubstr("unigram"));
 }
 
 }  // namespace
