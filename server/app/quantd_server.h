@@ -1,0 +1,105 @@
+// QuantdServer: one running quantd frontend, assembled from its parts (job
+// store, job logic, lease reaper, gRPC services with health and reflection,
+// local worker supervisor). main.cc fills QuantdServerOptions from flags;
+// tests start it in-process the same way.
+#ifndef QUANTD_SERVER_APP_QUANTD_SERVER_H_
+#define QUANTD_SERVER_APP_QUANTD_SERVER_H_
+
+#include <grpcpp/server.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "server/common/clock.h"
+#include "server/grpc/authenticator.h"
+#include "server/grpc/quantization_service_impl.h"
+#include "server/grpc/worker_service_impl.h"
+#include "server/jobs/change_notifier.h"
+#include "server/jobs/job_service.h"
+#include "server/jobs/jobs_options.h"
+#include "server/jobs/lease_reaper.h"
+#include "server/jobs/lease_service.h"
+#include "server/store/job_store.h"
+#include "server/supervisor/local_worker_supervisor.h"
+
+namespace quantd::server {
+
+struct QuantdServerOptions {
+  // host:port for gRPC; port 0 picks a free one (see QuantdServer::address).
+  std::string listen = "127.0.0.1:50051";
+  // Absolute directory for the default store, artifacts and worker scratch.
+  std::string data_dir;
+  // --store URI; empty means sqlite://<data_dir>/quantd.db.
+  std::string store_uri;
+  // Lease duration, attempts, backoff, spec checks, limits.
+  JobsOptions jobs;
+  // How often the reaper looks for expired leases; zero = lease / 4.
+  absl::Duration reaper_interval = absl::ZeroDuration();
+  // Largest request message accepted.
+  int max_request_bytes = 16 << 20;
+  // How long Shutdown() lets in-flight RPCs finish.
+  absl::Duration shutdown_grace = absl::Seconds(5);
+
+  // Local workers (--local-workers N); none when 0.
+  int local_workers = 0;
+  std::string worker_binary;
+  // Appended to every local worker's arguments.
+  std::vector<std::string> worker_extra_args;
+  absl::Duration worker_initial_backoff = absl::Seconds(1);
+};
+
+class QuantdServer {
+ public:
+  // Opens the store, starts the reaper, the gRPC server and the local
+  // workers. Errors name what failed (store, listen address, worker binary).
+  // `clock` is not owned (nullptr: the real clock).
+  static absl::StatusOr<std::unique_ptr<QuantdServer>> Start(QuantdServerOptions options,
+                                                             Clock* clock = nullptr);
+  ~QuantdServer();  // Shutdown()
+
+  // Stops accepting work: health turns NOT_SERVING, waiting LeaseJob and
+  // WatchJob calls return, local workers are stopped, in-flight RPCs get
+  // the shutdown grace, the reaper stops. Idempotent.
+  void Shutdown();
+
+  // The bound gRPC address, e.g. "127.0.0.1:40123".
+  const std::string& address() const { return address_; }
+  int port() const { return port_; }
+  JobStore* store() { return store_.get(); }
+  LocalWorkerSupervisor* supervisor() { return supervisor_.get(); }
+  LeaseReaper* reaper() { return reaper_.get(); }
+
+ private:
+  QuantdServer() = default;
+  absl::Status Init(QuantdServerOptions options, Clock* clock);
+
+  QuantdServerOptions options_;
+  std::string address_;
+  int port_ = 0;
+  bool shut_down_ = false;
+
+  std::unique_ptr<JobStore> store_;
+  ChangeNotifier notifier_;
+  std::unique_ptr<Authenticator> auth_;
+  std::unique_ptr<JobService> jobs_;
+  std::unique_ptr<LeaseService> leases_;
+  std::unique_ptr<LeaseReaper> reaper_;
+  std::unique_ptr<QuantizationServiceImpl> quantization_service_;
+  std::unique_ptr<WorkerServiceImpl> worker_service_;
+  std::unique_ptr<grpc::Server> grpc_server_;
+  std::unique_ptr<LocalWorkerSupervisor> supervisor_;
+};
+
+// The host part of a listen address ("0.0.0.0:50051" -> "0.0.0.0").
+std::string ListenHost(const std::string& listen);
+
+// The address local workers dial for a server bound to `listen` on `port`:
+// wildcard hosts become loopback.
+std::string LocalDialAddress(const std::string& listen, int port);
+
+}  // namespace quantd::server
+
+#endif  // QUANTD_SERVER_APP_QUANTD_SERVER_H_

@@ -1,0 +1,166 @@
+// quantd: the quantization service's frontend. Stores jobs (SQLite or
+// PostgreSQL), serves QuantizationService and WorkerService over gRPC, and
+// optionally runs local workers. See docs/server.md for every flag.
+#include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <climits>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
+#include "server/app/quantd_server.h"
+#include "server/common/engine_status.h"
+#include "server/common/json_log.h"
+#include "worker/pipeline/job_spec_check.h"
+
+ABSL_FLAG(std::string, listen, "127.0.0.1:50051",
+          "gRPC address (host:port); port 0 picks a free port");
+ABSL_FLAG(std::string, store, "",
+          "job store URI: sqlite:///path/to/quantd.db (default sqlite://<data-dir>/quantd.db)");
+ABSL_FLAG(std::string, data_dir, "./quantd-data",
+          "directory for the default store, artifacts (<data-dir>/artifacts/<id>) and scratch");
+ABSL_FLAG(int, local_workers, 0, "worker processes to spawn and supervise on this host");
+ABSL_FLAG(std::string, worker_binary, "",
+          "worker executable for --local-workers (default: $QUANTD_WORKER_BINARY, else "
+          "quantd-worker next to quantd, else ../worker/quantd-worker as laid out by Bazel)");
+ABSL_FLAG(std::vector<std::string>, worker_arg, {},
+          "extra arguments for every local worker (comma-separated)");
+ABSL_FLAG(absl::Duration, lease_duration, absl::Seconds(60),
+          "how long a worker's lease lasts without a heartbeat");
+ABSL_FLAG(int, max_attempts, 3, "leases per job before LEASE_EXPIRED_MAX_ATTEMPTS (default)");
+ABSL_FLAG(absl::Duration, requeue_backoff, absl::Seconds(1),
+          "delay before an expired job can be leased again; doubles per attempt");
+ABSL_FLAG(absl::Duration, max_requeue_backoff, absl::Minutes(1), "cap of --requeue-backoff");
+ABSL_FLAG(int, max_request_bytes, 16 << 20, "largest gRPC request accepted");
+ABSL_FLAG(
+    absl::Duration, shutdown_grace, absl::Seconds(5),
+    "on SIGTERM/SIGINT, how long in-flight RPCs and connected clients get before quantd exits");
+ABSL_FLAG(std::string, port_file, "",
+          "write the bound host:port here once serving (for scripts using --listen ...:0)");
+ABSL_FLAG(std::string, log_level, "info", "debug, info, warning or error");
+
+namespace quantd::server {
+namespace {
+
+std::string SelfDirectory() {
+  char buf[PATH_MAX];
+  ssize_t n = readlink("/proc/self/exe", buf, sizeof(buf) - 1);
+  if (n <= 0) return ".";
+  std::string path(buf, n);
+  return path.substr(0, path.rfind('/'));
+}
+
+std::string ResolveWorkerBinary(const std::string& flag) {
+  if (!flag.empty()) return flag;
+  if (const char* env = std::getenv("QUANTD_WORKER_BINARY"); env != nullptr && *env != '\0') {
+    return env;
+  }
+  const std::string dir = SelfDirectory();
+  for (const std::string& candidate : {dir + "/quantd-worker", dir + "/../worker/quantd-worker"}) {
+    if (access(candidate.c_str(), X_OK) == 0) return candidate;
+  }
+  return dir + "/quantd-worker";
+}
+
+std::string Absolute(const std::string& path) {
+  if (!path.empty() && path[0] == '/') return path;
+  char cwd[PATH_MAX];
+  if (getcwd(cwd, sizeof(cwd)) == nullptr) return path;
+  std::string rel = path;
+  while (rel.rfind("./", 0) == 0) rel = rel.substr(2);
+  return rel.empty() || rel == "." ? std::string(cwd) : absl::StrCat(cwd, "/", rel);
+}
+
+LogLevel ParseLogLevel(const std::string& name) {
+  if (name == "debug") return LogLevel::kDebug;
+  if (name == "warning") return LogLevel::kWarning;
+  if (name == "error") return LogLevel::kError;
+  return LogLevel::kInfo;
+}
+
+int Run() {
+  SetMinLogLevel(ParseLogLevel(absl::GetFlag(FLAGS_log_level)));
+  // Signals are taken synchronously by this thread (sigwait below); block
+  // them before any other thread exists so none of those catches them.
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGINT);
+  sigaddset(&stop_signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+
+  QuantdServerOptions options;
+  options.listen = absl::GetFlag(FLAGS_listen);
+  options.data_dir = Absolute(absl::GetFlag(FLAGS_data_dir));
+  options.store_uri = absl::GetFlag(FLAGS_store);
+  options.local_workers = absl::GetFlag(FLAGS_local_workers);
+  options.worker_binary = ResolveWorkerBinary(absl::GetFlag(FLAGS_worker_binary));
+  options.worker_extra_args = absl::GetFlag(FLAGS_worker_arg);
+  options.max_request_bytes = absl::GetFlag(FLAGS_max_request_bytes);
+  options.shutdown_grace = absl::GetFlag(FLAGS_shutdown_grace);
+  JobsOptions& jobs = options.jobs;
+  jobs.lease_duration = absl::GetFlag(FLAGS_lease_duration);
+  jobs.default_max_attempts = absl::GetFlag(FLAGS_max_attempts);
+  jobs.requeue_backoff = absl::GetFlag(FLAGS_requeue_backoff);
+  jobs.max_requeue_backoff = absl::GetFlag(FLAGS_max_requeue_backoff);
+  jobs.spec_check = [](const v1::JobSpec& spec) {
+    return FromEngineStatus(quantd::pipeline::CheckJobSpec(spec));
+  };
+  if (jobs.lease_duration < absl::Milliseconds(100) || jobs.default_max_attempts < 1) {
+    Log(LogLevel::kError, "--lease-duration must be at least 100ms and --max-attempts at least 1");
+    return 2;
+  }
+
+  absl::StatusOr<std::unique_ptr<QuantdServer>> server = QuantdServer::Start(options);
+  if (!server.ok()) {
+    Log(LogLevel::kError, "quantd could not start", {{"error", server.status().ToString()}});
+    return 1;
+  }
+  if (const std::string port_file = absl::GetFlag(FLAGS_port_file); !port_file.empty()) {
+    std::ofstream(port_file + ".tmp") << (*server)->address() << "\n";
+    std::rename((port_file + ".tmp").c_str(), port_file.c_str());
+  }
+  int signal_number = 0;
+  sigwait(&stop_signals, &signal_number);
+  Log(LogLevel::kInfo, "shutting down", {{"signal", strsignal(signal_number)}});
+  (*server)->Shutdown();
+  return 0;
+}
+
+}  // namespace
+}  // namespace quantd::server
+
+int main(int argc, char** argv) {
+  absl::SetProgramUsageMessage(
+      "quantd --listen HOST:PORT --store URI --data-dir DIR [--local-workers N]");
+  // quantd's documented flags use dashes (--data-dir); Abseil names them
+  // with underscores. Accept both by rewriting the names, never the values.
+  std::vector<std::string> storage(argv, argv + argc);
+  bool after_double_dash = false;
+  for (size_t i = 1; i < storage.size(); ++i) {
+    std::string& arg = storage[i];
+    if (after_double_dash || arg.size() < 3 || arg.compare(0, 2, "--") != 0) continue;
+    if (arg == "--") {
+      after_double_dash = true;
+      continue;
+    }
+    const size_t end = std::min(arg.find('='), arg.size());
+    for (size_t c = 2; c < end; ++c) {
+      if (arg[c] == '-') arg[c] = '_';
+    }
+  }
+  std::vector<char*> normalized;
+  for (std::string& arg : storage) normalized.push_back(arg.data());
+  normalized.push_back(nullptr);
+  absl::ParseCommandLine(argc, normalized.data());
+  return quantd::server::Run();
+}

@@ -1,0 +1,255 @@
+// The quantd binary as a process: flags, health, reflection, the real
+// CheckJobSpec, local workers (a fake worker program), SIGTERM shutdown and
+// a restart on the same data directory.
+#include <grpcpp/generic/generic_stub.h>
+#include <grpcpp/grpcpp.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/time/clock.h"
+#include "google/rpc/error_details.pb.h"
+#include "grpc/health/v1/health.grpc.pb.h"
+#include "gtest/gtest.h"
+#include "quantd/v1/quantization_service.grpc.pb.h"
+#include "server/store/testing/test_database.h"
+
+extern char** environ;
+
+namespace quantd::server {
+namespace {
+
+std::string Runfile(const std::string& path) {
+  return absl::StrCat(std::getenv("TEST_SRCDIR"), "/quantd/", path);
+}
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+// A quantd process on a free loopback port.
+class QuantdProcess {
+ public:
+  QuantdProcess(const std::string& data_dir, const std::string& worker_dir, int workers) {
+    port_file_ = data_dir + "/port-" + std::to_string(++count_);
+    std::vector<std::string> args = {Runfile("server/quantd"),
+                                     "--listen=127.0.0.1:0",
+                                     "--data-dir=" + data_dir,
+                                     "--port-file=" + port_file_,
+                                     "--local-workers=" + std::to_string(workers),
+                                     "--worker-binary=" + Runfile("server/supervisor/fake_worker"),
+                                     "--lease-duration=2s",
+                                     "--log-level=warning",
+                                     "--shutdown-grace=300ms"};
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    std::vector<std::string> env_storage;
+    for (char** e = environ; *e != nullptr; ++e) env_storage.emplace_back(*e);
+    env_storage.push_back("FAKE_WORKER_DIR=" + worker_dir);
+    std::vector<char*> envp;
+    for (auto& e : env_storage) envp.push_back(e.data());
+    envp.push_back(nullptr);
+    EXPECT_EQ(posix_spawn(&pid_, argv[0], nullptr, nullptr, argv.data(), envp.data()), 0);
+    for (int i = 0; i < 3000 && address_.empty(); ++i) {
+      std::string text = ReadFile(port_file_);
+      if (!text.empty()) address_ = text.substr(0, text.find('\n'));
+      absl::SleepFor(absl::Milliseconds(10));
+    }
+    EXPECT_FALSE(address_.empty()) << "quantd did not write its port file";
+    channel_ = grpc::CreateChannel(address_, grpc::InsecureChannelCredentials());
+  }
+
+  // SIGTERM, then the exit status (or -1 after 30 s).
+  int Terminate() {
+    kill(pid_, SIGTERM);
+    for (int i = 0; i < 3000; ++i) {
+      int status = 0;
+      if (waitpid(pid_, &status, WNOHANG) == pid_) {
+        pid_ = 0;
+        return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+      }
+      absl::SleepFor(absl::Milliseconds(10));
+    }
+    return -1;
+  }
+
+  ~QuantdProcess() {
+    if (pid_ > 0) {
+      kill(pid_, SIGKILL);
+      waitpid(pid_, nullptr, 0);
+    }
+  }
+
+  const std::string& address() const { return address_; }
+  std::shared_ptr<grpc::Channel> channel() { return channel_; }
+
+ private:
+  static inline int count_ = 0;
+  pid_t pid_ = 0;
+  std::string port_file_;
+  std::string address_;
+  std::shared_ptr<grpc::Channel> channel_;
+};
+
+std::map<pid_t, std::vector<std::string>> RecordedWorkers(const std::string& dir, size_t n) {
+  std::map<pid_t, std::vector<std::string>> out;
+  for (int i = 0; i < 3000 && out.size() < n; ++i) {
+    out.clear();
+    std::string listing;
+    if (FILE* p = popen(("ls " + dir).c_str(), "r")) {
+      char buf[256];
+      while (fgets(buf, sizeof(buf), p) != nullptr) listing += buf;
+      pclose(p);
+    }
+    for (absl::string_view name : absl::StrSplit(listing, '\n', absl::SkipEmpty())) {
+      if (name.find(".tmp") != absl::string_view::npos) continue;
+      out[std::stoi(std::string(name))] =
+          absl::StrSplit(ReadFile(dir + "/" + std::string(name)), '\n', absl::SkipEmpty());
+    }
+    if (out.size() < n) absl::SleepFor(absl::Milliseconds(10));
+  }
+  return out;
+}
+
+grpc::health::v1::HealthCheckResponse::ServingStatus Health(std::shared_ptr<grpc::Channel> channel,
+                                                            const std::string& service) {
+  auto stub = grpc::health::v1::Health::NewStub(channel);
+  grpc::ClientContext context;
+  grpc::health::v1::HealthCheckRequest request;
+  request.set_service(service);
+  grpc::health::v1::HealthCheckResponse response;
+  grpc::Status status = stub->Check(&context, request, &response);
+  EXPECT_TRUE(status.ok()) << status.error_message();
+  return response.status();
+}
+
+// Asks grpc.reflection.v1alpha for its service list. The request is
+// ServerReflectionRequest{list_services: ""} (field 7, an empty string),
+// encoded by hand; the answer names each service as a string.
+std::string ReflectionServiceList(std::shared_ptr<grpc::Channel> channel) {
+  grpc::GenericStub stub(channel);
+  grpc::CompletionQueue cq;
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  auto call = stub.PrepareCall(
+      &context, "/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo", &cq);
+  void* tag;
+  bool ok;
+  call->StartCall(reinterpret_cast<void*>(1));
+  cq.Next(&tag, &ok);
+  const char request[] = {0x3a, 0x00};
+  grpc::Slice slice(request, sizeof(request));
+  grpc::ByteBuffer out(&slice, 1);
+  call->Write(out, reinterpret_cast<void*>(2));
+  cq.Next(&tag, &ok);
+  grpc::ByteBuffer in;
+  call->Read(&in, reinterpret_cast<void*>(3));
+  cq.Next(&tag, &ok);
+  std::string bytes;
+  std::vector<grpc::Slice> slices;
+  if (ok && in.Dump(&slices).ok()) {
+    for (const auto& s : slices) bytes.append(reinterpret_cast<const char*>(s.begin()), s.size());
+  }
+  call->WritesDone(reinterpret_cast<void*>(4));
+  cq.Next(&tag, &ok);
+  grpc::Status status;
+  call->Finish(&status, reinterpret_cast<void*>(5));
+  cq.Next(&tag, &ok);
+  cq.Shutdown();
+  while (cq.Next(&tag, &ok)) {
+  }
+  return bytes;
+}
+
+TEST(QuantdBinaryTest, ServesHealthReflectionJobsAndWorkersAndRestarts) {
+  const std::string data_dir = testing::MakeTempDir("quantd-bin");
+  const std::string worker_dir = testing::MakeTempDir("quantd-bin-workers");
+  std::string job_name;
+  {
+    QuantdProcess quantd(data_dir, worker_dir, 2);
+    ASSERT_FALSE(quantd.address().empty());
+    EXPECT_EQ(Health(quantd.channel(), ""), grpc::health::v1::HealthCheckResponse::SERVING);
+    EXPECT_EQ(Health(quantd.channel(), "quantd.v1.QuantizationService"),
+              grpc::health::v1::HealthCheckResponse::SERVING);
+    EXPECT_EQ(Health(quantd.channel(), "quantd.v1.WorkerService"),
+              grpc::health::v1::HealthCheckResponse::SERVING);
+    std::string services = ReflectionServiceList(quantd.channel());
+    EXPECT_NE(services.find("quantd.v1.QuantizationService"), std::string::npos) << services;
+    EXPECT_NE(services.find("quantd.v1.WorkerService"), std::string::npos);
+    EXPECT_NE(services.find("grpc.health.v1.Health"), std::string::npos);
+
+    // Two supervised workers, dialing this quantd.
+    auto workers = RecordedWorkers(worker_dir, 2);
+    ASSERT_EQ(workers.size(), 2u);
+    for (const auto& [pid, args] : workers) {
+      ASSERT_EQ(args.size(), 8u);
+      EXPECT_EQ(args[0], "--server");
+      EXPECT_EQ(args[1], quantd.address());
+      EXPECT_EQ(args[2], "--device");
+      EXPECT_EQ(args[3], "cpu");
+      EXPECT_EQ(args[4], "--data-dir");
+      EXPECT_EQ(args[5], data_dir);
+      EXPECT_EQ(args[6], "--worker-id");
+      EXPECT_NE(args[7].find("-local-"), std::string::npos);
+    }
+
+    auto client = v1::QuantizationService::NewStub(quantd.channel());
+    // The engine's CheckJobSpec runs at CreateJob.
+    v1::CreateJobRequest bad;
+    bad.mutable_spec()->set_model_uri("file:///models/stories260K");
+    bad.mutable_spec()->mutable_quantization()->set_scheme("w_int5_nonsense");
+    grpc::ClientContext bad_context;
+    v1::Job job;
+    grpc::Status refused = client->CreateJob(&bad_context, bad, &job);
+    EXPECT_EQ(refused.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+    google::rpc::Status details;
+    ASSERT_TRUE(details.ParseFromString(refused.error_details()));
+    ASSERT_EQ(details.details_size(), 2);
+    google::rpc::BadRequest violations;
+    ASSERT_TRUE(details.details(1).UnpackTo(&violations));
+    EXPECT_EQ(violations.field_violations(0).field(), "spec.quantization.scheme");
+
+    v1::CreateJobRequest good = bad;
+    good.mutable_spec()->mutable_quantization()->set_scheme("w_int4_per_group_sym");
+    good.set_request_id("restart-me");
+    grpc::ClientContext good_context;
+    grpc::Status created = client->CreateJob(&good_context, good, &job);
+    ASSERT_TRUE(created.ok()) << created.error_message();
+    EXPECT_EQ(job.state(), v1::QUEUED);
+    EXPECT_EQ(job.spec().export_().output_uri(),
+              "file://" + data_dir + "/artifacts/" + job.name().substr(5));
+    job_name = job.name();
+
+    const absl::Time stop = absl::Now();
+    EXPECT_EQ(quantd.Terminate(), 0);
+    EXPECT_LT(absl::Now() - stop, absl::Seconds(5));
+    for (const auto& [pid, args] : workers) EXPECT_NE(kill(pid, 0), 0) << "worker " << pid;
+  }
+  {
+    QuantdProcess quantd(data_dir, worker_dir, 0);
+    auto client = v1::QuantizationService::NewStub(quantd.channel());
+    grpc::ClientContext context;
+    v1::GetJobRequest get;
+    get.set_name(job_name);
+    v1::Job job;
+    ASSERT_TRUE(client->GetJob(&context, get, &job).ok());
+    EXPECT_EQ(job.state(), v1::QUEUED);
+    EXPECT_EQ(job.request_id(), "restart-me");
+    EXPECT_EQ(quantd.Terminate(), 0);
+  }
+}
+
+}  // namespace
+}  // namespace quantd::server

@@ -1,0 +1,25 @@
+#include "server/store/open_job_store.h"
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "server/common/errors.h"
+#include "server/store/sqlite_job_store.h"
+
+namespace quantd::server {
+
+absl::StatusOr<std::unique_ptr<JobStore>> OpenJobStore(absl::string_view uri) {
+  if (absl::StartsWith(uri, "sqlite:")) {
+    absl::StatusOr<std::string> path = SqliteJobStore::PathFromUri(uri);
+    if (!path.ok()) return path.status();
+    SqliteJobStoreOptions options;
+    options.path = *path;
+    auto store = SqliteJobStore::Open(options);
+    if (!store.ok()) return store.status();
+    return std::unique_ptr<JobStore>(std::move(*store));
+  }
+  return MakeError(
+      absl::StatusCode::kInvalidArgument, "INVALID_STORE_URI",
+      absl::StrCat("unknown store URI \"", uri, "\"; use sqlite:///path/to/quantd.db"));
+}
+
+}  // namespace quantd::server
