@@ -12,6 +12,9 @@ PACKAGES=(
   libsqlite3-dev libpq-dev libsentencepiece-dev nlohmann-json3-dev libre2-dev libcurl4-openssl-dev
   libicu-dev
   libssl-dev zlib1g-dev
+  # LibTorch's CPU matmuls go through the system BLAS; without OpenBLAS that is
+  # Debian's netlib reference BLAS (~1 GFLOPS, 20x slower on these machines).
+  libopenblas0-pthread
   # proto sources not shipped with protobuf: google.rpc status/details and grpc health
   golang-github-gogo-googleapis-dev grpc-proto
   # reference implementations and peers used by tests
