@@ -9,6 +9,7 @@
 #include "worker/quant/fp8.h"
 #include "worker/quant/int_quant.h"
 #include "worker/quant/mx.h"
+#include "worker/quant/observer.h"
 
 namespace quantd::quant {
 namespace {
@@ -115,10 +116,14 @@ StatusOr<QParams> MxBlockScales(const at::Tensor& x, const QuantSpec& spec, Impl
   return qp;
 }
 
-Status Unsupported(const QuantSpec& spec) {
-  return UnimplementedError("calibrating " + std::string(DataTypeName(spec.dtype)) + " with the " +
-                            std::string(ObserverTypeName(spec.observer)) +
-                            " observer is not implemented");
+// Percentile / MSE parameters of x alone: one batch through the observer.
+StatusOr<QParams> HistogramQParams(const at::Tensor& x, const QuantSpec& spec) {
+  QD_ASSIGN_OR_RETURN(std::unique_ptr<Observer> observer, Observer::Create(spec));
+  QD_RETURN_IF_ERROR(observer->Observe(x));
+  QD_ASSIGN_OR_RETURN(QParams qp, observer->ComputeQParams());
+  qp.scale = qp.scale.to(x.device());
+  if (qp.zero_point.defined()) qp.zero_point = qp.zero_point.to(x.device());
+  return qp;
 }
 
 }  // namespace
@@ -134,7 +139,7 @@ StatusOr<QParams> ComputeQParams(const at::Tensor& x, const QuantSpec& spec,
     switch (FamilyOf(spec)) {
       case Family::kInt:
       case Family::kFp8:
-        if (spec.observer != ObserverType::kMinMax) return Unsupported(spec);
+        if (spec.observer != ObserverType::kMinMax) return HistogramQParams(x, spec);
         return MinMaxQParams(x, spec, impl);
       case Family::kMx:
         return MxBlockScales(x, spec, impl);

@@ -36,8 +36,9 @@ struct FakeQuantOptions {
 };
 
 // Parameters of x taken from x alone, as a weight's are: the spec's observer
-// over x at the spec's granularity (min-max for the default observer; MX:
-// the per-block scales). Casts have no parameters (an empty QParams).
+// over x at the spec's granularity (min-max, percentile or MSE; MX: the
+// per-block scales). Casts have no parameters (an empty QParams). For
+// calibration over many batches use an Observer (observer.h).
 StatusOr<QParams> ComputeQParams(const at::Tensor& x, const QuantSpec& spec,
                                  const FakeQuantOptions& options = {});
 

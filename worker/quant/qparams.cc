@@ -5,6 +5,8 @@
 #include <cstring>
 #include <string>
 
+#include "worker/quant/scaled_kernel.h"
+
 namespace quantd::quant {
 namespace {
 
@@ -200,6 +202,21 @@ StatusOr<std::pair<at::Tensor, at::Tensor>> MinMaxComposed(const at::Tensor& x,
     }
   }
   return InternalError("unknown parameter layout");
+}
+
+StatusOr<std::pair<at::Tensor, at::Tensor>> MinMaxFused(const at::Tensor& x,
+                                                        const QuantSpec& spec) {
+  QD_RETURN_IF_ERROR(CheckFusedArgs(x, x));
+  QD_ASSIGN_OR_RETURN(kernel::KernelShape s, KernelShapeFor(x.sizes().vec(), spec));
+  const std::vector<int64_t> psizes = ParamSizes(x.sizes().vec(), spec);
+  at::Tensor mn = at::empty(psizes, at::kFloat);
+  at::Tensor mx = at::empty(psizes, at::kFloat);
+  kernel::DispatchFloatIo(x.scalar_type(), [&](auto io) {
+    using Io = decltype(io);
+    kernel::ReduceMinMax<Io>(s, static_cast<const typename Io::T*>(x.data_ptr()),
+                             mn.data_ptr<float>(), mx.data_ptr<float>());
+  });
+  return std::make_pair(mn, mx);
 }
 
 StatusOr<QParams> QParamsFromMinMax(const at::Tensor& mn_in, const at::Tensor& mx_in,

@@ -86,6 +86,10 @@ std::vector<int64_t> ParamSizes(const std::vector<int64_t>& sizes, const QuantSp
 StatusOr<std::pair<at::Tensor, at::Tensor>> MinMaxComposed(const at::Tensor& x,
                                                            const QuantSpec& spec);
 
+// The same with the fused CPU reduction (contiguous CPU float32 / float16 /
+// bfloat16 input); CPU float32 results.
+StatusOr<std::pair<at::Tensor, at::Tensor>> MinMaxFused(const at::Tensor& x, const QuantSpec& spec);
+
 // Parameters from per-slot min / max tensors (float32, any device, shaped as
 // ParamSizes): composed ATen ops, bit-identical to IntQParamsFromMinMax /
 // Fp8ScaleFromMinMax. For integer and FP8 specs only.
