@@ -264,7 +264,7 @@ Status QuantizeRow(GgmlType type, const float* src, uint8_t* dst, int64_t n) {
   if (n < 0) return InvalidArgumentError("negative element count");
   switch (type) {
     case GgmlType::kF32:
-      std::memcpy(dst, src, static_cast<size_t>(n) * 4);
+      if (n > 0) std::memcpy(dst, src, static_cast<size_t>(n) * 4);
       return OkStatus();
     case GgmlType::kF16:
     case GgmlType::kBF16:
@@ -288,7 +288,7 @@ Status DequantizeRow(GgmlType type, const uint8_t* src, float* dst, int64_t n) {
   }
   switch (type) {
     case GgmlType::kF32:
-      std::memcpy(dst, src, static_cast<size_t>(n) * 4);
+      if (n > 0) std::memcpy(dst, src, static_cast<size_t>(n) * 4);
       return OkStatus();
     case GgmlType::kF16:
       for (int64_t i = 0; i < n; ++i) dst[i] = Fp16ToFp32(LoadU16(src + 2 * i));

@@ -59,7 +59,7 @@ class MemorySource : public ByteSource {
     if (offset > bytes_.size() || n > bytes_.size() - offset) {
       return DataLossError(name_ + ": read past the end");
     }
-    std::memcpy(dst, bytes_.data() + offset, n);
+    if (n > 0) std::memcpy(dst, bytes_.data() + offset, n);
     return OkStatus();
   }
 

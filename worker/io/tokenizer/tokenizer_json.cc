@@ -151,6 +151,14 @@ StatusOr<std::unique_ptr<Tokenizer>> Build(const json& root, const SpecialTokenC
     const std::string content = a["content"].get<std::string>();
     QD_RETURN_IF_ERROR(note(content, a.value("id", json())));
   }
+  // Real vocabularies are dense; a sparse id far past the entry count would
+  // only allocate memory for holes.
+  const int64_t entries = static_cast<int64_t>(ids.size());
+  if (max_id >= 4 * entries + 1024) {
+    return InvalidArgumentError(source + ": token id " + std::to_string(max_id) +
+                                " is far beyond the " + std::to_string(entries) +
+                                " tokens of the vocabulary");
+  }
   vocab.tokens.assign(static_cast<size_t>(max_id + 1), std::string());
   for (const auto& [token, id] : ids) vocab.tokens[id] = token;
   for (const auto& a : added) {
