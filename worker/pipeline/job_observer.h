@@ -16,7 +16,7 @@ const char* StageName(Stage stage);
 
 struct ProgressInfo {
   Stage stage = Stage::kLoad;
-  int block = 0;        // 1-based; 0 outside block loops
+  int block = 0;  // 1-based; 0 outside block loops
   int block_count = 0;
   double percent = 0;   // whole job, [0, 100]
   std::string message;  // e.g. "float perplexity"
@@ -55,12 +55,18 @@ class JobObserver {
 
 inline const char* StageName(Stage stage) {
   switch (stage) {
-    case Stage::kLoad: return "load";
-    case Stage::kCalibrate: return "calibrate";
-    case Stage::kAlgorithms: return "algorithms";
-    case Stage::kQuantize: return "quantize";
-    case Stage::kEvaluate: return "evaluate";
-    case Stage::kExport: return "export";
+    case Stage::kLoad:
+      return "load";
+    case Stage::kCalibrate:
+      return "calibrate";
+    case Stage::kAlgorithms:
+      return "algorithms";
+    case Stage::kQuantize:
+      return "quantize";
+    case Stage::kEvaluate:
+      return "evaluate";
+    case Stage::kExport:
+      return "export";
   }
   return "unknown";
 }

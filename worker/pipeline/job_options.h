@@ -1,0 +1,96 @@
+// What a quantization job asks of the engine (JobOptions) and what it
+// reports back (JobReport). These are the engine's own types: the worker
+// translates the gRPC JobSpec into them, and the standalone CLI builds them
+// from its flags, so the engine never sees protobuf.
+#ifndef QUANTD_WORKER_PIPELINE_JOB_OPTIONS_H_
+#define QUANTD_WORKER_PIPELINE_JOB_OPTIONS_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "worker/common/status.h"
+#include "worker/eval/perplexity.h"
+#include "worker/export/artifact.h"
+#include "worker/io/dataset/calibration.h"
+#include "worker/models/model_options.h"
+#include "worker/pipeline/job_observer.h"
+#include "worker/pipeline/layer_plan.h"
+
+namespace quantd::pipeline {
+
+struct CalibrationOptions {
+  std::string dataset_path;  // empty: no calibration set
+  std::string text_field = "text";
+  int num_samples = 128;
+  int seq_len = 512;
+  io::SamplingMethod sampling = io::SamplingMethod::kConcat;
+  uint64_t seed = 0;
+  // Block i+1 sees the float outputs of block i instead of the quantized
+  // ones (the reference's default is the quantized outputs).
+  bool on_float_outputs = false;
+};
+
+struct EvaluationOptions {
+  bool enabled = true;
+  std::string dataset_path;
+  std::string text_field = "text";
+  int n_ctx = 256;
+  int max_windows = 0;  // 0: every window
+  // Windows of the evaluation text used for per-block error metrics when the
+  // job has no calibration set.
+  int metric_windows = 8;
+};
+
+struct ExportOptions {
+  std::vector<exporter::ExportFormat> formats = {exporter::ExportFormat::kHfFakeQuantized};
+  std::string output_dir;  // one format: this directory; several: one subdirectory each
+  bool overwrite = false;
+};
+
+struct JobOptions {
+  std::string model_dir;
+  // Resolved quantization config.
+  LayerPlanner planner;
+  // The reference toolkit's JSON of the config, written into exports.
+  std::string quantization_config_json;
+  // One line for logs, e.g. "w_int4_per_group_sym (group 32)".
+  std::string quantization_description;
+  CalibrationOptions calibration;
+  EvaluationOptions evaluation;
+  ExportOptions export_options;
+  // Where quantized blocks are kept until export. Required.
+  std::string scratch_dir;
+  models::ModelOptions model_options;
+};
+
+struct StageTiming {
+  Stage stage;
+  double seconds = 0;
+};
+
+struct JobReport {
+  std::optional<eval::PerplexityResult> float_perplexity;
+  std::optional<eval::PerplexityResult> quantized_perplexity;
+  std::optional<double> kl_mean;
+  std::optional<double> kl_high;  // at kl_percentile
+  double kl_percentile = 99.0;
+  std::optional<double> top1_agreement;
+  std::vector<BlockReport> blocks;
+  int64_t float_model_bytes = 0;
+  int64_t quantized_model_bytes = 0;
+  std::vector<StageTiming> stage_timings;
+  std::vector<exporter::Artifact> artifacts;
+};
+
+struct JobOutcome {
+  Status status;     // OK, or why the job failed
+  JobReport report;  // whatever was measured before it ended
+  bool cancelled = false;
+};
+
+}  // namespace quantd::pipeline
+
+#endif  // QUANTD_WORKER_PIPELINE_JOB_OPTIONS_H_

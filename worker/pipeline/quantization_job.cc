@@ -1,0 +1,395 @@
+#include "worker/pipeline/quantization_job.h"
+
+#include <c10/util/Exception.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <map>
+#include <memory>
+
+#include "worker/eval/blockwise_model.h"
+#include "worker/eval/eval_windows.h"
+#include "worker/eval/perplexity.h"
+#include "worker/export/hf_fake_quant.h"
+#include "worker/io/dataset/calibration.h"
+#include "worker/io/dataset/dataset.h"
+#include "worker/io/tensor_map_source.h"
+#include "worker/io/tokenizer/load_tokenizer.h"
+#include "worker/models/layer_shapes.h"
+#include "worker/models/registry.h"
+#include "worker/pipeline/scratch_store.h"
+#include "worker/pipeline/weight_quantizer.h"
+#include "worker/quant/qparams.h"
+
+namespace quantd::pipeline {
+namespace {
+
+namespace fs = std::filesystem;
+using SteadyClock = std::chrono::steady_clock;
+
+// Share of the whole job each stage represents, for the percent shown.
+double StageWeight(Stage s) {
+  switch (s) {
+    case Stage::kLoad:
+      return 2;
+    case Stage::kCalibrate:
+      return 10;
+    case Stage::kAlgorithms:
+      return 20;
+    case Stage::kQuantize:
+      return 12;
+    case Stage::kEvaluate:
+      return 16;
+    case Stage::kExport:
+      return 3;
+  }
+  return 1;
+}
+
+// Turns (stage, fraction of the stage) into whole-job percent over the
+// stages this job runs, and reports it.
+class ProgressTracker {
+ public:
+  ProgressTracker(JobObserver& obs, std::vector<Stage> stages)
+      : obs_(obs), stages_(std::move(stages)) {
+    for (Stage s : stages_) total_ += StageWeight(s);
+  }
+  void Report(Stage stage, double fraction, int block = 0, int block_count = 0,
+              const std::string& message = "") {
+    double before = 0;
+    for (Stage s : stages_) {
+      if (s == stage) break;
+      before += StageWeight(s);
+    }
+    ProgressInfo p;
+    p.stage = stage;
+    p.block = block;
+    p.block_count = block_count;
+    p.percent = 100.0 * (before + StageWeight(stage) * std::clamp(fraction, 0.0, 1.0)) / total_;
+    p.message = message;
+    obs_.OnProgress(p);
+  }
+
+ private:
+  JobObserver& obs_;
+  std::vector<Stage> stages_;
+  double total_ = 0;
+};
+
+Status Cancelled() { return Status(StatusCode::kCancelled, "cancelled", "CANCELLED"); }
+
+class QuantizationJob {
+ public:
+  QuantizationJob(const JobOptions& opt, JobObserver& obs)
+      : opt_(opt), obs_(obs), progress_(obs, PlannedStages(opt)) {}
+
+  JobOutcome Run() {
+    JobOutcome out;
+    out.status = RunStages();
+    out.cancelled = out.status.code() == StatusCode::kCancelled;
+    out.report = std::move(report_);
+    return out;
+  }
+
+ private:
+  static std::vector<Stage> PlannedStages(const JobOptions& opt) {
+    std::vector<Stage> s = {Stage::kLoad, Stage::kQuantize};
+    if (opt.evaluation.enabled) s.push_back(Stage::kEvaluate);
+    if (!opt.export_options.formats.empty()) s.push_back(Stage::kExport);
+    return s;
+  }
+
+  Status RunStages() {
+    try {
+      QD_RETURN_IF_ERROR(Timed(Stage::kLoad, [&] { return Load(); }));
+      QD_RETURN_IF_ERROR(Timed(Stage::kQuantize, [&] { return Quantize(); }));
+      if (opt_.evaluation.enabled)
+        QD_RETURN_IF_ERROR(Timed(Stage::kEvaluate, [&] { return Evaluate(); }));
+      if (!opt_.export_options.formats.empty())
+        QD_RETURN_IF_ERROR(Timed(Stage::kExport, [&] { return Export(); }));
+      return OkStatus();
+    } catch (const c10::Error& e) {
+      return InternalError(std::string("LibTorch error: ") + e.what_without_backtrace());
+    } catch (const std::exception& e) {
+      return InternalError(std::string("unexpected error: ") + e.what());
+    }
+  }
+
+  template <typename F>
+  Status Timed(Stage stage, F&& f) {
+    const auto start = SteadyClock::now();
+    progress_.Report(stage, 0);
+    Status s = f();
+    report_.stage_timings.push_back(
+        {stage, std::chrono::duration<double>(SteadyClock::now() - start).count()});
+    if (s.ok()) progress_.Report(stage, 1);
+    return s;
+  }
+
+  void Log(LogLevel level, const std::string& msg) { obs_.OnLog(level, msg); }
+
+  // ---- load ----
+
+  Status Load() {
+    if (opt_.scratch_dir.empty()) return InternalError("JobOptions.scratch_dir is required");
+    QD_ASSIGN_OR_RETURN(model_, models::OpenCausalLM(opt_.model_dir, opt_.model_options));
+    QD_ASSIGN_OR_RETURN(tokenizer_, io::LoadTokenizerFromDir(opt_.model_dir));
+    QD_ASSIGN_OR_RETURN(scratch_, ScratchStore::Create(opt_.scratch_dir));
+    quantized_weights_ = std::make_shared<io::OverlaySource>(
+        std::shared_ptr<const io::TensorSource>(scratch_.get(), [](const io::TensorSource*) {}),
+        model_->shared_weights());
+    QD_RETURN_IF_ERROR(PlanLayers());
+    Log(LogLevel::kInfo, "model " + opt_.model_dir + ": " + std::to_string(model_->num_blocks()) +
+                             " blocks, quantization " + opt_.quantization_description);
+    for (const auto& name : model_->weights().Names())
+      report_.float_model_bytes += static_cast<int64_t>(model_->weights().Find(name)->nbytes);
+    if (opt_.evaluation.enabled) QD_RETURN_IF_ERROR(LoadEvaluation());
+    QD_RETURN_IF_ERROR(LoadMetricSamples());
+    return OkStatus();
+  }
+
+  // Resolves every layer's plan up front, so a layer the config cannot apply
+  // to fails the job before any work is done, with every such layer named.
+  Status PlanLayers() {
+    Status bad(StatusCode::kInvalidArgument, "", "LAYER_CONFIG_MISMATCH");
+    std::string first;
+    int quantized = 0;
+    for (const auto& layer : models::ListLinearLayers(model_->config())) {
+      LayerPlan plan = opt_.planner(layer.name, layer.type);
+      plans_[layer.name] = plan;
+      if (!plan.quantized()) continue;
+      if (layer.block < 0 && layer.name != model_->layout().lm_head.name)
+        return UnimplementedError("quantizing " + layer.name + " is not supported; exclude it");
+      if (layer.name == model_->layout().lm_head.name && model_->config().tie_word_embeddings)
+        return FailedPreconditionError(layer.name +
+                                       " shares its weight with the token embedding "
+                                       "(tie_word_embeddings); exclude lm_head");
+      ++quantized;
+      if (!plan.weight) continue;
+      auto shape = quant::KernelShapeFor({layer.out_features, layer.in_features}, *plan.weight);
+      if (!shape.ok()) {
+        std::string msg = "layer " + layer.name + " [" + std::to_string(layer.out_features) + ", " +
+                          std::to_string(layer.in_features) + "]: " + shape.status().message();
+        if (first.empty()) first = msg;
+        bad.AddViolation("layer " + layer.name, msg);
+      }
+    }
+    if (!bad.violations().empty()) {
+      std::string msg = first;
+      if (bad.violations().size() > 1)
+        msg += " (and " + std::to_string(bad.violations().size() - 1) + " more layers)";
+      msg += "; exclude those layers or choose a group size that divides their input width";
+      Status s(StatusCode::kInvalidArgument, msg, "LAYER_CONFIG_MISMATCH");
+      for (const auto& v : bad.violations()) s.AddViolation(v.field, v.description);
+      return s;
+    }
+    if (quantized == 0) Log(LogLevel::kWarning, "the configuration quantizes no layer");
+    return OkStatus();
+  }
+
+  Status LoadEvaluation() {
+    if (opt_.evaluation.dataset_path.empty())
+      return InvalidArgumentError("evaluation is enabled but has no dataset");
+    io::DatasetOptions dopt;
+    dopt.text_field = opt_.evaluation.text_field;
+    QD_ASSIGN_OR_RETURN(io::Dataset data, io::LoadDataset(opt_.evaluation.dataset_path, dopt));
+    eval_dataset_name_ = data.name;
+    QD_ASSIGN_OR_RETURN(std::vector<int32_t> ids, data.TextTokens(*tokenizer_));
+    eval::WindowOptions wopt;
+    wopt.n_ctx = opt_.evaluation.n_ctx;
+    wopt.max_windows = opt_.evaluation.max_windows;
+    QD_ASSIGN_OR_RETURN(windows_, eval::MakeEvalWindows(ids, tokenizer_->bos_id(), wopt));
+    return OkStatus();
+  }
+
+  // Samples on which per-block output error is measured: the calibration
+  // set when the job has one, else the first full evaluation windows.
+  Status LoadMetricSamples() {
+    std::vector<std::vector<int32_t>> samples;
+    if (!opt_.calibration.dataset_path.empty()) {
+      io::DatasetOptions dopt;
+      dopt.text_field = opt_.calibration.text_field;
+      QD_ASSIGN_OR_RETURN(io::Dataset data, io::LoadDataset(opt_.calibration.dataset_path, dopt));
+      QD_ASSIGN_OR_RETURN(std::vector<int32_t> stream, data.TokenStream(*tokenizer_));
+      io::CalibrationOptions copt;
+      copt.method = opt_.calibration.sampling;
+      copt.num_samples = opt_.calibration.num_samples;
+      copt.seq_len =
+          std::min<int64_t>(opt_.calibration.seq_len, model_->config().max_position_embeddings);
+      copt.seed = opt_.calibration.seed;
+      QD_ASSIGN_OR_RETURN(io::CalibrationSet set, io::SampleCalibration(stream, copt));
+      Log(LogLevel::kInfo, "calibration: " + set.description);
+      samples = std::move(set.samples);
+    } else if (windows_) {
+      for (const auto& w : windows_->windows) {
+        if (static_cast<int64_t>(w.size()) != windows_->n_ctx) continue;
+        samples.push_back(w);
+        if (static_cast<int>(samples.size()) >= opt_.evaluation.metric_windows) break;
+      }
+    }
+    if (samples.empty()) return OkStatus();
+    const int64_t n = samples.size(), t = samples[0].size();
+    metric_ids_ = at::empty({n, t}, at::kLong);
+    auto acc = metric_ids_.accessor<int64_t, 2>();
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t j = 0; j < t; ++j) acc[i][j] = samples[i][j];
+    return OkStatus();
+  }
+
+  // ---- quantize ----
+
+  Status Quantize() {
+    const int n = static_cast<int>(model_->num_blocks());
+    at::Tensor hidden;  // input of the current block on the quantized path
+    if (metric_ids_.defined()) {
+      QD_ASSIGN_OR_RETURN(hidden, model_->Embed(metric_ids_));
+    }
+    for (int i = 0; i < n; ++i) {
+      if (obs_.CancelRequested()) return Cancelled();
+      progress_.Report(Stage::kQuantize, static_cast<double>(i) / n, i + 1, n);
+      QD_ASSIGN_OR_RETURN(auto block, model_->LoadBlock(i));
+      BlockReport br;
+      br.block = i + 1;
+      at::Tensor float_out;
+      if (hidden.defined()) {
+        QD_ASSIGN_OR_RETURN(float_out, block->Forward(hidden));
+      }
+      std::vector<std::pair<std::string, at::Tensor>> changed;
+      for (models::Linear* linear : block->linears()) {
+        const LayerPlan& plan = plans_.at(linear->name());
+        QD_ASSIGN_OR_RETURN(LayerReport lr, QuantizeLinearWeights(*linear, plan));
+        if (plan.weight) {
+          changed.emplace_back(linear->name() + ".weight", linear->weight());
+          bytes_delta_ +=
+              QuantizedStorageBytes(linear->weight().sizes().vec(), *plan.weight) -
+              static_cast<int64_t>(model_->weights().Find(linear->name() + ".weight")->nbytes);
+        }
+        if (plan.bias && linear->bias().defined())
+          changed.emplace_back(linear->name() + ".bias", linear->bias());
+        br.layers.push_back(std::move(lr));
+      }
+      if (hidden.defined()) {
+        QD_ASSIGN_OR_RETURN(at::Tensor quant_out, block->Forward(hidden));
+        const double denom = float_out.to(at::kDouble).pow(2).sum().item<double>();
+        br.output_rel_mse =
+            denom > 0 ? (quant_out - float_out).to(at::kDouble).pow(2).sum().item<double>() / denom
+                      : 0;
+        hidden = opt_.calibration.on_float_outputs ? float_out : quant_out;
+      }
+      QD_RETURN_IF_ERROR(scratch_->Put(BlockFileName(i), changed));
+      obs_.OnBlock(br);
+      report_.blocks.push_back(std::move(br));
+    }
+    report_.quantized_model_bytes = report_.float_model_bytes + bytes_delta_;
+    return OkStatus();
+  }
+
+  static std::string BlockFileName(int i) {
+    char buf[32];
+    std::snprintf(buf, sizeof(buf), "block_%05d", i);
+    return buf;
+  }
+
+  // ---- evaluate ----
+
+  Status Evaluate() {
+    eval::BlockwiseModel float_model = eval::FromCausalLM(*model_);
+    eval::BlockwiseModel quant_model;
+    quant_model.num_blocks = model_->num_blocks();
+    quant_model.embed = [this](const at::Tensor& ids) -> StatusOr<at::Tensor> {
+      QD_ASSIGN_OR_RETURN(auto stage, model_->LoadEmbedding(*quantized_weights_));
+      return stage->Forward(ids);
+    };
+    quant_model.load_block = [this](int64_t i) {
+      return model_->LoadBlock(i, *quantized_weights_);
+    };
+    quant_model.load_head = [this]() { return model_->LoadHead(*quantized_weights_); };
+
+    eval::EvalOptions eopt;
+    eopt.dataset = eval_dataset_name_;
+    const int n = static_cast<int>(model_->num_blocks());
+    eopt.on_progress = [&](const eval::EvalProgress& p) {
+      progress_.Report(Stage::kEvaluate, static_cast<double>(p.block) / n,
+                       static_cast<int>(p.block), n, "float and quantized perplexity");
+    };
+    eopt.cancelled = [this] { return obs_.CancelRequested(); };
+    auto cmp = eval::CompareModels(float_model, quant_model, *windows_, eopt);
+    if (!cmp.ok()) {
+      if (cmp.status().code() == StatusCode::kCancelled) return Cancelled();
+      return cmp.status();
+    }
+    report_.float_perplexity = cmp->reference;
+    report_.quantized_perplexity = cmp->candidate;
+    report_.kl_mean = cmp->kl_mean;
+    report_.kl_high = cmp->kl_high;
+    report_.kl_percentile = cmp->kl_percentile;
+    report_.top1_agreement = cmp->top1_agreement;
+    char line[256];
+    std::snprintf(line, sizeof(line), "perplexity float %.4f, quantized %.4f (%+.2f%%), KL %.5f",
+                  cmp->reference.ppl, cmp->candidate.ppl,
+                  100.0 * (cmp->candidate.ppl / cmp->reference.ppl - 1), cmp->kl_mean);
+    Log(LogLevel::kInfo, line);
+    return OkStatus();
+  }
+
+  // ---- export ----
+
+  Status Export() {
+    const auto& formats = opt_.export_options.formats;
+    for (size_t i = 0; i < formats.size(); ++i) {
+      if (obs_.CancelRequested()) return Cancelled();
+      std::string dir = opt_.export_options.output_dir;
+      if (formats.size() > 1)
+        dir = (fs::path(dir) / exporter::ExportFormatName(formats[i])).string();
+      if (formats[i] != exporter::ExportFormat::kHfFakeQuantized)
+        return UnimplementedError(std::string(exporter::ExportFormatName(formats[i])) +
+                                  " export is not supported yet");
+      exporter::HfFakeQuantExportOptions eo;
+      eo.model_dir = opt_.model_dir;
+      eo.output_dir = dir;
+      eo.overwrite = opt_.export_options.overwrite;
+      eo.quantization_config_json = opt_.quantization_config_json;
+      const double base = static_cast<double>(i) / formats.size();
+      auto artifact = exporter::ExportHfFakeQuantized(
+          model_->weights(),
+          [this](const std::string& name) { return quantized_weights_->Load(name, at::kFloat); },
+          eo,
+          [&](int done, int total) {
+            progress_.Report(Stage::kExport,
+                             base + static_cast<double>(done) / total / formats.size());
+          });
+      if (!artifact.ok()) return artifact.status();
+      Log(LogLevel::kInfo,
+          std::string("wrote ") + exporter::ExportFormatName(formats[i]) + " to " + artifact->path);
+      report_.artifacts.push_back(std::move(*artifact));
+    }
+    return OkStatus();
+  }
+
+  const JobOptions& opt_;
+  JobObserver& obs_;
+  ProgressTracker progress_;
+  JobReport report_;
+
+  std::unique_ptr<models::CausalLM> model_;
+  std::unique_ptr<io::Tokenizer> tokenizer_;
+  std::unique_ptr<ScratchStore> scratch_;
+  std::shared_ptr<io::TensorSource> quantized_weights_;
+  std::map<std::string, LayerPlan> plans_;
+  std::optional<eval::EvalWindows> windows_;
+  std::string eval_dataset_name_;
+  at::Tensor metric_ids_;
+  int64_t bytes_delta_ = 0;  // quantized minus float bytes of the quantized tensors
+};
+
+}  // namespace
+
+JobOutcome RunQuantizationJob(const JobOptions& options, JobObserver& observer) {
+  QuantizationJob job(options, observer);
+  return job.Run();
+}
+
+}  // namespace quantd::pipeline

@@ -1,0 +1,206 @@
+#include "worker/pipeline/quantization_job.h"
+
+#include <filesystem>
+#include <fstream>
+#include <mutex>
+#include <nlohmann/json.hpp>
+
+#include "gtest/gtest.h"
+#include "worker/io/safetensors/safetensors_source.h"
+#include "worker/quant/fake_quant.h"
+
+namespace quantd::pipeline {
+namespace {
+
+namespace fs = std::filesystem;
+
+quant::QuantSpec IntWeightSpec(quant::DataType dtype, quant::QScheme scheme, bool sym,
+                               int group = 0) {
+  quant::QuantSpec s;
+  s.dtype = dtype;
+  s.qscheme = scheme;
+  s.symmetric = sym;
+  if (scheme == quant::QScheme::kPerChannel) s.ch_axis = 0;
+  if (group > 0) s.group_size = group;
+  return s;
+}
+
+// Quantizes every linear of the decoder blocks, leaves lm_head in float.
+LayerPlanner AllBlockLinears(const quant::QuantSpec& spec) {
+  return [spec](const std::string& name, const std::string&) {
+    LayerPlan p;
+    if (name.rfind("model.layers.", 0) == 0) p.weight = spec;
+    return p;
+  };
+}
+
+class RecordingObserver : public JobObserver {
+ public:
+  void OnProgress(const ProgressInfo& p) override {
+    std::lock_guard<std::mutex> l(mu);
+    progress.push_back(p);
+  }
+  void OnLog(LogLevel, const std::string& m) override {
+    std::lock_guard<std::mutex> l(mu);
+    logs.push_back(m);
+  }
+  void OnBlock(const BlockReport& b) override {
+    std::lock_guard<std::mutex> l(mu);
+    blocks.push_back(b);
+    if (cancel_after_block > 0 && b.block >= cancel_after_block) cancel = true;
+  }
+  bool CancelRequested() const override { return cancel; }
+
+  std::mutex mu;
+  std::vector<ProgressInfo> progress;
+  std::vector<std::string> logs;
+  std::vector<BlockReport> blocks;
+  int cancel_after_block = 0;
+  bool cancel = false;
+};
+
+class QuantizationJobTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    root_ = fs::path(::testing::TempDir()) / ("qjob_" + std::to_string(::getpid()));
+    fs::remove_all(root_);
+  }
+  void TearDown() override { fs::remove_all(root_); }
+
+  JobOptions Options(LayerPlanner planner) {
+    JobOptions o;
+    o.model_dir = "models/stories260K";
+    o.planner = std::move(planner);
+    o.quantization_config_json = R"({"quant_method": "quark"})";
+    o.quantization_description = "test";
+    o.evaluation.dataset_path = "tests/data/tinystories-sample.txt";
+    o.evaluation.n_ctx = 256;
+    o.evaluation.max_windows = 20;
+    o.export_options.output_dir = (root_ / "out").string();
+    o.scratch_dir = (root_ / "scratch").string();
+    return o;
+  }
+
+  fs::path root_;
+};
+
+TEST_F(QuantizationJobTest, Int8PerChannelEndToEnd) {
+  auto spec = IntWeightSpec(quant::DataType::kInt8, quant::QScheme::kPerChannel, true);
+  RecordingObserver obs;
+  JobOutcome out = RunQuantizationJob(Options(AllBlockLinears(spec)), obs);
+  ASSERT_TRUE(out.status.ok()) << out.status;
+  const JobReport& r = out.report;
+
+  // Float perplexity of the first 20 windows is the golden value.
+  ASSERT_TRUE(r.float_perplexity.has_value());
+  EXPECT_NEAR(r.float_perplexity->ppl, 4.8374, 1e-3);
+  EXPECT_EQ(r.float_perplexity->tokens, 5100);
+  ASSERT_TRUE(r.quantized_perplexity.has_value());
+  EXPECT_NE(r.quantized_perplexity->ppl, r.float_perplexity->ppl);
+  EXPECT_LT(std::abs(r.quantized_perplexity->ppl / r.float_perplexity->ppl - 1), 0.02);
+  EXPECT_GT(*r.kl_mean, 0);
+  EXPECT_GT(*r.top1_agreement, 0.9);
+
+  // Five blocks of seven linears, each with a sane SQNR and a measured error.
+  ASSERT_EQ(r.blocks.size(), 5u);
+  ASSERT_EQ(obs.blocks.size(), 5u);
+  for (const auto& b : r.blocks) {
+    ASSERT_EQ(b.layers.size(), 7u);
+    EXPECT_GT(b.output_rel_mse, 0);
+    EXPECT_LT(b.output_rel_mse, 1e-2);
+    for (const auto& l : b.layers) {
+      EXPECT_EQ(l.weight_format, "int8 per_channel(axis 0) sym");
+      EXPECT_GT(l.weight_sqnr_db, 30) << l.name;
+      EXPECT_LT(l.weight_sqnr_db, 60) << l.name;
+    }
+  }
+  // int8 weights: about a quarter of the float bytes for the quantized
+  // tensors; the embedding stays float.
+  EXPECT_LT(r.quantized_model_bytes, r.float_model_bytes);
+
+  // Progress only moves forward and ends at 100%.
+  double last = -1;
+  for (const auto& p : obs.progress) {
+    EXPECT_GE(p.percent, last - 1e-9);
+    last = p.percent;
+  }
+  EXPECT_DOUBLE_EQ(last, 100.0);
+
+  // The exported weights are exactly the fake-quantized originals.
+  ASSERT_EQ(r.artifacts.size(), 1u);
+  auto original = io::SafetensorsSource::Open("models/stories260K/model.safetensors");
+  auto exported = io::SafetensorsSource::Open(r.artifacts[0].path + "/model.safetensors");
+  ASSERT_TRUE(exported.ok()) << exported.status();
+  for (const auto& name : (*original)->Names()) {
+    at::Tensor w = *(*original)->Load(name);
+    at::Tensor want = w;
+    if (name.rfind("model.layers.", 0) == 0 && name.find("_proj.weight") != std::string::npos) {
+      auto qp = quant::ComputeQParams(w, spec);
+      want = *quant::FakeQuantize(w, spec, *qp);
+      EXPECT_FALSE(at::equal(want, w)) << name;
+    }
+    EXPECT_TRUE(at::equal(*(*exported)->Load(name), want)) << name;
+  }
+  std::ifstream cfg(r.artifacts[0].path + "/config.json");
+  EXPECT_EQ(nlohmann::json::parse(cfg)["quantization_config"]["quant_method"], "quark");
+}
+
+TEST_F(QuantizationJobTest, GroupSizeThatDoesNotDivideNamesEveryLayer) {
+  auto spec = IntWeightSpec(quant::DataType::kInt4, quant::QScheme::kPerGroup, true, 32);
+  RecordingObserver obs;
+  JobOutcome out = RunQuantizationJob(Options(AllBlockLinears(spec)), obs);
+  EXPECT_EQ(out.status.code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(out.status.reason(), "LAYER_CONFIG_MISMATCH");
+  EXPECT_NE(out.status.message().find("model.layers.0.mlp.down_proj"), std::string::npos)
+      << out.status;
+  ASSERT_EQ(out.status.violations().size(), 5u);  // down_proj of each block (in_features 172)
+  EXPECT_EQ(out.status.violations()[4].field, "layer model.layers.4.mlp.down_proj");
+  EXPECT_TRUE(obs.blocks.empty());  // failed before any work
+  EXPECT_FALSE(fs::exists(root_ / "out"));
+}
+
+TEST_F(QuantizationJobTest, ExcludedLayersStayFloat) {
+  auto spec = IntWeightSpec(quant::DataType::kInt4, quant::QScheme::kPerGroup, true, 32);
+  LayerPlanner planner = [spec](const std::string& name, const std::string&) {
+    LayerPlan p;
+    if (name.rfind("model.layers.", 0) == 0 && name.find("down_proj") == std::string::npos)
+      p.weight = spec;
+    return p;
+  };
+  auto opt = Options(planner);
+  opt.evaluation.enabled = false;
+  RecordingObserver obs;
+  JobOutcome out = RunQuantizationJob(opt, obs);
+  ASSERT_TRUE(out.status.ok()) << out.status;
+  for (const auto& b : out.report.blocks)
+    for (const auto& l : b.layers) {
+      const bool down = l.name.find("down_proj") != std::string::npos;
+      EXPECT_EQ(l.excluded, down) << l.name;
+      EXPECT_EQ(l.weight_format, down ? "float" : "int4 per_group(32) sym") << l.name;
+    }
+  EXPECT_FALSE(out.report.float_perplexity.has_value());
+}
+
+TEST_F(QuantizationJobTest, CancelStopsAtBlockBoundaryWithoutArtifacts) {
+  auto spec = IntWeightSpec(quant::DataType::kInt8, quant::QScheme::kPerTensor, true);
+  RecordingObserver obs;
+  obs.cancel_after_block = 2;
+  JobOutcome out = RunQuantizationJob(Options(AllBlockLinears(spec)), obs);
+  EXPECT_TRUE(out.cancelled);
+  EXPECT_EQ(out.status.code(), StatusCode::kCancelled);
+  EXPECT_EQ(obs.blocks.size(), 2u);
+  EXPECT_FALSE(fs::exists(root_ / "out"));
+}
+
+TEST_F(QuantizationJobTest, MissingModelIsNotFound) {
+  auto opt = Options(
+      AllBlockLinears(IntWeightSpec(quant::DataType::kInt8, quant::QScheme::kPerTensor, true)));
+  opt.model_dir = (root_ / "no-such-model").string();
+  RecordingObserver obs;
+  JobOutcome out = RunQuantizationJob(opt, obs);
+  EXPECT_EQ(out.status.code(), StatusCode::kNotFound) << out.status;
+  EXPECT_NE(out.status.message().find("no-such-model"), std::string::npos) << out.status;
+}
+
+}  // namespace
+}  // namespace quantd::pipeline

@@ -1,0 +1,51 @@
+// ScratchStore: the job's quantized weights, one safetensors file per
+// finished block in the job's scratch directory.
+//
+// Blocks are quantized one at a time and dropped, so their results must live
+// somewhere other than memory until evaluation and export read them back. As
+// a TensorSource the store serves every tensor written so far; overlaid on
+// the checkpoint it is the quantized model.
+#ifndef QUANTD_WORKER_PIPELINE_SCRATCH_STORE_H_
+#define QUANTD_WORKER_PIPELINE_SCRATCH_STORE_H_
+
+#include <ATen/ATen.h>
+
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "worker/common/status.h"
+#include "worker/io/tensor_source.h"
+
+namespace quantd::pipeline {
+
+class ScratchStore final : public io::TensorSource {
+ public:
+  // Creates `dir` (and parents). FAILED_PRECONDITION when it cannot.
+  static StatusOr<std::unique_ptr<ScratchStore>> Create(const std::string& dir);
+
+  // Writes one file named `file` (e.g. "block_00003") holding `tensors` in
+  // float32, and serves them from now on. Replaces a file of the same name.
+  Status Put(const std::string& file,
+             const std::vector<std::pair<std::string, at::Tensor>>& tensors);
+
+  std::vector<std::string> Names() const override;
+  const io::TensorInfo* Find(const std::string& name) const override;
+  StatusOr<at::Tensor> Load(const std::string& name,
+                            at::ScalarType dtype = at::kFloat) const override;
+  std::string Description() const override { return "scratch " + dir_; }
+
+  const std::string& dir() const { return dir_; }
+
+ private:
+  explicit ScratchStore(std::string dir) : dir_(std::move(dir)) {}
+  std::string dir_;
+  // tensor name -> the file's source
+  std::map<std::string, std::shared_ptr<const io::TensorSource>> by_name_;
+};
+
+}  // namespace quantd::pipeline
+
+#endif  // QUANTD_WORKER_PIPELINE_SCRATCH_STORE_H_

@@ -1,0 +1,71 @@
+#include "worker/pipeline/weight_quantizer.h"
+
+#include <cmath>
+#include <limits>
+
+#include "worker/quant/fake_quant.h"
+#include "worker/quant/qparams.h"
+
+namespace quantd::pipeline {
+
+double SqnrDb(const at::Tensor& reference, const at::Tensor& quantized) {
+  at::Tensor r = reference.to(at::kDouble);
+  const double signal = r.pow(2).sum().item<double>();
+  const double noise = (r - quantized.to(at::kDouble)).pow(2).sum().item<double>();
+  if (noise == 0) return std::numeric_limits<double>::infinity();
+  if (signal == 0) return -std::numeric_limits<double>::infinity();
+  return 10.0 * std::log10(signal / noise);
+}
+
+int64_t QuantizedStorageBytes(const std::vector<int64_t>& shape, const quant::QuantSpec& spec) {
+  int64_t numel = 1;
+  for (int64_t d : shape) numel *= d;
+  if (quant::IsCastType(spec.dtype)) return numel * 2;
+  const int64_t code_bytes = (numel * quant::BitWidth(spec.dtype) + 7) / 8;
+  int64_t params = 1;
+  for (int64_t d : quant::ParamSizes(shape, spec)) params *= d;
+  if (quant::IsMxType(spec.dtype)) return code_bytes + params;  // one E8M0 byte per block
+  int64_t param_bytes = params * 4;
+  if (quant::IsIntType(spec.dtype) && !spec.symmetric) param_bytes *= 2;
+  return code_bytes + param_bytes;
+}
+
+namespace {
+
+// Parameters from the tensor itself, as the reference does for weights and
+// biases, then fake quantization with them.
+StatusOr<at::Tensor> FakeQuantizeFromSelf(const at::Tensor& t, const quant::QuantSpec& spec,
+                                          const std::string& what) {
+  auto qp = quant::ComputeQParams(t, spec);
+  if (!qp.ok()) return Status(qp.status()).Prepend(what + ": ");
+  auto q = quant::FakeQuantize(t, spec, *qp);
+  if (!q.ok()) return Status(q.status()).Prepend(what + ": ");
+  return q;
+}
+
+}  // namespace
+
+StatusOr<LayerReport> QuantizeLinearWeights(models::Linear& layer, const LayerPlan& plan) {
+  LayerReport report;
+  report.name = layer.name();
+  report.excluded = !plan.quantized();
+  report.weight_format = plan.weight ? quant::DescribeSpec(*plan.weight) : "float";
+  if (plan.input) report.input_format = quant::DescribeSpec(*plan.input);
+  if (plan.output) report.output_format = quant::DescribeSpec(*plan.output);
+  if (!plan.weight) {
+    report.weight_sqnr_db = std::numeric_limits<double>::infinity();
+  } else {
+    at::Tensor w = layer.weight();
+    QD_ASSIGN_OR_RETURN(at::Tensor wq,
+                        FakeQuantizeFromSelf(w, *plan.weight, "layer " + layer.name()));
+    report.weight_sqnr_db = SqnrDb(w, wq);
+    layer.weight() = wq;
+  }
+  if (plan.bias && layer.bias().defined()) {
+    QD_ASSIGN_OR_RETURN(layer.bias(), FakeQuantizeFromSelf(layer.bias(), *plan.bias,
+                                                           "layer " + layer.name() + " bias"));
+  }
+  return report;
+}
+
+}  // namespace quantd::pipeline

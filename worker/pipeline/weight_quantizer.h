@@ -1,0 +1,35 @@
+// Round-to-nearest quantization of a linear layer's weight and bias, in
+// place, with the error it introduced (weight SQNR) and the storage it will
+// take once frozen or exported.
+#ifndef QUANTD_WORKER_PIPELINE_WEIGHT_QUANTIZER_H_
+#define QUANTD_WORKER_PIPELINE_WEIGHT_QUANTIZER_H_
+
+#include <ATen/ATen.h>
+
+#include <cstdint>
+#include <vector>
+
+#include "worker/common/status.h"
+#include "worker/models/linear.h"
+#include "worker/pipeline/job_observer.h"
+#include "worker/pipeline/layer_plan.h"
+
+namespace quantd::pipeline {
+
+// 10 log10(||w||^2 / ||w - w_q||^2), in float64; +inf when w_q == w.
+double SqnrDb(const at::Tensor& reference, const at::Tensor& quantized);
+
+// Bytes a tensor of `shape` takes real-quantized with `spec`: packed codes
+// plus float32 scales (and zero points for asymmetric integers; E8M0 bytes
+// for MX).
+int64_t QuantizedStorageBytes(const std::vector<int64_t>& shape, const quant::QuantSpec& spec);
+
+// Replaces the layer's weight (and bias) by their fake-quantized values per
+// `plan` and describes what it did. INVALID_ARGUMENT naming the layer when
+// the weight does not fit the spec (e.g. a group size that does not divide
+// in_features).
+StatusOr<LayerReport> QuantizeLinearWeights(models::Linear& layer, const LayerPlan& plan);
+
+}  // namespace quantd::pipeline
+
+#endif  // QUANTD_WORKER_PIPELINE_WEIGHT_QUANTIZER_H_
