@@ -3,6 +3,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "server/common/errors.h"
+#include "server/store/postgres_job_store.h"
 #include "server/store/sqlite_job_store.h"
 
 namespace quantd::server {
@@ -17,9 +18,17 @@ absl::StatusOr<std::unique_ptr<JobStore>> OpenJobStore(absl::string_view uri) {
     if (!store.ok()) return store.status();
     return std::unique_ptr<JobStore>(std::move(*store));
   }
+  if (absl::StartsWith(uri, "postgresql://") || absl::StartsWith(uri, "postgres://")) {
+    PostgresJobStoreOptions options;
+    options.uri = std::string(uri);
+    auto store = PostgresJobStore::Open(options);
+    if (!store.ok()) return store.status();
+    return std::unique_ptr<JobStore>(std::move(*store));
+  }
   return MakeError(
       absl::StatusCode::kInvalidArgument, "INVALID_STORE_URI",
-      absl::StrCat("unknown store URI \"", uri, "\"; use sqlite:///path/to/quantd.db"));
+      absl::StrCat("unknown store URI \"", uri,
+                   "\"; use sqlite:///path/to/quantd.db or postgresql://user@host:port/db"));
 }
 
 }  // namespace quantd::server

@@ -2,10 +2,13 @@
 
 #include <stdlib.h>
 
+#include <cstdio>
 #include <cstdlib>
 
 #include "absl/strings/str_cat.h"
+#include "server/store/postgres_job_store.h"
 #include "server/store/sqlite_job_store.h"
+#include "server/store/testing/postgres_test_cluster.h"
 
 namespace quantd::server::testing {
 namespace {
@@ -26,6 +29,23 @@ class SqliteTestDatabase : public TestDatabase {
   std::string path_;
 };
 
+class PostgresTestDatabase : public TestDatabase {
+ public:
+  explicit PostgresTestDatabase(std::string uri) : uri_(std::move(uri)) {}
+  std::string uri() const override { return uri_; }
+  absl::StatusOr<std::unique_ptr<JobStore>> Open() override {
+    PostgresJobStoreOptions options;
+    options.uri = uri_;
+    options.max_connections = 8;
+    auto store = PostgresJobStore::Open(options);
+    if (!store.ok()) return store.status();
+    return std::unique_ptr<JobStore>(std::move(*store));
+  }
+
+ private:
+  std::string uri_;
+};
+
 }  // namespace
 
 std::string MakeTempDir(const std::string& prefix) {
@@ -44,6 +64,23 @@ std::unique_ptr<TestDatabase> NewSqliteTestDatabase() {
   return std::make_unique<SqliteTestDatabase>();
 }
 
-std::vector<TestBackend> AllTestBackends() { return {{"Sqlite", NewSqliteTestDatabase}}; }
+std::unique_ptr<TestDatabase> NewPostgresTestDatabase() {
+  auto cluster = PostgresTestCluster::Shared();
+  if (!cluster.ok()) {
+    std::fprintf(stderr, "cannot start PostgreSQL for the test: %s\n",
+                 cluster.status().ToString().c_str());
+    return nullptr;
+  }
+  auto uri = (*cluster)->CreateDatabase();
+  if (!uri.ok()) {
+    std::fprintf(stderr, "cannot create a test database: %s\n", uri.status().ToString().c_str());
+    return nullptr;
+  }
+  return std::make_unique<PostgresTestDatabase>(*uri);
+}
+
+std::vector<TestBackend> AllTestBackends() {
+  return {{"Sqlite", NewSqliteTestDatabase}, {"Postgres", NewPostgresTestDatabase}};
+}
 
 }  // namespace quantd::server::testing

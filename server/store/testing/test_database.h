@@ -6,6 +6,7 @@
 
 #include <functional>
 #include <memory>
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -30,14 +31,21 @@ struct TestBackend {
   std::function<std::unique_ptr<TestDatabase>()> create;
 };
 
+// Names the backend in test output instead of dumping its bytes.
+inline void PrintTo(const TestBackend& backend, std::ostream* os) { *os << backend.name; }
+
 // A fresh directory under $TEST_TMPDIR (or /tmp), removed by the caller.
 std::string MakeTempDir(const std::string& prefix);
 
 // A SQLite database file in a fresh temporary directory.
 std::unique_ptr<TestDatabase> NewSqliteTestDatabase();
 
-// Every backend this build can test: SQLite always; PostgreSQL when its
-// server binaries are installed (they are, via tools/install_deps.sh).
+// A database in the process's shared PostgreSQL test cluster (started on
+// first use); nullptr, with the reason on stderr, when it cannot start.
+std::unique_ptr<TestDatabase> NewPostgresTestDatabase();
+
+// Every backend: SQLite and PostgreSQL (tools/install_deps.sh installs
+// PostgreSQL; without it the PostgreSQL instantiations fail, loudly).
 std::vector<TestBackend> AllTestBackends();
 
 }  // namespace quantd::server::testing
