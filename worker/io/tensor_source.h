@@ -25,7 +25,7 @@ struct TensorInfo {
   // Storage dtype as the file names it: "F32", "F16", "BF16", "I8", "U8",
   // "I32", "F8_E4M3", ... for safetensors; "F32", "Q8_0", "Q4_K", ... for GGUF.
   std::string dtype;
-  std::string file;    // path of the file holding it (for error messages)
+  std::string file;     // path of the file holding it (for error messages)
   uint64_t nbytes = 0;  // bytes in the file
 };
 

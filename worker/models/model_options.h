@@ -19,7 +19,7 @@ struct ModelOptions {
   int64_t max_tokens_per_chunk = 8192;
   // Attention scores are materialised in pieces of at most this many
   // elements (per sample, per query tile) so long contexts stay bounded.
-  int64_t max_attention_elements = int64_t{32} << 20;
+  int64_t max_attention_elements = int64_t{1} << 20;
 };
 
 }  // namespace quantd::models

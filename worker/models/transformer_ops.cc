@@ -58,27 +58,32 @@ at::Tensor ApplyRotary(const at::Tensor& x, const RotaryTables& t) {
 
 namespace {
 
-// Scores for query rows [q0, q1) of one batch slice against keys [0, q1).
+// Output rows [q0, q1) of one batch slice, attending to keys [0, q1).
+// q: [b, KVH, G, T, hd] (already scaled); k, v: [b, KVH, T, hd]. The G query
+// heads sharing a kv head are stacked along the row axis, so every product
+// is a plain batched matmul (no broadcast copies of k or v).
 at::Tensor AttendRows(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, int64_t q0,
                       int64_t q1, const AttentionOptions& o) {
-  // q: [b, KVH, G, T, hd]; k, v: [b, KVH, 1, T, hd].
-  at::Tensor qs = q.narrow(3, q0, q1 - q0);
-  at::Tensor ks = k.narrow(3, 0, q1);
-  at::Tensor vs = v.narrow(3, 0, q1);
-  at::Tensor scores = at::matmul(qs, ks.transpose(-1, -2));
-  if (scores.scalar_type() != at::kFloat && scores.scalar_type() != at::kDouble) {
-    scores = scores.to(at::kFloat);
-  }
-  scores = scores * o.scale;
-  at::Tensor rows = at::arange(q0, q1, at::TensorOptions().dtype(at::kLong).device(q.device()));
-  at::Tensor cols = at::arange(0, q1, at::TensorOptions().dtype(at::kLong).device(q.device()));
-  at::Tensor masked = cols.unsqueeze(0) > rows.unsqueeze(1);  // [rows, cols]
-  if (o.sliding_window > 0) {
-    masked = masked.logical_or(rows.unsqueeze(1) - cols.unsqueeze(0) >= o.sliding_window);
-  }
-  scores = scores.masked_fill(masked, -std::numeric_limits<double>::infinity());
-  at::Tensor probs = at::softmax(scores, -1).to(v.scalar_type());
-  return at::matmul(probs, vs);  // [b, KVH, G, rows, hd]
+  const int64_t b = q.size(0), kvh = q.size(1), g = q.size(2), hd = q.size(4);
+  const int64_t rows = q1 - q0;
+  at::Tensor qs = q.narrow(3, q0, rows).reshape({b, kvh, g * rows, hd});
+  at::Tensor ks = k.narrow(2, 0, q1);
+  at::Tensor vs = v.narrow(2, 0, q1);
+  at::Tensor scores = at::matmul(qs, ks.transpose(-1, -2));  // [b, KVH, G*rows, q1]
+  const bool low_precision =
+      scores.scalar_type() != at::kFloat && scores.scalar_type() != at::kDouble;
+  if (low_precision) scores = scores.to(at::kFloat);
+  const auto idx = at::TensorOptions().dtype(at::kLong).device(q.device());
+  at::Tensor r = at::arange(q0, q1, idx).unsqueeze(1);
+  at::Tensor c = at::arange(0, q1, idx).unsqueeze(0);
+  at::Tensor masked = c > r;
+  if (o.sliding_window > 0) masked = masked.logical_or(r - c >= o.sliding_window);
+  at::Tensor bias = at::zeros({rows, q1}, scores.options())
+                        .masked_fill_(masked, -std::numeric_limits<double>::infinity());
+  scores = scores.view({b, kvh, g, rows, q1}).add_(bias).view({b, kvh, g * rows, q1});
+  at::Tensor probs = at::softmax(scores, -1);
+  if (low_precision) probs = probs.to(v.scalar_type());
+  return at::matmul(probs, vs).view({b, kvh, g, rows, hd});
 }
 
 }  // namespace
@@ -88,19 +93,22 @@ at::Tensor CausalSelfAttention(const at::Tensor& q, const at::Tensor& k, const a
   const int64_t b = q.size(0), h = q.size(1), t = q.size(2), hd = q.size(3);
   const int64_t kvh = k.size(1);
   const int64_t g = h / kvh;
-  at::Tensor q5 = q.reshape({b, kvh, g, t, hd});
-  at::Tensor k5 = k.unsqueeze(2);
-  at::Tensor v5 = v.unsqueeze(2);
+  at::Tensor q5 = (q * o.scale).reshape({b, kvh, g, t, hd});
   const int64_t budget = std::max<int64_t>(o.max_score_elements, 1);
   if (b * h * t * t <= budget) {
-    return AttendRows(q5, k5, v5, 0, t, o).reshape({b, h, t, hd});
+    return AttendRows(q5, k, v, 0, t, o).reshape({b, h, t, hd});
   }
-  // Per sample and per tile of query rows, so each score block fits.
-  const int64_t rows = std::max<int64_t>(1, budget / std::max<int64_t>(1, h * t));
+  // Per sample and per tile of query rows: each tile stays small enough to
+  // be reused from the allocator's free lists and caches (fresh large
+  // allocations cost more in page faults than the arithmetic), and a tile
+  // only reads the keys up to its last row, skipping most of the masked
+  // upper triangle.
+  constexpr int64_t kMaxTileRows = 64;
+  const int64_t rows = std::clamp<int64_t>(budget / std::max<int64_t>(1, h * t), 1, kMaxTileRows);
   std::vector<at::Tensor> samples;
   samples.reserve(b);
   for (int64_t i = 0; i < b; ++i) {
-    at::Tensor qi = q5.narrow(0, i, 1), ki = k5.narrow(0, i, 1), vi = v5.narrow(0, i, 1);
+    at::Tensor qi = q5.narrow(0, i, 1), ki = k.narrow(0, i, 1), vi = v.narrow(0, i, 1);
     std::vector<at::Tensor> tiles;
     for (int64_t r = 0; r < t; r += rows) {
       tiles.push_back(AttendRows(qi, ki, vi, r, std::min(t, r + rows), o));
