@@ -1,0 +1,71 @@
+// QuantizedModel: the quantized model as every exporter sees it.
+//
+// The pipeline quantizes block by block into a scratch store and then hands
+// exporters this read-only view: the checkpoint it started from, each
+// tensor's value after quantization, and for every quantized layer its
+// specs and exact parameters (weight scale / zero point as used, calibrated
+// static activation scales, unified KV-cache scales). Real-quantized codes
+// are RealQuantize(value, spec, params): exact, because the values are the
+// fake-quantized ones. Tensors are loaded on demand, one at a time, so an
+// exporter never holds the whole model.
+#ifndef QUANTD_WORKER_EXPORT_QUANTIZED_MODEL_H_
+#define QUANTD_WORKER_EXPORT_QUANTIZED_MODEL_H_
+
+#include <ATen/ATen.h>
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "worker/common/status.h"
+#include "worker/io/tensor_source.h"
+#include "worker/models/model_config.h"
+#include "worker/quant/qparams.h"
+#include "worker/quant/spec.h"
+
+namespace quantd::exporter {
+
+// An activation quantizer of a layer: dynamic (parameters at every forward)
+// or static with its calibrated parameters.
+struct ActivationQuantizer {
+  quant::QuantSpec spec;
+  std::optional<quant::QParams> static_qparams;  // set when !spec.is_dynamic
+};
+
+// How one module (a Linear, by module name such as
+// "model.layers.0.self_attn.q_proj") was quantized.
+struct QuantizedLayer {
+  std::string name;
+  std::string type = "Linear";
+  std::optional<quant::QuantSpec> weight;
+  std::optional<quant::QuantSpec> bias;
+  std::optional<ActivationQuantizer> input;
+  std::optional<ActivationQuantizer> output;  // incl. the FP8 KV cache on k/v projections
+};
+
+class QuantizedModel {
+ public:
+  virtual ~QuantizedModel() = default;
+
+  // The Hugging Face directory the job started from (config.json, tokenizer).
+  virtual const std::string& model_dir() const = 0;
+  virtual const models::ModelConfig& config() const = 0;
+  // The original checkpoint (names, dtypes, shard layout).
+  virtual const io::TensorSource& original() const = 0;
+  // A tensor's value after quantization (fake-quantized for quantized
+  // weights), float32, same name and shape as in original().
+  virtual StatusOr<at::Tensor> Load(const std::string& tensor_name) const = 0;
+  // Every quantized layer, in model order.
+  virtual const std::vector<QuantizedLayer>& layers() const = 0;
+  // nullptr for a layer left in float.
+  virtual const QuantizedLayer* FindLayer(const std::string& module_name) const = 0;
+  // The exact weight parameters used for `module_name` (GPTQ fits them while
+  // it runs, so they cannot be recomputed from the values).
+  virtual StatusOr<quant::QParams> WeightQParams(const std::string& module_name) const = 0;
+  // The reference toolkit's JSON of the job's config (quantization_config).
+  virtual const std::string& quant_config_json() const = 0;
+};
+
+}  // namespace quantd::exporter
+
+#endif  // QUANTD_WORKER_EXPORT_QUANTIZED_MODEL_H_

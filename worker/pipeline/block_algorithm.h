@@ -1,0 +1,66 @@
+// The seams through which quantization algorithms join the pipeline.
+//
+// BlockAlgorithm: runs on one decoder block, after it is loaded and before
+// its weights are rounded, with the calibration hidden states that enter the
+// block (already through the quantized blocks before it). SmoothQuant and
+// AWQ rescale weights and norms in place; GPTQ quantizes weights itself and
+// records the parameters it used, so the pipeline does not round those
+// layers again. Algorithms run in the order the job lists them.
+//
+// ModelTransform: changes the whole model consistently (rotation): the
+// pipeline passes it every piece as it is loaded (embedding, each block,
+// head), for calibration, evaluation and export alike, and lets it install
+// online operations (R4 Hadamard) on blocks of the quantized forward.
+#ifndef QUANTD_WORKER_PIPELINE_BLOCK_ALGORITHM_H_
+#define QUANTD_WORKER_PIPELINE_BLOCK_ALGORITHM_H_
+
+#include <ATen/ATen.h>
+
+#include <map>
+#include <string>
+
+#include "worker/common/status.h"
+#include "worker/models/causal_lm.h"
+#include "worker/models/decoder_block.h"
+#include "worker/pipeline/job_observer.h"
+#include "worker/pipeline/layer_plan.h"
+#include "worker/quant/qparams.h"
+
+namespace quantd::pipeline {
+
+struct BlockAlgorithmContext {
+  const models::CausalLM& model;
+  models::DecoderBlock& block;
+  // [num_samples, seq_len, hidden] hidden states entering the block.
+  const at::Tensor& inputs;
+  const LayerPlanner& planner;
+  JobObserver& observer;
+  // Output: module name -> the weight parameters an algorithm quantized that
+  // layer's (already fake-quantized) weight with.
+  std::map<std::string, quant::QParams> quantized_weights;
+};
+
+class BlockAlgorithm {
+ public:
+  virtual ~BlockAlgorithm() = default;
+  virtual const char* name() const = 0;
+  // CANCELLED when ctx.observer.CancelRequested() turns true mid-way.
+  virtual Status Apply(BlockAlgorithmContext& ctx) = 0;
+};
+
+class ModelTransform {
+ public:
+  virtual ~ModelTransform() = default;
+  virtual const char* name() const = 0;
+  virtual Status TransformEmbedding(models::EmbeddingStage& embedding) = 0;
+  virtual Status TransformBlock(models::DecoderBlock& block) = 0;
+  virtual Status TransformHead(models::HeadStage& head) = 0;
+  // Online operations of the transformed model (e.g. a Hadamard transform
+  // on down_proj's input), installed on every block the quantized forward
+  // runs. Default: none.
+  virtual Status InstallOnline(models::DecoderBlock& block) { return OkStatus(); }
+};
+
+}  // namespace quantd::pipeline
+
+#endif  // QUANTD_WORKER_PIPELINE_BLOCK_ALGORITHM_H_
