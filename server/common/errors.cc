@@ -6,7 +6,7 @@
 
 namespace quantd::server {
 
-absl::Status MakeError(absl::StatusCode code, std::string_view reason, std::string_view message) {
+absl::Status MakeError(absl::StatusCode code, absl::string_view reason, absl::string_view message) {
   absl::Status status(code, std::string(message));
   SetReason(status, reason);
   return status;
@@ -23,7 +23,7 @@ absl::Status InvalidRequestError(const std::vector<FieldViolation>& violations) 
   return status;
 }
 
-void SetReason(absl::Status& status, std::string_view reason) {
+void SetReason(absl::Status& status, absl::string_view reason) {
   if (status.ok() || reason.empty()) return;
   google::rpc::ErrorInfo info;
   info.set_reason(std::string(reason));

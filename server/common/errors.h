@@ -7,10 +7,10 @@
 #define QUANTD_SERVER_COMMON_ERRORS_H_
 
 #include <string>
-#include <string_view>
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/string_view.h"
 
 namespace quantd::server {
 
@@ -28,7 +28,7 @@ struct FieldViolation {
 };
 
 // An error with an ErrorInfo reason. `code` must not be kOk.
-absl::Status MakeError(absl::StatusCode code, std::string_view reason, std::string_view message);
+absl::Status MakeError(absl::StatusCode code, absl::string_view reason, absl::string_view message);
 
 // INVALID_ARGUMENT with reason INVALID_ARGUMENT and a BadRequest listing
 // `violations`. The message joins the violations so that clients that only
@@ -36,7 +36,7 @@ absl::Status MakeError(absl::StatusCode code, std::string_view reason, std::stri
 absl::Status InvalidRequestError(const std::vector<FieldViolation>& violations);
 
 // Replaces the ErrorInfo reason of a non-OK status.
-void SetReason(absl::Status& status, std::string_view reason);
+void SetReason(absl::Status& status, absl::string_view reason);
 
 // Appends field violations to a non-OK status.
 void AddViolations(absl::Status& status, const std::vector<FieldViolation>& violations);

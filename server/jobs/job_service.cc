@@ -67,21 +67,23 @@ JobService::JobService(JobStore* store, Clock* clock, ChangeNotifier* notifier,
 absl::Status JobService::CheckSpec(const v1::CreateJobRequest& request) {
   std::vector<FieldViolation> violations = ValidateCreateJobRequest(request);
   if (!request.has_spec()) return InvalidRequestError(violations);
-  // Run every check so that one answer names every bad field; the server's
-  // envelope problems come first.
+  // A URI outside the allowed roots is refused before anything looks at it
+  // further, whatever else is wrong with the request.
+  if (options_.uri_policy) {
+    absl::Status uris = options_.uri_policy(request.spec());
+    if (!uris.ok()) return uris;
+  }
+  // The server's envelope problems and the engine's bad fields go out
+  // together, so one answer names every bad field.
   absl::Status engine =
       options_.spec_check ? options_.spec_check(request.spec()) : absl::OkStatus();
-  absl::Status uris = options_.uri_policy ? options_.uri_policy(request.spec()) : absl::OkStatus();
   if (!violations.empty()) {
-    for (const absl::Status& s : {engine, uris}) {
-      if (s.code() == absl::StatusCode::kInvalidArgument) {
-        for (FieldViolation& v : GetViolations(s)) violations.push_back(std::move(v));
-      }
+    if (engine.code() == absl::StatusCode::kInvalidArgument) {
+      for (FieldViolation& v : GetViolations(engine)) violations.push_back(std::move(v));
     }
     return InvalidRequestError(violations);
   }
-  if (!engine.ok()) return engine;
-  return uris;
+  return engine;
 }
 
 absl::StatusOr<v1::Job> JobService::CreateJob(const Caller& caller,
