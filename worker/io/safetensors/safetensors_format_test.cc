@@ -213,3 +213,41 @@ TEST(SafetensorsFormatTest, ReadHeaderFromMissingFileIsNotFound) {
 
 }  // namespace
 }  // namespace quantd::io
+
+namespace quantd::io {
+namespace {
+
+TEST(SafetensorsWriterTest, PlannedModeWritesTheSameBytesInOnePass) {
+  const float a[3] = {1, 2, 3};
+  const uint16_t b[2] = {0x3F80, 0xBF80};
+  const std::string streamed = TempPath("streamed.safetensors");
+  const std::string planned = TempPath("planned.safetensors");
+  {
+    auto w = SafetensorsWriter::Create(streamed);
+    ASSERT_TRUE(w.ok());
+    ASSERT_TRUE((*w)->Add("a", SafetensorsDtype::kF32, {3}, a, 12).ok());
+    ASSERT_TRUE((*w)->Add("b", SafetensorsDtype::kBF16, {2, 1}, b, 4).ok());
+    ASSERT_TRUE((*w)->Finish().ok());
+  }
+  SafetensorsWriterOptions opts;
+  opts.plan = {{"a", SafetensorsDtype::kF32, {3}}, {"b", SafetensorsDtype::kBF16, {2, 1}}};
+  {
+    auto w = SafetensorsWriter::Create(planned, opts);
+    ASSERT_TRUE(w.ok()) << w.status();
+    EXPECT_FALSE(Exists(planned + ".data.tmp"));  // no side file
+    Status wrong = (*w)->Add("b", SafetensorsDtype::kBF16, {2, 1}, b, 4);
+    EXPECT_EQ(wrong.code(), StatusCode::kInvalidArgument);
+    EXPECT_THAT(wrong.message(), HasSubstr("does not match the plan (next planned: 'a')"));
+    ASSERT_TRUE((*w)->Add("a", SafetensorsDtype::kF32, {3}, a, 12).ok());
+    Status early = (*w)->Finish();
+    EXPECT_EQ(early.code(), StatusCode::kFailedPrecondition);
+    EXPECT_THAT(early.message(), HasSubstr("planned tensor 'b' not written"));
+    ASSERT_TRUE((*w)->Add("b", SafetensorsDtype::kBF16, {2, 1}, b, 4).ok());
+    ASSERT_TRUE((*w)->Finish().ok());
+  }
+  EXPECT_EQ(ReadAll(planned), ReadAll(streamed));
+  EXPECT_FALSE(Exists(planned + ".tmp"));
+}
+
+}  // namespace
+}  // namespace quantd::io

@@ -64,12 +64,52 @@ Status AppendFile(int src, int dst, uint64_t n, const std::string& path) {
 
 StatusOr<std::unique_ptr<SafetensorsWriter>> SafetensorsWriter::Create(
     const std::string& path, SafetensorsWriterOptions options) {
-  const std::string data_path = path + ".data.tmp";
-  std::FILE* f = std::fopen(data_path.c_str(), "w+b");
-  if (f == nullptr) {
-    return FailedPreconditionError("cannot create " + data_path + ": " + std::strerror(errno));
+  if (options.plan.empty()) {
+    const std::string data_path = path + ".data.tmp";
+    std::FILE* f = std::fopen(data_path.c_str(), "w+b");
+    if (f == nullptr) {
+      return FailedPreconditionError("cannot create " + data_path + ": " + std::strerror(errno));
+    }
+    return std::unique_ptr<SafetensorsWriter>(new SafetensorsWriter(path, std::move(options), f));
   }
-  return std::unique_ptr<SafetensorsWriter>(new SafetensorsWriter(path, std::move(options), f));
+  // Planned: fix every offset now and write the header first.
+  std::vector<SafetensorsEntry> plan;
+  std::set<std::string> names;
+  uint64_t offset = 0;
+  for (const auto& t : options.plan) {
+    if (t.name.empty() || t.name == "__metadata__" || !names.insert(t.name).second) {
+      return InvalidArgumentError(path + ": invalid or duplicate planned tensor '" + t.name + "'");
+    }
+    uint64_t bytes = static_cast<uint64_t>(SafetensorsDtypeSize(t.dtype));
+    for (int64_t d : t.shape) {
+      if (d < 0)
+        return InvalidArgumentError(path + ": tensor '" + t.name + "' has a negative dimension");
+      bytes *= static_cast<uint64_t>(d);
+    }
+    SafetensorsEntry e;
+    e.name = t.name;
+    e.dtype = t.dtype;
+    e.shape = t.shape;
+    e.begin = offset;
+    e.end = offset + bytes;
+    offset = e.end;
+    plan.push_back(std::move(e));
+  }
+  const std::string tmp = path + ".tmp";
+  std::FILE* f = std::fopen(tmp.c_str(), "wb");
+  if (f == nullptr)
+    return FailedPreconditionError("cannot create " + tmp + ": " + std::strerror(errno));
+  std::unique_ptr<SafetensorsWriter> w(new SafetensorsWriter(path, std::move(options), f));
+  w->planned_ = true;
+  w->plan_ = std::move(plan);
+  const std::string header = w->HeaderJson(w->plan_);
+  uint8_t prefix[8];
+  for (int i = 0; i < 8; ++i) prefix[i] = static_cast<uint8_t>(uint64_t{header.size()} >> (8 * i));
+  if (std::fwrite(prefix, 1, 8, f) != 8 ||
+      std::fwrite(header.data(), 1, header.size(), f) != header.size()) {
+    return WriteFailed(tmp, "write header");
+  }
+  return w;
 }
 
 SafetensorsWriter::SafetensorsWriter(std::string path, SafetensorsWriterOptions options,
@@ -111,8 +151,17 @@ Status SafetensorsWriter::Add(const std::string& name, SafetensorsDtype dtype,
                                 SafetensorsDtypeName(dtype) + " needs " + std::to_string(expect) +
                                 " bytes, got " + std::to_string(nbytes));
   }
+  if (planned_) {
+    const size_t next = entries_.size();
+    if (next >= plan_.size() || plan_[next].name != name || plan_[next].dtype != dtype ||
+        plan_[next].shape != shape) {
+      return InvalidArgumentError(
+          path_ + ": tensor '" + name + "' does not match the plan (next planned: " +
+          (next < plan_.size() ? "'" + plan_[next].name + "'" : std::string("none")) + ")");
+    }
+  }
   if (nbytes > 0 && std::fwrite(data, 1, nbytes, data_) != nbytes) {
-    return WriteFailed(data_path_, "write tensor '" + name + "'");
+    return WriteFailed(planned_ ? path_ + ".tmp" : data_path_, "write tensor '" + name + "'");
   }
   SafetensorsEntry e;
   e.name = name;
@@ -126,14 +175,14 @@ Status SafetensorsWriter::Add(const std::string& name, SafetensorsDtype dtype,
   return OkStatus();
 }
 
-std::string SafetensorsWriter::HeaderJson() const {
+std::string SafetensorsWriter::HeaderJson(const std::vector<SafetensorsEntry>& entries) const {
   nlohmann::ordered_json h = nlohmann::ordered_json::object();
   if (!options_.metadata.empty()) {
     nlohmann::ordered_json meta = nlohmann::ordered_json::object();
     for (const auto& [k, v] : options_.metadata) meta[k] = v;
     h["__metadata__"] = std::move(meta);
   }
-  for (const auto& e : entries_) {
+  for (const auto& e : entries) {
     h[e.name] = {{"dtype", SafetensorsDtypeName(e.dtype)},
                  {"shape", e.shape},
                  {"data_offsets", {e.begin, e.end}}};
@@ -144,10 +193,27 @@ std::string SafetensorsWriter::HeaderJson() const {
   return s;
 }
 
+Status SafetensorsWriter::FinishPlanned() {
+  const std::string tmp = path_ + ".tmp";
+  if (entries_.size() != plan_.size()) {
+    return FailedPreconditionError(path_ + ": Finish() with planned tensor '" +
+                                   plan_[entries_.size()].name + "' not written");
+  }
+  if (std::fflush(data_) != 0) return WriteFailed(tmp, "flush");
+  if (::fsync(::fileno(data_)) != 0) return WriteFailed(tmp, "fsync");
+  const int rc = std::fclose(data_);
+  data_ = nullptr;
+  if (rc != 0) return WriteFailed(tmp, "close");
+  if (::rename(tmp.c_str(), path_.c_str()) != 0) return WriteFailed(path_, "rename");
+  finished_ = true;
+  return OkStatus();
+}
+
 Status SafetensorsWriter::Finish() {
   if (finished_) return FailedPreconditionError(path_ + ": Finish() called twice");
+  if (planned_) return FinishPlanned();
   if (std::fflush(data_) != 0) return WriteFailed(data_path_, "flush");
-  const std::string header = HeaderJson();
+  const std::string header = HeaderJson(entries_);
   const std::string tmp = path_ + ".tmp";
   int out = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (out < 0) return WriteFailed(tmp, "create");

@@ -2,10 +2,13 @@
 //
 // Export code produces tensors block by block and must not hold a whole model
 // in memory, but the safetensors header (which lists every tensor) comes
-// first in the file. The writer therefore streams tensor bytes into a
-// side file next to the destination, keeps only the header entries in memory,
-// and on Finish() writes "<path>.tmp" = length + header + data, then renames
-// it over `path`, so readers never see a half-written checkpoint. Tensors are
+// first in the file. By default the writer therefore streams tensor bytes
+// into a side file next to the destination, keeps only the header entries in
+// memory, and on Finish() writes "<path>.tmp" = length + header + data, then
+// renames it over `path`, so readers never see a half-written checkpoint.
+// When the caller knows every tensor up front (SafetensorsWriterOptions::
+// plan), the header is written first and the bytes go straight to
+// "<path>.tmp", halving the I/O. Tensors are
 // laid out back to back in insertion order (the layout strict readers
 // require); the header is padded with spaces to a multiple of 8 bytes.
 // Torch-free: callers pass raw little-endian bytes (see tensor_io.h for the
@@ -26,9 +29,19 @@
 
 namespace quantd::io {
 
+struct PlannedTensor {
+  std::string name;
+  SafetensorsDtype dtype = SafetensorsDtype::kF32;
+  std::vector<int64_t> shape;
+};
+
 struct SafetensorsWriterOptions {
   // Written as "__metadata__" (e.g. {"format": "pt"}).
   std::map<std::string, std::string> metadata = {{"format", "pt"}};
+  // Optional: every tensor the file will hold, in the order Add() will be
+  // called. Add() then refuses anything else, and Finish() refuses a file
+  // with planned tensors missing. SetMetadata() is not available.
+  std::vector<PlannedTensor> plan;
 };
 
 class SafetensorsWriter {
@@ -43,10 +56,12 @@ class SafetensorsWriter {
   SafetensorsWriter& operator=(const SafetensorsWriter&) = delete;
 
   // Appends one tensor. `nbytes` must equal numel(shape) x element size.
-  // INVALID_ARGUMENT for a duplicate or reserved name, a size mismatch, or a
-  // call after Finish().
+  // INVALID_ARGUMENT for a duplicate or reserved name, a size mismatch, a
+  // tensor other than the plan's next one; FAILED_PRECONDITION after
+  // Finish().
   Status Add(const std::string& name, SafetensorsDtype dtype, const std::vector<int64_t>& shape,
              const void* data, uint64_t nbytes);
+  // Ignored in planned mode (the header is already written).
   void SetMetadata(const std::string& key, const std::string& value);
 
   // Writes the file and renames it into place. Call once.
@@ -57,7 +72,8 @@ class SafetensorsWriter {
 
  private:
   SafetensorsWriter(std::string path, SafetensorsWriterOptions options, std::FILE* data);
-  std::string HeaderJson() const;
+  std::string HeaderJson(const std::vector<SafetensorsEntry>& entries) const;
+  Status FinishPlanned();
 
   std::string path_;
   std::string data_path_;
@@ -67,6 +83,8 @@ class SafetensorsWriter {
   std::vector<SafetensorsEntry> entries_;
   std::set<std::string> names_;
   bool finished_ = false;
+  bool planned_ = false;
+  std::vector<SafetensorsEntry> plan_;  // planned mode: offsets fixed up front
 };
 
 }  // namespace quantd::io
