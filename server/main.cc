@@ -45,7 +45,26 @@ ABSL_FLAG(
     absl::Duration, shutdown_grace, absl::Seconds(5),
     "on SIGTERM/SIGINT, how long in-flight RPCs and connected clients get before quantd exits");
 ABSL_FLAG(std::string, port_file, "",
-          "write the bound host:port here once serving (for scripts using --listen ...:0)");
+          "once serving, write the bound gRPC host:port (line 1) and /metrics port (line 2) here");
+ABSL_FLAG(std::string, metrics_listen, "",
+          "serve Prometheus /metrics on this host:port (off when empty)");
+ABSL_FLAG(std::string, tls_cert, "", "PEM server certificate (chain); with --tls-key enables TLS");
+ABSL_FLAG(std::string, tls_key, "", "PEM private key of --tls-cert");
+ABSL_FLAG(std::string, tls_client_ca, "",
+          "PEM CA bundle; when set, clients and workers must present a certificate it signed "
+          "(mTLS)");
+ABSL_FLAG(std::string, auth_tokens, "",
+          "file of hashed bearer tokens (<sha256 hex> <tenant> <submitter|admin|worker> per line); "
+          "authentication is off when empty");
+ABSL_FLAG(std::vector<std::string>, allowed_uri_roots, {},
+          "comma-separated URI prefixes (file:///models,https://host/path/) that job URIs must lie "
+          "under; any URI when empty");
+ABSL_FLAG(int, max_queued_per_tenant, 0,
+          "QUEUED jobs per tenant before RESOURCE_EXHAUSTED (0: no limit)");
+ABSL_FLAG(int, max_concurrent_watches, 1000,
+          "WatchJob streams this frontend serves at once before RESOURCE_EXHAUSTED (0: no limit)");
+ABSL_FLAG(std::vector<std::string>, local_worker_env, {},
+          "NAME=value entries added to local workers' environment (comma-separated)");
 ABSL_FLAG(std::string, log_level, "info", "debug, info, warning or error");
 
 namespace quantd::server {
@@ -107,11 +126,20 @@ int Run() {
   options.worker_extra_args = absl::GetFlag(FLAGS_worker_arg);
   options.max_request_bytes = absl::GetFlag(FLAGS_max_request_bytes);
   options.shutdown_grace = absl::GetFlag(FLAGS_shutdown_grace);
+  options.metrics_listen = absl::GetFlag(FLAGS_metrics_listen);
+  options.tls_cert_file = absl::GetFlag(FLAGS_tls_cert);
+  options.tls_key_file = absl::GetFlag(FLAGS_tls_key);
+  options.tls_client_ca_file = absl::GetFlag(FLAGS_tls_client_ca);
+  options.auth_tokens_file = absl::GetFlag(FLAGS_auth_tokens);
+  options.allowed_uri_roots = absl::GetFlag(FLAGS_allowed_uri_roots);
+  options.worker_extra_env = absl::GetFlag(FLAGS_local_worker_env);
   JobsOptions& jobs = options.jobs;
   jobs.lease_duration = absl::GetFlag(FLAGS_lease_duration);
   jobs.default_max_attempts = absl::GetFlag(FLAGS_max_attempts);
   jobs.requeue_backoff = absl::GetFlag(FLAGS_requeue_backoff);
   jobs.max_requeue_backoff = absl::GetFlag(FLAGS_max_requeue_backoff);
+  jobs.max_queued_per_tenant = absl::GetFlag(FLAGS_max_queued_per_tenant);
+  jobs.max_concurrent_watches = absl::GetFlag(FLAGS_max_concurrent_watches);
   jobs.spec_check = [](const v1::JobSpec& spec) {
     return FromEngineStatus(quantd::pipeline::CheckJobSpec(spec));
   };
@@ -126,7 +154,9 @@ int Run() {
     return 1;
   }
   if (const std::string port_file = absl::GetFlag(FLAGS_port_file); !port_file.empty()) {
-    std::ofstream(port_file + ".tmp") << (*server)->address() << "\n";
+    // Line 1: the gRPC address; line 2: the /metrics port (0 when off).
+    std::ofstream(port_file + ".tmp") << (*server)->address() << "\n"
+                                      << (*server)->metrics_port() << "\n";
     std::rename((port_file + ".tmp").c_str(), port_file.c_str());
   }
   int signal_number = 0;

@@ -4,16 +4,22 @@
 #include <grpcpp/health_check_service_interface.h>
 #include <grpcpp/security/server_credentials.h>
 #include <grpcpp/server_builder.h>
+#include <openssl/rand.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <chrono>
+#include <fstream>
+#include <sstream>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
+#include "server/auth/token_authenticator.h"
 #include "server/common/errors.h"
 #include "server/common/json_log.h"
+#include "server/metrics/grpc_metrics_interceptor.h"
 #include "server/store/open_job_store.h"
+#include "server/uri_policy/uri_policy.h"
 
 namespace quantd::server {
 namespace {
@@ -33,6 +39,57 @@ absl::Status MakeDirs(const std::string& path) {
     }
   }
   return absl::OkStatus();
+}
+
+absl::StatusOr<std::string> ReadPem(const std::string& path, const char* what) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  if (!in || text.str().empty()) {
+    return MakeError(absl::StatusCode::kFailedPrecondition, "TLS_FILE_UNREADABLE",
+                     absl::StrCat("cannot read the ", what, " ", path));
+  }
+  return text.str();
+}
+
+absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> MakeCredentials(
+    const QuantdServerOptions& options) {
+  if (options.tls_cert_file.empty() && options.tls_key_file.empty()) {
+    if (!options.tls_client_ca_file.empty()) {
+      return MakeError(absl::StatusCode::kInvalidArgument, "TLS_INCOMPLETE",
+                       "--tls-client-ca needs --tls-cert and --tls-key");
+    }
+    return grpc::InsecureServerCredentials();
+  }
+  if (options.tls_cert_file.empty() || options.tls_key_file.empty()) {
+    return MakeError(absl::StatusCode::kInvalidArgument, "TLS_INCOMPLETE",
+                     "TLS needs both --tls-cert and --tls-key");
+  }
+  auto cert = ReadPem(options.tls_cert_file, "TLS certificate");
+  if (!cert.ok()) return cert.status();
+  auto key = ReadPem(options.tls_key_file, "TLS key");
+  if (!key.ok()) return key.status();
+  grpc::SslServerCredentialsOptions ssl;
+  ssl.pem_key_cert_pairs.push_back({*key, *cert});
+  if (!options.tls_client_ca_file.empty()) {
+    auto ca = ReadPem(options.tls_client_ca_file, "client CA");
+    if (!ca.ok()) return ca.status();
+    ssl.pem_root_certs = *ca;
+    ssl.client_certificate_request = GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY;
+  }
+  return grpc::SslServerCredentials(ssl);
+}
+
+std::string RandomToken() {
+  unsigned char bytes[32];
+  RAND_bytes(bytes, sizeof(bytes));
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string out;
+  for (unsigned char b : bytes) {
+    out.push_back(kHex[b >> 4]);
+    out.push_back(kHex[b & 15]);
+  }
+  return out;
 }
 
 std::string Hostname() {
@@ -80,12 +137,41 @@ absl::Status QuantdServer::Init(QuantdServerOptions options, Clock* clock) {
     options_.store_uri = absl::StrCat("sqlite://", options_.data_dir, "/quantd.db");
   }
 
+  if (!options_.allowed_uri_roots.empty()) {
+    absl::StatusOr<UriPolicy> policy = UriPolicy::Create(options_.allowed_uri_roots);
+    if (!policy.ok()) return policy.status();
+    options_.jobs.uri_policy = [policy = *policy](const v1::JobSpec& spec) {
+      return policy.CheckSpec(spec);
+    };
+  }
+  absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> credentials = MakeCredentials(options_);
+  if (!credentials.ok()) return credentials.status();
+  std::string worker_token;
+  if (!options_.auth_tokens_file.empty()) {
+    auto tokens = TokenAuthenticator::FromFile(options_.auth_tokens_file);
+    if (!tokens.ok()) return tokens.status();
+    if (options_.local_workers > 0) {
+      // Local workers get a credential that lives as long as this process.
+      worker_token = RandomToken();
+      (*tokens)->AddToken(worker_token, Caller{"", Role::kWorker});
+    }
+    auth_ = std::move(*tokens);
+  } else {
+    auth_ = std::make_unique<AnonymousAuthenticator>();
+  }
+
   absl::StatusOr<std::unique_ptr<JobStore>> store = OpenJobStore(options_.store_uri);
   if (!store.ok()) return store.status();
   store_ = std::move(*store);
-  auth_ = std::make_unique<AnonymousAuthenticator>();
-  jobs_ = std::make_unique<JobService>(store_.get(), clock, &notifier_, nullptr, options_.jobs);
-  leases_ = std::make_unique<LeaseService>(store_.get(), clock, &notifier_, nullptr, options_.jobs);
+  metrics_ = std::make_unique<QuantdMetrics>(store_.get(), clock, options_.jobs.lease_duration);
+  if (!options_.metrics_listen.empty()) {
+    s = metrics_->Serve(options_.metrics_listen);
+    if (!s.ok()) return s;
+  }
+  jobs_ =
+      std::make_unique<JobService>(store_.get(), clock, &notifier_, metrics_.get(), options_.jobs);
+  leases_ = std::make_unique<LeaseService>(store_.get(), clock, &notifier_, metrics_.get(),
+                                           options_.jobs);
   absl::Duration interval = options_.reaper_interval;
   if (interval <= absl::ZeroDuration()) interval = options_.jobs.lease_duration / 4;
   reaper_ = std::make_unique<LeaseReaper>(leases_.get(), clock, interval);
@@ -96,10 +182,13 @@ absl::Status QuantdServer::Init(QuantdServerOptions options, Clock* clock) {
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
-  builder.AddListeningPort(options_.listen, grpc::InsecureServerCredentials(), &port_);
+  builder.AddListeningPort(options_.listen, *credentials, &port_);
   builder.SetMaxReceiveMessageSize(options_.max_request_bytes);
   builder.RegisterService(quantization_service_.get());
   builder.RegisterService(worker_service_.get());
+  std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> interceptors;
+  interceptors.push_back(std::make_unique<GrpcMetricsInterceptorFactory>(metrics_.get()));
+  builder.experimental().SetInterceptorCreators(std::move(interceptors));
   grpc_server_ = builder.BuildAndStart();
   if (grpc_server_ == nullptr || port_ == 0) {
     return MakeError(
@@ -116,6 +205,8 @@ absl::Status QuantdServer::Init(QuantdServerOptions options, Clock* clock) {
     workers.binary = options_.worker_binary;
     workers.count = options_.local_workers;
     workers.initial_backoff = options_.worker_initial_backoff;
+    workers.extra_env = options_.worker_extra_env;
+    if (!worker_token.empty()) workers.extra_env.push_back("QUANTD_WORKER_TOKEN=" + worker_token);
     const std::string dial = LocalDialAddress(options_.listen, port_);
     const std::string host = Hostname();
     workers.args = [this, dial, host](int i) {
@@ -133,6 +224,11 @@ absl::Status QuantdServer::Init(QuantdServerOptions options, Clock* clock) {
   Log(LogLevel::kInfo, "quantd serving",
       {{"address", address_},
        {"store", store_->Backend()},
+       {"tls", options_.tls_cert_file.empty()        ? "off"
+               : options_.tls_client_ca_file.empty() ? "tls"
+                                                     : "mtls"},
+       {"auth", options_.auth_tokens_file.empty() ? "off" : "bearer tokens"},
+       {"metrics_port", metrics_port()},
        {"data_dir", options_.data_dir},
        {"lease_duration", absl::FormatDuration(options_.jobs.lease_duration)},
        {"local_workers", options_.local_workers}});
@@ -161,5 +257,7 @@ void QuantdServer::Shutdown() {
 }
 
 QuantdServer::~QuantdServer() { Shutdown(); }
+
+int QuantdServer::metrics_port() const { return metrics_ != nullptr ? metrics_->port() : 0; }
 
 }  // namespace quantd::server

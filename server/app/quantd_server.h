@@ -22,6 +22,7 @@
 #include "server/jobs/jobs_options.h"
 #include "server/jobs/lease_reaper.h"
 #include "server/jobs/lease_service.h"
+#include "server/metrics/quantd_metrics.h"
 #include "server/store/job_store.h"
 #include "server/supervisor/local_worker_supervisor.h"
 
@@ -43,11 +44,32 @@ struct QuantdServerOptions {
   // How long Shutdown() lets in-flight RPCs finish.
   absl::Duration shutdown_grace = absl::Seconds(5);
 
+  // Prometheus /metrics address (host:port); no metrics server when empty.
+  std::string metrics_listen;
+
+  // TLS: a server certificate and key enable TLS for every client and
+  // worker; a client CA additionally requires (mTLS) and verifies client
+  // certificates.
+  std::string tls_cert_file;
+  std::string tls_key_file;
+  std::string tls_client_ca_file;
+
+  // File of hashed bearer tokens (server/auth); authentication is off, and
+  // every caller the anonymous admin, when empty.
+  std::string auth_tokens_file;
+
+  // Allowed URI roots (server/uri_policy); any URI is allowed when empty.
+  std::vector<std::string> allowed_uri_roots;
+
   // Local workers (--local-workers N); none when 0.
   int local_workers = 0;
   std::string worker_binary;
   // Appended to every local worker's arguments.
   std::vector<std::string> worker_extra_args;
+  // "NAME=value" entries added to local workers' environment. With
+  // authentication on, quantd also sets QUANTD_WORKER_TOKEN to a worker
+  // credential it generates at start.
+  std::vector<std::string> worker_extra_env;
   absl::Duration worker_initial_backoff = absl::Seconds(1);
 };
 
@@ -68,6 +90,9 @@ class QuantdServer {
   // The bound gRPC address, e.g. "127.0.0.1:40123".
   const std::string& address() const { return address_; }
   int port() const { return port_; }
+  // The bound /metrics port (0 without --metrics-listen).
+  int metrics_port() const;
+  QuantdMetrics* metrics() { return metrics_.get(); }
   JobStore* store() { return store_.get(); }
   LocalWorkerSupervisor* supervisor() { return supervisor_.get(); }
   LeaseReaper* reaper() { return reaper_.get(); }
@@ -83,6 +108,7 @@ class QuantdServer {
 
   std::unique_ptr<JobStore> store_;
   ChangeNotifier notifier_;
+  std::unique_ptr<QuantdMetrics> metrics_;
   std::unique_ptr<Authenticator> auth_;
   std::unique_ptr<JobService> jobs_;
   std::unique_ptr<LeaseService> leases_;

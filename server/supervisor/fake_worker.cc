@@ -1,5 +1,6 @@
 // A stand-in for quantd-worker in the supervisor's tests. It records its
-// arguments in $FAKE_WORKER_DIR/<pid> and then behaves as $FAKE_WORKER_MODE
+// arguments (and $QUANTD_WORKER_TOKEN, when set) in $FAKE_WORKER_DIR/<pid>
+// and then behaves as $FAKE_WORKER_MODE
 // says: "serve" runs until SIGTERM, "crash" exits with code 3 at once,
 // "stubborn" ignores SIGTERM.
 #include <signal.h>
@@ -23,6 +24,10 @@ int main(int argc, char** argv) {
     std::string path = std::string(dir) + "/" + std::to_string(getpid());
     std::ofstream out(path + ".tmp");
     for (int i = 1; i < argc; ++i) out << argv[i] << "\n";
+    // quantd hands local workers their credential in the environment.
+    if (const char* token = std::getenv("QUANTD_WORKER_TOKEN")) {
+      out << "env:QUANTD_WORKER_TOKEN=" << token << "\n";
+    }
     out.close();
     std::rename((path + ".tmp").c_str(), path.c_str());
   }
