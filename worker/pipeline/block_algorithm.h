@@ -38,6 +38,9 @@ struct BlockAlgorithmContext {
   // Output: module name -> the weight parameters an algorithm quantized that
   // layer's (already fake-quantized) weight with.
   std::map<std::string, quant::QParams> quantized_weights;
+  // Output: module name -> the float weight just before the algorithm
+  // quantized it (the reference of the layer's reported SQNR).
+  std::map<std::string, at::Tensor> float_weights;
 };
 
 class BlockAlgorithm {

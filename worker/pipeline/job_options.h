@@ -6,6 +6,7 @@
 #define QUANTD_WORKER_PIPELINE_JOB_OPTIONS_H_
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <utility>
@@ -16,6 +17,7 @@
 #include "worker/export/artifact.h"
 #include "worker/io/dataset/calibration.h"
 #include "worker/models/model_options.h"
+#include "worker/pipeline/block_algorithm.h"
 #include "worker/pipeline/job_observer.h"
 #include "worker/pipeline/layer_plan.h"
 
@@ -61,6 +63,10 @@ struct JobOptions {
   CalibrationOptions calibration;
   EvaluationOptions evaluation;
   ExportOptions export_options;
+  // Run on every block before its weights are rounded, in this order.
+  std::vector<std::shared_ptr<BlockAlgorithm>> block_algorithms;
+  // Applied to every piece of the model as it is loaded (rotation).
+  std::shared_ptr<ModelTransform> model_transform;
   // Where quantized blocks are kept until export. Required.
   std::string scratch_dir;
   models::ModelOptions model_options;

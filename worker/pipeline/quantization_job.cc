@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <map>
 #include <memory>
+#include <set>
 
 #include "worker/eval/blockwise_model.h"
 #include "worker/eval/eval_windows.h"
@@ -95,8 +96,14 @@ class QuantizationJob {
   }
 
  private:
+  // The block loop runs algorithms, calibration and rounding block by block;
+  // it is shown as the most significant of those it does.
+  static Stage LoopStage(const JobOptions& opt) {
+    return opt.block_algorithms.empty() ? Stage::kQuantize : Stage::kAlgorithms;
+  }
+
   static std::vector<Stage> PlannedStages(const JobOptions& opt) {
-    std::vector<Stage> s = {Stage::kLoad, Stage::kQuantize};
+    std::vector<Stage> s = {Stage::kLoad, LoopStage(opt)};
     if (opt.evaluation.enabled) s.push_back(Stage::kEvaluate);
     if (!opt.export_options.formats.empty()) s.push_back(Stage::kExport);
     return s;
@@ -105,7 +112,7 @@ class QuantizationJob {
   Status RunStages() {
     try {
       QD_RETURN_IF_ERROR(Timed(Stage::kLoad, [&] { return Load(); }));
-      QD_RETURN_IF_ERROR(Timed(Stage::kQuantize, [&] { return Quantize(); }));
+      QD_RETURN_IF_ERROR(Timed(LoopStage(opt_), [&] { return Quantize(); }));
       if (opt_.evaluation.enabled)
         QD_RETURN_IF_ERROR(Timed(Stage::kEvaluate, [&] { return Evaluate(); }));
       if (!opt_.export_options.formats.empty())
@@ -241,28 +248,83 @@ class QuantizationJob {
 
   // ---- quantize ----
 
+  // The model-level pieces as the quantized model has them: transformed
+  // (rotation) and saved to scratch, so evaluation and export read one
+  // consistent model.
+  Status PrepareModelPieces() {
+    if (!opt_.model_transform) return OkStatus();
+    QD_ASSIGN_OR_RETURN(auto embedding, model_->LoadEmbedding());
+    QD_RETURN_IF_ERROR(opt_.model_transform->TransformEmbedding(*embedding));
+    std::vector<std::pair<std::string, at::Tensor>> tensors;
+    for (auto& [name, t] : embedding->NamedTensors()) tensors.emplace_back(name, *t);
+    QD_RETURN_IF_ERROR(scratch_->Put("embedding", tensors));
+    QD_ASSIGN_OR_RETURN(auto head, model_->LoadHead());
+    QD_RETURN_IF_ERROR(opt_.model_transform->TransformHead(*head));
+    tensors.clear();
+    for (auto& [name, t] : head->NamedTensors()) tensors.emplace_back(name, *t);
+    return scratch_->Put("head", tensors);
+  }
+
+  // Names under which the scratch store keeps what is not a checkpoint
+  // tensor (exact weight parameters), out of the way of real names.
+  static std::string ScaleKey(const std::string& module) {
+    return "__quantd__/" + module + ".weight_scale";
+  }
+  static std::string ZeroPointKey(const std::string& module) {
+    return "__quantd__/" + module + ".weight_zero_point";
+  }
+
   Status Quantize() {
+    const Stage stage = LoopStage(opt_);
     const int n = static_cast<int>(model_->num_blocks());
+    QD_RETURN_IF_ERROR(PrepareModelPieces());
     at::Tensor hidden;  // input of the current block on the quantized path
     if (metric_ids_.defined()) {
-      QD_ASSIGN_OR_RETURN(hidden, model_->Embed(metric_ids_));
+      QD_ASSIGN_OR_RETURN(auto embedding, model_->LoadEmbedding(*quantized_weights_));
+      QD_ASSIGN_OR_RETURN(hidden, embedding->Forward(metric_ids_));
     }
+    if (!opt_.block_algorithms.empty() && !hidden.defined())
+      return InvalidArgumentError("quantization algorithms need calibration data");
     for (int i = 0; i < n; ++i) {
       if (obs_.CancelRequested()) return Cancelled();
-      progress_.Report(Stage::kQuantize, static_cast<double>(i) / n, i + 1, n);
+      progress_.Report(stage, static_cast<double>(i) / n, i + 1, n);
       QD_ASSIGN_OR_RETURN(auto block, model_->LoadBlock(i));
+      if (opt_.model_transform) QD_RETURN_IF_ERROR(opt_.model_transform->TransformBlock(*block));
       BlockReport br;
       br.block = i + 1;
       at::Tensor float_out;
       if (hidden.defined()) {
         QD_ASSIGN_OR_RETURN(float_out, block->Forward(hidden));
       }
+      BlockAlgorithmContext ctx{*model_, *block, hidden, opt_.planner, obs_, {}, {}};
+      for (const auto& algo : opt_.block_algorithms) {
+        if (obs_.CancelRequested()) return Cancelled();
+        Status s = algo->Apply(ctx);
+        if (!s.ok())
+          return s.code() == StatusCode::kCancelled
+                     ? Cancelled()
+                     : s.Prepend(std::string(algo->name()) + ", block " + std::to_string(i + 1) +
+                                 ": ");
+      }
       std::vector<std::pair<std::string, at::Tensor>> changed;
       for (models::Linear* linear : block->linears()) {
         const LayerPlan& plan = plans_.at(linear->name());
-        QD_ASSIGN_OR_RETURN(LayerReport lr, QuantizeLinearWeights(*linear, plan));
+        quant::QParams qp;
+        LayerReport lr;
+        if (auto it = ctx.quantized_weights.find(linear->name());
+            it != ctx.quantized_weights.end()) {
+          qp = it->second;
+          auto ref = ctx.float_weights.find(linear->name());
+          lr = DescribeQuantizedLayer(*linear, plan,
+                                      ref == ctx.float_weights.end() ? at::Tensor() : ref->second);
+        } else {
+          QD_ASSIGN_OR_RETURN(lr, QuantizeLinearWeights(*linear, plan, &qp));
+        }
         if (plan.weight) {
           changed.emplace_back(linear->name() + ".weight", linear->weight());
+          if (qp.scale.defined()) changed.emplace_back(ScaleKey(linear->name()), qp.scale);
+          if (qp.zero_point.defined())
+            changed.emplace_back(ZeroPointKey(linear->name()), qp.zero_point.to(at::kFloat));
           bytes_delta_ +=
               QuantizedStorageBytes(linear->weight().sizes().vec(), *plan.weight) -
               static_cast<int64_t>(model_->weights().Find(linear->name() + ".weight")->nbytes);
@@ -271,7 +333,16 @@ class QuantizationJob {
           changed.emplace_back(linear->name() + ".bias", linear->bias());
         br.layers.push_back(std::move(lr));
       }
+      if (opt_.model_transform || !opt_.block_algorithms.empty()) {
+        // Transforms and algorithms may change any tensor of the block (norms
+        // absorb scales), so the whole block is kept.
+        std::set<std::string> seen;
+        for (const auto& [name, t] : changed) seen.insert(name);
+        for (auto& [name, t] : block->NamedTensors())
+          if (!seen.count(name)) changed.emplace_back(name, *t);
+      }
       if (hidden.defined()) {
+        if (opt_.model_transform) QD_RETURN_IF_ERROR(opt_.model_transform->InstallOnline(*block));
         QD_ASSIGN_OR_RETURN(at::Tensor quant_out, block->Forward(hidden));
         const double denom = float_out.to(at::kDouble).pow(2).sum().item<double>();
         br.output_rel_mse =

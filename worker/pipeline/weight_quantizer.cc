@@ -35,29 +35,43 @@ namespace {
 // Parameters from the tensor itself, as the reference does for weights and
 // biases, then fake quantization with them.
 StatusOr<at::Tensor> FakeQuantizeFromSelf(const at::Tensor& t, const quant::QuantSpec& spec,
-                                          const std::string& what) {
+                                          const std::string& what, quant::QParams* used = nullptr) {
   auto qp = quant::ComputeQParams(t, spec);
   if (!qp.ok()) return Status(qp.status()).Prepend(what + ": ");
   auto q = quant::FakeQuantize(t, spec, *qp);
   if (!q.ok()) return Status(q.status()).Prepend(what + ": ");
+  if (used != nullptr) *used = *qp;
   return q;
 }
 
-}  // namespace
-
-StatusOr<LayerReport> QuantizeLinearWeights(models::Linear& layer, const LayerPlan& plan) {
+LayerReport BaseReport(const models::Linear& layer, const LayerPlan& plan) {
   LayerReport report;
   report.name = layer.name();
   report.excluded = !plan.quantized();
   report.weight_format = plan.weight ? quant::DescribeSpec(*plan.weight) : "float";
   if (plan.input) report.input_format = quant::DescribeSpec(*plan.input);
   if (plan.output) report.output_format = quant::DescribeSpec(*plan.output);
-  if (!plan.weight) {
-    report.weight_sqnr_db = std::numeric_limits<double>::infinity();
-  } else {
+  report.weight_sqnr_db = std::numeric_limits<double>::infinity();
+  return report;
+}
+
+}  // namespace
+
+LayerReport DescribeQuantizedLayer(const models::Linear& layer, const LayerPlan& plan,
+                                   const at::Tensor& reference) {
+  LayerReport report = BaseReport(layer, plan);
+  if (reference.defined()) report.weight_sqnr_db = SqnrDb(reference, layer.weight());
+  return report;
+}
+
+StatusOr<LayerReport> QuantizeLinearWeights(models::Linear& layer, const LayerPlan& plan,
+                                            quant::QParams* weight_qparams) {
+  LayerReport report = BaseReport(layer, plan);
+  if (plan.weight) {
     at::Tensor w = layer.weight();
-    QD_ASSIGN_OR_RETURN(at::Tensor wq,
-                        FakeQuantizeFromSelf(w, *plan.weight, "layer " + layer.name()));
+    QD_ASSIGN_OR_RETURN(
+        at::Tensor wq,
+        FakeQuantizeFromSelf(w, *plan.weight, "layer " + layer.name(), weight_qparams));
     report.weight_sqnr_db = SqnrDb(w, wq);
     layer.weight() = wq;
   }

@@ -13,6 +13,7 @@
 #include "worker/models/linear.h"
 #include "worker/pipeline/job_observer.h"
 #include "worker/pipeline/layer_plan.h"
+#include "worker/quant/qparams.h"
 
 namespace quantd::pipeline {
 
@@ -25,10 +26,17 @@ double SqnrDb(const at::Tensor& reference, const at::Tensor& quantized);
 int64_t QuantizedStorageBytes(const std::vector<int64_t>& shape, const quant::QuantSpec& spec);
 
 // Replaces the layer's weight (and bias) by their fake-quantized values per
-// `plan` and describes what it did. INVALID_ARGUMENT naming the layer when
+// `plan` and describes what it did; `weight_qparams`, when not null,
+// receives the weight's parameters. INVALID_ARGUMENT naming the layer when
 // the weight does not fit the spec (e.g. a group size that does not divide
 // in_features).
-StatusOr<LayerReport> QuantizeLinearWeights(models::Linear& layer, const LayerPlan& plan);
+StatusOr<LayerReport> QuantizeLinearWeights(models::Linear& layer, const LayerPlan& plan,
+                                            quant::QParams* weight_qparams = nullptr);
+
+// The report of a layer whose weight something else (an algorithm) already
+// quantized: formats from `plan`, SQNR of `quantized` against `reference`.
+LayerReport DescribeQuantizedLayer(const models::Linear& layer, const LayerPlan& plan,
+                                   const at::Tensor& reference);
 
 }  // namespace quantd::pipeline
 
