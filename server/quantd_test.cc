@@ -4,7 +4,6 @@
 #include <grpcpp/generic/generic_stub.h>
 #include <grpcpp/grpcpp.h>
 #include <signal.h>
-#include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -21,15 +20,14 @@
 #include "gtest/gtest.h"
 #include "quantd/v1/quantization_service.grpc.pb.h"
 #include "server/store/testing/test_database.h"
-
-extern char** environ;
+#include "server/testing/quantd_process.h"
 
 namespace quantd::server {
 namespace {
 
-std::string Runfile(const std::string& path) {
-  return absl::StrCat(std::getenv("TEST_SRCDIR"), "/quantd/", path);
-}
+using testing::QuantdProcess;
+using testing::QuantdProcessOptions;
+using testing::Runfile;
 
 std::string ReadFile(const std::string& path) {
   std::ifstream in(path);
@@ -38,70 +36,18 @@ std::string ReadFile(const std::string& path) {
   return text.str();
 }
 
-// A quantd process on a free loopback port.
-class QuantdProcess {
- public:
-  QuantdProcess(const std::string& data_dir, const std::string& worker_dir, int workers) {
-    port_file_ = data_dir + "/port-" + std::to_string(++count_);
-    std::vector<std::string> args = {Runfile("server/quantd"),
-                                     "--listen=127.0.0.1:0",
-                                     "--data-dir=" + data_dir,
-                                     "--port-file=" + port_file_,
-                                     "--local-workers=" + std::to_string(workers),
-                                     "--worker-binary=" + Runfile("server/supervisor/fake_worker"),
-                                     "--lease-duration=2s",
-                                     "--log-level=warning",
-                                     "--shutdown-grace=300ms"};
-    std::vector<char*> argv;
-    for (auto& a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    std::vector<std::string> env_storage;
-    for (char** e = environ; *e != nullptr; ++e) env_storage.emplace_back(*e);
-    env_storage.push_back("FAKE_WORKER_DIR=" + worker_dir);
-    std::vector<char*> envp;
-    for (auto& e : env_storage) envp.push_back(e.data());
-    envp.push_back(nullptr);
-    EXPECT_EQ(posix_spawn(&pid_, argv[0], nullptr, nullptr, argv.data(), envp.data()), 0);
-    for (int i = 0; i < 3000 && address_.empty(); ++i) {
-      std::string text = ReadFile(port_file_);
-      if (!text.empty()) address_ = text.substr(0, text.find('\n'));
-      absl::SleepFor(absl::Milliseconds(10));
-    }
-    EXPECT_FALSE(address_.empty()) << "quantd did not write its port file";
-    channel_ = grpc::CreateChannel(address_, grpc::InsecureChannelCredentials());
-  }
-
-  // SIGTERM, then the exit status (or -1 after 30 s).
-  int Terminate() {
-    kill(pid_, SIGTERM);
-    for (int i = 0; i < 3000; ++i) {
-      int status = 0;
-      if (waitpid(pid_, &status, WNOHANG) == pid_) {
-        pid_ = 0;
-        return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-      }
-      absl::SleepFor(absl::Milliseconds(10));
-    }
-    return -1;
-  }
-
-  ~QuantdProcess() {
-    if (pid_ > 0) {
-      kill(pid_, SIGKILL);
-      waitpid(pid_, nullptr, 0);
-    }
-  }
-
-  const std::string& address() const { return address_; }
-  std::shared_ptr<grpc::Channel> channel() { return channel_; }
-
- private:
-  static inline int count_ = 0;
-  pid_t pid_ = 0;
-  std::string port_file_;
-  std::string address_;
-  std::shared_ptr<grpc::Channel> channel_;
-};
+std::unique_ptr<QuantdProcess> StartQuantd(const std::string& data_dir,
+                                           const std::string& worker_dir, int workers) {
+  QuantdProcessOptions options;
+  options.data_dir = data_dir;
+  options.extra_flags = {"--local-workers=" + std::to_string(workers),
+                         "--worker-binary=" + Runfile("server/supervisor/fake_worker"),
+                         "--lease-duration=2s", "--log-level=warning", "--shutdown-grace=300ms"};
+  options.extra_env = {"FAKE_WORKER_DIR=" + worker_dir};
+  auto process = QuantdProcess::Start(options);
+  EXPECT_TRUE(process.ok()) << process.status();
+  return process.ok() ? std::move(*process) : nullptr;
+}
 
 std::map<pid_t, std::vector<std::string>> RecordedWorkers(const std::string& dir, size_t n) {
   std::map<pid_t, std::vector<std::string>> out;
@@ -178,14 +124,16 @@ TEST(QuantdBinaryTest, ServesHealthReflectionJobsAndWorkersAndRestarts) {
   const std::string worker_dir = testing::MakeTempDir("quantd-bin-workers");
   std::string job_name;
   {
-    QuantdProcess quantd(data_dir, worker_dir, 2);
-    ASSERT_FALSE(quantd.address().empty());
-    EXPECT_EQ(Health(quantd.channel(), ""), grpc::health::v1::HealthCheckResponse::SERVING);
-    EXPECT_EQ(Health(quantd.channel(), "quantd.v1.QuantizationService"),
+    auto process = StartQuantd(data_dir, worker_dir, 2);
+    ASSERT_NE(process, nullptr);
+    QuantdProcess& quantd = *process;
+    auto channel = quantd.NewChannel();
+    EXPECT_EQ(Health(channel, ""), grpc::health::v1::HealthCheckResponse::SERVING);
+    EXPECT_EQ(Health(channel, "quantd.v1.QuantizationService"),
               grpc::health::v1::HealthCheckResponse::SERVING);
-    EXPECT_EQ(Health(quantd.channel(), "quantd.v1.WorkerService"),
+    EXPECT_EQ(Health(channel, "quantd.v1.WorkerService"),
               grpc::health::v1::HealthCheckResponse::SERVING);
-    std::string services = ReflectionServiceList(quantd.channel());
+    std::string services = ReflectionServiceList(channel);
     EXPECT_NE(services.find("quantd.v1.QuantizationService"), std::string::npos) << services;
     EXPECT_NE(services.find("quantd.v1.WorkerService"), std::string::npos);
     EXPECT_NE(services.find("grpc.health.v1.Health"), std::string::npos);
@@ -205,7 +153,7 @@ TEST(QuantdBinaryTest, ServesHealthReflectionJobsAndWorkersAndRestarts) {
       EXPECT_NE(args[7].find("-local-"), std::string::npos);
     }
 
-    auto client = v1::QuantizationService::NewStub(quantd.channel());
+    auto client = v1::QuantizationService::NewStub(channel);
     // The engine's CheckJobSpec runs at CreateJob.
     v1::CreateJobRequest bad;
     bad.mutable_spec()->set_model_uri("file:///models/stories260K");
@@ -238,8 +186,10 @@ TEST(QuantdBinaryTest, ServesHealthReflectionJobsAndWorkersAndRestarts) {
     for (const auto& [pid, args] : workers) EXPECT_NE(kill(pid, 0), 0) << "worker " << pid;
   }
   {
-    QuantdProcess quantd(data_dir, worker_dir, 0);
-    auto client = v1::QuantizationService::NewStub(quantd.channel());
+    auto process = StartQuantd(data_dir, worker_dir, 0);
+    ASSERT_NE(process, nullptr);
+    QuantdProcess& quantd = *process;
+    auto client = v1::QuantizationService::NewStub(quantd.NewChannel());
     grpc::ClientContext context;
     v1::GetJobRequest get;
     get.set_name(job_name);
