@@ -258,6 +258,12 @@ absl::Status JobService::WatchJob(const Caller& caller, const v1::WatchJobReques
   const std::string& name = request.name();
   ChangeNotifier::Subscription subscription(notifier_, name);
   int64_t last_sent = request.after_sequence();
+  // A job's terminal state event is always the last event it gets (nothing
+  // is appended after it), so seeing one ends the stream. Only a watcher
+  // that resumes past it needs the job row; later polls read events alone.
+  if (IsTerminal(visible->job.state()) && visible->last_sequence <= last_sent) {
+    return absl::OkStatus();
+  }
   while (true) {
     if (stream.cancelled()) return absl::CancelledError("the watcher went away");
     if (notifier_->IsShutdown()) {
@@ -273,14 +279,9 @@ absl::Status JobService::WatchJob(const Caller& caller, const v1::WatchJobReques
     for (const v1::JobEvent& event : *events) {
       if (!stream.send(event)) return absl::CancelledError("the watcher went away");
       last_sent = event.sequence();
+      if (event.has_state() && IsTerminal(event.state())) return absl::OkStatus();
     }
     if (static_cast<int>(events->size()) == kWatchBatch) continue;
-    absl::StatusOr<JobRecord> record = store_->GetJob(name);
-    if (!record.ok()) return record.status();
-    if (IsTerminal(record->job.state()) && record->last_sequence <= last_sent) {
-      return absl::OkStatus();
-    }
-    if (record->last_sequence > last_sent) continue;  // more arrived meanwhile
     subscription.WaitForChange(generation, options_.poll_interval);
   }
 }
