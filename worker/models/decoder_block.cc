@@ -78,7 +78,15 @@ StatusOr<at::Tensor> DecoderBlock::Forward(const at::Tensor& hidden) {
     }
     return at::cat(parts, 0);
   } catch (const c10::Error& e) {
-    return InternalError(where + e.what_without_backtrace());
+    const std::string what = e.what_without_backtrace();
+    // LibTorch reports allocation failure (memory or address-space limit)
+    // as a generic c10::Error.
+    if (what.find("can't allocate memory") != std::string::npos) {
+      return ResourceExhaustedError(where + what);
+    }
+    return InternalError(where + what);
+  } catch (const std::bad_alloc&) {
+    return ResourceExhaustedError(where + "out of memory");
   } catch (const std::exception& e) {
     return InternalError(where + e.what());
   }

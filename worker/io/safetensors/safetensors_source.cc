@@ -2,6 +2,7 @@
 
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -206,18 +207,47 @@ StatusOr<at::Tensor> SafetensorsSource::LoadStored(const std::string& name) cons
 }
 
 StatusOr<at::Tensor> SafetensorsSource::Load(const std::string& name, at::ScalarType dtype) const {
-  QD_ASSIGN_OR_RETURN(at::Tensor t, LoadStored(name));
-  const SafetensorsDtype stored = tensors_.at(name).entry->dtype;
-  try {
-    if ((stored == SafetensorsDtype::kF8E4M3 || stored == SafetensorsDtype::kF8E5M2) &&
-        at::isFloatingType(dtype)) {
-      return DecodeFp8(t, stored).to(dtype);
-    }
+  auto it = tensors_.find(name);
+  if (it == tensors_.end()) {
+    return NotFoundError("tensor '" + name + "' not found in " + description_);
+  }
+  const Location& loc = it->second;
+  const SafetensorsEntry& e = *loc.entry;
+  const bool fp8 = e.dtype == SafetensorsDtype::kF8E4M3 || e.dtype == SafetensorsDtype::kF8E5M2;
+  QD_ASSIGN_OR_RETURN(at::ScalarType stored, StorageScalarType(e.dtype));
+  if (stored == dtype || (fp8 && !at::isFloatingType(dtype))) {
+    QD_ASSIGN_OR_RETURN(at::Tensor t, LoadStored(name));
     if (t.scalar_type() == dtype) return t;
-    return t.to(dtype);
-  } catch (const c10::Error& e) {
-    return InternalError("tensor '" + name + "': converting to " + c10::toString(dtype) + ": " +
-                         e.what_without_backtrace());
+    try {
+      return t.to(dtype);
+    } catch (const c10::Error& err) {
+      return InternalError("tensor '" + name + "': " + err.what_without_backtrace());
+    }
+  }
+  // Converting: read through a small staging buffer straight into the
+  // destination, so a large tensor never exists twice (stored + converted).
+  try {
+    at::Tensor out = at::empty(e.shape, at::TensorOptions().dtype(dtype));
+    at::Tensor flat = out.view({-1});
+    const int64_t es = SafetensorsDtypeSize(e.dtype);
+    const int64_t numel = e.numel();
+    const int64_t chunk = std::max<int64_t>(1, (int64_t{4} << 20) / es);
+    at::Tensor staging = at::empty({std::min(chunk, std::max<int64_t>(numel, 1))},
+                                   at::TensorOptions().dtype(stored));
+    for (int64_t done = 0; done < numel; done += chunk) {
+      const int64_t n = std::min(chunk, numel - done);
+      at::Tensor part = staging.narrow(0, 0, n);
+      Status s = loc.shard->file->ReadAt(loc.shard->header.data_offset + e.begin + done * es,
+                                         static_cast<uint64_t>(n * es), part.data_ptr());
+      if (!s.ok()) return s.Prepend("tensor '" + name + "': ");
+      flat.narrow(0, done, n).copy_(fp8 ? DecodeFp8(part, e.dtype) : part);
+    }
+    return out;
+  } catch (const c10::Error& err) {
+    return ResourceExhaustedError("tensor '" + name + "' in " + loc.info.file + ": converting to " +
+                                  c10::toString(dtype) + ": " + err.what_without_backtrace());
+  } catch (const std::bad_alloc&) {
+    return ResourceExhaustedError("tensor '" + name + "' in " + loc.info.file + ": out of memory");
   }
 }
 

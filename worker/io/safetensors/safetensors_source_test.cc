@@ -144,6 +144,35 @@ TEST(SafetensorsSourceTest, RoundTripsEveryWritableDtype) {
   EXPECT_TRUE(BitEqual(*raw, f8));
 }
 
+TEST(SafetensorsSourceTest, ConvertsLargeTensorsThroughStagingChunks) {
+  const std::string path = TempDir("big") + "/model.safetensors";
+  at::manual_seed(5);
+  // Several 4 MB staging chunks each, with a partial last chunk.
+  const at::Tensor bf16 = at::randn({3, 1000001}).to(at::kBFloat16);
+  const at::Tensor f8 = at::randint(0, 256, {4500001}, at::kByte)
+                            .masked_fill(at::randint(0, 256, {4500001}, at::kByte) == 0x7F, 0);
+  {
+    auto w = SafetensorsWriter::Create(path);
+    ASSERT_TRUE(w.ok());
+    ASSERT_TRUE(AddTensor(**w, "bf16", bf16).ok());
+    ASSERT_TRUE(AddTensor(**w, "f8", f8, SafetensorsDtype::kF8E5M2).ok());
+    ASSERT_TRUE((*w)->Finish().ok());
+  }
+  auto src = SafetensorsSource::Open(path);
+  ASSERT_TRUE(src.ok());
+  auto f = (*src)->Load("bf16");
+  ASSERT_TRUE(f.ok());
+  EXPECT_TRUE(BitEqual(*f, bf16.to(at::kFloat)));
+  auto h = (*src)->Load("bf16", at::kHalf);
+  ASSERT_TRUE(h.ok());
+  EXPECT_TRUE(BitEqual(*h, bf16.to(at::kHalf)));
+  auto d = (*src)->Load("f8");
+  ASSERT_TRUE(d.ok());
+  const at::Tensor want = DecodeFp8(f8, SafetensorsDtype::kF8E5M2);
+  EXPECT_TRUE(at::equal(d->isnan(), want.isnan()));
+  EXPECT_TRUE(at::equal(d->nan_to_num(0), want.nan_to_num(0)));
+}
+
 TEST(SafetensorsSourceTest, ReadsLazilyAtLoadTime) {
   const std::string path = TempDir("lazy") + "/model.safetensors";
   {

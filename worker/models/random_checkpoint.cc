@@ -1,0 +1,189 @@
+#include "worker/models/random_checkpoint.h"
+
+#include <sys/stat.h>
+
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <vector>
+
+#include "worker/io/safetensors/safetensors_writer.h"
+
+namespace quantd::models {
+namespace {
+
+struct TensorPlan {
+  std::string name;
+  std::vector<int64_t> shape;
+  float bound;  // uniform in [-bound, bound]; 0 means all ones (norms)
+};
+
+std::vector<TensorPlan> Tensors(const RandomCheckpointOptions& o) {
+  const int64_t d = o.hidden_size, f = o.intermediate_size;
+  const int64_t hd = d / o.num_attention_heads;
+  const int64_t kv = o.num_key_value_heads * hd;
+  // Uniform[-a, a] has standard deviation a / sqrt(3).
+  auto bound = [](int64_t in) { return static_cast<float>(std::sqrt(3.0 / in)); };
+  std::vector<TensorPlan> t;
+  t.push_back({"model.embed_tokens.weight", {o.vocab_size, d}, 1.0f});
+  for (int64_t i = 0; i < o.num_hidden_layers; ++i) {
+    const std::string p = "model.layers." + std::to_string(i) + ".";
+    t.push_back({p + "input_layernorm.weight", {d}, 0});
+    t.push_back({p + "self_attn.q_proj.weight", {d, d}, bound(d)});
+    t.push_back({p + "self_attn.k_proj.weight", {kv, d}, bound(d)});
+    t.push_back({p + "self_attn.v_proj.weight", {kv, d}, bound(d)});
+    t.push_back({p + "self_attn.o_proj.weight", {d, d}, bound(d)});
+    t.push_back({p + "post_attention_layernorm.weight", {d}, 0});
+    t.push_back({p + "mlp.gate_proj.weight", {f, d}, bound(d)});
+    t.push_back({p + "mlp.up_proj.weight", {f, d}, bound(d)});
+    t.push_back({p + "mlp.down_proj.weight", {d, f}, bound(f)});
+  }
+  t.push_back({"model.norm.weight", {d}, 0});
+  if (!o.tie_word_embeddings) t.push_back({"lm_head.weight", {o.vocab_size, d}, bound(d)});
+  return t;
+}
+
+uint64_t Numel(const std::vector<int64_t>& shape) {
+  uint64_t n = 1;
+  for (int64_t s : shape) n *= static_cast<uint64_t>(s);
+  return n;
+}
+
+// xorshift64*: fast, seeded, and identical everywhere.
+struct Rng {
+  uint64_t s;
+  uint64_t Next() {
+    s ^= s >> 12;
+    s ^= s << 25;
+    s ^= s >> 27;
+    return s * 2685821657736338717ull;
+  }
+};
+
+// Round-to-nearest-even float -> bf16 / f16 bits.
+uint16_t ToBf16(float x) {
+  uint32_t u;
+  std::memcpy(&u, &x, 4);
+  u += 0x7FFF + ((u >> 16) & 1);
+  return static_cast<uint16_t>(u >> 16);
+}
+
+uint16_t ToF16(float x) {
+  // Values here are in [-2, 2]; normals and subnormals only.
+  uint32_t u;
+  std::memcpy(&u, &x, 4);
+  const uint32_t sign = (u >> 16) & 0x8000;
+  const float a = std::fabs(x);
+  if (a < 6.103515625e-05f) {  // f16 subnormal
+    return static_cast<uint16_t>(sign | static_cast<uint32_t>(std::nearbyint(a * 16777216.0f)));
+  }
+  uint32_t au;
+  std::memcpy(&au, &a, 4);
+  uint32_t rounded = au + 0xFFF + ((au >> 13) & 1);
+  return static_cast<uint16_t>(sign | (((rounded >> 13) - (112u << 10)) & 0x7FFF));
+}
+
+// Fills `out` (element size by dtype) with the tensor's values.
+void Fill(const TensorPlan& t, io::SafetensorsDtype dtype, Rng& rng, std::vector<char>& out) {
+  const uint64_t n = Numel(t.shape);
+  const int es = io::SafetensorsDtypeSize(dtype);
+  out.resize(n * es);
+  for (uint64_t i = 0; i < n; ++i) {
+    float v = 1.0f;
+    if (t.bound != 0) {
+      // 24 random bits -> [-1, 1).
+      const float unit = static_cast<float>(rng.Next() >> 40) * (2.0f / 16777216.0f) - 1.0f;
+      v = unit * t.bound;
+    }
+    if (dtype == io::SafetensorsDtype::kF32) {
+      std::memcpy(out.data() + 4 * i, &v, 4);
+    } else {
+      const uint16_t h = dtype == io::SafetensorsDtype::kBF16 ? ToBf16(v) : ToF16(v);
+      std::memcpy(out.data() + 2 * i, &h, 2);
+    }
+  }
+}
+
+}  // namespace
+
+StatusOr<RandomCheckpointInfo> WriteRandomLlamaCheckpoint(const std::string& dir,
+                                                          const RandomCheckpointOptions& o) {
+  if (o.dtype != io::SafetensorsDtype::kBF16 && o.dtype != io::SafetensorsDtype::kF16 &&
+      o.dtype != io::SafetensorsDtype::kF32) {
+    return InvalidArgumentError("random checkpoints are written as BF16, F16 or F32");
+  }
+  if (o.hidden_size % o.num_attention_heads != 0 ||
+      o.num_attention_heads % o.num_key_value_heads != 0) {
+    return InvalidArgumentError("heads must divide hidden_size and kv heads must divide heads");
+  }
+  ::mkdir(dir.c_str(), 0755);
+  const int es = io::SafetensorsDtypeSize(o.dtype);
+  const std::vector<TensorPlan> tensors = Tensors(o);
+
+  // Greedy packing into shards.
+  std::vector<std::vector<size_t>> shards(1);
+  uint64_t in_shard = 0;
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    const uint64_t bytes = Numel(tensors[i].shape) * es;
+    if (!shards.back().empty() && in_shard + bytes > o.max_shard_bytes) {
+      shards.emplace_back();
+      in_shard = 0;
+    }
+    shards.back().push_back(i);
+    in_shard += bytes;
+  }
+
+  RandomCheckpointInfo info;
+  info.shards = static_cast<int>(shards.size());
+  nlohmann::ordered_json weight_map = nlohmann::ordered_json::object();
+  Rng rng{o.seed * 0x9E3779B97F4A7C15ull + 1};
+  std::vector<char> buf;
+  char file[64];
+  for (size_t s = 0; s < shards.size(); ++s) {
+    std::snprintf(file, sizeof(file), "model-%05zu-of-%05zu.safetensors", s + 1, shards.size());
+    io::SafetensorsWriterOptions wo;
+    for (size_t i : shards[s]) wo.plan.push_back({tensors[i].name, o.dtype, tensors[i].shape});
+    QD_ASSIGN_OR_RETURN(auto writer, io::SafetensorsWriter::Create(dir + "/" + file, wo));
+    for (size_t i : shards[s]) {
+      Fill(tensors[i], o.dtype, rng, buf);
+      QD_RETURN_IF_ERROR(
+          writer->Add(tensors[i].name, o.dtype, tensors[i].shape, buf.data(), buf.size()));
+      weight_map[tensors[i].name] = file;
+      info.total_bytes += buf.size();
+    }
+    QD_RETURN_IF_ERROR(writer->Finish());
+  }
+
+  nlohmann::ordered_json index = {{"metadata", {{"total_size", info.total_bytes}}},
+                                  {"weight_map", weight_map}};
+  std::ofstream(dir + "/model.safetensors.index.json") << index.dump(2) << "\n";
+  const char* dtype_name = o.dtype == io::SafetensorsDtype::kBF16  ? "bfloat16"
+                           : o.dtype == io::SafetensorsDtype::kF16 ? "float16"
+                                                                   : "float32";
+  nlohmann::ordered_json config = {
+      {"architectures", {"LlamaForCausalLM"}},
+      {"model_type", "llama"},
+      {"hidden_size", o.hidden_size},
+      {"intermediate_size", o.intermediate_size},
+      {"num_hidden_layers", o.num_hidden_layers},
+      {"num_attention_heads", o.num_attention_heads},
+      {"num_key_value_heads", o.num_key_value_heads},
+      {"vocab_size", o.vocab_size},
+      {"max_position_embeddings", 4096},
+      {"rms_norm_eps", 1e-5},
+      {"rope_theta", 10000.0},
+      {"hidden_act", "silu"},
+      {"tie_word_embeddings", o.tie_word_embeddings},
+      {"bos_token_id", 1},
+      {"eos_token_id", 2},
+      {"torch_dtype", dtype_name},
+  };
+  std::ofstream out(dir + "/config.json");
+  out << config.dump(2) << "\n";
+  if (!out) return Status(StatusCode::kUnavailable, dir + "/config.json: write failed");
+  return info;
+}
+
+}  // namespace quantd::models

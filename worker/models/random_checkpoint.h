@@ -1,0 +1,49 @@
+// Random-weight Llama-shaped checkpoints, for memory and speed work at real
+// layer shapes (models that large cannot be downloaded here).
+//
+// Writes a Hugging Face directory: config.json (LlamaForCausalLM) and BF16,
+// F16 or F32 safetensors shards with model.safetensors.index.json. Weights
+// are uniform with the standard deviation 1/sqrt(in_features) (norm weights
+// 1), so activations stay O(1) through many blocks. Values come from a
+// seeded xorshift generator and go through the writer's planned mode, so a
+// multi-GiB checkpoint is produced at disk speed with one tensor in memory.
+// Torch-free.
+#ifndef QUANTD_WORKER_MODELS_RANDOM_CHECKPOINT_H_
+#define QUANTD_WORKER_MODELS_RANDOM_CHECKPOINT_H_
+
+#include <cstdint>
+#include <string>
+
+#include "worker/common/status.h"
+#include "worker/io/safetensors/safetensors_format.h"
+
+namespace quantd::models {
+
+struct RandomCheckpointOptions {
+  // Llama-2-7B shapes by default.
+  int64_t hidden_size = 4096;
+  int64_t intermediate_size = 11008;
+  int64_t num_hidden_layers = 32;
+  int64_t num_attention_heads = 32;
+  int64_t num_key_value_heads = 32;
+  int64_t vocab_size = 32000;
+  bool tie_word_embeddings = false;
+  io::SafetensorsDtype dtype = io::SafetensorsDtype::kBF16;
+  // Tensors are packed into shards of at most this many bytes (a tensor
+  // larger than that gets a shard of its own).
+  uint64_t max_shard_bytes = uint64_t{2} << 30;
+  uint64_t seed = 1;
+};
+
+struct RandomCheckpointInfo {
+  uint64_t total_bytes = 0;  // tensor bytes over all shards
+  int shards = 0;
+};
+
+// Creates `dir` if needed and writes the checkpoint into it.
+StatusOr<RandomCheckpointInfo> WriteRandomLlamaCheckpoint(const std::string& dir,
+                                                          const RandomCheckpointOptions& options);
+
+}  // namespace quantd::models
+
+#endif  // QUANTD_WORKER_MODELS_RANDOM_CHECKPOINT_H_
