@@ -1,0 +1,47 @@
+"""cc_fuzz_test: a libFuzzer target run for a bounded time as a test.
+
+The Bazel toolchain is gcc, so the test compiles the target itself with
+clang++ -fsanitize=fuzzer,address,undefined (clang comes from
+tools/install_deps.sh), then fuzzes for `seconds` starting from a committed
+seed corpus. Any crash, sanitizer report, leak or timeout fails the test and
+leaves the reproducer in the test's undeclared outputs. Sources must be
+torch-free (header-only libraries from /usr/include are fine).
+
+Example:
+    cc_fuzz_test(
+        name = "safetensors_header_fuzz_test",
+        fuzzer = "safetensors_header_fuzzer.cc",
+        srcs = ["//worker/io/safetensors:format_sources"],
+        corpus = glob(["corpus/safetensors_header/*"]),
+    )
+"""
+
+def cc_fuzz_test(name, fuzzer, srcs, corpus, seconds = 15, max_len = 4096, copts = [], size = "medium", **kwargs):
+    """Declares an sh_test that builds and runs one libFuzzer target.
+
+    Args:
+      name: test name.
+      fuzzer: the .cc file defining LLVMFuzzerTestOneInput.
+      srcs: .cc and .h files (labels or filegroups) it links and includes;
+        every .cc among them is compiled.
+      corpus: seed inputs (files); their directory is the corpus.
+      seconds: fuzzing time budget (-max_total_time).
+      max_len: largest input libFuzzer generates (-max_len).
+      copts: extra clang++ flags.
+      size: test size.
+      **kwargs: passed to sh_test (tags, ...).
+    """
+    native.sh_test(
+        name = name,
+        size = size,
+        srcs = ["//tools/fuzz:run_fuzzer.sh"],
+        args = [
+            str(seconds),
+            str(max_len),
+            "$(rootpath %s)" % fuzzer,
+            "$(rootpaths %s)" % corpus[0] if corpus else "",
+            " ".join(copts),
+        ] + ["$(rootpaths %s)" % s for s in srcs],
+        data = [fuzzer] + srcs + corpus + ["//worker/common:status.h"],
+        **kwargs
+    )
