@@ -41,6 +41,12 @@ struct BlockAlgorithmContext {
   // Output: module name -> the float weight just before the algorithm
   // quantized it (the reference of the layer's reported SQNR).
   std::map<std::string, at::Tensor> float_weights;
+  // Output: module name -> the group of each input column (int32
+  // [in_features]) when an algorithm assigned groups out of column order
+  // (GPTQ act_order without static_groups); quantized_weights' per-group
+  // parameters [out, G] are indexed by it, and export writes it as g_idx.
+  // Absent: column c belongs to group c / group_size.
+  std::map<std::string, at::Tensor> weight_group_index;
 };
 
 class BlockAlgorithm {
