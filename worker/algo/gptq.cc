@@ -1,0 +1,494 @@
+#include "worker/algo/gptq.h"
+
+#include <ATen/Parallel.h>
+#include <c10/util/Exception.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <memory>
+#include <stdexcept>
+#include <vector>
+
+#include "worker/algo/block_hooks.h"
+#include "worker/quant/fake_quant.h"
+#include "worker/quant/int_quant.h"
+
+namespace quantd::algo {
+
+HessianAccumulator::HessianAccumulator(int64_t columns)
+    : h_(at::zeros({columns, columns}, at::kFloat)) {}
+
+Status HessianAccumulator::Add(const at::Tensor& x) {
+  const int64_t c = h_.size(0);
+  if (!x.defined() || x.dim() < 1 || x.size(-1) != c) {
+    return InvalidArgumentError("Hessian input must end in dimension " + std::to_string(c));
+  }
+  try {
+    const int64_t b = x.dim() >= 3 ? x.size(0) : 1;
+    if (b == 0 || x.numel() == 0) return OkStatus();
+    at::Tensor rows = x.reshape({-1, c}).to(at::kFloat);
+    // The reference's running mean: rescale what is there, then add the new
+    // batch scaled by sqrt(2/n) on both sides.
+    h_.mul_(static_cast<double>(n_) / static_cast<double>(n_ + b));
+    n_ += b;
+    rows = rows * static_cast<float>(std::sqrt(2.0 / static_cast<double>(n_)));
+    h_.addmm_(rows.t(), rows);
+    return OkStatus();
+  } catch (const c10::Error& e) {
+    return InternalError(std::string("Hessian accumulation: ") + e.what_without_backtrace());
+  }
+}
+
+namespace {
+
+enum class Granularity { kTensor, kChannel, kGroup };
+
+struct WeightLayout {
+  Granularity granularity = Granularity::kTensor;
+  int64_t group_size = 0;  // kGroup: columns per group
+  int64_t num_groups = 1;  // parameter columns: 1 unless kGroup
+  bool integer = false;    // the per-row scalar fast path
+};
+
+StatusOr<WeightLayout> LayoutFor(const quant::QuantSpec& spec, int64_t rows, int64_t cols) {
+  if (quant::IsCastType(spec.dtype)) {
+    return UnimplementedError("GPTQ needs an integer, FP8 or MX weight spec; " +
+                              quant::DescribeSpec(spec) + " is a plain cast");
+  }
+  if (spec.is_dynamic) {
+    return UnimplementedError("GPTQ does not support dynamic weight quantization (" +
+                              quant::DescribeSpec(spec) + ")");
+  }
+  QD_RETURN_IF_ERROR(quant::KernelShapeFor({rows, cols}, spec).status());
+  WeightLayout l;
+  l.integer = quant::IsIntType(spec.dtype);
+  const int axis = quant::EffectiveChAxis(spec);
+  if (quant::IsMxType(spec.dtype) || spec.qscheme == quant::QScheme::kPerGroup) {
+    if (axis != 1 && axis != -1) {
+      return InvalidArgumentError(
+          "GPTQ quantizes weight groups along the input axis (ch_axis -1); got ch_axis " +
+          std::to_string(axis));
+    }
+    l.granularity = Granularity::kGroup;
+    int64_t g = quant::EffectiveGroupSize(spec);
+    if (g <= 0) g = cols;  // -1: the whole row is one group
+    l.group_size = g;
+    l.num_groups = (cols + g - 1) / g;
+    return l;
+  }
+  if (spec.qscheme == quant::QScheme::kPerChannel) {
+    if (axis != 0 && axis != -2) {
+      return InvalidArgumentError(
+          "GPTQ quantizes per_channel weights along the output axis (ch_axis 0); got ch_axis " +
+          std::to_string(axis));
+    }
+    l.granularity = Granularity::kChannel;
+    return l;
+  }
+  l.granularity = Granularity::kTensor;
+  return l;
+}
+
+// Hinv = cholesky(cholesky_inverse(cholesky(H + damp I)), upper), false when
+// a factorisation fails or yields a non-finite value.
+bool InverseCholesky(const at::Tensor& h, double damp, at::Tensor* hinv) {
+  at::Tensor hd = h.clone();
+  hd.diagonal().add_(damp);
+  auto [l, info] = at::linalg_cholesky_ex(hd);
+  if (info.item<int64_t>() != 0 || !at::isfinite(l).all().item<bool>()) return false;
+  at::Tensor inv = at::cholesky_inverse(l);
+  auto [u, info2] = at::linalg_cholesky_ex(inv, /*upper=*/true);
+  if (info2.item<int64_t>() != 0 || !at::isfinite(u).all().item<bool>()) return false;
+  *hinv = u.contiguous();
+  return true;
+}
+
+// Per-row parameters of every group as float arrays: scale[r * G + g].
+struct ParamTable {
+  int64_t rows = 0;
+  int64_t groups = 1;
+  std::vector<float> scale;
+  std::vector<float> zero_point;  // empty when the spec has none
+};
+
+// Fills the table from QParams shaped as the spec's (0-dim, [rows] or
+// [rows, G]).
+ParamTable TableFrom(const quant::QParams& qp, int64_t rows, int64_t groups) {
+  ParamTable t;
+  t.rows = rows;
+  t.groups = groups;
+  at::Tensor sf = qp.scale.to(at::kFloat).contiguous();
+  at::Tensor full = sf.dim() == 0 ? sf.expand({rows, groups}) : sf.reshape({rows, groups});
+  full = full.contiguous();
+  t.scale.assign(full.data_ptr<float>(), full.data_ptr<float>() + rows * groups);
+  if (qp.zero_point.defined()) {
+    at::Tensor z = qp.zero_point.to(at::kFloat).contiguous();
+    at::Tensor zf = z.dim() == 0 ? z.expand({rows, groups}) : z.reshape({rows, groups});
+    zf = zf.contiguous();
+    t.zero_point.assign(zf.data_ptr<float>(), zf.data_ptr<float>() + rows * groups);
+  }
+  return t;
+}
+
+// GPTQ proper, on float32 tensors, with exceptions allowed (the public
+// function catches them).
+class GptqRun {
+ public:
+  GptqRun(const quant::QuantSpec& spec, const GptqOptions& opt, const WeightLayout& layout)
+      : spec_(spec), opt_(opt), layout_(layout) {}
+
+  StatusOr<GptqResult> Run(const at::Tensor& weight, const at::Tensor& hessian) {
+    const int64_t rows = weight.size(0), cols = weight.size(1);
+    rows_ = rows;
+    cols_ = cols;
+    at::Tensor w = weight.to(at::kFloat).contiguous().clone();
+    at::Tensor h = hessian.to(at::kFloat).contiguous().clone();
+
+    // Dead columns: inputs that were always zero carry no information.
+    at::Tensor dead = h.diagonal() == 0;
+    if (dead.any().item<bool>()) {
+      h.diagonal().masked_fill_(dead, 1.0);
+      w.index_put_({at::indexing::Slice(), dead}, 0.0);
+    }
+
+    // Parameters fit before the loop: per tensor / per channel on the whole
+    // weight, static groups on the original columns.
+    const bool fit_in_loop = layout_.granularity == Granularity::kGroup && !opt_.static_groups;
+    QD_ASSIGN_OR_RETURN(quant::QParams initial, quant::ComputeQParams(w, spec_));
+    template_ = initial;
+    // With groups fit in the loop, the table is overwritten group by group.
+    table_ = TableFrom(initial, rows, layout_.num_groups);
+
+    if (opt_.act_order) {
+      perm_ = at::argsort(h.diagonal(), /*dim=*/0, /*descending=*/true);
+      w = w.index_select(1, perm_);
+      h = h.index_select(0, perm_).index_select(1, perm_);
+    }
+    perm_host_.resize(cols);
+    if (perm_.defined()) {
+      at::Tensor p = perm_.to(at::kLong).contiguous();
+      std::copy(p.data_ptr<int64_t>(), p.data_ptr<int64_t>() + cols, perm_host_.begin());
+    } else {
+      for (int64_t c = 0; c < cols; ++c) perm_host_[c] = c;
+    }
+
+    GptqResult result;
+    at::Tensor hinv;
+    const double mean_diag = h.diagonal().mean().item<double>();
+    bool factored = false;
+    std::string why = "the Hessian is not finite";
+    if (std::isfinite(mean_diag)) {
+      why = "the damped Hessian is not positive definite";
+      for (int k = 0; k <= std::max(0, opt_.max_damp_retries); ++k) {
+        const double percent = opt_.damp_percent + k * opt_.damp_retry_step;
+        if (InverseCholesky(h, percent * mean_diag, &hinv)) {
+          result.damp_percent = percent;
+          result.damp_retries = k;
+          factored = true;
+          break;
+        }
+      }
+    }
+    if (!factored) {
+      QD_ASSIGN_OR_RETURN(quant::QParams qp, quant::ComputeQParams(weight.to(at::kFloat), spec_));
+      QD_ASSIGN_OR_RETURN(at::Tensor q, quant::FakeQuantize(weight.to(at::kFloat), spec_, qp));
+      result.weight = q.to(weight.scalar_type());
+      result.qparams = qp;
+      result.rtn_fallback = true;
+      char buf[160];
+      std::snprintf(buf, sizeof(buf), "%s at damping up to %.3f of mean(diag H)", why.c_str(),
+                    opt_.damp_percent + std::max(0, opt_.max_damp_retries) * opt_.damp_retry_step);
+      result.fallback_reason = buf;
+      return result;
+    }
+
+    // Columns as rows: column c of W is the contiguous row c of wt.
+    at::Tensor wt = w.t().contiguous();
+    at::Tensor qt = at::empty_like(wt);
+    std::vector<double> row_loss(rows, 0.0);
+    QD_RETURN_IF_ERROR(Loop(wt, qt, hinv, row_loss));
+
+    at::Tensor q = qt.t();
+    if (perm_.defined()) q = q.index_select(1, at::argsort(perm_));
+    result.weight = q.contiguous().to(weight.scalar_type());
+    for (double l : row_loss) result.loss += l;
+    result.qparams = FinalQParams();
+    if (perm_.defined() && fit_in_loop) {
+      at::Tensor gidx = at::empty({cols}, at::kInt);
+      int32_t* g = gidx.data_ptr<int32_t>();
+      for (int64_t p = 0; p < cols; ++p)
+        g[perm_host_[p]] = static_cast<int32_t>(p / layout_.group_size);
+      result.group_index = gidx;
+    }
+    return result;
+  }
+
+ private:
+  // Index into the parameter table of the column at permuted position p.
+  int64_t GroupOf(int64_t p) const {
+    if (layout_.granularity != Granularity::kGroup) return 0;
+    if (opt_.static_groups) return perm_host_[p] / layout_.group_size;
+    return p / layout_.group_size;
+  }
+  bool FitsHere(int64_t p) const {
+    return layout_.granularity == Granularity::kGroup && !opt_.static_groups &&
+           p % layout_.group_size == 0;
+  }
+
+  Status Loop(at::Tensor& wt, at::Tensor& qt, const at::Tensor& hinv,
+              std::vector<double>& row_loss) {
+    const int64_t rows = rows_, cols = cols_;
+    const int64_t bs = std::max<int64_t>(1, opt_.block_size);
+    at::Tensor err = at::empty({std::min(bs, cols), rows}, at::kFloat);
+    const float* hi = hinv.data_ptr<float>();
+    float* w = wt.data_ptr<float>();
+    float* q = qt.data_ptr<float>();
+    float* e = err.data_ptr<float>();
+    for (int64_t i1 = 0; i1 < cols; i1 += bs) {
+      const int64_t i2 = std::min(i1 + bs, cols), count = i2 - i1;
+      if (layout_.integer) {
+        IntegerBlock(w, q, e, hi, i1, i2, row_loss);
+      } else {
+        QD_RETURN_IF_ERROR(GenericBlock(wt, qt, err, hinv, i1, i2, row_loss));
+      }
+      if (i2 < cols) {
+        // The lazy batch update of every later column.
+        at::Tensor rest = wt.narrow(0, i2, cols - i2);
+        rest.addmm_(hinv.narrow(0, i1, count).narrow(1, i2, cols - i2).t(), err.narrow(0, 0, count),
+                    /*beta=*/1, /*alpha=*/-1);
+      }
+    }
+    return OkStatus();
+  }
+
+  // Integer specs: rows are independent, so each thread runs the whole block
+  // on its own rows; parameters and codes follow int_quant's scalar
+  // reference, bit for bit the fused kernels'.
+  void IntegerBlock(float* w, float* q, float* e, const float* hi, int64_t i1, int64_t i2,
+                    std::vector<double>& row_loss) {
+    const int64_t rows = rows_, cols = cols_;
+    const quant::IntQParamConsts consts = quant::IntConstsFor(spec_, at::kFloat);
+    const int64_t groups = table_.groups;
+    const bool has_zp = !table_.zero_point.empty();
+    at::parallel_for(0, rows, 64, [&](int64_t r0, int64_t r1) {
+      for (int64_t p = i1; p < i2; ++p) {
+        const int64_t g = GroupOf(p);
+        if (FitsHere(p)) {
+          const int64_t end = std::min(p + layout_.group_size, cols);
+          for (int64_t r = r0; r < r1; ++r) {
+            float mn = w[p * rows + r], mx = mn;
+            for (int64_t c = p + 1; c < end; ++c) {
+              const float v = w[c * rows + r];
+              mn = std::min(mn, v);
+              mx = std::max(mx, v);
+            }
+            const quant::ScaleZeroPoint sz = quant::IntQParamsFromMinMax(mn, mx, consts);
+            table_.scale[r * groups + g] = sz.scale;
+            if (has_zp) table_.zero_point[r * groups + g] = sz.zero_point;
+          }
+        }
+        const float d = hi[p * cols + p];
+        float* wp = w + p * rows;
+        float* qp = q + p * rows;
+        float* ep = e + (p - i1) * rows;
+        for (int64_t r = r0; r < r1; ++r) {
+          const float s = table_.scale[r * groups + g];
+          const float z = has_zp ? table_.zero_point[r * groups + g] : 0.0f;
+          const float x = wp[r];
+          const float xq = quant::int_quant::FakeQuantScalar(x, s, z, spec_);
+          qp[r] = xq;
+          const float diff = x - xq;
+          ep[r] = diff / d;
+          row_loss[r] += static_cast<double>(diff) * diff / (static_cast<double>(d) * d) / 2;
+        }
+        for (int64_t c = p + 1; c < i2; ++c) {
+          const float h = hi[p * cols + c];
+          float* wc = w + c * rows;
+          for (int64_t r = r0; r < r1; ++r) wc[r] -= ep[r] * h;
+        }
+      }
+    });
+  }
+
+  // FP8 and MX: each column through the public fake-quant entry points.
+  Status GenericBlock(at::Tensor& wt, at::Tensor& qt, at::Tensor& err, const at::Tensor& hinv,
+                      int64_t i1, int64_t i2, std::vector<double>& row_loss) {
+    const int64_t rows = rows_, cols = cols_;
+    const bool mx = quant::IsMxType(spec_.dtype);
+    quant::QuantSpec col_spec = spec_;
+    if (!mx && layout_.granularity != Granularity::kTensor) {
+      col_spec.qscheme = quant::QScheme::kPerChannel;
+      col_spec.ch_axis = 0;
+      col_spec.group_size.reset();
+    }
+    for (int64_t p = i1; p < i2; ++p) {
+      const int64_t g = GroupOf(p);
+      if (FitsHere(p)) {
+        const int64_t end = std::min(p + layout_.group_size, cols);
+        at::Tensor slice = wt.narrow(0, p, end - p).t().contiguous();
+        quant::QuantSpec fit_spec = spec_;
+        if (!mx) fit_spec.group_size = static_cast<int>(end - p);
+        QD_ASSIGN_OR_RETURN(quant::QParams qp, quant::ComputeQParams(slice, fit_spec));
+        ParamTable t = TableFrom(qp, rows, 1);
+        for (int64_t r = 0; r < rows; ++r) {
+          table_.scale[r * table_.groups + g] = t.scale[r];
+          if (!table_.zero_point.empty())
+            table_.zero_point[r * table_.groups + g] = t.zero_point[r];
+        }
+      }
+      quant::QParams col_qp;
+      at::Tensor s = at::empty({rows}, at::kFloat);
+      for (int64_t r = 0; r < rows; ++r)
+        s.data_ptr<float>()[r] = table_.scale[r * table_.groups + g];
+      if (layout_.granularity == Granularity::kTensor && !mx) {
+        col_qp.scale = s[0].clone();
+      } else {
+        col_qp.scale = mx ? s.view({rows, 1}) : s;
+      }
+      at::Tensor col = wt[p].view({rows, 1});
+      QD_ASSIGN_OR_RETURN(at::Tensor xq, quant::FakeQuantize(col, col_spec, col_qp));
+      qt[p].copy_(xq.view({rows}));
+      const float d = hinv[p][p].item<float>();
+      at::Tensor diff = col.view({rows}) - qt[p];
+      at::Tensor ep = err[p - i1];
+      ep.copy_(diff / d);
+      at::Tensor dl = (diff.to(at::kDouble).pow(2) / (static_cast<double>(d) * d) / 2).contiguous();
+      for (int64_t r = 0; r < rows; ++r) row_loss[r] += dl.data_ptr<double>()[r];
+      if (p + 1 < i2) {
+        at::Tensor later = wt.narrow(0, p + 1, i2 - p - 1);
+        later.sub_(hinv[p].narrow(0, p + 1, i2 - p - 1).unsqueeze(1) * ep.unsqueeze(0));
+      }
+    }
+    return OkStatus();
+  }
+
+  // The table in the spec's QParams shapes and dtypes.
+  quant::QParams FinalQParams() const {
+    quant::QParams qp;
+    const std::vector<int64_t> sizes = template_.scale.sizes().vec();
+    qp.scale =
+        at::from_blob(const_cast<float*>(table_.scale.data()), {rows_, table_.groups}, at::kFloat)
+            .clone();
+    if (layout_.granularity == Granularity::kTensor) {
+      qp.scale = qp.scale[0][0].clone().reshape(sizes);
+    } else {
+      qp.scale = qp.scale.reshape(sizes).contiguous();
+    }
+    if (template_.zero_point.defined()) {
+      at::Tensor z = at::from_blob(const_cast<float*>(table_.zero_point.data()),
+                                   {rows_, table_.groups}, at::kFloat)
+                         .clone();
+      if (layout_.granularity == Granularity::kTensor) z = z[0][0].clone();
+      qp.zero_point = z.reshape(template_.zero_point.sizes().vec())
+                          .to(template_.zero_point.scalar_type())
+                          .contiguous();
+    }
+    return qp;
+  }
+
+  const quant::QuantSpec& spec_;
+  const GptqOptions& opt_;
+  WeightLayout layout_;
+  int64_t rows_ = 0;
+  int64_t cols_ = 0;
+  at::Tensor perm_;
+  std::vector<int64_t> perm_host_;
+  quant::QParams template_;
+  ParamTable table_;
+};
+
+}  // namespace
+
+StatusOr<GptqResult> GptqQuantizeWeight(const at::Tensor& weight, const at::Tensor& hessian,
+                                        const quant::QuantSpec& spec, const GptqOptions& options) {
+  if (!weight.defined() || weight.dim() != 2) {
+    return InvalidArgumentError("GPTQ needs a 2-D [out, in] weight");
+  }
+  const int64_t rows = weight.size(0), cols = weight.size(1);
+  if (!hessian.defined() || hessian.dim() != 2 || hessian.size(0) != cols ||
+      hessian.size(1) != cols) {
+    return InvalidArgumentError("GPTQ Hessian must be [" + std::to_string(cols) + ", " +
+                                std::to_string(cols) + "] for a weight with " +
+                                std::to_string(cols) + " input columns");
+  }
+  if (options.block_size < 1) return InvalidArgumentError("GPTQ block_size must be positive");
+  if (!(options.damp_percent >= 0) || !(options.damp_retry_step >= 0)) {
+    return InvalidArgumentError("GPTQ damping must be non-negative");
+  }
+  const at::ScalarType t = weight.scalar_type();
+  if (t != at::kFloat && t != at::kHalf && t != at::kBFloat16 && t != at::kDouble) {
+    return InvalidArgumentError("GPTQ weight must be a float tensor");
+  }
+  QD_ASSIGN_OR_RETURN(WeightLayout layout, LayoutFor(spec, rows, cols));
+  try {
+    at::Tensor w = weight.device().is_cpu() ? weight : weight.cpu();
+    at::Tensor h = hessian.device().is_cpu() ? hessian : hessian.cpu();
+    GptqRun run(spec, options, layout);
+    QD_ASSIGN_OR_RETURN(GptqResult r, run.Run(w, h));
+    if (!weight.device().is_cpu()) {
+      r.weight = r.weight.to(weight.device());
+    }
+    return r;
+  } catch (const c10::Error& e) {
+    return InternalError(std::string("GPTQ: ") + e.what_without_backtrace());
+  } catch (const std::exception& e) {
+    return InternalError(std::string("GPTQ: ") + e.what());
+  }
+}
+
+Status GptqAlgorithm::Apply(pipeline::BlockAlgorithmContext& ctx) {
+  models::DecoderBlock& block = ctx.block;
+  for (const models::LinearGroup& group : block.groups()) {
+    // The linears of a group read the same input, so one Hessian serves all.
+    std::vector<std::pair<models::Linear*, quant::QuantSpec>> targets;
+    for (const std::string& name : group.linears) {
+      models::Linear* linear = block.FindLinear(name);
+      if (linear == nullptr) return InternalError("block has no linear " + name);
+      pipeline::LayerPlan plan = ctx.planner(name, linear->info().type);
+      if (!plan.weight) continue;
+      Status ok = LayoutFor(*plan.weight, linear->out_features(), linear->in_features()).status();
+      if (!ok.ok()) return ok.Prepend("layer " + name + ": ");
+      targets.emplace_back(linear, *plan.weight);
+    }
+    if (targets.empty()) continue;
+    if (ctx.observer.CancelRequested()) return CancelledError("cancelled");
+
+    HessianAccumulator acc(targets[0].first->in_features());
+    {
+      ScopedHooks hooks;
+      hooks.ObserveInput(*targets[0].first, [&acc](const at::Tensor& x) {
+        Status s = acc.Add(x);
+        if (!s.ok()) throw std::runtime_error(s.message());
+      });
+      QD_ASSIGN_OR_RETURN(at::Tensor unused, block.Forward(ctx.inputs));
+      (void)unused;
+    }
+
+    for (auto& [linear, spec] : targets) {
+      if (ctx.observer.CancelRequested()) return CancelledError("cancelled");
+      at::Tensor float_weight = linear->weight().clone();
+      auto result = GptqQuantizeWeight(float_weight, acc.hessian(), spec, options_);
+      if (!result.ok()) return Status(result.status()).Prepend("layer " + linear->name() + ": ");
+      if (result->rtn_fallback) {
+        ctx.observer.OnLog(pipeline::LogLevel::kWarning, "GPTQ fell back to round-to-nearest for " +
+                                                             linear->name() + ": " +
+                                                             result->fallback_reason);
+      } else if (result->damp_retries > 0) {
+        char buf[64];
+        std::snprintf(buf, sizeof(buf), "%.3f", result->damp_percent);
+        ctx.observer.OnLog(pipeline::LogLevel::kInfo,
+                           "GPTQ on " + linear->name() + " needed damping " + buf +
+                               " of mean(diag H) for a positive-definite Hessian");
+      }
+      linear->weight() = result->weight;
+      ctx.quantized_weights[linear->name()] = result->qparams;
+      ctx.float_weights[linear->name()] = float_weight;
+      if (result->group_index.defined())
+        ctx.weight_group_index[linear->name()] = result->group_index;
+    }
+  }
+  return OkStatus();
+}
+
+}  // namespace quantd::algo

@@ -1,0 +1,132 @@
+// GPTQ (Frantar et al., "GPTQ: Accurate Post-Training Quantization for
+// Generative Pre-trained Transformers"), as the reference toolkit runs it.
+//
+// A linear layer's weight is quantized one input column at a time; the
+// rounding error of each column is spread over the columns not yet
+// quantized, weighted by the inverse Hessian of the layer's inputs
+// H = (2/n) sum x x^T. The numeric details follow the reference:
+//  - H accumulates in float32 with the running update
+//    H *= n/(n+b); n += b; x = sqrt(2/n) x; H += x x^T (n counts samples);
+//  - dead columns (diag H == 0) get H_ii = 1 and a zero weight column;
+//  - act_order permutes columns by diag H, descending;
+//  - damping adds damp_percent * mean(diag H) to the diagonal, then
+//    Hinv = cholesky(cholesky_inverse(cholesky(H)), upper);
+//  - columns are processed in blocks of block_size, with per-column updates
+//    inside a block and one lazy matrix update of the later columns after it;
+//  - per-group parameters are fit when a group's first column is reached, on
+//    the weights as updated so far (groups are runs of consecutive permuted
+//    columns with act_order), or before the loop on the original weights
+//    with static_groups;
+//  - per-tensor and per-channel parameters are fit once, on the weight after
+//    the dead columns are zeroed.
+// A failed Cholesky factorisation is retried with damp_percent raised by
+// damp_retry_step, at most max_damp_retries times; then the layer falls back
+// to round-to-nearest and the result says so.
+//
+// GptqQuantizeWeight is the algorithm on one (weight, Hessian) pair;
+// GptqAlgorithm runs it over a decoder block's linears in true-sequential
+// order (q,k,v -> o -> gate,up -> down), each group's Hessian collected from
+// a forward pass in which the groups before it are already quantized.
+#ifndef QUANTD_WORKER_ALGO_GPTQ_H_
+#define QUANTD_WORKER_ALGO_GPTQ_H_
+
+#include <ATen/ATen.h>
+
+#include <cstdint>
+#include <string>
+
+#include "worker/common/status.h"
+#include "worker/pipeline/block_algorithm.h"
+#include "worker/quant/qparams.h"
+#include "worker/quant/spec.h"
+
+namespace quantd::algo {
+
+struct GptqOptions {
+  // Damping relative to mean(diag H).
+  double damp_percent = 0.01;
+  // Columns per block of the lazy batch update.
+  int64_t block_size = 128;
+  // Quantize columns in order of decreasing diag H ("desc_act").
+  bool act_order = false;
+  // Fit every group's parameters before the loop, on the original weights.
+  bool static_groups = false;
+  // Cholesky failure: retry with damp_percent + k * damp_retry_step for
+  // k = 1..max_damp_retries (so by default damping up to 0.11), then fall
+  // back to round-to-nearest.
+  double damp_retry_step = 0.01;
+  int max_damp_retries = 10;
+};
+
+// The running Hessian of one linear layer's inputs, H = (2/n) sum x x^T.
+class HessianAccumulator {
+ public:
+  explicit HessianAccumulator(int64_t columns);
+
+  // x: [..., columns] in any float dtype. A 3-D [B, T, C] batch counts B
+  // samples (the reference's n); lower ranks count one. INVALID_ARGUMENT when
+  // the last dimension is not `columns`.
+  Status Add(const at::Tensor& x);
+
+  // [columns, columns] float32.
+  const at::Tensor& hessian() const { return h_; }
+  int64_t num_samples() const { return n_; }
+
+ private:
+  at::Tensor h_;
+  int64_t n_ = 0;
+};
+
+struct GptqResult {
+  // The fake-quantized weight, original column order, the input's dtype.
+  at::Tensor weight;
+  // The parameters `weight` was quantized with, in the QParams shapes of the
+  // spec: 0-dim (per_tensor), [out] (per_channel), [out, G] (per_group,
+  // where group g holds the columns whose group_index is g).
+  quant::QParams qparams;
+  // int32 [in]: the group of each column. Defined only for act_order without
+  // static_groups, where groups are runs of permuted columns; otherwise
+  // column c is in group c / group_size.
+  at::Tensor group_index;
+  // The Cholesky factorisation failed at every damping; `weight` is
+  // round-to-nearest.
+  bool rtn_fallback = false;
+  std::string fallback_reason;
+  // The damping (relative to mean(diag H)) that succeeded, and how many
+  // retries it took.
+  double damp_percent = 0;
+  int damp_retries = 0;
+  // The reference's loss: sum over weights of (w - q)^2 / Hinv_ii^2 / 2.
+  double loss = 0;
+};
+
+// GPTQ on one weight [out, in] with the Hessian of its inputs [in, in].
+// Weight specs: integers (per_tensor, per_channel on axis 0, per_group along
+// the input axis), FP8 (per_tensor, per_channel) and the MX formats (blocks
+// of 32 along the input axis, fit like groups). INVALID_ARGUMENT for shapes
+// that do not match or a spec the weight does not fit; UNIMPLEMENTED for
+// casts and dynamic weight specs. Never throws.
+StatusOr<GptqResult> GptqQuantizeWeight(const at::Tensor& weight, const at::Tensor& hessian,
+                                        const quant::QuantSpec& spec,
+                                        const GptqOptions& options = {});
+
+// GPTQ on every linear of a block that the job's plan gives a weight spec.
+// Records the parameters (ctx.quantized_weights), the float weights
+// (ctx.float_weights) and, for act_order groups, the column groups
+// (ctx.weight_group_index). A layer that falls back to round-to-nearest is
+// reported as a WARNING log through ctx.observer.
+class GptqAlgorithm final : public pipeline::BlockAlgorithm {
+ public:
+  explicit GptqAlgorithm(GptqOptions options = {}) : options_(options) {}
+  const char* name() const override { return "gptq"; }
+  Status Apply(pipeline::BlockAlgorithmContext& ctx) override;
+
+  const GptqOptions& options() const { return options_; }
+
+ private:
+  GptqOptions options_;
+};
+
+}  // namespace quantd::algo
+
+#endif  // QUANTD_WORKER_ALGO_GPTQ_H_

@@ -1,0 +1,426 @@
+#include "worker/algo/gptq.h"
+
+#include <ATen/ATen.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <numeric>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "worker/quant/fake_quant.h"
+
+namespace quantd::algo {
+namespace {
+
+quant::QuantSpec IntSpec(quant::DataType dtype, bool symmetric, int group = 0) {
+  quant::QuantSpec s;
+  s.dtype = dtype;
+  s.symmetric = symmetric;
+  if (group > 0) {
+    s.qscheme = quant::QScheme::kPerGroup;
+    s.group_size = group;
+    s.ch_axis = -1;
+  } else {
+    s.qscheme = quant::QScheme::kPerChannel;
+    s.ch_axis = 0;
+  }
+  return s;
+}
+
+// Calibration inputs with correlated channels and a few outlier channels, as
+// real activations have: [samples, tokens, cols].
+at::Tensor RandomInputs(int64_t samples, int64_t tokens, int64_t cols, uint64_t seed) {
+  at::manual_seed(seed);
+  at::Tensor z = at::randn({samples, tokens, cols});
+  at::Tensor mix = at::eye(cols) + 0.3 * at::randn({cols, cols}) / std::sqrt(double(cols));
+  at::Tensor x = at::matmul(z, mix);
+  at::Tensor gain = at::ones({cols});
+  for (int64_t c = 0; c < cols; c += 37) gain[c] = 8.0;
+  return x * gain;
+}
+
+// Inputs that live near a 48-dimensional subspace, plus noise: strongly
+// correlated channels, where GPTQ's error compensation pays off.
+at::Tensor CorrelatedInputs(int64_t samples, int64_t tokens, int64_t cols, uint64_t seed) {
+  at::manual_seed(seed);
+  at::Tensor basis = at::randn({48, cols});
+  return at::matmul(at::randn({samples, tokens, 48}), basis) +
+         0.1 * at::randn({samples, tokens, cols});
+}
+
+// ---- an independent float64 reference of the algorithm ----
+
+struct RefIntQuantizer {
+  double qmin, qmax;
+  bool symmetric;
+
+  static RefIntQuantizer For(quant::DataType dtype, bool symmetric) {
+    const quant::IntRange r = quant::IntRangeOf(dtype);
+    return {double(r.qmin), double(r.qmax), symmetric};
+  }
+  // (scale, zero point) of a run of values, per DESIGN.md.
+  std::pair<double, double> Fit(const std::vector<double>& v) const {
+    double mn = *std::min_element(v.begin(), v.end());
+    double mx = *std::max_element(v.begin(), v.end());
+    const double floor = std::ldexp(1.0, -23);
+    if (symmetric) {
+      const double amax = std::max(std::abs(mn), std::abs(mx));
+      const double scale = std::max(amax / ((qmax - qmin) / 2), floor);
+      return {scale, qmin < 0 ? 0.0 : (qmax + 1) / 2};
+    }
+    mn = std::min(mn, 0.0);
+    mx = std::max(mx, 0.0);
+    const double scale = std::max((mx - mn) / (qmax - qmin), floor);
+    const double zp = std::clamp(qmin - std::nearbyint(mn / scale), qmin, qmax);
+    return {scale, zp};
+  }
+  double Code(double x, double scale, double zp) const {
+    return std::clamp(std::nearbyint(x / scale) + zp, qmin, qmax);
+  }
+};
+
+struct RefResult {
+  std::vector<std::vector<double>> codes;  // [rows][cols], original order
+};
+
+// GPTQ written the plain way: every remaining column is updated right after
+// each column is quantized (no blocks), in float64.
+RefResult ReferenceGptq(const at::Tensor& weight, const at::Tensor& inputs,
+                        const RefIntQuantizer& qz, int group, bool act_order, bool static_groups,
+                        double damp_percent = 0.01) {
+  const int64_t rows = weight.size(0), cols = weight.size(1);
+  at::Tensor x = inputs.to(at::kDouble);
+  const int64_t samples = x.size(0);
+  at::Tensor flat = x.reshape({-1, cols});
+  at::Tensor h = flat.t().matmul(flat) * (2.0 / double(samples));
+  std::vector<std::vector<double>> w(rows, std::vector<double>(cols));
+  at::Tensor wd = weight.to(at::kDouble).contiguous();
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < cols; ++c) w[r][c] = wd[r][c].item<double>();
+  std::vector<double> diag(cols);
+  for (int64_t c = 0; c < cols; ++c) {
+    diag[c] = h[c][c].item<double>();
+    if (diag[c] == 0) {
+      h[c][c] = 1.0;
+      diag[c] = 1.0;
+      for (int64_t r = 0; r < rows; ++r) w[r][c] = 0;
+    }
+  }
+  const int gs = group > 0 ? group : int(cols);
+  // Parameters fit before the loop: per channel (whole rows) or static groups.
+  std::vector<std::vector<std::pair<double, double>>> fixed(
+      rows, std::vector<std::pair<double, double>>((cols + gs - 1) / gs));
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t g = 0; g * gs < cols; ++g) {
+      std::vector<double> v(w[r].begin() + g * gs,
+                            w[r].begin() + std::min<int64_t>(cols, (g + 1) * gs));
+      fixed[r][g] = qz.Fit(v);
+    }
+  std::vector<int64_t> perm(cols);
+  std::iota(perm.begin(), perm.end(), 0);
+  if (act_order)
+    std::stable_sort(perm.begin(), perm.end(),
+                     [&](int64_t a, int64_t b) { return diag[a] > diag[b]; });
+  at::Tensor p = at::tensor(perm, at::kLong);
+  at::Tensor hp = h.index_select(0, p).index_select(1, p);
+  const double damp = damp_percent * hp.diagonal().mean().item<double>();
+  hp.diagonal().add_(damp);
+  at::Tensor hinv =
+      at::linalg_cholesky(at::cholesky_inverse(at::linalg_cholesky(hp)), /*upper=*/true);
+  std::vector<std::vector<double>> wp(rows, std::vector<double>(cols));
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < cols; ++c) wp[r][c] = w[r][perm[c]];
+  RefResult out;
+  out.codes.assign(rows, std::vector<double>(cols));
+  std::vector<std::pair<double, double>> current(rows);
+  at::Tensor hinv_c = hinv.contiguous();
+  const double* hi = hinv_c.data_ptr<double>();
+  for (int64_t i = 0; i < cols; ++i) {
+    if (group > 0 && !static_groups && i % gs == 0) {
+      for (int64_t r = 0; r < rows; ++r) {
+        std::vector<double> v(wp[r].begin() + i, wp[r].begin() + std::min<int64_t>(cols, i + gs));
+        current[r] = qz.Fit(v);
+      }
+    }
+    const double d = hi[i * cols + i];
+    for (int64_t r = 0; r < rows; ++r) {
+      std::pair<double, double> sz;
+      if (group <= 0)
+        sz = fixed[r][0];
+      else if (static_groups)
+        sz = fixed[r][perm[i] / gs];
+      else
+        sz = current[r];
+      const double code = qz.Code(wp[r][i], sz.first, sz.second);
+      out.codes[r][perm[i]] = code;
+      const double err = (wp[r][i] - (code - sz.second) * sz.first) / d;
+      for (int64_t j = i + 1; j < cols; ++j) wp[r][j] -= err * hi[i * cols + j];
+    }
+  }
+  return out;
+}
+
+// The integer codes behind a GPTQ result, from its own parameters.
+std::vector<std::vector<double>> CodesOf(const GptqResult& r, int group) {
+  const int64_t rows = r.weight.size(0), cols = r.weight.size(1);
+  at::Tensor w = r.weight.to(at::kDouble);
+  at::Tensor s = r.qparams.scale.to(at::kDouble);
+  at::Tensor z = r.qparams.zero_point.to(at::kDouble);
+  std::vector<std::vector<double>> codes(rows, std::vector<double>(cols));
+  for (int64_t c = 0; c < cols; ++c) {
+    int64_t g = 0;
+    if (group > 0) g = r.group_index.defined() ? r.group_index[c].item<int64_t>() : c / group;
+    for (int64_t row = 0; row < rows; ++row) {
+      const double scale = group > 0 ? s[row][g].item<double>() : s[row].item<double>();
+      const double zp = group > 0 ? z[row][g].item<double>() : z[row].item<double>();
+      codes[row][c] = std::nearbyint(w[row][c].item<double>() / scale) + zp;
+    }
+  }
+  return codes;
+}
+
+double Agreement(const std::vector<std::vector<double>>& a,
+                 const std::vector<std::vector<double>>& b) {
+  int64_t same = 0, total = 0;
+  for (size_t r = 0; r < a.size(); ++r)
+    for (size_t c = 0; c < a[r].size(); ++c) {
+      same += a[r][c] == b[r][c];
+      ++total;
+    }
+  return double(same) / double(total);
+}
+
+at::Tensor HessianOf(const at::Tensor& inputs) {
+  HessianAccumulator acc(inputs.size(-1));
+  // Uneven batches exercise the running update.
+  EXPECT_TRUE(acc.Add(inputs.narrow(0, 0, 3)).ok());
+  EXPECT_TRUE(acc.Add(inputs.narrow(0, 3, inputs.size(0) - 3)).ok());
+  return acc.hessian();
+}
+
+double OutputError(const at::Tensor& inputs, const at::Tensor& w, const at::Tensor& q) {
+  at::Tensor x = inputs.reshape({-1, inputs.size(-1)}).to(at::kDouble);
+  return (x.matmul(w.to(at::kDouble).t()) - x.matmul(q.to(at::kDouble).t()))
+      .pow(2)
+      .sum()
+      .item<double>();
+}
+
+TEST(HessianAccumulatorTest, RunningMeanEqualsTwoOverSamplesSumOfOuterProducts) {
+  at::Tensor x = RandomInputs(7, 5, 12, 1);
+  HessianAccumulator acc(12);
+  ASSERT_TRUE(acc.Add(x.narrow(0, 0, 2)).ok());
+  ASSERT_TRUE(acc.Add(x.narrow(0, 2, 4)).ok());
+  ASSERT_TRUE(acc.Add(x.narrow(0, 6, 1)).ok());
+  EXPECT_EQ(acc.num_samples(), 7);
+  at::Tensor f = x.reshape({-1, 12}).to(at::kDouble);
+  at::Tensor want = f.t().matmul(f) * (2.0 / 7.0);
+  EXPECT_LT((acc.hessian().to(at::kDouble) - want).abs().max().item<double>(),
+            1e-5 * want.abs().max().item<double>());
+  EXPECT_EQ(acc.Add(at::zeros({3, 11})).code(), StatusCode::kInvalidArgument);
+}
+
+struct EquivalenceCase {
+  const char* name;
+  quant::DataType dtype;
+  bool symmetric;
+  int group;
+  bool act_order;
+  bool static_groups;
+  // Symmetric groups fit in the loop put each group's extreme element
+  // exactly on a rounding tie (amax / scale = (qmax - qmin + 1) / 2); which
+  // way float32 and float64 break it is noise, and a flipped code changes
+  // the error GPTQ feeds to the rest of the row. Such rows diverge from the
+  // float64 reference without either being wrong, so the bound is lower.
+  double min_agreement = 0.999;
+};
+
+class GptqEquivalenceTest : public ::testing::TestWithParam<EquivalenceCase> {};
+
+TEST_P(GptqEquivalenceTest, SameCodesAsFloat64Reference) {
+  const EquivalenceCase& p = GetParam();
+  at::manual_seed(11);
+  // 320 columns: two full blocks of 128 and a partial one.
+  at::Tensor w = at::randn({96, 320}) * 0.05;
+  // More tokens than columns, as real calibration has: a full-rank Hessian.
+  at::Tensor x = RandomInputs(12, 128, 320, 5);
+  quant::QuantSpec spec = IntSpec(p.dtype, p.symmetric, p.group);
+  GptqOptions opt;
+  opt.act_order = p.act_order;
+  opt.static_groups = p.static_groups;
+  auto r = GptqQuantizeWeight(w, HessianOf(x), spec, opt);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_FALSE(r->rtn_fallback);
+  EXPECT_EQ(r->group_index.defined(), p.act_order && p.group > 0 && !p.static_groups);
+
+  RefResult ref = ReferenceGptq(w, x, RefIntQuantizer::For(p.dtype, p.symmetric), p.group,
+                                p.act_order, p.static_groups);
+  const double agree = Agreement(CodesOf(*r, p.group), ref.codes);
+  EXPECT_GE(agree, p.min_agreement) << p.name;
+  std::printf("%-28s code agreement with the float64 reference: %.5f\n", p.name, agree);
+  RecordProperty("code_agreement", std::to_string(agree));
+
+  // The recorded parameters are the ones the weight was quantized with:
+  // re-quantizing with them changes nothing (columns in their groups).
+  if (!r->group_index.defined()) {
+    auto again = quant::FakeQuantize(r->weight, spec, r->qparams);
+    ASSERT_TRUE(again.ok());
+    EXPECT_TRUE(at::equal(*again, r->weight)) << p.name;
+  }
+
+  // And, where inputs are correlated, GPTQ beats round-to-nearest on the
+  // layer's output by far.
+  at::Tensor xc = CorrelatedInputs(8, 128, 320, 6);
+  auto rc = GptqQuantizeWeight(w, HessianOf(xc), spec, opt);
+  ASSERT_TRUE(rc.ok()) << rc.status();
+  auto qp = quant::ComputeQParams(w, spec);
+  auto rtn = quant::FakeQuantize(w, spec, *qp);
+  EXPECT_LT(OutputError(xc, w, rc->weight), 0.7 * OutputError(xc, w, *rtn)) << p.name;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Specs, GptqEquivalenceTest,
+    ::testing::Values(
+        EquivalenceCase{"uint4_per_channel", quant::DataType::kUInt4, false, 0, false, false},
+        EquivalenceCase{"int3_sym_per_channel", quant::DataType::kInt3, true, 0, false, false},
+        EquivalenceCase{"int4_asym_g32", quant::DataType::kInt4, false, 32, false, false},
+        EquivalenceCase{"uint4_act_order", quant::DataType::kUInt4, false, 0, true, false},
+        EquivalenceCase{"int4_g32_act_order", quant::DataType::kInt4, false, 32, true, false},
+        EquivalenceCase{"int4_g32_static", quant::DataType::kInt4, false, 32, false, true},
+        EquivalenceCase{"int4_g32_act_order_static", quant::DataType::kInt4, false, 32, true, true},
+        EquivalenceCase{"int8_asym_g64", quant::DataType::kInt8, false, 64, false, false},
+        EquivalenceCase{"int4_sym_g32", quant::DataType::kInt4, true, 32, false, false, 0.99},
+        EquivalenceCase{"int8_sym_g64", quant::DataType::kInt8, true, 64, false, false, 0.99}),
+    [](const auto& info) { return std::string(info.param.name); });
+
+TEST(GptqTest, ActOrderGroupsAreRunsOfPermutedColumns) {
+  at::manual_seed(3);
+  at::Tensor w = at::randn({16, 64});
+  at::Tensor x = RandomInputs(4, 16, 64, 9);
+  at::Tensor h = HessianOf(x);
+  GptqOptions opt;
+  opt.act_order = true;
+  auto r = GptqQuantizeWeight(w, h, IntSpec(quant::DataType::kInt4, false, 16), opt);
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_TRUE(r->group_index.defined());
+  at::Tensor perm = at::argsort(h.diagonal(), 0, true);
+  for (int64_t p = 0; p < 64; ++p)
+    EXPECT_EQ(r->group_index[perm[p].item<int64_t>()].item<int>(), p / 16);
+  // Every column sits on the grid of its group's parameters.
+  for (int64_t c = 0; c < 64; ++c) {
+    const int64_t g = r->group_index[c].item<int64_t>();
+    at::Tensor s = r->qparams.scale.select(1, g);
+    at::Tensor z = r->qparams.zero_point.select(1, g).to(at::kFloat);
+    at::Tensor codes = r->weight.select(1, c) / s + z;
+    EXPECT_LT((codes - codes.round()).abs().max().item<float>(), 1e-3);
+    EXPECT_GE(codes.round().min().item<float>(), -8);
+    EXPECT_LE(codes.round().max().item<float>(), 7);
+  }
+}
+
+TEST(GptqTest, DeadColumnsQuantizeToZero) {
+  at::manual_seed(4);
+  at::Tensor w = at::randn({8, 32});
+  at::Tensor x = RandomInputs(4, 8, 32, 2);
+  x.select(2, 5).zero_();
+  x.select(2, 17).zero_();
+  auto r = GptqQuantizeWeight(w, HessianOf(x), IntSpec(quant::DataType::kUInt4, false));
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_TRUE(at::equal(r->weight.select(1, 5), at::zeros({8})));
+  EXPECT_TRUE(at::equal(r->weight.select(1, 17), at::zeros({8})));
+  EXPECT_GT(r->weight.select(1, 6).abs().sum().item<float>(), 0);
+}
+
+TEST(GptqTest, AllConstantInputsWithoutDampingFallBackToRoundToNearest) {
+  at::manual_seed(5);
+  at::Tensor w = at::randn({16, 32});
+  // Every token is the same vector: H has rank one and, undamped, no
+  // Cholesky factorisation.
+  at::Tensor x = at::full({4, 8, 32}, 0.75);
+  quant::QuantSpec spec = IntSpec(quant::DataType::kUInt4, false);
+  GptqOptions opt;
+  opt.damp_percent = 0;
+  opt.max_damp_retries = 0;
+  auto r = GptqQuantizeWeight(w, HessianOf(x), spec, opt);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_TRUE(r->rtn_fallback);
+  EXPECT_NE(r->fallback_reason.find("not positive definite"), std::string::npos)
+      << r->fallback_reason;
+  auto qp = quant::ComputeQParams(w, spec);
+  EXPECT_TRUE(at::equal(r->weight, *quant::FakeQuantize(w, spec, *qp)));
+  EXPECT_TRUE(at::equal(r->qparams.scale, qp->scale));
+
+  // With retries, damping 0.01 of mean(diag H) makes it positive definite.
+  opt.max_damp_retries = 3;
+  r = GptqQuantizeWeight(w, HessianOf(x), spec, opt);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_FALSE(r->rtn_fallback);
+  EXPECT_EQ(r->damp_retries, 1);
+  EXPECT_DOUBLE_EQ(r->damp_percent, 0.01);
+}
+
+TEST(GptqTest, NonFiniteOrIndefiniteHessianFallsBack) {
+  at::manual_seed(6);
+  at::Tensor w = at::randn({4, 16});
+  quant::QuantSpec spec = IntSpec(quant::DataType::kInt4, true);
+  at::Tensor h = at::eye(16);
+  h[3][3] = std::numeric_limits<float>::quiet_NaN();
+  auto r = GptqQuantizeWeight(w, h, spec);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_TRUE(r->rtn_fallback);
+  EXPECT_NE(r->fallback_reason.find("not finite"), std::string::npos) << r->fallback_reason;
+  // Strongly indefinite: no damping up to the limit helps.
+  r = GptqQuantizeWeight(w, -at::eye(16) * 5 + 0.1 * at::ones({16, 16}), spec);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_TRUE(r->rtn_fallback);
+  EXPECT_NE(r->fallback_reason.find("0.110"), std::string::npos) << r->fallback_reason;
+}
+
+TEST(GptqTest, Fp8AndMxWeights) {
+  at::manual_seed(8);
+  at::Tensor w = at::randn({32, 128}) * 0.1;
+  at::Tensor x = CorrelatedInputs(6, 64, 128, 4);
+  at::Tensor h = HessianOf(x);
+  quant::QuantSpec fp8;
+  fp8.dtype = quant::DataType::kFp8E4M3;
+  fp8.qscheme = quant::QScheme::kPerChannel;
+  fp8.ch_axis = 0;
+  quant::QuantSpec mx;
+  mx.dtype = quant::DataType::kMxFp4;
+  mx.qscheme = quant::QScheme::kPerGroup;
+  mx.group_size = 32;
+  mx.ch_axis = -1;
+  for (const quant::QuantSpec& spec : {fp8, mx}) {
+    auto r = GptqQuantizeWeight(w, h, spec);
+    ASSERT_TRUE(r.ok()) << r.status();
+    // On the format's grid with the recorded parameters.
+    auto again = quant::FakeQuantize(r->weight, spec, r->qparams);
+    ASSERT_TRUE(again.ok()) << again.status();
+    EXPECT_TRUE(at::equal(*again, r->weight)) << quant::DescribeSpec(spec);
+    auto qp = quant::ComputeQParams(w, spec);
+    auto rtn = quant::FakeQuantize(w, spec, *qp);
+    EXPECT_LT(OutputError(x, w, r->weight), 0.9 * OutputError(x, w, *rtn))
+        << quant::DescribeSpec(spec);
+  }
+}
+
+TEST(GptqTest, RefusesWhatItCannotQuantize) {
+  at::Tensor w = at::randn({4, 8});
+  quant::QuantSpec cast;
+  cast.dtype = quant::DataType::kBFloat16;
+  EXPECT_EQ(GptqQuantizeWeight(w, at::eye(8), cast).status().code(), StatusCode::kUnimplemented);
+  quant::QuantSpec dyn = IntSpec(quant::DataType::kInt8, true);
+  dyn.is_dynamic = true;
+  EXPECT_EQ(GptqQuantizeWeight(w, at::eye(8), dyn).status().code(), StatusCode::kUnimplemented);
+  EXPECT_EQ(
+      GptqQuantizeWeight(w, at::eye(7), IntSpec(quant::DataType::kInt8, true)).status().code(),
+      StatusCode::kInvalidArgument);
+  EXPECT_EQ(
+      GptqQuantizeWeight(w, at::eye(8), IntSpec(quant::DataType::kInt4, true, 3)).status().code(),
+      StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace quantd::algo
