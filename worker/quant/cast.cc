@@ -19,7 +19,9 @@ void CastLoop(const at::Tensor& x, at::Tensor& out, const Round& round) {
   const typename Io::T* xp = kernel::In<Io>(x);
   typename Io::T* yp = kernel::Out<Io>(out);
   at::parallel_for(0, x.numel(), 65536, [&](int64_t begin, int64_t end) {
-    for (int64_t i = begin; i < end; ++i) yp[i] = Io::Store(round(Io::Load(xp[i])));
+    kernel::RunSimd([&]() QD_LOOP_BODY {
+      for (int64_t i = begin; i < end; ++i) yp[i] = Io::Store(round(Io::Load(xp[i])));
+    });
   });
 }
 
@@ -35,9 +37,9 @@ Status FakeQuantFused(const at::Tensor& x, const QuantSpec& spec, at::Tensor& ou
   return kernel::DispatchIo(x, [&](auto io) {
     using Io = decltype(io);
     if (spec.dtype == DataType::kFloat16) {
-      CastLoop<Io>(x, out, [](float f) { return RoundToFloat16(f); });
+      CastLoop<Io>(x, out, [](float f) QD_LOOP_BODY { return RoundToFloat16(f); });
     } else {
-      CastLoop<Io>(x, out, [](float f) { return RoundToBFloat16(f); });
+      CastLoop<Io>(x, out, [](float f) QD_LOOP_BODY { return RoundToBFloat16(f); });
     }
   });
 }

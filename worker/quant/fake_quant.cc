@@ -215,60 +215,75 @@ StatusOr<at::Tensor> FakeQuantize(const at::Tensor& x, const QuantSpec& spec, co
   });
 }
 
+Status FakeQuantizeDynamicInto(const at::Tensor& x, const QuantSpec& spec, at::Tensor& out,
+                               const FakeQuantOptions& options, QParams* used) {
+  return Guarded("FakeQuantizeDynamicInto", [&]() -> Status {
+    QD_RETURN_IF_ERROR(CheckInput(x));
+    QD_ASSIGN_OR_RETURN(Impl impl, ChooseImpl(x, options));
+    if (impl == Impl::kComposed) {
+      return InvalidArgumentError(
+          "FakeQuantizeDynamicInto runs the CPU kernels; use "
+          "FakeQuantizeDynamic");
+    }
+    QD_RETURN_IF_ERROR(CheckShape(x, spec));
+    if (x.numel() == 0) {
+      if (used != nullptr) *used = EmptyQParams(x, spec);
+      return OkStatus();
+    }
+    const at::Tensor xc = x.contiguous();
+    const Family family = FamilyOf(spec);
+    QParams qp;
+    if (family == Family::kCast) {
+      QD_RETURN_IF_ERROR(FakeQuantizeInto(xc, spec, qp, out, options));
+    } else if (impl == Impl::kReference) {
+      // Reference: parameters from the separate reduction, then the scalar
+      // element loop.
+      QD_ASSIGN_OR_RETURN(qp, ComputeQParams(xc, spec, options));
+      QD_RETURN_IF_ERROR(FakeQuantizeInto(xc, spec, qp, out, options));
+    } else if (family == Family::kInt) {
+      QD_ASSIGN_OR_RETURN(qp, int_quant::FakeQuantDynamicFused(xc, spec, out));
+    } else if (family == Family::kFp8) {
+      QD_ASSIGN_OR_RETURN(qp, fp8::FakeQuantDynamicFused(xc, spec, out));
+    } else {
+      QD_ASSIGN_OR_RETURN(qp, mx::FakeQuantDynamicFused(xc, spec, out));
+    }
+    if (used != nullptr) *used = qp;
+    return OkStatus();
+  });
+}
+
 StatusOr<at::Tensor> FakeQuantizeDynamic(const at::Tensor& x, const QuantSpec& spec,
                                          const FakeQuantOptions& options, QParams* used) {
   return Guarded("FakeQuantizeDynamic", [&]() -> StatusOr<at::Tensor> {
     QD_RETURN_IF_ERROR(CheckInput(x));
     QD_ASSIGN_OR_RETURN(Impl impl, ChooseImpl(x, options));
+    if (impl != Impl::kComposed) {
+      at::Tensor out = EmptyLike(x);
+      QD_RETURN_IF_ERROR(FakeQuantizeDynamicInto(x, spec, out, options, used));
+      return out;
+    }
     QD_RETURN_IF_ERROR(CheckShape(x, spec));
     if (x.numel() == 0) {
       if (used != nullptr) *used = EmptyQParams(x, spec);
       return x.clone();
     }
-    const Family family = FamilyOf(spec);
-    if (family == Family::kCast) {
-      if (used != nullptr) *used = QParams();
-      return FakeQuantize(x, spec, QParams(), options);
-    }
     std::pair<at::Tensor, QParams> result;
-    if (impl == Impl::kComposed) {
-      switch (family) {
-        case Family::kInt: {
-          QD_ASSIGN_OR_RETURN(result, int_quant::FakeQuantDynamicComposed(x, spec));
-          break;
-        }
-        case Family::kFp8: {
-          QD_ASSIGN_OR_RETURN(result, fp8::FakeQuantDynamicComposed(x, spec));
-          break;
-        }
-        default: {
-          QD_ASSIGN_OR_RETURN(result, mx::FakeQuantDynamicComposed(x, spec));
-          break;
-        }
+    switch (FamilyOf(spec)) {
+      case Family::kCast: {
+        QD_ASSIGN_OR_RETURN(result.first, cast::FakeQuantComposed(x, spec));
+        break;
       }
-    } else if (impl == Impl::kReference) {
-      // Reference: parameters from the separate reduction, then the scalar
-      // element loop.
-      QD_ASSIGN_OR_RETURN(result.second, ComputeQParams(x, spec, options));
-      result.first = EmptyLike(x);
-      QD_RETURN_IF_ERROR(FakeQuantizeInto(x, spec, result.second, result.first, options));
-    } else {
-      const at::Tensor xc = x.contiguous();
-      result.first = EmptyLike(x);
-      switch (family) {
-        case Family::kInt: {
-          QD_ASSIGN_OR_RETURN(result.second,
-                              int_quant::FakeQuantDynamicFused(xc, spec, result.first));
-          break;
-        }
-        case Family::kFp8: {
-          QD_ASSIGN_OR_RETURN(result.second, fp8::FakeQuantDynamicFused(xc, spec, result.first));
-          break;
-        }
-        default: {
-          QD_ASSIGN_OR_RETURN(result.second, mx::FakeQuantDynamicFused(xc, spec, result.first));
-          break;
-        }
+      case Family::kInt: {
+        QD_ASSIGN_OR_RETURN(result, int_quant::FakeQuantDynamicComposed(x, spec));
+        break;
+      }
+      case Family::kFp8: {
+        QD_ASSIGN_OR_RETURN(result, fp8::FakeQuantDynamicComposed(x, spec));
+        break;
+      }
+      case Family::kMx: {
+        QD_ASSIGN_OR_RETURN(result, mx::FakeQuantDynamicComposed(x, spec));
+        break;
       }
     }
     if (used != nullptr) *used = result.second;

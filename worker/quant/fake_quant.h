@@ -60,6 +60,11 @@ StatusOr<at::Tensor> FakeQuantizeDynamic(const at::Tensor& x, const QuantSpec& s
                                          const FakeQuantOptions& options = {},
                                          QParams* used = nullptr);
 
+// FakeQuantizeDynamic into a preallocated contiguous CPU tensor of x's shape
+// and dtype (the fused or reference kernel).
+Status FakeQuantizeDynamicInto(const at::Tensor& x, const QuantSpec& spec, at::Tensor& out,
+                               const FakeQuantOptions& options = {}, QParams* used = nullptr);
+
 // Real-quantized form of a tensor, what export packs:
 //  - integers: codes int8 (signed dtypes) or uint8 (unsigned) in [qmin, qmax];
 //  - FP8: codes uint8 holding the e4m3fn / e5m2 bit patterns;

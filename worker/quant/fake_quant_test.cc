@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "worker/quant/kernel_common.h"
 
 namespace quantd::quant {
 namespace {
@@ -79,6 +80,35 @@ TEST(FakeQuantTest, EveryDataTypeAgreesAcrossPathsAndRoundTripsThroughCodes) {
       EXPECT_LT(err, 1.5) << what;
     }
   }
+}
+
+// The AVX2 and the baseline instantiations of the fused loops give the
+// same bits (the rest of the tests run whichever the CPU supports).
+TEST(FakeQuantTest, BaselineAndAvx2LoopsAgree) {
+  at::manual_seed(33);
+  const at::Tensor base = at::randn({6, 208}) * at::pow(10.0, at::rand({6, 208}) * 6 - 3);
+  struct ResetSimd {
+    ~ResetSimd() { kernel::ForceBaselineSimdForTesting(false); }
+  } reset;
+  for (const QuantSpec& spec : OneSpecPerType()) {
+    for (at::ScalarType dtype : {at::kFloat, at::kHalf, at::kBFloat16}) {
+      const at::Tensor x = base.to(dtype);
+      const std::string what = DescribeSpec(spec) + " " + c10::toString(dtype);
+      kernel::ForceBaselineSimdForTesting(false);
+      auto simd = FakeQuantizeDynamic(x, spec);
+      kernel::ForceBaselineSimdForTesting(true);
+      auto baseline = FakeQuantizeDynamic(x, spec);
+      auto qp = ComputeQParams(x, spec);
+      ASSERT_TRUE(qp.ok());
+      auto baseline_static = FakeQuantize(x, spec, *qp);
+      kernel::ForceBaselineSimdForTesting(false);
+      auto simd_static = FakeQuantize(x, spec, *qp);
+      ASSERT_TRUE(simd.ok() && baseline.ok() && baseline_static.ok() && simd_static.ok());
+      ExpectSameBits(*baseline, *simd, what + " dynamic");
+      ExpectSameBits(*baseline_static, *simd_static, what + " static");
+    }
+  }
+  EXPECT_FALSE(kernel::BaselineSimdForced().load());
 }
 
 TEST(FakeQuantTest, CastsRoundToNearestEvenAndKeepSpecialValues) {

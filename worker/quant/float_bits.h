@@ -18,29 +18,39 @@
 
 #include "worker/quant/spec.h"
 
+// The element helpers must inline into the kernels' loops for those to
+// vectorise; GCC's heuristics otherwise keep some of them out of line.
+#if defined(__GNUC__)
+#define QD_ALWAYS_INLINE inline __attribute__((always_inline))
+#else
+#define QD_ALWAYS_INLINE inline
+#endif
+
 namespace quantd::quant {
 
-inline uint32_t BitsOf(float f) {
+QD_ALWAYS_INLINE uint32_t BitsOf(float f) {
   uint32_t u;
   std::memcpy(&u, &f, sizeof(u));
   return u;
 }
 
-inline float FloatOf(uint32_t u) {
+QD_ALWAYS_INLINE float FloatOf(uint32_t u) {
   float f;
   std::memcpy(&f, &u, sizeof(f));
   return f;
 }
 
 // 2^k for k in [-126, 127] (a normal float), built from its bits.
-inline float Pow2(int k) { return FloatOf(static_cast<uint32_t>(k + 127) << 23); }
+QD_ALWAYS_INLINE float Pow2(int k) { return FloatOf(static_cast<uint32_t>(k + 127) << 23); }
 
 // ---- bfloat16 / float16 ----
 
-inline float Bf16BitsToFloat(uint16_t h) { return FloatOf(static_cast<uint32_t>(h) << 16); }
+QD_ALWAYS_INLINE float Bf16BitsToFloat(uint16_t h) {
+  return FloatOf(static_cast<uint32_t>(h) << 16);
+}
 
 // Round to nearest even; NaN stays a (quiet) NaN.
-inline uint16_t FloatToBf16Bits(float f) {
+QD_ALWAYS_INLINE uint16_t FloatToBf16Bits(float f) {
   const uint32_t u = BitsOf(f);
   const uint32_t rounded = (u + 0x7FFFu + ((u >> 16) & 1u)) >> 16;
   const bool is_nan = (u & 0x7FFFFFFFu) > 0x7F800000u;
@@ -48,7 +58,7 @@ inline uint16_t FloatToBf16Bits(float f) {
 }
 
 // IEEE half to float (exact), subnormals included.
-inline float Fp16BitsToFloat(uint16_t h) {
+QD_ALWAYS_INLINE float Fp16BitsToFloat(uint16_t h) {
   const uint32_t w = static_cast<uint32_t>(h) << 16;
   const uint32_t sign = w & 0x80000000u;
   const uint32_t two_w = w + w;
@@ -65,7 +75,7 @@ inline float Fp16BitsToFloat(uint16_t h) {
 }
 
 // Float to IEEE half, round to nearest even, overflow to Inf, NaN kept.
-inline uint16_t FloatToFp16Bits(float f) {
+QD_ALWAYS_INLINE uint16_t FloatToFp16Bits(float f) {
   const float scale_to_inf = FloatOf(0x77800000u);   // 2^112
   const float scale_to_zero = FloatOf(0x08800000u);  // 2^-110
   float base = (std::fabs(f) * scale_to_inf) * scale_to_zero;
@@ -84,8 +94,8 @@ inline uint16_t FloatToFp16Bits(float f) {
 
 // Rounds a float32 value to the precision of `t` (float16 / bfloat16) and
 // back; float32 (or any other type) is returned unchanged.
-inline float RoundToFloat16(float f) { return Fp16BitsToFloat(FloatToFp16Bits(f)); }
-inline float RoundToBFloat16(float f) { return Bf16BitsToFloat(FloatToBf16Bits(f)); }
+QD_ALWAYS_INLINE float RoundToFloat16(float f) { return Fp16BitsToFloat(FloatToFp16Bits(f)); }
+QD_ALWAYS_INLINE float RoundToBFloat16(float f) { return Bf16BitsToFloat(FloatToBf16Bits(f)); }
 
 // ---- integer rounding ----
 
@@ -94,29 +104,31 @@ inline float RoundToBFloat16(float f) { return Bf16BitsToFloat(FloatToBf16Bits(f
 // the rounding tricks are exact.
 inline constexpr float kRoundLimit = 4194304.0f;  // 2^22
 
-inline float ClampRoundInput(float v) { return std::min(std::max(v, -kRoundLimit), kRoundLimit); }
+QD_ALWAYS_INLINE float ClampRoundInput(float v) {
+  return std::min(std::max(v, -kRoundLimit), kRoundLimit);
+}
 
 // Round half to even for |v| <= 2^22: adding 1.5 * 2^23 leaves no fraction
 // bits, so the FPU's own round-to-nearest-even does the rounding.
-inline float RoundHalfEven(float v) {
+QD_ALWAYS_INLINE float RoundHalfEven(float v) {
   const float magic = 12582912.0f;  // 1.5 * 2^23
   return (v + magic) - magic;
 }
 
 // Round half away from zero for |v| <= 2^22.
-inline float RoundHalfAway(float v) {
+QD_ALWAYS_INLINE float RoundHalfAway(float v) {
   const float a = static_cast<float>(static_cast<int32_t>(std::fabs(v) + 0.5f));
   return std::copysign(a, v);
 }
 
 // Floor for |v| <= 2^22.
-inline float FloorSmall(float v) {
+QD_ALWAYS_INLINE float FloorSmall(float v) {
   const float t = static_cast<float>(static_cast<int32_t>(v));
   return t > v ? t - 1.0f : t;
 }
 
 template <RoundMethod R>
-inline float RoundBy(float v) {
+QD_ALWAYS_INLINE float RoundBy(float v) {
   if constexpr (R == RoundMethod::kHalfEven) {
     return RoundHalfEven(v);
   } else if constexpr (R == RoundMethod::kRound) {
@@ -154,7 +166,7 @@ inline int FloorLog2Ref(float f) {
 // Returns the magnitude; the caller applies the sign. Exact: the value is
 // scaled by powers of two only, and the rounding add of RoundHalfEven sees
 // at most mbits + 2 integer bits.
-inline float RoundMagnitudeToMinifloat(float a, int mbits, int emin, float max_norm) {
+QD_ALWAYS_INLINE float RoundMagnitudeToMinifloat(float a, int mbits, int emin, float max_norm) {
   const int e = static_cast<int>(BitsOf(a) >> 23) - 127;  // a >= 0; -127 for zero/subnormal
   const int exp = std::max(e, emin);
   const float up = FloatOf(static_cast<uint32_t>(127 + mbits - exp) << 23);
@@ -174,7 +186,7 @@ inline float RoundMagnitudeToMinifloatRef(float a, int mbits, int emin, float ma
 // v (finite) rounded to the format's grid after saturating at max_norm.
 // FP8 keeps the sign of a value that rounds to zero (a float8 cast does); the
 // FP6 / FP4 elements give +0 there, as the reference's MX kernel does.
-inline float QuantizeToMinifloat(float v, const MinifloatFormat& f, bool signed_zero) {
+QD_ALWAYS_INLINE float QuantizeToMinifloat(float v, const MinifloatFormat& f, bool signed_zero) {
   const float a = std::min(std::fabs(v), f.max_norm);
   const float m = RoundMagnitudeToMinifloat(a, f.mbits, 1 - f.bias, f.max_norm);
   const float s = std::copysign(m, v);
@@ -257,16 +269,26 @@ inline int MxScaleExponent(float amax, MxScaleMode mode, int mbits, int emax) {
     return std::min(std::max(field - 127 - emax, -127), 127);
   }
   if (amax == 0.0f) return -23;
-  int e = 0;
-  const float m = std::frexp(amax, &e);
-  int x = e - 1 - emax;
-  if (mode == MxScaleMode::kCeil && m != 0.5f) x += 1;
+  const uint32_t bits = BitsOf(amax);
+  int floor_log2;
+  bool power_of_two;
+  if ((bits >> 23) == 0) {  // subnormal amax
+    int e = 0;
+    power_of_two = std::frexp(amax, &e) == 0.5f;
+    floor_log2 = e - 1;
+  } else {
+    floor_log2 = static_cast<int>(bits >> 23) - 127;
+    power_of_two = (bits & 0x7FFFFFu) == 0;
+  }
+  int x = floor_log2 - emax;
+  if (mode == MxScaleMode::kCeil && !power_of_two) x += 1;
   if (x < -149) return -23;
   return std::min(x, 127);
 }
 
-// 2^x as a float for x in [-149, 127] (subnormal scales included).
-inline float Pow2Wide(int x) { return static_cast<float>(std::ldexp(1.0, x)); }
+// 2^x as a float for x in [-149, 127] (subnormal scales included): a
+// product of two normal powers of two, which is exact.
+QD_ALWAYS_INLINE float Pow2Wide(int x) { return x >= -126 ? Pow2(x) : Pow2(-126) * Pow2(x + 126); }
 
 }  // namespace quantd::quant
 

@@ -20,7 +20,7 @@ constexpr float kFloatMax = std::numeric_limits<float>::max();
 
 struct FakeQuantOp {
   MinifloatFormat f;
-  float operator()(float x, float /*inv_scale*/, float scale, float /*zp*/) const {
+  QD_ALWAYS_INLINE float operator()(float x, float /*inv_scale*/, float scale, float /*zp*/) const {
     const float y = QuantizeToMinifloat(x / scale, f, /*signed_zero=*/true) * scale;
     return std::fabs(x) <= kFloatMax ? y : x;  // NaN and Inf pass through
   }
@@ -29,7 +29,7 @@ struct FakeQuantOp {
 struct CodeOp {
   MinifloatFormat f;
   MinifloatKind kind;
-  float operator()(float x, float /*inv_scale*/, float scale, float /*zp*/) const {
+  QD_ALWAYS_INLINE float operator()(float x, float /*inv_scale*/, float scale, float /*zp*/) const {
     const float v = x / scale;
     const float q = std::isnan(v) ? v : QuantizeToMinifloat(v, f, /*signed_zero=*/true);
     return static_cast<float>(EncodeMinifloat(q, f, kind));
@@ -38,7 +38,7 @@ struct CodeOp {
 
 struct RefOp {
   MinifloatFormat f;
-  float operator()(float x, float scale, float /*zp*/) const {
+  QD_ALWAYS_INLINE float operator()(float x, float scale, float /*zp*/) const {
     if (!std::isfinite(x)) return x;
     return QuantizeToMinifloatRef(x / scale, f, /*signed_zero=*/true) * scale;
   }

@@ -20,7 +20,7 @@ using kernel::SlotArrays;
 // round(x / s) + zp (as at::fake_quantize_* computes it); a float zero point
 // is added before rounding, round(x / s + zp), so the code stays an integer.
 template <RoundMethod R, bool kFloatZp>
-inline float CodeOf(float x, float inv_scale, float zp, float qmin, float qmax) {
+QD_ALWAYS_INLINE float CodeOf(float x, float inv_scale, float zp, float qmin, float qmax) {
   float r;
   if constexpr (kFloatZp) {
     r = RoundBy<R>(ClampRoundInput(x * inv_scale + zp));
@@ -35,7 +35,7 @@ template <RoundMethod R, bool kFloatZp>
 struct FakeQuantOp {
   float qmin;
   float qmax;
-  float operator()(float x, float inv_scale, float scale, float zp) const {
+  QD_ALWAYS_INLINE float operator()(float x, float inv_scale, float scale, float zp) const {
     const float q = CodeOf<R, kFloatZp>(x, inv_scale, zp, qmin, qmax);
     const float y = (q - zp) * scale;
     return x != x ? x : y;
@@ -47,7 +47,7 @@ template <RoundMethod R, bool kFloatZp>
 struct CodeOp {
   float qmin;
   float qmax;
-  float operator()(float x, float inv_scale, float /*scale*/, float zp) const {
+  QD_ALWAYS_INLINE float operator()(float x, float inv_scale, float /*scale*/, float zp) const {
     return CodeOf<R, kFloatZp>(x, inv_scale, zp, qmin, qmax);
   }
 };
@@ -58,7 +58,7 @@ struct RefOp {
   float qmax;
   RoundMethod round;
   bool float_zp;
-  float operator()(float x, float scale, float zp) const {
+  QD_ALWAYS_INLINE float operator()(float x, float scale, float zp) const {
     if (std::isnan(x)) return x;
     const float inv_scale = 1.0f / scale;
     const float r =

@@ -16,6 +16,7 @@
 #include <ATen/Parallel.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <limits>
 #include <vector>
@@ -23,6 +24,63 @@
 #include "worker/quant/float_bits.h"
 
 namespace quantd::quant::kernel {
+
+// ---- instruction set ----
+//
+// The hot loops are compiled twice, for baseline x86-64 (SSE2, what the
+// build targets) and for AVX2 (twice the lanes), and RunSimd picks one at
+// run time. Both use the same IEEE operations without contraction, so the
+// results are identical. A loop body is a lambda marked QD_LOOP_BODY so it
+// inlines into the AVX2 instantiation and is vectorised there.
+#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
+#define QD_LOOP_BODY __attribute__((always_inline))
+
+inline std::atomic<bool>& BaselineSimdForced() {
+  static std::atomic<bool> forced{false};
+  return forced;
+}
+
+inline bool Avx2Enabled() {
+  static const bool has_avx2 = [] {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx2") != 0;
+  }();
+  return has_avx2 && !BaselineSimdForced().load(std::memory_order_relaxed);
+}
+
+template <class Body>
+__attribute__((target("avx2"), noinline)) void RunWithAvx2(const Body& body) {
+  body();
+}
+
+template <class Body>
+__attribute__((noinline)) void RunBaseline(const Body& body) {
+  body();
+}
+
+template <class Body>
+inline void RunSimd(const Body& body) {
+  if (Avx2Enabled()) {
+    RunWithAvx2(body);
+  } else {
+    RunBaseline(body);
+  }
+}
+#else
+#define QD_LOOP_BODY
+inline std::atomic<bool>& BaselineSimdForced() {
+  static std::atomic<bool> forced{false};
+  return forced;
+}
+inline bool Avx2Enabled() { return false; }
+template <class Body>
+inline void RunSimd(const Body& body) {
+  body();
+}
+#endif
+
+// Tests run both instantiations: true forces the baseline one.
+inline void ForceBaselineSimdForTesting(bool force) { BaselineSimdForced().store(force); }
 
 enum class ParamLayout { kScalar, kPerChannel, kPerGroup };
 
@@ -127,6 +185,62 @@ class SpanList {
     return {0, 0, 0, 0};
   }
 
+  // fn(span) for spans begin..end-1 in order; only the first span's
+  // position is divided out, the rest advance by counters (per-span integer
+  // divisions would cost more than quantizing a 32-element MX block).
+  template <class Fn>
+  QD_ALWAYS_INLINE void ForEach(int64_t begin, int64_t end, const Fn& fn) const {
+    if (begin >= end) return;
+    switch (s_.layout) {
+      case ParamLayout::kScalar:
+        for (int64_t k = begin; k < end; ++k) fn((*this)[k]);
+        return;
+      case ParamLayout::kPerChannel:
+        if (s_.inner == 1) {
+          for (int64_t k = begin; k < end; ++k) fn(Span{k * s_.n, s_.n, 0, 1});
+        } else {
+          int64_t c = begin % s_.n;
+          for (int64_t k = begin; k < end; ++k) {
+            fn(Span{k * s_.inner, s_.inner, c, 0});
+            if (++c == s_.n) c = 0;
+          }
+        }
+        return;
+      case ParamLayout::kPerGroup:
+        if (s_.inner == 1) {
+          int64_t o = begin / s_.num_groups;
+          int64_t g = begin % s_.num_groups;
+          for (int64_t k = begin; k < end; ++k) {
+            const int64_t start = g * s_.group;
+            fn(Span{o * s_.n + start, std::min(s_.group, s_.n - start), k, 0});
+            if (++g == s_.num_groups) {
+              g = 0;
+              ++o;
+            }
+          }
+        } else {
+          int64_t o = begin / s_.n;
+          int64_t c = begin % s_.n;
+          int64_t g = c / s_.group;
+          int64_t in_group = c % s_.group;
+          for (int64_t k = begin; k < end; ++k) {
+            fn(Span{k * s_.inner, s_.inner, (o * s_.num_groups + g) * s_.inner, 1});
+            if (++in_group == s_.group) {
+              in_group = 0;
+              ++g;
+            }
+            if (++c == s_.n) {
+              c = 0;
+              g = 0;
+              in_group = 0;
+              ++o;
+            }
+          }
+        }
+        return;
+    }
+  }
+
   // True when every parameter slot is covered by exactly one span (so a
   // dynamic kernel can reduce, compute the parameters and quantize a span in
   // one pass over memory).
@@ -143,12 +257,13 @@ class SpanList {
 };
 
 // Runs fn(span) for every span, spread over ATen's intra-op threads in
-// tasks of roughly 64K elements.
+// tasks of roughly 64K elements. Each task runs under RunSimd, so fn (a
+// QD_LOOP_BODY lambda) is compiled for the chosen instruction set.
 template <class Fn>
 void ParallelSpans(const SpanList& spans, const Fn& fn) {
   const int64_t grain = std::max<int64_t>(1, 65536 / spans.typical_length());
   at::parallel_for(0, spans.count(), grain, [&](int64_t begin, int64_t end) {
-    for (int64_t k = begin; k < end; ++k) fn(spans[k]);
+    RunSimd([&]() QD_LOOP_BODY { spans.ForEach(begin, end, fn); });
   });
 }
 
@@ -156,20 +271,20 @@ void ParallelSpans(const SpanList& spans, const Fn& fn) {
 
 struct IoFloat {
   using T = float;
-  static float Load(float v) { return v; }
-  static float Store(float f) { return f; }
+  QD_ALWAYS_INLINE static float Load(float v) { return v; }
+  QD_ALWAYS_INLINE static float Store(float f) { return f; }
 };
 
 struct IoBFloat16 {
   using T = uint16_t;
-  static float Load(uint16_t v) { return Bf16BitsToFloat(v); }
-  static uint16_t Store(float f) { return FloatToBf16Bits(f); }
+  QD_ALWAYS_INLINE static float Load(uint16_t v) { return Bf16BitsToFloat(v); }
+  QD_ALWAYS_INLINE static uint16_t Store(float f) { return FloatToBf16Bits(f); }
 };
 
 struct IoFloat16 {
   using T = uint16_t;
-  static float Load(uint16_t v) { return Fp16BitsToFloat(v); }
-  static uint16_t Store(float f) { return FloatToFp16Bits(f); }
+  QD_ALWAYS_INLINE static float Load(uint16_t v) { return Fp16BitsToFloat(v); }
+  QD_ALWAYS_INLINE static uint16_t Store(float f) { return FloatToFp16Bits(f); }
 };
 
 // ---- min / max reduction per parameter slot ----
@@ -182,24 +297,38 @@ struct MinMaxAcc {
   bool nan = false;
 };
 
+// Float order as int32 order: negative floats have their magnitude bits
+// flipped (an involution), so integer min / max give the float min / max.
+// Integer reductions vectorise; float ones do not without fast-math.
+QD_ALWAYS_INLINE int32_t OrderedKey(float f) {
+  const int32_t i = static_cast<int32_t>(BitsOf(f));
+  return i ^ ((i >> 31) & 0x7FFFFFFF);
+}
+inline float FromOrderedKey(int32_t k) {
+  return FloatOf(static_cast<uint32_t>(k ^ ((k >> 31) & 0x7FFFFFFF)));
+}
+
+// Call from inside RunSimd (ParallelSpans tasks are).
 template <class Io>
-inline MinMaxAcc ReduceSpanMinMax(const typename Io::T* x, int64_t len, MinMaxAcc acc) {
-  float mn = acc.mn;
-  float mx = acc.mx;
+QD_ALWAYS_INLINE MinMaxAcc ReduceSpanMinMax(const typename Io::T* x, int64_t len, MinMaxAcc acc) {
+  int32_t kmn = OrderedKey(acc.mn);
+  int32_t kmx = OrderedKey(acc.mx);
   int nan = 0;
   for (int64_t j = 0; j < len; ++j) {
     const float v = Io::Load(x[j]);
-    mn = std::min(mn, v);
-    mx = std::max(mx, v);
+    const int32_t k = OrderedKey(v);
+    kmn = std::min(kmn, k);
+    kmx = std::max(kmx, k);
     nan |= (v != v);
   }
-  acc.mn = mn;
-  acc.mx = mx;
+  // The keys order -0 below +0; the parameter formulas treat both alike.
+  acc.mn = FromOrderedKey(kmn);
+  acc.mx = FromOrderedKey(kmx);
   acc.nan = acc.nan || nan != 0;
   return acc;
 }
 
-inline void FinishMinMax(const MinMaxAcc& acc, float* mn, float* mx) {
+QD_ALWAYS_INLINE void FinishMinMax(const MinMaxAcc& acc, float* mn, float* mx) {
   const float qnan = std::numeric_limits<float>::quiet_NaN();
   *mn = acc.nan ? qnan : acc.mn;
   *mx = acc.nan ? qnan : acc.mx;
@@ -215,7 +344,7 @@ void ReduceMinMax(const KernelShape& s, const typename Io::T* x, float* mn, floa
     case ParamLayout::kScalar: {
       const SpanList spans(s);
       std::vector<MinMaxAcc> parts(spans.count());
-      ParallelSpans(spans, [&](const Span& sp) {
+      ParallelSpans(spans, [&](const Span& sp) QD_LOOP_BODY {
         parts[sp.offset / SpanList::kScalarChunk] =
             ReduceSpanMinMax<Io>(x + sp.offset, sp.length, MinMaxAcc());
       });
@@ -243,15 +372,17 @@ void ReduceMinMax(const KernelShape& s, const typename Io::T* x, float* mn, floa
               mn[c0 + c] = inf;
               mx[c0 + c] = -inf;
             }
-            for (int64_t o = 0; o < s.outer; ++o) {
-              const typename Io::T* row = x + o * s.n + c0;
-              for (int64_t c = 0; c < len; ++c) {
-                const float v = Io::Load(row[c]);
-                mn[c0 + c] = std::min(mn[c0 + c], v);
-                mx[c0 + c] = std::max(mx[c0 + c], v);
-                nan[c] |= (v != v);
+            RunSimd([&]() QD_LOOP_BODY {
+              for (int64_t o = 0; o < s.outer; ++o) {
+                const typename Io::T* row = x + o * s.n + c0;
+                for (int64_t c = 0; c < len; ++c) {
+                  const float v = Io::Load(row[c]);
+                  mn[c0 + c] = std::min(mn[c0 + c], v);
+                  mx[c0 + c] = std::max(mx[c0 + c], v);
+                  nan[c] |= (v != v);
+                }
               }
-            }
+            });
             for (int64_t c = 0; c < len; ++c) {
               FinishMinMax({mn[c0 + c], mx[c0 + c], nan[c] != 0}, &mn[c0 + c], &mx[c0 + c]);
             }
@@ -259,20 +390,22 @@ void ReduceMinMax(const KernelShape& s, const typename Io::T* x, float* mn, floa
         });
       } else {
         at::parallel_for(0, s.n, 1, [&](int64_t c0, int64_t c1) {
-          for (int64_t c = c0; c < c1; ++c) {
-            MinMaxAcc acc;
-            for (int64_t o = 0; o < s.outer; ++o) {
-              acc = ReduceSpanMinMax<Io>(x + (o * s.n + c) * s.inner, s.inner, acc);
+          RunSimd([&]() QD_LOOP_BODY {
+            for (int64_t c = c0; c < c1; ++c) {
+              MinMaxAcc acc;
+              for (int64_t o = 0; o < s.outer; ++o) {
+                acc = ReduceSpanMinMax<Io>(x + (o * s.n + c) * s.inner, s.inner, acc);
+              }
+              FinishMinMax(acc, &mn[c], &mx[c]);
             }
-            FinishMinMax(acc, &mn[c], &mx[c]);
-          }
+          });
         });
       }
       return;
     case ParamLayout::kPerGroup:
       if (s.inner == 1) {
         const SpanList spans(s);
-        ParallelSpans(spans, [&](const Span& sp) {
+        ParallelSpans(spans, [&](const Span& sp) QD_LOOP_BODY {
           FinishMinMax(ReduceSpanMinMax<Io>(x + sp.offset, sp.length, MinMaxAcc()),
                        &mn[sp.param_offset], &mx[sp.param_offset]);
         });
@@ -289,15 +422,17 @@ void ReduceMinMax(const KernelShape& s, const typename Io::T* x, float* mn, floa
             std::fill(kmx, kmx + s.inner, -inf);
             std::fill(nan.begin(), nan.end(), 0);
             const int64_t c_end = std::min(s.n, (g + 1) * s.group);
-            for (int64_t c = g * s.group; c < c_end; ++c) {
-              const typename Io::T* row = x + (o * s.n + c) * s.inner;
-              for (int64_t i = 0; i < s.inner; ++i) {
-                const float v = Io::Load(row[i]);
-                kmn[i] = std::min(kmn[i], v);
-                kmx[i] = std::max(kmx[i], v);
-                nan[i] |= (v != v);
+            RunSimd([&]() QD_LOOP_BODY {
+              for (int64_t c = g * s.group; c < c_end; ++c) {
+                const typename Io::T* row = x + (o * s.n + c) * s.inner;
+                for (int64_t i = 0; i < s.inner; ++i) {
+                  const float v = Io::Load(row[i]);
+                  kmn[i] = std::min(kmn[i], v);
+                  kmx[i] = std::max(kmx[i], v);
+                  nan[i] |= (v != v);
+                }
               }
-            }
+            });
             for (int64_t i = 0; i < s.inner; ++i) {
               FinishMinMax({kmn[i], kmx[i], nan[i] != 0}, &kmn[i], &kmx[i]);
             }

@@ -30,18 +30,31 @@ bool SignedZero(const QuantSpec& spec) {
 float MxIntElementScale(float scale) { return std::max(scale / 64.0f, kTiny); }
 
 // FP elements: x / scale onto the element grid, times the scale.
+// kByReciprocal: multiply by 1 / scale instead of dividing, which gives the
+// same bits when the scale is a power of two whose reciprocal is a normal
+// float (every block scale except the tiny subnormal ones), and is faster.
+template <bool kByReciprocal>
 struct FpOp {
   MinifloatFormat f;
   bool signed_zero;
-  float operator()(float x, float /*inv*/, float scale, float /*zp*/) const {
-    const float y = QuantizeToMinifloat(x / scale, f, signed_zero) * scale;
+  QD_ALWAYS_INLINE float operator()(float x, float inv, float scale, float /*zp*/) const {
+    const float v = kByReciprocal ? x * inv : x / scale;
+    const float y = QuantizeToMinifloat(v, f, signed_zero) * scale;
     return std::fabs(x) <= kFloatMax ? y : x;
   }
 };
 
+// True when x * (1 / scale) == x / scale for every x: scale is a power of
+// two in [2^-126, 2^126].
+bool ReciprocalIsExact(float scale) {
+  const uint32_t bits = BitsOf(scale);
+  const uint32_t field = bits >> 23;
+  return (bits & 0x807FFFFFu) == 0 && field >= 1 && field <= 253;
+}
+
 // MXINT8 with (inv, scale) already the element unit and its reciprocal.
 struct IntOp {
-  float operator()(float x, float inv, float unit, float /*zp*/) const {
+  QD_ALWAYS_INLINE float operator()(float x, float inv, float unit, float /*zp*/) const {
     const float r = RoundHalfEven(ClampRoundInput(x * inv)) + 0.0f;
     const float y = std::min(std::max(r, -127.0f), 127.0f) * unit;
     return std::fabs(x) <= kFloatMax ? y : x;
@@ -52,7 +65,7 @@ struct RefOp {
   MinifloatFormat f;
   bool mxint;
   bool signed_zero;
-  float operator()(float x, float scale, float /*zp*/) const {
+  QD_ALWAYS_INLINE float operator()(float x, float scale, float /*zp*/) const {
     if (!std::isfinite(x)) return x;
     if (mxint) {
       const float unit = MxIntElementScale(scale);
@@ -73,7 +86,7 @@ struct FpCodeOp {
   MinifloatFormat f;
   MinifloatKind kind;
   bool signed_zero;
-  float operator()(float x, float /*inv*/, float scale, float /*zp*/) const {
+  QD_ALWAYS_INLINE float operator()(float x, float /*inv*/, float scale, float /*zp*/) const {
     const float v = x / scale;
     const float q = std::isnan(v) ? v : QuantizeToMinifloat(v, f, signed_zero);
     return static_cast<float>(EncodeMinifloat(q, f, kind));
@@ -81,7 +94,7 @@ struct FpCodeOp {
 };
 
 struct IntCodeOp {
-  float operator()(float x, float inv, float /*unit*/, float /*zp*/) const {
+  QD_ALWAYS_INLINE float operator()(float x, float inv, float /*unit*/, float /*zp*/) const {
     if (x != x) return 0.0f;
     const float r = RoundHalfEven(ClampRoundInput(x * inv)) + 0.0f;
     return std::min(std::max(r, -127.0f), 127.0f);
@@ -110,20 +123,34 @@ kernel::SlotArrays ElementParams(const std::vector<float>& block_scale, bool mxi
   return a;
 }
 
-// Calls fn(op) with the fake-quantization op of the spec's element type.
+// Calls fn(op) with the fake-quantization op of the spec's element type;
+// `exact_reciprocal` when every scale passes ReciprocalIsExact.
 template <class Fn>
-void WithFakeOp(const QuantSpec& spec, const Fn& fn) {
+void WithFakeOp(const QuantSpec& spec, bool exact_reciprocal, const Fn& fn) {
   if (IsMxInt(spec)) {
     fn(IntOp{});
+  } else if (exact_reciprocal) {
+    fn(FpOp<true>{MinifloatFormatOf(spec.dtype), SignedZero(spec)});
   } else {
-    fn(FpOp{MinifloatFormatOf(spec.dtype), SignedZero(spec)});
+    fn(FpOp<false>{MinifloatFormatOf(spec.dtype), SignedZero(spec)});
   }
 }
 
 template <class Io>
-inline float FiniteAbs(typename Io::T v) {
+QD_ALWAYS_INLINE float FiniteAbs(typename Io::T v) {
   const float a = std::fabs(Io::Load(v));
   return a <= kFloatMax ? a : 0.0f;
+}
+
+// amax of the finite elements of a run. Non-negative floats order like their
+// bit patterns, so the reduction runs on integers (which vectorises).
+template <class Io>
+QD_ALWAYS_INLINE float SpanAmax(const typename Io::T* x, int64_t len) {
+  int32_t m = 0;
+  for (int64_t j = 0; j < len; ++j) {
+    m = std::max(m, static_cast<int32_t>(BitsOf(FiniteAbs<Io>(x[j]))));
+  }
+  return FloatOf(static_cast<uint32_t>(m));
 }
 
 // amax of the finite elements per block (shape s is per-group).
@@ -131,10 +158,8 @@ template <class Io>
 void ReduceBlockAmax(const KernelShape& s, const typename Io::T* x, float* amax) {
   if (s.inner == 1) {
     const kernel::SpanList spans(s);
-    kernel::ParallelSpans(spans, [&](const kernel::Span& sp) {
-      float m = 0.0f;
-      for (int64_t j = 0; j < sp.length; ++j) m = std::max(m, FiniteAbs<Io>(x[sp.offset + j]));
-      amax[sp.param_offset] = m;
+    kernel::ParallelSpans(spans, [&](const kernel::Span& sp) QD_LOOP_BODY {
+      amax[sp.param_offset] = SpanAmax<Io>(x + sp.offset, sp.length);
     });
     return;
   }
@@ -146,10 +171,12 @@ void ReduceBlockAmax(const KernelShape& s, const typename Io::T* x, float* amax)
       float* m = amax + k * s.inner;
       std::fill(m, m + s.inner, 0.0f);
       const int64_t c_end = std::min(s.n, (g + 1) * s.group);
-      for (int64_t c = g * s.group; c < c_end; ++c) {
-        const typename Io::T* row = x + (o * s.n + c) * s.inner;
-        for (int64_t i = 0; i < s.inner; ++i) m[i] = std::max(m[i], FiniteAbs<Io>(row[i]));
-      }
+      kernel::RunSimd([&]() QD_LOOP_BODY {
+        for (int64_t c = g * s.group; c < c_end; ++c) {
+          const typename Io::T* row = x + (o * s.n + c) * s.inner;
+          for (int64_t i = 0; i < s.inner; ++i) m[i] = std::max(m[i], FiniteAbs<Io>(row[i]));
+        }
+      });
     }
   });
 }
@@ -241,9 +268,11 @@ Status FakeQuantFused(const at::Tensor& x, const QuantSpec& spec, const QParams&
   QD_ASSIGN_OR_RETURN(KernelShape s, KernelShapeFor(x.sizes().vec(), spec));
   QD_ASSIGN_OR_RETURN(std::vector<float> scale, ParamArray(qp.scale, s.num_params(), "scale"));
   const kernel::SlotArrays a = ElementParams(scale, IsMxInt(spec));
+  bool exact = true;
+  for (float sc : scale) exact = exact && ReciprocalIsExact(sc);
   return DispatchIo(x, [&](auto io) {
     using Io = decltype(io);
-    WithFakeOp(spec, [&](const auto& op) {
+    WithFakeOp(spec, exact, [&](const auto& op) {
       kernel::ApplyScaled<Io, Io>(s, In<Io>(x), Out<Io>(out), a.view(), op);
     });
   });
@@ -300,20 +329,25 @@ StatusOr<QParams> FakeQuantDynamicFused(const at::Tensor& x, const QuantSpec& sp
     using Io = decltype(io);
     const typename Io::T* xp = In<Io>(x);
     typename Io::T* yp = Out<Io>(out);
-    WithFakeOp(spec, [&](const auto& op) {
-      kernel::ParallelSpans(spans, [&](const kernel::Span& sp) {
-        const typename Io::T* xs = xp + sp.offset;
-        typename Io::T* ys = yp + sp.offset;
-        float amax = 0.0f;
-        for (int64_t j = 0; j < sp.length; ++j) amax = std::max(amax, FiniteAbs<Io>(xs[j]));
-        const float block_scale = ScaleFromAmax(amax, spec);
-        scales[sp.param_offset] = block_scale;
-        const float scale = mxint ? MxIntElementScale(block_scale) : block_scale;
-        const float inv = 1.0f / scale;
-        for (int64_t j = 0; j < sp.length; ++j) {
-          ys[j] = Io::Store(op(Io::Load(xs[j]), inv, scale, 0.0f));
-        }
-      });
+    auto quantize_span = [&](const auto& op, const typename Io::T* xs, typename Io::T* ys,
+                             int64_t len, float scale) QD_LOOP_BODY {
+      const float inv = 1.0f / scale;
+      for (int64_t j = 0; j < len; ++j) ys[j] = Io::Store(op(Io::Load(xs[j]), inv, scale, 0.0f));
+    };
+    const MinifloatFormat f = MinifloatFormatOf(spec.dtype);
+    const bool signed_zero = SignedZero(spec);
+    kernel::ParallelSpans(spans, [&](const kernel::Span& sp) QD_LOOP_BODY {
+      const typename Io::T* xs = xp + sp.offset;
+      typename Io::T* ys = yp + sp.offset;
+      const float block_scale = ScaleFromAmax(SpanAmax<Io>(xs, sp.length), spec);
+      scales[sp.param_offset] = block_scale;
+      if (mxint) {
+        quantize_span(IntOp{}, xs, ys, sp.length, MxIntElementScale(block_scale));
+      } else if (ReciprocalIsExact(block_scale)) {
+        quantize_span(FpOp<true>{f, signed_zero}, xs, ys, sp.length, block_scale);
+      } else {
+        quantize_span(FpOp<false>{f, signed_zero}, xs, ys, sp.length, block_scale);
+      }
     });
   }));
   return qp;

@@ -29,7 +29,7 @@ template <class InIo, class OutIo, class Op>
 void ApplyScaled(const KernelShape& s, const typename InIo::T* x, typename OutIo::T* y,
                  const SlotParams& p, const Op& op) {
   const SpanList spans(s);
-  ParallelSpans(spans, [&](const Span& sp) {
+  ParallelSpans(spans, [&](const Span& sp) QD_LOOP_BODY {
     const typename InIo::T* xs = x + sp.offset;
     typename OutIo::T* ys = y + sp.offset;
     const int64_t len = sp.length;
@@ -57,7 +57,7 @@ void ApplyScaledDynamicOnePass(const KernelShape& s, const typename InIo::T* x,
                                typename OutIo::T* y, float* scale_out, float* zp_out, const Op& op,
                                const Make& make) {
   const SpanList spans(s);
-  ParallelSpans(spans, [&](const Span& sp) {
+  ParallelSpans(spans, [&](const Span& sp) QD_LOOP_BODY {
     const typename InIo::T* xs = x + sp.offset;
     typename OutIo::T* ys = y + sp.offset;
     float mn = 0;

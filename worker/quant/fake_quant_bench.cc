@@ -1,0 +1,149 @@
+// Throughput of the fused fake-quantization kernels on weight-sized float32
+// tensors, against two baselines measured in the same run: a parallel memcpy
+// of the same bytes (the memory-bandwidth ceiling) and the same operation
+// composed from ATen ops.
+//
+//   bazel run -c opt //worker/quant:fake_quant_bench [-- --iters=N --threads=T]
+//
+// GB/s counts the bytes read plus the bytes written (2 x the tensor size).
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "worker/quant/fake_quant.h"
+
+namespace quantd::quant {
+namespace {
+
+double MedianSeconds(int iters, const std::function<void()>& fn) {
+  fn();  // warm-up: page faults, caches, thread pool
+  std::vector<double> t;
+  for (int i = 0; i < iters; ++i) {
+    const auto start = std::chrono::steady_clock::now();
+    fn();
+    t.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  }
+  std::sort(t.begin(), t.end());
+  return t[t.size() / 2];
+}
+
+struct Case {
+  std::string name;
+  QuantSpec spec;
+  bool dynamic;  // MX: block scales computed in the kernel
+};
+
+std::vector<Case> Cases() {
+  std::vector<Case> out;
+  QuantSpec int8;
+  int8.dtype = DataType::kInt8;
+  int8.qscheme = QScheme::kPerChannel;
+  int8.ch_axis = 0;
+  out.push_back({"int8 per-channel", int8, false});
+  QuantSpec int4;
+  int4.dtype = DataType::kInt4;
+  int4.qscheme = QScheme::kPerGroup;
+  int4.ch_axis = -1;
+  int4.group_size = 128;
+  out.push_back({"int4 per-group 128", int4, false});
+  QuantSpec fp8;
+  fp8.dtype = DataType::kFp8E4M3;
+  out.push_back({"fp8 e4m3 per-tensor", fp8, false});
+  QuantSpec mxfp4;
+  mxfp4.dtype = DataType::kMxFp4;
+  mxfp4.qscheme = QScheme::kPerGroup;
+  out.push_back({"MXFP4 (dynamic)", mxfp4, true});
+  QuantSpec mxfp8 = mxfp4;
+  mxfp8.dtype = DataType::kMxFp8E4M3;
+  out.push_back({"MXFP8 e4m3 (dynamic)", mxfp8, true});
+  return out;
+}
+
+int Run(int iters, const std::vector<std::vector<int64_t>>& shapes) {
+  std::printf("fake_quant_bench: %d intra-op threads, median of %d runs\n", at::get_num_threads(),
+              iters);
+  std::printf("%-22s %-12s %9s %9s %9s %9s %9s\n", "operation", "shape", "fused", "memcpy",
+              "composed", "x memcpy", "x ATen");
+  std::printf("%-22s %-12s %9s %9s %9s %9s %9s\n", "", "", "GB/s", "GB/s", "GB/s", "", "");
+  for (const std::vector<int64_t>& shape : shapes) {
+    at::manual_seed(0);
+    const at::Tensor x = at::randn(shape) * 0.02;
+    at::Tensor out = at::empty_like(x);
+    at::Tensor copy = at::empty_like(x);
+    const int64_t bytes = x.numel() * static_cast<int64_t>(sizeof(float));
+    const double moved = 2.0 * static_cast<double>(bytes);
+    const char* src = static_cast<const char*>(x.data_ptr());
+    char* dst = static_cast<char*>(copy.data_ptr());
+    const double t_memcpy = MedianSeconds(iters, [&] {
+      at::parallel_for(0, bytes, 1 << 20,
+                       [&](int64_t b, int64_t e) { std::memcpy(dst + b, src + b, e - b); });
+    });
+    const std::string shape_name = std::to_string(shape[0]) + "x" + std::to_string(shape[1]);
+    for (const Case& c : Cases()) {
+      QParams qp;
+      if (!c.dynamic) {
+        auto computed = ComputeQParams(x, c.spec);
+        if (!computed.ok()) {
+          std::fprintf(stderr, "%s: %s\n", c.name.c_str(), computed.status().ToString().c_str());
+          return 1;
+        }
+        qp = *computed;
+      }
+      FakeQuantOptions composed;
+      composed.path = KernelPath::kComposed;
+      Status status;
+      const double t_fused = MedianSeconds(iters, [&] {
+        if (c.dynamic) {
+          status = FakeQuantizeDynamicInto(x, c.spec, out);
+        } else {
+          status = FakeQuantizeInto(x, c.spec, qp, out);
+        }
+      });
+      const double t_composed = MedianSeconds(std::max(1, iters / 2), [&] {
+        auto y = c.dynamic ? FakeQuantizeDynamic(x, c.spec, composed)
+                           : FakeQuantize(x, c.spec, qp, composed);
+        if (!y.ok()) status = y.status();
+      });
+      if (!status.ok()) {
+        std::fprintf(stderr, "%s: %s\n", c.name.c_str(), status.ToString().c_str());
+        return 1;
+      }
+      std::printf("%-22s %-12s %9.2f %9.2f %9.2f %9.2f %9.2f\n", c.name.c_str(), shape_name.c_str(),
+                  moved / t_fused / 1e9, moved / t_memcpy / 1e9, moved / t_composed / 1e9,
+                  t_memcpy / t_fused, t_composed / t_fused);
+    }
+  }
+  return 0;
+}
+
+}  // namespace
+}  // namespace quantd::quant
+
+// Flags: --iters=N (default 7), --threads=T (default: all cores),
+// --shape=RxC (instead of the two weight shapes; a small one fits in cache
+// and measures the kernels' arithmetic rather than memory).
+int main(int argc, char** argv) {
+  int iters = 7;
+  int threads = static_cast<int>(std::thread::hardware_concurrency());
+  std::vector<std::vector<int64_t>> shapes = {{4096, 4096}, {14336, 4096}};
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg.rfind("--iters=", 0) == 0) iters = std::max(1, std::stoi(arg.substr(8)));
+    if (arg.rfind("--threads=", 0) == 0) threads = std::stoi(arg.substr(10));
+    if (arg.rfind("--shape=", 0) == 0) {
+      const std::string v = arg.substr(8);
+      const size_t x = v.find('x');
+      shapes = {{std::stoll(v.substr(0, x)), std::stoll(v.substr(x + 1))}};
+    }
+  }
+  at::set_num_threads(std::max(1, threads));
+  return quantd::quant::Run(iters, shapes);
+}
