@@ -30,7 +30,7 @@ absl::StatusOr<ParsedArgs> ParseArgs(const std::vector<std::string>& argv,
   ParsedArgs out;
   for (size_t i = 0; i < argv.size(); ++i) {
     std::string a = argv[i];
-    if (a == "-o") a = "--output";
+    if (a == "-o") a = "--output-format";
     if (a == "-h") a = "--help";
     if (a.size() > 2 && a.compare(0, 2, "--") == 0) {
       std::string name = a.substr(2), value;
@@ -61,6 +61,25 @@ absl::StatusOr<ParsedArgs> ParseArgs(const std::vector<std::string>& argv,
     }
   }
   return out;
+}
+
+const std::set<std::string>& QuantctlValueFlags() {
+  static const auto* flags = new std::set<std::string>{
+      "server",       "output-format", "output",   "model",         "scheme",        "config",
+      "group-size",   "exclude",       "calib",    "calib-samples", "calib-seq-len", "eval",
+      "n-ctx",        "eval-windows",  "format",   "device",        "label",         "request-id",
+      "max-attempts", "state",         "page-size"};
+  return *flags;
+}
+
+const std::set<std::string>& QuantctlBoolFlags() {
+  static const auto* flags =
+      new std::set<std::string>{"wait", "overwrite", "no-eval", "all", "help"};
+  return *flags;
+}
+
+absl::StatusOr<ParsedArgs> ParseQuantctlArgs(const std::vector<std::string>& argv) {
+  return ParseArgs(argv, QuantctlValueFlags(), QuantctlBoolFlags());
 }
 
 }  // namespace quantd::quantctl

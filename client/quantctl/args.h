@@ -1,7 +1,7 @@
 // A small command-line parser for quantctl's "global flags, command, command
 // flags, positional args" shape, which absl flags does not model. Flags are
 // `--name=value`, `--name value`, or bare `--name` for booleans; `-o` is an
-// alias of `--output`.
+// alias of `--output-format` (`--output` is submit's artifact URI).
 #ifndef QUANTD_CLIENT_QUANTCTL_ARGS_H_
 #define QUANTD_CLIENT_QUANTCTL_ARGS_H_
 
@@ -31,6 +31,13 @@ struct ParsedArgs {
 absl::StatusOr<ParsedArgs> ParseArgs(const std::vector<std::string>& argv,
                                      const std::set<std::string>& known_flags,
                                      const std::set<std::string>& bool_flags);
+
+// quantctl's own flags: those taking a value, and the booleans.
+const std::set<std::string>& QuantctlValueFlags();
+const std::set<std::string>& QuantctlBoolFlags();
+
+// ParseArgs with quantctl's flags.
+absl::StatusOr<ParsedArgs> ParseQuantctlArgs(const std::vector<std::string>& argv);
 
 }  // namespace quantd::quantctl
 

@@ -8,11 +8,11 @@ namespace {
 TEST(ArgsTest, GlobalFlagsCommandFlagsAndPositionals) {
   auto a = ParseArgs({"--server", "127.0.0.1:9", "-o", "json", "submit", "--model=/m", "--label",
                       "a=1", "--label", "b=2", "--wait", "extra"},
-                     {"server", "output", "model", "label"}, {"wait"});
+                     {"server", "output-format", "model", "label"}, {"wait"});
   ASSERT_TRUE(a.ok()) << a.status();
   EXPECT_EQ(a->command, "submit");
   EXPECT_EQ(a->Get("server"), "127.0.0.1:9");
-  EXPECT_EQ(a->Get("output"), "json");
+  EXPECT_EQ(a->Get("output-format"), "json");
   EXPECT_EQ(a->Get("model"), "/m");
   EXPECT_EQ(a->GetAll("label"), (std::vector<std::string>{"a=1", "b=2"}));
   EXPECT_EQ(a->Get("wait"), "true");
@@ -34,6 +34,17 @@ TEST(ArgsTest, IntegerFlags) {
   EXPECT_EQ(*a->GetInt("group-size", 128), 32);
   EXPECT_EQ(*a->GetInt("absent", 128), 128);
   EXPECT_FALSE(a->GetInt("n-ctx", 0).ok());
+}
+
+TEST(ArgsTest, QuantctlFlagsKeepOutputFormatAndOutputApart) {
+  auto a = ParseQuantctlArgs({"-o", "json", "submit", "--output", "file:///tmp/a", "--wait"});
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ(a->Get("output-format"), "json");
+  EXPECT_EQ(a->Get("output"), "file:///tmp/a");
+  EXPECT_EQ(a->Get("wait"), "true");
+  auto b = ParseQuantctlArgs({"submit", "--wait=maybe"});
+  ASSERT_FALSE(b.ok());
+  EXPECT_EQ(b.status().message(), "--wait takes true or false");
 }
 
 }  // namespace

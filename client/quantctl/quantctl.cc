@@ -18,9 +18,9 @@
 #include <sstream>
 #include <thread>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
-#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "client/quantctl/args.h"
@@ -46,7 +46,8 @@ usage: quantctl [global flags] <command> [flags] [args]
 
 global flags:
   --server HOST:PORT      quantd address (default $QUANTD_SERVER or 127.0.0.1:50051)
-  -o, --output text|json  output format (json prints proto3 JSON)
+  -o, --output-format text|json
+                          output format (json prints proto3 JSON)
 
 commands:
   submit --model URI (--scheme NAME | --config FILE) [flags]
@@ -427,12 +428,7 @@ int List(Client& c, const ParsedArgs& a) {
 
 int Main(int argc, char** argv) {
   std::vector<std::string> args(argv + 1, argv + argc);
-  auto parsed =
-      ParseArgs(args, {"server",     "output",     "model",        "scheme",        "config",
-                       "group-size", "exclude",    "calib",        "calib-samples", "calib-seq-len",
-                       "eval",       "n-ctx",      "eval-windows", "format",        "device",
-                       "label",      "request-id", "max-attempts", "state",         "page-size"},
-                {"wait", "overwrite", "no-eval", "all", "help"});
+  auto parsed = ParseQuantctlArgs(args);
   if (!parsed.ok()) {
     std::cerr << "quantctl: " << parsed.status().message() << "\n\n" << kUsage;
     return kExitUsage;
@@ -442,7 +438,7 @@ int Main(int argc, char** argv) {
     std::cout << kUsage;
     return a.command.empty() && !a.Has("help") ? kExitUsage : kExitOk;
   }
-  const std::string output = a.Get("output", "text");
+  const std::string output = a.Get("output-format", "text");
   if (output != "text" && output != "json") {
     std::cerr << "quantctl: -o must be text or json\n";
     return kExitUsage;

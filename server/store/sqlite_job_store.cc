@@ -572,11 +572,14 @@ absl::StatusOr<std::vector<JobRecord>> SqliteJobStore::ListJobs(const ListJobsQu
   if (query.tenant.has_value()) stmt->Bind(i++, absl::string_view(*query.tenant));
   for (v1::JobState state : query.states) stmt->Bind(i++, static_cast<int64_t>(state));
   for (const auto& [key, value] : query.labels) {
-    stmt->Bind(i++, absl::string_view(key)).Bind(i++, absl::string_view(value));
+    stmt->Bind(i++, absl::string_view(key));
+    stmt->Bind(i++, absl::string_view(value));
   }
   if (query.after.has_value()) {
     int64_t t = absl::ToUnixMicros(query.after->create_time);
-    stmt->Bind(i++, t).Bind(i++, t).Bind(i++, absl::string_view(query.after->name));
+    stmt->Bind(i++, t);
+    stmt->Bind(i++, t);
+    stmt->Bind(i++, absl::string_view(query.after->name));
   }
   stmt->Bind(i++, static_cast<int64_t>(query.limit));
   std::vector<JobRecord> out;

@@ -1,0 +1,253 @@
+// The whole service on loopback: quantd (SQLite), worker processes, quantctl,
+// the engine, and the exported artifact, with real processes throughout.
+#include <google/protobuf/util/json_util.h>
+#include <signal.h>
+
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include "absl/strings/str_split.h"
+#include "gtest/gtest.h"
+#include "tests/e2e/harness.h"
+#include "worker/common/sha256.h"
+#include "worker/io/safetensors/safetensors_source.h"
+#include "worker/quant/fake_quant.h"
+
+namespace quantd::e2e {
+namespace {
+
+namespace fs = std::filesystem;
+using quantd::v1::Job;
+
+std::string Model() { return Runfile("models/stories260K"); }
+std::string EvalText() { return Runfile("tests/data/tinystories-sample.txt"); }
+
+Job ParseJob(const std::string& json) {
+  Job job;
+  auto s = google::protobuf::util::JsonStringToMessage(json, &job);
+  EXPECT_TRUE(s.ok()) << s.ToString() << "\n" << json;
+  return job;
+}
+
+// The last non-empty line of quantctl's output (-o json --wait prints the
+// events, then the final job).
+std::string LastLine(const std::string& text) {
+  std::vector<std::string> lines = absl::StrSplit(text, '\n', absl::SkipEmpty());
+  return lines.empty() ? "" : lines.back();
+}
+
+// A copy of stories260K whose files a test can break.
+std::string CopyModel(const std::string& name) {
+  std::string dir = TempDir(name);
+  for (const char* f : {"config.json", "model.safetensors", "tokenizer.model"})
+    fs::copy_file(Model() + "/" + f, dir + "/" + f);
+  return dir;
+}
+
+TEST(ServiceE2eTest, QuantizesStories260KThroughQuantctlAndExportsTheFakeQuantizedModel) {
+  const std::string data = TempDir("e2e_main");
+  auto quantd = Quantd::Start({.data_dir = data, .local_workers = 1});
+  ASSERT_NE(quantd, nullptr);
+  const std::string out = data + "/out";
+  CommandResult r = Quantctl(quantd->address(),
+                             {"-o", "json", "submit", "--model", Model(), "--scheme",
+                              "w_int8_per_channel_sym", "--eval", EvalText(), "--eval-windows", "20",
+                              "--output", out, "--label", "suite=e2e", "--wait"});
+  ASSERT_EQ(r.exit_code, 0) << r.stderr_text << r.stdout_text << quantd->Log();
+  Job job = ParseJob(LastLine(r.stdout_text));
+  EXPECT_EQ(job.state(), quantd::v1::SUCCEEDED);
+  EXPECT_EQ(job.attempt(), 1);
+  EXPECT_EQ(job.spec().labels().at("suite"), "e2e");
+
+  // Metrics: float perplexity of the first 20 windows is the golden 4.8374.
+  const auto& m = job.result().metrics();
+  EXPECT_NEAR(m.float_perplexity().perplexity(), 4.8374, 1e-3);
+  EXPECT_EQ(m.float_perplexity().protocol().n_ctx(), 256);
+  EXPECT_EQ(m.float_perplexity().protocol().windows(), 20);
+  EXPECT_EQ(m.float_perplexity().protocol().tokens(), 5100);
+  EXPECT_GT(m.quantized_perplexity().perplexity(), 0);
+  EXPECT_LT(std::abs(m.quantized_perplexity().perplexity() / m.float_perplexity().perplexity() - 1), 0.02);
+  ASSERT_EQ(m.blocks_size(), 5);
+  EXPECT_EQ(m.blocks(0).layers_size(), 7);
+
+  // The event stream carried per-block metrics and progress.
+  int block_events = 0, progress_events = 0;
+  std::vector<std::string> lines = absl::StrSplit(r.stdout_text, '\n', absl::SkipEmpty());
+  for (size_t i = 0; i + 1 < lines.size(); ++i) {
+    quantd::v1::JobEvent ev;
+    ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(lines[i], &ev).ok()) << lines[i];
+    if (ev.has_block_metrics()) ++block_events;
+    if (ev.has_progress()) ++progress_events;
+  }
+  EXPECT_EQ(block_events, 5);
+  EXPECT_GT(progress_events, 3);
+
+  // The artifact: its sha256 matches the file, and the weights are exactly
+  // the engine's fake quantization of the originals.
+  ASSERT_EQ(job.result().artifacts_size(), 1);
+  const auto& art = job.result().artifacts(0);
+  EXPECT_EQ(art.uri(), "file://" + out);
+  EXPECT_TRUE(art.accepted());
+  EXPECT_EQ(art.sha256(), *Sha256File(out + "/model.safetensors"));
+  int64_t total = 0;
+  for (const auto& f : art.files()) {
+    EXPECT_EQ(f.sha256(), *Sha256File(out + "/" + f.path())) << f.path();
+    total += f.bytes();
+  }
+  EXPECT_EQ(art.bytes(), total);
+  quant::QuantSpec spec;
+  spec.dtype = quant::DataType::kInt8;
+  spec.qscheme = quant::QScheme::kPerChannel;
+  spec.ch_axis = 0;
+  auto original = io::SafetensorsSource::Open(Model() + "/model.safetensors");
+  auto exported = io::SafetensorsSource::Open(out + "/model.safetensors");
+  ASSERT_TRUE(exported.ok()) << exported.status();
+  int quantized = 0;
+  for (const auto& name : (*original)->Names()) {
+    at::Tensor w = *(*original)->Load(name);
+    at::Tensor want = w;
+    const bool linear = name.rfind("model.layers.", 0) == 0 && name.find("_proj.weight") != std::string::npos;
+    if (linear) {
+      want = *quant::FakeQuantize(w, spec, *quant::ComputeQParams(w, spec));
+      ++quantized;
+    }
+    EXPECT_TRUE(at::equal(*(*exported)->Load(name), want)) << name;
+  }
+  EXPECT_EQ(quantized, 35);
+  std::ifstream cfg(out + "/config.json");
+  std::string cfg_text((std::istreambuf_iterator<char>(cfg)), std::istreambuf_iterator<char>());
+  EXPECT_NE(cfg_text.find("\"quantization_config\""), std::string::npos);
+  EXPECT_TRUE(fs::exists(out + "/tokenizer.model"));
+
+  // Text views of the same job.
+  CommandResult get = Quantctl(quantd->address(), {"get", job.name()});
+  EXPECT_EQ(get.exit_code, 0);
+  EXPECT_NE(get.stdout_text.find("state:      SUCCEEDED"), std::string::npos) << get.stdout_text;
+  EXPECT_NE(get.stdout_text.find("perplexity float:     4.837"), std::string::npos) << get.stdout_text;
+  CommandResult list = Quantctl(quantd->address(), {"list", "--label", "suite=e2e"});
+  EXPECT_NE(list.stdout_text.find(job.name()), std::string::npos) << list.stdout_text;
+}
+
+TEST(ServiceE2eTest, JobsSurviveAFrontendRestart) {
+  const std::string data = TempDir("e2e_restart");
+  std::vector<std::string> names;
+  {
+    auto quantd = Quantd::Start({.data_dir = data});
+    ASSERT_NE(quantd, nullptr);
+    for (int i = 0; i < 3; ++i) {
+      CommandResult r = Quantctl(quantd->address(),
+                                 {"submit", "--model", Model(), "--scheme", "w_int8_per_tensor_sym",
+                                  "--no-eval", "--output", data + "/out" + std::to_string(i)});
+      ASSERT_EQ(r.exit_code, 0) << r.stderr_text;
+      names.push_back(LastLine(r.stdout_text));
+    }
+    quantd->Stop();
+  }
+  auto quantd = Quantd::Start({.data_dir = data});
+  ASSERT_NE(quantd, nullptr);
+  auto stub = quantd->NewStub();
+  for (const auto& name : names) {
+    grpc::ClientContext ctx;
+    quantd::v1::GetJobRequest req;
+    req.set_name(name);
+    Job job;
+    ASSERT_TRUE(stub->GetJob(&ctx, req, &job).ok()) << name;
+    EXPECT_EQ(job.state(), quantd::v1::QUEUED) << name;
+  }
+  auto worker = StartWorker(quantd->address(), data, "w-restart");
+  for (const auto& name : names) {
+    Job job = WaitForJob(*stub, name);
+    EXPECT_EQ(job.state(), quantd::v1::SUCCEEDED) << name << "\n" << worker->Log();
+    EXPECT_EQ(job.result().artifacts_size(), 1);
+  }
+}
+
+TEST(ServiceE2eTest, KilledWorkerLosesItsLeaseAndTheJobCompletesOnAttempt2) {
+  const std::string data = TempDir("e2e_crash");
+  auto quantd = Quantd::Start({.data_dir = data, .lease_duration = "2s"});
+  ASSERT_NE(quantd, nullptr);
+  auto stub = quantd->NewStub();
+  // Evaluating every window of the text keeps the job busy long enough.
+  CommandResult r = Quantctl(quantd->address(), {"submit", "--model", Model(), "--scheme",
+                                                 "w_uint4_per_channel_asym", "--eval", EvalText(),
+                                                 "--output", data + "/out"});
+  ASSERT_EQ(r.exit_code, 0) << r.stderr_text;
+  const std::string name = LastLine(r.stdout_text);
+  auto first = StartWorker(quantd->address(), data, "w-first");
+  // Wait until the first worker is mid-job (its progress reached the quantized blocks).
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+  Job job;
+  while (std::chrono::steady_clock::now() < deadline) {
+    grpc::ClientContext ctx;
+    quantd::v1::GetJobRequest req;
+    req.set_name(name);
+    ASSERT_TRUE(stub->GetJob(&ctx, req, &job).ok());
+    if (job.state() == quantd::v1::RUNNING && job.progress().percent() > 0) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  ASSERT_EQ(job.state(), quantd::v1::RUNNING) << first->Log();
+  EXPECT_EQ(job.worker(), "w-first");
+  ASSERT_NE(first->Stop(SIGKILL), -1);
+  auto second = StartWorker(quantd->address(), data, "w-second");
+  job = WaitForJob(*stub, name);
+  EXPECT_EQ(job.state(), quantd::v1::SUCCEEDED) << second->Log() << quantd->Log();
+  EXPECT_EQ(job.attempt(), 2);
+  EXPECT_EQ(job.worker(), "w-second");
+  EXPECT_GT(job.result().metrics().quantized_perplexity().perplexity(), 0);
+}
+
+TEST(ServiceE2eTest, BadInputGetsClearErrorsAndTheServiceKeepsServing) {
+  const std::string data = TempDir("e2e_bad");
+  auto quantd = Quantd::Start({.data_dir = data, .local_workers = 1});
+  ASSERT_NE(quantd, nullptr);
+  auto stub = quantd->NewStub();
+
+  // Unknown scheme: refused at submit, naming the field.
+  CommandResult unknown = Quantctl(quantd->address(),
+                                   {"submit", "--model", Model(), "--scheme", "w_int5_magic"});
+  EXPECT_EQ(unknown.exit_code, 3);
+  EXPECT_NE(unknown.stderr_text.find("INVALID_ARGUMENT"), std::string::npos) << unknown.stderr_text;
+  EXPECT_NE(unknown.stderr_text.find("spec.quantization.scheme"), std::string::npos) << unknown.stderr_text;
+
+  // Missing model directory: refused at submit or failed by the worker,
+  // either way naming the path.
+  const std::string missing = data + "/no-such-model";
+  CommandResult miss = Quantctl(quantd->address(), {"-o", "json", "submit", "--model", missing,
+                                                    "--scheme", "w_int8_per_tensor_sym", "--wait"});
+  EXPECT_NE(miss.exit_code, 0);
+  if (miss.exit_code == 1) {
+    Job job = ParseJob(LastLine(miss.stdout_text));
+    EXPECT_EQ(job.state(), quantd::v1::FAILED);
+    EXPECT_NE(job.error().message().find("no-such-model"), std::string::npos) << job.error().message();
+  } else {
+    EXPECT_NE(miss.stderr_text.find("no-such-model"), std::string::npos) << miss.stderr_text;
+  }
+
+  // A malformed config.json and a truncated safetensors fail the job with a
+  // message naming the file.
+  const std::string bad_config = CopyModel("bad_config");
+  std::ofstream(bad_config + "/config.json", std::ios::trunc) << "{\"architectures\": [\"Llama";
+  const std::string truncated = CopyModel("truncated");
+  fs::resize_file(truncated + "/model.safetensors", fs::file_size(truncated + "/model.safetensors") / 2);
+  for (const auto& [dir, file] : std::vector<std::pair<std::string, std::string>>{
+           {bad_config, "config.json"}, {truncated, "model.safetensors"}}) {
+    CommandResult res = Quantctl(quantd->address(), {"-o", "json", "submit", "--model", dir, "--scheme",
+                                                     "w_int8_per_tensor_sym", "--wait"});
+    EXPECT_EQ(res.exit_code, 1) << res.stderr_text;
+    Job job = ParseJob(LastLine(res.stdout_text));
+    EXPECT_EQ(job.state(), quantd::v1::FAILED);
+    EXPECT_NE(job.error().message().find(file), std::string::npos) << job.error().message();
+    EXPECT_NE(job.error().code(), 0);
+  }
+
+  // The frontend and its worker are still up and run a good job.
+  CommandResult good = Quantctl(quantd->address(), {"-o", "json", "submit", "--model", Model(),
+                                                    "--scheme", "w_int8_per_tensor_sym", "--no-eval",
+                                                    "--output", data + "/good", "--wait"});
+  EXPECT_EQ(good.exit_code, 0) << good.stderr_text;
+  EXPECT_TRUE(quantd->process().Running());
+}
+
+}  // namespace
+}  // namespace quantd::e2e

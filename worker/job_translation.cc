@@ -1,0 +1,120 @@
+#include "worker/job_translation.h"
+
+namespace quantd::worker {
+namespace {
+
+quantd::v1::Stage StageToProto(pipeline::Stage s) {
+  switch (s) {
+    case pipeline::Stage::kLoad:
+      return quantd::v1::LOAD;
+    case pipeline::Stage::kCalibrate:
+      return quantd::v1::CALIBRATE;
+    case pipeline::Stage::kAlgorithms:
+      return quantd::v1::ALGORITHMS;
+    case pipeline::Stage::kQuantize:
+      return quantd::v1::QUANTIZE;
+    case pipeline::Stage::kEvaluate:
+      return quantd::v1::EVALUATE;
+    case pipeline::Stage::kExport:
+      return quantd::v1::EXPORT;
+  }
+  return quantd::v1::STAGE_UNSPECIFIED;
+}
+
+quantd::v1::ExportFormat FormatToProto(exporter::ExportFormat f) {
+  switch (f) {
+    case exporter::ExportFormat::kHfFakeQuantized:
+      return quantd::v1::HF_FAKE_QUANTIZED;
+    case exporter::ExportFormat::kHfQuark:
+      return quantd::v1::HF_QUARK;
+    case exporter::ExportFormat::kGguf:
+      return quantd::v1::GGUF;
+    case exporter::ExportFormat::kOnnxQdq:
+      return quantd::v1::ONNX_QDQ;
+  }
+  return quantd::v1::EXPORT_FORMAT_UNSPECIFIED;
+}
+
+void PerplexityToProto(const eval::PerplexityResult& p, const std::string& dataset_uri,
+                       quantd::v1::PerplexityResult* out) {
+  out->set_perplexity(p.ppl);
+  out->set_mean_nll(p.tokens > 0 ? p.nll_sum / p.tokens : 0);
+  auto* proto = out->mutable_protocol();
+  proto->set_dataset_uri(dataset_uri);
+  proto->set_n_ctx(static_cast<int32_t>(p.n_ctx));
+  proto->set_windows(static_cast<int32_t>(p.windows));
+  proto->set_tokens(p.tokens);
+  proto->set_description(p.protocol);
+}
+
+}  // namespace
+
+std::string FileUriToPath(const std::string& uri) {
+  return uri.rfind("file://", 0) == 0 ? uri.substr(7) : uri;
+}
+
+quantd::v1::Progress ToProto(const pipeline::ProgressInfo& p) {
+  quantd::v1::Progress out;
+  out.set_stage(StageToProto(p.stage));
+  out.set_block(p.block);
+  out.set_block_count(p.block_count);
+  out.set_percent(p.percent);
+  out.set_message(p.message);
+  return out;
+}
+
+quantd::v1::BlockMetrics ToProto(const pipeline::BlockReport& b) {
+  quantd::v1::BlockMetrics out;
+  out.set_block(b.block);
+  out.set_output_rel_mse(b.output_rel_mse);
+  for (const auto& l : b.layers) {
+    auto* lm = out.add_layers();
+    lm->set_name(l.name);
+    lm->set_weight_format(l.weight_format);
+    lm->set_input_format(l.input_format);
+    lm->set_output_format(l.output_format);
+    lm->set_weight_sqnr_db(l.weight_sqnr_db);
+    lm->set_excluded(l.excluded);
+    lm->set_input_min(l.input_min);
+    lm->set_input_max(l.input_max);
+  }
+  return out;
+}
+
+quantd::v1::JobResult ToProto(const pipeline::JobReport& r, const quantd::v1::JobSpec& spec) {
+  quantd::v1::JobResult out;
+  auto* m = out.mutable_metrics();
+  const std::string& eval_uri = spec.evaluation().dataset_uri();
+  if (r.float_perplexity)
+    PerplexityToProto(*r.float_perplexity, eval_uri, m->mutable_float_perplexity());
+  if (r.quantized_perplexity)
+    PerplexityToProto(*r.quantized_perplexity, eval_uri, m->mutable_quantized_perplexity());
+  if (r.kl_mean) m->set_kl_divergence_mean(*r.kl_mean);
+  if (r.kl_high) m->set_kl_divergence_p99(*r.kl_high);
+  if (r.top1_agreement) m->set_top1_agreement(*r.top1_agreement);
+  for (const auto& b : r.blocks) *m->add_blocks() = ToProto(b);
+  m->set_float_model_bytes(r.float_model_bytes);
+  m->set_quantized_model_bytes(r.quantized_model_bytes);
+  for (const auto& t : r.stage_timings) {
+    auto* st = m->add_stage_timings();
+    st->set_stage(StageToProto(t.stage));
+    st->set_seconds(t.seconds);
+  }
+  for (const auto& a : r.artifacts) {
+    auto* pa = out.add_artifacts();
+    pa->set_format(FormatToProto(a.format));
+    pa->set_uri("file://" + a.path);
+    pa->set_bytes(a.bytes);
+    pa->set_sha256(a.sha256);
+    pa->set_accepted(a.accepted);
+    for (const auto& f : a.files) {
+      auto* pf = pa->add_files();
+      pf->set_path(f.path);
+      pf->set_bytes(f.bytes);
+      pf->set_sha256(f.sha256);
+    }
+  }
+  return out;
+}
+
+}  // namespace quantd::worker

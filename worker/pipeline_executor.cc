@@ -1,0 +1,147 @@
+#include "worker/pipeline_executor.h"
+
+#include <filesystem>
+
+#include "worker/job_translation.h"
+#include "worker/pipeline/job_spec_check.h"
+#include "worker/pipeline/quantization_job.h"
+#include "worker/quantization_settings.h"
+
+namespace quantd::worker {
+namespace {
+
+namespace fs = std::filesystem;
+
+// Forwards the engine's reports to the frontend as job events.
+class EventForwarder : public pipeline::JobObserver {
+ public:
+  explicit EventForwarder(JobContext& ctx) : ctx_(ctx) {}
+  void OnProgress(const pipeline::ProgressInfo& p) override { ctx_.SetProgress(ToProto(p)); }
+  void OnLog(pipeline::LogLevel level, const std::string& message) override {
+    quantd::v1::JobEvent ev;
+    ev.mutable_log()->set_severity(level == pipeline::LogLevel::kError     ? quantd::v1::ERROR
+                                   : level == pipeline::LogLevel::kWarning ? quantd::v1::WARNING
+                                                                           : quantd::v1::INFO);
+    ev.mutable_log()->set_message(message);
+    ctx_.Report(std::move(ev));
+  }
+  void OnBlock(const pipeline::BlockReport& block) override {
+    quantd::v1::JobEvent ev;
+    *ev.mutable_block_metrics() = ToProto(block);
+    ctx_.Report(std::move(ev));
+  }
+  bool CancelRequested() const override { return ctx_.CancelRequested(); }
+
+ private:
+  JobContext& ctx_;
+};
+
+std::string JobId(const std::string& name) {
+  auto slash = name.rfind('/');
+  return slash == std::string::npos ? name : name.substr(slash + 1);
+}
+
+}  // namespace
+
+StatusOr<std::string> PipelineExecutor::Resolve(const std::string& field,
+                                                const std::string& uri) const {
+  io::UriOptions opt;
+  opt.allowed_roots = options_.allowed_roots;
+  opt.hf_cache_dir = options_.hf_cache_dir;
+  opt.download_cache_dir = (fs::path(options_.data_dir) / "cache").string();
+  auto r = io::ResolveUri({uri, ""}, opt);
+  if (!r.ok()) return Status(r.status()).Prepend(field + " " + uri + ": ");
+  return r->local_path;
+}
+
+StatusOr<pipeline::JobOptions> PipelineExecutor::BuildOptions(const quantd::v1::Job& job) const {
+  const auto& spec = job.spec();
+  pipeline::JobOptions o;
+  QD_ASSIGN_OR_RETURN(o.model_dir, Resolve("spec.model_uri", spec.model_uri()));
+  QD_ASSIGN_OR_RETURN(ResolvedQuantization q, ResolveQuantization(spec.quantization()));
+  o.planner = std::move(q.planner);
+  o.quantization_config_json = std::move(q.quark_json);
+  o.quantization_description = std::move(q.description);
+
+  const auto& cal = spec.calibration();
+  if (!cal.dataset_uri().empty()) {
+    QD_ASSIGN_OR_RETURN(o.calibration.dataset_path,
+                        Resolve("spec.calibration.dataset_uri", cal.dataset_uri()));
+  }
+  if (!cal.text_field().empty()) o.calibration.text_field = cal.text_field();
+  if (cal.has_num_samples()) o.calibration.num_samples = cal.num_samples();
+  if (cal.has_seq_len()) o.calibration.seq_len = cal.seq_len();
+  o.calibration.sampling = cal.sampling() == quantd::v1::RANDOM_WINDOWS
+                               ? io::SamplingMethod::kRandomWindows
+                               : io::SamplingMethod::kConcat;
+  o.calibration.seed = cal.seed();
+  o.calibration.on_float_outputs = spec.quantization().calibrate_on_float_outputs();
+
+  const auto& ev = spec.evaluation();
+  o.evaluation.enabled = !ev.disabled() && !ev.dataset_uri().empty();
+  if (o.evaluation.enabled) {
+    QD_ASSIGN_OR_RETURN(o.evaluation.dataset_path,
+                        Resolve("spec.evaluation.dataset_uri", ev.dataset_uri()));
+  }
+  if (!ev.text_field().empty()) o.evaluation.text_field = ev.text_field();
+  if (ev.has_n_ctx()) o.evaluation.n_ctx = ev.n_ctx();
+  o.evaluation.max_windows = ev.max_windows();
+
+  const auto& ex = spec.export_();
+  o.export_options.formats.clear();
+  for (int f : ex.formats()) {
+    switch (f) {
+      case quantd::v1::HF_FAKE_QUANTIZED:
+        o.export_options.formats.push_back(exporter::ExportFormat::kHfFakeQuantized);
+        break;
+      case quantd::v1::HF_QUARK:
+        o.export_options.formats.push_back(exporter::ExportFormat::kHfQuark);
+        break;
+      case quantd::v1::GGUF:
+        o.export_options.formats.push_back(exporter::ExportFormat::kGguf);
+        break;
+      case quantd::v1::ONNX_QDQ:
+        o.export_options.formats.push_back(exporter::ExportFormat::kOnnxQdq);
+        break;
+      default:
+        return InvalidArgumentError("unknown export format " + std::to_string(f));
+    }
+  }
+  if (o.export_options.formats.empty())
+    o.export_options.formats.push_back(exporter::ExportFormat::kHfFakeQuantized);
+  std::string out = FileUriToPath(ex.output_uri());
+  if (out.empty()) out = (fs::path(options_.data_dir) / "artifacts" / JobId(job.name())).string();
+  o.export_options.output_dir = out;
+  o.export_options.overwrite = ex.overwrite();
+  o.scratch_dir = (fs::path(options_.data_dir) / "scratch" / JobId(job.name())).string();
+  return o;
+}
+
+ExecutionOutcome PipelineExecutor::Execute(const quantd::v1::Job& job, JobContext& ctx) {
+  ExecutionOutcome out;
+  // The frontend checked the spec at CreateJob; check again, since this
+  // worker may be a different build than the frontend.
+  out.status = pipeline::CheckJobSpec(job.spec());
+  if (!out.status.ok()) return out;
+  auto options = BuildOptions(job);
+  if (!options.ok()) {
+    out.status = options.status();
+    return out;
+  }
+  EventForwarder forwarder(ctx);
+  if (!job.spec().evaluation().disabled() && job.spec().evaluation().dataset_uri().empty())
+    forwarder.OnLog(
+        pipeline::LogLevel::kWarning,
+        "no evaluation dataset (spec.evaluation.dataset_uri): perplexity is not measured");
+  pipeline::JobOutcome result = pipeline::RunQuantizationJob(*options, forwarder);
+  out.status = result.status;
+  out.cancelled = result.cancelled;
+  out.result = ToProto(result.report, job.spec());
+  if (!options_.keep_scratch) {
+    std::error_code ec;
+    fs::remove_all(options->scratch_dir, ec);
+  }
+  return out;
+}
+
+}  // namespace quantd::worker

@@ -1,0 +1,165 @@
+// quantd-worker: leases quantization jobs from quantd and runs them on the
+// engine, one at a time. Start one per GPU (or one for the CPU):
+//
+//   quantd-worker --server 127.0.0.1:50051 --device cpu --data-dir ./quantd-data
+//
+// SIGTERM / SIGINT stop leasing; the running job finishes first. See
+// docs/worker.md for every flag.
+#include <ATen/Context.h>
+#include <ATen/Parallel.h>
+#include <grpcpp/grpcpp.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+#include <thread>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "absl/strings/str_split.h"
+#include "worker/common/dashed_flags.h"
+#include "worker/lease_loop.h"
+#include "worker/pipeline_executor.h"
+
+ABSL_FLAG(std::string, server, "127.0.0.1:50051", "quantd address (HOST:PORT) to lease jobs from");
+ABSL_FLAG(std::string, device, "cpu", "device to run on: cpu (cuda:N needs a CUDA build)");
+ABSL_FLAG(std::string, data_dir, "./quantd-data", "scratch space and download cache");
+ABSL_FLAG(std::string, worker_id, "", "unique worker id (default HOST-PID)");
+ABSL_FLAG(std::vector<std::string>, allowed_roots, {},
+          "comma-separated directories that model, data and output paths must lie under "
+          "(default: any)");
+ABSL_FLAG(std::string, hf_cache, "", "Hugging Face hub cache for hf:// URIs");
+ABSL_FLAG(int, lease_wait_seconds, 10, "long-poll duration of each LeaseJob call");
+ABSL_FLAG(int, max_jobs, 0, "exit after this many jobs (0: run until stopped)");
+ABSL_FLAG(int, threads, 0, "intra-op threads for LibTorch (0: one per core)");
+ABSL_FLAG(bool, keep_scratch, false, "keep each job's scratch directory after it ends");
+ABSL_FLAG(std::string, token_file, "",
+          "file holding the worker's bearer token (default: $QUANTD_WORKER_TOKEN, else none)");
+ABSL_FLAG(std::string, tls_ca, "", "PEM roots to verify quantd's TLS certificate (enables TLS)");
+ABSL_FLAG(std::string, tls_cert, "", "PEM client certificate for mTLS");
+ABSL_FLAG(std::string, tls_key, "", "PEM client private key for mTLS");
+
+namespace {
+
+std::atomic<quantd::worker::LeaseLoop*> g_loop{nullptr};
+
+void OnSignal(int) {
+  if (auto* loop = g_loop.load()) loop->Stop();
+}
+
+bool ReadFile(const std::string& path, std::string* out) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return false;
+  std::stringstream ss;
+  ss << in.rdbuf();
+  *out = ss.str();
+  return true;
+}
+
+// Insecure unless --tls-ca is given; mTLS when a client cert and key are too.
+std::shared_ptr<grpc::ChannelCredentials> MakeCredentials() {
+  if (absl::GetFlag(FLAGS_tls_ca).empty()) return grpc::InsecureChannelCredentials();
+  grpc::SslCredentialsOptions ssl;
+  if (!ReadFile(absl::GetFlag(FLAGS_tls_ca), &ssl.pem_root_certs)) return nullptr;
+  if (!absl::GetFlag(FLAGS_tls_cert).empty() &&
+      (!ReadFile(absl::GetFlag(FLAGS_tls_cert), &ssl.pem_cert_chain) ||
+       !ReadFile(absl::GetFlag(FLAGS_tls_key), &ssl.pem_private_key)))
+    return nullptr;
+  return grpc::SslCredentials(ssl);
+}
+
+std::string DefaultWorkerId() {
+  char host[256] = {0};
+  gethostname(host, sizeof(host) - 1);
+  return std::string(host) + "-" + std::to_string(getpid());
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  absl::SetProgramUsageMessage(
+      "Leases quantization jobs from quantd and runs them.\n"
+      "usage: quantd-worker --server HOST:PORT [--device cpu] [--data-dir DIR]");
+  quantd::DashedFlagArgv args(argc, argv);
+  absl::ParseCommandLine(args.argc(), args.argv());
+
+  // The device is chosen before LibTorch runs any kernel.
+  const std::string device = absl::GetFlag(FLAGS_device);
+  if (device != "cpu") {
+    if (device.rfind("cuda", 0) == 0 && !at::hasCUDA()) {
+      std::cerr << "quantd-worker: --device " << device
+                << " needs a CUDA LibTorch; this build is CPU-only. Build with "
+                   "`bazel build --config=cuda` and LIBTORCH_HOME, or use --device cpu.\n";
+      return 2;
+    }
+    std::cerr << "quantd-worker: --device " << device << " is not supported; use --device cpu\n";
+    return 2;
+  }
+  // Debian's LibTorch starts with one OpenMP thread whatever the core count,
+  // so the default is set explicitly.
+  int threads = absl::GetFlag(FLAGS_threads);
+  if (threads <= 0) threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  at::set_num_threads(threads);
+
+  std::error_code ec;
+  const std::string data_dir =
+      std::filesystem::absolute(absl::GetFlag(FLAGS_data_dir), ec).lexically_normal().string();
+  std::filesystem::create_directories(data_dir, ec);
+  if (ec) {
+    std::cerr << "quantd-worker: cannot create --data-dir " << data_dir << ": " << ec.message()
+              << "\n";
+    return 2;
+  }
+
+  quantd::worker::PipelineExecutorOptions exec_opt;
+  exec_opt.data_dir = data_dir;
+  exec_opt.allowed_roots = absl::GetFlag(FLAGS_allowed_roots);
+  exec_opt.hf_cache_dir = absl::GetFlag(FLAGS_hf_cache);
+  exec_opt.keep_scratch = absl::GetFlag(FLAGS_keep_scratch);
+  quantd::worker::PipelineExecutor executor(exec_opt);
+
+  quantd::worker::LeaseLoopOptions loop_opt;
+  loop_opt.worker_id =
+      absl::GetFlag(FLAGS_worker_id).empty() ? DefaultWorkerId() : absl::GetFlag(FLAGS_worker_id);
+  loop_opt.device = device;
+  loop_opt.lease_wait = std::chrono::seconds(absl::GetFlag(FLAGS_lease_wait_seconds));
+  loop_opt.max_jobs = absl::GetFlag(FLAGS_max_jobs);
+
+  std::string token;
+  if (!absl::GetFlag(FLAGS_token_file).empty()) {
+    if (!ReadFile(absl::GetFlag(FLAGS_token_file), &token)) {
+      std::cerr << "quantd-worker: cannot read --token-file " << absl::GetFlag(FLAGS_token_file)
+                << "\n";
+      return 2;
+    }
+    while (!token.empty() && (token.back() == '\n' || token.back() == '\r' || token.back() == ' '))
+      token.pop_back();
+  } else if (const char* env = std::getenv("QUANTD_WORKER_TOKEN"); env != nullptr) {
+    token = env;
+  }
+  if (!token.empty()) loop_opt.metadata.push_back({"authorization", "Bearer " + token});
+  auto creds = MakeCredentials();
+  if (creds == nullptr) {
+    std::cerr << "quantd-worker: cannot read the TLS files (--tls-ca, --tls-cert, --tls-key)\n";
+    return 2;
+  }
+  auto channel = grpc::CreateChannel(absl::GetFlag(FLAGS_server), creds);
+  quantd::worker::LeaseLoop loop(channel, &executor, loop_opt);
+  g_loop.store(&loop);
+  signal(SIGTERM, OnSignal);
+  signal(SIGINT, OnSignal);
+  std::cerr << "{\"component\":\"worker\",\"worker\":\"" << loop_opt.worker_id
+            << "\",\"msg\":\"leasing from " << absl::GetFlag(FLAGS_server) << " on " << device
+            << "\"}" << std::endl;
+  const int jobs = loop.Run();
+  g_loop.store(nullptr);
+  std::cerr << "{\"component\":\"worker\",\"worker\":\"" << loop_opt.worker_id
+            << "\",\"msg\":\"stopped after " << jobs << " job(s)\"}" << std::endl;
+  return 0;
+}
