@@ -66,6 +66,7 @@ quantd::v1::Progress ToProto(const pipeline::ProgressInfo& p) {
 quantd::v1::BlockMetrics ToProto(const pipeline::BlockReport& b) {
   quantd::v1::BlockMetrics out;
   out.set_block(b.block);
+  out.set_block_count(b.block_count);
   out.set_output_rel_mse(b.output_rel_mse);
   for (const auto& l : b.layers) {
     auto* lm = out.add_layers();

@@ -300,7 +300,10 @@ int Watch(Client& c, const std::string& name) {
         }
         case quantd::v1::JobEvent::kBlockMetrics:
           close_bar();
-          PrintStatusLine(RenderBlockMetrics(ev.block_metrics(), block_count));
+          PrintStatusLine(
+              RenderBlockMetrics(ev.block_metrics(), ev.block_metrics().block_count() > 0
+                                                         ? ev.block_metrics().block_count()
+                                                         : block_count));
           break;
         default:
           break;

@@ -70,6 +70,7 @@ TEST(ServiceE2eTest, QuantizesStories260KThroughQuantctlAndExportsTheFakeQuantiz
   EXPECT_LT(std::abs(m.quantized_perplexity().perplexity() / m.float_perplexity().perplexity() - 1), 0.02);
   ASSERT_EQ(m.blocks_size(), 5);
   EXPECT_EQ(m.blocks(0).layers_size(), 7);
+  EXPECT_EQ(m.blocks(0).block_count(), 5);
 
   // The event stream carried per-block metrics and progress.
   int block_events = 0, progress_events = 0;

@@ -36,6 +36,7 @@ struct LayerReport {
 
 struct BlockReport {
   int block = 0;  // 1-based
+  int block_count = 0;
   std::vector<LayerReport> layers;
   // ||y_q - y_f||^2 / ||y_f||^2 on the calibration (or evaluation) samples;
   // negative when not measured.

@@ -292,6 +292,7 @@ class QuantizationJob {
       if (opt_.model_transform) QD_RETURN_IF_ERROR(opt_.model_transform->TransformBlock(*block));
       BlockReport br;
       br.block = i + 1;
+      br.block_count = n;
       at::Tensor float_out;
       if (hidden.defined()) {
         QD_ASSIGN_OR_RETURN(float_out, block->Forward(hidden));

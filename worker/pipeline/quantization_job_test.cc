@@ -105,6 +105,7 @@ TEST_F(QuantizationJobTest, Int8PerChannelEndToEnd) {
   ASSERT_EQ(r.blocks.size(), 5u);
   ASSERT_EQ(obs.blocks.size(), 5u);
   for (const auto& b : r.blocks) {
+    EXPECT_EQ(b.block_count, 5);
     ASSERT_EQ(b.layers.size(), 7u);
     EXPECT_GT(b.output_rel_mse, 0);
     EXPECT_LT(b.output_rel_mse, 1e-2);
