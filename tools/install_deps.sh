@@ -20,7 +20,7 @@ PACKAGES=(
   # reference implementations and peers used by tests
   python3 python3-torch python3-numpy python3-onnx python3-grpcio python3-sentencepiece
   python3-protobuf protobuf-compiler-grpc
-  nodejs  # ships npm (the Debian npm package conflicts with newer nodejs builds)
+  nodejs  # npm: see below
   # services used by end-to-end tests
   postgresql sqlite3 clang
 )
@@ -31,6 +31,10 @@ for p in "${PACKAGES[@]}"; do
     missing+=("$p")
   fi
 done
+
+# Debian's nodejs comes without npm (package npm), while NodeSource's nodejs
+# bundles it and conflicts with Debian's npm: ask for npm only when missing.
+if ! command -v npm >/dev/null 2>&1; then missing+=(npm); fi
 
 if [ ${#missing[@]} -eq 0 ]; then
   exit 0
