@@ -21,6 +21,7 @@
 #include "worker/io/tokenizer/load_tokenizer.h"
 #include "worker/models/layer_shapes.h"
 #include "worker/models/registry.h"
+#include "worker/pipeline/pipeline_quantized_model.h"
 #include "worker/pipeline/scratch_store.h"
 #include "worker/pipeline/weight_quantizer.h"
 #include "worker/quant/qparams.h"
@@ -265,15 +266,6 @@ class QuantizationJob {
     return scratch_->Put("head", tensors);
   }
 
-  // Names under which the scratch store keeps what is not a checkpoint
-  // tensor (exact weight parameters), out of the way of real names.
-  static std::string ScaleKey(const std::string& module) {
-    return "__quantd__/" + module + ".weight_scale";
-  }
-  static std::string ZeroPointKey(const std::string& module) {
-    return "__quantd__/" + module + ".weight_zero_point";
-  }
-
   Status Quantize() {
     const Stage stage = LoopStage(opt_);
     const int n = static_cast<int>(model_->num_blocks());
@@ -323,9 +315,9 @@ class QuantizationJob {
         }
         if (plan.weight) {
           changed.emplace_back(linear->name() + ".weight", linear->weight());
-          if (qp.scale.defined()) changed.emplace_back(ScaleKey(linear->name()), qp.scale);
+          if (qp.scale.defined()) changed.emplace_back(WeightScaleKey(linear->name()), qp.scale);
           if (qp.zero_point.defined())
-            changed.emplace_back(ZeroPointKey(linear->name()), qp.zero_point.to(at::kFloat));
+            changed.emplace_back(WeightZeroPointKey(linear->name()), qp.zero_point.to(at::kFloat));
           bytes_delta_ +=
               QuantizedStorageBytes(linear->weight().sizes().vec(), *plan.weight) -
               static_cast<int64_t>(model_->weights().Find(linear->name() + ".weight")->nbytes);
