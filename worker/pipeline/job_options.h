@@ -44,6 +44,12 @@ struct EvaluationOptions {
   // Windows of the evaluation text used for per-block error metrics when the
   // job has no calibration set.
   int metric_windows = 8;
+  // Accuracy gate: the job fails with ACCURACY_GATE (metrics and artifacts
+  // kept, artifacts marked not accepted) when the quantized perplexity
+  // exceeds float * (1 + max_perplexity_increase) or the mean KL divergence
+  // exceeds max_kl_divergence.
+  std::optional<double> max_perplexity_increase;
+  std::optional<double> max_kl_divergence;
 };
 
 struct ExportOptions {
@@ -56,6 +62,10 @@ struct JobOptions {
   std::string model_dir;
   // Resolved quantization config.
   LayerPlanner planner;
+  // FP8 KV cache: static per-tensor spec put on the outputs of the k/v
+  // projections (overriding their output spec), scales unified per block.
+  std::optional<quant::QuantSpec> kv_cache;
+  float min_kv_scale = 0;
   // The reference toolkit's JSON of the config, written into exports.
   std::string quantization_config_json;
   // One line for logs, e.g. "w_int4_per_group_sym (group 32)".

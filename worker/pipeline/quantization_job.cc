@@ -21,6 +21,7 @@
 #include "worker/io/tokenizer/load_tokenizer.h"
 #include "worker/models/layer_shapes.h"
 #include "worker/models/registry.h"
+#include "worker/pipeline/activation_quantizers.h"
 #include "worker/pipeline/pipeline_quantized_model.h"
 #include "worker/pipeline/scratch_store.h"
 #include "worker/pipeline/weight_quantizer.h"
@@ -86,7 +87,9 @@ Status Cancelled() { return Status(StatusCode::kCancelled, "cancelled", "CANCELL
 class QuantizationJob {
  public:
   QuantizationJob(const JobOptions& opt, JobObserver& obs)
-      : opt_(opt), obs_(obs), progress_(obs, PlannedStages(opt)) {}
+      : opt_(opt), obs_(obs), progress_(obs, PlannedStages(opt)) {
+    kv_.min_kv_scale = opt.min_kv_scale;
+  }
 
   JobOutcome Run() {
     JobOutcome out;
@@ -116,8 +119,15 @@ class QuantizationJob {
       QD_RETURN_IF_ERROR(Timed(LoopStage(opt_), [&] { return Quantize(); }));
       if (opt_.evaluation.enabled)
         QD_RETURN_IF_ERROR(Timed(Stage::kEvaluate, [&] { return Evaluate(); }));
+      // A rejected model is still exported (marked not accepted) so the user
+      // can inspect it; the job then fails with the gate's reason.
+      const Status gate = AccuracyGate();
       if (!opt_.export_options.formats.empty())
         QD_RETURN_IF_ERROR(Timed(Stage::kExport, [&] { return Export(); }));
+      if (!gate.ok()) {
+        for (auto& a : report_.artifacts) a.accepted = false;
+        return gate;
+      }
       return OkStatus();
     } catch (const c10::Error& e) {
       return InternalError(std::string("LibTorch error: ") + e.what_without_backtrace());
@@ -167,6 +177,8 @@ class QuantizationJob {
     int quantized = 0;
     for (const auto& layer : models::ListLinearLayers(model_->config())) {
       LayerPlan plan = opt_.planner(layer.name, layer.type);
+      if (opt_.kv_cache && layer.block >= 0 && IsKvProjection(layer.name))
+        plan.output = opt_.kv_cache;
       plans_[layer.name] = plan;
       if (!plan.quantized()) continue;
       if (layer.block < 0 && layer.name != model_->layout().lm_head.name)
@@ -195,7 +207,21 @@ class QuantizationJob {
       return s;
     }
     if (quantized == 0) Log(LogLevel::kWarning, "the configuration quantizes no layer");
+    if (NeedsActivationCalibration(plans_) && opt_.calibration.dataset_path.empty())
+      return Status(StatusCode::kInvalidArgument,
+                    "static activation quantization needs calibration data; set "
+                    "spec.calibration.dataset_uri",
+                    "CALIBRATION_REQUIRED")
+          .AddViolation("spec.calibration.dataset_uri", "required by static activation specs");
     return OkStatus();
+  }
+
+  bool IsKvProjection(const std::string& name) const {
+    auto ends = [&](const std::string& suffix) {
+      return name.size() >= suffix.size() &&
+             name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0;
+    };
+    return ends(kv_.key_suffix) || ends(kv_.value_suffix);
   }
 
   Status LoadEvaluation() {
@@ -336,7 +362,11 @@ class QuantizationJob {
       }
       if (hidden.defined()) {
         if (opt_.model_transform) QD_RETURN_IF_ERROR(opt_.model_transform->InstallOnline(*block));
+        QD_RETURN_IF_ERROR(QuantizeActivations(*block, hidden, br));
+        auto act_error = std::make_shared<Status>();
+        QD_RETURN_IF_ERROR(InstallActivationQuantizers(*block, plans_, act_params_, act_error));
         QD_ASSIGN_OR_RETURN(at::Tensor quant_out, block->Forward(hidden));
+        if (!act_error->ok()) return *act_error;
         const double denom = float_out.to(at::kDouble).pow(2).sum().item<double>();
         br.output_rel_mse =
             denom > 0 ? (quant_out - float_out).to(at::kDouble).pow(2).sum().item<double>() / denom
@@ -348,6 +378,22 @@ class QuantizationJob {
       report_.blocks.push_back(std::move(br));
     }
     report_.quantized_model_bytes = report_.float_model_bytes + bytes_delta_;
+    return OkStatus();
+  }
+
+  // Calibrates the block's static activation quantizers (inputs, outputs,
+  // KV cache) on the quantized path and reports what each layer observed.
+  Status QuantizeActivations(models::DecoderBlock& block, const at::Tensor& hidden,
+                             BlockReport& br) {
+    QD_ASSIGN_OR_RETURN(ActivationParams p, CalibrateBlockActivations(block, hidden, plans_, kv_));
+    for (auto& [name, qp] : p.inputs) act_params_.inputs[name] = qp;
+    for (auto& [name, qp] : p.outputs) act_params_.outputs[name] = qp;
+    for (auto& lr : br.layers) {
+      auto it = p.input_ranges.find(lr.name);
+      if (it == p.input_ranges.end()) continue;
+      lr.input_min = it->second.first;
+      lr.input_max = it->second.second;
+    }
     return OkStatus();
   }
 
@@ -367,8 +413,14 @@ class QuantizationJob {
       QD_ASSIGN_OR_RETURN(auto stage, model_->LoadEmbedding(*quantized_weights_));
       return stage->Forward(ids);
     };
-    quant_model.load_block = [this](int64_t i) {
-      return model_->LoadBlock(i, *quantized_weights_);
+    auto act_error = std::make_shared<Status>();
+    quant_model.load_block =
+        [this, act_error](int64_t i) -> StatusOr<std::unique_ptr<models::DecoderBlock>> {
+      if (!act_error->ok()) return *act_error;
+      QD_ASSIGN_OR_RETURN(auto block, model_->LoadBlock(i, *quantized_weights_));
+      if (opt_.model_transform) QD_RETURN_IF_ERROR(opt_.model_transform->InstallOnline(*block));
+      QD_RETURN_IF_ERROR(InstallActivationQuantizers(*block, plans_, act_params_, act_error));
+      return block;
     };
     quant_model.load_head = [this]() { return model_->LoadHead(*quantized_weights_); };
 
@@ -381,6 +433,7 @@ class QuantizationJob {
     };
     eopt.cancelled = [this] { return obs_.CancelRequested(); };
     auto cmp = eval::CompareModels(float_model, quant_model, *windows_, eopt);
+    if (cmp.ok() && !act_error->ok()) return *act_error;
     if (!cmp.ok()) {
       if (cmp.status().code() == StatusCode::kCancelled) return Cancelled();
       return cmp.status();
@@ -397,6 +450,29 @@ class QuantizationJob {
                   100.0 * (cmp->candidate.ppl / cmp->reference.ppl - 1), cmp->kl_mean);
     Log(LogLevel::kInfo, line);
     return OkStatus();
+  }
+
+  Status AccuracyGate() const {
+    const auto& e = opt_.evaluation;
+    std::string why;
+    if (e.max_perplexity_increase && report_.float_perplexity && report_.quantized_perplexity) {
+      const double increase = report_.quantized_perplexity->ppl / report_.float_perplexity->ppl - 1;
+      if (increase > *e.max_perplexity_increase) {
+        char buf[160];
+        std::snprintf(buf, sizeof(buf), "perplexity rose %.2f%% (%.4f -> %.4f), limit %.2f%%",
+                      100 * increase, report_.float_perplexity->ppl,
+                      report_.quantized_perplexity->ppl, 100 * *e.max_perplexity_increase);
+        why = buf;
+      }
+    }
+    if (e.max_kl_divergence && report_.kl_mean && *report_.kl_mean > *e.max_kl_divergence) {
+      char buf[120];
+      std::snprintf(buf, sizeof(buf), "mean KL divergence %.5f exceeds the limit %.5f",
+                    *report_.kl_mean, *e.max_kl_divergence);
+      why += (why.empty() ? "" : "; ") + std::string(buf);
+    }
+    if (why.empty()) return OkStatus();
+    return Status(StatusCode::kFailedPrecondition, "accuracy gate: " + why, "ACCURACY_GATE");
   }
 
   // ---- export ----
@@ -447,6 +523,8 @@ class QuantizationJob {
   std::string eval_dataset_name_;
   at::Tensor metric_ids_;
   int64_t bytes_delta_ = 0;  // quantized minus float bytes of the quantized tensors
+  KvCacheOptions kv_;
+  ActivationParams act_params_;  // calibrated static activation parameters
 };
 
 }  // namespace
