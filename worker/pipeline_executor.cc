@@ -86,6 +86,17 @@ StatusOr<pipeline::JobOptions> PipelineExecutor::BuildOptions(const quantd::v1::
   if (!ev.text_field().empty()) o.evaluation.text_field = ev.text_field();
   if (ev.has_n_ctx()) o.evaluation.n_ctx = ev.n_ctx();
   o.evaluation.max_windows = ev.max_windows();
+  if (ev.has_max_perplexity_increase())
+    o.evaluation.max_perplexity_increase = ev.max_perplexity_increase();
+  if (ev.has_max_kl_divergence()) o.evaluation.max_kl_divergence = ev.max_kl_divergence();
+  if (spec.quantization().fp8_kv_cache()) {
+    // Static per-tensor FP8 e4m3 on the k/v projection outputs, as the
+    // reference's FP8 KV-cache config.
+    quant::QuantSpec kv;
+    kv.dtype = quant::DataType::kFp8E4M3;
+    kv.qscheme = quant::QScheme::kPerTensor;
+    o.kv_cache = kv;
+  }
 
   const auto& ex = spec.export_();
   o.export_options.formats.clear();

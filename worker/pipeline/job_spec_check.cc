@@ -115,17 +115,15 @@ void CheckQuantization(SpecChecker& c, const JobSpec& spec) {
           "must be positive, got " + std::to_string(q.group_size()));
   if (q.algorithms_size() > 0)
     c.NotBuilt("spec.quantization.algorithms", "quantization algorithms are not supported yet");
-  if (q.fp8_kv_cache())
-    c.NotBuilt("spec.quantization.fp8_kv_cache", "FP8 KV-cache quantization is not supported yet");
-  if (q.calibrate_on_float_outputs())
-    c.NotBuilt("spec.quantization.calibrate_on_float_outputs",
-               "activation calibration is not supported yet");
   for (int i = 0; i < q.exclude_size(); ++i)
     if (q.exclude(i).empty())
       c.Bad("spec.quantization.exclude[" + std::to_string(i) + "]", "must not be empty");
 }
 
 void CheckCalibration(SpecChecker& c, const JobSpec& spec) {
+  if (spec.quantization().fp8_kv_cache() && spec.calibration().dataset_uri().empty())
+    c.Bad("spec.calibration.dataset_uri",
+          "the FP8 KV cache is calibrated: set a calibration dataset");
   if (!spec.has_calibration()) return;
   const auto& cal = spec.calibration();
   CheckUri(c, "spec.calibration.dataset_uri", cal.dataset_uri(), false);
@@ -143,10 +141,12 @@ void CheckEvaluation(SpecChecker& c, const JobSpec& spec) {
   if (ev.has_n_ctx() && (ev.n_ctx() < 2 || ev.n_ctx() > 1 << 20))
     c.Bad("spec.evaluation.n_ctx", "must be in [2, 1048576], got " + std::to_string(ev.n_ctx()));
   if (ev.max_windows() < 0) c.Bad("spec.evaluation.max_windows", "must not be negative");
-  if (ev.has_max_perplexity_increase())
-    c.NotBuilt("spec.evaluation.max_perplexity_increase", "the accuracy gate is not supported yet");
-  if (ev.has_max_kl_divergence())
-    c.NotBuilt("spec.evaluation.max_kl_divergence", "the accuracy gate is not supported yet");
+  if (ev.has_max_perplexity_increase() && !(ev.max_perplexity_increase() >= 0))
+    c.Bad("spec.evaluation.max_perplexity_increase", "must be a non-negative fraction (0.02 = 2%)");
+  if (ev.has_max_kl_divergence() && !(ev.max_kl_divergence() >= 0))
+    c.Bad("spec.evaluation.max_kl_divergence", "must not be negative");
+  if ((ev.has_max_perplexity_increase() || ev.has_max_kl_divergence()) && ev.dataset_uri().empty())
+    c.Bad("spec.evaluation.dataset_uri", "the accuracy gate needs an evaluation dataset");
 }
 
 void CheckExport(SpecChecker& c, const JobSpec& spec) {

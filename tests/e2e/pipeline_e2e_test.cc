@@ -1,0 +1,141 @@
+// Issue 5's pipeline features through the service (gRPC CreateJob on a real
+// quantd with a worker process): the FP8 KV cache, the accuracy gate and the
+// per-block events that show what each layer got.
+#include <grpcpp/grpcpp.h>
+
+#include <filesystem>
+
+#include "google/rpc/error_details.pb.h"
+#include "gtest/gtest.h"
+#include "tests/e2e/harness.h"
+
+namespace quantd::e2e {
+namespace {
+
+namespace fs = std::filesystem;
+using quantd::v1::Job;
+using quantd::v1::JobEvent;
+
+quantd::v1::JobSpec BaseSpec(const std::string& scheme) {
+  quantd::v1::JobSpec spec;
+  spec.set_model_uri("file://" + Runfile("models/stories260K"));
+  spec.mutable_quantization()->set_scheme(scheme);
+  auto* ev = spec.mutable_evaluation();
+  ev->set_dataset_uri("file://" + Runfile("tests/data/tinystories-sample.txt"));
+  ev->set_max_windows(20);
+  return spec;
+}
+
+std::string ErrorReason(const Job& job) {
+  for (const auto& any : job.error().details()) {
+    google::rpc::ErrorInfo info;
+    if (any.UnpackTo(&info)) return info.reason();
+  }
+  return "";
+}
+
+std::vector<JobEvent> Events(quantd::v1::QuantizationService::Stub& stub, const std::string& name) {
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+  quantd::v1::WatchJobRequest req;
+  req.set_name(name);
+  auto reader = stub.WatchJob(&ctx, req);
+  std::vector<JobEvent> out;
+  JobEvent ev;
+  while (reader->Read(&ev)) out.push_back(ev);
+  return out;
+}
+
+class PipelineE2eTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    quantd_ = Quantd::Start({.data_dir = TempDir("pipeline_e2e"), .local_workers = 1}).release();
+    ASSERT_NE(quantd_, nullptr);
+  }
+  static void TearDownTestSuite() {
+    delete quantd_;
+    quantd_ = nullptr;
+  }
+
+  Job Run(const quantd::v1::JobSpec& spec) {
+    auto stub = quantd_->NewStub();
+    grpc::ClientContext ctx;
+    quantd::v1::CreateJobRequest req;
+    *req.mutable_spec() = spec;
+    Job created;
+    grpc::Status s = stub->CreateJob(&ctx, req, &created);
+    EXPECT_TRUE(s.ok()) << s.error_message();
+    return WaitForJob(*stub, created.name());
+  }
+
+  static Quantd* quantd_;
+};
+Quantd* PipelineE2eTest::quantd_ = nullptr;
+
+TEST_F(PipelineE2eTest, Fp8KvCacheIsCalibratedAppliedAndShownPerLayer) {
+  quantd::v1::JobSpec spec = BaseSpec("w_int8_per_channel_sym");
+  spec.mutable_quantization()->set_fp8_kv_cache(true);
+  spec.mutable_calibration()->set_dataset_uri("file://" +
+                                              Runfile("tests/data/tinyshakespeare.txt"));
+  spec.mutable_calibration()->set_num_samples(4);
+  spec.mutable_calibration()->set_seq_len(128);
+  Job job = Run(spec);
+  ASSERT_EQ(job.state(), quantd::v1::SUCCEEDED) << job.error().message();
+  const auto& m = job.result().metrics();
+  EXPECT_NEAR(m.float_perplexity().perplexity(), 4.8374, 1e-3);
+  EXPECT_NE(m.quantized_perplexity().perplexity(), m.float_perplexity().perplexity());
+  EXPECT_LT(m.quantized_perplexity().perplexity() / m.float_perplexity().perplexity(), 1.02);
+
+  // Every block's k/v projections report an FP8 output, the others none.
+  int kv_layers = 0;
+  for (const auto& b : m.blocks())
+    for (const auto& l : b.layers()) {
+      const bool kv = l.name().find("k_proj") != std::string::npos ||
+                      l.name().find("v_proj") != std::string::npos;
+      EXPECT_EQ(l.weight_format(), "int8 per_channel(axis 0) sym") << l.name();
+      if (kv) {
+        ++kv_layers;
+        EXPECT_NE(l.output_format().find("fp8_e4m3"), std::string::npos) << l.name();
+      } else {
+        EXPECT_EQ(l.output_format(), "") << l.name();
+      }
+    }
+  EXPECT_EQ(kv_layers, 10);
+}
+
+TEST_F(PipelineE2eTest, AccuracyGateFailsTheJobButKeepsMetricsAndArtifact) {
+  quantd::v1::JobSpec spec = BaseSpec("w_int4_per_channel_sym");
+  spec.mutable_evaluation()->set_max_perplexity_increase(0.01);
+  Job job = Run(spec);
+  ASSERT_EQ(job.state(), quantd::v1::FAILED);
+  EXPECT_EQ(ErrorReason(job), "ACCURACY_GATE") << job.error().message();
+  EXPECT_NE(job.error().message().find("perplexity rose"), std::string::npos);
+  const auto& m = job.result().metrics();
+  EXPECT_GT(m.quantized_perplexity().perplexity(), 1.01 * m.float_perplexity().perplexity());
+  ASSERT_EQ(job.result().artifacts_size(), 1);
+  EXPECT_FALSE(job.result().artifacts(0).accepted());
+  EXPECT_TRUE(fs::exists(job.result().artifacts(0).uri().substr(7) + "/model.safetensors"));
+
+  auto stub = quantd_->NewStub();
+  int blocks = 0;
+  for (const auto& ev : Events(*stub, job.name()))
+    if (ev.has_block_metrics()) ++blocks;
+  EXPECT_EQ(blocks, 5);
+}
+
+TEST_F(PipelineE2eTest, KvCacheWithoutCalibrationIsRefusedAtCreateJob) {
+  quantd::v1::JobSpec spec = BaseSpec("w_int8_per_channel_sym");
+  spec.mutable_quantization()->set_fp8_kv_cache(true);
+  auto stub = quantd_->NewStub();
+  grpc::ClientContext ctx;
+  quantd::v1::CreateJobRequest req;
+  *req.mutable_spec() = spec;
+  Job created;
+  grpc::Status s = stub->CreateJob(&ctx, req, &created);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(s.error_message().find("spec.calibration.dataset_uri"), std::string::npos)
+      << s.error_message();
+}
+
+}  // namespace
+}  // namespace quantd::e2e
