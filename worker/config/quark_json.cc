@@ -1,0 +1,644 @@
+#include "worker/config/quark_json.h"
+
+#include <set>
+#include <utility>
+#include <vector>
+
+#include "nlohmann/json.hpp"
+
+namespace quantd::config {
+namespace {
+
+using Json = nlohmann::ordered_json;
+using quant::DataType;
+using quant::MxScaleMode;
+using quant::ObserverType;
+using quant::QScheme;
+using quant::RoundMethod;
+using quant::ScaleType;
+using quant::ZeroPointType;
+
+constexpr const char* kRoles[] = {"input_tensors", "output_tensors", "weight", "bias"};
+
+std::optional<QuantSpec>* RoleField(LayerQuantConfig& c, const std::string& role) {
+  if (role == "input_tensors") return &c.input_tensors;
+  if (role == "output_tensors") return &c.output_tensors;
+  if (role == "weight") return &c.weight;
+  return &c.bias;
+}
+
+const std::optional<QuantSpec>& RoleField(const LayerQuantConfig& c, const std::string& role) {
+  return *RoleField(const_cast<LayerQuantConfig&>(c), role);
+}
+
+// ---------------------------------------------------------------------------
+// Engine -> reference JSON (the canonical form)
+// ---------------------------------------------------------------------------
+
+std::string ObserverClass(const QuantSpec& s) {
+  switch (s.observer) {
+    case ObserverType::kPercentile:
+      return "PerTensorPercentileObserver";
+    case ObserverType::kMse:
+      return "PerTensorMSEObserver";
+    case ObserverType::kMinMax:
+      break;
+  }
+  switch (s.qscheme) {
+    case QScheme::kPerTensor:
+      return "PerTensorMinMaxObserver";
+    case QScheme::kPerChannel:
+      return "PerChannelMinMaxObserver";
+    case QScheme::kPerGroup:
+      return "PerGroupMinMaxObserver";
+  }
+  return "PerTensorMinMaxObserver";
+}
+
+Json SpecJson(const QuantSpec& s) {
+  Json j = Json::object();
+  if (quant::IsCastType(s.dtype)) {
+    j["dtype"] = std::string(quant::DataTypeName(s.dtype));
+    for (const char* k :
+         {"is_dynamic", "qscheme", "ch_axis", "group_size", "symmetric", "round_method",
+          "scale_type", "scale_format", "scale_calculation_mode", "mx_element_dtype"}) {
+      j[k] = nullptr;
+    }
+    j["observer_cls"] = "PlaceholderObserver";
+    j["is_scale_quant"] = false;
+    return j;
+  }
+  if (quant::IsMxType(s.dtype)) {
+    const bool mxint = s.dtype == DataType::kMxInt8;
+    j["dtype"] = mxint ? "mx" : std::string(quant::ReferenceElementName(s.dtype));
+    j["is_dynamic"] = s.is_dynamic;
+    j["qscheme"] = "per_group";
+    j["ch_axis"] = quant::EffectiveChAxis(s);
+    j["group_size"] = quant::kMxBlockSize;
+    j["symmetric"] = nullptr;
+    j["round_method"] = mxint ? Json(nullptr) : Json("half_even");
+    j["scale_type"] = mxint ? Json(nullptr) : Json("float");
+    j["scale_format"] = mxint ? Json(nullptr) : Json("e8m0");
+    j["scale_calculation_mode"] = std::string(quant::MxScaleModeName(s.mx_scale_mode));
+    j["mx_element_dtype"] = mxint ? Json("int8") : Json(nullptr);
+    j["observer_cls"] = mxint ? Json(nullptr) : Json("PerBlockMXObserver");
+    j["is_scale_quant"] = false;
+    return j;
+  }
+  j["dtype"] = std::string(quant::DataTypeName(s.dtype));
+  j["is_dynamic"] = s.is_dynamic;
+  j["qscheme"] = std::string(quant::QSchemeName(s.qscheme));
+  j["ch_axis"] = s.qscheme == QScheme::kPerTensor ? Json(nullptr) : Json(quant::EffectiveChAxis(s));
+  j["group_size"] =
+      s.qscheme == QScheme::kPerGroup && s.group_size ? Json(*s.group_size) : Json(nullptr);
+  j["symmetric"] = s.symmetric;
+  j["round_method"] = std::string(quant::RoundMethodName(s.round_method));
+  j["scale_type"] = std::string(quant::ScaleTypeName(s.scale_type));
+  j["scale_format"] = quant::IsFp8Type(s.dtype) && s.qscheme == QScheme::kPerGroup ? Json("float32")
+                                                                                   : Json(nullptr);
+  j["scale_calculation_mode"] = nullptr;
+  j["mx_element_dtype"] = nullptr;
+  j["observer_cls"] = ObserverClass(s);
+  j["is_scale_quant"] = false;
+  if (s.zero_point_type == ZeroPointType::kFloat32) j["zero_point_type"] = "float32";
+  if (s.percentile) j["percentile"] = *s.percentile;
+  return j;
+}
+
+Json LayerJson(const LayerQuantConfig& c) {
+  Json j = Json::object();
+  for (const char* role : kRoles) {
+    const auto& spec = RoleField(c, role);
+    j[role] = spec ? SpecJson(*spec) : Json(nullptr);
+  }
+  return j;
+}
+
+Json AlgoJson(const AlgorithmConfig& a) {
+  Json j = Json::object();
+  switch (a.kind) {
+    case AlgorithmConfig::Kind::kGptq:
+      j["name"] = "gptq";
+      if (a.damp_percent) j["damp_percent"] = *a.damp_percent;
+      if (a.block_size) j["block_size"] = *a.block_size;
+      j["desc_act"] = a.act_order;
+      j["static_groups"] = a.static_groups;
+      break;
+    case AlgorithmConfig::Kind::kAwq:
+      j["name"] = "awq";
+      if (a.grid_size) j["grid_size"] = *a.grid_size;
+      if (a.skip_clip_search) j["skip_clip_search"] = true;
+      if (a.clip_max_tokens) j["clip_max_tokens"] = *a.clip_max_tokens;
+      break;
+    case AlgorithmConfig::Kind::kSmoothQuant:
+      j["name"] = "smooth";
+      if (a.alpha) j["alpha"] = *a.alpha;
+      if (!a.layer_alpha.empty()) {
+        Json per_layer = Json::object();
+        for (const auto& [glob, alpha] : a.layer_alpha) per_layer[glob] = alpha;
+        j["layer_alpha"] = per_layer;
+      }
+      break;
+    case AlgorithmConfig::Kind::kAutoSmoothQuant:
+      j["name"] = "autosmoothquant";
+      if (a.alpha_step) j["alpha_step"] = *a.alpha_step;
+      break;
+    case AlgorithmConfig::Kind::kRotation:
+      j["name"] = "rotation";
+      j["r4"] = a.online_hadamard;
+      if (a.seed) j["seed"] = *a.seed;
+      break;
+  }
+  return j;
+}
+
+Json ConfigJson(const QuantConfig& c) {
+  Json j = Json::object();
+  j["quant_method"] = "quark";
+  j["global_quant_config"] = LayerJson(c.global_quant_config);
+  Json types = Json::object();
+  for (const auto& t : c.layer_type_quant_config) types[t.layer_type] = LayerJson(t.config);
+  j["layer_type_quant_config"] = types;
+  Json layers = Json::object();
+  for (const auto& n : c.layer_quant_config) layers[n.pattern] = LayerJson(n.config);
+  j["layer_quant_config"] = layers;
+  Json kv = Json::object();
+  Json kv_group = Json::array();
+  for (const auto& n : c.kv_cache_quant_config) {
+    kv[n.pattern] = LayerJson(n.config);
+    kv_group.push_back(n.pattern);
+  }
+  j["kv_cache_quant_config"] = kv;
+  j["exclude"] = c.exclude;
+  if (c.algorithms.empty()) {
+    j["algo_config"] = nullptr;
+  } else {
+    Json algos = Json::array();
+    for (const auto& a : c.algorithms) algos.push_back(AlgoJson(a));
+    j["algo_config"] = algos;
+  }
+  j["quant_mode"] = "eager_mode";
+  j["export"] = Json{{"kv_cache_group", kv_group}, {"min_kv_scale", c.min_kv_scale}};
+  return j;
+}
+
+// ---------------------------------------------------------------------------
+// Preservation: what the original JSON held beyond the canonical form
+// ---------------------------------------------------------------------------
+//
+// A record mirrors the JSON tree where the two differ: objects keep their
+// original key order and per-key records, arrays of equal length per-item
+// records, and a leaf keeps both the original and the canonical value (or
+// their absence). Restoring puts the original back wherever the canonical
+// value is still the one seen at parse time.
+
+Json Diff(const Json& o, const Json& c) {
+  if (o.is_object() && c.is_object()) {
+    Json keys = Json::object();
+    std::set<std::string> seen;
+    for (auto it = o.begin(); it != o.end(); ++it) {
+      seen.insert(it.key());
+      if (c.contains(it.key())) {
+        Json sub = Diff(it.value(), c.at(it.key()));
+        if (!sub.is_null()) keys[it.key()] = sub;
+      } else {
+        keys[it.key()] = Json{{"leaf", true}, {"has_o", true}, {"o", it.value()}, {"has_c", false}};
+      }
+    }
+    for (auto it = c.begin(); it != c.end(); ++it) {
+      if (!seen.count(it.key())) {
+        keys[it.key()] = Json{{"leaf", true}, {"has_o", false}, {"has_c", true}, {"c", it.value()}};
+      }
+    }
+    Json order = Json::array();
+    for (auto it = o.begin(); it != o.end(); ++it) order.push_back(it.key());
+    Json c_order = Json::array();
+    for (auto it = c.begin(); it != c.end(); ++it) {
+      if (o.contains(it.key())) c_order.push_back(it.key());
+    }
+    if (keys.empty() && order == c_order) return nullptr;
+    return Json{{"object", true}, {"order", order}, {"keys", keys}};
+  }
+  if (o.is_array() && c.is_array() && o.size() == c.size()) {
+    Json items = Json::array();
+    bool any = false;
+    for (size_t i = 0; i < o.size(); ++i) {
+      items.push_back(Diff(o[i], c[i]));
+      any = any || !items.back().is_null();
+    }
+    return any ? Json{{"array", true}, {"items", items}} : Json(nullptr);
+  }
+  if (o == c) return nullptr;
+  return Json{{"leaf", true}, {"has_o", true}, {"o", o}, {"has_c", true}, {"c", c}};
+}
+
+Json Restore(const Json& now, const Json& rec) {
+  if (rec.is_null()) return now;
+  if (rec.contains("leaf")) {
+    return now == rec.at("c") ? rec.at("o") : now;
+  }
+  if (rec.contains("array")) {
+    const Json& items = rec.at("items");
+    if (!now.is_array() || now.size() != items.size()) return now;
+    Json out = Json::array();
+    for (size_t i = 0; i < now.size(); ++i) out.push_back(Restore(now[i], items[i]));
+    return out;
+  }
+  if (!now.is_object()) return now;
+  const Json& keys = rec.at("keys");
+  Json values = Json::object();
+  for (auto it = now.begin(); it != now.end(); ++it) {
+    if (!keys.contains(it.key())) {
+      values[it.key()] = it.value();
+      continue;
+    }
+    const Json& r = keys.at(it.key());
+    if (r.contains("leaf") && !r.at("has_o").get<bool>()) {
+      // Written by the canonical form only: drop it while it is unchanged.
+      if (r.at("has_c").get<bool>() && it.value() == r.at("c")) continue;
+      values[it.key()] = it.value();
+    } else if (r.contains("leaf") && !r.at("has_c").get<bool>()) {
+      values[it.key()] = it.value();  // the engine writes this key now; keep its value
+    } else {
+      values[it.key()] = Restore(it.value(), r);
+    }
+  }
+  for (auto it = keys.begin(); it != keys.end(); ++it) {
+    const Json& r = it.value();
+    if (r.contains("leaf") && r.at("has_o").get<bool>() && !r.at("has_c").get<bool>() &&
+        !now.contains(it.key())) {
+      values[it.key()] = r.at("o");  // only in the original
+    }
+  }
+  Json out = Json::object();
+  for (const Json& k : rec.at("order")) {
+    const std::string key = k.get<std::string>();
+    if (values.contains(key)) out[key] = values.at(key);
+  }
+  for (auto it = values.begin(); it != values.end(); ++it) {
+    if (!out.contains(it.key())) out[it.key()] = it.value();
+  }
+  return out;
+}
+
+// ---------------------------------------------------------------------------
+// Reference JSON -> engine
+// ---------------------------------------------------------------------------
+
+class Parser {
+ public:
+  Parser(const std::string& prefix, std::vector<FieldViolation>* out)
+      : prefix_(prefix), out_(out) {}
+
+  void Add(const std::string& path, std::string what) {
+    out_->push_back({prefix_ + path, std::move(what)});
+  }
+
+  std::optional<std::string> String(const Json& j, const char* key, const std::string& path) {
+    if (!j.contains(key) || j.at(key).is_null()) return std::nullopt;
+    if (!j.at(key).is_string()) {
+      Add(path + "." + key, "expected a string");
+      return std::nullopt;
+    }
+    return j.at(key).get<std::string>();
+  }
+
+  std::optional<bool> Bool(const Json& j, const char* key, const std::string& path) {
+    if (!j.contains(key) || j.at(key).is_null()) return std::nullopt;
+    if (!j.at(key).is_boolean()) {
+      Add(path + "." + key, "expected true or false");
+      return std::nullopt;
+    }
+    return j.at(key).get<bool>();
+  }
+
+  std::optional<int> Int(const Json& j, const char* key, const std::string& path) {
+    if (!j.contains(key) || j.at(key).is_null()) return std::nullopt;
+    if (!j.at(key).is_number_integer()) {
+      Add(path + "." + key, "expected an integer");
+      return std::nullopt;
+    }
+    return j.at(key).get<int>();
+  }
+
+  std::optional<double> Number(const Json& j, const char* key, const std::string& path) {
+    if (!j.contains(key) || j.at(key).is_null()) return std::nullopt;
+    if (!j.at(key).is_number()) {
+      Add(path + "." + key, "expected a number");
+      return std::nullopt;
+    }
+    return j.at(key).get<double>();
+  }
+
+  // A spec object; nullopt (with violations) when it cannot be built.
+  std::optional<QuantSpec> Spec(const Json& j, const std::string& path) {
+    if (j.is_array()) {
+      Add(path, "a list of specs (two-stage progressive or scale quantization) is not supported");
+      return std::nullopt;
+    }
+    if (!j.is_object()) {
+      Add(path, "expected a quantization spec object or null");
+      return std::nullopt;
+    }
+    const size_t before = out_->size();
+    QuantSpec s;
+    const std::optional<std::string> dtype = String(j, "dtype", path);
+    const std::optional<std::string> qscheme = String(j, "qscheme", path);
+    const std::optional<std::string> scale_format = String(j, "scale_format", path);
+    const std::optional<std::string> observer = String(j, "observer_cls", path);
+    const std::optional<std::string> element = String(j, "mx_element_dtype", path);
+    if (!dtype) {
+      Add(path + ".dtype", "dtype is required");
+      return std::nullopt;
+    }
+    const bool per_group = qscheme && *qscheme == "per_group";
+    const bool e8m0 = scale_format && *scale_format == "e8m0";
+    const bool mx_observer = observer && *observer == "PerBlockMXObserver";
+    if (*dtype == "mx") {
+      std::optional<DataType> t = element ? quant::MxTypeFromElementName(*element) : std::nullopt;
+      if (!t) {
+        Add(path + ".mx_element_dtype",
+            "dtype \"mx\" needs mx_element_dtype fp8_e4m3, fp8_e5m2, fp6_e3m2, fp6_e2m3, fp4 or "
+            "int8; got " +
+                (element ? "'" + *element + "'" : std::string("none")));
+        return std::nullopt;
+      }
+      s.dtype = *t;
+    } else if (*dtype == "fp4" || *dtype == "fp6_e2m3" || *dtype == "fp6_e3m2") {
+      if (scale_format && !e8m0) {
+        Add(path + ".scale_format", *dtype + " with scale_format '" + *scale_format +
+                                        "' (non-MX scales) is not supported; the MX formats use "
+                                        "e8m0");
+        return std::nullopt;
+      }
+      s.dtype = *quant::MxTypeFromElementName(*dtype);
+    } else if ((*dtype == "fp8_e4m3" || *dtype == "fp8_e5m2") && per_group &&
+               (e8m0 || mx_observer)) {
+      s.dtype = *quant::MxTypeFromElementName(*dtype);
+    } else if (std::optional<DataType> t = quant::DataTypeFromName(*dtype)) {
+      s.dtype = *t;
+    } else {
+      Add(path + ".dtype", "unknown dtype '" + *dtype + "'; supported: " +
+                               quant::AllDataTypeNames() + ", fp4, fp6_e2m3, fp6_e3m2, mx");
+      return std::nullopt;
+    }
+    const bool mx = quant::IsMxType(s.dtype);
+    if (qscheme) {
+      if (std::optional<QScheme> q = quant::QSchemeFromName(*qscheme)) {
+        s.qscheme = *q;
+      } else {
+        Add(path + ".qscheme", "unsupported qscheme '" + *qscheme +
+                                   "'; supported: per_tensor, per_channel, per_group");
+      }
+    } else if (mx) {
+      s.qscheme = QScheme::kPerGroup;
+    }
+    // quark < 1.0 wrote "axis" and "dynamic".
+    if (std::optional<int> a = Int(j, "ch_axis", path)) {
+      s.ch_axis = a;
+    } else if (std::optional<int> legacy = Int(j, "axis", path)) {
+      s.ch_axis = legacy;
+    }
+    s.group_size = Int(j, "group_size", path);
+    // null in the reference for the MX formats and the casts (symmetric by
+    // definition); an explicit false stays and fails validation.
+    const std::optional<bool> symmetric = Bool(j, "symmetric", path);
+    if (symmetric) s.symmetric = *symmetric;
+    if (std::optional<bool> dyn = Bool(j, "is_dynamic", path)) {
+      s.is_dynamic = *dyn;
+    } else if (std::optional<bool> legacy = Bool(j, "dynamic", path)) {
+      s.is_dynamic = *legacy;
+    }
+    if (std::optional<std::string> r = String(j, "round_method", path)) {
+      if (std::optional<RoundMethod> m = quant::RoundMethodFromName(*r)) {
+        s.round_method = *m;
+      } else {
+        Add(path + ".round_method",
+            "unknown round_method '" + *r + "'; supported: half_even, round, floor");
+      }
+    }
+    if (std::optional<std::string> st = String(j, "scale_type", path)) {
+      if (std::optional<ScaleType> t = quant::ScaleTypeFromName(*st)) {
+        s.scale_type = *t;
+      } else if (!(mx && *st == "float8_e8m0fnu")) {
+        Add(path + ".scale_type", "unsupported scale_type '" + *st +
+                                      "'; supported: float, float32, float16, bfloat16, pof2");
+      }
+    }
+    if (observer) {
+      static const std::set<std::string> kMinMax = {
+          "PerTensorMinMaxObserver", "PerChannelMinMaxObserver",      "PerGroupMinMaxObserver",
+          "PerBlockMXObserver",      "PerBlockMXBufferReuseObserver", "PlaceholderObserver"};
+      if (*observer == "PerTensorPercentileObserver") {
+        s.observer = ObserverType::kPercentile;
+      } else if (*observer == "PerTensorMSEObserver") {
+        s.observer = ObserverType::kMse;
+      } else if (!kMinMax.count(*observer)) {
+        Add(path + ".observer_cls",
+            "unsupported observer_cls '" + *observer +
+                "'; supported: PerTensorMinMaxObserver, PerChannelMinMaxObserver, "
+                "PerGroupMinMaxObserver, PerBlockMXObserver, PerTensorPercentileObserver, "
+                "PerTensorMSEObserver, PlaceholderObserver");
+      }
+    }
+    if (std::optional<std::string> mode = String(j, "scale_calculation_mode", path)) {
+      if (std::optional<MxScaleMode> m = quant::MxScaleModeFromName(*mode)) {
+        s.mx_scale_mode = *m;
+      } else {
+        Add(path + ".scale_calculation_mode",
+            "unknown scale_calculation_mode '" + *mode + "'; supported: even, floor, ceil");
+      }
+    }
+    if (std::optional<std::string> zp = String(j, "zero_point_type", path)) {
+      if (std::optional<ZeroPointType> z = quant::ZeroPointTypeFromName(*zp)) {
+        s.zero_point_type = *z;
+      } else {
+        Add(path + ".zero_point_type",
+            "unknown zero_point_type '" + *zp + "'; supported: int32, float32");
+      }
+    }
+    s.percentile = Number(j, "percentile", path);
+    if (std::optional<bool> scale_quant = Bool(j, "is_scale_quant", path);
+        scale_quant && *scale_quant) {
+      Add(path + ".is_scale_quant", "quantizing the scales of another spec is not supported");
+    }
+    if (out_->size() != before) return std::nullopt;
+    return s;
+  }
+
+  LayerQuantConfig Layer(const Json& j, const std::string& path) {
+    LayerQuantConfig c;
+    if (j.is_null()) return c;
+    if (!j.is_object()) {
+      Add(path, "expected a layer config object with input_tensors, output_tensors, weight, bias");
+      return c;
+    }
+    for (const char* role : kRoles) {
+      if (!j.contains(role) || j.at(role).is_null()) continue;
+      *RoleField(c, role) = Spec(j.at(role), path + "." + role);
+    }
+    return c;
+  }
+
+  std::optional<AlgorithmConfig> Algorithm(const Json& j, const std::string& path) {
+    if (!j.is_object()) {
+      Add(path, "expected an algorithm config object");
+      return std::nullopt;
+    }
+    const std::optional<std::string> name = String(j, "name", path);
+    AlgorithmConfig a;
+    if (!name) {
+      Add(path + ".name", "the algorithm needs a name");
+      return std::nullopt;
+    } else if (*name == "gptq") {
+      a.kind = AlgorithmConfig::Kind::kGptq;
+      a.damp_percent = Number(j, "damp_percent", path);
+      a.block_size = Int(j, "block_size", path);
+      // The reference's defaults when a key is absent.
+      a.act_order = Bool(j, "desc_act", path).value_or(true);
+      a.static_groups = Bool(j, "static_groups", path).value_or(true);
+    } else if (*name == "awq") {
+      a.kind = AlgorithmConfig::Kind::kAwq;
+      a.grid_size = Int(j, "grid_size", path);
+      a.skip_clip_search = Bool(j, "skip_clip_search", path).value_or(false);
+      a.clip_max_tokens = Int(j, "clip_max_tokens", path);
+    } else if (*name == "smooth") {
+      a.kind = AlgorithmConfig::Kind::kSmoothQuant;
+      a.alpha = Number(j, "alpha", path);
+      if (j.contains("layer_alpha") && j.at("layer_alpha").is_object()) {
+        for (auto it = j.at("layer_alpha").begin(); it != j.at("layer_alpha").end(); ++it) {
+          if (it.value().is_number()) {
+            a.layer_alpha.emplace_back(it.key(), it.value().get<double>());
+          } else {
+            Add(path + ".layer_alpha." + it.key(), "expected a number");
+          }
+        }
+      }
+    } else if (*name == "autosmoothquant") {
+      a.kind = AlgorithmConfig::Kind::kAutoSmoothQuant;
+      a.alpha_step = Number(j, "alpha_step", path);
+    } else if (*name == "rotation" || *name == "quarot") {
+      a.kind = AlgorithmConfig::Kind::kRotation;
+      a.online_hadamard = Bool(j, "r4", path).value_or(*name == "quarot");
+      if (j.contains("seed") && j.at("seed").is_number_unsigned()) {
+        a.seed = j.at("seed").get<uint64_t>();
+      }
+    } else {
+      Add(path + ".name",
+          "unsupported algorithm '" + *name +
+              "'; supported: gptq, awq, smooth, autosmoothquant, rotation (quarot)");
+      return std::nullopt;
+    }
+    return a;
+  }
+
+  QuantConfig Config(const Json& j) {
+    QuantConfig c;
+    if (j.contains("global_quant_config")) {
+      c.global_quant_config = Layer(j.at("global_quant_config"), "global_quant_config");
+    }
+    if (j.contains("layer_type_quant_config") && !j.at("layer_type_quant_config").is_null()) {
+      const Json& types = j.at("layer_type_quant_config");
+      if (!types.is_object()) {
+        Add("layer_type_quant_config", "expected an object of layer type -> layer config");
+      } else {
+        for (auto it = types.begin(); it != types.end(); ++it) {
+          c.layer_type_quant_config.push_back(
+              {it.key(), Layer(it.value(), "layer_type_quant_config." + it.key())});
+        }
+      }
+    }
+    for (const char* list : {"layer_quant_config", "kv_cache_quant_config"}) {
+      if (!j.contains(list) || j.at(list).is_null()) continue;
+      const Json& named = j.at(list);
+      if (!named.is_object()) {
+        Add(list, "expected an object of layer name glob -> layer config");
+        continue;
+      }
+      auto& target = std::string(list) == "layer_quant_config" ? c.layer_quant_config
+                                                               : c.kv_cache_quant_config;
+      for (auto it = named.begin(); it != named.end(); ++it) {
+        target.push_back({it.key(), Layer(it.value(), std::string(list) + "." + it.key())});
+      }
+    }
+    if (j.contains("exclude") && !j.at("exclude").is_null()) {
+      const Json& ex = j.at("exclude");
+      if (!ex.is_array()) {
+        Add("exclude", "expected a list of layer name globs");
+      } else {
+        for (size_t i = 0; i < ex.size(); ++i) {
+          if (ex[i].is_string()) {
+            c.exclude.push_back(ex[i].get<std::string>());
+          } else {
+            Add("exclude[" + std::to_string(i) + "]", "expected a string");
+          }
+        }
+      }
+    }
+    if (j.contains("algo_config") && !j.at("algo_config").is_null()) {
+      const Json& algos = j.at("algo_config");
+      if (algos.is_array()) {
+        for (size_t i = 0; i < algos.size(); ++i) {
+          if (auto a = Algorithm(algos[i], "algo_config[" + std::to_string(i) + "]")) {
+            c.algorithms.push_back(*a);
+          }
+        }
+      } else if (auto a = Algorithm(algos, "algo_config")) {  // quark < 1.0: one object
+        c.algorithms.push_back(*a);
+      }
+    }
+    if (j.contains("export") && j.at("export").is_object()) {
+      c.min_kv_scale = Number(j.at("export"), "min_kv_scale", "export").value_or(0.0);
+    }
+    return c;
+  }
+
+ private:
+  std::string prefix_;
+  std::vector<FieldViolation>* out_;
+};
+
+}  // namespace
+
+StatusOr<QuantConfig> ParseQuarkJson(std::string_view text, const std::string& prefix) {
+  Json j = Json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) {
+    return InvalidArgumentError("the quantization config is not valid JSON")
+        .WithReason("INVALID_QUANT_CONFIG")
+        .AddViolation(prefix.empty() ? "quark_json" : prefix.substr(0, prefix.size() - 1),
+                      "not valid JSON");
+  }
+  if (j.is_object() && j.contains("quantization_config") && !j.contains("global_quant_config")) {
+    j = j.at("quantization_config");  // a whole config.json
+  }
+  if (!j.is_object()) {
+    return InvalidArgumentError("the quantization config must be a JSON object")
+        .WithReason("INVALID_QUANT_CONFIG");
+  }
+  std::vector<FieldViolation> violations;
+  Parser parser(prefix, &violations);
+  if (j.contains("quant_method") && j.at("quant_method").is_string() &&
+      j.at("quant_method").get<std::string>() != "quark") {
+    parser.Add("quant_method", "quant_method '" + j.at("quant_method").get<std::string>() +
+                                   "' is not the reference toolkit's (\"quark\")");
+  }
+  QuantConfig config = parser.Config(j);
+  CollectViolations(config, PathStyle::kReferenceJson, prefix, &violations);
+  if (!violations.empty()) return ViolationsStatus(std::move(violations));
+  const Json record = Diff(j, ConfigJson(config));
+  config.reference_json = record.is_null() ? "" : record.dump();
+  return config;
+}
+
+std::string WriteQuarkJson(const QuantConfig& config, int indent) {
+  Json j = ConfigJson(config);
+  if (!config.reference_json.empty()) {
+    const Json record = Json::parse(config.reference_json, nullptr, false);
+    if (!record.is_discarded()) j = Restore(j, record);
+  }
+  return j.dump(indent);
+}
+
+std::string SpecToQuarkJson(const QuantSpec& spec) { return SpecJson(spec).dump(); }
+
+}  // namespace quantd::config
