@@ -1,0 +1,234 @@
+"""Client: submit, wait for, inspect, list and cancel quantd jobs.
+
+Every call raises QuantdError when quantd refuses it. Job names may be given
+as "jobs/<id>" or the bare id.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+import uuid
+from typing import Callable, Iterable, Iterator, Mapping, Optional, Sequence, Union
+
+import grpc
+from google.protobuf import json_format
+
+from quantd_client._protos import job_pb2, quantization_service_pb2 as service_pb2
+from quantd_client._protos import quantization_service_pb2_grpc as service_grpc
+from quantd_client.errors import QuantdError
+
+SpecLike = Union[job_pb2.JobSpec, Mapping]
+StateLike = Union[int, str]
+
+@dataclasses.dataclass(frozen=True)
+class TlsOptions:
+    """TLS settings. Without ca_file the system roots verify the server;
+    cert_file and key_file present a client certificate (mTLS)."""
+
+    ca_file: Optional[str] = None
+    cert_file: Optional[str] = None
+    key_file: Optional[str] = None
+    # Name to verify the server certificate against instead of the address.
+    server_name: Optional[str] = None
+
+
+def _read(path: Optional[str]) -> Optional[bytes]:
+    if path is None:
+        return None
+    with open(path, "rb") as f:
+        return f.read()
+
+
+def job_name(name: str) -> str:
+    """"jobs/<id>" for a name or a bare id."""
+    return name if name.startswith("jobs/") else "jobs/" + name
+
+
+def parse_state(state: StateLike) -> int:
+    """A JobState from its number or its name in any case ("succeeded")."""
+    if isinstance(state, int):
+        return state
+    try:
+        return job_pb2.JobState.Value(state.upper())
+    except ValueError:
+        names = ", ".join(n.lower() for n in job_pb2.JobState.keys()[1:])
+        raise ValueError(f"unknown job state {state!r}; one of {names}") from None
+
+
+class Client:
+    """A connection to one quantd frontend.
+
+    Args:
+      address: "host:port" of quantd.
+      token: bearer token, sent as "authorization: Bearer <token>" on every call.
+      tls: None or False for plaintext, True for TLS with the system roots,
+        or TlsOptions.
+      timeout: deadline in seconds of each unary call.
+      unavailable_retry_seconds: how long submit, the reads and wait keep
+        retrying while quantd is UNAVAILABLE (a restart or a failover).
+    """
+
+    def __init__(
+        self,
+        address: str = "127.0.0.1:50051",
+        token: Optional[str] = None,
+        tls: Union[None, bool, TlsOptions] = None,
+        *,
+        timeout: float = 30.0,
+        unavailable_retry_seconds: float = 60.0,
+    ):
+        self._timeout = timeout
+        self._retry_seconds = unavailable_retry_seconds
+        self._metadata = (("authorization", f"Bearer {token}"),) if token else ()
+        if tls is None or tls is False:
+            self._channel = grpc.insecure_channel(address)
+        else:
+            opts = tls if isinstance(tls, TlsOptions) else TlsOptions()
+            creds = grpc.ssl_channel_credentials(
+                root_certificates=_read(opts.ca_file),
+                private_key=_read(opts.key_file),
+                certificate_chain=_read(opts.cert_file),
+            )
+            options = []
+            if opts.server_name:
+                options.append(("grpc.ssl_target_name_override", opts.server_name))
+            self._channel = grpc.secure_channel(address, creds, options=options)
+        self._stub = service_grpc.QuantizationServiceStub(self._channel)
+
+    def close(self) -> None:
+        self._channel.close()
+
+    def __enter__(self) -> "Client":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def _call(self, method, request, retry: bool = True):
+        deadline = time.monotonic() + self._retry_seconds
+        delay = 0.25
+        while True:
+            try:
+                return method(request, timeout=self._timeout, metadata=self._metadata)
+            except grpc.RpcError as e:
+                if (
+                    retry
+                    and e.code() == grpc.StatusCode.UNAVAILABLE
+                    and time.monotonic() + delay < deadline
+                ):
+                    time.sleep(delay)
+                    delay = min(delay * 2, 2.0)
+                    continue
+                raise QuantdError.from_rpc_error(e) from None
+
+    def submit(
+        self,
+        spec: SpecLike,
+        request_id: Optional[str] = None,
+        *,
+        validate_only: bool = False,
+    ) -> job_pb2.Job:
+        """Creates a job. `spec` is a JobSpec or its proto3 JSON as a dict.
+
+        Without request_id a random one is used, so the retries this method
+        makes while quantd is unavailable never create a second job.
+        """
+        if not isinstance(spec, job_pb2.JobSpec):
+            spec = json_format.ParseDict(spec, job_pb2.JobSpec())
+        request = service_pb2.CreateJobRequest(
+            spec=spec,
+            request_id=request_id or f"py-{uuid.uuid4().hex}",
+            validate_only=validate_only,
+        )
+        return self._call(self._stub.CreateJob, request)
+
+    def get(self, name: str) -> job_pb2.Job:
+        return self._call(self._stub.GetJob, service_pb2.GetJobRequest(name=job_name(name)))
+
+    def cancel(self, name: str) -> job_pb2.Job:
+        """Cancels a job: QUEUED ends CANCELLED, RUNNING goes to CANCELLING.
+        A finished job raises FAILED_PRECONDITION (JOB_ALREADY_FINISHED)."""
+        return self._call(
+            self._stub.CancelJob, service_pb2.CancelJobRequest(name=job_name(name)), retry=False
+        )
+
+    def list(
+        self,
+        state: Union[None, StateLike, Iterable[StateLike]] = None,
+        labels: Optional[Mapping[str, str]] = None,
+        *,
+        order_by: str = "",
+        page_size: int = 0,
+    ) -> Iterator[job_pb2.Job]:
+        """Every matching job, fetching pages of `page_size` (0: the server's
+        default) as the iteration goes."""
+        if state is None:
+            states: Sequence[int] = ()
+        elif isinstance(state, (int, str)):
+            states = (parse_state(state),)
+        else:
+            states = tuple(parse_state(s) for s in state)
+        request = service_pb2.ListJobsRequest(
+            page_size=page_size, states=states, labels=dict(labels or {}), order_by=order_by
+        )
+        while True:
+            response = self._call(self._stub.ListJobs, request)
+            yield from response.jobs
+            if not response.next_page_token:
+                return
+            request.page_token = response.next_page_token
+
+    def watch(self, name: str, after_sequence: int = 0) -> Iterator[job_pb2.JobEvent]:
+        """The job's events after `after_sequence`, live until the job ends.
+
+        When the stream breaks with UNAVAILABLE (quantd restarting, a
+        frontend failing over) it is reopened after the last event received,
+        for up to `unavailable_retry_seconds`, so no event is lost or repeated.
+        """
+        name = job_name(name)
+        after = after_sequence
+        retry_until = None
+        while True:
+            stream = self._stub.WatchJob(
+                service_pb2.WatchJobRequest(name=name, after_sequence=after),
+                metadata=self._metadata,
+            )
+            try:
+                for event in stream:
+                    after = event.sequence
+                    retry_until = None
+                    yield event
+                return
+            except grpc.RpcError as e:
+                if e.code() != grpc.StatusCode.UNAVAILABLE:
+                    raise QuantdError.from_rpc_error(e) from None
+                now = time.monotonic()
+                retry_until = retry_until or now + self._retry_seconds
+                if now >= retry_until:
+                    raise QuantdError.from_rpc_error(e) from None
+                time.sleep(0.5)
+            finally:
+                stream.cancel()
+
+    def wait(
+        self,
+        name: str,
+        on_progress: Optional[Callable[[job_pb2.Progress], None]] = None,
+        *,
+        on_event: Optional[Callable[[job_pb2.JobEvent], None]] = None,
+        after_sequence: int = 0,
+    ) -> job_pb2.Job:
+        """Follows the job with WatchJob until it ends and returns it.
+
+        on_progress gets each Progress update; on_event gets every event
+        (states, progress, logs, block metrics, the result). The returned
+        job may be FAILED or CANCELLED: check job.state (QuantdError.
+        from_job_error(job.error) turns its error into an exception).
+        """
+        for event in self.watch(name, after_sequence):
+            if on_event is not None:
+                on_event(event)
+            if on_progress is not None and event.WhichOneof("payload") == "progress":
+                on_progress(event.progress)
+        return self.get(name)

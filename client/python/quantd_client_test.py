@@ -1,0 +1,211 @@
+#!/usr/bin/python3
+"""quantd_client and examples/quantize_stories.py against a live quantd.
+
+quantd runs with one local worker; the example quantizes stories260K
+(w_int8_per_channel_sym, 20 evaluation windows of 256 tokens) and the test
+checks the golden float perplexity, the artifact files and the SDK's error
+details, paging, event replay and bearer tokens.
+"""
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+import unittest
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "testing"))
+import live_quantd  # noqa: E402
+
+sys.path.insert(0, live_quantd.runfile("client/python"))
+import grpc  # noqa: E402
+from google.protobuf import json_format  # noqa: E402
+
+import quantd_client  # noqa: E402
+from quantd_client import Client, QuantdError  # noqa: E402
+
+MODEL = live_quantd.runfile("models/stories260K")
+EVAL_TEXT = live_quantd.runfile("tests/data/tinystories-sample.txt")
+EXAMPLE = live_quantd.runfile("client/python/examples/quantize_stories.py")
+# Float perplexity of stories260K on the first 20 windows of 256 tokens of
+# tinystories-sample.txt (the engine's golden number, see tests/e2e).
+GOLDEN_FLOAT_PPL_20_WINDOWS = 4.8374
+SUCCEEDED = quantd_client.JobState.Value("SUCCEEDED")
+
+
+def sha256_file(path: str) -> str:
+    with open(path, "rb") as f:
+        return hashlib.sha256(f.read()).hexdigest()
+
+
+def run_example(address: str, *args: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": live_quantd.runfile("client/python")}
+    return subprocess.run(
+        ["/usr/bin/python3", EXAMPLE, "--server", address, *args],
+        capture_output=True,
+        text=True,
+        timeout=240,
+        env=env,
+    )
+
+
+class QuantdClientTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.quantd = live_quantd.LiveQuantd("python_sdk", local_workers=1)
+        cls.client = Client(cls.quantd.address)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.client.close()
+        cls.quantd.stop()
+
+    def test_example_quantizes_stories260k_with_the_golden_float_perplexity(self):
+        out = os.path.join(self.quantd.data_dir, "example_out")
+        r = run_example(
+            self.quantd.address,
+            "--model", MODEL, "--eval", EVAL_TEXT, "--eval-windows", "20",
+            "--output", out, "--label", "suite=python-example", "--json",
+        )  # fmt: skip
+        self.assertEqual(r.returncode, 0, r.stderr + r.stdout + self.quantd.log())
+        job = json_format.Parse(r.stdout.strip().splitlines()[-1], quantd_client.Job())
+        self.assertEqual(job.state, SUCCEEDED)
+        self.assertEqual(job.attempt, 1)
+        self.assertEqual(dict(job.spec.labels), {"suite": "python-example"})
+        self.assertIn("quantize block 5/5", r.stderr)
+
+        m = job.result.metrics
+        self.assertAlmostEqual(m.float_perplexity.perplexity, GOLDEN_FLOAT_PPL_20_WINDOWS, delta=1e-3)
+        self.assertEqual(m.float_perplexity.protocol.n_ctx, 256)
+        self.assertEqual(m.float_perplexity.protocol.windows, 20)
+        self.assertEqual(m.float_perplexity.protocol.tokens, 5100)
+        ratio = m.quantized_perplexity.perplexity / m.float_perplexity.perplexity
+        self.assertLess(abs(ratio - 1), 0.02)
+        self.assertEqual(len(m.blocks), 5)
+
+        self.assertEqual(len(job.result.artifacts), 1)
+        artifact = job.result.artifacts[0]
+        self.assertEqual(artifact.uri, "file://" + out)
+        self.assertTrue(artifact.accepted)
+        self.assertEqual(artifact.sha256, sha256_file(os.path.join(out, "model.safetensors")))
+        paths = sorted(f.path for f in artifact.files)
+        self.assertIn("model.safetensors", paths)
+        self.assertIn("config.json", paths)
+        self.assertIn("tokenizer.model", paths)
+        for f in artifact.files:
+            self.assertEqual(f.sha256, sha256_file(os.path.join(out, f.path)), f.path)
+            self.assertEqual(f.bytes, os.path.getsize(os.path.join(out, f.path)), f.path)
+        self.assertEqual(artifact.bytes, sum(f.bytes for f in artifact.files))
+        with open(os.path.join(out, "config.json")) as f:
+            self.assertIn("quantization_config", json.load(f))
+
+        # The same job through the wrapper: get (bare id too), list, replay.
+        self.assertEqual(self.client.get(job.name), job)
+        self.assertEqual(self.client.get(job.name.removeprefix("jobs/")).name, job.name)
+        listed = [j.name for j in self.client.list(labels={"suite": "python-example"})]
+        self.assertEqual(listed, [job.name])
+        self.assertIn(job.name, [j.name for j in self.client.list(state="succeeded")])
+        self.assertEqual(list(self.client.list(state=["failed"], labels={"suite": "python-example"})), [])
+
+        events, progress = [], []
+        again = self.client.wait(job.name, on_progress=progress.append, on_event=events.append)
+        self.assertEqual(again, job)
+        self.assertEqual([e.sequence for e in events], list(range(1, len(events) + 1)))
+        self.assertEqual(sum(e.WhichOneof("payload") == "block_metrics" for e in events), 5)
+        self.assertEqual(len(progress), sum(e.WhichOneof("payload") == "progress" for e in events))
+        self.assertEqual(progress[-1].percent, 100.0)
+        self.assertEqual(events[-1].state, SUCCEEDED)
+        tail = list(self.client.watch(job.name, after_sequence=events[-3].sequence))
+        self.assertEqual(tail, events[-2:])
+
+        with self.assertRaises(QuantdError) as cm:
+            self.client.cancel(job.name)
+        self.assertEqual(cm.exception.code, grpc.StatusCode.FAILED_PRECONDITION)
+        self.assertEqual(cm.exception.reason, "JOB_ALREADY_FINISHED")
+
+    def test_bad_preset_is_invalid_argument_with_the_field_violation(self):
+        spec = {
+            "model_uri": "file://" + MODEL,
+            "quantization": {"scheme": "w_int9_bogus"},
+        }
+        with self.assertRaises(QuantdError) as cm:
+            self.client.submit(spec)
+        e = cm.exception
+        self.assertEqual(e.code, grpc.StatusCode.INVALID_ARGUMENT)
+        self.assertEqual(e.reason, "INVALID_JOB_SPEC")
+        self.assertEqual(e.domain, "quantd")
+        self.assertEqual(len(e.field_violations), 1)
+        self.assertEqual(e.field_violations[0].field, "spec.quantization.scheme")
+        self.assertTrue(
+            e.field_violations[0].description.startswith("unknown scheme 'w_int9_bogus'"),
+            e.field_violations[0].description,
+        )
+        # The example surfaces the same error and exits 3.
+        r = run_example(self.quantd.address, "--model", MODEL, "--scheme", "w_int9_bogus")
+        self.assertEqual(r.returncode, 3, r.stderr)
+        self.assertIn("INVALID_ARGUMENT", r.stderr)
+        self.assertIn("spec.quantization.scheme: unknown scheme 'w_int9_bogus'", r.stderr)
+
+    def test_list_pages_idempotent_submit_and_bad_page_size(self):
+        spec = quantd_client.JobSpec(
+            model_uri="file:///nonexistent/model",
+            quantization=quantd_client.QuantizationSettings(scheme="w_int8_per_tensor_sym"),
+            evaluation=quantd_client.EvaluationSpec(disabled=True),
+            labels={"suite": "python-paging"},
+        )
+        names = [self.client.submit(spec, request_id=f"paging-{i}").name for i in range(3)]
+        self.assertEqual(len(set(names)), 3)
+        # Idempotent on request_id: the retry is the stored job.
+        self.assertEqual(self.client.submit(spec, request_id="paging-1").name, names[1])
+        with self.assertRaises(QuantdError) as cm:
+            other = quantd_client.JobSpec()
+            other.CopyFrom(spec)
+            other.device = "cpu"
+            self.client.submit(other, request_id="paging-1")
+        self.assertEqual(cm.exception.code, grpc.StatusCode.ALREADY_EXISTS)
+        self.assertEqual(cm.exception.reason, "REQUEST_ID_REUSED")
+        # validate_only stores nothing.
+        self.client.submit(spec, request_id="paging-validate", validate_only=True)
+
+        labels = {"suite": "python-paging"}
+        newest_first = [j.name for j in self.client.list(labels=labels, page_size=1)]
+        self.assertEqual(newest_first, names[::-1])
+        oldest_first = [
+            j.name for j in self.client.list(labels=labels, page_size=2, order_by="create_time asc")
+        ]
+        self.assertEqual(oldest_first, names)
+        with self.assertRaises(QuantdError) as cm:
+            next(self.client.list(page_size=-1))
+        self.assertEqual(cm.exception.code, grpc.StatusCode.INVALID_ARGUMENT)
+        self.assertEqual([v.field for v in cm.exception.field_violations], ["page_size"])
+        with self.assertRaises(ValueError):
+            list(self.client.list(state="finished"))
+
+
+class BearerTokenTest(unittest.TestCase):
+    def test_calls_need_a_valid_token(self):
+        token = "sdk-test-token-1234"
+        tokens_file = os.path.join(live_quantd.temp_dir("python_sdk_auth"), "tokens")
+        with open(tokens_file, "w") as f:
+            f.write(f"{hashlib.sha256(token.encode()).hexdigest()} acme submitter\n")
+        with live_quantd.LiveQuantd("python_sdk_auth", extra_flags=[f"--auth-tokens={tokens_file}"]) as q:
+            spec = {"model_uri": "file://" + MODEL, "quantization": {"scheme": "w_int8_per_tensor_sym"}}
+            with Client(q.address) as anonymous:
+                with self.assertRaises(QuantdError) as cm:
+                    list(anonymous.list())
+                self.assertEqual(cm.exception.code, grpc.StatusCode.UNAUTHENTICATED)
+                self.assertEqual(cm.exception.reason, "MISSING_CREDENTIALS")
+            with Client(q.address, token="wrong") as wrong:
+                with self.assertRaises(QuantdError) as cm:
+                    wrong.submit(spec)
+                self.assertEqual(cm.exception.code, grpc.StatusCode.UNAUTHENTICATED)
+                self.assertEqual(cm.exception.reason, "INVALID_TOKEN")
+            with Client(q.address, token=token) as client:
+                job = client.submit(spec)
+                self.assertEqual(job.tenant, "acme")
+                self.assertEqual([j.name for j in client.list()], [job.name])
+                self.assertEqual(client.cancel(job.name).state, quantd_client.JobState.Value("CANCELLED"))
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)

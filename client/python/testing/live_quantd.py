@@ -1,0 +1,93 @@
+"""A real quantd process for the client tests (SDKs and quantctl).
+
+Starts //server:quantd from the test's runfiles on 127.0.0.1 with a free port
+(--port-file tells which), optionally with local workers, and stops it (and
+its process group) when the test is done.
+"""
+
+import os
+import signal
+import subprocess
+import tempfile
+import time
+
+
+def runfiles_root() -> str:
+    """The main repository's runfiles directory (Bazel runs tests there)."""
+    srcdir = os.environ.get("TEST_SRCDIR")
+    if srcdir:
+        return os.path.join(srcdir, os.environ.get("TEST_WORKSPACE", "quantd"))
+    return os.getcwd()
+
+
+def runfile(relative: str) -> str:
+    return os.path.join(runfiles_root(), relative)
+
+
+def temp_dir(name: str) -> str:
+    base = os.environ.get("TEST_TMPDIR") or tempfile.gettempdir()
+    path = os.path.join(base, name)
+    os.makedirs(path, exist_ok=True)
+    return path
+
+
+class LiveQuantd:
+    """quantd with its data under TEST_TMPDIR/<name>."""
+
+    def __init__(self, name: str, local_workers: int = 0, extra_flags=(), env=None):
+        self.data_dir = temp_dir(name)
+        self.log_path = os.path.join(self.data_dir, "quantd.log")
+        port_file = os.path.join(self.data_dir, "port")
+        if os.path.exists(port_file):
+            os.remove(port_file)
+        argv = [
+            runfile("server/quantd"),
+            "--listen=127.0.0.1:0",
+            f"--data-dir={self.data_dir}",
+            f"--port-file={port_file}",
+            f"--local-workers={local_workers}",
+            f"--worker-binary={runfile('worker/quantd-worker')}",
+            *extra_flags,
+        ]
+        with open(self.log_path, "ab") as log:
+            self.process = subprocess.Popen(
+                argv,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                env={**os.environ, **(env or {})},
+            )
+        deadline = time.monotonic() + 60
+        self.address = ""
+        while time.monotonic() < deadline:
+            if os.path.exists(port_file):
+                with open(port_file) as f:
+                    self.address = f.readline().strip()
+                if self.address:
+                    return
+            if self.process.poll() is not None:
+                break
+            time.sleep(0.05)
+        self.stop()
+        raise RuntimeError(f"quantd did not start:\n{self.log()}")
+
+    def log(self) -> str:
+        with open(self.log_path, errors="replace") as f:
+            return f.read()
+
+    def stop(self) -> None:
+        if self.process.poll() is not None:
+            return
+        self.process.send_signal(signal.SIGTERM)
+        try:
+            self.process.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.wait()
+
+    def __enter__(self) -> "LiveQuantd":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
