@@ -27,26 +27,13 @@
 #include <string>
 #include <vector>
 
+#include "worker/algo/options.h"
 #include "worker/common/status.h"
 #include "worker/pipeline/block_algorithm.h"
 #include "worker/quant/qparams.h"
 #include "worker/quant/spec.h"
 
 namespace quantd::algo {
-
-struct AwqOptions {
-  // α takes grid values 0, 1/grid, ..., (grid - 1)/grid.
-  int grid = 20;
-  bool clip = true;
-  // Shrink factors 1 - i/clip_grid for i < clip_grid * max_shrink.
-  int clip_grid = 20;
-  double max_shrink = 0.5;
-  int64_t clip_max_tokens = 512;
-  // Quantize the weights here with AWQ's quantizer and record them for the
-  // pipeline. false: only scale and clip, and leave rounding to the
-  // pipeline's round-to-nearest or to a later algorithm (GPTQ).
-  bool quantize_weights = true;
-};
 
 // AWQ's quantizer. For asymmetric integer specs with integer zero points the
 // group min / max is not widened to include 0:
@@ -75,6 +62,7 @@ StatusOr<at::Tensor> AwqSearchClip(const at::Tensor& x, const at::Tensor& w,
 class AwqAlgorithm final : public pipeline::BlockAlgorithm {
  public:
   explicit AwqAlgorithm(AwqOptions options = {}) : options_(options) {}
+  const AwqOptions& options() const { return options_; }
   const char* name() const override { return "awq"; }
   Status Apply(pipeline::BlockAlgorithmContext& ctx) override;
 

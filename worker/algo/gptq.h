@@ -35,28 +35,13 @@
 #include <cstdint>
 #include <string>
 
+#include "worker/algo/options.h"
 #include "worker/common/status.h"
 #include "worker/pipeline/block_algorithm.h"
 #include "worker/quant/qparams.h"
 #include "worker/quant/spec.h"
 
 namespace quantd::algo {
-
-struct GptqOptions {
-  // Damping relative to mean(diag H).
-  double damp_percent = 0.01;
-  // Columns per block of the lazy batch update.
-  int64_t block_size = 128;
-  // Quantize columns in order of decreasing diag H ("desc_act").
-  bool act_order = false;
-  // Fit every group's parameters before the loop, on the original weights.
-  bool static_groups = false;
-  // Cholesky failure: retry with damp_percent + k * damp_retry_step for
-  // k = 1..max_damp_retries (so by default damping up to 0.11), then fall
-  // back to round-to-nearest.
-  double damp_retry_step = 0.01;
-  int max_damp_retries = 10;
-};
 
 // The running Hessian of one linear layer's inputs, H = (2/n) sum x x^T.
 class HessianAccumulator {

@@ -40,20 +40,11 @@
 #include <optional>
 
 #include "worker/algo/hadamard.h"
+#include "worker/algo/options.h"
 #include "worker/common/status.h"
 #include "worker/pipeline/block_algorithm.h"
 
 namespace quantd::algo {
-
-struct RotationOptions {
-  // Seed of R1's and R2's random signs (and of the orthogonal factor of
-  // orders without a Hadamard construction).
-  uint64_t seed = 0;
-  // R2 per head on v_proj/o_proj.
-  bool rotate_heads = true;
-  // R4: online Hadamard before down_proj (QuaRot's online_had).
-  bool online_down_proj = false;
-};
 
 class RotationTransform final : public pipeline::ModelTransform {
  public:

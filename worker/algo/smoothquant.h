@@ -28,22 +28,11 @@
 #include <utility>
 #include <vector>
 
+#include "worker/algo/options.h"
 #include "worker/common/status.h"
 #include "worker/pipeline/block_algorithm.h"
 
 namespace quantd::algo {
-
-struct SmoothQuantOptions {
-  double alpha = 0.5;
-  // Per-layer α: the first (glob, α) whose fnmatch glob matches a module name
-  // of the group's linears wins, e.g. {"*.mlp.down_proj", 0.8}.
-  std::vector<std::pair<std::string, double>> alpha_overrides;
-  double scale_clamp_min = 1e-5;
-  // Also smooth groups fed by a linear (v_proj -> o_proj, up_proj ->
-  // down_proj), as the reference's Llama mapping does; false: only the
-  // groups after a norm.
-  bool smooth_linear_prev_ops = true;
-};
 
 // The SmoothQuant scales of one group: act_absmax [in] = max|x_j| over the
 // calibration tokens; weights = the group's linears ([out_i, in] each).
@@ -55,27 +44,18 @@ class SmoothQuantAlgorithm final : public pipeline::BlockAlgorithm {
  public:
   explicit SmoothQuantAlgorithm(SmoothQuantOptions options = {}) : options_(std::move(options)) {}
   const char* name() const override { return "smoothquant"; }
+  const SmoothQuantOptions& options() const { return options_; }
   Status Apply(pipeline::BlockAlgorithmContext& ctx) override;
 
  private:
   SmoothQuantOptions options_;
 };
 
-struct AutoSmoothQuantOptions {
-  // The α grid: alpha_min, alpha_min + alpha_step, ..., alpha_max.
-  double alpha_min = 0.0;
-  double alpha_max = 1.0;
-  double alpha_step = 0.05;
-  double scale_clamp_min = 1e-5;
-  bool smooth_linear_prev_ops = true;
-  // Search on the first this many calibration samples (0: all of them).
-  int64_t max_search_samples = 0;
-};
-
 class AutoSmoothQuantAlgorithm final : public pipeline::BlockAlgorithm {
  public:
   explicit AutoSmoothQuantAlgorithm(AutoSmoothQuantOptions options = {}) : options_(options) {}
   const char* name() const override { return "autosmoothquant"; }
+  const AutoSmoothQuantOptions& options() const { return options_; }
   Status Apply(pipeline::BlockAlgorithmContext& ctx) override;
 
   // The α chosen for each group's first linear in the last Apply.

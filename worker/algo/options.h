@@ -1,0 +1,83 @@
+// Options of the quantization algorithms, torch-free so that request
+// validation (algorithm_request.h) and the server can use them without
+// LibTorch. Defaults are the reference toolkit's.
+#ifndef QUANTD_WORKER_ALGO_OPTIONS_H_
+#define QUANTD_WORKER_ALGO_OPTIONS_H_
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace quantd::algo {
+
+// ---- GPTQ (gptq.h) ----
+struct GptqOptions {
+  // Damping relative to mean(diag H).
+  double damp_percent = 0.01;
+  // Columns per block of the lazy batch update.
+  int64_t block_size = 128;
+  // Quantize columns in order of decreasing diag H ("desc_act").
+  bool act_order = false;
+  // Fit every group's parameters before the loop, on the original weights.
+  bool static_groups = false;
+  // Cholesky failure: retry with damp_percent + k * damp_retry_step for
+  // k = 1..max_damp_retries (so by default damping up to 0.11), then fall
+  // back to round-to-nearest.
+  double damp_retry_step = 0.01;
+  int max_damp_retries = 10;
+};
+
+// ---- AWQ (awq.h) ----
+struct AwqOptions {
+  // α takes grid values 0, 1/grid, ..., (grid - 1)/grid.
+  int grid = 20;
+  bool clip = true;
+  // Shrink factors 1 - i/clip_grid for i < clip_grid * max_shrink.
+  int clip_grid = 20;
+  double max_shrink = 0.5;
+  int64_t clip_max_tokens = 512;
+  // Quantize the weights here with AWQ's quantizer and record them for the
+  // pipeline. false: only scale and clip, and leave rounding to the
+  // pipeline's round-to-nearest or to a later algorithm (GPTQ).
+  bool quantize_weights = true;
+};
+
+// ---- SmoothQuant and AutoSmoothQuant (smoothquant.h) ----
+struct SmoothQuantOptions {
+  double alpha = 0.5;
+  // Per-layer α: the first (glob, α) whose fnmatch glob matches a module name
+  // of the group's linears wins, e.g. {"*.mlp.down_proj", 0.8}.
+  std::vector<std::pair<std::string, double>> alpha_overrides;
+  double scale_clamp_min = 1e-5;
+  // Also smooth groups fed by a linear (v_proj -> o_proj, up_proj ->
+  // down_proj), as the reference's Llama mapping does; false: only the
+  // groups after a norm.
+  bool smooth_linear_prev_ops = true;
+};
+
+struct AutoSmoothQuantOptions {
+  // The α grid: alpha_min, alpha_min + alpha_step, ..., alpha_max.
+  double alpha_min = 0.0;
+  double alpha_max = 1.0;
+  double alpha_step = 0.05;
+  double scale_clamp_min = 1e-5;
+  bool smooth_linear_prev_ops = true;
+  // Search on the first this many calibration samples (0: all of them).
+  int64_t max_search_samples = 0;
+};
+
+// ---- Rotation / QuaRot (rotation.h) ----
+struct RotationOptions {
+  // Seed of R1's and R2's random signs (and of the orthogonal factor of
+  // orders without a Hadamard construction).
+  uint64_t seed = 0;
+  // R2 per head on v_proj/o_proj.
+  bool rotate_heads = true;
+  // R4: online Hadamard before down_proj (QuaRot's online_had).
+  bool online_down_proj = false;
+};
+
+}  // namespace quantd::algo
+
+#endif  // QUANTD_WORKER_ALGO_OPTIONS_H_
