@@ -50,10 +50,10 @@ TEST(ServiceE2eTest, QuantizesStories260KThroughQuantctlAndExportsTheFakeQuantiz
   auto quantd = Quantd::Start({.data_dir = data, .local_workers = 1});
   ASSERT_NE(quantd, nullptr);
   const std::string out = data + "/out";
-  CommandResult r = Quantctl(quantd->address(),
-                             {"-o", "json", "submit", "--model", Model(), "--scheme",
-                              "w_int8_per_channel_sym", "--eval", EvalText(), "--eval-windows", "20",
-                              "--output", out, "--label", "suite=e2e", "--wait"});
+  CommandResult r =
+      Quantctl(quantd->address(), {"-o", "json", "submit", "--model", Model(), "--scheme",
+                                   "w_int8_per_channel_sym", "--eval", EvalText(), "--eval-windows",
+                                   "20", "--output", out, "--label", "suite=e2e", "--wait"});
   ASSERT_EQ(r.exit_code, 0) << r.stderr_text << r.stdout_text << quantd->Log();
   Job job = ParseJob(LastLine(r.stdout_text));
   EXPECT_EQ(job.state(), quantd::v1::SUCCEEDED);
@@ -67,7 +67,8 @@ TEST(ServiceE2eTest, QuantizesStories260KThroughQuantctlAndExportsTheFakeQuantiz
   EXPECT_EQ(m.float_perplexity().protocol().windows(), 20);
   EXPECT_EQ(m.float_perplexity().protocol().tokens(), 5100);
   EXPECT_GT(m.quantized_perplexity().perplexity(), 0);
-  EXPECT_LT(std::abs(m.quantized_perplexity().perplexity() / m.float_perplexity().perplexity() - 1), 0.02);
+  EXPECT_LT(std::abs(m.quantized_perplexity().perplexity() / m.float_perplexity().perplexity() - 1),
+            0.02);
   ASSERT_EQ(m.blocks_size(), 5);
   EXPECT_EQ(m.blocks(0).layers_size(), 7);
   EXPECT_EQ(m.blocks(0).block_count(), 5);
@@ -108,7 +109,8 @@ TEST(ServiceE2eTest, QuantizesStories260KThroughQuantctlAndExportsTheFakeQuantiz
   for (const auto& name : (*original)->Names()) {
     at::Tensor w = *(*original)->Load(name);
     at::Tensor want = w;
-    const bool linear = name.rfind("model.layers.", 0) == 0 && name.find("_proj.weight") != std::string::npos;
+    const bool linear =
+        name.rfind("model.layers.", 0) == 0 && name.find("_proj.weight") != std::string::npos;
     if (linear) {
       want = *quant::FakeQuantize(w, spec, *quant::ComputeQParams(w, spec));
       ++quantized;
@@ -125,7 +127,8 @@ TEST(ServiceE2eTest, QuantizesStories260KThroughQuantctlAndExportsTheFakeQuantiz
   CommandResult get = Quantctl(quantd->address(), {"get", job.name()});
   EXPECT_EQ(get.exit_code, 0);
   EXPECT_NE(get.stdout_text.find("state:      SUCCEEDED"), std::string::npos) << get.stdout_text;
-  EXPECT_NE(get.stdout_text.find("perplexity float:     4.837"), std::string::npos) << get.stdout_text;
+  EXPECT_NE(get.stdout_text.find("perplexity float:     4.837"), std::string::npos)
+      << get.stdout_text;
   CommandResult list = Quantctl(quantd->address(), {"list", "--label", "suite=e2e"});
   EXPECT_NE(list.stdout_text.find(job.name()), std::string::npos) << list.stdout_text;
 }
@@ -170,9 +173,12 @@ TEST(ServiceE2eTest, KilledWorkerLosesItsLeaseAndTheJobCompletesOnAttempt2) {
   ASSERT_NE(quantd, nullptr);
   auto stub = quantd->NewStub();
   // Evaluating every window of the text keeps the job busy long enough.
-  CommandResult r = Quantctl(quantd->address(), {"submit", "--model", Model(), "--scheme",
-                                                 "w_uint4_per_channel_asym", "--eval", EvalText(),
-                                                 "--output", data + "/out"});
+  const std::vector<std::string> submit = {
+      "submit", "--model",  Model(),          "--scheme", "w_uint4_per_channel_asym",
+      "--eval", EvalText(), "--eval-windows", "200"};
+  std::vector<std::string> args = submit;
+  args.insert(args.end(), {"--output", data + "/out"});
+  CommandResult r = Quantctl(quantd->address(), args);
   ASSERT_EQ(r.exit_code, 0) << r.stderr_text;
   const std::string name = LastLine(r.stdout_text);
   auto first = StartWorker(quantd->address(), data, "w-first");
@@ -184,7 +190,8 @@ TEST(ServiceE2eTest, KilledWorkerLosesItsLeaseAndTheJobCompletesOnAttempt2) {
     quantd::v1::GetJobRequest req;
     req.set_name(name);
     ASSERT_TRUE(stub->GetJob(&ctx, req, &job).ok());
-    if (job.state() == quantd::v1::RUNNING && job.progress().percent() > 0) break;
+    // Every block is checkpointed once evaluation starts.
+    if (job.state() == quantd::v1::RUNNING && job.progress().stage() == quantd::v1::EVALUATE) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   ASSERT_EQ(job.state(), quantd::v1::RUNNING) << first->Log();
@@ -196,6 +203,37 @@ TEST(ServiceE2eTest, KilledWorkerLosesItsLeaseAndTheJobCompletesOnAttempt2) {
   EXPECT_EQ(job.attempt(), 2);
   EXPECT_EQ(job.worker(), "w-second");
   EXPECT_GT(job.result().metrics().quantized_perplexity().perplexity(), 0);
+  EXPECT_EQ(job.result().metrics().blocks_size(), 5);
+
+  // The second attempt resumed from the first one's checkpoint instead of
+  // quantizing again, and says so in the events.
+  bool resumed = false;
+  int block_events = 0;
+  {
+    grpc::ClientContext ctx;
+    quantd::v1::WatchJobRequest req;
+    req.set_name(name);
+    auto reader = stub->WatchJob(&ctx, req);
+    quantd::v1::JobEvent ev;
+    while (reader->Read(&ev)) {
+      if (ev.has_log() &&
+          ev.log().message().find("resumed after the last block (5/5)") != std::string::npos)
+        resumed = ev.attempt() == 2;
+      if (ev.has_block_metrics()) ++block_events;
+    }
+  }
+  EXPECT_TRUE(resumed);
+  EXPECT_EQ(block_events, 5);  // no block was quantized twice
+
+  // The resumed job's artifact is byte-identical to an uninterrupted run's.
+  args = submit;
+  args.insert(args.end(), {"--output", data + "/out-uninterrupted", "--wait"});
+  CommandResult again = Quantctl(quantd->address(), args);
+  ASSERT_EQ(again.exit_code, 0) << again.stderr_text;
+  auto resumed_sha = Sha256File(data + "/out/model.safetensors");
+  auto clean_sha = Sha256File(data + "/out-uninterrupted/model.safetensors");
+  ASSERT_TRUE(resumed_sha.ok() && clean_sha.ok());
+  EXPECT_EQ(*resumed_sha, *clean_sha);
 }
 
 TEST(ServiceE2eTest, BadInputGetsClearErrorsAndTheServiceKeepsServing) {
@@ -205,11 +243,12 @@ TEST(ServiceE2eTest, BadInputGetsClearErrorsAndTheServiceKeepsServing) {
   auto stub = quantd->NewStub();
 
   // Unknown scheme: refused at submit, naming the field.
-  CommandResult unknown = Quantctl(quantd->address(),
-                                   {"submit", "--model", Model(), "--scheme", "w_int5_magic"});
+  CommandResult unknown =
+      Quantctl(quantd->address(), {"submit", "--model", Model(), "--scheme", "w_int5_magic"});
   EXPECT_EQ(unknown.exit_code, 3);
   EXPECT_NE(unknown.stderr_text.find("INVALID_ARGUMENT"), std::string::npos) << unknown.stderr_text;
-  EXPECT_NE(unknown.stderr_text.find("spec.quantization.scheme"), std::string::npos) << unknown.stderr_text;
+  EXPECT_NE(unknown.stderr_text.find("spec.quantization.scheme"), std::string::npos)
+      << unknown.stderr_text;
 
   // Missing model directory: refused at submit or failed by the worker,
   // either way naming the path.
@@ -220,7 +259,8 @@ TEST(ServiceE2eTest, BadInputGetsClearErrorsAndTheServiceKeepsServing) {
   if (miss.exit_code == 1) {
     Job job = ParseJob(LastLine(miss.stdout_text));
     EXPECT_EQ(job.state(), quantd::v1::FAILED);
-    EXPECT_NE(job.error().message().find("no-such-model"), std::string::npos) << job.error().message();
+    EXPECT_NE(job.error().message().find("no-such-model"), std::string::npos)
+        << job.error().message();
   } else {
     EXPECT_NE(miss.stderr_text.find("no-such-model"), std::string::npos) << miss.stderr_text;
   }
@@ -230,11 +270,13 @@ TEST(ServiceE2eTest, BadInputGetsClearErrorsAndTheServiceKeepsServing) {
   const std::string bad_config = CopyModel("bad_config");
   std::ofstream(bad_config + "/config.json", std::ios::trunc) << "{\"architectures\": [\"Llama";
   const std::string truncated = CopyModel("truncated");
-  fs::resize_file(truncated + "/model.safetensors", fs::file_size(truncated + "/model.safetensors") / 2);
+  fs::resize_file(truncated + "/model.safetensors",
+                  fs::file_size(truncated + "/model.safetensors") / 2);
   for (const auto& [dir, file] : std::vector<std::pair<std::string, std::string>>{
            {bad_config, "config.json"}, {truncated, "model.safetensors"}}) {
-    CommandResult res = Quantctl(quantd->address(), {"-o", "json", "submit", "--model", dir, "--scheme",
-                                                     "w_int8_per_tensor_sym", "--wait"});
+    CommandResult res = Quantctl(
+        quantd->address(),
+        {"-o", "json", "submit", "--model", dir, "--scheme", "w_int8_per_tensor_sym", "--wait"});
     EXPECT_EQ(res.exit_code, 1) << res.stderr_text;
     Job job = ParseJob(LastLine(res.stdout_text));
     EXPECT_EQ(job.state(), quantd::v1::FAILED);
@@ -243,9 +285,10 @@ TEST(ServiceE2eTest, BadInputGetsClearErrorsAndTheServiceKeepsServing) {
   }
 
   // The frontend and its worker are still up and run a good job.
-  CommandResult good = Quantctl(quantd->address(), {"-o", "json", "submit", "--model", Model(),
-                                                    "--scheme", "w_int8_per_tensor_sym", "--no-eval",
-                                                    "--output", data + "/good", "--wait"});
+  CommandResult good =
+      Quantctl(quantd->address(),
+               {"-o", "json", "submit", "--model", Model(), "--scheme", "w_int8_per_tensor_sym",
+                "--no-eval", "--output", data + "/good", "--wait"});
   EXPECT_EQ(good.exit_code, 0) << good.stderr_text;
   EXPECT_TRUE(quantd->process().Running());
 }

@@ -23,6 +23,7 @@
 #include "worker/models/registry.h"
 #include "worker/pipeline/activation_quantizers.h"
 #include "worker/pipeline/pipeline_quantized_model.h"
+#include "worker/pipeline/resume_state.h"
 #include "worker/pipeline/scratch_store.h"
 #include "worker/pipeline/weight_quantizer.h"
 #include "worker/quant/qparams.h"
@@ -296,14 +297,15 @@ class QuantizationJob {
     const Stage stage = LoopStage(opt_);
     const int n = static_cast<int>(model_->num_blocks());
     QD_RETURN_IF_ERROR(PrepareModelPieces());
+    if (!opt_.block_algorithms.empty() && !metric_ids_.defined())
+      return InvalidArgumentError("quantization algorithms need calibration data");
     at::Tensor hidden;  // input of the current block on the quantized path
-    if (metric_ids_.defined()) {
+    const int start = Resume(&hidden);
+    if (start == 0 && metric_ids_.defined()) {
       QD_ASSIGN_OR_RETURN(auto embedding, model_->LoadEmbedding(*quantized_weights_));
       QD_ASSIGN_OR_RETURN(hidden, embedding->Forward(metric_ids_));
     }
-    if (!opt_.block_algorithms.empty() && !hidden.defined())
-      return InvalidArgumentError("quantization algorithms need calibration data");
-    for (int i = 0; i < n; ++i) {
+    for (int i = start; i < n; ++i) {
       if (obs_.CancelRequested()) return Cancelled();
       progress_.Report(stage, static_cast<double>(i) / n, i + 1, n);
       QD_ASSIGN_OR_RETURN(auto block, model_->LoadBlock(i));
@@ -373,11 +375,106 @@ class QuantizationJob {
                       : 0;
         hidden = opt_.calibration.on_float_outputs ? float_out : quant_out;
       }
+      for (models::Linear* linear : block->linears()) AddActivationParams(linear->name(), changed);
       QD_RETURN_IF_ERROR(scratch_->Put(BlockFileName(i), changed));
       obs_.OnBlock(br);
       report_.blocks.push_back(std::move(br));
+      QD_RETURN_IF_ERROR(Checkpoint(i + 1, hidden));
     }
     report_.quantized_model_bytes = report_.float_model_bytes + bytes_delta_;
+    return OkStatus();
+  }
+
+  // ---- checkpoints (resumable jobs) ----
+
+  static std::string ActivationKey(const std::string& module, const char* what) {
+    return "__quantd__/" + module + "." + what;
+  }
+
+  void AddActivationParams(const std::string& module,
+                           std::vector<std::pair<std::string, at::Tensor>>& out) const {
+    for (bool output : {false, true}) {
+      const auto& table = output ? act_params_.outputs : act_params_.inputs;
+      auto it = table.find(module);
+      if (it == table.end()) continue;
+      out.emplace_back(ActivationKey(module, output ? "output_scale" : "input_scale"),
+                       it->second.scale);
+      if (it->second.zero_point.defined())
+        out.emplace_back(ActivationKey(module, output ? "output_zero_point" : "input_zero_point"),
+                         it->second.zero_point.to(at::kFloat));
+    }
+  }
+
+  // After block `done` - 1: its file is written; save the next block's input
+  // and then the manifest, and drop the previous input.
+  Status Checkpoint(int done, const at::Tensor& hidden) {
+    ResumeState st;
+    st.fingerprint = ResumeFingerprint(opt_);
+    st.blocks_done = done;
+    st.bytes_delta = bytes_delta_;
+    st.has_hidden = hidden.defined();
+    st.blocks = report_.blocks;
+    if (st.has_hidden)
+      QD_RETURN_IF_ERROR(scratch_->PutSide(HiddenFileName(done), "hidden", hidden));
+    QD_RETURN_IF_ERROR(WriteResumeState(opt_.scratch_dir, st));
+    scratch_->RemoveSide(HiddenFileName(done - 1));
+    return OkStatus();
+  }
+
+  // Continues from a previous attempt's checkpoint when there is a usable
+  // one for these options; returns the first block still to do.
+  int Resume(at::Tensor* hidden) {
+    const int n = static_cast<int>(model_->num_blocks());
+    std::optional<ResumeState> st = ReadResumeState(opt_.scratch_dir);
+    if (!st || st->blocks_done == 0) return 0;
+    if (st->fingerprint != ResumeFingerprint(opt_) || st->blocks_done > n) {
+      Log(LogLevel::kWarning,
+          "the scratch directory holds a checkpoint of other options; "
+          "starting over");
+      return 0;
+    }
+    Status s = RestoreCheckpoint(*st, hidden);
+    if (!s.ok()) {
+      Log(LogLevel::kWarning,
+          "cannot resume from the checkpoint (" + s.ToString() + "); starting over");
+      *hidden = at::Tensor();
+      act_params_ = ActivationParams();
+      return 0;
+    }
+    bytes_delta_ = st->bytes_delta;
+    report_.blocks = st->blocks;
+    const std::string where =
+        st->blocks_done < n
+            ? "resumed at block " + std::to_string(st->blocks_done + 1) + "/" + std::to_string(n)
+            : "resumed after the last block (" + std::to_string(n) + "/" + std::to_string(n) + ")";
+    Log(LogLevel::kInfo, where + ": blocks 1-" + std::to_string(st->blocks_done) +
+                             " restored from the checkpoint of an earlier attempt");
+    return st->blocks_done;
+  }
+
+  Status RestoreCheckpoint(const ResumeState& st, at::Tensor* hidden) {
+    for (int i = 0; i < st.blocks_done; ++i) QD_RETURN_IF_ERROR(scratch_->Adopt(BlockFileName(i)));
+    if (st.has_hidden) {
+      QD_ASSIGN_OR_RETURN(*hidden, scratch_->LoadSide(HiddenFileName(st.blocks_done), "hidden"));
+    }
+    for (const auto& [module, plan] : plans_) {
+      for (bool output : {false, true}) {
+        const std::string key = ActivationKey(module, output ? "output_scale" : "input_scale");
+        if (!scratch_->Find(key)) continue;
+        quant::QParams qp;
+        QD_ASSIGN_OR_RETURN(qp.scale, scratch_->Load(key));
+        const std::string zp_key =
+            ActivationKey(module, output ? "output_zero_point" : "input_zero_point");
+        if (scratch_->Find(zp_key)) {
+          QD_ASSIGN_OR_RETURN(at::Tensor zp, scratch_->Load(zp_key));
+          const auto& spec = output ? plan.output : plan.input;
+          const bool float_zp =
+              spec && !spec->symmetric && spec->zero_point_type == quant::ZeroPointType::kFloat32;
+          qp.zero_point = float_zp ? zp : zp.to(at::kInt);
+        }
+        (output ? act_params_.outputs : act_params_.inputs)[module] = qp;
+      }
+    }
     return OkStatus();
   }
 

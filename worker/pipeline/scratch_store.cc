@@ -18,9 +18,45 @@ StatusOr<std::unique_ptr<ScratchStore>> ScratchStore::Create(const std::string& 
   return std::unique_ptr<ScratchStore>(new ScratchStore(dir));
 }
 
+std::string ScratchStore::PathOf(const std::string& file) const {
+  return (fs::path(dir_) / (file + ".safetensors")).string();
+}
+
+Status ScratchStore::Adopt(const std::string& file) {
+  const std::string path = PathOf(file);
+  if (!fs::exists(path)) return NotFoundError("scratch file " + path + " is missing");
+  QD_ASSIGN_OR_RETURN(auto source, io::SafetensorsSource::Open(path));
+  std::shared_ptr<const io::TensorSource> shared = std::move(source);
+  for (const auto& name : shared->Names()) by_name_[name] = shared;
+  return OkStatus();
+}
+
+Status ScratchStore::PutSide(const std::string& file, const std::string& name,
+                             const at::Tensor& t) const {
+  QD_ASSIGN_OR_RETURN(auto writer, io::SafetensorsWriter::Create(PathOf(file)));
+  QD_RETURN_IF_ERROR(io::AddTensor(*writer, name, t.contiguous()));
+  return writer->Finish();
+}
+
+StatusOr<at::Tensor> ScratchStore::LoadSide(const std::string& file,
+                                            const std::string& name) const {
+  QD_ASSIGN_OR_RETURN(auto source, io::SafetensorsSource::Open(PathOf(file)));
+  const io::TensorInfo* info = source->Find(name);
+  if (!info) return NotFoundError("no tensor " + name + " in " + PathOf(file));
+  const at::ScalarType dtype = info->dtype == "BF16"  ? at::kBFloat16
+                               : info->dtype == "F16" ? at::kHalf
+                                                      : at::kFloat;
+  return source->Load(name, dtype);
+}
+
+void ScratchStore::RemoveSide(const std::string& file) const {
+  std::error_code ec;
+  fs::remove(PathOf(file), ec);
+}
+
 Status ScratchStore::Put(const std::string& file,
                          const std::vector<std::pair<std::string, at::Tensor>>& tensors) {
-  const std::string path = (fs::path(dir_) / (file + ".safetensors")).string();
+  const std::string path = PathOf(file);
   QD_ASSIGN_OR_RETURN(auto writer, io::SafetensorsWriter::Create(path));
   for (const auto& [name, t] : tensors)
     QD_RETURN_IF_ERROR(io::AddTensor(*writer, name, t.to(at::kFloat).contiguous()));

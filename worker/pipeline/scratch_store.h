@@ -31,6 +31,16 @@ class ScratchStore final : public io::TensorSource {
   Status Put(const std::string& file,
              const std::vector<std::pair<std::string, at::Tensor>>& tensors);
 
+  // Serves the tensors of an existing file `file` (left by an earlier
+  // attempt of the job). NOT_FOUND when it is missing.
+  Status Adopt(const std::string& file);
+
+  // Side files: written and read back by name but not served as tensors
+  // (e.g. the hidden states a resumed job continues from).
+  Status PutSide(const std::string& file, const std::string& name, const at::Tensor& t) const;
+  StatusOr<at::Tensor> LoadSide(const std::string& file, const std::string& name) const;
+  void RemoveSide(const std::string& file) const;
+
   std::vector<std::string> Names() const override;
   const io::TensorInfo* Find(const std::string& name) const override;
   StatusOr<at::Tensor> Load(const std::string& name,
@@ -41,6 +51,7 @@ class ScratchStore final : public io::TensorSource {
 
  private:
   explicit ScratchStore(std::string dir) : dir_(std::move(dir)) {}
+  std::string PathOf(const std::string& file) const;
   std::string dir_;
   // tensor name -> the file's source
   std::map<std::string, std::shared_ptr<const io::TensorSource>> by_name_;

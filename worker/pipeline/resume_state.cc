@@ -1,0 +1,125 @@
+#include "worker/pipeline/resume_state.h"
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "worker/common/sha256.h"
+
+namespace quantd::pipeline {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+constexpr int kFormatVersion = 1;
+constexpr char kManifest[] = "resume.json";
+
+json ToJson(const BlockReport& b) {
+  json layers = json::array();
+  for (const auto& l : b.layers)
+    layers.push_back({{"name", l.name},
+                      {"weight_format", l.weight_format},
+                      {"input_format", l.input_format},
+                      {"output_format", l.output_format},
+                      {"weight_sqnr_db", l.weight_sqnr_db},
+                      {"excluded", l.excluded},
+                      {"input_min", l.input_min},
+                      {"input_max", l.input_max}});
+  return {{"block", b.block},
+          {"block_count", b.block_count},
+          {"output_rel_mse", b.output_rel_mse},
+          {"layers", layers}};
+}
+
+BlockReport BlockFromJson(const json& j) {
+  BlockReport b;
+  b.block = j.at("block").get<int>();
+  b.block_count = j.at("block_count").get<int>();
+  b.output_rel_mse = j.at("output_rel_mse").get<double>();
+  for (const auto& l : j.at("layers")) {
+    LayerReport r;
+    r.name = l.at("name").get<std::string>();
+    r.weight_format = l.at("weight_format").get<std::string>();
+    r.input_format = l.at("input_format").get<std::string>();
+    r.output_format = l.at("output_format").get<std::string>();
+    r.weight_sqnr_db = l.at("weight_sqnr_db").get<double>();
+    r.excluded = l.at("excluded").get<bool>();
+    r.input_min = l.at("input_min").get<double>();
+    r.input_max = l.at("input_max").get<double>();
+    b.layers.push_back(std::move(r));
+  }
+  return b;
+}
+
+}  // namespace
+
+std::string ResumeFingerprint(const JobOptions& o) {
+  std::ostringstream s;
+  s << "v" << kFormatVersion << "\n"
+    << o.model_dir << "\n"
+    << o.quantization_description << "\n"
+    << o.quantization_config_json << "\n"
+    << o.calibration.dataset_path << "|" << o.calibration.text_field << "|"
+    << o.calibration.num_samples << "|" << o.calibration.seq_len << "|"
+    << static_cast<int>(o.calibration.sampling) << "|" << o.calibration.seed << "|"
+    << o.calibration.on_float_outputs << "\n"
+    << o.evaluation.dataset_path << "|" << o.evaluation.n_ctx << "|" << o.evaluation.metric_windows
+    << "\n"
+    << (o.kv_cache ? quant::DescribeSpec(*o.kv_cache) : "") << "|" << o.min_kv_scale << "\n";
+  for (const auto& a : o.block_algorithms) s << a->name() << ",";
+  s << "\n" << (o.model_transform ? "transform" : "");
+  return Sha256Hex(s.str());
+}
+
+std::optional<ResumeState> ReadResumeState(const std::string& scratch_dir) {
+  std::ifstream in(fs::path(scratch_dir) / kManifest);
+  if (!in) return std::nullopt;
+  try {
+    json j = json::parse(in);
+    if (j.at("version").get<int>() != kFormatVersion) return std::nullopt;
+    ResumeState st;
+    st.fingerprint = j.at("fingerprint").get<std::string>();
+    st.blocks_done = j.at("blocks_done").get<int>();
+    st.bytes_delta = j.at("bytes_delta").get<int64_t>();
+    st.has_hidden = j.at("has_hidden").get<bool>();
+    for (const auto& b : j.at("blocks")) st.blocks.push_back(BlockFromJson(b));
+    if (st.blocks_done < 0 || static_cast<int>(st.blocks.size()) != st.blocks_done)
+      return std::nullopt;
+    return st;
+  } catch (const json::exception&) {
+    return std::nullopt;
+  }
+}
+
+Status WriteResumeState(const std::string& scratch_dir, const ResumeState& st) {
+  json blocks = json::array();
+  for (const auto& b : st.blocks) blocks.push_back(ToJson(b));
+  json j = {{"version", kFormatVersion},     {"fingerprint", st.fingerprint},
+            {"blocks_done", st.blocks_done}, {"bytes_delta", st.bytes_delta},
+            {"has_hidden", st.has_hidden},   {"blocks", blocks}};
+  const fs::path final_path = fs::path(scratch_dir) / kManifest;
+  const fs::path tmp = fs::path(scratch_dir) / (std::string(kManifest) + ".tmp");
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    out << j.dump();
+    out.flush();
+    if (!out) return FailedPreconditionError("cannot write " + tmp.string());
+  }
+  std::error_code ec;
+  fs::rename(tmp, final_path, ec);
+  if (ec)
+    return FailedPreconditionError("cannot write " + final_path.string() + ": " + ec.message());
+  return OkStatus();
+}
+
+std::string HiddenFileName(int block) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "hidden_%05d", block);
+  return buf;
+}
+
+}  // namespace quantd::pipeline

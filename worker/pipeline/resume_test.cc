@@ -1,0 +1,152 @@
+// Resumable jobs: a job stopped after some blocks continues from its
+// checkpoint on the next attempt and produces the same bytes as a job that
+// was never interrupted.
+#include <unistd.h>
+
+#include <filesystem>
+#include <mutex>
+
+#include "gtest/gtest.h"
+#include "worker/common/sha256.h"
+#include "worker/pipeline/quantization_job.h"
+#include "worker/pipeline/resume_state.h"
+
+namespace quantd::pipeline {
+namespace {
+
+namespace fs = std::filesystem;
+
+class StoppingObserver : public JobObserver {
+ public:
+  explicit StoppingObserver(int stop_after_blocks = -1) : stop_after_(stop_after_blocks) {}
+  void OnLog(LogLevel, const std::string& m) override {
+    std::lock_guard<std::mutex> l(mu_);
+    logs.push_back(m);
+  }
+  void OnBlock(const BlockReport& b) override {
+    std::lock_guard<std::mutex> l(mu_);
+    blocks.push_back(b.block);
+  }
+  bool CancelRequested() const override {
+    std::lock_guard<std::mutex> l(mu_);
+    return stop_after_ >= 0 && static_cast<int>(blocks.size()) >= stop_after_;
+  }
+  bool Logged(const std::string& needle) const {
+    for (const auto& m : logs)
+      if (m.find(needle) != std::string::npos) return true;
+    return false;
+  }
+  std::vector<std::string> logs;
+  std::vector<int> blocks;
+
+ private:
+  mutable std::mutex mu_;
+  int stop_after_;
+};
+
+class ResumeTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    root_ = fs::path(::testing::TempDir()) / ("resume_" + std::to_string(::getpid()));
+    fs::remove_all(root_);
+  }
+  void TearDown() override { fs::remove_all(root_); }
+
+  // W8A8 with static int8 inputs and an FP8 KV cache, so a resumed job must
+  // also restore calibrated activation parameters and the hidden states.
+  JobOptions Options(const std::string& name) {
+    quant::QuantSpec w;
+    w.dtype = quant::DataType::kInt8;
+    w.qscheme = quant::QScheme::kPerChannel;
+    w.ch_axis = 0;
+    quant::QuantSpec a;
+    a.dtype = quant::DataType::kInt8;
+    JobOptions o;
+    o.model_dir = "models/stories260K";
+    o.planner = [w, a](const std::string& n, const std::string&) {
+      LayerPlan p;
+      if (n.rfind("model.layers.", 0) == 0) {
+        p.weight = w;
+        p.input = a;
+      }
+      return p;
+    };
+    quant::QuantSpec kv;
+    kv.dtype = quant::DataType::kFp8E4M3;
+    o.kv_cache = kv;
+    o.quantization_config_json = R"({"quant_method": "quark"})";
+    o.quantization_description = "w8a8 static + fp8 kv";
+    o.calibration.dataset_path = "tests/data/tinyshakespeare.txt";
+    o.calibration.num_samples = 4;
+    o.calibration.seq_len = 128;
+    o.evaluation.dataset_path = "tests/data/tinystories-sample.txt";
+    o.evaluation.max_windows = 10;
+    o.export_options.output_dir = (root_ / name / "out").string();
+    o.scratch_dir = (root_ / name / "scratch").string();
+    return o;
+  }
+
+  fs::path root_;
+};
+
+TEST_F(ResumeTest, StoppedJobResumesAfterTheLastFinishedBlockWithIdenticalResults) {
+  StoppingObserver full_obs;
+  JobOutcome full = RunQuantizationJob(Options("full"), full_obs);
+  ASSERT_TRUE(full.status.ok()) << full.status;
+
+  // Attempt 1 stops after two finished blocks.
+  JobOptions o = Options("resumed");
+  StoppingObserver first(2);
+  JobOutcome stopped = RunQuantizationJob(o, first);
+  ASSERT_EQ(stopped.status.code(), StatusCode::kCancelled);
+  auto st = ReadResumeState(o.scratch_dir);
+  ASSERT_TRUE(st.has_value());
+  EXPECT_EQ(st->blocks_done, 2);
+  EXPECT_TRUE(st->has_hidden);
+  EXPECT_TRUE(fs::exists(fs::path(o.scratch_dir) / (HiddenFileName(2) + ".safetensors")));
+  EXPECT_FALSE(fs::exists(fs::path(o.scratch_dir) / (HiddenFileName(1) + ".safetensors")));
+
+  // Attempt 2 continues at block 3 and ends exactly where the full run did.
+  StoppingObserver second;
+  JobOutcome resumed = RunQuantizationJob(o, second);
+  ASSERT_TRUE(resumed.status.ok()) << resumed.status;
+  EXPECT_TRUE(second.Logged("resumed at block 3/5")) << second.logs.size();
+  EXPECT_EQ(second.blocks, (std::vector<int>{3, 4, 5}));
+  ASSERT_EQ(resumed.report.blocks.size(), 5u);
+  for (int i = 0; i < 5; ++i)
+    EXPECT_EQ(resumed.report.blocks[i].output_rel_mse, full.report.blocks[i].output_rel_mse) << i;
+  EXPECT_EQ(resumed.report.quantized_perplexity->ppl, full.report.quantized_perplexity->ppl);
+  EXPECT_EQ(resumed.report.kl_mean, full.report.kl_mean);
+  EXPECT_EQ(resumed.report.quantized_model_bytes, full.report.quantized_model_bytes);
+  auto a = Sha256File(o.export_options.output_dir + "/model.safetensors");
+  auto b = Sha256File(Options("full").export_options.output_dir + "/model.safetensors");
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_EQ(*a, *b);
+}
+
+TEST_F(ResumeTest, CheckpointOfOtherOptionsIsIgnored) {
+  JobOptions o = Options("changed");
+  StoppingObserver first(1);
+  ASSERT_EQ(RunQuantizationJob(o, first).status.code(), StatusCode::kCancelled);
+  o.calibration.seed = 99;  // a different calibration set
+  StoppingObserver second;
+  JobOutcome out = RunQuantizationJob(o, second);
+  ASSERT_TRUE(out.status.ok()) << out.status;
+  EXPECT_TRUE(second.Logged("starting over"));
+  EXPECT_EQ(second.blocks, (std::vector<int>{1, 2, 3, 4, 5}));
+}
+
+TEST_F(ResumeTest, DamagedCheckpointStartsOver) {
+  JobOptions o = Options("damaged");
+  StoppingObserver first(2);
+  ASSERT_EQ(RunQuantizationJob(o, first).status.code(), StatusCode::kCancelled);
+  fs::remove(fs::path(o.scratch_dir) / "block_00001.safetensors");
+  StoppingObserver second;
+  JobOutcome out = RunQuantizationJob(o, second);
+  ASSERT_TRUE(out.status.ok()) << out.status;
+  EXPECT_TRUE(second.Logged("cannot resume"));
+  EXPECT_EQ(second.blocks.size(), 5u);
+}
+
+}  // namespace
+}  // namespace quantd::pipeline
