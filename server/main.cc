@@ -20,6 +20,7 @@
 #include "server/app/quantd_server.h"
 #include "server/common/engine_status.h"
 #include "server/common/json_log.h"
+#include "worker/common/dashed_flags.h"
 #include "worker/pipeline/job_spec_check.h"
 
 ABSL_FLAG(std::string, listen, "127.0.0.1:50051",
@@ -172,25 +173,7 @@ int Run() {
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
       "quantd --listen HOST:PORT --store URI --data-dir DIR [--local-workers N]");
-  // quantd's documented flags use dashes (--data-dir); Abseil names them
-  // with underscores. Accept both by rewriting the names, never the values.
-  std::vector<std::string> storage(argv, argv + argc);
-  bool after_double_dash = false;
-  for (size_t i = 1; i < storage.size(); ++i) {
-    std::string& arg = storage[i];
-    if (after_double_dash || arg.size() < 3 || arg.compare(0, 2, "--") != 0) continue;
-    if (arg == "--") {
-      after_double_dash = true;
-      continue;
-    }
-    const size_t end = std::min(arg.find('='), arg.size());
-    for (size_t c = 2; c < end; ++c) {
-      if (arg[c] == '-') arg[c] = '_';
-    }
-  }
-  std::vector<char*> normalized;
-  for (std::string& arg : storage) normalized.push_back(arg.data());
-  normalized.push_back(nullptr);
-  absl::ParseCommandLine(argc, normalized.data());
+  quantd::DashedFlagArgv args(argc, argv);
+  absl::ParseCommandLine(args.argc(), args.argv());
   return quantd::server::Run();
 }

@@ -7,7 +7,7 @@
 #include <filesystem>
 #include <mutex>
 
-#include "worker/io/uri/sha256.h"
+#include "worker/common/sha256.h"
 
 namespace quantd::io {
 namespace {
@@ -78,7 +78,7 @@ StatusOr<HttpDownloadResult> HttpDownload(const std::string& url,
   HttpDownloadResult result;
   result.path = target.string();
   if (fs::is_regular_file(target, ec)) {
-    QD_ASSIGN_OR_RETURN(result.sha256, Sha256OfFile(target.string()));
+    QD_ASSIGN_OR_RETURN(result.sha256, Sha256File(target.string()));
     if (options.expected_sha256.empty() || result.sha256 == options.expected_sha256) {
       return result;
     }

@@ -9,7 +9,7 @@
 #include <fstream>
 
 #include "worker/io/uri/http_download.h"
-#include "worker/io/uri/sha256.h"
+#include "worker/common/sha256.h"
 
 namespace quantd::io {
 namespace {
@@ -87,7 +87,7 @@ StatusOr<ResolvedUri> ResolveFile(const ParsedUri& p, const ResolveRequest& requ
       return InvalidArgumentError("a sha256 can only be checked for a file, and " + request.uri +
                                   " is a directory");
     }
-    QD_ASSIGN_OR_RETURN(r.sha256, Sha256OfFile(r.local_path));
+    QD_ASSIGN_OR_RETURN(r.sha256, Sha256File(r.local_path));
     if (r.sha256 != request.expected_sha256) {
       return DataLossError(request.uri + ": sha256 " + r.sha256 + " does not match the expected " +
                            request.expected_sha256);

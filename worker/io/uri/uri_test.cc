@@ -15,7 +15,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "worker/io/uri/sha256.h"
+#include "worker/common/sha256.h"
 
 namespace quantd::io {
 namespace {
