@@ -16,11 +16,8 @@ class DashedFlagArgv {
     bool after_double_dash = false;
     for (size_t i = 1; i < storage_.size(); ++i) {
       std::string& arg = storage_[i];
+      if (arg == "--") after_double_dash = true;
       if (after_double_dash || arg.size() < 3 || arg.compare(0, 2, "--") != 0) continue;
-      if (arg == "--") {
-        after_double_dash = true;
-        continue;
-      }
       const size_t end = std::min(arg.find('='), arg.size());
       std::replace(arg.begin() + 2, arg.begin() + end, '-', '_');
     }
