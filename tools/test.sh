@@ -5,6 +5,11 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 bash tools/install_deps.sh
+# npm packages of the peer checks (llama.cpp, onnxruntime) and the TypeScript
+# SDK, from their package-lock.json files.
+for setup in tests/peers/setup.sh client/typescript/setup.sh; do
+  if [ -f "$setup" ]; then bash "$setup"; fi
+done
 
 # bazel test builds everything the tests need, including the binaries the
 # end-to-end tests start as real processes.
