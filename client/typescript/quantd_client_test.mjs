@@ -1,0 +1,231 @@
+// The TypeScript client and examples/quantize_stories.mjs against a live
+// quantd with one local worker (run by quantd_client_test.sh under Bazel):
+// golden float perplexity, artifact files, error details, paging, event
+// replay and bearer tokens.
+import assert from "node:assert/strict";
+import { spawn, spawnSync } from "node:child_process";
+import { createHash } from "node:crypto";
+import { existsSync, mkdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
+import path from "node:path";
+import { fileURLToPath } from "node:url";
+import { test, after } from "node:test";
+
+import { Client, QuantdError } from "./dist/index.js";
+
+const here = path.dirname(fileURLToPath(import.meta.url));
+const runfiles = process.env.RUNFILES_ROOT;
+const runfile = (p) => path.join(runfiles, p);
+const tmp = process.env.TEST_TMPDIR || "/tmp";
+const MODEL = runfile("models/stories260K");
+const EVAL_TEXT = runfile("tests/data/tinystories-sample.txt");
+// Float perplexity of stories260K on the first 20 windows of 256 tokens of
+// tinystories-sample.txt (the engine's golden number, see tests/e2e).
+const GOLDEN_FLOAT_PPL_20_WINDOWS = 4.8374;
+
+const sha256File = (p) => createHash("sha256").update(readFileSync(p)).digest("hex");
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+
+async function startQuantd(name, { localWorkers = 0, extraFlags = [] } = {}) {
+  const dataDir = path.join(tmp, name);
+  rmSync(dataDir, { recursive: true, force: true });
+  mkdirSync(dataDir, { recursive: true });
+  const portFile = path.join(dataDir, "port");
+  const log = path.join(dataDir, "quantd.log");
+  const child = spawn(
+    runfile("server/quantd"),
+    [
+      "--listen=127.0.0.1:0",
+      `--data-dir=${dataDir}`,
+      `--port-file=${portFile}`,
+      `--local-workers=${localWorkers}`,
+      `--worker-binary=${runfile("worker/quantd-worker")}`,
+      ...extraFlags,
+    ],
+    { stdio: ["ignore", "ignore", "ignore"] },
+  );
+  let exited = false;
+  child.on("exit", () => (exited = true));
+  const stop = async () => {
+    if (exited) return;
+    child.kill("SIGTERM");
+    for (let i = 0; i < 400 && !exited; ++i) await sleep(50);
+    if (!exited) child.kill("SIGKILL");
+  };
+  for (let i = 0; i < 1200; ++i) {
+    if (existsSync(portFile)) {
+      const address = readFileSync(portFile, "utf8").split("\n")[0];
+      if (address) return { address, dataDir, stop, log };
+    }
+    if (exited) break;
+    await sleep(50);
+  }
+  await stop();
+  throw new Error(`quantd did not start (see ${log})`);
+}
+
+function runExample(address, ...args) {
+  return spawnSync(
+    process.execPath,
+    [path.join(here, "examples", "quantize_stories.mjs"), "--server", address, ...args],
+    { encoding: "utf8", timeout: 240_000 },
+  );
+}
+
+const quantd = await startQuantd("ts_sdk", { localWorkers: 1 });
+const client = new Client(quantd.address);
+after(async () => {
+  client.close();
+  await quantd.stop();
+});
+
+test("the example quantizes stories260K with the golden float perplexity", async () => {
+  const out = path.join(quantd.dataDir, "example_out");
+  const r = runExample(quantd.address, "--model", MODEL, "--eval", EVAL_TEXT, "--eval-windows", "20",
+                       "--output", out, "--label", "suite=ts-example", "--json");
+  assert.equal(r.status, 0, r.stderr + r.stdout);
+  assert.match(r.stderr, /quantize block 5\/5/);
+  const job = JSON.parse(r.stdout.trim().split("\n").pop());
+  assert.equal(job.state, "SUCCEEDED");
+  assert.equal(job.attempt, 1);
+  assert.deepEqual(job.spec.labels, { suite: "ts-example" });
+
+  const m = job.result.metrics;
+  assert.ok(Math.abs(m.floatPerplexity.perplexity - GOLDEN_FLOAT_PPL_20_WINDOWS) < 1e-3,
+            `float perplexity ${m.floatPerplexity.perplexity}`);
+  assert.equal(m.floatPerplexity.protocol.nCtx, 256);
+  assert.equal(m.floatPerplexity.protocol.windows, 20);
+  assert.equal(m.floatPerplexity.protocol.tokens, 5100);
+  assert.ok(Math.abs(m.quantizedPerplexity.perplexity / m.floatPerplexity.perplexity - 1) < 0.02);
+  assert.equal(m.blocks.length, 5);
+
+  assert.equal(job.result.artifacts.length, 1);
+  const artifact = job.result.artifacts[0];
+  assert.equal(artifact.uri, `file://${out}`);
+  assert.equal(artifact.accepted, true);
+  assert.equal(artifact.sha256, sha256File(path.join(out, "model.safetensors")));
+  const paths = artifact.files.map((f) => f.path);
+  for (const p of ["model.safetensors", "config.json", "tokenizer.model"]) assert.ok(paths.includes(p), p);
+  let total = 0;
+  for (const f of artifact.files) {
+    assert.equal(f.sha256, sha256File(path.join(out, f.path)), f.path);
+    assert.equal(f.bytes, statSync(path.join(out, f.path)).size, f.path);
+    total += f.bytes;
+  }
+  assert.equal(artifact.bytes, total);
+  assert.ok("quantization_config" in JSON.parse(readFileSync(path.join(out, "config.json"), "utf8")));
+
+  // The same job through the client: get (bare id too), list, replay, cancel.
+  const got = await client.get(job.name);
+  assert.equal(got.state, "SUCCEEDED");
+  assert.equal((await client.get(job.name.slice("jobs/".length))).name, job.name);
+  const listed = [];
+  for await (const j of client.list({ labels: { suite: "ts-example" } })) listed.push(j.name);
+  assert.deepEqual(listed, [job.name]);
+  const failed = [];
+  for await (const j of client.list({ state: "failed", labels: { suite: "ts-example" } })) failed.push(j);
+  assert.deepEqual(failed, []);
+
+  const events = [];
+  const progress = [];
+  const again = await client.wait(job.name, { onEvent: (e) => events.push(e), onProgress: (p) => progress.push(p) });
+  assert.equal(again.state, "SUCCEEDED");
+  assert.deepEqual(events.map((e) => e.sequence), events.map((_, i) => i + 1));
+  assert.equal(events.filter((e) => e.payload === "blockMetrics").length, 5);
+  assert.equal(progress.length, events.filter((e) => e.payload === "progress").length);
+  assert.equal(progress.at(-1).percent, 100);
+  assert.equal(events.at(-1).state, "SUCCEEDED");
+  const tail = [];
+  for await (const e of client.watch(job.name, events.at(-3).sequence)) tail.push(e.sequence);
+  assert.deepEqual(tail, events.slice(-2).map((e) => e.sequence));
+
+  await assert.rejects(client.cancel(job.name), (e) => {
+    assert.ok(e instanceof QuantdError);
+    assert.equal(e.codeName, "FAILED_PRECONDITION");
+    assert.equal(e.reason, "JOB_ALREADY_FINISHED");
+    return true;
+  });
+});
+
+test("a bad preset is INVALID_ARGUMENT with the field violation", async () => {
+  const spec = { modelUri: `file://${MODEL}`, quantization: { scheme: "w_int9_bogus" } };
+  await assert.rejects(client.submit(spec), (e) => {
+    assert.ok(e instanceof QuantdError);
+    assert.equal(e.codeName, "INVALID_ARGUMENT");
+    assert.equal(e.reason, "INVALID_JOB_SPEC");
+    assert.equal(e.domain, "quantd");
+    assert.equal(e.fieldViolations.length, 1);
+    assert.equal(e.fieldViolations[0].field, "spec.quantization.scheme");
+    assert.match(e.fieldViolations[0].description, /^unknown scheme 'w_int9_bogus'/);
+    return true;
+  });
+  const r = runExample(quantd.address, "--model", MODEL, "--scheme", "w_int9_bogus");
+  assert.equal(r.status, 3, r.stderr);
+  assert.match(r.stderr, /INVALID_ARGUMENT/);
+  assert.match(r.stderr, /spec\.quantization\.scheme: unknown scheme 'w_int9_bogus'/);
+});
+
+test("list pages, idempotent submit and a negative page size", async () => {
+  const spec = {
+    modelUri: "file:///nonexistent/model",
+    quantization: { scheme: "w_int8_per_tensor_sym" },
+    evaluation: { disabled: true },
+    labels: { suite: "ts-paging" },
+  };
+  const names = [];
+  for (let i = 0; i < 3; ++i) names.push((await client.submit(spec, `ts-paging-${i}`)).name);
+  assert.equal(new Set(names).size, 3);
+  assert.equal((await client.submit(spec, "ts-paging-1")).name, names[1]);
+  await assert.rejects(client.submit({ ...spec, device: "cpu" }, "ts-paging-1"), (e) => {
+    assert.equal(e.codeName, "ALREADY_EXISTS");
+    assert.equal(e.reason, "REQUEST_ID_REUSED");
+    return true;
+  });
+  await client.submit(spec, "ts-paging-validate", { validateOnly: true });
+
+  const newestFirst = [];
+  for await (const j of client.list({ labels: { suite: "ts-paging" }, pageSize: 1 })) newestFirst.push(j.name);
+  assert.deepEqual(newestFirst, [...names].reverse());
+  const oldestFirst = [];
+  for await (const j of client.list({ labels: { suite: "ts-paging" }, pageSize: 2, orderBy: "create_time asc" }))
+    oldestFirst.push(j.name);
+  assert.deepEqual(oldestFirst, names);
+  await assert.rejects(client.list({ pageSize: -1 }).next(), (e) => {
+    assert.equal(e.codeName, "INVALID_ARGUMENT");
+    assert.deepEqual(e.fieldViolations.map((v) => v.field), ["page_size"]);
+    return true;
+  });
+});
+
+test("calls need a valid bearer token", async () => {
+  const token = "ts-sdk-test-token-5678";
+  const dir = path.join(tmp, "ts_sdk_auth_tokens");
+  mkdirSync(dir, { recursive: true });
+  const tokens = path.join(dir, "tokens");
+  writeFileSync(tokens, `${createHash("sha256").update(token).digest("hex")} acme submitter\n`);
+  const q = await startQuantd("ts_sdk_auth", { extraFlags: [`--auth-tokens=${tokens}`] });
+  const spec = { modelUri: `file://${MODEL}`, quantization: { scheme: "w_int8_per_tensor_sym" } };
+  const anonymous = new Client(q.address);
+  const wrong = new Client(q.address, { token: "wrong" });
+  const good = new Client(q.address, { token });
+  try {
+    await assert.rejects(anonymous.list().next(), (e) => {
+      assert.equal(e.codeName, "UNAUTHENTICATED");
+      assert.equal(e.reason, "MISSING_CREDENTIALS");
+      return true;
+    });
+    await assert.rejects(wrong.submit(spec), (e) => {
+      assert.equal(e.codeName, "UNAUTHENTICATED");
+      assert.equal(e.reason, "INVALID_TOKEN");
+      return true;
+    });
+    const job = await good.submit(spec);
+    assert.equal(job.tenant, "acme");
+    const listed = [];
+    for await (const j of good.list()) listed.push(j.name);
+    assert.deepEqual(listed, [job.name]);
+    assert.equal((await good.cancel(job.name)).state, "CANCELLED");
+  } finally {
+    for (const c of [anonymous, wrong, good]) c.close();
+    await q.stop();
+  }
+});

@@ -1,0 +1,184 @@
+// The quantd.v1 messages as @grpc/proto-loader hands them over: camelCase
+// fields, enums as their names, int64 as numbers, unset messages as null and
+// each oneof's case in a virtual field (JobEvent.payload). Only what a client
+// reads is spelled out; the .proto files in proto/quantd/v1 are the reference.
+
+export type JobStateName =
+  | "JOB_STATE_UNSPECIFIED"
+  | "QUEUED"
+  | "RUNNING"
+  | "SUCCEEDED"
+  | "FAILED"
+  | "CANCELLING"
+  | "CANCELLED";
+
+export type StageName =
+  | "STAGE_UNSPECIFIED"
+  | "LOAD"
+  | "CALIBRATE"
+  | "ALGORITHMS"
+  | "QUANTIZE"
+  | "EVALUATE"
+  | "EXPORT";
+
+export type ExportFormatName =
+  | "EXPORT_FORMAT_UNSPECIFIED"
+  | "HF_FAKE_QUANTIZED"
+  | "HF_QUARK"
+  | "GGUF"
+  | "ONNX_QDQ";
+
+export interface Timestamp {
+  seconds: number;
+  nanos: number;
+}
+
+// What CreateJob takes. Nested settings not listed here (QuantConfig,
+// algorithms) may be passed as their proto3 objects too.
+export interface JobSpec {
+  modelUri: string;
+  quantization?: {
+    scheme?: string;
+    config?: Record<string, unknown>;
+    quarkJson?: string;
+    groupSize?: number;
+    exclude?: string[];
+    algorithms?: Record<string, unknown>[];
+    calibrateOnFloatOutputs?: boolean;
+    fp8KvCache?: boolean;
+  };
+  calibration?: {
+    datasetUri?: string;
+    textField?: string;
+    numSamples?: number;
+    seqLen?: number;
+    sampling?: "SAMPLING_MODE_UNSPECIFIED" | "CONCAT" | "RANDOM_WINDOWS";
+    seed?: number;
+  };
+  evaluation?: {
+    datasetUri?: string;
+    textField?: string;
+    nCtx?: number;
+    maxWindows?: number;
+    disabled?: boolean;
+    maxPerplexityIncrease?: number;
+    maxKlDivergence?: number;
+  };
+  export?: {
+    formats?: ExportFormatName[];
+    outputUri?: string;
+    overwrite?: boolean;
+  };
+  device?: string;
+  labels?: Record<string, string>;
+  maxAttempts?: number;
+}
+
+export interface Progress {
+  stage: StageName;
+  block: number;
+  blockCount: number;
+  percent: number;
+  message: string;
+}
+
+export interface EvalProtocol {
+  datasetUri: string;
+  nCtx: number;
+  windows: number;
+  tokens: number;
+  description: string;
+}
+
+export interface PerplexityResult {
+  perplexity: number;
+  meanNll: number;
+  protocol: EvalProtocol | null;
+}
+
+export interface LayerMetrics {
+  name: string;
+  weightFormat: string;
+  inputFormat: string;
+  outputFormat: string;
+  weightSqnrDb: number;
+  excluded: boolean;
+  inputMin: number;
+  inputMax: number;
+}
+
+export interface BlockMetrics {
+  block: number;
+  layers: LayerMetrics[];
+  outputRelMse: number;
+  blockCount: number;
+}
+
+export interface Metrics {
+  floatPerplexity: PerplexityResult | null;
+  quantizedPerplexity: PerplexityResult | null;
+  klDivergenceMean?: number;
+  klDivergenceP99?: number;
+  top1Agreement?: number;
+  blocks: BlockMetrics[];
+  floatModelBytes: number;
+  quantizedModelBytes: number;
+  stageTimings: { stage: StageName; seconds: number }[];
+}
+
+export interface ArtifactFile {
+  path: string;
+  bytes: number;
+  sha256: string;
+}
+
+export interface Artifact {
+  format: ExportFormatName;
+  uri: string;
+  bytes: number;
+  sha256: string;
+  files: ArtifactFile[];
+  accepted: boolean;
+}
+
+export interface JobResult {
+  metrics: Metrics | null;
+  artifacts: Artifact[];
+}
+
+// google.rpc.Status with its details still packed (see QuantdError.fromJobError).
+export interface RpcStatus {
+  code: number;
+  message: string;
+  details: { typeUrl: string; value: Buffer }[];
+}
+
+export interface Job {
+  name: string;
+  spec: JobSpec | null;
+  state: JobStateName;
+  progress: Progress | null;
+  result: JobResult | null;
+  error: RpcStatus | null;
+  createTime: Timestamp | null;
+  startTime: Timestamp | null;
+  updateTime: Timestamp | null;
+  endTime: Timestamp | null;
+  attempt: number;
+  worker: string;
+  requestId: string;
+  tenant: string;
+}
+
+export interface JobEvent {
+  job: string;
+  sequence: number;
+  time: Timestamp | null;
+  payload: "state" | "progress" | "log" | "blockMetrics" | "result";
+  state?: JobStateName;
+  progress?: Progress;
+  log?: { severity: "LOG_SEVERITY_UNSPECIFIED" | "INFO" | "WARNING" | "ERROR"; message: string };
+  blockMetrics?: BlockMetrics;
+  result?: JobResult;
+  attempt: number;
+}
