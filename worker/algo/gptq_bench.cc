@@ -1,0 +1,129 @@
+// GPTQ cost on Llama-sized linears, against the Hessian accumulation matmuls
+// of the same layer measured in the same run (the part of GPTQ that grows
+// with the calibration set).
+//
+//   bazel run -c opt //worker/algo:gptq_bench [-- --tokens=N --layers=4096x4096,14336x4096]
+//
+// Shapes are [out, in] weights: 4096x4096 (q/o_proj of a 7B/8B model) and
+// 14336x4096 (Llama-3-8B gate/up_proj; their Hessian is 4096 x 4096). The
+// reference setting is 128 x 2048 calibration tokens; on a small machine use
+// fewer (--tokens) and read the "scaled" column, which multiplies the
+// measured accumulation time by 262144 / tokens (it is linear in tokens).
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <functional>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "worker/algo/gptq.h"
+#include "worker/quant/spec.h"
+
+namespace quantd::algo {
+namespace {
+
+constexpr int64_t kReferenceTokens = 128 * 2048;
+constexpr int64_t kChunk = 2048;  // tokens per accumulation step (one sample)
+
+double Seconds(const std::function<void()>& fn) {
+  const auto start = std::chrono::steady_clock::now();
+  fn();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+quant::QuantSpec Int4(int group) {
+  quant::QuantSpec s;
+  s.dtype = quant::DataType::kUInt4;
+  s.symmetric = false;
+  if (group > 0) {
+    s.qscheme = quant::QScheme::kPerGroup;
+    s.group_size = group;
+    s.ch_axis = -1;
+  } else {
+    s.qscheme = quant::QScheme::kPerChannel;
+    s.ch_axis = 0;
+  }
+  return s;
+}
+
+int Run(int64_t tokens, const std::vector<std::pair<int64_t, int64_t>>& layers) {
+  std::printf(
+      "threads %d, calibration tokens %lld (reference %lld), accumulation in chunks of %lld\n",
+      at::get_num_threads(), static_cast<long long>(tokens),
+      static_cast<long long>(kReferenceTokens), static_cast<long long>(kChunk));
+  std::printf("%-12s %-16s %10s %10s %10s %10s %12s %14s\n", "layer", "spec", "matmul_s", "accum_s",
+              "gptq_s", "ratio", "scaled_mm_s", "scaled_ratio");
+  for (const auto& [out, in] : layers) {
+    at::manual_seed(0);
+    // Inputs with correlated channels, as activations have.
+    at::Tensor mix = at::randn({in, in}) / std::sqrt(static_cast<double>(in));
+    at::Tensor w = at::randn({out, in}) * 0.02;
+    std::vector<at::Tensor> chunks;
+    for (int64_t t = 0; t < tokens; t += kChunk) {
+      at::Tensor g = at::randn({std::min(kChunk, tokens - t), in});
+      chunks.push_back(g + g.matmul(mix));
+    }
+    // Baseline: the accumulation matmuls alone, H += x^T x.
+    at::Tensor h = at::zeros({in, in});
+    const double mm = Seconds([&] {
+      for (const at::Tensor& x : chunks) h.addmm_(x.t(), x);
+    });
+    HessianAccumulator acc(in);
+    const double accum = Seconds([&] {
+      for (const at::Tensor& x : chunks) {
+        Status s = acc.Add(x.unsqueeze(0));
+        if (!s.ok()) std::abort();
+      }
+    });
+    for (const auto& [label, spec] : std::vector<std::pair<std::string, quant::QuantSpec>>{
+             {"uint4 g128", Int4(128)}, {"uint4 channel", Int4(0)}}) {
+      StatusOr<GptqResult> r = InternalError("not run");
+      const double gptq = Seconds([&] { r = GptqQuantizeWeight(w, acc.hessian(), spec); });
+      if (!r.ok()) {
+        std::fprintf(stderr, "GPTQ failed: %s\n", r.status().ToString().c_str());
+        return 1;
+      }
+      const double scaled_mm = mm * static_cast<double>(kReferenceTokens) / tokens;
+      std::printf("%-12s %-16s %10.2f %10.2f %10.2f %10.2f %12.1f %14.3f\n",
+                  (std::to_string(out) + "x" + std::to_string(in)).c_str(), label.c_str(), mm,
+                  accum, gptq, gptq / mm, scaled_mm, gptq / scaled_mm);
+    }
+  }
+  return 0;
+}
+
+}  // namespace
+}  // namespace quantd::algo
+
+int main(int argc, char** argv) {
+  int64_t tokens = 8 * 2048;
+  std::vector<std::pair<int64_t, int64_t>> layers = {{4096, 4096}, {14336, 4096}};
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a.rfind("--tokens=", 0) == 0) {
+      tokens = std::atoll(a.c_str() + 9);
+    } else if (a.rfind("--layers=", 0) == 0) {
+      layers.clear();
+      std::stringstream ss(a.substr(9));
+      std::string item;
+      while (std::getline(ss, item, ',')) {
+        const size_t x = item.find('x');
+        if (x == std::string::npos) {
+          std::fprintf(stderr, "--layers wants OUTxIN[,OUTxIN...]\n");
+          return 2;
+        }
+        layers.emplace_back(std::atoll(item.substr(0, x).c_str()),
+                            std::atoll(item.substr(x + 1).c_str()));
+      }
+    } else {
+      std::fprintf(stderr, "usage: gptq_bench [--tokens=N] [--layers=OUTxIN,...]\n");
+      return 2;
+    }
+  }
+  if (tokens < 1) return 2;
+  return quantd::algo::Run(tokens, layers);
+}
