@@ -2,26 +2,46 @@
 // or the reference toolkit's JSON) into what the engine runs: a layer
 // planner, the reference JSON recorded in exports, and a one-line
 // description for logs.
+//
+// A thin adapter over worker/config: ResolveQuantizationSettings gives the
+// engine QuantConfig (every preset, config and JSON the server accepted at
+// CreateJob), and the planner answers each layer with config::ResolveLayer
+// (layer_quant_config globs > layer_type_quant_config > global, exclude,
+// embeddings and lm_head left in float unless named, kv-cache output specs).
 #ifndef QUANTD_WORKER_QUANTIZATION_SETTINGS_H_
 #define QUANTD_WORKER_QUANTIZATION_SETTINGS_H_
 
+#include <optional>
 #include <string>
 
 #include "quantd/v1/job.pb.h"
 #include "worker/common/status.h"
+#include "worker/config/quant_config.h"
 #include "worker/pipeline/layer_plan.h"
 
 namespace quantd::worker {
 
 struct ResolvedQuantization {
   pipeline::LayerPlanner planner;
+  // The reference JSON of the config (quantization_config of exports), with
+  // export.weight_format "fake_quantized".
   std::string quark_json;
   std::string description;
+  // The resolved engine config the planner answers from.
+  config::QuantConfig config;
+  // The kv-cache output spec when every kv_cache_quant_config entry uses the
+  // same one (what pipeline::JobOptions::kv_cache takes), and the lower
+  // bound of kv scales.
+  std::optional<quant::QuantSpec> kv_cache;
+  float min_kv_scale = 0;
 };
 
-// INVALID_ARGUMENT (violations under "spec.quantization") or UNIMPLEMENTED
-// for settings the engine does not run.
+// INVALID_ARGUMENT (reason INVALID_QUANT_CONFIG, every bad field as a
+// violation under "spec.quantization") for settings that are not valid.
 StatusOr<ResolvedQuantization> ResolveQuantization(const quantd::v1::QuantizationSettings& s);
+
+// The planner of a resolved engine config (pure: ResolveLayer per call).
+pipeline::LayerPlanner PlannerFor(config::QuantConfig config);
 
 }  // namespace quantd::worker
 

@@ -402,13 +402,13 @@ StatusOr<QuantConfig> ResolveQuantizationSettings(const pb::QuantizationSettings
   switch (s.source_case()) {
     case pb::QuantizationSettings::kScheme: {
       if (s.has_group_size() && s.group_size() <= 0 && s.group_size() != -1) {
+        // Look the scheme up first, so an unknown name is reported too.
+        auto preset = PresetConfig(s.scheme(), std::nullopt, base + ".scheme");
+        if (!preset.ok()) absorb(preset.status());
         v.push_back({base + ".group_size",
                      "group_size must be positive (or -1 for the whole "
                      "input width); got " +
                          std::to_string(s.group_size())});
-        // Still look the scheme up, so an unknown name is reported too.
-        auto preset = PresetConfig(s.scheme(), std::nullopt, base + ".scheme");
-        if (!preset.ok()) absorb(preset.status());
         break;
       }
       auto preset = PresetConfig(

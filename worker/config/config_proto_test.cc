@@ -203,7 +203,7 @@ TEST(ResolveSettingsTest, SettingsLevelMistakesAreAllReported) {
   ASSERT_FALSE(c.ok());
   EXPECT_EQ(
       Fields(c.status()),
-      (std::vector<std::string>{"spec.quantization.group_size", "spec.quantization.scheme",
+      (std::vector<std::string>{"spec.quantization.scheme", "spec.quantization.group_size",
                                 "spec.quantization.exclude[0]", "spec.quantization.algorithms[0]",
                                 "spec.quantization.algorithms[1].smooth_quant.alpha"}));
 
