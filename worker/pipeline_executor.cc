@@ -62,6 +62,8 @@ StatusOr<pipeline::JobOptions> PipelineExecutor::BuildOptions(const quantd::v1::
   o.planner = std::move(q.planner);
   o.quantization_config_json = std::move(q.quark_json);
   o.quantization_description = std::move(q.description);
+  if (q.kv_cache) o.kv_cache = q.kv_cache;  // kv_cache_quant_config of a config or JSON
+  o.min_kv_scale = q.min_kv_scale;
 
   const auto& cal = spec.calibration();
   if (!cal.dataset_uri().empty()) {
