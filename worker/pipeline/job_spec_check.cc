@@ -1,7 +1,13 @@
 #include "worker/pipeline/job_spec_check.h"
 
+#include <fstream>
+#include <optional>
+#include <sstream>
 #include <string>
 #include <vector>
+
+#include "worker/config/config_proto.h"
+#include "worker/models/layer_shapes.h"
 
 namespace quantd::pipeline {
 namespace {
@@ -11,27 +17,6 @@ using quantd::v1::JobSpec;
 
 bool StartsWith(const std::string& s, const std::string& prefix) {
   return s.compare(0, prefix.size(), prefix) == 0;
-}
-
-// The weight-only round-to-nearest presets the engine runs today.
-const std::vector<std::string>& SupportedSchemes() {
-  static const std::vector<std::string> kSchemes = {
-      "w_int8_per_tensor_sym",    "w_int8_per_channel_sym", "w_int4_per_channel_sym",
-      "w_uint4_per_channel_asym", "w_int4_per_group_sym",   "w_uint4_per_group_asym",
-  };
-  return kSchemes;
-}
-
-std::string JoinSchemes() {
-  std::string out;
-  for (const auto& s : SupportedSchemes()) out += (out.empty() ? "" : ", ") + s;
-  return out;
-}
-
-bool IsSupportedScheme(const std::string& name) {
-  for (const auto& s : SupportedSchemes())
-    if (s == name) return true;
-  return false;
 }
 
 bool ValidDevice(const std::string& d) {
@@ -90,40 +75,104 @@ void CheckUri(SpecChecker& c, const std::string& field, const std::string& uri, 
   c.Bad(field, "unsupported URI scheme '" + scheme + "'; use file://");
 }
 
-void CheckQuantization(SpecChecker& c, const JobSpec& spec) {
+// Where a config's own algorithms / layer types are spelled, per source.
+std::string AlgorithmsField(const quantd::v1::QuantizationSettings& q) {
+  if (q.algorithms_size() > 0) return "spec.quantization.algorithms";
+  return q.source_case() == quantd::v1::QuantizationSettings::kQuarkJson
+             ? "spec.quantization.quark_json.algo_config"
+             : "spec.quantization.config.algorithms";
+}
+
+std::string LayerTypeField(const quantd::v1::QuantizationSettings& q, size_t i,
+                           const std::string& type) {
+  return q.source_case() == quantd::v1::QuantizationSettings::kQuarkJson
+             ? "spec.quantization.quark_json.layer_type_quant_config." + type
+             : "spec.quantization.config.layer_type_quant_config[" + std::to_string(i) + "]";
+}
+
+bool IsStaticActivation(const std::optional<quant::QuantSpec>& spec) {
+  return spec && !spec->is_dynamic && !quant::IsCastType(spec->dtype);
+}
+
+bool HasStaticActivations(const config::LayerQuantConfig& c) {
+  return IsStaticActivation(c.input_tensors) || IsStaticActivation(c.output_tensors);
+}
+
+// The model's linear layers from <model_uri>/config.json when the checker
+// can read it (a file:// model on this host, of a known architecture);
+// nullopt otherwise: the worker then checks the layers when it loads the
+// model.
+std::optional<std::vector<config::LayerInfo>> ReadModelLayers(const std::string& model_uri) {
+  if (!StartsWith(model_uri, "file:///")) return std::nullopt;
+  const std::string path = model_uri.substr(7) + "/config.json";
+  std::ifstream in(path);
+  if (!in) return std::nullopt;
+  std::stringstream text;
+  text << in.rdbuf();
+  auto linears = models::ListLinearLayersFromConfigJson(text.str(), path);
+  if (!linears.ok()) return std::nullopt;
+  std::vector<config::LayerInfo> layers;
+  for (const auto& l : *linears) layers.push_back({l.name, l.type, l.out_features, l.in_features});
+  return layers;
+}
+
+void CheckQuantization(SpecChecker& c, const JobSpec& spec, std::vector<std::string>* warnings) {
   const auto& q = spec.quantization();
-  switch (q.source_case()) {
-    case quantd::v1::QuantizationSettings::kScheme:
-      if (!IsSupportedScheme(q.scheme()))
-        c.Bad("spec.quantization.scheme",
-              "unknown scheme '" + q.scheme() + "'; supported: " + JoinSchemes());
-      break;
-    case quantd::v1::QuantizationSettings::kConfig:
-      c.NotBuilt("spec.quantization.config",
-                 "structured quantization configs are not supported yet; use a scheme");
-      break;
-    case quantd::v1::QuantizationSettings::kQuarkJson:
-      c.NotBuilt("spec.quantization.quark_json",
-                 "reference-toolkit JSON configs are not supported yet; use a scheme");
-      break;
-    case quantd::v1::QuantizationSettings::SOURCE_NOT_SET:
-      c.Bad("spec.quantization", "set one of scheme, config or quark_json");
-      break;
+  auto resolved = config::ResolveQuantizationSettings(q);
+  if (!resolved.ok()) {
+    const Status status = resolved.status();
+    for (const auto& v : status.violations()) c.Bad(v.field, v.description);
+    if (status.violations().empty()) c.Bad("spec.quantization", status.message());
+    return;
   }
-  if (q.has_group_size() && q.group_size() <= 0)
-    c.Bad("spec.quantization.group_size",
-          "must be positive, got " + std::to_string(q.group_size()));
-  if (q.algorithms_size() > 0)
-    c.NotBuilt("spec.quantization.algorithms", "quantization algorithms are not supported yet");
-  for (int i = 0; i < q.exclude_size(); ++i)
-    if (q.exclude(i).empty())
-      c.Bad("spec.quantization.exclude[" + std::to_string(i) + "]", "must not be empty");
+  const config::QuantConfig& config = *resolved;
+
+  // What the pipeline does not run yet.
+  if (!config.algorithms.empty()) {
+    c.NotBuilt(AlgorithmsField(q),
+               "quantization algorithms (gptq, awq, smooth_quant, auto_smooth_quant, rotation) are "
+               "not available in the worker yet; use round-to-nearest");
+  }
+  for (size_t i = 0; i < config.layer_type_quant_config.size(); ++i) {
+    const std::string& type = config.layer_type_quant_config[i].layer_type;
+    if (type != "Linear") {
+      c.NotBuilt(LayerTypeField(q, i, type),
+                 "quantizing " + type +
+                     " layers is not available; the engine quantizes Linear "
+                     "layers");
+    }
+  }
+
+  // Static activation specs are calibrated.
+  bool static_activations = HasStaticActivations(config.global_quant_config);
+  for (const auto& t : config.layer_type_quant_config) {
+    static_activations = static_activations || HasStaticActivations(t.config);
+  }
+  for (const auto& n : config.layer_quant_config) {
+    static_activations = static_activations || HasStaticActivations(n.config);
+  }
+  for (const auto& n : config.kv_cache_quant_config) {
+    static_activations = static_activations || IsStaticActivation(n.config.output_tensors);
+  }
+  if (static_activations && spec.calibration().dataset_uri().empty()) {
+    c.Bad("spec.calibration.dataset_uri",
+          q.fp8_kv_cache() ? "the FP8 KV cache is calibrated: set a calibration dataset"
+                           : "static activation quantization (input_tensors / output_tensors / "
+                             "kv cache with is_dynamic false) is calibrated: set a calibration "
+                             "dataset");
+  }
+
+  // Checks that need the model's layers, when its config.json is readable.
+  if (auto layers = ReadModelLayers(spec.model_uri())) {
+    config::LayerCheck check = config::ValidateSettingsForLayers(q, config, *layers);
+    for (const auto& v : check.status.violations()) c.Bad(v.field, v.description);
+    if (warnings) {
+      for (auto& w : check.warnings) warnings->push_back(std::move(w));
+    }
+  }
 }
 
 void CheckCalibration(SpecChecker& c, const JobSpec& spec) {
-  if (spec.quantization().fp8_kv_cache() && spec.calibration().dataset_uri().empty())
-    c.Bad("spec.calibration.dataset_uri",
-          "the FP8 KV cache is calibrated: set a calibration dataset");
   if (!spec.has_calibration()) return;
   const auto& cal = spec.calibration();
   CheckUri(c, "spec.calibration.dataset_uri", cal.dataset_uri(), false);
@@ -170,10 +219,12 @@ void CheckExport(SpecChecker& c, const JobSpec& spec) {
 
 }  // namespace
 
-Status CheckJobSpec(const JobSpec& spec) {
+Status CheckJobSpec(const JobSpec& spec) { return CheckJobSpec(spec, nullptr); }
+
+Status CheckJobSpec(const JobSpec& spec, std::vector<std::string>* warnings) {
   SpecChecker c;
   CheckUri(c, "spec.model_uri", spec.model_uri(), true);
-  CheckQuantization(c, spec);
+  CheckQuantization(c, spec, warnings);
   CheckCalibration(c, spec);
   CheckEvaluation(c, spec);
   CheckExport(c, spec);

@@ -8,6 +8,9 @@
 #ifndef QUANTD_WORKER_PIPELINE_JOB_SPEC_CHECK_H_
 #define QUANTD_WORKER_PIPELINE_JOB_SPEC_CHECK_H_
 
+#include <string>
+#include <vector>
+
 #include "quantd/v1/job.pb.h"
 #include "worker/common/status.h"
 
@@ -16,7 +19,20 @@ namespace quantd::pipeline {
 // OK, INVALID_ARGUMENT (reason INVALID_JOB_SPEC, every bad field listed as a
 // violation with a path such as "spec.evaluation.n_ctx"), or UNIMPLEMENTED
 // (reason FEATURE_NOT_BUILT) naming the first unsupported field.
+//
+// The quantization settings resolve through worker/config
+// (config::ResolveQuantizationSettings: every preset, structured config and
+// reference JSON, with all their violations at job-spec paths such as
+// "spec.quantization.config.layer_quant_config[0].config.weight.group_size").
+// When the model's config.json is readable here (a file:// model_uri), the
+// config is also checked against the model's layers
+// (config::ValidateSettingsForLayers: group sizes that do not divide a layer).
 Status CheckJobSpec(const quantd::v1::JobSpec& spec);
+
+// The same, and appends to `warnings` what is suspicious but not an error
+// (a layer / exclude glob that matches no layer of the model), for the
+// job's events.
+Status CheckJobSpec(const quantd::v1::JobSpec& spec, std::vector<std::string>* warnings);
 
 }  // namespace quantd::pipeline
 

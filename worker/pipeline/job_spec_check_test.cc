@@ -1,5 +1,7 @@
 #include "worker/pipeline/job_spec_check.h"
 
+#include <filesystem>
+
 #include "google/protobuf/text_format.h"
 #include "gtest/gtest.h"
 
@@ -84,6 +86,169 @@ TEST(JobSpecCheckTest, DeviceForms) {
     spec.set_device(bad);
     EXPECT_EQ(CheckJobSpec(spec).code(), StatusCode::kInvalidArgument) << bad;
   }
+}
+
+std::vector<std::string> Fields(const Status& s) {
+  std::vector<std::string> out;
+  for (const auto& v : s.violations()) out.push_back(v.field);
+  return out;
+}
+
+// The reference toolkit's JSON for FP8 weights, FP8 activations and an FP8
+// KV cache (as a Quark FP8-KV export writes it: kv specs as layer configs of
+// *k_proj / *v_proj with output_tensors).
+constexpr const char* kFp8KvJson = R"({
+  "quant_method": "quark",
+  "global_quant_config": {
+    "weight": {"dtype": "fp8_e4m3", "qscheme": "per_tensor", "is_dynamic": false},
+    "input_tensors": {"dtype": "fp8_e4m3", "qscheme": "per_tensor", "is_dynamic": false},
+    "output_tensors": null, "bias": null},
+  "layer_quant_config": {
+    "*k_proj": {"weight": {"dtype": "fp8_e4m3", "qscheme": "per_tensor"},
+                "input_tensors": {"dtype": "fp8_e4m3", "qscheme": "per_tensor"},
+                "output_tensors": {"dtype": "fp8_e4m3", "qscheme": "per_tensor"}},
+    "*v_proj": {"weight": {"dtype": "fp8_e4m3", "qscheme": "per_tensor"},
+                "input_tensors": {"dtype": "fp8_e4m3", "qscheme": "per_tensor"},
+                "output_tensors": {"dtype": "fp8_e4m3", "qscheme": "per_tensor"}}},
+  "exclude": ["lm_head"],
+  "export": {"kv_cache_group": ["*k_proj", "*v_proj"], "min_kv_scale": 0.0}
+})";
+
+TEST(JobSpecCheckTest, EveryPresetIsAccepted) {
+  for (const char* scheme :
+       {"w_int4_per_channel_sym", "w_uint4_per_group_asym", "w_int8_a_int8_per_token_dynamic",
+        "w_fp8_per_channel_a_fp8_per_token_dynamic", "w_mxfp4_a_mxfp6_e2m3", "w_mxint8_a_mxint8",
+        "w_bf16", "w_int8_per_tensor_mse"}) {
+    auto spec = Parse(R"pb(model_uri: "file:///m"
+                           calibration { dataset_uri: "file:///data/c.txt" })pb");
+    spec.mutable_quantization()->set_scheme(scheme);
+    EXPECT_TRUE(CheckJobSpec(spec).ok()) << scheme << ": " << CheckJobSpec(spec);
+  }
+}
+
+TEST(JobSpecCheckTest, ReferenceJsonForFp8WeightsActivationsAndKvCacheIsAccepted) {
+  auto spec = Parse(R"pb(model_uri: "file:///m"
+                         calibration { dataset_uri: "file:///data/c.txt" })pb");
+  spec.mutable_quantization()->set_quark_json(kFp8KvJson);
+  EXPECT_TRUE(CheckJobSpec(spec).ok()) << CheckJobSpec(spec);
+
+  // Static activations and the KV cache are calibrated.
+  spec.clear_calibration();
+  Status s = CheckJobSpec(spec);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(Fields(s), std::vector<std::string>{"spec.calibration.dataset_uri"});
+
+  auto preset =
+      Parse(R"pb(model_uri: "file:///m"
+                 quantization { scheme: "w_int8_per_channel_sym" fp8_kv_cache: true })pb");
+  EXPECT_EQ(Fields(CheckJobSpec(preset)), std::vector<std::string>{"spec.calibration.dataset_uri"});
+  EXPECT_NE(CheckJobSpec(preset).violations()[0].description.find("FP8 KV cache"),
+            std::string::npos);
+  // Dynamic activations need no calibration set.
+  preset.mutable_quantization()->set_fp8_kv_cache(false);
+  preset.mutable_quantization()->set_scheme("w_int8_a_int8_per_token_dynamic");
+  EXPECT_TRUE(CheckJobSpec(preset).ok()) << CheckJobSpec(preset);
+}
+
+TEST(JobSpecCheckTest, FiveConfigMistakesGiveFiveViolations) {
+  auto spec = Parse(R"pb(
+    model_uri: "file:///m"
+    quantization {
+      config {
+        global_quant_config {
+          weight { qscheme: PER_CHANNEL }
+          input_tensors { dtype: INT8 qscheme: PER_GROUP group_size: 32 }
+        }
+        layer_type_quant_config {
+          layer_type: "Linaer"
+          config { weight { dtype: INT8 } }
+        }
+        layer_quant_config {
+          pattern: "*down_proj"
+          config { weight { dtype: MXFP4 symmetric: false } }
+        }
+        layer_quant_config {
+          pattern: "*up_proj"
+          config { weight { dtype: INT4 qscheme: PER_GROUP group_size: -16 } }
+        }
+      }
+    }
+  )pb");
+  Status s = CheckJobSpec(spec);
+  ASSERT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(s.reason(), "INVALID_JOB_SPEC");
+  EXPECT_EQ(Fields(s),
+            (std::vector<std::string>{
+                "spec.quantization.config.global_quant_config.weight.dtype",
+                "spec.quantization.config.global_quant_config.input_tensors.is_dynamic",
+                "spec.quantization.config.layer_type_quant_config[0].layer_type",
+                "spec.quantization.config.layer_quant_config[0].config.weight.symmetric",
+                "spec.quantization.config.layer_quant_config[1].config.weight.group_size"}));
+}
+
+TEST(JobSpecCheckTest, WhatThePipelineCannotRunIsUnimplementedNamingTheField) {
+  auto spec = Parse(R"pb(model_uri: "file:///m"
+                         quantization {
+                           scheme: "w_int4_per_group_sym"
+                           algorithms { gptq {} }
+                         })pb");
+  Status s = CheckJobSpec(spec);
+  EXPECT_EQ(s.code(), StatusCode::kUnimplemented);
+  EXPECT_NE(s.message().find("spec.quantization.algorithms"), std::string::npos) << s;
+
+  spec = Parse(R"pb(model_uri: "file:///m"
+                    quantization {
+                      config {
+                        global_quant_config { weight { dtype: INT8 } }
+                        layer_type_quant_config {
+                          layer_type: "Embedding"
+                          config { weight { dtype: INT8 } }
+                        }
+                      }
+                    })pb");
+  s = CheckJobSpec(spec);
+  EXPECT_EQ(s.code(), StatusCode::kUnimplemented);
+  EXPECT_NE(s.message().find("spec.quantization.config.layer_type_quant_config[0]"),
+            std::string::npos)
+      << s;
+
+  spec = Parse(R"pb(model_uri: "file:///m")pb");
+  spec.mutable_quantization()->set_quark_json(
+      R"({"global_quant_config": {"weight": {"dtype": "int8"}},
+          "algo_config": [{"name": "awq"}]})");
+  s = CheckJobSpec(spec);
+  EXPECT_EQ(s.code(), StatusCode::kUnimplemented);
+  EXPECT_NE(s.message().find("spec.quantization.quark_json.algo_config"), std::string::npos) << s;
+}
+
+TEST(JobSpecCheckTest, ChecksTheConfigAgainstTheModelsLayersWhenReadable) {
+  // stories260K: hidden 64, intermediate 172 (down_proj's input width).
+  const std::string model = "file://" + std::filesystem::absolute("models/stories260K").string();
+  auto spec = Parse(R"pb(quantization { scheme: "w_int4_per_group_sym" group_size: 32 })pb");
+  spec.set_model_uri(model);
+  std::vector<std::string> warnings;
+  Status s = CheckJobSpec(spec, &warnings);
+  ASSERT_EQ(s.code(), StatusCode::kInvalidArgument) << s;
+  EXPECT_EQ(Fields(s), std::vector<std::string>{"spec.quantization.group_size"});
+  EXPECT_NE(s.violations()[0].description.find("does not divide the width 172"), std::string::npos)
+      << s;
+  EXPECT_NE(s.violations()[0].description.find("5 layers"), std::string::npos) << s;
+
+  spec.mutable_quantization()->set_group_size(4);
+  spec.mutable_quantization()->add_exclude("*.no_such_layer");
+  warnings.clear();
+  EXPECT_TRUE(CheckJobSpec(spec, &warnings).ok());
+  EXPECT_EQ(warnings, std::vector<std::string>{"exclude glob '*.no_such_layer' matches no layer"});
+
+  // Excluding the layers that do not fit makes the group size acceptable.
+  spec.mutable_quantization()->set_group_size(32);
+  spec.mutable_quantization()->add_exclude("*down_proj");
+  EXPECT_TRUE(CheckJobSpec(spec).ok()) << CheckJobSpec(spec);
+
+  // A model whose config.json is not readable here is checked by the worker.
+  spec.set_model_uri("file:///no/such/model");
+  spec.mutable_quantization()->clear_exclude();
+  EXPECT_TRUE(CheckJobSpec(spec).ok());
 }
 
 }  // namespace
