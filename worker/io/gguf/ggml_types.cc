@@ -1,5 +1,7 @@
 #include "worker/io/gguf/ggml_types.h"
 
+#include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <limits>
 
@@ -260,6 +262,88 @@ void DequantizeRowQ6_K(const uint8_t* src, float* dst, int64_t n) {
   }
 }
 
+static void StoreFp16(uint8_t* p, float v) {
+  const uint16_t h = Fp32ToFp16(v);
+  p[0] = static_cast<uint8_t>(h & 0xFF);
+  p[1] = static_cast<uint8_t>(h >> 8);
+}
+
+void WriteBlockQ8_0(const int8_t* codes, float d, uint8_t* dst) {
+  StoreFp16(dst, d);
+  std::memcpy(dst + 2, codes, 32);
+}
+
+void WriteBlockQ4_0(const uint8_t* nibbles, float d, uint8_t* dst) {
+  StoreFp16(dst, d);
+  for (int j = 0; j < 16; ++j)
+    dst[2 + j] = static_cast<uint8_t>((nibbles[j] & 0x0F) | (nibbles[j + 16] & 0x0F) << 4);
+}
+
+void WriteBlockQ4_1(const uint8_t* nibbles, float d, float m, uint8_t* dst) {
+  StoreFp16(dst, d);
+  StoreFp16(dst + 2, m);
+  for (int j = 0; j < 16; ++j)
+    dst[4 + j] = static_cast<uint8_t>((nibbles[j] & 0x0F) | (nibbles[j + 16] & 0x0F) << 4);
+}
+
+// The reference quantizers keep ggml's expressions (x * id, + 8.5f, the
+// int8 truncation) so codes match llama.cpp's bit for bit.
+
+void QuantizeRowQ8_0(const float* src, uint8_t* dst, int64_t n) {
+  constexpr int kQK = 32;
+  for (int64_t b = 0; b < n / kQK; ++b) {
+    const float* x = src + b * kQK;
+    float amax = 0.0f;
+    for (int j = 0; j < kQK; ++j) amax = std::max(amax, std::fabs(x[j]));
+    const float d = amax / ((1 << 7) - 1);
+    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    int8_t q[kQK];
+    for (int j = 0; j < kQK; ++j) q[j] = static_cast<int8_t>(std::roundf(x[j] * id));
+    WriteBlockQ8_0(q, d, dst + b * 34);
+  }
+}
+
+void QuantizeRowQ4_0(const float* src, uint8_t* dst, int64_t n) {
+  constexpr int kQK = 32;
+  for (int64_t b = 0; b < n / kQK; ++b) {
+    const float* x = src + b * kQK;
+    float amax = 0.0f, max = 0.0f;
+    for (int j = 0; j < kQK; ++j) {
+      if (amax < std::fabs(x[j])) {
+        amax = std::fabs(x[j]);
+        max = x[j];
+      }
+    }
+    const float d = max / -8;
+    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    uint8_t q[kQK];
+    for (int j = 0; j < kQK; ++j)
+      q[j] = static_cast<uint8_t>(
+          std::min(15, static_cast<int>(static_cast<int8_t>(x[j] * id + 8.5f))));
+    WriteBlockQ4_0(q, d, dst + b * 18);
+  }
+}
+
+void QuantizeRowQ4_1(const float* src, uint8_t* dst, int64_t n) {
+  constexpr int kQK = 32;
+  for (int64_t b = 0; b < n / kQK; ++b) {
+    const float* x = src + b * kQK;
+    float min = std::numeric_limits<float>::max();
+    float max = -std::numeric_limits<float>::max();
+    for (int j = 0; j < kQK; ++j) {
+      if (x[j] < min) min = x[j];
+      if (x[j] > max) max = x[j];
+    }
+    const float d = (max - min) / ((1 << 4) - 1);
+    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    uint8_t q[kQK];
+    for (int j = 0; j < kQK; ++j)
+      q[j] = static_cast<uint8_t>(
+          std::min(15, static_cast<int>(static_cast<int8_t>((x[j] - min) * id + 0.5f))));
+    WriteBlockQ4_1(q, d, min, dst + b * 20);
+  }
+}
+
 Status QuantizeRow(GgmlType type, const float* src, uint8_t* dst, int64_t n) {
   if (n < 0) return InvalidArgumentError("negative element count");
   switch (type) {
@@ -274,9 +358,20 @@ Status QuantizeRow(GgmlType type, const float* src, uint8_t* dst, int64_t n) {
         dst[2 * i + 1] = static_cast<uint8_t>(h >> 8);
       }
       return OkStatus();
+    case GgmlType::kQ8_0:
+    case GgmlType::kQ4_0:
+    case GgmlType::kQ4_1: {
+      if (n % 32 != 0)
+        return InvalidArgumentError(std::to_string(n) + " elements are not whole " +
+                                    GetGgmlTypeTraits(type).name + " blocks of 32");
+      if (type == GgmlType::kQ8_0) QuantizeRowQ8_0(src, dst, n);
+      if (type == GgmlType::kQ4_0) QuantizeRowQ4_0(src, dst, n);
+      if (type == GgmlType::kQ4_1) QuantizeRowQ4_1(src, dst, n);
+      return OkStatus();
+    }
     default:
       return UnimplementedError(std::string("writing ggml type ") + GetGgmlTypeTraits(type).name +
-                                " is not supported (supported: F32, F16, BF16)");
+                                " is not supported (supported: F32, F16, BF16, Q8_0, Q4_0, Q4_1)");
   }
 }
 

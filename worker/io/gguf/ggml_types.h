@@ -3,9 +3,10 @@
 // Each block format is declared once here: its type id, block size and byte
 // size, and (in ggml_types.cc) its scalar dequantization, written to follow
 // ggml's reference dequantize_row_* functions operation for operation so the
-// floats are bit-identical. Torch-free, so the GGUF parser and fuzzers can use
-// it. Quantizers for the formats the export issue writes (Q8_0, Q4_0, Q4_1)
-// belong beside their dequantizers in this file.
+// floats are bit-identical. The formats the exporter writes (Q8_0, Q4_0,
+// Q4_1) also have ggml's reference quantizers and block writers for codes
+// computed elsewhere, beside their dequantizers. Torch-free, so the GGUF
+// parser and fuzzers can use it.
 #ifndef QUANTD_WORKER_IO_GGUF_GGML_TYPES_H_
 #define QUANTD_WORKER_IO_GGUF_GGML_TYPES_H_
 
@@ -83,10 +84,33 @@ uint16_t Fp32ToBf16(float f);  // round to nearest even; NaN stays quiet NaN
 Status DequantizeRow(GgmlType type, const uint8_t* src, float* dst, int64_t n);
 
 // Encodes `n` floats as `type` into `dst` (GgmlRowBytes(type, n) bytes).
-// Built for F32, F16 and BF16 (round to nearest even); the block formats the
-// export issue writes (Q8_0, Q4_0, Q4_1) get their quantizers here, beside
-// their dequantizers. UNIMPLEMENTED, naming the type, for the others.
+// Built for F32, F16 and BF16 (round to nearest even) and, with ggml's
+// reference quantizers below, Q8_0, Q4_0 and Q4_1. UNIMPLEMENTED, naming the
+// type, for the others.
 Status QuantizeRow(GgmlType type, const float* src, uint8_t* dst, int64_t n);
+
+// ggml's reference quantizers (quantize_row_*_ref), operation for operation,
+// so a file quantized here is byte-identical to llama.cpp's. `n` is a
+// multiple of 32; every block of 32 is encoded on its own:
+//   Q8_0: amax = max |x|, d = amax / 127, q = roundf(x * (1/d)) (half away
+//         from zero; q = 0 when d = 0).
+//   Q4_0: max = the element of largest magnitude (first one on ties),
+//         d = max / -8, q = min(15, (int8)(x * (1/d) + 8.5)).
+//   Q4_1: d = (max - min) / 15, m = min,
+//         q = min(15, (int8)((x - min) * (1/d) + 0.5)).
+// d and m are stored as fp16 (round to nearest even).
+void QuantizeRowQ8_0(const float* src, uint8_t* dst, int64_t n);
+void QuantizeRowQ4_0(const float* src, uint8_t* dst, int64_t n);
+void QuantizeRowQ4_1(const float* src, uint8_t* dst, int64_t n);
+
+// One block from codes computed elsewhere (an exporter keeping a job's own
+// codes): 32 codes plus the block's d (and m), stored as fp16.
+//   Q8_0: codes in [-128, 127], x = code * d.
+//   Q4_0: nibbles in [0, 15], x = (nibble - 8) * d.
+//   Q4_1: nibbles in [0, 15], x = nibble * d + m.
+void WriteBlockQ8_0(const int8_t* codes, float d, uint8_t* dst);
+void WriteBlockQ4_0(const uint8_t* nibbles, float d, uint8_t* dst);
+void WriteBlockQ4_1(const uint8_t* nibbles, float d, float m, uint8_t* dst);
 
 // The individual reference dequantizers, ggml's block layouts:
 //   Q4_0: 32 elements, {fp16 d; u8 qs[16]}, x = (nibble - 8) * d, low nibbles

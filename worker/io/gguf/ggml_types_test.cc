@@ -266,5 +266,74 @@ TEST(GgmlTypesTest, UnsupportedTypesAreRefusedByName) {
             StatusCode::kInvalidArgument);
 }
 
+// Values on a block's grid come back exactly; off-grid values land on the
+// nearest grid point as ggml's reference quantizers define it.
+TEST(GgmlTypesTest, ReferenceQuantizersRoundTripTheirGrids) {
+  std::vector<float> x(64), y(64);
+  // Q4_0: block 0 holds -8..7 (x 0.25) twice; the element of largest
+  // magnitude is -2, so d = 0.25 and every value is a code.
+  for (int j = 0; j < 32; ++j) x[j] = 0.25f * static_cast<float>((j % 16) - 8);
+  for (int j = 0; j < 32; ++j) x[32 + j] = 0.0f;  // d = 0: all codes 8
+  std::vector<uint8_t> q(*GgmlRowBytes(GgmlType::kQ4_0, 64));
+  ASSERT_TRUE(QuantizeRow(GgmlType::kQ4_0, x.data(), q.data(), 64).ok());
+  EXPECT_EQ(Fp16ToFp32(static_cast<uint16_t>(q[0] | q[1] << 8)), 0.25f);
+  EXPECT_EQ(q[2], 0x00);       // elements 0 (-2 -> nibble 0) and 16 (-2 -> nibble 0)
+  EXPECT_EQ(q[2 + 15], 0xFF);  // elements 15 and 31: 1.75 -> nibble 15
+  EXPECT_EQ(q[18 + 2], 0x88);
+  ASSERT_TRUE(DequantizeRow(GgmlType::kQ4_0, q.data(), y.data(), 64).ok());
+  EXPECT_EQ(x, y);
+
+  // Q4_1: min -1, max 2 -> d = 0.2, m = -1 (both rounded to fp16 on store).
+  for (int j = 0; j < 32; ++j) x[j] = -1.0f + 3.0f * static_cast<float>(j % 16) / 15.0f;
+  for (int j = 0; j < 32; ++j) x[32 + j] = 0.5f + 0.0625f * static_cast<float>(j % 16);
+  q.assign(*GgmlRowBytes(GgmlType::kQ4_1, 64), 0);
+  ASSERT_TRUE(QuantizeRow(GgmlType::kQ4_1, x.data(), q.data(), 64).ok());
+  ASSERT_TRUE(DequantizeRow(GgmlType::kQ4_1, q.data(), y.data(), 64).ok());
+  for (int j = 0; j < 64; ++j) {
+    const int nibble = (q[(j / 32) * 20 + 4 + (j % 32) % 16] >> ((j % 32) >= 16 ? 4 : 0)) & 0xF;
+    EXPECT_EQ(nibble, j % 16) << j;
+  }
+  for (int j = 32; j < 64; ++j) EXPECT_EQ(y[j], x[j]) << j;         // 1/16 steps are exact in fp16
+  for (int j = 0; j < 32; ++j) EXPECT_NEAR(y[j], x[j], 2e-3) << j;  // 0.2 is not
+
+  // Q8_0: d = amax / 127, q = round half away from zero.
+  for (int j = 0; j < 64; ++j) x[j] = static_cast<float>(j - 32) * 0.5f;  // block 0 amax 16
+  q.assign(*GgmlRowBytes(GgmlType::kQ8_0, 64), 0);
+  ASSERT_TRUE(QuantizeRow(GgmlType::kQ8_0, x.data(), q.data(), 64).ok());
+  const float d0 = 16.0f / 127.0f;
+  EXPECT_EQ(Fp16ToFp32(static_cast<uint16_t>(q[0] | q[1] << 8)), Fp16ToFp32(Fp32ToFp16(d0)));
+  for (int j = 0; j < 32; ++j) {
+    const float id = 1.0f / d0;
+    EXPECT_EQ(static_cast<int8_t>(q[2 + j]), static_cast<int>(std::roundf(x[j] * id))) << j;
+  }
+  EXPECT_EQ(static_cast<int8_t>(q[2 + 0]), -127);
+  ASSERT_TRUE(DequantizeRow(GgmlType::kQ8_0, q.data(), y.data(), 64).ok());
+  for (int j = 0; j < 64; ++j) EXPECT_NEAR(y[j], x[j], 0.5 * d0 + 1e-3) << j;
+  EXPECT_EQ(QuantizeRow(GgmlType::kQ8_0, x.data(), q.data(), 48).code(),
+            StatusCode::kInvalidArgument);
+}
+
+TEST(GgmlTypesTest, BlockWritersStoreGivenCodes) {
+  int8_t codes[32];
+  uint8_t nibbles[32];
+  for (int j = 0; j < 32; ++j) {
+    codes[j] = static_cast<int8_t>(j * 8 - 128);
+    nibbles[j] = static_cast<uint8_t>(j % 16);
+  }
+  uint8_t b8[34], b40[18], b41[20];
+  WriteBlockQ8_0(codes, 0.5f, b8);
+  WriteBlockQ4_0(nibbles, 0.25f, b40);
+  WriteBlockQ4_1(nibbles, 0.125f, -1.0f, b41);
+  float y[32];
+  DequantizeRowQ8_0(b8, y, 32);
+  for (int j = 0; j < 32; ++j) EXPECT_EQ(y[j], codes[j] * 0.5f);
+  DequantizeRowQ4_0(b40, y, 32);
+  for (int j = 0; j < 32; ++j) EXPECT_EQ(y[j], (nibbles[j] - 8) * 0.25f);
+  DequantizeRowQ4_1(b41, y, 32);
+  for (int j = 0; j < 32; ++j) EXPECT_EQ(y[j], nibbles[j] * 0.125f - 1.0f);
+  EXPECT_EQ(b40[2], 0x00);  // element 0 (low nibble) and 16 (high nibble)
+  EXPECT_EQ(b40[3], 0x11);
+}
+
 }  // namespace
 }  // namespace quantd::gguf

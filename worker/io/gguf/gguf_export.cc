@@ -84,9 +84,28 @@ StatusOr<ModelShape> AddModelMetadata(const json& cfg, GgufWriter* w,
   const std::string a = shape.arch;
   w->Set("general.architecture", GgufValue::String(a));
   w->Set("general.name", GgufValue::String(options.model_name));
-  const uint32_t file_type = options.weight_type == GgmlType::kF32   ? 0
-                             : options.weight_type == GgmlType::kF16 ? 1
-                                                                     : 32;  // MOSTLY_BF16
+  // llama.cpp's llama_ftype: ALL_F32 0, MOSTLY_F16 1, MOSTLY_Q4_0 2,
+  // MOSTLY_Q4_1 3, MOSTLY_Q8_0 7, MOSTLY_BF16 32.
+  uint32_t file_type = 1;
+  switch (options.weight_type) {
+    case GgmlType::kF32:
+      file_type = 0;
+      break;
+    case GgmlType::kQ4_0:
+      file_type = 2;
+      break;
+    case GgmlType::kQ4_1:
+      file_type = 3;
+      break;
+    case GgmlType::kQ8_0:
+      file_type = 7;
+      break;
+    case GgmlType::kBF16:
+      file_type = 32;
+      break;
+    default:
+      break;
+  }
   w->Set("general.file_type", GgufValue::Uint32(file_type));
   auto u32 = [&](const std::string& key, int64_t v) {
     w->Set(a + "." + key, GgufValue::Uint32(static_cast<uint32_t>(v)));
@@ -203,30 +222,44 @@ Status WriteGgufFromHf(const std::string& config_json, const io::TensorSource& w
       std::swap(torch_shape[0], torch_shape[1]);
     }
     std::vector<int64_t> ne(torch_shape.rbegin(), torch_shape.rend());
-    const GgmlType type = torch_shape.size() >= 2 ? options.weight_type : GgmlType::kF32;
+    GgmlType type = torch_shape.size() >= 2 ? options.weight_type : GgmlType::kF32;
+    std::function<Status(const GgufLayoutFn&, std::vector<uint8_t>*)> encode;
+    if (options.tensor_encoding) {
+      QD_ASSIGN_OR_RETURN(std::optional<GgufTensorEncoding> custom,
+                          options.tensor_encoding(hf_name, info->shape));
+      if (custom) {
+        type = custom->type;
+        encode = custom->encode;
+      }
+    }
     const LayoutChange change = mapping->change;
     const int64_t heads = change == LayoutChange::kRopeQuery ? shape.n_head : shape.n_head_kv;
     const bool permute = shape.rope_permute &&
                          (change == LayoutChange::kRopeQuery || change == LayoutChange::kRopeKey);
+    GgufLayoutFn to_gguf = [change, permute, heads](const at::Tensor& hf) -> StatusOr<at::Tensor> {
+      try {
+        if (permute) return RopeHalfToInterleaved(hf, heads);
+        if (change == LayoutChange::kTranspose && hf.dim() == 2) return hf.t().contiguous();
+        return hf.contiguous();
+      } catch (const c10::Error& e) {
+        return InternalError(e.what_without_backtrace());
+      }
+    };
     const io::TensorSource* source = &weights;
-    QD_RETURN_IF_ERROR(writer.AddTensor(
+    Status added = writer.AddTensor(
         mapping->name, ne, type,
-        [source, hf_name, change, permute, heads, type](std::vector<uint8_t>* bytes) -> Status {
-          QD_ASSIGN_OR_RETURN(at::Tensor t, source->Load(hf_name, at::kFloat));
-          try {
-            if (permute) {
-              QD_ASSIGN_OR_RETURN(t, RopeHalfToInterleaved(t, heads));
-            } else if (change == LayoutChange::kTranspose && t.dim() == 2) {
-              t = t.t();
-            }
-            t = t.contiguous();
-            QD_ASSIGN_OR_RETURN(uint64_t size, GgmlRowBytes(type, t.numel()));
-            bytes->resize(size);
-            return QuantizeRow(type, t.data_ptr<float>(), bytes->data(), t.numel());
-          } catch (const c10::Error& e) {
-            return InternalError(e.what_without_backtrace());
+        [source, hf_name, to_gguf, encode, type](std::vector<uint8_t>* bytes) -> Status {
+          if (encode) {
+            Status s = encode(to_gguf, bytes);
+            return s.Prepend(hf_name + ": ");
           }
-        }));
+          QD_ASSIGN_OR_RETURN(at::Tensor t, source->Load(hf_name, at::kFloat));
+          QD_ASSIGN_OR_RETURN(t, to_gguf(t));
+          QD_ASSIGN_OR_RETURN(uint64_t size, GgmlRowBytes(type, t.numel()));
+          bytes->resize(size);
+          return QuantizeRow(type, t.data_ptr<float>(), bytes->data(), t.numel());
+        });
+    if (!added.ok()) return added.Prepend(hf_name + " as " + GetGgmlTypeTraits(type).name + ": ");
   }
   return writer.Write(path);
 }

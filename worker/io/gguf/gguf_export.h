@@ -12,6 +12,10 @@
 #ifndef QUANTD_WORKER_IO_GGUF_GGUF_EXPORT_H_
 #define QUANTD_WORKER_IO_GGUF_GGUF_EXPORT_H_
 
+#include <ATen/ATen.h>
+
+#include <functional>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -23,10 +27,31 @@
 
 namespace quantd::gguf {
 
+// Applies a tensor's change to llama.cpp's layout (the q/k RoPE row
+// permutation, GPT-2's transposition) to any tensor whose leading axis runs
+// along the weight's rows, e.g. integer codes or per-row scales; returns a
+// contiguous tensor.
+using GgufLayoutFn = std::function<StatusOr<at::Tensor>(const at::Tensor& hf_layout)>;
+
+// How one tensor is written when the default (weight_type for matrices, F32
+// for vectors, encoded from its float values with QuantizeRow) is not wanted.
+struct GgufTensorEncoding {
+  GgmlType type = GgmlType::kF32;
+  // Fills `bytes` (GgmlRowBytes(type, numel)) from the tensor. Null: the
+  // float values through QuantizeRow(type).
+  std::function<Status(const GgufLayoutFn& to_gguf_layout, std::vector<uint8_t>* bytes)> encode;
+};
+
 struct GgufExportOptions {
-  // Type of 2-D weights: F32 or F16 (BF16 also encodes). Quantized block
-  // types become available here as QuantizeRow learns them.
+  // Type of 2-D weights: F32, F16, BF16, Q8_0, Q4_0 or Q4_1 (quantized from
+  // the float values with ggml's reference quantizers). Also sets
+  // general.file_type.
   GgmlType weight_type = GgmlType::kF16;
+  // Per-tensor override, called with each tensor's HF name and HF shape;
+  // nullopt keeps the default above.
+  std::function<StatusOr<std::optional<GgufTensorEncoding>>(const std::string& hf_name,
+                                                            const std::vector<int64_t>& hf_shape)>
+      tensor_encoding;
   std::string model_name = "quantd";
   uint32_t alignment = 32;
   // Extra metadata, e.g. TokenizerGgufMetadata(); written after the model keys.

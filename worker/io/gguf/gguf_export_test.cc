@@ -185,9 +185,9 @@ TEST(GgufExportTest, WriterRoundTripsEveryValueTypeAndAlignment) {
   EXPECT_THAT(s.message(), HasSubstr("GGUF tensor x: source broke"));
   EXPECT_FALSE(fs::exists(bad_path));
   EXPECT_FALSE(fs::exists(bad_path + ".tmp"));
-  GgufWriter q4;
-  ASSERT_TRUE(q4.AddFloatTensor("q", {32}, GgmlType::kQ4_0, std::vector<float>(32)).ok());
-  EXPECT_THAT(q4.Write(TempPath("q4.gguf")).message(), HasSubstr("Q4_0"));
+  GgufWriter q5;
+  ASSERT_TRUE(q5.AddFloatTensor("q", {32}, GgmlType::kQ5_0, std::vector<float>(32)).ok());
+  EXPECT_THAT(q5.Write(TempPath("q5.gguf")).message(), HasSubstr("Q5_0"));
 }
 
 TEST(GgufExportTest, RefusesUnknownArchitecturesAndTensors) {
