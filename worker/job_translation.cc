@@ -96,6 +96,8 @@ quantd::v1::JobResult ToProto(const pipeline::JobReport& r, const quantd::v1::Jo
   for (const auto& b : r.blocks) *m->add_blocks() = ToProto(b);
   m->set_float_model_bytes(r.float_model_bytes);
   m->set_quantized_model_bytes(r.quantized_model_bytes);
+  m->set_frozen_linear_float_bytes(r.frozen_linear_float_bytes);
+  m->set_frozen_linear_bytes(r.frozen_linear_bytes);
   for (const auto& t : r.stage_timings) {
     auto* st = m->add_stage_timings();
     st->set_stage(StageToProto(t.stage));

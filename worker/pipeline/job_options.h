@@ -97,6 +97,9 @@ struct JobReport {
   std::vector<BlockReport> blocks;
   int64_t float_model_bytes = 0;
   int64_t quantized_model_bytes = 0;
+  // Evaluation's frozen linears: float and frozen bytes of their weights.
+  int64_t frozen_linear_float_bytes = 0;
+  int64_t frozen_linear_bytes = 0;
   std::vector<StageTiming> stage_timings;
   std::vector<exporter::Artifact> artifacts;
 };

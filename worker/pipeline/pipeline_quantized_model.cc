@@ -65,15 +65,20 @@ StatusOr<quant::QParams> PipelineQuantizedModel::WeightQParams(
   const exporter::QuantizedLayer* layer = FindLayer(module_name);
   if (!layer || !layer->weight)
     return NotFoundError("layer " + module_name + " has no quantized weight");
+  return LoadWeightQParams(*values_, module_name, *layer->weight);
+}
+
+StatusOr<quant::QParams> LoadWeightQParams(const io::TensorSource& values,
+                                           const std::string& module,
+                                           const quant::QuantSpec& spec) {
   quant::QParams qp;
-  if (values_->Find(WeightScaleKey(module_name))) {
-    QD_ASSIGN_OR_RETURN(qp.scale, values_->Load(WeightScaleKey(module_name), at::kFloat));
+  if (values.Find(WeightScaleKey(module))) {
+    QD_ASSIGN_OR_RETURN(qp.scale, values.Load(WeightScaleKey(module), at::kFloat));
   }
-  if (values_->Find(WeightZeroPointKey(module_name))) {
-    QD_ASSIGN_OR_RETURN(at::Tensor zp, values_->Load(WeightZeroPointKey(module_name), at::kFloat));
+  if (values.Find(WeightZeroPointKey(module))) {
+    QD_ASSIGN_OR_RETURN(at::Tensor zp, values.Load(WeightZeroPointKey(module), at::kFloat));
     // Stored as float32; integer zero points are whole numbers, so this is exact.
-    const bool float_zp = !layer->weight->symmetric &&
-                          layer->weight->zero_point_type == quant::ZeroPointType::kFloat32;
+    const bool float_zp = !spec.symmetric && spec.zero_point_type == quant::ZeroPointType::kFloat32;
     qp.zero_point = float_zp ? zp : zp.to(at::kInt);
   }
   return qp;

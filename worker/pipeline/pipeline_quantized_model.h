@@ -23,6 +23,11 @@ namespace quantd::pipeline {
 std::string WeightScaleKey(const std::string& module);
 std::string WeightZeroPointKey(const std::string& module);
 
+// The exact weight parameters the job stored for `module` (quantized with
+// `spec`), from `values`; an empty QParams when none were stored.
+StatusOr<quant::QParams> LoadWeightQParams(const io::TensorSource& values,
+                                           const std::string& module, const quant::QuantSpec& spec);
+
 class PipelineQuantizedModel final : public exporter::QuantizedModel {
  public:
   // `plans` by module name (every linear of the model, quantized or not), in

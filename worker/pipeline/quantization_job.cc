@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <set>
 
 #include "worker/eval/blockwise_model.h"
@@ -22,6 +23,7 @@
 #include "worker/models/layer_shapes.h"
 #include "worker/models/registry.h"
 #include "worker/pipeline/activation_quantizers.h"
+#include "worker/pipeline/freeze.h"
 #include "worker/pipeline/pipeline_quantized_model.h"
 #include "worker/pipeline/resume_state.h"
 #include "worker/pipeline/scratch_store.h"
@@ -515,6 +517,7 @@ class QuantizationJob {
         [this, act_error](int64_t i) -> StatusOr<std::unique_ptr<models::DecoderBlock>> {
       if (!act_error->ok()) return *act_error;
       QD_ASSIGN_OR_RETURN(auto block, model_->LoadBlock(i, *quantized_weights_));
+      QD_RETURN_IF_ERROR(FreezeForEvaluation(*block));
       if (opt_.model_transform) QD_RETURN_IF_ERROR(opt_.model_transform->InstallOnline(*block));
       QD_RETURN_IF_ERROR(InstallActivationQuantizers(*block, plans_, act_params_, act_error));
       return block;
@@ -541,6 +544,22 @@ class QuantizationJob {
     report_.kl_high = cmp->kl_high;
     report_.kl_percentile = cmp->kl_percentile;
     report_.top1_agreement = cmp->top1_agreement;
+    report_.frozen_linear_float_bytes = frozen_.float_bytes;
+    report_.frozen_linear_bytes = frozen_.frozen_bytes;
+    if (frozen_.layers > 0) {
+      char buf[200];
+      std::snprintf(buf, sizeof(buf),
+                    "evaluated %d frozen linears: %.1f KiB as float, %.1f KiB real-quantized "
+                    "(%.3fx)",
+                    frozen_.layers, frozen_.float_bytes / 1024.0, frozen_.frozen_bytes / 1024.0,
+                    static_cast<double>(frozen_.frozen_bytes) / frozen_.float_bytes);
+      Log(LogLevel::kInfo, buf);
+    }
+    if (!frozen_.kept_float.empty())
+      Log(LogLevel::kInfo, std::to_string(frozen_.kept_float.size()) +
+                               " quantized linears evaluated unfrozen (their parameters are not "
+                               "expressible as codes), e.g. " +
+                               frozen_.kept_float.front());
     char line[256];
     std::snprintf(line, sizeof(line), "perplexity float %.4f, quantized %.4f (%+.2f%%), KL %.5f",
                   cmp->reference.ppl, cmp->candidate.ppl,
@@ -570,6 +589,23 @@ class QuantizationJob {
     }
     if (why.empty()) return OkStatus();
     return Status(StatusCode::kFailedPrecondition, "accuracy gate: " + why, "ACCURACY_GATE");
+  }
+
+  // The quantized model is evaluated with real-quantized storage: each
+  // quantized linear holds codes and scales (freeze.h), which dequantize to
+  // exactly the fake-quantized weights.
+  Status FreezeForEvaluation(models::DecoderBlock& block) {
+    std::map<std::string, quant::QParams> qparams;
+    for (models::Linear* l : block.linears()) {
+      const LayerPlan& plan = plans_.at(l->name());
+      if (!plan.weight) continue;
+      QD_ASSIGN_OR_RETURN(qparams[l->name()],
+                          LoadWeightQParams(*quantized_weights_, l->name(), *plan.weight));
+    }
+    QD_ASSIGN_OR_RETURN(FreezeReport r, FreezeBlock(block, plans_, qparams));
+    std::lock_guard<std::mutex> lock(frozen_mu_);
+    frozen_ += r;
+    return OkStatus();
   }
 
   // ---- export ----
@@ -622,6 +658,8 @@ class QuantizationJob {
   int64_t bytes_delta_ = 0;  // quantized minus float bytes of the quantized tensors
   KvCacheOptions kv_;
   ActivationParams act_params_;  // calibrated static activation parameters
+  std::mutex frozen_mu_;
+  FreezeReport frozen_;  // evaluation's frozen linears
 };
 
 }  // namespace

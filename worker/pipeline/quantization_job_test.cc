@@ -98,6 +98,12 @@ TEST_F(QuantizationJobTest, Int8PerChannelEndToEnd) {
   ASSERT_TRUE(r.quantized_perplexity.has_value());
   EXPECT_NE(r.quantized_perplexity->ppl, r.float_perplexity->ppl);
   EXPECT_LT(std::abs(r.quantized_perplexity->ppl / r.float_perplexity->ppl - 1), 0.02);
+  // Evaluation held the 35 quantized linears (q/o 64x64, k/v 32x64 with GQA,
+  // MLP 172x64) frozen: int8 codes, one byte per
+  // weight plus a scale and zero point per row.
+  EXPECT_EQ(r.frozen_linear_float_bytes, 5 * 4 * (2 * 64 * 64 + 2 * 32 * 64 + 3 * 64 * 172));
+  EXPECT_LT(r.frozen_linear_bytes, 0.3 * r.frozen_linear_float_bytes);
+  EXPECT_GT(r.frozen_linear_bytes, 0.25 * r.frozen_linear_float_bytes);
   EXPECT_GT(*r.kl_mean, 0);
   EXPECT_GT(*r.top1_agreement, 0.9);
 

@@ -1,0 +1,72 @@
+// Freezing: a quantized linear's weight kept as real-quantized codes (int8 /
+// uint8 integer codes, FP8 bit patterns, MX element codes with E8M0 block
+// scales, or fp16/bf16) plus its scale and zero point, dequantized on the fly
+// at every forward. The float copy is dropped, so a frozen block really
+// holds less memory, and its outputs are identical to the fake-quantized
+// block's (the dequantized codes are exactly the fake-quantized weights).
+#ifndef QUANTD_WORKER_PIPELINE_FREEZE_H_
+#define QUANTD_WORKER_PIPELINE_FREEZE_H_
+
+#include <ATen/ATen.h>
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "worker/common/status.h"
+#include "worker/models/decoder_block.h"
+#include "worker/models/linear.h"
+#include "worker/pipeline/layer_plan.h"
+#include "worker/quant/fake_quant.h"
+
+namespace quantd::pipeline {
+
+// 4-bit codes (int4, uint4, MXFP4 elements) are packed two per byte, even
+// element in the low nibble.
+class FrozenLinearKernel final : public models::LinearKernel {
+ public:
+  FrozenLinearKernel(quant::QuantizedTensor weight, quant::QuantSpec spec);
+  at::Tensor Forward(const models::Linear& layer, const at::Tensor& x) const override;
+  // Bytes held: codes, scales, zero points, E8M0 block scales.
+  int64_t bytes() const;
+
+ private:
+  quant::QuantizedTensor Unpacked() const;
+
+  quant::QuantizedTensor weight_;  // codes packed when packed_
+  quant::QuantSpec spec_;
+  bool packed_ = false;
+  std::vector<int64_t> code_shape_;
+  at::ScalarType code_dtype_ = at::kByte;
+};
+
+// Two 4-bit codes per byte (even element in the low nibble); an odd count is
+// padded with a zero nibble. UnpackNibbles sign-extends for signed dtypes.
+at::Tensor PackNibbles(const at::Tensor& codes);
+at::Tensor UnpackNibbles(const at::Tensor& packed, int64_t numel, bool is_signed);
+
+struct FreezeReport {
+  int layers = 0;            // linears frozen
+  int64_t float_bytes = 0;   // their weights before
+  int64_t frozen_bytes = 0;  // their weights after
+  // Layers left in float because their codes would not dequantize to the
+  // current weight bit for bit (e.g. GPTQ's act-order groups, whose
+  // parameters follow a permutation the codes cannot express).
+  std::vector<std::string> kept_float;
+
+  FreezeReport& operator+=(const FreezeReport& o);
+};
+
+// Freezes every linear of `block` whose plan quantizes the weight, with the
+// weight's exact parameters from `weight_qparams` (by module name) when
+// given, else parameters computed from the weight. Errors name the layer.
+// Only layers whose codes dequantize exactly to the current weight are
+// frozen (so the block's outputs cannot change); the others are listed in
+// kept_float.
+StatusOr<FreezeReport> FreezeBlock(
+    models::DecoderBlock& block, const std::map<std::string, LayerPlan>& plans,
+    const std::map<std::string, quant::QParams>& weight_qparams = {});
+
+}  // namespace quantd::pipeline
+
+#endif  // QUANTD_WORKER_PIPELINE_FREEZE_H_

@@ -1,0 +1,101 @@
+#include "worker/pipeline/freeze.h"
+
+#include "gtest/gtest.h"
+#include "worker/models/registry.h"
+
+namespace quantd::pipeline {
+namespace {
+
+using quant::DataType;
+using quant::QScheme;
+
+quant::QuantSpec Spec(DataType t, QScheme s, bool sym = true) {
+  quant::QuantSpec q;
+  q.dtype = t;
+  q.qscheme = s;
+  q.symmetric = sym;
+  if (s == QScheme::kPerChannel) q.ch_axis = 0;
+  if (s == QScheme::kPerGroup) q.ch_axis = -1;
+  return q;
+}
+
+TEST(FreezeTest, FrozenBlockMatchesTheFakeQuantizedBlockWithLessMemory) {
+  auto model = models::OpenCausalLM("models/stories260K", {});
+  ASSERT_TRUE(model.ok()) << model.status();
+  at::manual_seed(3);
+  const at::Tensor hidden = at::randn({2, 32, (*model)->config().hidden_size});
+  struct Case {
+    quant::QuantSpec spec;
+    double max_ratio;  // frozen / fp32 bytes
+  };
+  // int4 packed two per byte plus a float32 scale and int32 zero point per
+  // 64-wide row (stories260K is tiny, so those are 3% of the fp32 bytes);
+  // int8 and fp8 one
+  // byte per weight; MXFP4 packed plus one E8M0 byte per 32.
+  for (const Case& c : {Case{Spec(DataType::kInt4, QScheme::kPerChannel), 0.16},
+                        Case{Spec(DataType::kUInt4, QScheme::kPerChannel, false), 0.16},
+                        Case{Spec(DataType::kInt8, QScheme::kPerChannel), 0.28},
+                        Case{Spec(DataType::kFp8E4M3, QScheme::kPerTensor), 0.26},
+                        Case{Spec(DataType::kMxFp4, QScheme::kPerGroup), 0.17}}) {
+    const std::string what = quant::DescribeSpec(c.spec);
+    auto fake = (*model)->LoadBlock(1);
+    auto frozen = (*model)->LoadBlock(1);
+    ASSERT_TRUE(fake.ok() && frozen.ok());
+    std::map<std::string, LayerPlan> plans;
+    std::map<std::string, quant::QParams> qparams;
+    for (models::Linear* l : (*fake)->linears()) {
+      plans[l->name()].weight = c.spec;
+      auto qp = quant::ComputeQParams(l->weight(), c.spec);
+      ASSERT_TRUE(qp.ok()) << what << qp.status();
+      auto fq = quant::FakeQuantize(l->weight(), c.spec, *qp);
+      ASSERT_TRUE(fq.ok()) << what;
+      l->weight() = *fq;
+      (*frozen)->FindLinear(l->name())->weight() = *fq;  // as the scratch store holds it
+      qparams[l->name()] = *qp;
+    }
+    auto report = FreezeBlock(**frozen, plans, qparams);
+    ASSERT_TRUE(report.ok()) << what << report.status();
+    EXPECT_EQ(report->layers, 7) << what;
+    EXPECT_TRUE(report->kept_float.empty()) << what;
+    for (models::Linear* l : (*frozen)->linears()) EXPECT_FALSE(l->weight().defined()) << what;
+    const double ratio = static_cast<double>(report->frozen_bytes) / report->float_bytes;
+    std::printf("%-32s frozen/fp32 bytes %.3f\n", what.c_str(), ratio);
+    EXPECT_LE(ratio, c.max_ratio) << what;
+
+    auto a = (*fake)->Forward(hidden);
+    auto b = (*frozen)->Forward(hidden);
+    ASSERT_TRUE(a.ok() && b.ok()) << what << b.status();
+    EXPECT_TRUE(at::equal(*a, *b)) << what << " max diff " << (*a - *b).abs().max().item<float>();
+    // Freezing twice is refused, not silently repeated.
+    EXPECT_EQ(FreezeBlock(**frozen, plans).status().code(), StatusCode::kFailedPrecondition);
+  }
+}
+
+TEST(FreezeTest, WeightsTheCodesCannotExpressStayFloat) {
+  auto model = models::OpenCausalLM("models/stories260K", {});
+  ASSERT_TRUE(model.ok());
+  auto block = (*model)->LoadBlock(0);
+  ASSERT_TRUE(block.ok());
+  std::map<std::string, LayerPlan> plans;
+  const quant::QuantSpec int8 = Spec(DataType::kInt8, QScheme::kPerChannel);
+  for (models::Linear* l : (*block)->linears()) plans[l->name()].weight = int8;
+  // Float weights (never fake-quantized) do not round-trip through codes.
+  auto report = FreezeBlock(**block, plans);
+  ASSERT_TRUE(report.ok()) << report.status();
+  EXPECT_EQ(report->layers, 0);
+  EXPECT_EQ(report->kept_float.size(), 7u);
+  for (models::Linear* l : (*block)->linears()) EXPECT_TRUE(l->weight().defined());
+}
+
+TEST(FreezeTest, NibblePackingRoundTripsSignedAndUnsignedCodes) {
+  at::Tensor s = at::arange(-8, 8, at::kChar).repeat({3}).narrow(0, 0, 47);  // odd count
+  at::Tensor packed = PackNibbles(s);
+  EXPECT_EQ(packed.numel(), 24);
+  EXPECT_EQ(packed[0].item<uint8_t>(), 0x98);  // -8 -> 0x8 low, -7 -> 0x9 high
+  EXPECT_TRUE(at::equal(UnpackNibbles(packed, 47, true), s));
+  at::Tensor u = at::arange(0, 16, at::kByte).repeat({2});
+  EXPECT_TRUE(at::equal(UnpackNibbles(PackNibbles(u), 32, false), u));
+}
+
+}  // namespace
+}  // namespace quantd::pipeline
