@@ -1,11 +1,10 @@
 #include "worker/export/hf_fake_quant.h"
 
 #include <filesystem>
-#include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
-#include <sstream>
 
+#include "worker/export/hf_files.h"
 #include "worker/io/safetensors/safetensors_format.h"
 #include "worker/io/safetensors/safetensors_writer.h"
 #include "worker/io/safetensors/tensor_io.h"
@@ -14,64 +13,6 @@ namespace quantd::exporter {
 
 namespace fs = std::filesystem;
 using nlohmann::json;
-
-namespace {
-
-bool IsWeightFile(const std::string& name) {
-  for (const char* ext : {".safetensors", ".bin", ".pt", ".pth", ".gguf", ".onnx"})
-    if (name.size() >= std::strlen(ext) &&
-        name.compare(name.size() - std::strlen(ext), std::strlen(ext), ext) == 0)
-      return true;
-  return name == "model.safetensors.index.json" || name == "pytorch_model.bin.index.json";
-}
-
-StatusOr<std::string> ReadText(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  if (!in) return NotFoundError("cannot read " + p.string());
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-Status WriteText(const fs::path& p, const std::string& text) {
-  std::ofstream out(p, std::ios::binary);
-  out << text;
-  out.close();
-  if (!out) return InternalError("cannot write " + p.string());
-  return OkStatus();
-}
-
-Status WriteConfig(const HfFakeQuantExportOptions& opt, const fs::path& dir) {
-  QD_ASSIGN_OR_RETURN(std::string text, ReadText(fs::path(opt.model_dir) / "config.json"));
-  json cfg = json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (cfg.is_discarded() || !cfg.is_object())
-    return DataLossError(opt.model_dir + "/config.json is not a JSON object");
-  if (!opt.quantization_config_json.empty()) {
-    json q = json::parse(opt.quantization_config_json, nullptr, false);
-    if (q.is_discarded() || !q.is_object())
-      return InternalError("quantization_config is not a JSON object");
-    cfg["quantization_config"] = q;
-  }
-  return WriteText(dir / "config.json", cfg.dump(2) + "\n");
-}
-
-// Copies the tokenizer and other small metadata files.
-Status CopySideFiles(const std::string& model_dir, const fs::path& dir) {
-  std::error_code ec;
-  for (const auto& e : fs::directory_iterator(model_dir, ec)) {
-    if (!e.is_regular_file()) continue;
-    const std::string name = e.path().filename().string();
-    // BUILD files mark bundled models as Bazel packages; they are not model files.
-    if (name == "config.json" || name == "BUILD" || name == "BUILD.bazel" || IsWeightFile(name))
-      continue;
-    fs::copy_file(e.path(), dir / name, fs::copy_options::overwrite_existing, ec);
-    if (ec) return InternalError("cannot copy " + e.path().string() + ": " + ec.message());
-  }
-  if (ec) return NotFoundError("cannot list " + model_dir + ": " + ec.message());
-  return OkStatus();
-}
-
-}  // namespace
 
 StatusOr<Artifact> ExportHfFakeQuantized(const io::TensorSource& original,
                                          const TensorProvider& provider,
@@ -111,10 +52,17 @@ StatusOr<Artifact> ExportHfFakeQuantized(const io::TensorSource& original,
   }
   if (by_file.size() > 1) {
     json index = {{"metadata", {{"total_size", total_bytes}}}, {"weight_map", weight_map}};
-    QD_RETURN_IF_ERROR(WriteText(dir / "model.safetensors.index.json", index.dump(2) + "\n"));
+    QD_RETURN_IF_ERROR(
+        WriteTextFile((dir / "model.safetensors.index.json").string(), index.dump(2) + "\n"));
   }
-  QD_RETURN_IF_ERROR(WriteConfig(opt, dir));
-  QD_RETURN_IF_ERROR(CopySideFiles(opt.model_dir, dir));
+  json quantization_config;
+  if (!opt.quantization_config_json.empty()) {
+    quantization_config = json::parse(opt.quantization_config_json, nullptr, false);
+    if (quantization_config.is_discarded() || !quantization_config.is_object())
+      return InternalError("quantization_config is not a JSON object");
+  }
+  QD_RETURN_IF_ERROR(WriteHfConfig(opt.model_dir, dir.string(), quantization_config));
+  QD_RETURN_IF_ERROR(CopyHfSideFiles(opt.model_dir, dir.string()));
   QD_RETURN_IF_ERROR(staged.Commit());
   const std::string main_file =
       by_file.size() == 1 ? by_file.begin()->first : "model.safetensors.index.json";

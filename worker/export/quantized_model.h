@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "worker/common/status.h"
+#include "worker/export/export_support.h"
 #include "worker/io/tensor_source.h"
 #include "worker/models/model_config.h"
 #include "worker/quant/qparams.h"
@@ -65,6 +66,18 @@ class QuantizedModel {
   // The reference toolkit's JSON of the job's config (quantization_config).
   virtual const std::string& quant_config_json() const = 0;
 };
+
+// Every quantized layer's specs, for CheckExportSupport.
+inline std::vector<ExportLayerSpecs> ExportLayerSpecsOf(const QuantizedModel& model) {
+  std::vector<ExportLayerSpecs> out;
+  for (const QuantizedLayer& l : model.layers()) {
+    ExportLayerSpecs e{l.name, l.weight, l.bias, std::nullopt, std::nullopt};
+    if (l.input) e.input = l.input->spec;
+    if (l.output) e.output = l.output->spec;
+    out.push_back(std::move(e));
+  }
+  return out;
+}
 
 }  // namespace quantd::exporter
 

@@ -1,0 +1,68 @@
+// Which quantization schemes each export format can express, decided from
+// the specs alone (torch-free), so quantd refuses a job at CreateJob instead
+// of failing it at its last stage. The exporters run the same checks.
+//
+//   hf_fake_quantized  everything (the weights are written as values).
+//   hf_quark           weights: int8 / uint8 / int4 / uint4 (per_tensor,
+//                      per_channel on the output axis, per_group on the input
+//                      axis), fp8_e4m3 / fp8_e5m2, mxfp4, mxfp6_e2m3 /
+//                      mxfp6_e3m2, mxfp8_e4m3 / mxfp8_e5m2, float16 / bfloat16;
+//                      activations: dynamic ones, and static per_tensor ones;
+//                      no bias quantization.
+//   gguf               weights: integer specs (written with the job's codes
+//                      when they are a ggml block format, else requantized),
+//                      fp8 (requantized to Q8_0), float16 / bfloat16; no MX
+//                      format (GGUF has no E8M0 block type quantd writes), no
+//                      activation or KV-cache quantizers (llama.cpp quantizes
+//                      activations its own way) and no bias quantization.
+//   onnx_qdq           weights: integer (as for hf_quark, plus int8 / uint8
+//                      per_group), fp8, float16 / bfloat16; no MX format;
+//                      activations: static per_tensor integer or fp8 with
+//                      round half to even (QuantizeLinear's rounding); no
+//                      dynamic quantizers and no bias quantization.
+#ifndef QUANTD_WORKER_EXPORT_EXPORT_SUPPORT_H_
+#define QUANTD_WORKER_EXPORT_EXPORT_SUPPORT_H_
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "worker/common/status.h"
+#include "worker/export/artifact.h"
+#include "worker/io/gguf/ggml_types.h"
+#include "worker/quant/spec.h"
+
+namespace quantd::exporter {
+
+// What one layer (or one config entry, e.g. "global_quant_config") asks for.
+struct ExportLayerSpecs {
+  std::string name;
+  std::optional<quant::QuantSpec> weight;
+  std::optional<quant::QuantSpec> bias;
+  std::optional<quant::QuantSpec> input;
+  std::optional<quant::QuantSpec> output;
+};
+
+// OK, or INVALID_ARGUMENT (reason EXPORT_FORMAT_UNSUPPORTED) whose message
+// names the format and why, e.g. "gguf cannot express mxfp6_e2m3 weights:
+// GGUF has no E8M0-scaled block format ...".
+Status CheckExportSpec(ExportFormat format, const quant::QuantSpec& spec, quant::TensorRole role);
+
+// Every spec of every layer; the first refusal names the layer and the
+// tensor ("model.layers.0.mlp.down_proj weight: ..."), and every refused
+// one is listed as a field violation (field "<name>.<role>").
+Status CheckExportSupport(ExportFormat format, const std::vector<ExportLayerSpecs>& layers);
+
+// Why `spec`'s codes cannot be written as `type` (Q8_0, Q4_0 or Q4_1)
+// blocks, or "" when they can (see gguf.h for the rules).
+std::string GgufCodesMismatch(const quant::QuantSpec& spec, gguf::GgmlType type);
+
+// The GGUF type for a job's quantized weights: the block format that keeps
+// every weight's codes (tried in the order Q4_0, Q4_1, Q8_0); else Q8_0 when
+// some weight has more than 4 bits and Q4_1 otherwise; F16 when the weights
+// are float16 / bfloat16 casts; F32 when no weight is quantized.
+gguf::GgmlType DefaultGgufWeightType(const std::vector<ExportLayerSpecs>& layers);
+
+}  // namespace quantd::exporter
+
+#endif  // QUANTD_WORKER_EXPORT_EXPORT_SUPPORT_H_

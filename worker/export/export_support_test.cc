@@ -1,0 +1,135 @@
+#include "worker/export/export_support.h"
+
+#include "gtest/gtest.h"
+
+namespace quantd::exporter {
+namespace {
+
+using gguf::GgmlType;
+using quant::DataType;
+using quant::QScheme;
+using quant::QuantSpec;
+using quant::TensorRole;
+
+QuantSpec Spec(DataType t, QScheme q = QScheme::kPerTensor, std::optional<int> group = {},
+               bool symmetric = true) {
+  QuantSpec s;
+  s.dtype = t;
+  s.qscheme = q;
+  s.group_size = group;
+  s.symmetric = symmetric;
+  return s;
+}
+
+TEST(ExportSupport, Mxfp6ToGgufIsRefusedNamingFormatAndReason) {
+  std::vector<ExportLayerSpecs> layers(2);
+  layers[0].name = "model.layers.0.self_attn.q_proj";
+  layers[0].weight = Spec(DataType::kInt4, QScheme::kPerGroup, 32);
+  layers[1].name = "model.layers.0.mlp.down_proj";
+  layers[1].weight = Spec(DataType::kMxFp6E2M3);
+  Status s = CheckExportSupport(ExportFormat::kGguf, layers);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(s.reason(), "EXPORT_FORMAT_UNSUPPORTED");
+  EXPECT_EQ(s.message().rfind("model.layers.0.mlp.down_proj weights: gguf cannot express "
+                              "mxfp6_e2m3",
+                              0),
+            0u)
+      << s.message();
+  EXPECT_NE(s.message().find("E8M0"), std::string::npos);
+  ASSERT_EQ(s.violations().size(), 1u);
+  EXPECT_EQ(s.violations()[0].field, "model.layers.0.mlp.down_proj.weight");
+  // The same model is fine as HF fake-quantized and HF quark.
+  EXPECT_TRUE(CheckExportSupport(ExportFormat::kHfFakeQuantized, layers).ok());
+  EXPECT_TRUE(CheckExportSupport(ExportFormat::kHfQuark, layers).ok());
+  EXPECT_EQ(CheckExportSupport(ExportFormat::kOnnxQdq, layers).code(),
+            StatusCode::kInvalidArgument);
+}
+
+TEST(ExportSupport, EachFormatsRules) {
+  struct Case {
+    ExportFormat format;
+    QuantSpec spec;
+    TensorRole role;
+    bool ok;
+  };
+  QuantSpec dyn_token = Spec(DataType::kInt8, QScheme::kPerChannel);
+  dyn_token.is_dynamic = true;
+  dyn_token.ch_axis = 1;
+  QuantSpec per_channel_in = Spec(DataType::kInt8, QScheme::kPerChannel);
+  per_channel_in.ch_axis = 1;
+  QuantSpec round_away = Spec(DataType::kInt8);
+  round_away.round_method = quant::RoundMethod::kRound;
+  const std::vector<Case> cases = {
+      {ExportFormat::kHfQuark, Spec(DataType::kInt4, QScheme::kPerGroup, 128), TensorRole::kWeight,
+       true},
+      {ExportFormat::kHfQuark, Spec(DataType::kInt2, QScheme::kPerChannel), TensorRole::kWeight,
+       false},
+      {ExportFormat::kHfQuark, Spec(DataType::kMxInt8), TensorRole::kWeight, false},
+      {ExportFormat::kHfQuark, Spec(DataType::kMxFp4), TensorRole::kWeight, true},
+      {ExportFormat::kHfQuark, per_channel_in, TensorRole::kWeight, false},
+      {ExportFormat::kHfQuark, dyn_token, TensorRole::kInput, true},
+      {ExportFormat::kHfQuark, Spec(DataType::kFp8E4M3), TensorRole::kOutput, true},
+      {ExportFormat::kHfQuark, Spec(DataType::kInt8, QScheme::kPerChannel), TensorRole::kInput,
+       false},
+      {ExportFormat::kHfQuark, Spec(DataType::kInt8), TensorRole::kBias, false},
+      {ExportFormat::kGguf, Spec(DataType::kUInt4, QScheme::kPerGroup, 32, false),
+       TensorRole::kWeight, true},
+      {ExportFormat::kGguf, Spec(DataType::kFp8E4M3), TensorRole::kWeight, true},
+      {ExportFormat::kGguf, Spec(DataType::kMxFp4), TensorRole::kWeight, false},
+      {ExportFormat::kGguf, Spec(DataType::kInt8), TensorRole::kInput, false},
+      {ExportFormat::kGguf, Spec(DataType::kFp8E4M3), TensorRole::kOutput, false},
+      {ExportFormat::kOnnxQdq, Spec(DataType::kInt8, QScheme::kPerChannel), TensorRole::kWeight,
+       true},
+      {ExportFormat::kOnnxQdq, Spec(DataType::kUInt4, QScheme::kPerGroup, 32, false),
+       TensorRole::kWeight, true},
+      {ExportFormat::kOnnxQdq, Spec(DataType::kInt3, QScheme::kPerChannel), TensorRole::kWeight,
+       false},
+      {ExportFormat::kOnnxQdq, Spec(DataType::kMxFp8E4M3), TensorRole::kWeight, false},
+      {ExportFormat::kOnnxQdq, Spec(DataType::kInt8), TensorRole::kInput, true},
+      {ExportFormat::kOnnxQdq, Spec(DataType::kFp8E4M3), TensorRole::kInput, true},
+      {ExportFormat::kOnnxQdq, dyn_token, TensorRole::kInput, false},
+      {ExportFormat::kOnnxQdq, round_away, TensorRole::kInput, false},
+      {ExportFormat::kHfFakeQuantized, Spec(DataType::kMxFp6E3M2), TensorRole::kWeight, true},
+  };
+  for (const Case& c : cases) {
+    Status s = CheckExportSpec(c.format, c.spec, c.role);
+    EXPECT_EQ(s.ok(), c.ok) << ExportFormatName(c.format) << " " << quant::DescribeSpec(c.spec)
+                            << " " << quant::TensorRoleName(c.role) << ": " << s;
+    if (!s.ok()) {
+      EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+      EXPECT_EQ(s.message().rfind(ExportFormatName(c.format), 0), 0u) << s.message();
+    }
+  }
+}
+
+TEST(ExportSupport, GgufTypeFollowsTheJobsCodes) {
+  auto layers = [](std::vector<QuantSpec> specs) {
+    std::vector<ExportLayerSpecs> out;
+    for (auto& s : specs) out.push_back({"l" + std::to_string(out.size()), s, {}, {}, {}});
+    return out;
+  };
+  EXPECT_EQ(DefaultGgufWeightType(layers({Spec(DataType::kInt4, QScheme::kPerGroup, 32)})),
+            GgmlType::kQ4_0);
+  EXPECT_EQ(DefaultGgufWeightType(layers({Spec(DataType::kUInt4, QScheme::kPerGroup, 32, false),
+                                          Spec(DataType::kInt4, QScheme::kPerGroup, 128)})),
+            GgmlType::kQ4_1);
+  EXPECT_EQ(DefaultGgufWeightType(layers({Spec(DataType::kInt8, QScheme::kPerGroup, 32)})),
+            GgmlType::kQ8_0);
+  EXPECT_EQ(DefaultGgufWeightType(layers({Spec(DataType::kInt8, QScheme::kPerChannel, {}, false)})),
+            GgmlType::kQ8_0);  // requantized, 8 bits kept
+  EXPECT_EQ(DefaultGgufWeightType(layers({Spec(DataType::kInt4, QScheme::kPerGroup, 16)})),
+            GgmlType::kQ4_1);
+  EXPECT_EQ(DefaultGgufWeightType(layers({Spec(DataType::kFloat16)})), GgmlType::kF16);
+  EXPECT_EQ(DefaultGgufWeightType({}), GgmlType::kF32);
+  EXPECT_EQ(
+      GgufCodesMismatch(Spec(DataType::kUInt8, QScheme::kPerGroup, 32, false), GgmlType::kQ8_0),
+      "asymmetric 8-bit codes minus their zero point overflow int8");
+  EXPECT_EQ(
+      GgufCodesMismatch(Spec(DataType::kInt4, QScheme::kPerGroup, 32, false), GgmlType::kQ4_0),
+      "Q4_0 has no zero point");
+  EXPECT_EQ(
+      GgufCodesMismatch(Spec(DataType::kInt4, QScheme::kPerGroup, 32, false), GgmlType::kQ4_1), "");
+}
+
+}  // namespace
+}  // namespace quantd::exporter

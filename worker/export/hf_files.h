@@ -1,0 +1,62 @@
+// The files around the weights of a Hugging Face model directory, shared by
+// the HF exporters: config.json with a quantization_config, the tokenizer and
+// other small files copied from the source, and a safetensors writer that
+// splits large checkpoints into shards with a model.safetensors.index.json.
+// Torch-free.
+#ifndef QUANTD_WORKER_EXPORT_HF_FILES_H_
+#define QUANTD_WORKER_EXPORT_HF_FILES_H_
+
+#include <cstdint>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "worker/common/status.h"
+#include "worker/io/safetensors/safetensors_writer.h"
+
+namespace quantd::exporter {
+
+StatusOr<std::string> ReadTextFile(const std::string& path);
+Status WriteTextFile(const std::string& path, const std::string& text);
+
+// Writes `dir`/config.json: `model_dir`/config.json with
+// "quantization_config" set to `quantization_config` (left out when null).
+Status WriteHfConfig(const std::string& model_dir, const std::string& dir,
+                     const nlohmann::json& quantization_config);
+
+// Copies the tokenizer and other small files of `model_dir` into `dir`
+// (everything but config.json, weights, indexes and Bazel BUILD files).
+Status CopyHfSideFiles(const std::string& model_dir, const std::string& dir);
+
+// Writes tensors into model.safetensors, or into model-0000i-of-0000n
+// shards of at most `max_shard_bytes` of tensor data each (a tensor larger
+// than that gets a shard of its own) plus model.safetensors.index.json.
+class ShardedSafetensorsWriter {
+ public:
+  // `max_shard_bytes` 0 means a single file.
+  ShardedSafetensorsWriter(std::string dir, uint64_t max_shard_bytes);
+  ~ShardedSafetensorsWriter();
+
+  Status Add(const std::string& name, io::SafetensorsDtype dtype, const std::vector<int64_t>& shape,
+             const void* data, uint64_t nbytes);
+  // Closes the last shard, names the shards and writes the index. Returns
+  // the main file (model.safetensors or the index).
+  StatusOr<std::string> Finish();
+
+  uint64_t data_bytes() const { return total_bytes_; }
+
+ private:
+  Status OpenShard();
+  std::string dir_;
+  uint64_t max_shard_bytes_;
+  std::unique_ptr<io::SafetensorsWriter> current_;
+  uint64_t current_bytes_ = 0;
+  std::vector<std::string> shard_tmp_names_;
+  std::vector<std::vector<std::string>> shard_tensors_;
+  uint64_t total_bytes_ = 0;
+};
+
+}  // namespace quantd::exporter
+
+#endif  // QUANTD_WORKER_EXPORT_HF_FILES_H_
