@@ -1,0 +1,67 @@
+#include "worker/export/exporter.h"
+
+#include "worker/export/export_support.h"
+#include "worker/export/gguf.h"
+#include "worker/export/hf_quark.h"
+#include "worker/export/onnx_qdq.h"
+
+namespace quantd::exporter {
+
+StatusOr<ExportFormat> ParseExportFormat(std::string_view name) {
+  for (ExportFormat f : {ExportFormat::kHfFakeQuantized, ExportFormat::kHfQuark,
+                         ExportFormat::kGguf, ExportFormat::kOnnxQdq})
+    if (name == ExportFormatName(f)) return f;
+  return InvalidArgumentError("unknown export format \"" + std::string(name) +
+                              "\" (one of hf_fake_quantized, hf_quark, gguf, onnx_qdq)");
+}
+
+StatusOr<ExportResult> ExportModel(const QuantizedModel& model, ExportFormat format,
+                                   const ExportOptions& options, const ExportProgress& progress) {
+  const std::vector<ExportLayerSpecs> specs = ExportLayerSpecsOf(model);
+  QD_RETURN_IF_ERROR(CheckExportSupport(format, specs));
+  ExportResult result;
+  switch (format) {
+    case ExportFormat::kHfFakeQuantized: {
+      HfFakeQuantExportOptions o;
+      o.output_dir = options.output_dir;
+      o.overwrite = options.overwrite;
+      QD_ASSIGN_OR_RETURN(result.artifact, ExportHfFakeQuantized(model, o, progress));
+      return result;
+    }
+    case ExportFormat::kHfQuark: {
+      HfQuarkExportOptions o;
+      o.output_dir = options.output_dir;
+      o.overwrite = options.overwrite;
+      o.max_shard_bytes = options.max_shard_bytes;
+      o.min_kv_scale = options.min_kv_scale;
+      QD_ASSIGN_OR_RETURN(result.artifact, ExportHfQuark(model, o, progress));
+      return result;
+    }
+    case ExportFormat::kGguf: {
+      GgufModelExportOptions o;
+      o.output_dir = options.output_dir;
+      o.overwrite = options.overwrite;
+      o.model_name = options.model_name;
+      o.weight_type = options.gguf_weight_type.value_or(DefaultGgufWeightType(specs));
+      o.fallback_type = options.gguf_fallback_type;
+      o.float_type = options.gguf_float_type;
+      QD_ASSIGN_OR_RETURN(GgufExportResult r, ExportGguf(model, o, progress));
+      result.artifact = std::move(r.artifact);
+      result.notes = std::move(r.notes);
+      return result;
+    }
+    case ExportFormat::kOnnxQdq: {
+      OnnxQdqExportOptions o;
+      o.output_dir = options.output_dir;
+      o.overwrite = options.overwrite;
+      o.max_sequence_length = options.onnx_max_sequence_length;
+      o.external_data_above_bytes = options.onnx_external_data_above_bytes;
+      QD_ASSIGN_OR_RETURN(OnnxQdqExportResult r, ExportOnnxQdq(model, o, progress));
+      result.artifact = std::move(r.artifact);
+      return result;
+    }
+  }
+  return InvalidArgumentError("unknown export format");
+}
+
+}  // namespace quantd::exporter
