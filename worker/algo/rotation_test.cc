@@ -3,9 +3,12 @@
 #include <ATen/ATen.h>
 
 #include <cmath>
+#include <cstdlib>
+#include <string>
 
 #include "gtest/gtest.h"
 #include "worker/algo/hadamard.h"
+#include "worker/models/random_checkpoint.h"
 #include "worker/models/registry.h"
 
 namespace quantd::algo {
@@ -137,6 +140,38 @@ TEST(RotationTest, InstallOnlineOnAnAlreadyTransformedBlockAddsOneHadamard) {
   ASSERT_TRUE(rot.InstallOnline(**b).ok());
   auto with = (*b)->Forward(x);
   EXPECT_TRUE(at::allclose(*with, *expected, 1e-5, 1e-6));
+}
+
+// Non-power-of-two shapes through the whole model: hidden 80 = 4 x Paley 20,
+// head_dim 20 = Paley 20, intermediate 112 = 4 x Paley 28, with an untied
+// lm_head read from the checkpoint.
+TEST(RotationTest, KeepsFloatLogitsWithPaleyShapesAndUntiedHead) {
+  const char* tmp = std::getenv("TEST_TMPDIR");
+  const std::string dir = std::string(tmp != nullptr ? tmp : "/tmp") + "/rotation_paley_model";
+  models::RandomCheckpointOptions c;
+  c.hidden_size = 80;
+  c.intermediate_size = 112;
+  c.num_hidden_layers = 2;
+  c.num_attention_heads = 4;
+  c.num_key_value_heads = 2;
+  c.vocab_size = 256;
+  c.dtype = io::SafetensorsDtype::kF32;
+  ASSERT_TRUE(models::WriteRandomLlamaCheckpoint(dir, c).ok());
+  auto model = models::OpenCausalLM(dir);
+  ASSERT_TRUE(model.ok()) << model.status();
+  EXPECT_FALSE((*model)->config().tie_word_embeddings);
+  at::manual_seed(4);
+  at::Tensor ids = at::randint(0, 256, {2, 48}, at::kLong);
+  auto ref = (*model)->Forward(ids);
+  ASSERT_TRUE(ref.ok()) << ref.status();
+  RotationOptions o;
+  o.seed = 5;
+  o.online_down_proj = true;
+  RotationTransform rot(o);
+  auto out = TransformedForward(**model, rot, ids, /*check_pieces=*/false);
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_LT((*out - *ref).abs().max().item<double>(), 1e-4);
+  for (int64_t n : {80, 20, 112}) EXPECT_TRUE(Rotation::Create(n, true, 1)->hadamard()) << n;
 }
 
 }  // namespace
