@@ -65,16 +65,17 @@ absl::StatusOr<ParsedArgs> ParseArgs(const std::vector<std::string>& argv,
 
 const std::set<std::string>& QuantctlValueFlags() {
   static const auto* flags = new std::set<std::string>{
-      "server",       "output-format", "output",   "model",         "scheme",        "config",
-      "group-size",   "exclude",       "calib",    "calib-samples", "calib-seq-len", "eval",
-      "n-ctx",        "eval-windows",  "format",   "device",        "label",         "request-id",
-      "max-attempts", "state",         "page-size"};
+      "server", "output-format", "output", "model", "scheme", "config", "group-size", "exclude",
+      "calib", "calib-samples", "calib-seq-len", "eval", "n-ctx", "eval-windows", "format",
+      "device", "label", "request-id", "max-attempts", "state", "page-size",
+      // connection and credentials (connection_settings.h)
+      "token", "tls-ca", "tls-cert", "tls-key", "tls-server-name", "quantctl-config"};
   return *flags;
 }
 
 const std::set<std::string>& QuantctlBoolFlags() {
   static const auto* flags =
-      new std::set<std::string>{"wait", "overwrite", "no-eval", "all", "help"};
+      new std::set<std::string>{"wait", "overwrite", "no-eval", "all", "help", "tls"};
   return *flags;
 }
 

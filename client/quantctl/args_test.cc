@@ -47,5 +47,24 @@ TEST(ArgsTest, QuantctlFlagsKeepOutputFormatAndOutputApart) {
   EXPECT_EQ(b.status().message(), "--wait takes true or false");
 }
 
+TEST(ArgsTest, QuantctlCredentialFlags) {
+  auto a = ParseQuantctlArgs({"--token", "t0k", "--tls", "--tls-ca=ca.pem", "--tls-cert", "me.pem",
+                              "--tls-key", "me.key", "--tls-server-name", "q.internal",
+                              "--quantctl-config", "/etc/q.json", "list"});
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ(a->command, "list");
+  EXPECT_EQ(a->Get("token"), "t0k");
+  EXPECT_EQ(a->Get("tls"), "true");
+  EXPECT_EQ(a->Get("tls-ca"), "ca.pem");
+  EXPECT_EQ(a->Get("tls-cert"), "me.pem");
+  EXPECT_EQ(a->Get("tls-key"), "me.key");
+  EXPECT_EQ(a->Get("tls-server-name"), "q.internal");
+  EXPECT_EQ(a->Get("quantctl-config"), "/etc/q.json");
+  EXPECT_TRUE(a->positional.empty());
+  auto b = ParseQuantctlArgs({"list", "--token"});
+  ASSERT_FALSE(b.ok());
+  EXPECT_EQ(b.status().message(), "--token needs a value");
+}
+
 }  // namespace
 }  // namespace quantd::quantctl

@@ -24,6 +24,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "client/quantctl/args.h"
+#include "client/quantctl/connection_settings.h"
 #include "client/quantctl/render.h"
 #include "google/rpc/error_details.pb.h"
 #include "google/rpc/status.pb.h"
@@ -45,9 +46,21 @@ constexpr char kUsage[] = R"(quantctl: submit and follow quantd quantization job
 usage: quantctl [global flags] <command> [flags] [args]
 
 global flags:
-  --server HOST:PORT      quantd address (default $QUANTD_SERVER or 127.0.0.1:50051)
+  --server HOST:PORT      quantd address (default $QUANTD_SERVER, the config file's
+                          "address", or 127.0.0.1:50051)
   -o, --output-format text|json
                           output format (json prints proto3 JSON)
+  --token TOKEN           bearer token (default $QUANTD_TOKEN or the config file's)
+  --tls                   TLS with the system's CA roots
+  --tls-ca FILE           TLS, verifying quantd with this PEM CA bundle
+  --tls-cert FILE, --tls-key FILE
+                          client certificate and key (mTLS)
+  --tls-server-name NAME  name to verify in quantd's certificate (default: the host)
+  --quantctl-config FILE  config file (default $QUANTCTL_CONFIG, else
+                          ~/.config/quantd/quantctl.json when it exists): JSON with
+                          address, token, tls, tls_ca, tls_cert, tls_key,
+                          tls_server_name. Flags override the environment, which
+                          overrides the file.
 
 commands:
   submit --model URI (--scheme NAME | --config FILE) [flags]
@@ -82,6 +95,14 @@ Exit codes: 0 ok, 1 job FAILED/CANCELLED, 2 usage error, 3 request refused or se
 struct Client {
   std::unique_ptr<QuantizationService::Stub> stub;
   bool json = false;
+  std::string token;
+
+  // Every call carries the bearer token. It goes in per-call metadata rather
+  // than call credentials, which gRPC only sends over TLS: a token on a
+  // plaintext loopback channel is a valid setup (TLS terminated elsewhere).
+  void Prepare(grpc::ClientContext& ctx) const {
+    if (!token.empty()) ctx.AddMetadata("authorization", "Bearer " + token);
+  }
 };
 
 std::string ToJson(const google::protobuf::Message& m, bool pretty = true) {
@@ -243,6 +264,28 @@ absl::StatusOr<quantd::v1::CreateJobRequest> BuildCreateRequest(const ParsedArgs
   return req;
 }
 
+// A channel to the resolved address: plaintext, or TLS with the given roots
+// (system roots when none) and optional client certificate.
+absl::StatusOr<std::shared_ptr<grpc::Channel>> NewChannel(const ConnectionSettings& settings) {
+  if (!settings.UsesTls()) {
+    return grpc::CreateChannel(settings.address, grpc::InsecureChannelCredentials());
+  }
+  grpc::SslCredentialsOptions ssl;
+  for (auto [path, target] : {std::pair{&settings.tls_ca, &ssl.pem_root_certs},
+                              std::pair{&settings.tls_cert, &ssl.pem_cert_chain},
+                              std::pair{&settings.tls_key, &ssl.pem_private_key}}) {
+    if (path->empty()) continue;
+    auto pem = ReadFile(*path);
+    if (!pem.ok()) return pem.status();
+    *target = *std::move(pem);
+  }
+  grpc::ChannelArguments channel_args;
+  if (!settings.tls_server_name.empty()) {
+    channel_args.SetSslTargetNameOverride(settings.tls_server_name);
+  }
+  return grpc::CreateCustomChannel(settings.address, grpc::SslCredentials(ssl), channel_args);
+}
+
 void PrintStatusLine(const std::string& line) { std::cout << line << std::endl; }
 
 // Follows a job's event stream, reconnecting after `last sequence` when the
@@ -260,6 +303,7 @@ int Watch(Client& c, const std::string& name) {
   auto deadline_reconnect = std::chrono::steady_clock::now() + std::chrono::minutes(10);
   while (true) {
     grpc::ClientContext ctx;
+    c.Prepare(ctx);
     quantd::v1::WatchJobRequest req;
     req.set_name(name);
     req.set_after_sequence(after);
@@ -320,6 +364,7 @@ int Watch(Client& c, const std::string& name) {
     return ReportRpcError(s);
   }
   grpc::ClientContext ctx;
+  c.Prepare(ctx);
   quantd::v1::GetJobRequest get;
   get.set_name(name);
   Job job;
@@ -344,6 +389,7 @@ int Submit(Client& c, const ParsedArgs& a) {
   // Retrying is safe: CreateJob is idempotent on request_id.
   for (int attempt = 0; attempt < 5; ++attempt) {
     grpc::ClientContext ctx;
+    c.Prepare(ctx);
     ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
     s = c.stub->CreateJob(&ctx, *req, &job);
     if (s.error_code() != grpc::StatusCode::UNAVAILABLE) break;
@@ -361,6 +407,7 @@ int Submit(Client& c, const ParsedArgs& a) {
 
 int Get(Client& c, const std::string& name) {
   grpc::ClientContext ctx;
+  c.Prepare(ctx);
   quantd::v1::GetJobRequest req;
   req.set_name(name);
   Job job;
@@ -372,6 +419,7 @@ int Get(Client& c, const std::string& name) {
 
 int Cancel(Client& c, const std::string& name) {
   grpc::ClientContext ctx;
+  c.Prepare(ctx);
   quantd::v1::CancelJobRequest req;
   req.set_name(name);
   Job job;
@@ -410,6 +458,7 @@ int List(Client& c, const ParsedArgs& a) {
   quantd::v1::ListJobsResponse all;
   do {
     grpc::ClientContext ctx;
+    c.Prepare(ctx);
     quantd::v1::ListJobsResponse resp;
     grpc::Status s = c.stub->ListJobs(&ctx, req, &resp);
     if (!s.ok()) return ReportRpcError(s);
@@ -446,12 +495,20 @@ int Main(int argc, char** argv) {
     std::cerr << "quantctl: -o must be text or json\n";
     return kExitUsage;
   }
-  const char* env_server = std::getenv("QUANTD_SERVER");
-  const std::string server = a.Get("server", env_server ? env_server : "127.0.0.1:50051");
+  auto settings = ResolveConnectionSettings(a, ClientEnvironment::FromProcess());
+  if (!settings.ok()) {
+    std::cerr << "quantctl: " << settings.status().message() << "\n";
+    return kExitUsage;
+  }
+  auto channel = NewChannel(*settings);
+  if (!channel.ok()) {
+    std::cerr << "quantctl: " << channel.status().message() << "\n";
+    return kExitUsage;
+  }
   Client c;
   c.json = output == "json";
-  c.stub =
-      QuantizationService::NewStub(grpc::CreateChannel(server, grpc::InsecureChannelCredentials()));
+  c.token = settings->token;
+  c.stub = QuantizationService::NewStub(*channel);
 
   // Accepts "jobs/ID" or the bare ID.
   std::string name;

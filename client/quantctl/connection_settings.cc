@@ -1,0 +1,119 @@
+#include "client/quantctl/connection_settings.h"
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "absl/strings/str_cat.h"
+
+namespace quantd::quantctl {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string Env(const char* name) {
+  const char* v = std::getenv(name);
+  return v == nullptr ? "" : v;
+}
+
+std::string ResolvePath(const std::string& path, const std::string& base_dir) {
+  if (path.empty() || path[0] == '/' || base_dir.empty()) return path;
+  return (fs::path(base_dir) / path).lexically_normal().string();
+}
+
+}  // namespace
+
+ClientEnvironment ClientEnvironment::FromProcess() {
+  ClientEnvironment env;
+  env.home = Env("HOME");
+  env.xdg_config_home = Env("XDG_CONFIG_HOME");
+  env.server = Env("QUANTD_SERVER");
+  env.token = Env("QUANTD_TOKEN");
+  env.config = Env("QUANTCTL_CONFIG");
+  return env;
+}
+
+absl::Status ApplyConfigFile(const std::string& json_text, const std::string& file_name,
+                             const std::string& base_dir, ConnectionSettings& settings) {
+  nlohmann::json doc = nlohmann::json::parse(json_text, nullptr, /*allow_exceptions=*/false);
+  if (doc.is_discarded() || !doc.is_object()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(file_name, ": not a JSON object (see docs/sdk.md for the keys)"));
+  }
+  struct StringKey {
+    const char* name;
+    std::string* target;
+    bool is_path;
+  };
+  const StringKey string_keys[] = {
+      {"address", &settings.address, false}, {"token", &settings.token, false},
+      {"tls_ca", &settings.tls_ca, true},    {"tls_cert", &settings.tls_cert, true},
+      {"tls_key", &settings.tls_key, true},  {"tls_server_name", &settings.tls_server_name, false},
+  };
+  for (const auto& [key, value] : doc.items()) {
+    if (key == "tls") {
+      if (!value.is_boolean())
+        return absl::InvalidArgumentError(
+            absl::StrCat(file_name, ": \"tls\" must be true or false"));
+      settings.tls = value.get<bool>();
+      continue;
+    }
+    const StringKey* match = nullptr;
+    for (const StringKey& k : string_keys) {
+      if (key == k.name) match = &k;
+    }
+    if (match == nullptr) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          file_name, ": unknown key \"", key,
+          "\" (known: address, token, tls, tls_ca, tls_cert, tls_key, tls_server_name)"));
+    }
+    if (!value.is_string())
+      return absl::InvalidArgumentError(
+          absl::StrCat(file_name, ": \"", key, "\" must be a string"));
+    const std::string text = value.get<std::string>();
+    *match->target = match->is_path ? ResolvePath(text, base_dir) : text;
+  }
+  return absl::OkStatus();
+}
+
+std::string DefaultConfigPath(const ClientEnvironment& env) {
+  if (!env.xdg_config_home.empty()) return env.xdg_config_home + "/quantd/quantctl.json";
+  if (!env.home.empty()) return env.home + "/.config/quantd/quantctl.json";
+  return "";
+}
+
+absl::StatusOr<ConnectionSettings> ResolveConnectionSettings(const ParsedArgs& args,
+                                                             const ClientEnvironment& env) {
+  ConnectionSettings settings;
+  std::string config_path = args.Get("quantctl-config", env.config);
+  const bool named = !config_path.empty();
+  if (!named) config_path = DefaultConfigPath(env);
+  if (!config_path.empty() && (named || fs::exists(config_path))) {
+    std::ifstream in(config_path, std::ios::binary);
+    if (!in) return absl::NotFoundError(absl::StrCat("cannot read config file ", config_path));
+    std::stringstream text;
+    text << in.rdbuf();
+    const std::string base_dir = fs::path(config_path).parent_path().string();
+    if (absl::Status s = ApplyConfigFile(text.str(), config_path, base_dir, settings); !s.ok())
+      return s;
+  }
+  if (!env.server.empty()) settings.address = env.server;
+  if (!env.token.empty()) settings.token = env.token;
+  settings.address = args.Get("server", settings.address);
+  settings.token = args.Get("token", settings.token);
+  if (args.Has("tls")) settings.tls = args.Get("tls") == "true";
+  settings.tls_ca = args.Get("tls-ca", settings.tls_ca);
+  settings.tls_cert = args.Get("tls-cert", settings.tls_cert);
+  settings.tls_key = args.Get("tls-key", settings.tls_key);
+  settings.tls_server_name = args.Get("tls-server-name", settings.tls_server_name);
+  if (settings.tls_cert.empty() != settings.tls_key.empty()) {
+    return absl::InvalidArgumentError(
+        "a client certificate needs both --tls-cert and --tls-key (or tls_cert and tls_key)");
+  }
+  if (settings.address.empty()) return absl::InvalidArgumentError("the server address is empty");
+  return settings;
+}
+
+}  // namespace quantd::quantctl
