@@ -108,37 +108,12 @@ class BearerTokenTest(unittest.TestCase):
         self.assertIn(f'{config}: unknown key "adress"', r.stderr)
 
 
-def openssl(*args: str, cwd: str) -> None:
-    subprocess.run(["openssl", *args], cwd=cwd, check=True, capture_output=True, timeout=60)
-
-
-def make_pki(directory: str) -> None:
-    """A CA, a server certificate for 127.0.0.1 and a client certificate."""
-    openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj", "/CN=quantd test CA",
-            "-keyout", "ca.key", "-out", "ca.pem", cwd=directory)  # fmt: skip
-    with open(os.path.join(directory, "server.ext"), "w") as f:
-        f.write("subjectAltName=IP:127.0.0.1,DNS:localhost\n")
-    for name, ext in (("server", ["-extfile", "server.ext"]), ("client", [])):
-        openssl("req", "-newkey", "rsa:2048", "-nodes", "-subj", f"/CN={name}",
-                "-keyout", f"{name}.key", "-out", f"{name}.csr", cwd=directory)  # fmt: skip
-        openssl("x509", "-req", "-in", f"{name}.csr", "-CA", "ca.pem", "-CAkey", "ca.key",
-                "-CAcreateserial", "-days", "2", "-out", f"{name}.pem", *ext, cwd=directory)  # fmt: skip
-
-
 class TlsTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         cls.pki = live_quantd.temp_dir("quantctl_pki")
-        make_pki(cls.pki)
-        p = lambda name: os.path.join(cls.pki, name)  # noqa: E731
-        cls.quantd = live_quantd.LiveQuantd(
-            "quantctl_tls",
-            extra_flags=[
-                f"--tls-cert={p('server.pem')}",
-                f"--tls-key={p('server.key')}",
-                f"--tls-client-ca={p('ca.pem')}",
-            ],
-        )
+        live_quantd.make_pki(cls.pki)
+        cls.quantd = live_quantd.LiveQuantd("quantctl_tls", extra_flags=live_quantd.mtls_flags(cls.pki))
         cls.home = live_quantd.temp_dir("quantctl_tls_home")
 
     @classmethod

@@ -155,13 +155,14 @@ test("a bad preset is INVALID_ARGUMENT with the field violation", async () => {
     assert.equal(e.domain, "quantd");
     assert.equal(e.fieldViolations.length, 1);
     assert.equal(e.fieldViolations[0].field, "spec.quantization.scheme");
-    assert.match(e.fieldViolations[0].description, /^unknown scheme 'w_int9_bogus'/);
+    // The description's wording is the engine's; it names the bad value.
+    assert.match(e.fieldViolations[0].description, /'w_int9_bogus'/);
     return true;
   });
   const r = runExample(quantd.address, "--model", MODEL, "--scheme", "w_int9_bogus");
   assert.equal(r.status, 3, r.stderr);
   assert.match(r.stderr, /INVALID_ARGUMENT/);
-  assert.match(r.stderr, /spec\.quantization\.scheme: unknown scheme 'w_int9_bogus'/);
+  assert.match(r.stderr, /\n  spec\.quantization\.scheme: .*'w_int9_bogus'/);
 });
 
 test("list pages, idempotent submit and a negative page size", async () => {

@@ -31,6 +31,34 @@ def temp_dir(name: str) -> str:
     return path
 
 
+def make_pki(directory: str) -> None:
+    """openssl: a CA (ca.pem), a server certificate for 127.0.0.1 and
+    localhost (server.pem, server.key) and a client certificate (client.pem,
+    client.key), for TLS and mTLS tests."""
+
+    def openssl(*args: str) -> None:
+        subprocess.run(["openssl", *args], cwd=directory, check=True, capture_output=True, timeout=60)
+
+    openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj",
+            "/CN=quantd test CA", "-keyout", "ca.key", "-out", "ca.pem")  # fmt: skip
+    with open(os.path.join(directory, "server.ext"), "w") as f:
+        f.write("subjectAltName=IP:127.0.0.1,DNS:localhost\n")
+    for name, ext in (("server", ["-extfile", "server.ext"]), ("client", [])):
+        openssl("req", "-newkey", "rsa:2048", "-nodes", "-subj", f"/CN={name}",
+                "-keyout", f"{name}.key", "-out", f"{name}.csr")  # fmt: skip
+        openssl("x509", "-req", "-in", f"{name}.csr", "-CA", "ca.pem", "-CAkey", "ca.key",
+                "-CAcreateserial", "-days", "2", "-out", f"{name}.pem", *ext)  # fmt: skip
+
+
+def mtls_flags(directory: str) -> list:
+    """quantd flags for mTLS with make_pki's files."""
+    return [
+        f"--tls-cert={os.path.join(directory, 'server.pem')}",
+        f"--tls-key={os.path.join(directory, 'server.key')}",
+        f"--tls-client-ca={os.path.join(directory, 'ca.pem')}",
+    ]
+
+
 class LiveQuantd:
     """quantd with its data under TEST_TMPDIR/<name>."""
 
