@@ -230,3 +230,60 @@ test("calls need a valid bearer token", async () => {
     await q.stop();
   }
 });
+
+// openssl: a CA, a server certificate for 127.0.0.1 and localhost, and a
+// client certificate.
+function makePki(dir) {
+  const openssl = (...args) => {
+    const r = spawnSync("openssl", args, { cwd: dir, encoding: "utf8" });
+    assert.equal(r.status, 0, r.stderr);
+  };
+  openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj", "/CN=quantd test CA",
+          "-keyout", "ca.key", "-out", "ca.pem");
+  writeFileSync(path.join(dir, "server.ext"), "subjectAltName=IP:127.0.0.1,DNS:localhost\n");
+  for (const [name, ext] of [["server", ["-extfile", "server.ext"]], ["client", []]]) {
+    openssl("req", "-newkey", "rsa:2048", "-nodes", "-subj", `/CN=${name}`, "-keyout", `${name}.key`,
+            "-out", `${name}.csr`);
+    openssl("x509", "-req", "-in", `${name}.csr`, "-CA", "ca.pem", "-CAkey", "ca.key", "-CAcreateserial",
+            "-days", "2", "-out", `${name}.pem`, ...ext);
+  }
+}
+
+test("mTLS needs the CA and a client certificate", async () => {
+  const pki = path.join(tmp, "ts_sdk_pki");
+  rmSync(pki, { recursive: true, force: true });
+  mkdirSync(pki, { recursive: true });
+  makePki(pki);
+  const p = (f) => path.join(pki, f);
+  const q = await startQuantd("ts_sdk_tls", {
+    extraFlags: [`--tls-cert=${p("server.pem")}`, `--tls-key=${p("server.key")}`, `--tls-client-ca=${p("ca.pem")}`],
+  });
+  const spec = { modelUri: `file://${MODEL}`, quantization: { scheme: "w_int8_per_tensor_sym" } };
+  const mtls = { caFile: p("ca.pem"), certFile: p("client.pem"), keyFile: p("client.key") };
+  const clients = [];
+  const open = (options) => {
+    const c = new Client(q.address, { unavailableRetryMs: 0, ...options });
+    clients.push(c);
+    return c;
+  };
+  try {
+    for (const tls of [false, { caFile: p("ca.pem") }]) {
+      await assert.rejects(open({ tls }).submit(spec), (e) => {
+        assert.equal(e.codeName, "UNAVAILABLE");
+        return true;
+      });
+    }
+    const job = await open({ tls: mtls }).submit(spec);
+    assert.equal(job.state, "QUEUED");
+    const listed = [];
+    for await (const j of open({ tls: { ...mtls, serverName: "localhost" } }).list()) listed.push(j.name);
+    assert.deepEqual(listed, [job.name]);
+    await assert.rejects(open({ tls: { ...mtls, serverName: "other.example" } }).get(job.name), (e) => {
+      assert.equal(e.codeName, "UNAVAILABLE");
+      return true;
+    });
+  } finally {
+    for (const c of clients) c.close();
+    await q.stop();
+  }
+});
