@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <regex>
 #include <set>
 #include <sstream>
 
@@ -225,6 +226,17 @@ bool GlobMatch(std::string_view pattern, std::string_view name) {
 }
 
 bool ExcludeMatch(std::string_view pattern, std::string_view name) {
+  if (pattern.substr(0, 3) == "re:") {
+    // A regular expression anchored at the start of the name (Python's
+    // re.match), as vLLM applies Quark's "re:" exclude entries.
+    try {
+      const std::regex re(std::string(pattern.substr(3)));
+      const std::string n(name);
+      return std::regex_search(n, re, std::regex_constants::match_continuous);
+    } catch (const std::regex_error&) {
+      return false;  // reported by CollectViolations
+    }
+  }
   return GlobMatch(pattern, name) || GlobMatch(std::string(pattern) + ".*", name);
 }
 
@@ -331,8 +343,17 @@ void CollectViolations(const QuantConfig& config, PathStyle style, const std::st
     ValidateLayerConfig(n.config, path, paths, out);
   }
   for (size_t i = 0; i < config.exclude.size(); ++i) {
-    if (config.exclude[i].empty()) {
+    const std::string& e = config.exclude[i];
+    if (e.empty() || e == "re:") {
       out->push_back({paths.Exclude(i), "an exclude glob must not be empty"});
+    } else if (e.compare(0, 3, "re:") == 0) {
+      try {
+        const std::regex re(e.substr(3));
+      } catch (const std::regex_error& err) {
+        out->push_back(
+            {paths.Exclude(i),
+             "'" + e.substr(3) + "' is not a valid regular expression (" + err.what() + ")"});
+      }
     }
   }
   std::set<AlgorithmConfig::Kind> seen_algos;

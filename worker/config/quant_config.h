@@ -124,7 +124,9 @@ struct QuantConfig {
 // '*' matches dots too; case-sensitive.
 bool GlobMatch(std::string_view pattern, std::string_view name);
 // True when `name` matches `pattern` or `pattern.*` (the reference expands
-// every exclude entry so).
+// every exclude entry so). An entry "re:<regex>" is a regular expression
+// matched from the start of the name (Python's re.match), the spelling of
+// newer Quark exports ("re:.*self_attn.*").
 bool ExcludeMatch(std::string_view pattern, std::string_view name);
 
 // A layer of the model as the config sees it.

@@ -47,6 +47,13 @@ TEST(GlobTest, FnmatchSemanticsAndExcludeExpansion) {
   EXPECT_FALSE(ExcludeMatch("model.layers.0", "model.layers.01.mlp.up_proj"));
   EXPECT_FALSE(GlobMatch("model.layers.0", "model.layers.0.mlp.up_proj"));
   EXPECT_TRUE(ExcludeMatch("*.mlp.gate", "model.layers.3.mlp.gate.experts.0"));
+  // "re:" entries: a regular expression matched from the start of the name.
+  EXPECT_TRUE(ExcludeMatch("re:.*self_attn.*", "model.layers.0.self_attn.q_proj"));
+  EXPECT_TRUE(ExcludeMatch(R"(re:.*mlp\.(gate|up)_proj)", "model.layers.2.mlp.up_proj"));
+  EXPECT_FALSE(ExcludeMatch(R"(re:.*mlp\.(gate|up)_proj)", "model.layers.2.mlp.down_proj"));
+  EXPECT_TRUE(ExcludeMatch("re:lm_head", "lm_head"));
+  EXPECT_FALSE(ExcludeMatch("re:head", "lm_head"));  // anchored at the start
+  EXPECT_FALSE(ExcludeMatch("re:(", "model.layers.0"));
 }
 
 TEST(ResolveTest, LayerGlobBeatsTypeBeatsGlobalAndFirstGlobWins) {
@@ -158,6 +165,15 @@ TEST(ValidateTest, EveryViolationIsReportedWithItsPath) {
   EXPECT_EQ(Fields(j)[3], "layer_quant_config.*down_proj.weight.group_size");
   EXPECT_EQ(Fields(j)[5], "algo_config[0].damp_percent");
   EXPECT_EQ(Fields(j)[6], "export.min_kv_scale");
+}
+
+TEST(ValidateTest, ExcludeRegexMustCompile) {
+  QuantConfig c;
+  c.exclude = {"re:.*self_attn.*", "re:(unclosed", "re:"};
+  const Status s = ValidateConfig(c);
+  EXPECT_EQ(Fields(s), (std::vector<std::string>{"exclude[1]", "exclude[2]"}));
+  EXPECT_NE(s.violations()[0].description.find("not a valid regular expression"),
+            std::string::npos);
 }
 
 TEST(ValidateTest, KvCacheEntriesNeedAnOutputSpec) {
