@@ -1,0 +1,101 @@
+// torch_compat: the one place where LibTorch 1.13 (Debian, CPU) and vendor
+// LibTorch 2.x (CUDA / ROCm releases, a pip wheel's torch/ folder) differ.
+//
+// The engine is written against the API both versions share. Where a call
+// changed between them, the engine calls the wrapper here instead, so a
+// version bump is one edit in one header. Header-only; needs LibTorch's
+// include directory (//third_party:libtorch).
+#ifndef QUANTD_WORKER_COMMON_TORCH_COMPAT_H_
+#define QUANTD_WORKER_COMMON_TORCH_COMPAT_H_
+
+#include <ATen/Context.h>
+#include <ATen/core/Tensor.h>
+#include <c10/core/Device.h>
+
+#include <optional>
+#include <string>
+
+// torch/version.h lives under torch/csrc/api/include in every LibTorch
+// layout (Debian, release zips, pip wheels); the short <torch/version.h>
+// form only works when that API folder is on the include path.
+#if __has_include(<torch/version.h>)
+#include <torch/version.h>
+#else
+#include <torch/csrc/api/include/torch/version.h>
+#endif
+
+#define QUANTD_TORCH_VERSION_MAJOR TORCH_VERSION_MAJOR
+#define QUANTD_TORCH_VERSION_MINOR TORCH_VERSION_MINOR
+// True when the LibTorch being compiled against is at least major.minor.
+#define QUANTD_TORCH_AT_LEAST(major, minor) \
+  (TORCH_VERSION_MAJOR > (major) ||         \
+   (TORCH_VERSION_MAJOR == (major) && TORCH_VERSION_MINOR >= (minor)))
+
+namespace quantd::torch_compat {
+
+// "1.13.0", "2.6.0", ...: reported by the CLI and the benches.
+inline std::string TorchVersion() { return TORCH_VERSION; }
+
+// Read-only element pointer. 2.1 added const_data_ptr and started to steer
+// const access away from data_ptr (copy-on-write storages materialise on a
+// mutable access); 1.13 has only data_ptr.
+template <typename T>
+const T* ConstDataPtr(const at::Tensor& t) {
+#if QUANTD_TORCH_AT_LEAST(2, 1)
+  return t.const_data_ptr<T>();
+#else
+  return t.data_ptr<T>();
+#endif
+}
+
+// Writable element pointer (mutable_data_ptr from 2.1 on).
+template <typename T>
+T* MutableDataPtr(const at::Tensor& t) {
+#if QUANTD_TORCH_AT_LEAST(2, 1)
+  return t.mutable_data_ptr<T>();
+#else
+  return t.data_ptr<T>();
+#endif
+}
+
+// ATen's own float8 dtypes (Float8_e4m3fn, Float8_e5m2) exist from 2.1. The
+// engine simulates FP8 in float32 and never needs them, but a loader meeting
+// an FP8 checkpoint tensor asks here. nullopt: this LibTorch has no such dtype.
+inline std::optional<at::ScalarType> Float8E4M3FnType() {
+#if QUANTD_TORCH_AT_LEAST(2, 1)
+  return at::ScalarType::Float8_e4m3fn;
+#else
+  return std::nullopt;
+#endif
+}
+inline std::optional<at::ScalarType> Float8E5M2Type() {
+#if QUANTD_TORCH_AT_LEAST(2, 1)
+  return at::ScalarType::Float8_e5m2;
+#else
+  return std::nullopt;
+#endif
+}
+
+// c10::optional became an alias of std::optional in 2.x (and is on its way
+// out); ATen signatures accept both, so engine code spells ATen's optional
+// arguments with this alias and converts nothing.
+template <typename T>
+using TorchOptional = c10::optional<T>;
+
+// True when this LibTorch can run kernels on `type` (kCPU always). A ROCm
+// build reports its GPUs through the CUDA device type (HIP is masqueraded as
+// CUDA by PyTorch's hipify), so "cuda:N" works on both vendors.
+inline bool DeviceTypeAvailable(c10::DeviceType type) {
+  switch (type) {
+    case c10::DeviceType::CPU:
+      return true;
+    case c10::DeviceType::CUDA:
+      return at::hasCUDA();
+    default:
+      return false;
+  }
+}
+
+}  // namespace quantd::torch_compat
+
+#endif  // QUANTD_WORKER_COMMON_TORCH_COMPAT_H_
