@@ -1,0 +1,108 @@
+#include "worker/cli/console_context.h"
+
+#include <google/protobuf/util/json_util.h>
+#include <google/protobuf/util/time_util.h>
+
+#include <algorithm>
+#include <chrono>
+
+#include "client/quantctl/render.h"
+
+namespace quantd::cli {
+
+using google::protobuf::util::TimeUtil;
+
+std::string ToJson(const google::protobuf::Message& m, bool pretty) {
+  std::string out;
+  google::protobuf::util::JsonPrintOptions opt;
+  opt.add_whitespace = pretty;
+  (void)google::protobuf::util::MessageToJsonString(m, &out, opt);
+  if (!pretty) out.erase(std::remove(out.begin(), out.end(), '\n'), out.end());
+  return out;
+}
+
+ConsoleJobContext::ConsoleJobContext(ConsoleOptions options, std::ostream& out, std::ostream& err,
+                                     const std::atomic<bool>* cancel)
+    : options_(std::move(options)), out_(out), err_(err), cancel_(cancel) {}
+
+void ConsoleJobContext::Emit(quantd::v1::JobEvent event) {
+  event.set_job(options_.job_name);
+  event.set_sequence(++sequence_);
+  *event.mutable_time() = TimeUtil::GetCurrentTime();
+  out_ << ToJson(event, false) << std::endl;
+}
+
+void ConsoleJobContext::CloseBar() {
+  if (bar_open_) err_ << "\n";
+  bar_open_ = false;
+}
+
+void ConsoleJobContext::Report(quantd::v1::JobEvent event) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (options_.json) {
+    Emit(std::move(event));
+    return;
+  }
+  switch (event.payload_case()) {
+    case quantd::v1::JobEvent::kLog: {
+      CloseBar();
+      const auto sev = event.log().severity();
+      const char* prefix = sev == quantd::v1::WARNING ? "warning: "
+                           : sev == quantd::v1::ERROR ? "error: "
+                                                      : "";
+      out_ << prefix << event.log().message() << std::endl;
+      break;
+    }
+    case quantd::v1::JobEvent::kBlockMetrics: {
+      CloseBar();
+      const auto& b = event.block_metrics();
+      out_ << quantctl::RenderBlockMetrics(b, b.block_count() > 0 ? b.block_count() : block_count_)
+           << std::endl;
+      break;
+    }
+    case quantd::v1::JobEvent::kState:
+      CloseBar();
+      out_ << "state: " << quantd::v1::JobState_Name(event.state()) << std::endl;
+      break;
+    default:
+      break;
+  }
+}
+
+void ConsoleJobContext::SetProgress(const quantd::v1::Progress& p) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (p.block_count() > 0) block_count_ = p.block_count();
+  // Like quantctl: a new line per stage / block, or a redraw on a terminal.
+  const bool changed = !any_progress_ || p.stage() != shown_.stage() || p.block() != shown_.block();
+  if (options_.json) {
+    if (changed) {
+      quantd::v1::JobEvent ev;
+      *ev.mutable_progress() = p;
+      Emit(std::move(ev));
+    }
+  } else if (options_.tty) {
+    err_ << "\r" << quantctl::RenderProgressBar(p) << "\033[K" << std::flush;
+    bar_open_ = true;
+  } else if (changed) {
+    err_ << quantctl::RenderProgressBar(p) << std::endl;
+  }
+  any_progress_ = true;
+  shown_ = p;
+}
+
+bool ConsoleJobContext::CancelRequested() const { return cancel_ != nullptr && cancel_->load(); }
+
+void ConsoleJobContext::ReportState(quantd::v1::JobState state) {
+  quantd::v1::JobEvent ev;
+  ev.set_state(state);
+  Report(std::move(ev));
+}
+
+void ConsoleJobContext::Finish() {
+  std::lock_guard<std::mutex> lock(mu_);
+  CloseBar();
+  err_ << std::flush;
+  out_ << std::flush;
+}
+
+}  // namespace quantd::cli

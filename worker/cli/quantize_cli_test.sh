@@ -1,0 +1,88 @@
+#!/bin/bash
+# quantd-quantize end to end on stories260K: the JSON run's golden float
+# perplexity (4.8374 on 20 windows), the artifact and its sha256, the text
+# renderer's summary, and the refusals with their exit codes.
+set -u
+BIN="${TEST_SRCDIR}/quantd/worker/cli/quantd-quantize"
+MODEL="${TEST_SRCDIR}/quantd/models/stories260K"
+TEXT="${TEST_SRCDIR}/quantd/tests/data/tinystories-sample.txt"
+TMP="${TEST_TMPDIR:-$(mktemp -d)}"
+PY=/usr/bin/python3
+fail() { echo "FAIL: $*" >&2; exit 1; }
+
+# 1. JSON run: exit 0, events then the final Job on the last line.
+"$BIN" --model "$MODEL" --scheme w_int4_per_channel_sym --calib "$TEXT" --calib-samples 8 \
+  --calib-seq-len 128 --eval "$TEXT" --eval-windows 20 --output "$TMP/out" \
+  --data-dir "$TMP/data" --threads 2 -o json >"$TMP/run.json" 2>"$TMP/run.err"
+rc=$?
+[ "$rc" -eq 0 ] || { cat "$TMP/run.err" "$TMP/run.json"; fail "json run exit $rc"; }
+"$PY" - "$TMP/run.json" "$TMP/out" <<'PYEOF' || fail "json run checks"
+import hashlib, json, os, sys
+lines = [l for l in open(sys.argv[1]).read().splitlines() if l.strip()]
+events = [json.loads(l) for l in lines[:-1]]
+job = json.loads(lines[-1])
+assert job["state"] == "SUCCEEDED", job.get("state")
+m = job["result"]["metrics"]
+fp = m["floatPerplexity"]
+assert abs(fp["perplexity"] - 4.8374) <= 1e-3, fp
+assert fp["protocol"]["windows"] == 20 and int(fp["protocol"]["tokens"]) == 5100, fp
+qp = m["quantizedPerplexity"]["perplexity"]
+assert qp != fp["perplexity"] and abs(qp / fp["perplexity"] - 1) < 0.5, qp
+# Events: numbered from 1, RUNNING first, SUCCEEDED last, progress through
+# the quantize stage, one block-metrics row per block of the 5.
+assert [e["sequence"] for e in events] == [str(i + 1) for i in range(len(events))]
+assert events[0]["state"] == "RUNNING" and events[-1]["state"] == "SUCCEEDED"
+stages = {e["progress"].get("stage") for e in events if "progress" in e}
+assert "QUANTIZE" in stages and "EVALUATE" in stages, stages
+blocks = [e["blockMetrics"]["block"] for e in events if "blockMetrics" in e]
+assert blocks == [1, 2, 3, 4, 5], blocks
+# The artifact: HF fake-quantized safetensors under --output, sha256 as reported.
+arts = job["result"]["artifacts"]
+assert len(arts) == 1 and arts[0]["format"] == "HF_FAKE_QUANTIZED", arts
+assert arts[0]["uri"] == "file://" + sys.argv[2], arts[0]["uri"]
+main = os.path.join(sys.argv[2], "model.safetensors")
+digest = hashlib.sha256(open(main, "rb").read()).hexdigest()
+assert digest == arts[0]["sha256"], (digest, arts[0]["sha256"])
+assert os.path.exists(os.path.join(sys.argv[2], "config.json"))
+print("json run ok: float ppl %.4f, quantized %.4f" % (fp["perplexity"], qp))
+PYEOF
+
+# 2. Text run (no eval, to stay fast): progress on stderr, quantctl's summary on stdout.
+"$BIN" --model "$MODEL" --scheme w_int8_per_channel_sym --no-eval --output "$TMP/out8" \
+  --data-dir "$TMP/data" --threads 2 >"$TMP/text.out" 2>"$TMP/text.err"
+rc=$?
+[ "$rc" -eq 0 ] || { cat "$TMP/text.err" "$TMP/text.out"; fail "text run exit $rc"; }
+grep -q '^state:      SUCCEEDED (attempt 1) on local$' "$TMP/text.out" || { cat "$TMP/text.out"; fail "text summary state"; }
+grep -q '^quantize:   w_int8_per_channel_sym$' "$TMP/text.out" || fail "text summary scheme"
+grep -q "^artifact:   HF_FAKE_QUANTIZED file://$TMP/out8 " "$TMP/text.out" || fail "text artifact line"
+grep -q '^block  5/5 ' "$TMP/text.out" || fail "block metric rows"
+grep -q 'QUANTIZE block 5/5' "$TMP/text.err" || { cat "$TMP/text.err"; fail "progress lines"; }
+
+# 3. A bad scheme is refused before running, naming the field: exit 3.
+"$BIN" --model "$MODEL" --scheme w_int5_nonsense --no-eval --output "$TMP/bad" \
+  --data-dir "$TMP/data" >"$TMP/bad.out" 2>"$TMP/bad.err"
+rc=$?
+[ "$rc" -eq 3 ] || { cat "$TMP/bad.err"; fail "bad scheme exit $rc, want 3"; }
+grep -q 'INVALID_ARGUMENT' "$TMP/bad.err" || { cat "$TMP/bad.err"; fail "bad scheme code"; }
+grep -q 'spec.quantization.scheme' "$TMP/bad.err" || { cat "$TMP/bad.err"; fail "bad scheme field"; }
+[ ! -e "$TMP/bad" ] || fail "bad scheme wrote an output"
+
+# 4. A missing model: non-zero, the path named.
+"$BIN" --model "$TMP/no-such-model" --scheme w_int8_per_channel_sym --no-eval \
+  --output "$TMP/nm" --data-dir "$TMP/data" >"$TMP/nm.out" 2>"$TMP/nm.err"
+rc=$?
+[ "$rc" -ne 0 ] || fail "missing model exit 0"
+cat "$TMP/nm.out" "$TMP/nm.err" | grep -q "$TMP/no-such-model" || { cat "$TMP/nm.out" "$TMP/nm.err"; fail "missing model path not named"; }
+
+# 5. Usage errors: exit 2.
+"$BIN" --scheme w_int8_per_channel_sym >/dev/null 2>"$TMP/u.err"
+[ $? -eq 2 ] || fail "no --model exit, want 2"
+grep -q -- '--model' "$TMP/u.err" || fail "usage names --model"
+
+# 6. A GPU device on a CPU-only LibTorch is refused with the reason: exit 3.
+"$BIN" --model "$MODEL" --scheme w_int8_per_channel_sym --no-eval --device cuda:0 \
+  --data-dir "$TMP/data" >/dev/null 2>"$TMP/dev.err"
+rc=$?
+[ "$rc" -eq 3 ] || { cat "$TMP/dev.err"; fail "cuda:0 exit $rc, want 3"; }
+grep -q 'CPU-only' "$TMP/dev.err" || { cat "$TMP/dev.err"; fail "cuda:0 message"; }
+echo PASS

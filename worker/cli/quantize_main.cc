@@ -1,0 +1,173 @@
+// quantd-quantize: runs one quantization job locally, without quantd or a
+// worker, on the same engine the worker uses (worker::PipelineExecutor) and
+// showing the same progress and summary as `quantctl submit --wait`:
+//
+//   quantd-quantize --model models/stories260K --scheme w_int4_per_channel_sym
+//       --calib data.txt --eval data.txt --output out/ [--device cpu] [-o json]
+//
+// The flags are quantctl submit's (see kQuantizeUsage); exit codes too:
+// 0 ok, 1 job FAILED or CANCELLED, 2 usage error, 3 job spec refused.
+#include <ATen/Context.h>
+#include <ATen/Parallel.h>
+#include <c10/core/Device.h>
+#include <google/protobuf/util/time_util.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <filesystem>
+#include <iostream>
+#include <random>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "client/quantctl/render.h"
+#include "worker/cli/console_context.h"
+#include "worker/cli/quantize_args.h"
+#include "worker/common/torch_compat.h"
+#include "worker/pipeline/job_spec_check.h"
+#include "worker/pipeline_executor.h"
+#include "worker/rpc_status.h"
+
+namespace quantd::cli {
+namespace {
+
+constexpr int kExitOk = 0;
+constexpr int kExitJobFailed = 1;
+constexpr int kExitUsage = 2;
+constexpr int kExitRefused = 3;
+
+std::atomic<bool> g_cancel{false};
+
+void OnSignal(int) {
+  // First Ctrl-C: stop at the next block boundary; a second one kills.
+  g_cancel.store(true);
+  signal(SIGINT, SIG_DFL);
+}
+
+// Prints a refused spec the way quantctl prints a refused CreateJob: the
+// code, the message, the reason and every field violation.
+int ReportRefused(const Status& s) {
+  std::cerr << "error: " << StatusCodeName(s.code()) << ": " << s.message() << "\n";
+  if (!s.reason().empty()) std::cerr << "  reason: " << s.reason() << "\n";
+  for (const auto& v : s.violations())
+    std::cerr << "  " << v.field << ": " << v.description << "\n";
+  return kExitRefused;
+}
+
+std::string RandomJobId() {
+  std::random_device rd;
+  std::mt19937_64 gen(rd());
+  return absl::StrCat("local-", absl::Hex(gen(), absl::kZeroPad16));
+}
+
+// The device must be usable before LibTorch runs any kernel. OK, or why not.
+Status CheckDevice(const std::string& device) {
+  c10::DeviceType type;
+  try {
+    type = c10::Device(device).type();
+  } catch (const c10::Error&) {
+    return Status(StatusCode::kInvalidArgument, "--device '" + device + "' is not a device",
+                  "INVALID_JOB_SPEC")
+        .AddViolation("spec.device", "'" + device + "' is not one of cpu, cuda, cuda:N");
+  }
+  if (type == c10::DeviceType::CPU) return Status();
+  if (!torch_compat::DeviceTypeAvailable(type))
+    return Status(StatusCode::kFailedPrecondition,
+                  "--device " + device + " needs a CUDA (or ROCm) LibTorch; this build (LibTorch " +
+                      torch_compat::TorchVersion() +
+                      ") is CPU-only. Build with `bazel build --config=cuda` or CMake against "
+                      "LIBTORCH_HOME (docs/build.md), or use --device cpu",
+                  "DEVICE_UNAVAILABLE");
+  return Status(StatusCode::kUnimplemented,
+                "--device " + device +
+                    ": GPU execution of the engine (device-aware block streaming) is not built "
+                    "yet; the engine runs on cpu",
+                "FEATURE_NOT_BUILT")
+      .AddViolation("spec.device", "only cpu is supported by this engine build");
+}
+
+int Main(int argc, char** argv) {
+  std::vector<std::string> args(argv + 1, argv + argc);
+  auto parsed = ParseQuantizeArgs(args);
+  if (!parsed.ok()) {
+    std::cerr << "quantd-quantize: " << parsed.status().message() << "\n\n" << kQuantizeUsage;
+    return kExitUsage;
+  }
+  if (parsed->Has("help")) {
+    std::cout << kQuantizeUsage;
+    return kExitOk;
+  }
+  auto run = BuildRunOptions(*parsed);
+  if (!run.ok()) {
+    std::cerr << "quantd-quantize: " << run.status().message() << "\n";
+    return kExitUsage;
+  }
+  auto built = BuildJob(*parsed, RandomJobId());
+  if (!built.ok()) {
+    std::cerr << "quantd-quantize: " << built.status().message() << "\n\n" << kQuantizeUsage;
+    return kExitUsage;
+  }
+  quantd::v1::Job job = *std::move(built);
+
+  if (Status s = CheckDevice(run->device); !s.ok()) return ReportRefused(s);
+  // Debian's LibTorch starts with one OpenMP thread whatever the core count.
+  int threads = run->threads;
+  if (threads <= 0) threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  at::set_num_threads(threads);
+
+  // What quantd does at CreateJob: a bad spec is refused before it runs.
+  if (Status s = pipeline::CheckJobSpec(job.spec()); !s.ok()) return ReportRefused(s);
+
+  std::error_code ec;
+  worker::PipelineExecutorOptions exec_opt;
+  exec_opt.data_dir = std::filesystem::absolute(run->data_dir, ec).lexically_normal().string();
+  exec_opt.keep_scratch = run->keep_scratch;
+  worker::PipelineExecutor executor(exec_opt);
+
+  ConsoleOptions console;
+  console.job_name = job.name();
+  console.json = run->json;
+  console.tty = !run->json && isatty(STDERR_FILENO);
+  ConsoleJobContext ctx(console, std::cout, std::cerr, &g_cancel);
+  signal(SIGINT, OnSignal);
+
+  using google::protobuf::util::TimeUtil;
+  *job.mutable_create_time() = TimeUtil::GetCurrentTime();
+  *job.mutable_start_time() = job.create_time();
+  job.set_attempt(1);
+  job.set_worker("local");
+  ctx.ReportState(quantd::v1::RUNNING);
+  worker::ExecutionOutcome outcome;
+  try {
+    outcome = executor.Execute(job, ctx);
+  } catch (const std::exception& e) {
+    // The engine returns Status; this only guards the process boundary.
+    outcome.status = Status(StatusCode::kInternal, std::string("engine error: ") + e.what());
+  }
+  signal(SIGINT, SIG_DFL);
+  const quantd::v1::JobState final_state = outcome.cancelled     ? quantd::v1::CANCELLED
+                                           : outcome.status.ok() ? quantd::v1::SUCCEEDED
+                                                                 : quantd::v1::FAILED;
+  ctx.ReportState(final_state);
+  ctx.Finish();
+
+  job.set_state(final_state);
+  *job.mutable_result() = outcome.result;
+  *job.mutable_progress() = ctx.last_progress();
+  if (!outcome.status.ok()) *job.mutable_error() = ToRpcStatus(outcome.status);
+  *job.mutable_end_time() = TimeUtil::GetCurrentTime();
+  *job.mutable_update_time() = job.end_time();
+  if (run->json) {
+    std::cout << ToJson(job, false) << std::endl;
+  } else {
+    std::cout << quantctl::RenderJob(job);
+  }
+  return final_state == quantd::v1::SUCCEEDED ? kExitOk : kExitJobFailed;
+}
+
+}  // namespace
+}  // namespace quantd::cli
+
+int main(int argc, char** argv) { return quantd::cli::Main(argc, argv); }
