@@ -5,7 +5,7 @@ set -euo pipefail
 
 PACKAGES=(
   # build
-  bazel-bootstrap bazel-rules-java g++ cmake pkg-config
+  bazel-bootstrap bazel-rules-java g++ cmake ninja-build pkg-config
   # C++ libraries (third_party/ wraps these)
   libtorch-dev libgrpc++-dev libgrpc-dev protobuf-compiler protobuf-compiler-grpc libprotobuf-dev
   libabsl-dev prometheus-cpp-dev libgtest-dev libgmock-dev libbenchmark-dev
