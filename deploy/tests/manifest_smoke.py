@@ -1,0 +1,262 @@
+"""Runs quantd and a worker as processes with what overlays/dev gives them.
+
+The dev overlay is rendered with `kubectl kustomize`; the frontend and worker
+containers' args and environment (ConfigMap values, Secret keys, $(VAR)
+expansion, the worker image's `--server=$QUANTD_SERVER` entrypoint) become
+command lines, with the pod paths mapped into a temporary directory and the
+PostgreSQL host pointed at a throwaway local cluster. Then:
+  * the frontend's readiness probe service answers SERVING (quantd-health-probe),
+    and /metrics on the annotated port reports the PostgreSQL store;
+  * the worker authenticates with the dev worker token against the dev token
+    file (quantd_workers reaches 1), and its startupProbe command succeeds;
+  * KEDA's queue query runs on the schema quantd migrated;
+  * on SIGTERM the frontend turns NOT_SERVING and exits 0 within
+    --shutdown-grace.
+"""
+
+import argparse
+import os
+import pwd
+import re
+import shlex
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+
+import yaml
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import deploy_check  # noqa: E402
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Postgres:
+    """A throwaway PostgreSQL cluster (as user postgres when run as root)."""
+
+    def __init__(self, work):
+        self.dir = os.path.join(work, "pg")
+        os.makedirs(self.dir)
+        self.bin = sorted(d for d in (os.path.join("/usr/lib/postgresql", v, "bin")
+                                      for v in os.listdir("/usr/lib/postgresql"))
+                          if os.path.exists(os.path.join(d, "initdb")))[-1]
+        self.port = free_port()
+        self.prefix = []
+        if os.getuid() == 0:
+            os.chown(self.dir, pwd.getpwnam("postgres").pw_uid, -1)
+            # /usr/sbin is not on the test PATH.
+            self.prefix = ["/usr/sbin/runuser", "-u", "postgres", "--"]
+
+    def run(self, *args):
+        subprocess.run(self.prefix + list(args), check=True, stdout=subprocess.DEVNULL)
+
+    def start(self, user, password, database):
+        pwfile = os.path.join(self.dir, "pw")
+        with open(pwfile, "w") as f:
+            f.write(password)
+        os.chmod(pwfile, 0o644)
+        self.run(self.bin + "/initdb", "-D", self.dir + "/data", "-U", user, "--auth=md5",
+                 "--pwfile=" + pwfile)
+        self.run(self.bin + "/pg_ctl", "-D", self.dir + "/data", "-w", "-l", self.dir + "/log",
+                 "-o", "-p %d -k %s -c listen_addresses=127.0.0.1" % (self.port, self.dir), "start")
+        env = dict(os.environ, PGPASSWORD=password)
+        subprocess.run([self.bin + "/createdb", "-h", "127.0.0.1", "-p", str(self.port), "-U", user,
+                        database], check=True, env=env)
+
+    def query(self, sql, user, password, database):
+        env = dict(os.environ, PGPASSWORD=password)
+        return subprocess.run([self.bin + "/psql", "-h", "127.0.0.1", "-p", str(self.port), "-U",
+                               user, "-d", database, "-At", "-c", sql], check=True, env=env,
+                              stdout=subprocess.PIPE, universal_newlines=True).stdout.strip()
+
+    def stop(self):
+        subprocess.run(self.prefix + [self.bin + "/pg_ctl", "-D", self.dir + "/data", "-m",
+                                      "immediate", "stop"], stdout=subprocess.DEVNULL,
+                       stderr=subprocess.DEVNULL)
+
+
+def secret_files(objects):
+    """{(secret, key): decoded value} of the rendered Secrets."""
+    import base64
+    values = {}
+    for s in deploy_check.by_kind(objects, "Secret"):
+        for key, value in s.get("data", {}).items():
+            values[(s["metadata"]["name"], key)] = base64.b64decode(value).decode()
+    return values
+
+
+def container_command(container, template, objects, secrets, entry_argv, remap, overrides):
+    """argv and environment a container gets, with paths mapped by `remap`."""
+    env = {}
+    for src in container.get("envFrom", []):
+        for cm in deploy_check.by_kind(objects, "ConfigMap"):
+            if cm["metadata"]["name"] == src["configMapRef"]["name"]:
+                env.update(cm["data"])
+    for e in container.get("env", []):
+        if "value" in e:
+            env[e["name"]] = e["value"]
+        elif "secretKeyRef" in e.get("valueFrom", {}):
+            ref = e["valueFrom"]["secretKeyRef"]
+            env[e["name"]] = secrets[(ref["name"], ref["key"])]
+        elif "fieldRef" in e.get("valueFrom", {}):
+            env[e["name"]] = "smoke-" + container["name"]
+    env.update(overrides)
+    args = [deploy_check.expand(a, env) for a in container.get("args", [])]
+    fixed = [re.sub(r"\$(\w+)", lambda m: env[m.group(1)], w).strip('"') for w in entry_argv[1:]]
+    argv = [remap(a) for a in fixed + args]
+    env = {k: remap(v) for k, v in env.items()}
+    return argv, env
+
+
+def wait_for(predicate, seconds, what):
+    deadline = time.time() + seconds
+    while time.time() < deadline:
+        if predicate():
+            return
+        time.sleep(0.2)
+    raise AssertionError("timed out waiting for " + what)
+
+
+def main(argv):
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--repo", required=True)
+    parser.add_argument("--binary", action="append", default=[])
+    opts = parser.parse_args(argv)
+    binaries = dict(b.split("=", 1) for b in opts.binary)
+    objects = deploy_check.render(opts.repo, "deploy/k8s/overlays/dev")
+    secrets = secret_files(objects)
+    images = {}
+    for file_name, image in deploy_check.DOCKERFILE_IMAGE.items():
+        text = deploy_check.read(opts.repo, "deploy/docker/" + file_name)
+        _, stages = deploy_check.dockerfile_stages(deploy_check.parse_dockerfile(text))
+        for keyword, rest in stages[-1].instructions:
+            if keyword == "ENTRYPOINT":
+                images[image] = deploy_check.entrypoint_argv(deploy_check.exec_form(rest))
+    pods = {o["metadata"]["name"]: (o, t) for o, t in deploy_check.pod_templates(objects)}
+
+    # /tmp, not TEST_TMPDIR: the postgres user must reach the cluster directory.
+    work = tempfile.mkdtemp(prefix="quantd-smoke-", dir="/tmp")
+    os.chmod(work, 0o755)  # PostgreSQL runs as its own user below it
+    root = os.path.join(work, "pod")
+    for d in ("var/lib/quantd/artifacts", "models", "etc/quantd/auth", "etc/quantd/worker"):
+        os.makedirs(os.path.join(root, d))
+
+    def remap(value):
+        return re.sub(r"(^|[=,]|file://)/(var/lib/quantd|models|etc/quantd)",
+                      lambda m: m.group(1) + root + "/" + m.group(2), value)
+
+    # Secret volumes: files named by their keys under the mount path.
+    for name, (obj, tmpl) in pods.items():
+        for c in tmpl["spec"]["containers"]:
+            for m in c.get("volumeMounts", []):
+                vol = next((v for v in tmpl["spec"].get("volumes", []) if v["name"] == m["name"]),
+                           {})
+                if "secret" in vol:
+                    for (sname, key), value in secrets.items():
+                        if sname == vol["secret"]["secretName"]:
+                            with open(remap(m["mountPath"]) + "/" + key, "w") as f:
+                                f.write(value)
+
+    pg = Postgres(work)
+    user = secrets[("quantd-postgres", "user")]
+    password = secrets[("quantd-postgres", "password")]
+    database = secrets[("quantd-postgres", "database")]
+    procs = []
+    failures = []
+    try:
+        pg.start(user, password, database)
+        grpc_port, metrics_port = free_port(), free_port()
+        fobj, ftmpl = pods["quantd"]
+        fc = ftmpl["spec"]["containers"][0]
+        fargv, fenv = container_command(fc, ftmpl, objects, secrets, images["quantd"], remap,
+                                        {})
+        fenv.update(PGHOST="127.0.0.1", PGPORT=str(pg.port))
+        # The pod's ports are taken on a shared host: move them, keeping
+        # which flag carries which port.
+        fargv = [a.replace(":50051", ":%d" % grpc_port).replace(":9090", ":%d" % metrics_port)
+                 .replace("0.0.0.0", "127.0.0.1") for a in fargv]
+        quantd_log = open(os.path.join(work, "quantd.log"), "w")
+        quantd = subprocess.Popen([binaries["quantd"]] + fargv, env=fenv, stderr=quantd_log,
+                                  stdout=quantd_log)
+        procs.append(quantd)
+        probe = binaries["quantd-health-probe"]
+        ready_service = fc["readinessProbe"]["grpc"].get("service", "")
+
+        def serving(service):
+            return subprocess.run([probe, "--addr=127.0.0.1:%d" % grpc_port, "--service=" + service],
+                                  stdout=subprocess.DEVNULL).returncode == 0
+
+        wait_for(lambda: serving(ready_service) or quantd.poll() is not None, 60, "quantd")
+        if quantd.poll() is not None:
+            raise AssertionError("quantd exited: " + open(quantd_log.name).read())
+
+        def metrics():
+            return urllib.request.urlopen("http://127.0.0.1:%d%s" % (
+                metrics_port, ftmpl["metadata"]["annotations"]["prometheus.io/path"]),
+                timeout=5).read().decode()
+
+        if 'quantd_build_info{store="postgresql"' not in metrics():
+            failures.append("/metrics does not report the PostgreSQL store")
+
+        wobj, wtmpl = pods["quantd-worker"]
+        wc = wtmpl["spec"]["containers"][0]
+        wargv, wenv = container_command(wc, wtmpl, objects, secrets, images["quantd-worker-cpu"],
+                                        remap, {"QUANTD_SERVER": "127.0.0.1:%d" % grpc_port})
+        worker_log = open(os.path.join(work, "worker.log"), "w")
+        worker = subprocess.Popen([binaries["quantd-worker"]] + wargv + ["--lease-wait-seconds=1"],
+                                  env=wenv, stdout=worker_log, stderr=worker_log)
+        procs.append(worker)
+        wait_for(lambda: re.search(r"^quantd_workers 1$", metrics(), re.M) is not None or
+                 worker.poll() is not None, 60, "the worker to call the frontend")
+        if worker.poll() is not None:
+            failures.append("the worker exited: " + open(worker_log.name).read())
+        # The image installs the probe in /usr/local/bin.
+        startup = [w.replace("/usr/local/bin/quantd-health-probe", probe)
+                   for w in wc["startupProbe"]["exec"]["command"]]
+        if subprocess.run(startup, env=dict(os.environ, **wenv)).returncode != 0:
+            failures.append("the worker's startupProbe command fails")
+
+        keda = [d for d in yaml.safe_load_all(open(os.path.join(
+            opts.repo, "deploy/k8s/addons/keda/scaledobject.yaml"))) if d["kind"] == "ScaledObject"][0]
+        count = pg.query(keda["spec"]["triggers"][0]["metadata"]["query"], user, password, database)
+        if count != "0":
+            failures.append("KEDA's query counts %r jobs on an empty store" % count)
+
+        worker.send_signal(signal.SIGTERM)
+        if worker.wait(timeout=30) != 0:
+            failures.append("the worker did not exit 0 on SIGTERM")
+        quantd.send_signal(signal.SIGTERM)
+        grace = deploy_check.flag_value(fargv, "shutdown_grace")
+        seconds = float(re.match(r"(\d+)s$", grace).group(1))
+        code = quantd.wait(timeout=seconds + 10)
+        if code != 0:
+            failures.append("quantd exited %d on SIGTERM" % code)
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+        pg.stop()
+    for f in failures:
+        print("FAIL " + f)
+    if failures:
+        for log in ("quantd.log", "worker.log"):
+            path = os.path.join(work, log)
+            if os.path.exists(path):
+                print("--- " + log + "\n" + open(path).read()[-3000:])
+    else:
+        shutil.rmtree(work, ignore_errors=True)
+        print("ok: frontend and worker ran with overlays/dev's args, env and secrets")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
