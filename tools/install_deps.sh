@@ -23,6 +23,8 @@ PACKAGES=(
   nodejs  # npm: see below
   # services used by end-to-end tests
   postgresql sqlite3 clang
+  # deploy/ checks (//deploy:deploy_test): YAML lint; ldd/readelf come with binutils
+  yamllint binutils
 )
 
 missing=()
@@ -35,6 +37,10 @@ done
 # Debian's nodejs comes without npm (package npm), while NodeSource's nodejs
 # bundles it and conflicts with Debian's npm: ask for npm only when missing.
 if ! command -v npm >/dev/null 2>&1; then missing+=(npm); fi
+# kubectl (its built-in kustomize renders deploy/k8s): Debian's
+# kubernetes-client, unless another kubectl (e.g. the Google Cloud SDK's,
+# which owns /usr/bin/kubectl) is already there.
+if ! command -v kubectl >/dev/null 2>&1; then missing+=(kubernetes-client); fi
 
 if [ ${#missing[@]} -eq 0 ]; then
   exit 0
