@@ -1,5 +1,7 @@
 #include "worker/pipeline_executor.h"
 
+#include "worker/algo/registry.h"
+
 #include <filesystem>
 
 #include "worker/job_translation.h"
@@ -62,6 +64,13 @@ StatusOr<pipeline::JobOptions> PipelineExecutor::BuildOptions(const quantd::v1::
   o.planner = std::move(q.planner);
   o.quantization_config_json = std::move(q.quark_json);
   o.quantization_description = std::move(q.description);
+  if (!q.config.algorithms.empty()) {
+    QD_ASSIGN_OR_RETURN(algo::AlgorithmSet algorithms,
+                        algo::MakeAlgorithms(algo::ToAlgorithmRequests(q.config.algorithms),
+                                             o.planner));
+    for (auto& a : algorithms.block_algorithms) o.block_algorithms.push_back(std::move(a));
+    o.model_transform = std::move(algorithms.model_transform);
+  }
   if (q.kv_cache) o.kv_cache = q.kv_cache;  // kv_cache_quant_config of a config or JSON
   o.min_kv_scale = q.min_kv_scale;
 

@@ -133,6 +133,71 @@ TEST(ServiceE2eTest, QuantizesStories260KThroughQuantctlAndExportsTheFakeQuantiz
   EXPECT_NE(list.stdout_text.find(job.name()), std::string::npos) << list.stdout_text;
 }
 
+TEST(ServiceE2eTest, ExportsEveryFormatThroughQuantctl) {
+  const std::string data = TempDir("e2e_formats");
+  auto quantd = Quantd::Start({.data_dir = data, .local_workers = 1});
+  ASSERT_NE(quantd, nullptr);
+  const std::string out = data + "/stories-int8";
+  CommandResult r = Quantctl(
+      quantd->address(),
+      {"-o", "json", "submit", "--model", Model(), "--scheme", "w_int8_per_channel_sym", "--eval",
+       EvalText(), "--eval-windows", "4", "--format", "hf", "--format", "hf-quark", "--format",
+       "gguf", "--format", "onnx", "--output", out, "--wait"});
+  ASSERT_EQ(r.exit_code, 0) << r.stderr_text << r.stdout_text << quantd->Log();
+  Job job = ParseJob(LastLine(r.stdout_text));
+  ASSERT_EQ(job.state(), quantd::v1::SUCCEEDED) << job.error().message();
+  ASSERT_EQ(job.result().artifacts_size(), 4);
+  const std::vector<std::pair<quantd::v1::ExportFormat, std::string>> expected = {
+      {quantd::v1::HF_FAKE_QUANTIZED, "hf_fake_quantized"},
+      {quantd::v1::HF_QUARK, "hf_quark"},
+      {quantd::v1::GGUF, "gguf"},
+      {quantd::v1::ONNX_QDQ, "onnx_qdq"}};
+  for (int i = 0; i < 4; ++i) {
+    const auto& a = job.result().artifacts(i);
+    EXPECT_EQ(a.format(), expected[i].first);
+    EXPECT_EQ(a.uri(), "file://" + out + "/" + expected[i].second);
+    EXPECT_TRUE(a.accepted());
+  }
+
+  // The real-quantized weights (int8 codes x per-channel scale) are exactly
+  // the fake-quantized export's values.
+  auto fake = io::SafetensorsSource::Open(out + "/hf_fake_quantized");
+  auto quark = io::SafetensorsSource::Open(out + "/hf_quark");
+  ASSERT_TRUE(fake.ok()) << fake.status();
+  ASSERT_TRUE(quark.ok()) << quark.status();
+  int compared = 0;
+  for (const std::string& name : (*fake)->Names()) {
+    if (name.find("_proj.weight") == std::string::npos) continue;
+    const std::string module = name.substr(0, name.size() - 7);
+    ASSERT_NE((*quark)->Find(name), nullptr) << name;
+    EXPECT_EQ((*quark)->Find(name)->dtype, "I8") << name;
+    at::Tensor codes = *(*quark)->Load(name, at::kFloat);
+    at::Tensor scale = *(*quark)->Load(module + ".weight_scale", at::kFloat);
+    at::Tensor values = *(*fake)->Load(name, at::kFloat);
+    EXPECT_TRUE(at::equal(codes * scale.reshape({-1, 1}), values)) << name;
+    ++compared;
+  }
+  EXPECT_EQ(compared, 35);
+
+  // GGUF and ONNX: their magic / protobuf start, and the artifact's sha256 is the file's.
+  for (const auto& [file, magic] : std::vector<std::pair<std::string, std::string>>{
+           {out + "/gguf/model.gguf", "GGUF"}, {out + "/onnx_qdq/model.onnx", "\x08"}}) {
+    std::ifstream in(file, std::ios::binary);
+    ASSERT_TRUE(in.good()) << file;
+    std::string head(4, '\0');
+    in.read(head.data(), 4);
+    EXPECT_EQ(head.substr(0, magic.size()), magic) << file;
+  }
+  EXPECT_EQ(job.result().artifacts(2).sha256(), *Sha256File(out + "/gguf/model.gguf"));
+
+  // A format that cannot express the scheme is refused at submit, naming it.
+  r = Quantctl(quantd->address(), {"submit", "--model", Model(), "--scheme", "w_mxfp4", "--format",
+                                   "gguf", "--no-eval", "--output", data + "/mx"});
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.stderr_text.find("spec.export.formats[0]"), std::string::npos) << r.stderr_text;
+  EXPECT_NE(r.stderr_text.find("mxfp4"), std::string::npos) << r.stderr_text;
+}
+
 TEST(ServiceE2eTest, JobsSurviveAFrontendRestart) {
   const std::string data = TempDir("e2e_restart");
   std::vector<std::string> names;

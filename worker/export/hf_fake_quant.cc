@@ -61,7 +61,8 @@ StatusOr<Artifact> ExportHfFakeQuantized(const io::TensorSource& original,
     if (quantization_config.is_discarded() || !quantization_config.is_object())
       return InternalError("quantization_config is not a JSON object");
   }
-  QD_RETURN_IF_ERROR(WriteHfConfig(opt.model_dir, dir.string(), quantization_config));
+  QD_RETURN_IF_ERROR(WriteHfConfig(opt.model_dir, dir.string(), quantization_config,
+                                   opt.tie_word_embeddings));
   QD_RETURN_IF_ERROR(CopyHfSideFiles(opt.model_dir, dir.string()));
   QD_RETURN_IF_ERROR(staged.Commit());
   const std::string main_file =

@@ -10,6 +10,7 @@
 #include <ATen/ATen.h>
 
 #include <functional>
+#include <optional>
 #include <string>
 
 #include "worker/common/status.h"
@@ -24,6 +25,8 @@ struct HfFakeQuantExportOptions {
   bool overwrite = false;
   // JSON object stored as config.json's "quantization_config"; empty = none.
   std::string quantization_config_json;
+  // config.json's "tie_word_embeddings" when set (else the source's).
+  std::optional<bool> tie_word_embeddings;
 };
 
 // Returns the value to export for a tensor (its quantized value, or the

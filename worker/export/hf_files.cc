@@ -40,13 +40,16 @@ Status WriteTextFile(const std::string& path, const std::string& text) {
 }
 
 Status WriteHfConfig(const std::string& model_dir, const std::string& dir,
-                     const json& quantization_config) {
+                     const json& quantization_config, std::optional<bool> tie_word_embeddings) {
   QD_ASSIGN_OR_RETURN(std::string text,
                       ReadTextFile((fs::path(model_dir) / "config.json").string()));
   json cfg = json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (cfg.is_discarded() || !cfg.is_object())
     return DataLossError(model_dir + "/config.json is not a JSON object");
   if (!quantization_config.is_null()) cfg["quantization_config"] = quantization_config;
+  if (tie_word_embeddings &&
+      (!cfg.contains("tie_word_embeddings") || cfg["tie_word_embeddings"] != *tie_word_embeddings))
+    cfg["tie_word_embeddings"] = *tie_word_embeddings;
   return WriteTextFile((fs::path(dir) / "config.json").string(), cfg.dump(2) + "\n");
 }
 

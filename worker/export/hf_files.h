@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -21,9 +22,12 @@ StatusOr<std::string> ReadTextFile(const std::string& path);
 Status WriteTextFile(const std::string& path, const std::string& text);
 
 // Writes `dir`/config.json: `model_dir`/config.json with
-// "quantization_config" set to `quantization_config` (left out when null).
+// "quantization_config" set to `quantization_config` (left out when null)
+// and, when set, "tie_word_embeddings" set to `tie_word_embeddings` (a
+// rotated model's head is no longer its embedding: see QuantizedModel).
 Status WriteHfConfig(const std::string& model_dir, const std::string& dir,
-                     const nlohmann::json& quantization_config);
+                     const nlohmann::json& quantization_config,
+                     std::optional<bool> tie_word_embeddings = std::nullopt);
 
 // Copies the tokenizer and other small files of `model_dir` into `dir`
 // (everything but config.json, weights, indexes and Bazel BUILD files).

@@ -169,7 +169,8 @@ StatusOr<Artifact> ExportHfQuark(const QuantizedModel& model, const HfQuarkExpor
     if (progress) progress(++done, static_cast<int>(names.size()));
   }
   QD_ASSIGN_OR_RETURN(std::string main_file, writer.Finish());
-  QD_RETURN_IF_ERROR(WriteHfConfig(model.model_dir(), dir, quantization_config));
+  QD_RETURN_IF_ERROR(WriteHfConfig(model.model_dir(), dir, quantization_config,
+                                   model.config().tie_word_embeddings));
   QD_RETURN_IF_ERROR(CopyHfSideFiles(model.model_dir(), dir));
   QD_RETURN_IF_ERROR(staged.Commit());
   return DescribeArtifact(ExportFormat::kHfQuark, staged.final_path(), main_file);
@@ -181,6 +182,7 @@ StatusOr<Artifact> ExportHfFakeQuantized(const QuantizedModel& model,
   HfFakeQuantExportOptions o = options;
   if (o.model_dir.empty()) o.model_dir = model.model_dir();
   if (o.quantization_config_json.empty()) o.quantization_config_json = model.quant_config_json();
+  if (!o.tie_word_embeddings) o.tie_word_embeddings = model.config().tie_word_embeddings;
   return ExportHfFakeQuantized(
       model.original(), [&model](const std::string& name) { return model.Load(name); }, o,
       progress);

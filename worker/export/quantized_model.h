@@ -51,7 +51,10 @@ class QuantizedModel {
   // The Hugging Face directory the job started from (config.json, tokenizer).
   virtual const std::string& model_dir() const = 0;
   virtual const models::ModelConfig& config() const = 0;
-  // The original checkpoint (names, dtypes, shard layout).
+  // The original checkpoint (names, dtypes, shard layout): every tensor the
+  // export writes. A job may add one: a rotated model whose head was tied to
+  // its embedding gets its own lm_head.weight, and config() then says
+  // tie_word_embeddings false.
   virtual const io::TensorSource& original() const = 0;
   // A tensor's value after quantization (fake-quantized for quantized
   // weights), float32, same name and shape as in original().

@@ -6,7 +6,9 @@
 #include <string>
 #include <vector>
 
+#include "worker/algo/algorithm_request.h"
 #include "worker/config/config_proto.h"
+#include "worker/export/export_support.h"
 #include "worker/models/layer_shapes.h"
 
 namespace quantd::pipeline {
@@ -129,9 +131,25 @@ void CheckQuantization(SpecChecker& c, const JobSpec& spec, std::vector<std::str
 
   // What the pipeline does not run yet.
   if (!config.algorithms.empty()) {
-    c.NotBuilt(AlgorithmsField(q),
-               "quantization algorithms (gptq, awq, smooth_quant, auto_smooth_quant, rotation) are "
-               "not available in the worker yet; use round-to-nearest");
+    const Status algos =
+        algo::CheckAlgorithmRequests(algo::ToAlgorithmRequests(config.algorithms), AlgorithmsField(q));
+    if (algos.code() == StatusCode::kUnimplemented) {
+      c.NotBuilt(AlgorithmsField(q), algos.message());
+    } else if (!algos.ok()) {
+      for (const auto& v : algos.violations()) c.Bad(v.field, v.description);
+      if (algos.violations().empty()) c.Bad(AlgorithmsField(q), algos.message());
+    }
+    if (spec.calibration().dataset_uri().empty())
+      c.Bad("spec.calibration.dataset_uri",
+            "quantization algorithms calibrate on data: set a calibration dataset");
+    for (size_t i = 0; i < config.algorithms.size(); ++i) {
+      if (config.algorithms[i].kind == config::AlgorithmConfig::Kind::kRotation &&
+          config.algorithms[i].online_hadamard)
+        c.NotBuilt(AlgorithmsField(q) + "[" + std::to_string(i) + "]",
+                   "the online Hadamard rotation (R4) transforms down_proj's input at run time, "
+                   "which no export format carries (the exported model would compute something "
+                   "else); use rotation without online_hadamard");
+    }
   }
   for (size_t i = 0; i < config.layer_type_quant_config.size(); ++i) {
     const std::string& type = config.layer_type_quant_config[i].layer_type;
@@ -198,21 +216,50 @@ void CheckEvaluation(SpecChecker& c, const JobSpec& spec) {
     c.Bad("spec.evaluation.dataset_uri", "the accuracy gate needs an evaluation dataset");
 }
 
+// Every spec a config entry asks for, for CheckExportSupport; the names are
+// the config's (the worker checks again per layer before it writes).
+std::vector<exporter::ExportLayerSpecs> ConfigExportSpecs(const config::QuantConfig& config) {
+  std::vector<exporter::ExportLayerSpecs> out;
+  auto add = [&out](const std::string& name, const config::LayerQuantConfig& l) {
+    if (!l.empty()) out.push_back({name, l.weight, l.bias, l.input_tensors, l.output_tensors});
+  };
+  add("global_quant_config", config.global_quant_config);
+  for (const auto& t : config.layer_type_quant_config)
+    add("layer_type_quant_config." + t.layer_type, t.config);
+  for (const auto& n : config.layer_quant_config) add("layer_quant_config." + n.pattern, n.config);
+  for (const auto& n : config.kv_cache_quant_config)
+    add("kv_cache_quant_config." + n.pattern, n.config);
+  return out;
+}
+
+std::optional<exporter::ExportFormat> EngineFormat(int format) {
+  switch (format) {
+    case quantd::v1::HF_FAKE_QUANTIZED:
+      return exporter::ExportFormat::kHfFakeQuantized;
+    case quantd::v1::HF_QUARK:
+      return exporter::ExportFormat::kHfQuark;
+    case quantd::v1::GGUF:
+      return exporter::ExportFormat::kGguf;
+    case quantd::v1::ONNX_QDQ:
+      return exporter::ExportFormat::kOnnxQdq;
+    default:
+      return std::nullopt;
+  }
+}
+
 void CheckExport(SpecChecker& c, const JobSpec& spec) {
   const auto& ex = spec.export_();
+  auto resolved = config::ResolveQuantizationSettings(spec.quantization());
   for (int i = 0; i < ex.formats_size(); ++i) {
     const std::string field = "spec.export.formats[" + std::to_string(i) + "]";
-    switch (ex.formats(i)) {
-      case quantd::v1::HF_FAKE_QUANTIZED:
-        break;
-      case quantd::v1::HF_QUARK:
-      case quantd::v1::GGUF:
-      case quantd::v1::ONNX_QDQ:
-        c.NotBuilt(field, ExportFormat_Name(ex.formats(i)) + " export is not supported yet");
-        break;
-      default:
-        c.Bad(field, "unknown export format " + std::to_string(ex.formats(i)));
+    const std::optional<exporter::ExportFormat> format = EngineFormat(ex.formats(i));
+    if (!format) {
+      c.Bad(field, "unknown export format " + std::to_string(ex.formats(i)));
+      continue;
     }
+    if (!resolved.ok()) continue;  // CheckQuantization reported it
+    const Status s = exporter::CheckExportSupport(*format, ConfigExportSpecs(*resolved));
+    if (!s.ok()) c.Bad(field, s.message());
   }
   if (!ex.output_uri().empty()) CheckUri(c, "spec.export.output_uri", ex.output_uri(), false);
 }

@@ -14,6 +14,12 @@ quantd::v1::JobSpec Parse(const std::string& text) {
   return spec;
 }
 
+std::vector<std::string> Fields(const Status& s) {
+  std::vector<std::string> out;
+  for (const auto& v : s.violations()) out.push_back(v.field);
+  return out;
+}
+
 TEST(JobSpecCheckTest, AcceptsFoundationJob) {
   auto spec = Parse(R"pb(
     model_uri: "file:///models/stories260K"
@@ -61,16 +67,38 @@ TEST(JobSpecCheckTest, MissingQuantizationIsInvalid) {
   EXPECT_EQ(s.violations()[0].field, "spec.quantization");
 }
 
-TEST(JobSpecCheckTest, UnbuiltFeaturesAreUnimplementedNotIgnored) {
+TEST(JobSpecCheckTest, ExportFormatsAreCheckedAgainstTheConfig) {
   auto spec = Parse(R"pb(
     model_uri: "file:///m"
     quantization { scheme: "w_int8_per_channel_sym" }
-    export { formats: HF_FAKE_QUANTIZED formats: GGUF }
+    export { formats: HF_FAKE_QUANTIZED formats: HF_QUARK formats: GGUF formats: ONNX_QDQ }
+  )pb");
+  EXPECT_TRUE(CheckJobSpec(spec).ok()) << CheckJobSpec(spec);
+
+  // GGUF and ONNX have no MX block format; hf_quark and the fake-quantized
+  // export do.
+  spec.mutable_quantization()->set_scheme("w_mxfp4");
+  Status s = CheckJobSpec(spec);
+  ASSERT_EQ(s.code(), StatusCode::kInvalidArgument) << s;
+  EXPECT_EQ(Fields(s), (std::vector<std::string>{"spec.export.formats[2]", "spec.export.formats[3]"}));
+  EXPECT_NE(s.violations()[0].description.find("global_quant_config"), std::string::npos) << s;
+  EXPECT_NE(s.violations()[0].description.find("gguf"), std::string::npos) << s;
+}
+
+TEST(JobSpecCheckTest, OnlineHadamardRotationIsUnimplementedBecauseNoFormatCarriesIt) {
+  auto spec = Parse(R"pb(
+    model_uri: "file:///m"
+    calibration { dataset_uri: "file:///data/calib.txt" }
+    quantization {
+      scheme: "w_int4_per_channel_sym"
+      algorithms { rotation { online_hadamard: true } }
+    }
   )pb");
   Status s = CheckJobSpec(spec);
-  EXPECT_EQ(s.code(), StatusCode::kUnimplemented);
-  EXPECT_EQ(s.reason(), "FEATURE_NOT_BUILT");
-  EXPECT_NE(s.message().find("spec.export.formats[1]"), std::string::npos) << s.message();
+  EXPECT_EQ(s.code(), StatusCode::kUnimplemented) << s;
+  EXPECT_NE(s.message().find("spec.quantization.algorithms[0]"), std::string::npos) << s;
+  spec.mutable_quantization()->mutable_algorithms(0)->mutable_rotation()->set_online_hadamard(false);
+  EXPECT_TRUE(CheckJobSpec(spec).ok()) << CheckJobSpec(spec);
 }
 
 TEST(JobSpecCheckTest, DeviceForms) {
@@ -86,12 +114,6 @@ TEST(JobSpecCheckTest, DeviceForms) {
     spec.set_device(bad);
     EXPECT_EQ(CheckJobSpec(spec).code(), StatusCode::kInvalidArgument) << bad;
   }
-}
-
-std::vector<std::string> Fields(const Status& s) {
-  std::vector<std::string> out;
-  for (const auto& v : s.violations()) out.push_back(v.field);
-  return out;
 }
 
 // The reference toolkit's JSON for FP8 weights, FP8 activations and an FP8
@@ -186,39 +208,54 @@ TEST(JobSpecCheckTest, FiveConfigMistakesGiveFiveViolations) {
                 "spec.quantization.config.layer_quant_config[1].config.weight.group_size"}));
 }
 
-TEST(JobSpecCheckTest, WhatThePipelineCannotRunIsUnimplementedNamingTheField) {
+TEST(JobSpecCheckTest, AlgorithmsAreCheckedAndNeedCalibrationData) {
   auto spec = Parse(R"pb(model_uri: "file:///m"
                          quantization {
                            scheme: "w_int4_per_group_sym"
                            algorithms { gptq {} }
                          })pb");
   Status s = CheckJobSpec(spec);
-  EXPECT_EQ(s.code(), StatusCode::kUnimplemented);
-  EXPECT_NE(s.message().find("spec.quantization.algorithms"), std::string::npos) << s;
+  ASSERT_EQ(s.code(), StatusCode::kInvalidArgument) << s;
+  EXPECT_EQ(Fields(s), std::vector<std::string>{"spec.calibration.dataset_uri"});
 
-  spec = Parse(R"pb(model_uri: "file:///m"
-                    quantization {
-                      config {
-                        global_quant_config { weight { dtype: INT8 } }
-                        layer_type_quant_config {
-                          layer_type: "Embedding"
-                          config { weight { dtype: INT8 } }
-                        }
-                      }
-                    })pb");
+  spec.mutable_calibration()->set_dataset_uri("file:///data/calib.txt");
+  EXPECT_TRUE(CheckJobSpec(spec).ok()) << CheckJobSpec(spec);
+
+  // A bad option names the algorithm's field.
+  spec.mutable_quantization()->mutable_algorithms(0)->mutable_gptq()->set_damp_percent(2.0);
   s = CheckJobSpec(spec);
+  ASSERT_EQ(s.code(), StatusCode::kInvalidArgument) << s;
+  EXPECT_EQ(Fields(s),
+            std::vector<std::string>{"spec.quantization.algorithms[0].gptq.damp_percent"});
+
+  // The reference JSON's algo_config goes through the same check.
+  spec = Parse(R"pb(model_uri: "file:///m"
+                    calibration { dataset_uri: "file:///data/calib.txt" })pb");
+  spec.mutable_quantization()->set_quark_json(
+      R"({"global_quant_config": {"weight": {"dtype": "int8"}},
+          "algo_config": [{"name": "awq"}, {"name": "no_such_algorithm"}]})");
+  s = CheckJobSpec(spec);
+  ASSERT_EQ(s.code(), StatusCode::kInvalidArgument) << s;
+  EXPECT_EQ(Fields(s),
+            std::vector<std::string>{"spec.quantization.quark_json.algo_config[1].name"});
+}
+
+TEST(JobSpecCheckTest, WhatThePipelineCannotRunIsUnimplementedNamingTheField) {
+  auto spec = Parse(R"pb(model_uri: "file:///m"
+                         quantization {
+                           config {
+                             global_quant_config { weight { dtype: INT8 } }
+                             layer_type_quant_config {
+                               layer_type: "Embedding"
+                               config { weight { dtype: INT8 } }
+                             }
+                           }
+                         })pb");
+  Status s = CheckJobSpec(spec);
   EXPECT_EQ(s.code(), StatusCode::kUnimplemented);
   EXPECT_NE(s.message().find("spec.quantization.config.layer_type_quant_config[0]"),
             std::string::npos)
       << s;
-
-  spec = Parse(R"pb(model_uri: "file:///m")pb");
-  spec.mutable_quantization()->set_quark_json(
-      R"({"global_quant_config": {"weight": {"dtype": "int8"}},
-          "algo_config": [{"name": "awq"}]})");
-  s = CheckJobSpec(spec);
-  EXPECT_EQ(s.code(), StatusCode::kUnimplemented);
-  EXPECT_NE(s.message().find("spec.quantization.quark_json.algo_config"), std::string::npos) << s;
 }
 
 TEST(JobSpecCheckTest, ChecksTheConfigAgainstTheModelsLayersWhenReadable) {

@@ -1,5 +1,6 @@
 #include "worker/pipeline/pipeline_quantized_model.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "worker/models/layer_shapes.h"
@@ -24,6 +25,34 @@ std::optional<exporter::ActivationQuantizer> Activation(
   return q;
 }
 
+// The checkpoint plus one tensor the job added (an untied lm_head.weight),
+// listed with the storage dtype and file of the tensor it was derived from.
+class AddedTensorSource final : public io::TensorSource {
+ public:
+  AddedTensorSource(const io::TensorSource& base, std::shared_ptr<const io::TensorSource> values,
+                    io::TensorInfo added)
+      : base_(base), values_(std::move(values)), added_(std::move(added)) {}
+
+  std::vector<std::string> Names() const override {
+    std::vector<std::string> names = base_.Names();
+    names.insert(std::lower_bound(names.begin(), names.end(), added_.name), added_.name);
+    return names;
+  }
+  const io::TensorInfo* Find(const std::string& name) const override {
+    return name == added_.name ? &added_ : base_.Find(name);
+  }
+  StatusOr<at::Tensor> Load(const std::string& name, at::ScalarType dtype) const override {
+    return name == added_.name ? values_->Load(name, dtype) : base_.Load(name, dtype);
+  }
+  std::map<std::string, std::string> Metadata() const override { return base_.Metadata(); }
+  std::string Description() const override { return base_.Description(); }
+
+ private:
+  const io::TensorSource& base_;
+  std::shared_ptr<const io::TensorSource> values_;
+  io::TensorInfo added_;
+};
+
 }  // namespace
 
 PipelineQuantizedModel::PipelineQuantizedModel(
@@ -33,8 +62,24 @@ PipelineQuantizedModel::PipelineQuantizedModel(
     const std::map<std::string, quant::QParams>& static_outputs)
     : model_dir_(std::move(model_dir)),
       model_(model),
+      config_(model.config()),
       values_(std::move(values)),
       quant_config_json_(std::move(quant_config_json)) {
+  // Borrowed: the model outlives this view.
+  original_ = std::shared_ptr<const io::TensorSource>(&model_.weights(),
+                                                      [](const io::TensorSource*) {});
+  const std::string head = model_.layout().lm_head.name + ".weight";
+  const std::string embedding = model_.layout().token_embedding.name + ".weight";
+  const io::TensorInfo* tied = model_.weights().Find(embedding);
+  if (config_.tie_word_embeddings && model_.weights().Find(head) == nullptr && tied != nullptr &&
+      values_->Find(head) != nullptr) {
+    io::TensorInfo info = *values_->Find(head);
+    info.dtype = tied->dtype;
+    info.file = tied->file;
+    info.nbytes = tied->nbytes;  // same shape and dtype
+    original_ = std::make_shared<AddedTensorSource>(model_.weights(), values_, std::move(info));
+    config_.tie_word_embeddings = false;
+  }
   for (const auto& layer : models::ListLinearLayers(model_.config())) {
     auto it = plans.find(layer.name);
     if (it == plans.end() || !it->second.quantized()) continue;

@@ -34,6 +34,9 @@ class PipelineQuantizedModel final : public exporter::QuantizedModel {
   // any order; layers() lists the quantized ones in model order. `values` is
   // the scratch store overlaid on the checkpoint. `static_inputs` and
   // `static_outputs` hold calibrated activation parameters by module name.
+  // When the model ties its head to the embedding but `values` holds an
+  // lm_head.weight (the rotation fuses the final norm into a copy of the
+  // head), the model is exported untied.
   PipelineQuantizedModel(std::string model_dir, const models::CausalLM& model,
                          std::shared_ptr<const io::TensorSource> values,
                          const std::map<std::string, LayerPlan>& plans,
@@ -42,8 +45,10 @@ class PipelineQuantizedModel final : public exporter::QuantizedModel {
                          const std::map<std::string, quant::QParams>& static_outputs = {});
 
   const std::string& model_dir() const override { return model_dir_; }
-  const models::ModelConfig& config() const override { return model_.config(); }
-  const io::TensorSource& original() const override { return model_.weights(); }
+  // The model's config, untied when the job gave a tied head its own weight.
+  const models::ModelConfig& config() const override { return config_; }
+  // The checkpoint, plus lm_head.weight when the job untied the head.
+  const io::TensorSource& original() const override { return *original_; }
   StatusOr<at::Tensor> Load(const std::string& tensor_name) const override;
   const std::vector<exporter::QuantizedLayer>& layers() const override { return layers_; }
   const exporter::QuantizedLayer* FindLayer(const std::string& module_name) const override;
@@ -53,6 +58,8 @@ class PipelineQuantizedModel final : public exporter::QuantizedModel {
  private:
   std::string model_dir_;
   const models::CausalLM& model_;
+  models::ModelConfig config_;
+  std::shared_ptr<const io::TensorSource> original_;
   std::shared_ptr<const io::TensorSource> values_;
   std::string quant_config_json_;
   std::vector<exporter::QuantizedLayer> layers_;

@@ -15,7 +15,7 @@
 #include "worker/eval/blockwise_model.h"
 #include "worker/eval/eval_windows.h"
 #include "worker/eval/perplexity.h"
-#include "worker/export/hf_fake_quant.h"
+#include "worker/export/exporter.h"
 #include "worker/io/dataset/calibration.h"
 #include "worker/io/dataset/dataset.h"
 #include "worker/io/tensor_map_source.h"
@@ -612,32 +612,31 @@ class QuantizationJob {
 
   Status Export() {
     const auto& formats = opt_.export_options.formats;
+    // The exporters' view of the result: values from the scratch store over
+    // the checkpoint, the exact weight parameters, calibrated activations.
+    const auto exported = std::make_unique<PipelineQuantizedModel>(
+        opt_.model_dir, *model_, quantized_weights_, plans_, opt_.quantization_config_json,
+        act_params_.inputs, act_params_.outputs);
     for (size_t i = 0; i < formats.size(); ++i) {
       if (obs_.CancelRequested()) return Cancelled();
       std::string dir = opt_.export_options.output_dir;
       if (formats.size() > 1)
         dir = (fs::path(dir) / exporter::ExportFormatName(formats[i])).string();
-      if (formats[i] != exporter::ExportFormat::kHfFakeQuantized)
-        return UnimplementedError(std::string(exporter::ExportFormatName(formats[i])) +
-                                  " export is not supported yet");
-      exporter::HfFakeQuantExportOptions eo;
-      eo.model_dir = opt_.model_dir;
+      exporter::ExportOptions eo;
       eo.output_dir = dir;
       eo.overwrite = opt_.export_options.overwrite;
-      eo.quantization_config_json = opt_.quantization_config_json;
+      eo.min_kv_scale = kv_.min_kv_scale;
       const double base = static_cast<double>(i) / formats.size();
-      auto artifact = exporter::ExportHfFakeQuantized(
-          model_->weights(),
-          [this](const std::string& name) { return quantized_weights_->Load(name, at::kFloat); },
-          eo,
-          [&](int done, int total) {
+      auto result = exporter::ExportModel(
+          *exported, formats[i], eo, [&](int done, int total) {
             progress_.Report(Stage::kExport,
                              base + static_cast<double>(done) / total / formats.size());
           });
-      if (!artifact.ok()) return artifact.status();
-      Log(LogLevel::kInfo,
-          std::string("wrote ") + exporter::ExportFormatName(formats[i]) + " to " + artifact->path);
-      report_.artifacts.push_back(std::move(*artifact));
+      if (!result.ok()) return result.status();
+      for (const std::string& note : result->notes) Log(LogLevel::kWarning, note);
+      Log(LogLevel::kInfo, std::string("wrote ") + exporter::ExportFormatName(formats[i]) +
+                               " to " + result->artifact.path);
+      report_.artifacts.push_back(std::move(result->artifact));
     }
     return OkStatus();
   }
