@@ -141,8 +141,8 @@ int Run() {
   jobs.max_requeue_backoff = absl::GetFlag(FLAGS_max_requeue_backoff);
   jobs.max_queued_per_tenant = absl::GetFlag(FLAGS_max_queued_per_tenant);
   jobs.max_concurrent_watches = absl::GetFlag(FLAGS_max_concurrent_watches);
-  jobs.spec_check = [](const v1::JobSpec& spec) {
-    return FromEngineStatus(quantd::pipeline::CheckJobSpec(spec));
+  jobs.spec_check = [](const v1::JobSpec& spec, std::vector<std::string>* warnings) {
+    return FromEngineStatus(quantd::pipeline::CheckJobSpec(spec, warnings));
   };
   if (jobs.lease_duration < absl::Milliseconds(100) || jobs.default_max_attempts < 1) {
     Log(LogLevel::kError, "--lease-duration must be at least 100ms and --max-attempts at least 1");

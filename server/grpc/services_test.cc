@@ -31,7 +31,7 @@ class ServicesTest : public ::testing::Test {
     options.poll_interval = absl::Milliseconds(50);
     // Stands in for the engine's CheckJobSpec: knows one scheme, and has
     // not built GPTQ.
-    options.spec_check = [](const v1::JobSpec& spec) -> absl::Status {
+    options.spec_check = [](const v1::JobSpec& spec, std::vector<std::string>*) -> absl::Status {
       const auto& q = spec.quantization();
       if (q.algorithms_size() > 0 && q.algorithms(0).has_gptq()) {
         absl::Status s = MakeError(absl::StatusCode::kUnimplemented, "FEATURE_NOT_BUILT",

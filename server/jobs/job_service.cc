@@ -64,7 +64,8 @@ JobService::JobService(JobStore* store, Clock* clock, ChangeNotifier* notifier,
       observer_(observer),
       options_(std::move(options)) {}
 
-absl::Status JobService::CheckSpec(const v1::CreateJobRequest& request) {
+absl::Status JobService::CheckSpec(const v1::CreateJobRequest& request,
+                                   std::vector<std::string>* warnings) {
   std::vector<FieldViolation> violations = ValidateCreateJobRequest(request);
   if (!request.has_spec()) return InvalidRequestError(violations);
   // A URI outside the allowed roots is refused before anything looks at it
@@ -76,7 +77,7 @@ absl::Status JobService::CheckSpec(const v1::CreateJobRequest& request) {
   // The server's envelope problems and the engine's bad fields go out
   // together, so one answer names every bad field.
   absl::Status engine =
-      options_.spec_check ? options_.spec_check(request.spec()) : absl::OkStatus();
+      options_.spec_check ? options_.spec_check(request.spec(), warnings) : absl::OkStatus();
   if (!violations.empty()) {
     if (engine.code() == absl::StatusCode::kInvalidArgument) {
       for (FieldViolation& v : GetViolations(engine)) violations.push_back(std::move(v));
@@ -89,7 +90,8 @@ absl::Status JobService::CheckSpec(const v1::CreateJobRequest& request) {
 absl::StatusOr<v1::Job> JobService::CreateJob(const Caller& caller,
                                               const v1::CreateJobRequest& request) {
   if (!caller.MaySubmit()) return PermissionDenied("submit jobs");
-  absl::Status checked = CheckSpec(request);
+  std::vector<std::string> warnings;
+  absl::Status checked = CheckSpec(request, &warnings);
   if (!checked.ok()) return checked;
 
   const absl::Time now = clock_->Now();
@@ -114,6 +116,7 @@ absl::StatusOr<v1::Job> JobService::CreateJob(const Caller& caller,
 
   JobUpdate first;
   Transition(record, v1::QUEUED, now, first);
+  for (const std::string& w : warnings) first.events.push_back(LogEvent(job, v1::WARNING, w, now));
   CreateJobOptions create_options;
   create_options.max_queued_per_tenant = options_.max_queued_per_tenant;
   absl::StatusOr<CreateJobOutcome> outcome =

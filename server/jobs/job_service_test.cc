@@ -59,7 +59,7 @@ TEST_P(JobServiceTest, ExplicitSpecValuesAreKept) {
 }
 
 TEST_P(JobServiceTest, InvalidRequestNamesEveryBadFieldAndStoresNothing) {
-  options_.spec_check = [](const v1::JobSpec& spec) {
+  options_.spec_check = [](const v1::JobSpec& spec, std::vector<std::string>*) {
     absl::Status s = InvalidRequestError(
         {{"spec.quantization.scheme", "unknown scheme \"" + spec.quantization().scheme() + "\""}});
     return s;
@@ -81,7 +81,7 @@ TEST_P(JobServiceTest, InvalidRequestNamesEveryBadFieldAndStoresNothing) {
 }
 
 TEST_P(JobServiceTest, EngineRefusalsPassThroughWithTheirCodeAndReason) {
-  options_.spec_check = [](const v1::JobSpec&) {
+  options_.spec_check = [](const v1::JobSpec&, std::vector<std::string>*) {
     absl::Status s = MakeError(absl::StatusCode::kUnimplemented, "FEATURE_NOT_BUILT",
                                "spec.quantization.algorithms[0].gptq: GPTQ is not built yet");
     AddViolations(s, {{"spec.quantization.algorithms[0].gptq", "not built yet"}});
@@ -103,6 +103,23 @@ TEST_P(JobServiceTest, ValidateOnlyStoresNothing) {
   EXPECT_EQ(job->spec().max_attempts(), 3);
   v1::ListJobsRequest list;
   EXPECT_EQ(jobs_->ListJobs(Caller::Anonymous(), list)->jobs_size(), 0);
+}
+
+TEST_P(JobServiceTest, EngineWarningsBecomeTheJobsFirstLogEvents) {
+  options_.spec_check = [](const v1::JobSpec&, std::vector<std::string>* warnings) {
+    warnings->push_back("spec.quantization.exclude[0]: pattern \"*.nope\" matches no layer");
+    return absl::OkStatus();
+  };
+  Restart();
+  auto job = jobs_->CreateJob(Caller::Anonymous(), Request("file:///m"));
+  ASSERT_TRUE(job.ok()) << job.status();
+  auto events = Events(job->name());
+  ASSERT_EQ(events.size(), 2u);
+  EXPECT_EQ(events[0].state(), v1::QUEUED);
+  EXPECT_EQ(events[1].sequence(), 2);
+  EXPECT_EQ(events[1].log().severity(), v1::WARNING);
+  EXPECT_EQ(events[1].log().message(),
+            "spec.quantization.exclude[0]: pattern \"*.nope\" matches no layer");
 }
 
 TEST_P(JobServiceTest, CreateIsIdempotentOnRequestId) {

@@ -5,6 +5,7 @@
 
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
@@ -17,6 +18,11 @@ namespace quantd::server {
 // (//worker/pipeline:job_spec_check), or the URI policy. Returns every bad
 // field as a BadRequest violation (paths like "spec.quantization.scheme").
 using SpecCheck = std::function<absl::Status(const v1::JobSpec& spec)>;
+// The engine's check, which may also return warnings about an accepted spec
+// (e.g. an exclude pattern that matches no layer); CreateJob stores them as
+// the job's first WARNING log events.
+using EngineSpecCheck =
+    std::function<absl::Status(const v1::JobSpec& spec, std::vector<std::string>* warnings)>;
 
 struct JobsOptions {
   // Absolute directory; a job without export.output_uri writes to
@@ -37,7 +43,7 @@ struct JobsOptions {
   // this often, so they notice changes made by other frontends.
   absl::Duration poll_interval = absl::Milliseconds(500);
   // Engine checks of the spec (CheckJobSpec); none when empty.
-  SpecCheck spec_check;
+  EngineSpecCheck spec_check;
   // URI root and scheme restrictions; none when empty.
   SpecCheck uri_policy;
   // Per-tenant QUEUED job limit (RESOURCE_EXHAUSTED); 0 = no limit.
