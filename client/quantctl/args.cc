@@ -63,19 +63,37 @@ absl::StatusOr<ParsedArgs> ParseArgs(const std::vector<std::string>& argv,
   return out;
 }
 
-const std::set<std::string>& QuantctlValueFlags() {
+const std::set<std::string>& JobSpecValueFlags() {
   static const auto* flags = new std::set<std::string>{
-      "server", "output-format", "output", "model", "scheme", "config", "group-size", "exclude",
-      "calib", "calib-samples", "calib-seq-len", "eval", "n-ctx", "eval-windows", "format",
-      "device", "label", "request-id", "max-attempts", "state", "page-size",
-      // connection and credentials (connection_settings.h)
-      "token", "tls-ca", "tls-cert", "tls-key", "tls-server-name", "quantctl-config"};
+      "model",  "scheme",       "config",           "group-size", "exclude",     "calib",
+      "calib-samples", "calib-seq-len", "eval",     "n-ctx",      "eval-windows", "max-ppl-increase",
+      "max-kl", "format",       "output",           "device",     "label",       "max-attempts"};
+  return *flags;
+}
+
+const std::set<std::string>& JobSpecBoolFlags() {
+  static const auto* flags = new std::set<std::string>{"overwrite", "no-eval", "fp8-kv-cache"};
+  return *flags;
+}
+
+const std::set<std::string>& QuantctlValueFlags() {
+  static const auto* flags = [] {
+    auto* f = new std::set<std::string>{
+        "server", "output-format", "request-id", "state", "page-size",
+        // connection and credentials (connection_settings.h)
+        "token", "tls-ca", "tls-cert", "tls-key", "tls-server-name", "quantctl-config"};
+    f->insert(JobSpecValueFlags().begin(), JobSpecValueFlags().end());  // submit's job flags
+    return f;
+  }();
   return *flags;
 }
 
 const std::set<std::string>& QuantctlBoolFlags() {
-  static const auto* flags =
-      new std::set<std::string>{"wait", "overwrite", "no-eval", "all", "help", "tls"};
+  static const auto* flags = [] {
+    auto* f = new std::set<std::string>{"wait", "all", "help", "tls"};
+    f->insert(JobSpecBoolFlags().begin(), JobSpecBoolFlags().end());
+    return f;
+  }();
   return *flags;
 }
 

@@ -32,6 +32,11 @@ absl::StatusOr<ParsedArgs> ParseArgs(const std::vector<std::string>& argv,
                                      const std::set<std::string>& known_flags,
                                      const std::set<std::string>& bool_flags);
 
+// The job flags of `quantctl submit` and quantd-quantize (FillJobSpec in
+// job_spec_flags.h reads them): those taking a value, and the booleans.
+const std::set<std::string>& JobSpecValueFlags();
+const std::set<std::string>& JobSpecBoolFlags();
+
 // quantctl's own flags: those taking a value, and the booleans.
 const std::set<std::string>& QuantctlValueFlags();
 const std::set<std::string>& QuantctlBoolFlags();

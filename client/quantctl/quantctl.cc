@@ -25,6 +25,7 @@
 #include "absl/strings/str_split.h"
 #include "client/quantctl/args.h"
 #include "client/quantctl/connection_settings.h"
+#include "client/quantctl/job_spec_flags.h"
 #include "client/quantctl/render.h"
 #include "google/rpc/error_details.pb.h"
 #include "google/rpc/status.pb.h"
@@ -68,6 +69,7 @@ commands:
       --config FILE           quantization config: the reference toolkit's JSON
                               (a config.json or its quantization_config object)
       --exclude GLOB          leave matching layers in float (repeatable)
+      --fp8-kv-cache          FP8 e4m3 KV cache (needs calibration data)
       --calib URI             calibration text (file://, .txt or .jsonl)
       --calib-samples N       calibration samples (default 128)
       --calib-seq-len N       calibration sample length in tokens (default 512)
@@ -75,6 +77,8 @@ commands:
       --n-ctx N               perplexity window (default 256)
       --eval-windows N        score only the first N windows (default all)
       --no-eval               skip evaluation
+      --max-ppl-increase F    accuracy gate: fail when ppl > float ppl * (1 + F)
+      --max-kl F              accuracy gate: fail when the mean KL exceeds F
       --output URI            artifact directory (default <data-dir>/artifacts/<id>)
       --format F              hf (default), hf-quark, gguf, onnx (repeatable)
       --overwrite             replace an existing output
@@ -158,18 +162,6 @@ int ReportRpcError(const grpc::Status& s) {
   return kExitRpc;
 }
 
-// Plain paths become absolute file:// URIs; URIs pass through.
-std::string ToUri(const std::string& s) {
-  if (s.empty() || absl::StrContains(s, "://")) return s;
-  std::string path = s;
-  if (path[0] != '/') {
-    char cwd[PATH_MAX];
-    if (getcwd(cwd, sizeof(cwd)) != nullptr) path = std::string(cwd) + "/" + path;
-  }
-  while (path.size() > 1 && path.back() == '/') path.pop_back();
-  return "file://" + path;
-}
-
 std::string RandomRequestId() {
   std::random_device rd;
   std::mt19937_64 gen(rd());
@@ -184,82 +176,11 @@ absl::StatusOr<std::string> ReadFile(const std::string& path) {
   return ss.str();
 }
 
-absl::StatusOr<quantd::v1::ExportFormat> ParseFormat(const std::string& f) {
-  if (f == "hf" || f == "hf-fake-quantized") return quantd::v1::HF_FAKE_QUANTIZED;
-  if (f == "hf-quark" || f == "quark") return quantd::v1::HF_QUARK;
-  if (f == "gguf") return quantd::v1::GGUF;
-  if (f == "onnx") return quantd::v1::ONNX_QDQ;
-  return absl::InvalidArgumentError(
-      absl::StrCat("--format '", f, "' is not one of hf, hf-quark, gguf, onnx"));
-}
-
 absl::StatusOr<quantd::v1::CreateJobRequest> BuildCreateRequest(const ParsedArgs& a) {
   quantd::v1::CreateJobRequest req;
-  auto* spec = req.mutable_spec();
-  if (!a.Has("model")) return absl::InvalidArgumentError("submit needs --model URI");
-  spec->set_model_uri(ToUri(a.Get("model")));
-  auto* q = spec->mutable_quantization();
-  if (a.Has("scheme") == a.Has("config"))
-    return absl::InvalidArgumentError("submit needs exactly one of --scheme NAME or --config FILE");
-  if (a.Has("scheme")) q->set_scheme(a.Get("scheme"));
-  if (a.Has("config")) {
-    auto text = ReadFile(a.Get("config"));
-    if (!text.ok()) return text.status();
-    q->set_quark_json(*text);
-  }
-  if (a.Has("group-size")) {
-    auto g = a.GetInt("group-size", 0);
-    if (!g.ok()) return g.status();
-    q->set_group_size(*g);
-  }
-  for (const auto& e : a.GetAll("exclude")) q->add_exclude(e);
-  if (a.Has("calib") || a.Has("calib-samples") || a.Has("calib-seq-len")) {
-    auto* c = spec->mutable_calibration();
-    c->set_dataset_uri(ToUri(a.Get("calib")));
-    if (a.Has("calib-samples")) {
-      auto n = a.GetInt("calib-samples", 0);
-      if (!n.ok()) return n.status();
-      c->set_num_samples(*n);
-    }
-    if (a.Has("calib-seq-len")) {
-      auto n = a.GetInt("calib-seq-len", 0);
-      if (!n.ok()) return n.status();
-      c->set_seq_len(*n);
-    }
-  }
-  auto* ev = spec->mutable_evaluation();
-  if (a.Has("no-eval")) ev->set_disabled(true);
-  if (a.Has("eval")) ev->set_dataset_uri(ToUri(a.Get("eval")));
-  if (a.Has("n-ctx")) {
-    auto n = a.GetInt("n-ctx", 0);
-    if (!n.ok()) return n.status();
-    ev->set_n_ctx(*n);
-  }
-  if (a.Has("eval-windows")) {
-    auto n = a.GetInt("eval-windows", 0);
-    if (!n.ok()) return n.status();
-    ev->set_max_windows(*n);
-  }
-  auto* ex = spec->mutable_export_();
-  for (const auto& f : a.GetAll("format")) {
-    auto fmt = ParseFormat(f);
-    if (!fmt.ok()) return fmt.status();
-    ex->add_formats(*fmt);
-  }
-  if (a.Has("output")) ex->set_output_uri(ToUri(a.Get("output")));
-  if (a.Has("overwrite")) ex->set_overwrite(a.Get("overwrite") == "true");
-  spec->set_device(a.Get("device"));
-  for (const auto& kv : a.GetAll("label")) {
-    std::pair<std::string, std::string> p = absl::StrSplit(kv, absl::MaxSplits('=', 1));
-    if (p.first.empty() || !absl::StrContains(kv, "="))
-      return absl::InvalidArgumentError(absl::StrCat("--label '", kv, "' is not KEY=VALUE"));
-    (*spec->mutable_labels())[p.first] = p.second;
-  }
-  if (a.Has("max-attempts")) {
-    auto n = a.GetInt("max-attempts", 0);
-    if (!n.ok()) return n.status();
-    spec->set_max_attempts(*n);
-  }
+  if (absl::Status s = FillJobSpec(a, req.mutable_spec()); !s.ok())
+    return absl::Status(s.code(), absl::StrCat("submit ", s.message()));
+  req.mutable_spec()->set_device(a.Get("device"));
   req.set_request_id(a.Has("request-id") ? a.Get("request-id") : RandomRequestId());
   return req;
 }

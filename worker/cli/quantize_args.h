@@ -12,6 +12,7 @@
 
 #include "absl/status/statusor.h"
 #include "client/quantctl/args.h"
+#include "client/quantctl/job_spec_flags.h"
 #include "quantd/v1/job.pb.h"
 
 namespace quantd::cli {
@@ -38,7 +39,7 @@ absl::StatusOr<quantd::v1::Job> BuildJob(const quantctl::ParsedArgs& a, const st
 
 // Plain paths become absolute file:// URIs (relative to the working
 // directory); URIs pass through.
-std::string ToUri(const std::string& path_or_uri);
+using quantctl::ToUri;
 
 extern const char kQuantizeUsage[];
 

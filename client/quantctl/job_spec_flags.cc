@@ -1,0 +1,131 @@
+#include "client/quantctl/job_spec_flags.h"
+
+#include <limits.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <sstream>
+#include <utility>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/match.h"
+
+namespace quantd::quantctl {
+namespace {
+
+absl::StatusOr<std::string> ReadConfigFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::NotFoundError(absl::StrCat("--config: cannot read ", path));
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+absl::StatusOr<double> GetDouble(const ParsedArgs& a, const std::string& name) {
+  double v = 0;
+  if (!absl::SimpleAtod(a.Get(name), &v))
+    return absl::InvalidArgumentError(
+        absl::StrCat("--", name, " needs a number, got '", a.Get(name), "'"));
+  return v;
+}
+
+// Sets `set(value)` from an integer flag when it is given.
+template <typename Setter>
+absl::Status IntFlag(const ParsedArgs& a, const std::string& name, Setter set) {
+  if (!a.Has(name)) return absl::OkStatus();
+  auto n = a.GetInt(name, 0);
+  if (!n.ok()) return n.status();
+  set(*n);
+  return absl::OkStatus();
+}
+
+template <typename Setter>
+absl::Status DoubleFlag(const ParsedArgs& a, const std::string& name, Setter set) {
+  if (!a.Has(name)) return absl::OkStatus();
+  auto f = GetDouble(a, name);
+  if (!f.ok()) return f.status();
+  set(*f);
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<quantd::v1::ExportFormat> ParseExportFormatFlag(const std::string& f) {
+  if (f == "hf" || f == "hf-fake-quantized") return quantd::v1::HF_FAKE_QUANTIZED;
+  if (f == "hf-quark" || f == "quark") return quantd::v1::HF_QUARK;
+  if (f == "gguf") return quantd::v1::GGUF;
+  if (f == "onnx") return quantd::v1::ONNX_QDQ;
+  return absl::InvalidArgumentError(
+      absl::StrCat("--format '", f, "' is not one of hf, hf-quark, gguf, onnx"));
+}
+
+std::string ToUri(const std::string& s) {
+  if (s.empty() || absl::StrContains(s, "://")) return s;
+  std::string path = s;
+  if (path[0] != '/') {
+    char cwd[PATH_MAX];
+    if (getcwd(cwd, sizeof(cwd)) != nullptr) path = std::string(cwd) + "/" + path;
+  }
+  while (path.size() > 1 && path.back() == '/') path.pop_back();
+  return "file://" + path;
+}
+
+absl::Status FillJobSpec(const ParsedArgs& a, quantd::v1::JobSpec* spec) {
+  if (!a.Has("model")) return absl::InvalidArgumentError("needs --model URI");
+  spec->set_model_uri(ToUri(a.Get("model")));
+
+  auto* q = spec->mutable_quantization();
+  if (a.Has("scheme") == a.Has("config"))
+    return absl::InvalidArgumentError("needs exactly one of --scheme NAME or --config FILE");
+  if (a.Has("scheme")) q->set_scheme(a.Get("scheme"));
+  if (a.Has("config")) {
+    auto text = ReadConfigFile(a.Get("config"));
+    if (!text.ok()) return text.status();
+    q->set_quark_json(*std::move(text));
+  }
+  if (auto s = IntFlag(a, "group-size", [&](int n) { q->set_group_size(n); }); !s.ok()) return s;
+  for (const auto& e : a.GetAll("exclude")) q->add_exclude(e);
+  if (a.Get("fp8-kv-cache") == "true") q->set_fp8_kv_cache(true);
+
+  if (a.Has("calib") || a.Has("calib-samples") || a.Has("calib-seq-len")) {
+    auto* c = spec->mutable_calibration();
+    c->set_dataset_uri(ToUri(a.Get("calib")));
+    if (auto s = IntFlag(a, "calib-samples", [&](int n) { c->set_num_samples(n); }); !s.ok())
+      return s;
+    if (auto s = IntFlag(a, "calib-seq-len", [&](int n) { c->set_seq_len(n); }); !s.ok()) return s;
+  }
+
+  auto* ev = spec->mutable_evaluation();
+  if (a.Get("no-eval") == "true") ev->set_disabled(true);
+  if (a.Has("eval")) ev->set_dataset_uri(ToUri(a.Get("eval")));
+  if (auto s = IntFlag(a, "n-ctx", [&](int n) { ev->set_n_ctx(n); }); !s.ok()) return s;
+  if (auto s = IntFlag(a, "eval-windows", [&](int n) { ev->set_max_windows(n); }); !s.ok())
+    return s;
+  if (auto s = DoubleFlag(a, "max-ppl-increase",
+                          [&](double f) { ev->set_max_perplexity_increase(f); });
+      !s.ok())
+    return s;
+  if (auto s = DoubleFlag(a, "max-kl", [&](double f) { ev->set_max_kl_divergence(f); }); !s.ok())
+    return s;
+
+  auto* ex = spec->mutable_export_();
+  for (const auto& f : a.GetAll("format")) {
+    auto fmt = ParseExportFormatFlag(f);
+    if (!fmt.ok()) return fmt.status();
+    ex->add_formats(*fmt);
+  }
+  if (a.Has("output")) ex->set_output_uri(ToUri(a.Get("output")));
+  if (a.Get("overwrite") == "true") ex->set_overwrite(true);
+
+  for (const auto& kv : a.GetAll("label")) {
+    std::pair<std::string, std::string> p = absl::StrSplit(kv, absl::MaxSplits('=', 1));
+    if (p.first.empty() || !absl::StrContains(kv, "="))
+      return absl::InvalidArgumentError(absl::StrCat("--label '", kv, "' is not KEY=VALUE"));
+    (*spec->mutable_labels())[p.first] = p.second;
+  }
+  return IntFlag(a, "max-attempts", [&](int n) { spec->set_max_attempts(n); });
+}
+
+}  // namespace quantd::quantctl

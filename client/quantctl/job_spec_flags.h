@@ -1,0 +1,34 @@
+// The job flags shared by `quantctl submit` and quantd-quantize (the local
+// runner): --model, --scheme/--config, calibration, evaluation and accuracy
+// gate, export, labels and attempts, turned into a quantd.v1.JobSpec the same
+// way for both, so a served run and a local run of the same flags are the
+// same job. Plain paths become absolute file:// URIs.
+#ifndef QUANTD_CLIENT_QUANTCTL_JOB_SPEC_FLAGS_H_
+#define QUANTD_CLIENT_QUANTCTL_JOB_SPEC_FLAGS_H_
+
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "client/quantctl/args.h"
+#include "quantd/v1/job.pb.h"
+
+namespace quantd::quantctl {
+
+// Fills `spec` from the job flags of `a` (device excepted: its default
+// differs between the callers). INVALID_ARGUMENT naming the flag for a
+// missing or malformed one, NOT_FOUND for an unreadable --config file.
+// Whether the spec is acceptable is the engine's CheckJobSpec's business.
+absl::Status FillJobSpec(const ParsedArgs& a, quantd::v1::JobSpec* spec);
+
+// "hf", "hf-quark", "gguf" or "onnx" (and the aliases "hf-fake-quantized",
+// "quark").
+absl::StatusOr<quantd::v1::ExportFormat> ParseExportFormatFlag(const std::string& name);
+
+// Plain paths become absolute file:// URIs (relative to the working
+// directory, trailing slashes dropped); URIs and "" pass through.
+std::string ToUri(const std::string& path_or_uri);
+
+}  // namespace quantd::quantctl
+
+#endif  // QUANTD_CLIENT_QUANTCTL_JOB_SPEC_FLAGS_H_

@@ -1,0 +1,78 @@
+#include "client/quantctl/job_spec_flags.h"
+
+#include <unistd.h>
+
+#include <climits>
+
+#include "gtest/gtest.h"
+
+namespace quantd::quantctl {
+namespace {
+
+quantd::v1::JobSpec Fill(const std::vector<std::string>& argv, absl::Status* status = nullptr) {
+  auto args = ParseQuantctlArgs(argv);
+  EXPECT_TRUE(args.ok()) << args.status();
+  quantd::v1::JobSpec spec;
+  absl::Status s = FillJobSpec(*args, &spec);
+  if (status != nullptr) *status = s;
+  else EXPECT_TRUE(s.ok()) << s;
+  return spec;
+}
+
+TEST(JobSpecFlagsTest, EveryJobFlagLandsInItsSpecField) {
+  char cwd[PATH_MAX];
+  ASSERT_NE(getcwd(cwd, sizeof(cwd)), nullptr);
+  const auto spec = Fill({"submit", "--model", "models/m/", "--scheme", "w_int8_per_channel_sym",
+                          "--group-size", "64", "--exclude", "*down_proj", "--fp8-kv-cache",
+                          "--calib", "/data/c.txt", "--calib-samples", "16", "--calib-seq-len",
+                          "128", "--eval", "hf://org/eval", "--n-ctx", "512", "--eval-windows", "9",
+                          "--max-ppl-increase", "0.02", "--max-kl", "0.5", "--format", "gguf",
+                          "--format", "hf-quark", "--output", "/out", "--overwrite", "--label",
+                          "team=ml", "--max-attempts", "5"});
+  EXPECT_EQ(spec.model_uri(), std::string("file://") + cwd + "/models/m");
+  EXPECT_EQ(spec.quantization().scheme(), "w_int8_per_channel_sym");
+  EXPECT_EQ(spec.quantization().group_size(), 64);
+  ASSERT_EQ(spec.quantization().exclude_size(), 1);
+  EXPECT_EQ(spec.quantization().exclude(0), "*down_proj");
+  EXPECT_TRUE(spec.quantization().fp8_kv_cache());
+  EXPECT_EQ(spec.calibration().dataset_uri(), "file:///data/c.txt");
+  EXPECT_EQ(spec.calibration().num_samples(), 16);
+  EXPECT_EQ(spec.calibration().seq_len(), 128);
+  EXPECT_EQ(spec.evaluation().dataset_uri(), "hf://org/eval");
+  EXPECT_EQ(spec.evaluation().n_ctx(), 512);
+  EXPECT_EQ(spec.evaluation().max_windows(), 9);
+  EXPECT_DOUBLE_EQ(spec.evaluation().max_perplexity_increase(), 0.02);
+  EXPECT_DOUBLE_EQ(spec.evaluation().max_kl_divergence(), 0.5);
+  ASSERT_EQ(spec.export_().formats_size(), 2);
+  EXPECT_EQ(spec.export_().formats(0), quantd::v1::GGUF);
+  EXPECT_EQ(spec.export_().formats(1), quantd::v1::HF_QUARK);
+  EXPECT_EQ(spec.export_().output_uri(), "file:///out");
+  EXPECT_TRUE(spec.export_().overwrite());
+  EXPECT_EQ(spec.labels().at("team"), "ml");
+  EXPECT_EQ(spec.max_attempts(), 5);
+  EXPECT_EQ(spec.device(), "");  // the caller's default
+}
+
+TEST(JobSpecFlagsTest, BadFlagsAreNamed) {
+  const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+      {{"submit", "--scheme", "x"}, "needs --model URI"},
+      {{"submit", "--model", "/m"}, "needs exactly one of --scheme NAME or --config FILE"},
+      {{"submit", "--model", "/m", "--scheme", "x", "--max-kl", "lots"},
+       "--max-kl needs a number, got 'lots'"},
+      {{"submit", "--model", "/m", "--scheme", "x", "--format", "tflite"},
+       "--format 'tflite' is not one of hf, hf-quark, gguf, onnx"},
+      {{"submit", "--model", "/m", "--scheme", "x", "--label", "novalue"},
+       "--label 'novalue' is not KEY=VALUE"},
+      {{"submit", "--model", "/m", "--config", "/no/such/file.json"},
+       "--config: cannot read /no/such/file.json"},
+  };
+  for (const auto& [argv, message] : cases) {
+    absl::Status s;
+    Fill(argv, &s);
+    EXPECT_FALSE(s.ok());
+    EXPECT_EQ(s.message(), message);
+  }
+}
+
+}  // namespace
+}  // namespace quantd::quantctl
