@@ -1,5 +1,7 @@
 #include "worker/job_translation.h"
 
+#include "worker/pipeline/job_spec_check.h"
+
 namespace quantd::worker {
 namespace {
 
@@ -19,20 +21,6 @@ quantd::v1::Stage StageToProto(pipeline::Stage s) {
       return quantd::v1::EXPORT;
   }
   return quantd::v1::STAGE_UNSPECIFIED;
-}
-
-quantd::v1::ExportFormat FormatToProto(exporter::ExportFormat f) {
-  switch (f) {
-    case exporter::ExportFormat::kHfFakeQuantized:
-      return quantd::v1::HF_FAKE_QUANTIZED;
-    case exporter::ExportFormat::kHfQuark:
-      return quantd::v1::HF_QUARK;
-    case exporter::ExportFormat::kGguf:
-      return quantd::v1::GGUF;
-    case exporter::ExportFormat::kOnnxQdq:
-      return quantd::v1::ONNX_QDQ;
-  }
-  return quantd::v1::EXPORT_FORMAT_UNSPECIFIED;
 }
 
 void PerplexityToProto(const eval::PerplexityResult& p, const std::string& dataset_uri,
@@ -105,7 +93,7 @@ quantd::v1::JobResult ToProto(const pipeline::JobReport& r, const quantd::v1::Jo
   }
   for (const auto& a : r.artifacts) {
     auto* pa = out.add_artifacts();
-    pa->set_format(FormatToProto(a.format));
+    pa->set_format(pipeline::ExportFormatToProto(a.format));
     pa->set_uri("file://" + a.path);
     pa->set_bytes(a.bytes);
     pa->set_sha256(a.sha256);

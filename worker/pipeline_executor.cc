@@ -1,9 +1,8 @@
 #include "worker/pipeline_executor.h"
 
-#include "worker/algo/registry.h"
-
 #include <filesystem>
 
+#include "worker/algo/registry.h"
 #include "worker/job_translation.h"
 #include "worker/pipeline/job_spec_check.h"
 #include "worker/pipeline/quantization_job.h"
@@ -112,22 +111,9 @@ StatusOr<pipeline::JobOptions> PipelineExecutor::BuildOptions(const quantd::v1::
   const auto& ex = spec.export_();
   o.export_options.formats.clear();
   for (int f : ex.formats()) {
-    switch (f) {
-      case quantd::v1::HF_FAKE_QUANTIZED:
-        o.export_options.formats.push_back(exporter::ExportFormat::kHfFakeQuantized);
-        break;
-      case quantd::v1::HF_QUARK:
-        o.export_options.formats.push_back(exporter::ExportFormat::kHfQuark);
-        break;
-      case quantd::v1::GGUF:
-        o.export_options.formats.push_back(exporter::ExportFormat::kGguf);
-        break;
-      case quantd::v1::ONNX_QDQ:
-        o.export_options.formats.push_back(exporter::ExportFormat::kOnnxQdq);
-        break;
-      default:
-        return InvalidArgumentError("unknown export format " + std::to_string(f));
-    }
+    const std::optional<exporter::ExportFormat> format = pipeline::ExportFormatFromProto(f);
+    if (!format) return InvalidArgumentError("unknown export format " + std::to_string(f));
+    o.export_options.formats.push_back(*format);
   }
   if (o.export_options.formats.empty())
     o.export_options.formats.push_back(exporter::ExportFormat::kHfFakeQuantized);

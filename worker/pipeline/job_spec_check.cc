@@ -4,6 +4,7 @@
 #include <optional>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "worker/algo/algorithm_request.h"
@@ -232,27 +233,12 @@ std::vector<exporter::ExportLayerSpecs> ConfigExportSpecs(const config::QuantCon
   return out;
 }
 
-std::optional<exporter::ExportFormat> EngineFormat(int format) {
-  switch (format) {
-    case quantd::v1::HF_FAKE_QUANTIZED:
-      return exporter::ExportFormat::kHfFakeQuantized;
-    case quantd::v1::HF_QUARK:
-      return exporter::ExportFormat::kHfQuark;
-    case quantd::v1::GGUF:
-      return exporter::ExportFormat::kGguf;
-    case quantd::v1::ONNX_QDQ:
-      return exporter::ExportFormat::kOnnxQdq;
-    default:
-      return std::nullopt;
-  }
-}
-
 void CheckExport(SpecChecker& c, const JobSpec& spec) {
   const auto& ex = spec.export_();
   auto resolved = config::ResolveQuantizationSettings(spec.quantization());
   for (int i = 0; i < ex.formats_size(); ++i) {
     const std::string field = "spec.export.formats[" + std::to_string(i) + "]";
-    const std::optional<exporter::ExportFormat> format = EngineFormat(ex.formats(i));
+    const std::optional<exporter::ExportFormat> format = ExportFormatFromProto(ex.formats(i));
     if (!format) {
       c.Bad(field, "unknown export format " + std::to_string(ex.formats(i)));
       continue;
@@ -265,6 +251,27 @@ void CheckExport(SpecChecker& c, const JobSpec& spec) {
 }
 
 }  // namespace
+
+namespace {
+constexpr std::pair<quantd::v1::ExportFormat, exporter::ExportFormat> kExportFormats[] = {
+    {quantd::v1::HF_FAKE_QUANTIZED, exporter::ExportFormat::kHfFakeQuantized},
+    {quantd::v1::HF_QUARK, exporter::ExportFormat::kHfQuark},
+    {quantd::v1::GGUF, exporter::ExportFormat::kGguf},
+    {quantd::v1::ONNX_QDQ, exporter::ExportFormat::kOnnxQdq},
+};
+}  // namespace
+
+std::optional<exporter::ExportFormat> ExportFormatFromProto(int format) {
+  for (const auto& [proto, engine] : kExportFormats)
+    if (proto == format) return engine;
+  return std::nullopt;
+}
+
+quantd::v1::ExportFormat ExportFormatToProto(exporter::ExportFormat format) {
+  for (const auto& [proto, engine] : kExportFormats)
+    if (engine == format) return proto;
+  return quantd::v1::EXPORT_FORMAT_UNSPECIFIED;
+}
 
 Status CheckJobSpec(const JobSpec& spec) { return CheckJobSpec(spec, nullptr); }
 

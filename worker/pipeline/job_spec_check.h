@@ -8,11 +8,13 @@
 #ifndef QUANTD_WORKER_PIPELINE_JOB_SPEC_CHECK_H_
 #define QUANTD_WORKER_PIPELINE_JOB_SPEC_CHECK_H_
 
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "quantd/v1/job.pb.h"
 #include "worker/common/status.h"
+#include "worker/export/artifact.h"
 
 namespace quantd::pipeline {
 
@@ -33,6 +35,11 @@ Status CheckJobSpec(const quantd::v1::JobSpec& spec);
 // (a layer / exclude glob that matches no layer of the model), for the
 // job's events.
 Status CheckJobSpec(const quantd::v1::JobSpec& spec, std::vector<std::string>* warnings);
+
+// The engine's export format for a proto ExportFormat value; nullopt for
+// EXPORT_FORMAT_UNSPECIFIED and unknown values.
+std::optional<exporter::ExportFormat> ExportFormatFromProto(int format);
+quantd::v1::ExportFormat ExportFormatToProto(exporter::ExportFormat format);
 
 }  // namespace quantd::pipeline
 
