@@ -64,6 +64,16 @@ StatusOr<StagedDirectory> StagedDirectory::Create(const std::string& final_path,
   if (ec)
     return FailedPreconditionError("cannot create " + final.parent_path().string() + ": " +
                                    ec.message());
+  // A writer killed mid-export (a worker lost with its lease) leaves its
+  // staging directory behind; the job's next attempt is the only writer of
+  // this output now, so it removes them: a job ends with one artifact.
+  const std::string prefix = final.filename().string() + ".partial-";
+  for (const auto& e : fs::directory_iterator(final.parent_path(), ec)) {
+    if (e.path().filename().string().rfind(prefix, 0) != 0) continue;
+    std::error_code rm;
+    fs::remove_all(e.path(), rm);
+  }
+  ec.clear();
   const std::string staging = final.string() + ".partial-" + std::to_string(::getpid()) + "-" +
                               std::to_string(::time(nullptr));
   fs::remove_all(staging, ec);
