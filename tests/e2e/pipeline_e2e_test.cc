@@ -6,10 +6,12 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <thread>
 
 #include "google/rpc/error_details.pb.h"
 #include "gtest/gtest.h"
 #include "tests/e2e/harness.h"
+#include "worker/models/random_checkpoint.h"
 
 namespace quantd::e2e {
 namespace {
@@ -106,14 +108,19 @@ TEST_F(PipelineE2eTest, Fp8KvCacheIsCalibratedAppliedAndShownPerLayer) {
 }
 
 TEST_F(PipelineE2eTest, AccuracyGateFailsTheJobButKeepsMetricsAndArtifact) {
-  quantd::v1::JobSpec spec = BaseSpec("w_int4_per_channel_sym");
-  spec.mutable_evaluation()->set_max_perplexity_increase(0.01);
+  // A deliberately harsh scheme, int2 per-tensor weights, against a 25% limit.
+  quantd::v1::JobSpec spec = BaseSpec("");
+  spec.mutable_quantization()->clear_scheme();
+  auto* w = spec.mutable_quantization()->mutable_config()->mutable_global_quant_config()->mutable_weight();
+  w->set_dtype(quantd::v1::INT2);
+  w->set_qscheme(quantd::v1::PER_TENSOR);
+  spec.mutable_evaluation()->set_max_perplexity_increase(0.25);
   Job job = Run(spec);
   ASSERT_EQ(job.state(), quantd::v1::FAILED);
   EXPECT_EQ(ErrorReason(job), "ACCURACY_GATE") << job.error().message();
   EXPECT_NE(job.error().message().find("perplexity rose"), std::string::npos);
   const auto& m = job.result().metrics();
-  EXPECT_GT(m.quantized_perplexity().perplexity(), 1.01 * m.float_perplexity().perplexity());
+  EXPECT_GT(m.quantized_perplexity().perplexity(), 1.25 * m.float_perplexity().perplexity());
   ASSERT_EQ(job.result().artifacts_size(), 1);
   EXPECT_FALSE(job.result().artifacts(0).accepted());
   EXPECT_TRUE(fs::exists(job.result().artifacts(0).uri().substr(7) + "/model.safetensors"));
@@ -225,6 +232,81 @@ TEST_F(PipelineE2eTest, MixedPrecisionConfigGivesEachLayerItsFormat) {
     }
   EXPECT_EQ(down_layers, 5);
   EXPECT_EQ(int4_layers, 30);
+}
+
+// A random-weight Llama (8 blocks of hidden 512) with stories260K's
+// tokenizer: slow enough per block for a cancel to land mid-job.
+std::string SlowModel() {
+  const std::string dir = TempDir("slow_model");
+  models::RandomCheckpointOptions o;
+  o.hidden_size = 512;
+  o.intermediate_size = 1376;
+  o.num_hidden_layers = 8;
+  o.num_attention_heads = 8;
+  o.num_key_value_heads = 8;
+  o.vocab_size = 512;
+  o.dtype = io::SafetensorsDtype::kF32;
+  auto written = models::WriteRandomLlamaCheckpoint(dir, o);
+  EXPECT_TRUE(written.ok()) << written.status();
+  fs::copy_file(Runfile("models/stories260K/tokenizer.model"), dir + "/tokenizer.model");
+  return dir;
+}
+
+TEST_F(PipelineE2eTest, CancelDuringStaticCalibrationStopsAtABlockBoundaryLeavingNoArtifact) {
+  const std::string out = TempDir("cancelled") + "/model";
+  quantd::v1::JobSpec spec = BaseSpec("w_fp8_a_fp8");  // static: calibrated block by block
+  spec.set_model_uri("file://" + SlowModel());
+  spec.mutable_calibration()->set_dataset_uri("file://" + Runfile("tests/data/tinyshakespeare.txt"));
+  spec.mutable_calibration()->set_num_samples(32);
+  spec.mutable_calibration()->set_seq_len(256);
+  spec.mutable_export_()->set_output_uri("file://" + out);
+
+  auto stub = quantd_->NewStub();
+  Job job;
+  {
+    grpc::ClientContext ctx;
+    quantd::v1::CreateJobRequest req;
+    *req.mutable_spec() = spec;
+    ASSERT_TRUE(stub->CreateJob(&ctx, req, &job).ok());
+  }
+  // Wait until the block loop (calibration + rounding) is past block 1.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+  while (std::chrono::steady_clock::now() < deadline) {
+    grpc::ClientContext ctx;
+    quantd::v1::GetJobRequest req;
+    req.set_name(job.name());
+    ASSERT_TRUE(stub->GetJob(&ctx, req, &job).ok());
+    if (job.progress().stage() == quantd::v1::QUANTIZE && job.progress().block() >= 2) break;
+    if (IsTerminal(job.state())) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  ASSERT_EQ(job.state(), quantd::v1::RUNNING);
+  {
+    grpc::ClientContext ctx;
+    quantd::v1::CancelJobRequest req;
+    req.set_name(job.name());
+    Job cancelling;
+    ASSERT_TRUE(stub->CancelJob(&ctx, req, &cancelling).ok());
+    EXPECT_EQ(cancelling.state(), quantd::v1::CANCELLING);
+  }
+  job = WaitForJob(*stub, job.name());
+  EXPECT_EQ(job.state(), quantd::v1::CANCELLED) << job.error().message();
+
+  // It stopped at a block boundary: fewer blocks reported than the model has,
+  // and nothing was exported, not even a staging directory.
+  int blocks = 0;
+  bool saw_cancelling = false;
+  for (const auto& ev : Events(*stub, job.name())) {
+    if (ev.has_block_metrics()) ++blocks;
+    if (ev.has_state() && ev.state() == quantd::v1::CANCELLING) saw_cancelling = true;
+  }
+  EXPECT_TRUE(saw_cancelling);
+  EXPECT_GE(blocks, 1);
+  EXPECT_LT(blocks, 8);
+  EXPECT_EQ(job.result().artifacts_size(), 0);
+  EXPECT_FALSE(fs::exists(out));
+  for (const auto& e : fs::directory_iterator(fs::path(out).parent_path()))
+    ADD_FAILURE() << "left behind: " << e.path();
 }
 
 TEST_F(PipelineE2eTest, KvCacheWithoutCalibrationIsRefusedAtCreateJob) {
