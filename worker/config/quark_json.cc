@@ -502,7 +502,8 @@ class Parser {
       a.grid_size = Int(j, "grid_size", path);
       a.skip_clip_search = Bool(j, "skip_clip_search", path).value_or(false);
       a.clip_max_tokens = Int(j, "clip_max_tokens", path);
-    } else if (*name == "smooth") {
+    } else if (*name == "smooth" || *name == "smoothquant" || *name == "smooth_quant") {
+      // "smooth" is the reference's name; the others are quantd's request names.
       a.kind = AlgorithmConfig::Kind::kSmoothQuant;
       a.alpha = Number(j, "alpha", path);
       if (j.contains("layer_alpha") && j.at("layer_alpha").is_object()) {
@@ -514,7 +515,7 @@ class Parser {
           }
         }
       }
-    } else if (*name == "autosmoothquant") {
+    } else if (*name == "autosmoothquant" || *name == "auto_smooth_quant") {
       a.kind = AlgorithmConfig::Kind::kAutoSmoothQuant;
       a.alpha_step = Number(j, "alpha_step", path);
     } else if (*name == "rotation" || *name == "quarot") {
@@ -526,7 +527,7 @@ class Parser {
     } else {
       Add(path + ".name",
           "unsupported algorithm '" + *name +
-              "'; supported: gptq, awq, smooth, autosmoothquant, rotation (quarot)");
+              "'; supported: gptq, awq, smooth (smoothquant), autosmoothquant, rotation (quarot)");
       return std::nullopt;
     }
     return a;

@@ -215,6 +215,22 @@ TEST(QuarkJsonTest, AlgorithmsAndLayerGlobsRoundTrip) {
   EXPECT_EQ(Parse(WriteQuarkJson(c)), Parse(kAwqInt4Json));
 }
 
+TEST(QuarkJsonTest, AlgorithmNamesAcceptQuantdsSpellingsToo) {
+  for (const char* name : {"smooth", "smoothquant", "smooth_quant"}) {
+    const QuantConfig c = MustParse(std::string(R"({"global_quant_config": {"weight": {"dtype": "int8"}},
+        "algo_config": [{"name": ")") + name + R"(", "alpha": 0.5}]})");
+    ASSERT_EQ(c.algorithms.size(), 1u) << name;
+    EXPECT_EQ(c.algorithms[0].kind, AlgorithmConfig::Kind::kSmoothQuant) << name;
+    EXPECT_EQ(c.algorithms[0].alpha, 0.5) << name;
+  }
+  for (const char* name : {"autosmoothquant", "auto_smooth_quant"}) {
+    const QuantConfig c = MustParse(std::string(R"({"global_quant_config": {"weight": {"dtype": "int8"}},
+        "algo_config": [{"name": ")") + name + R"("}]})");
+    ASSERT_EQ(c.algorithms.size(), 1u) << name;
+    EXPECT_EQ(c.algorithms[0].kind, AlgorithmConfig::Kind::kAutoSmoothQuant) << name;
+  }
+}
+
 TEST(QuarkJsonTest, ChangedFieldsAreWrittenAndUnmodelledKeysKept) {
   QuantConfig c = MustParse(MxFp4ConfigJson());
   c.global_quant_config.weight->mx_scale_mode = quant::MxScaleMode::kFloor;
