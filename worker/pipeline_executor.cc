@@ -122,6 +122,7 @@ StatusOr<pipeline::JobOptions> PipelineExecutor::BuildOptions(const quantd::v1::
   o.export_options.output_dir = out;
   o.export_options.overwrite = ex.overwrite();
   o.scratch_dir = (fs::path(options_.data_dir) / "scratch" / JobId(job.name())).string();
+  o.job_name = job.name();
   return o;
 }
 

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <fstream>
 #include <system_error>
 
 #include "worker/common/sha256.h"
@@ -50,6 +51,24 @@ StatusOr<Artifact> DescribeArtifact(ExportFormat format, const std::string& dir,
   }
   if (a.sha256.empty()) return InternalError("artifact " + dir + " has no main file " + main_file);
   return a;
+}
+
+Status MarkOutputOwner(const std::string& dir, const std::string& owner) {
+  std::ofstream out(fs::path(dir) / kOwnerFile, std::ios::trunc);
+  out << owner << "\n";
+  out.close();
+  if (!out) return InternalError("cannot write " + (fs::path(dir) / kOwnerFile).string());
+  return OkStatus();
+}
+
+Status ReclaimOwnOutput(const std::string& dir, const std::string& owner) {
+  std::ifstream in(fs::path(dir) / kOwnerFile);
+  std::string line;
+  if (owner.empty() || !in || !std::getline(in, line) || line != owner) return OkStatus();
+  std::error_code ec;
+  fs::remove_all(dir, ec);
+  if (ec) return InternalError("cannot replace " + dir + " (an earlier attempt's): " + ec.message());
+  return OkStatus();
 }
 
 StatusOr<StagedDirectory> StagedDirectory::Create(const std::string& final_path, bool overwrite) {

@@ -35,6 +35,17 @@ struct Artifact {
 StatusOr<Artifact> DescribeArtifact(ExportFormat format, const std::string& dir,
                                     const std::string& main_file);
 
+// Which job wrote an artifact directory: `owner` (a job name) in the file
+// kOwnerFile inside it. A job's later attempt may then replace what an
+// earlier attempt exported before it was lost (its worker killed between the
+// export and the job's completion), while any other existing output is still
+// refused (OUTPUT_EXISTS).
+inline constexpr char kOwnerFile[] = ".quantd-job";
+Status MarkOutputOwner(const std::string& dir, const std::string& owner);
+// Removes `dir` when it exists and kOwnerFile in it names `owner`; OK (and
+// nothing done) when it does not exist or belongs to someone else.
+Status ReclaimOwnOutput(const std::string& dir, const std::string& owner);
+
 // A directory that appears at `final_path` only on Commit().
 class StagedDirectory {
  public:

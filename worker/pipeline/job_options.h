@@ -79,6 +79,9 @@ struct JobOptions {
   std::shared_ptr<ModelTransform> model_transform;
   // Where quantized blocks are kept until export. Required.
   std::string scratch_dir;
+  // The job's name ("jobs/<id>"), recorded in its exports so that a later
+  // attempt may replace what an earlier, lost attempt exported.
+  std::string job_name;
   models::ModelOptions model_options;
 };
 

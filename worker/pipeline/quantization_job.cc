@@ -626,6 +626,7 @@ class QuantizationJob {
       eo.output_dir = dir;
       eo.overwrite = opt_.export_options.overwrite;
       eo.min_kv_scale = kv_.min_kv_scale;
+      QD_RETURN_IF_ERROR(exporter::ReclaimOwnOutput(dir, opt_.job_name));
       const double base = static_cast<double>(i) / formats.size();
       auto result = exporter::ExportModel(
           *exported, formats[i], eo, [&](int done, int total) {
@@ -633,6 +634,8 @@ class QuantizationJob {
                              base + static_cast<double>(done) / total / formats.size());
           });
       if (!result.ok()) return result.status();
+      if (!opt_.job_name.empty())
+        QD_RETURN_IF_ERROR(exporter::MarkOutputOwner(result->artifact.path, opt_.job_name));
       for (const std::string& note : result->notes) Log(LogLevel::kWarning, note);
       Log(LogLevel::kInfo, std::string("wrote ") + exporter::ExportFormatName(formats[i]) +
                                " to " + result->artifact.path);
