@@ -13,7 +13,12 @@ for tool in kubectl yamllint readelf ldd dpkg; do
     exit 1
   fi
 done
-exec /usr/bin/python3 "${runfiles}/deploy/tests/$1" --repo "$repo" \
-  --binary "quantd=${runfiles}/$2" \
-  --binary "quantd-worker=${runfiles}/$3" \
-  --binary "quantd-health-probe=${runfiles}/$4"
+# Further arguments are runfiles paths given to the script as --NAME=PATH.
+script="$1"
+binaries=(--binary "quantd=${runfiles}/$2" --binary "quantd-worker=${runfiles}/$3"
+  --binary "quantd-health-probe=${runfiles}/$4")
+shift 4
+extra=()
+for a in "$@"; do extra+=("${a%%=*}=${runfiles}/${a#*=}"); done
+exec /usr/bin/python3 "${runfiles}/deploy/tests/${script}" --repo "$repo" "${binaries[@]}" \
+  "${extra[@]}"

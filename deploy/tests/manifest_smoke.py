@@ -126,50 +126,82 @@ def wait_for(predicate, seconds, what):
     raise AssertionError("timed out waiting for " + what)
 
 
+class DevOverlay:
+    """overlays/dev rendered, its pods, images' entrypoints and Secret files
+    laid out under a temporary root that stands for the pods' paths."""
+
+    def __init__(self, repo):
+        self.objects = deploy_check.render(repo, "deploy/k8s/overlays/dev")
+        self.secrets = secret_files(self.objects)
+        self.images = {}
+        for file_name, image in deploy_check.DOCKERFILE_IMAGE.items():
+            text = deploy_check.read(repo, "deploy/docker/" + file_name)
+            _, stages = deploy_check.dockerfile_stages(deploy_check.parse_dockerfile(text))
+            for keyword, rest in stages[-1].instructions:
+                if keyword == "ENTRYPOINT":
+                    self.images[image] = deploy_check.entrypoint_argv(
+                        deploy_check.exec_form(rest))
+        self.pods = {o["metadata"]["name"]: (o, t)
+                     for o, t in deploy_check.pod_templates(self.objects)}
+
+        # /tmp, not TEST_TMPDIR: the postgres user must reach the cluster directory.
+        self.work = tempfile.mkdtemp(prefix="quantd-smoke-", dir="/tmp")
+        os.chmod(self.work, 0o755)  # PostgreSQL runs as its own user below it
+        self.root = os.path.join(self.work, "pod")
+        for d in ("var/lib/quantd/artifacts", "models", "etc/quantd/auth", "etc/quantd/worker"):
+            os.makedirs(os.path.join(self.root, d))
+
+        # Secret volumes: files named by their keys under the mount path.
+        for name, (obj, tmpl) in self.pods.items():
+            for c in tmpl["spec"]["containers"]:
+                for m in c.get("volumeMounts", []):
+                    vol = next((v for v in tmpl["spec"].get("volumes", [])
+                                if v["name"] == m["name"]), {})
+                    if "secret" in vol:
+                        for (sname, key), value in self.secrets.items():
+                            if sname == vol["secret"]["secretName"]:
+                                with open(self.remap(m["mountPath"]) + "/" + key, "w") as f:
+                                    f.write(value)
+        self.pg = Postgres(self.work)
+        self.pg_login = tuple(self.secrets[("quantd-postgres", k)]
+                              for k in ("user", "password", "database"))
+
+    def remap(self, value):
+        """A pod path (or a flag / URI holding one) as a path under the root."""
+        return re.sub(r"(^|[=,]|file://)/(var/lib/quantd|models|etc/quantd)",
+                      lambda m: m.group(1) + self.root + "/" + m.group(2), value)
+
+    def frontend(self, grpc_port, metrics_port, overrides=None):
+        """quantd's argv and env, listening on the given ports of 127.0.0.1."""
+        _, tmpl = self.pods["quantd"]
+        c = tmpl["spec"]["containers"][0]
+        argv, env = container_command(c, tmpl, self.objects, self.secrets, self.images["quantd"],
+                                      self.remap, overrides or {})
+        env.update(PGHOST="127.0.0.1", PGPORT=str(self.pg.port))
+        # The pod's ports are taken on a shared host: move them, keeping
+        # which flag carries which port.
+        argv = [a.replace(":50051", ":%d" % grpc_port).replace(":9090", ":%d" % metrics_port)
+                .replace("0.0.0.0", "127.0.0.1") for a in argv]
+        return argv, env
+
+    def worker(self, server, overrides=None):
+        """quantd-worker's argv and env, dialing `server`."""
+        _, tmpl = self.pods["quantd-worker"]
+        c = tmpl["spec"]["containers"][0]
+        return container_command(c, tmpl, self.objects, self.secrets,
+                                 self.images["quantd-worker-cpu"], self.remap,
+                                 dict(overrides or {}, QUANTD_SERVER=server))
+
+
 def main(argv):
     parser = argparse.ArgumentParser()
     parser.add_argument("--repo", required=True)
     parser.add_argument("--binary", action="append", default=[])
     opts = parser.parse_args(argv)
     binaries = dict(b.split("=", 1) for b in opts.binary)
-    objects = deploy_check.render(opts.repo, "deploy/k8s/overlays/dev")
-    secrets = secret_files(objects)
-    images = {}
-    for file_name, image in deploy_check.DOCKERFILE_IMAGE.items():
-        text = deploy_check.read(opts.repo, "deploy/docker/" + file_name)
-        _, stages = deploy_check.dockerfile_stages(deploy_check.parse_dockerfile(text))
-        for keyword, rest in stages[-1].instructions:
-            if keyword == "ENTRYPOINT":
-                images[image] = deploy_check.entrypoint_argv(deploy_check.exec_form(rest))
-    pods = {o["metadata"]["name"]: (o, t) for o, t in deploy_check.pod_templates(objects)}
-
-    # /tmp, not TEST_TMPDIR: the postgres user must reach the cluster directory.
-    work = tempfile.mkdtemp(prefix="quantd-smoke-", dir="/tmp")
-    os.chmod(work, 0o755)  # PostgreSQL runs as its own user below it
-    root = os.path.join(work, "pod")
-    for d in ("var/lib/quantd/artifacts", "models", "etc/quantd/auth", "etc/quantd/worker"):
-        os.makedirs(os.path.join(root, d))
-
-    def remap(value):
-        return re.sub(r"(^|[=,]|file://)/(var/lib/quantd|models|etc/quantd)",
-                      lambda m: m.group(1) + root + "/" + m.group(2), value)
-
-    # Secret volumes: files named by their keys under the mount path.
-    for name, (obj, tmpl) in pods.items():
-        for c in tmpl["spec"]["containers"]:
-            for m in c.get("volumeMounts", []):
-                vol = next((v for v in tmpl["spec"].get("volumes", []) if v["name"] == m["name"]),
-                           {})
-                if "secret" in vol:
-                    for (sname, key), value in secrets.items():
-                        if sname == vol["secret"]["secretName"]:
-                            with open(remap(m["mountPath"]) + "/" + key, "w") as f:
-                                f.write(value)
-
-    pg = Postgres(work)
-    user = secrets[("quantd-postgres", "user")]
-    password = secrets[("quantd-postgres", "password")]
-    database = secrets[("quantd-postgres", "database")]
+    dev = DevOverlay(opts.repo)
+    objects, pods, work, pg = dev.objects, dev.pods, dev.work, dev.pg
+    user, password, database = dev.pg_login
     procs = []
     failures = []
     try:
@@ -177,13 +209,7 @@ def main(argv):
         grpc_port, metrics_port = free_port(), free_port()
         fobj, ftmpl = pods["quantd"]
         fc = ftmpl["spec"]["containers"][0]
-        fargv, fenv = container_command(fc, ftmpl, objects, secrets, images["quantd"], remap,
-                                        {})
-        fenv.update(PGHOST="127.0.0.1", PGPORT=str(pg.port))
-        # The pod's ports are taken on a shared host: move them, keeping
-        # which flag carries which port.
-        fargv = [a.replace(":50051", ":%d" % grpc_port).replace(":9090", ":%d" % metrics_port)
-                 .replace("0.0.0.0", "127.0.0.1") for a in fargv]
+        fargv, fenv = dev.frontend(grpc_port, metrics_port)
         quantd_log = open(os.path.join(work, "quantd.log"), "w")
         quantd = subprocess.Popen([binaries["quantd"]] + fargv, env=fenv, stderr=quantd_log,
                                   stdout=quantd_log)
@@ -209,8 +235,7 @@ def main(argv):
 
         wobj, wtmpl = pods["quantd-worker"]
         wc = wtmpl["spec"]["containers"][0]
-        wargv, wenv = container_command(wc, wtmpl, objects, secrets, images["quantd-worker-cpu"],
-                                        remap, {"QUANTD_SERVER": "127.0.0.1:%d" % grpc_port})
+        wargv, wenv = dev.worker("127.0.0.1:%d" % grpc_port)
         worker_log = open(os.path.join(work, "worker.log"), "w")
         worker = subprocess.Popen([binaries["quantd-worker"]] + wargv + ["--lease-wait-seconds=1"],
                                   env=wenv, stdout=worker_log, stderr=worker_log)

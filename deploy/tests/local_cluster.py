@@ -1,0 +1,196 @@
+"""The deployment as a local cluster of processes (issue 10's cluster test).
+
+PostgreSQL, two quantd frontends and three workers run as processes with the
+args, environment and secrets overlays/dev gives their pods (the lease
+duration shortened from the ConfigMap's 60 s to 5 s so that the test is
+bounded). 30 jobs are submitted through the Python SDK, and meanwhile:
+  * a worker gets SIGTERM mid-job (a pod drain): it finishes that job and
+    exits 0, and its replacement starts;
+  * another is killed with SIGKILL while its job is evaluating: the job is
+    re-leased when its lease expires and run again by another worker (each
+    worker has its own scratch directory, as each pod has its own ephemeral
+    scratch volume, so the new attempt starts over);
+  * a frontend is restarted (SIGTERM, then started again on its port).
+Every job must end SUCCEEDED exactly once, with artifacts byte-identical to
+each other (all 30 jobs have one spec).
+"""
+
+import argparse
+import hashlib
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+from manifest_smoke import DevOverlay, free_port, wait_for
+
+JOBS = 30
+ADMIN_TOKEN = "dev-admin-token-not-for-production"  # overlays/dev/secrets/auth-tokens
+
+
+def sha256(path):
+    with open(path, "rb") as f:
+        return hashlib.sha256(f.read()).hexdigest()
+
+
+def main(argv):
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--repo", required=True)
+    parser.add_argument("--binary", action="append", default=[])
+    parser.add_argument("--sdk", required=True, help="directory holding quantd_client")
+    parser.add_argument("--model", required=True)
+    parser.add_argument("--eval-text", required=True)
+    opts = parser.parse_args(argv)
+    binaries = dict(b.split("=", 1) for b in opts.binary)
+    sys.path.insert(0, opts.sdk)
+    import quantd_client  # noqa: E402
+
+    dev = DevOverlay(opts.repo)
+    models = os.path.join(dev.root, "models")
+    shutil.copytree(opts.model, os.path.join(models, "stories260K"))
+    shutil.copy(opts.eval_text, os.path.join(models, "eval.txt"))
+    procs = {}
+    logs = []
+
+    def start(name, argv, env):
+        log = open(os.path.join(dev.work, name + ".log"), "a")
+        logs.append(log.name)
+        procs[name] = subprocess.Popen(argv, env=env, stdout=log, stderr=log)
+
+    failures = []
+    try:
+        dev.pg.start(*dev.pg_login)
+        ports = [(free_port(), free_port()) for _ in range(2)]
+        frontends = [dev.frontend(g, m, {"QUANTD_LEASE_DURATION": "5s"}) for g, m in ports]
+        for i, (fargv, fenv) in enumerate(frontends):
+            start("quantd-%d" % i, [binaries["quantd"]] + fargv, fenv)
+        probe = binaries["quantd-health-probe"]
+        for g, _ in ports:
+            wait_for(lambda: subprocess.run([probe, "--addr=127.0.0.1:%d" % g],
+                                            stdout=subprocess.DEVNULL).returncode == 0,
+                     60, "frontend on port %d" % g)
+        addresses = ["127.0.0.1:%d" % g for g, _ in ports]
+
+        shared = os.path.join(dev.root, "var/lib/quantd")
+
+        def start_worker(name, frontend):
+            # The pod's own scratch (/var/lib/quantd, ephemeral) with the
+            # shared artifacts volume mounted at /var/lib/quantd/artifacts.
+            pod = os.path.join(dev.work, name, "var/lib/quantd")
+            os.makedirs(pod)
+            os.symlink(os.path.join(shared, "artifacts"), os.path.join(pod, "artifacts"))
+            wargv, wenv = dev.worker(addresses[frontend], {"POD_NAME": name})
+            wargv = [a.replace(shared, pod) for a in wargv]
+            wenv = {k: v.replace(shared, pod) for k, v in wenv.items()}
+            # The artifacts volume's real path is outside the pod directory.
+            wargv = [a + "," + os.path.join(shared, "artifacts") if a.startswith("--allowed-roots=")
+                     else a for a in wargv]
+            start(name, [binaries["quantd-worker"]] + wargv + ["--lease-wait-seconds=1"], wenv)
+
+        # Two workers on frontend 0, one on frontend 1.
+        for i, f in enumerate([0, 0, 1]):
+            start_worker("worker-%d" % i, f)
+
+        client = quantd_client.Client(addresses[0], token=ADMIN_TOKEN)
+        spec = {
+            "modelUri": "file://" + os.path.join(models, "stories260K"),
+            "quantization": {"scheme": "w_int8_per_channel_sym"},
+            "evaluation": {"datasetUri": "file://" + os.path.join(models, "eval.txt"),
+                           "maxWindows": 30},
+        }
+        names = [client.submit(spec).name for _ in range(JOBS)]
+
+        stage = quantd_client.Stage.Value
+
+        def job_of(worker):
+            for name in names:
+                job = client.get(name)
+                if job.state == quantd_client.JobState.Value("RUNNING") and job.worker == worker:
+                    return job
+            return None
+
+        # 1. Drain worker-0 mid-job.
+        drained = []
+        wait_for(lambda: drained.append(job_of("worker-0")) or drained[-1] is not None, 120,
+                 "worker-0 to run a job")
+        procs["worker-0"].send_signal(signal.SIGTERM)
+        code = procs["worker-0"].wait(timeout=120)
+        if code != 0:
+            failures.append("worker-0 exited %d after SIGTERM (drain)" % code)
+        job = client.get(drained[-1].name)
+        if job.state != quantd_client.JobState.Value("SUCCEEDED") or job.attempt != 1:
+            failures.append("the drained worker's job %s is %s, attempt %d" % (
+                job.name, quantd_client.JobState.Name(job.state), job.attempt))
+        start_worker("worker-3", 0)
+
+        # 2. kill -9 worker-1 while its job is evaluating.
+        late = []
+        wait_for(lambda: late.append(job_of("worker-1")) or (
+            late[-1] is not None and late[-1].progress.stage == stage("EVALUATE")), 180,
+            "worker-1 to evaluate a job")
+        procs["worker-1"].kill()
+        procs["worker-1"].wait()
+        killed_job = late[-1].name
+        start_worker("worker-4", 0)
+
+        # 3. Restart frontend 1 (worker-2 dials it).
+        procs["quantd-1"].send_signal(signal.SIGTERM)
+        if procs["quantd-1"].wait(timeout=60) != 0:
+            failures.append("frontend 1 did not exit 0 on SIGTERM")
+        start("quantd-1", [binaries["quantd"]] + frontends[1][0], frontends[1][1])
+
+        deadline = time.time() + 600
+        jobs = []
+        for name in names:
+            job = client.wait(name) if time.time() < deadline else client.get(name)
+            jobs.append(job)
+        shas = set()
+        for job in jobs:
+            if job.state != quantd_client.JobState.Value("SUCCEEDED"):
+                failures.append("%s ended %s: %s" % (job.name,
+                                                     quantd_client.JobState.Name(job.state),
+                                                     job.error.message))
+                continue
+            if len(job.result.artifacts) != 1:
+                failures.append("%s has %d artifacts" % (job.name, len(job.result.artifacts)))
+                continue
+            path = job.result.artifacts[0].uri[len("file://"):] + "/model.safetensors"
+            shas.add(sha256(path))
+            succeeded = sum(1 for e in client.watch(job.name)
+                            if e.WhichOneof("payload") == "state"
+                            and e.state == quantd_client.JobState.Value("SUCCEEDED"))
+            if succeeded != 1:
+                failures.append("%s has %d SUCCEEDED events" % (job.name, succeeded))
+        if len(shas) != 1:
+            failures.append("artifacts differ across jobs: %d distinct model.safetensors" %
+                            len(shas))
+        killed = client.get(killed_job)
+        if killed.attempt < 2 or killed.worker == "worker-1":
+            failures.append("the killed worker's job %s: attempt %d on %s" % (
+                killed_job, killed.attempt, killed.worker))
+        attempts = sum(j.attempt for j in jobs)
+        print("%d jobs SUCCEEDED, %d attempts in all; drained %s (attempt 1), killed %s "
+              "(attempt %d, on %s)" % (sum(j.state == quantd_client.JobState.Value("SUCCEEDED")
+                                              for j in jobs), attempts, drained[-1].name,
+                                          killed_job, killed.attempt, killed.worker))
+    finally:
+        for p in procs.values():
+            if p.poll() is None:
+                p.kill()
+        dev.pg.stop()
+    for f in failures:
+        print("FAIL " + f)
+    if failures:
+        for log in logs:
+            print("--- " + log + "\n" + open(log).read()[-2000:])
+        return 1
+    shutil.rmtree(dev.work, ignore_errors=True)
+    print("ok: local cluster of 2 frontends and 3 workers ran %d jobs through drain, kill -9 "
+          "and a frontend restart" % JOBS)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
