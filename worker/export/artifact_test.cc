@@ -47,5 +47,24 @@ TEST(StagedDirectoryTest, AnExistingOutputIsRefusedUnlessOverwrite) {
   EXPECT_TRUE(replaced->Commit().ok());
 }
 
+TEST(StagedDirectoryTest, AJobReplacesOnlyTheOutputItsOwnEarlierAttemptWrote) {
+  const fs::path root = fs::path(::testing::TempDir()) / "owned_outputs";
+  fs::remove_all(root);
+  fs::create_directories(root / "mine");
+  fs::create_directories(root / "theirs");
+  ASSERT_TRUE(MarkOutputOwner((root / "mine").string(), "jobs/a").ok());
+  ASSERT_TRUE(MarkOutputOwner((root / "theirs").string(), "jobs/b").ok());
+  fs::create_directories(root / "unmarked");
+
+  for (const char* d : {"mine", "theirs", "unmarked", "absent"})
+    ASSERT_TRUE(ReclaimOwnOutput((root / d).string(), "jobs/a").ok()) << d;
+  EXPECT_FALSE(fs::exists(root / "mine"));
+  EXPECT_TRUE(fs::exists(root / "theirs"));
+  EXPECT_TRUE(fs::exists(root / "unmarked"));
+  // What is left is refused as before.
+  auto refused = StagedDirectory::Create((root / "theirs").string(), false);
+  EXPECT_EQ(refused.status().reason(), "OUTPUT_EXISTS");
+}
+
 }  // namespace
 }  // namespace quantd::exporter
