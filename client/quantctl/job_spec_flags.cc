@@ -15,14 +15,6 @@
 namespace quantd::quantctl {
 namespace {
 
-absl::StatusOr<std::string> ReadConfigFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::NotFoundError(absl::StrCat("--config: cannot read ", path));
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
 absl::StatusOr<double> GetDouble(const ParsedArgs& a, const std::string& name) {
   double v = 0;
   if (!absl::SimpleAtod(a.Get(name), &v))
@@ -51,6 +43,14 @@ absl::Status DoubleFlag(const ParsedArgs& a, const std::string& name, Setter set
 }
 
 }  // namespace
+
+absl::StatusOr<std::string> ReadFileText(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::NotFoundError(absl::StrCat("cannot read ", path));
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
 
 absl::StatusOr<quantd::v1::ExportFormat> ParseExportFormatFlag(const std::string& f) {
   if (f == "hf" || f == "hf-fake-quantized") return quantd::v1::HF_FAKE_QUANTIZED;
@@ -81,8 +81,8 @@ absl::Status FillJobSpec(const ParsedArgs& a, quantd::v1::JobSpec* spec) {
     return absl::InvalidArgumentError("needs exactly one of --scheme NAME or --config FILE");
   if (a.Has("scheme")) q->set_scheme(a.Get("scheme"));
   if (a.Has("config")) {
-    auto text = ReadConfigFile(a.Get("config"));
-    if (!text.ok()) return text.status();
+    auto text = ReadFileText(a.Get("config"));
+    if (!text.ok()) return absl::NotFoundError(absl::StrCat("--config: ", text.status().message()));
     q->set_quark_json(*std::move(text));
   }
   if (auto s = IntFlag(a, "group-size", [&](int n) { q->set_group_size(n); }); !s.ok()) return s;

@@ -25,6 +25,9 @@ absl::Status FillJobSpec(const ParsedArgs& a, quantd::v1::JobSpec* spec);
 // "quark").
 absl::StatusOr<quantd::v1::ExportFormat> ParseExportFormatFlag(const std::string& name);
 
+// A whole file; NOT_FOUND "cannot read <path>" when it cannot be opened.
+absl::StatusOr<std::string> ReadFileText(const std::string& path);
+
 // Plain paths become absolute file:// URIs (relative to the working
 // directory, trailing slashes dropped); URIs and "" pass through.
 std::string ToUri(const std::string& path_or_uri);

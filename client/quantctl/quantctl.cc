@@ -168,13 +168,6 @@ std::string RandomRequestId() {
   return absl::StrCat("quantctl-", absl::Hex(gen(), absl::kZeroPad16));
 }
 
-absl::StatusOr<std::string> ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::NotFoundError(absl::StrCat("cannot read ", path));
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
 
 absl::StatusOr<quantd::v1::CreateJobRequest> BuildCreateRequest(const ParsedArgs& a) {
   quantd::v1::CreateJobRequest req;
@@ -196,7 +189,7 @@ absl::StatusOr<std::shared_ptr<grpc::Channel>> NewChannel(const ConnectionSettin
                               std::pair{&settings.tls_cert, &ssl.pem_cert_chain},
                               std::pair{&settings.tls_key, &ssl.pem_private_key}}) {
     if (path->empty()) continue;
-    auto pem = ReadFile(*path);
+    auto pem = ReadFileText(*path);
     if (!pem.ok()) return pem.status();
     *target = *std::move(pem);
   }

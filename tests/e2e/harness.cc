@@ -11,6 +11,8 @@
 #include <sstream>
 #include <thread>
 
+#include "gtest/gtest.h"
+
 namespace quantd::e2e {
 
 namespace fs = std::filesystem;
@@ -158,7 +160,7 @@ std::unique_ptr<Quantd> Quantd::Start(const QuantdOptions& o) {
   return nullptr;
 }
 
-std::unique_ptr<quantd::v1::QuantizationService::Stub> Quantd::NewStub() const {
+std::unique_ptr<quantd::v1::QuantizationService::Stub> Quantd::NewClient() const {
   return quantd::v1::QuantizationService::NewStub(
       grpc::CreateChannel(address_, grpc::InsecureChannelCredentials()));
 }
@@ -182,11 +184,35 @@ CommandResult Quantctl(const std::string& address, const std::vector<std::string
   return RunCommand(argv, timeout);
 }
 
+quantd::v1::Job GetJob(quantd::v1::QuantizationService::Stub& api, const std::string& name) {
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+  quantd::v1::GetJobRequest req;
+  req.set_name(name);
+  quantd::v1::Job job;
+  grpc::Status s = api.GetJob(&ctx, req, &job);
+  EXPECT_TRUE(s.ok()) << name << ": " << s.error_message();
+  return job;
+}
+
+std::vector<quantd::v1::JobEvent> Events(quantd::v1::QuantizationService::Stub& api,
+                                         const std::string& name) {
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+  quantd::v1::WatchJobRequest req;
+  req.set_name(name);
+  auto reader = api.WatchJob(&ctx, req);
+  std::vector<quantd::v1::JobEvent> out;
+  quantd::v1::JobEvent ev;
+  while (reader->Read(&ev)) out.push_back(ev);
+  return out;
+}
+
 bool IsTerminal(quantd::v1::JobState s) {
   return s == quantd::v1::SUCCEEDED || s == quantd::v1::FAILED || s == quantd::v1::CANCELLED;
 }
 
-quantd::v1::Job WaitForJob(quantd::v1::QuantizationService::Stub& stub, const std::string& name,
+quantd::v1::Job WaitForJob(quantd::v1::QuantizationService::Stub& api, const std::string& name,
                            std::chrono::seconds timeout) {
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   quantd::v1::Job job;
@@ -194,7 +220,7 @@ quantd::v1::Job WaitForJob(quantd::v1::QuantizationService::Stub& stub, const st
     grpc::ClientContext ctx;
     quantd::v1::GetJobRequest req;
     req.set_name(name);
-    if (stub.GetJob(&ctx, req, &job).ok() && IsTerminal(job.state())) return job;
+    if (api.GetJob(&ctx, req, &job).ok() && IsTerminal(job.state())) return job;
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
   return job;

@@ -38,18 +38,6 @@ std::string ErrorReason(const Job& job) {
   return "";
 }
 
-std::vector<JobEvent> Events(quantd::v1::QuantizationService::Stub& stub, const std::string& name) {
-  grpc::ClientContext ctx;
-  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
-  quantd::v1::WatchJobRequest req;
-  req.set_name(name);
-  auto reader = stub.WatchJob(&ctx, req);
-  std::vector<JobEvent> out;
-  JobEvent ev;
-  while (reader->Read(&ev)) out.push_back(ev);
-  return out;
-}
-
 class PipelineE2eTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
@@ -62,14 +50,14 @@ class PipelineE2eTest : public ::testing::Test {
   }
 
   Job Run(const quantd::v1::JobSpec& spec) {
-    auto stub = quantd_->NewStub();
+    auto api = quantd_->NewClient();
     grpc::ClientContext ctx;
     quantd::v1::CreateJobRequest req;
     *req.mutable_spec() = spec;
     Job created;
-    grpc::Status s = stub->CreateJob(&ctx, req, &created);
+    grpc::Status s = api->CreateJob(&ctx, req, &created);
     EXPECT_TRUE(s.ok()) << s.error_message();
-    return WaitForJob(*stub, created.name());
+    return WaitForJob(*api, created.name());
   }
 
   static Quantd* quantd_;
@@ -125,9 +113,9 @@ TEST_F(PipelineE2eTest, AccuracyGateFailsTheJobButKeepsMetricsAndArtifact) {
   EXPECT_FALSE(job.result().artifacts(0).accepted());
   EXPECT_TRUE(fs::exists(job.result().artifacts(0).uri().substr(7) + "/model.safetensors"));
 
-  auto stub = quantd_->NewStub();
+  auto api = quantd_->NewClient();
   int blocks = 0;
-  for (const auto& ev : Events(*stub, job.name()))
+  for (const auto& ev : Events(*api, job.name()))
     if (ev.has_block_metrics()) ++blocks;
   EXPECT_EQ(blocks, 5);
 }
@@ -159,10 +147,10 @@ TEST_F(PipelineE2eTest, GptqRunsThroughTheServiceAndBeatsRoundToNearest) {
 
   // The job went through the ALGORITHMS stage (progress events are
   // throttled, so not every block shows); round-to-nearest did not.
-  auto stub = quantd_->NewStub();
+  auto api = quantd_->NewClient();
   auto algorithm_events = [&](const std::string& name) {
     int n = 0;
-    for (const auto& ev : Events(*stub, name))
+    for (const auto& ev : Events(*api, name))
       if (ev.has_progress() && ev.progress().stage() == quantd::v1::ALGORITHMS) ++n;
     return n;
   };
@@ -261,21 +249,18 @@ TEST_F(PipelineE2eTest, CancelDuringStaticCalibrationStopsAtABlockBoundaryLeavin
   spec.mutable_calibration()->set_seq_len(256);
   spec.mutable_export_()->set_output_uri("file://" + out);
 
-  auto stub = quantd_->NewStub();
+  auto api = quantd_->NewClient();
   Job job;
   {
     grpc::ClientContext ctx;
     quantd::v1::CreateJobRequest req;
     *req.mutable_spec() = spec;
-    ASSERT_TRUE(stub->CreateJob(&ctx, req, &job).ok());
+    ASSERT_TRUE(api->CreateJob(&ctx, req, &job).ok());
   }
   // Wait until the block loop (calibration + rounding) is past block 1.
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
   while (std::chrono::steady_clock::now() < deadline) {
-    grpc::ClientContext ctx;
-    quantd::v1::GetJobRequest req;
-    req.set_name(job.name());
-    ASSERT_TRUE(stub->GetJob(&ctx, req, &job).ok());
+    job = GetJob(*api, job.name());
     if (job.progress().stage() == quantd::v1::QUANTIZE && job.progress().block() >= 2) break;
     if (IsTerminal(job.state())) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
@@ -286,17 +271,17 @@ TEST_F(PipelineE2eTest, CancelDuringStaticCalibrationStopsAtABlockBoundaryLeavin
     quantd::v1::CancelJobRequest req;
     req.set_name(job.name());
     Job cancelling;
-    ASSERT_TRUE(stub->CancelJob(&ctx, req, &cancelling).ok());
+    ASSERT_TRUE(api->CancelJob(&ctx, req, &cancelling).ok());
     EXPECT_EQ(cancelling.state(), quantd::v1::CANCELLING);
   }
-  job = WaitForJob(*stub, job.name());
+  job = WaitForJob(*api, job.name());
   EXPECT_EQ(job.state(), quantd::v1::CANCELLED) << job.error().message();
 
   // It stopped at a block boundary: fewer blocks reported than the model has,
   // and nothing was exported, not even a staging directory.
   int blocks = 0;
   bool saw_cancelling = false;
-  for (const auto& ev : Events(*stub, job.name())) {
+  for (const auto& ev : Events(*api, job.name())) {
     if (ev.has_block_metrics()) ++blocks;
     if (ev.has_state() && ev.state() == quantd::v1::CANCELLING) saw_cancelling = true;
   }
@@ -312,12 +297,12 @@ TEST_F(PipelineE2eTest, CancelDuringStaticCalibrationStopsAtABlockBoundaryLeavin
 TEST_F(PipelineE2eTest, KvCacheWithoutCalibrationIsRefusedAtCreateJob) {
   quantd::v1::JobSpec spec = BaseSpec("w_int8_per_channel_sym");
   spec.mutable_quantization()->set_fp8_kv_cache(true);
-  auto stub = quantd_->NewStub();
+  auto api = quantd_->NewClient();
   grpc::ClientContext ctx;
   quantd::v1::CreateJobRequest req;
   *req.mutable_spec() = spec;
   Job created;
-  grpc::Status s = stub->CreateJob(&ctx, req, &created);
+  grpc::Status s = api->CreateJob(&ctx, req, &created);
   EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
   EXPECT_NE(s.error_message().find("spec.calibration.dataset_uri"), std::string::npos)
       << s.error_message();

@@ -215,18 +215,18 @@ TEST(ServiceE2eTest, JobsSurviveAFrontendRestart) {
   }
   auto quantd = Quantd::Start({.data_dir = data});
   ASSERT_NE(quantd, nullptr);
-  auto stub = quantd->NewStub();
+  auto api = quantd->NewClient();
   for (const auto& name : names) {
     grpc::ClientContext ctx;
     quantd::v1::GetJobRequest req;
     req.set_name(name);
     Job job;
-    ASSERT_TRUE(stub->GetJob(&ctx, req, &job).ok()) << name;
+    ASSERT_TRUE(api->GetJob(&ctx, req, &job).ok()) << name;
     EXPECT_EQ(job.state(), quantd::v1::QUEUED) << name;
   }
   auto worker = StartWorker(quantd->address(), data, "w-restart");
   for (const auto& name : names) {
-    Job job = WaitForJob(*stub, name);
+    Job job = WaitForJob(*api, name);
     EXPECT_EQ(job.state(), quantd::v1::SUCCEEDED) << name << "\n" << worker->Log();
     EXPECT_EQ(job.result().artifacts_size(), 1);
   }
@@ -236,7 +236,7 @@ TEST(ServiceE2eTest, KilledWorkerLosesItsLeaseAndTheJobCompletesOnAttempt2) {
   const std::string data = TempDir("e2e_crash");
   auto quantd = Quantd::Start({.data_dir = data, .lease_duration = "2s"});
   ASSERT_NE(quantd, nullptr);
-  auto stub = quantd->NewStub();
+  auto api = quantd->NewClient();
   // Evaluating every window of the text keeps the job busy long enough.
   const std::vector<std::string> submit = {
       "submit", "--model",  Model(),          "--scheme", "w_uint4_per_channel_asym",
@@ -254,7 +254,7 @@ TEST(ServiceE2eTest, KilledWorkerLosesItsLeaseAndTheJobCompletesOnAttempt2) {
     grpc::ClientContext ctx;
     quantd::v1::GetJobRequest req;
     req.set_name(name);
-    ASSERT_TRUE(stub->GetJob(&ctx, req, &job).ok());
+    ASSERT_TRUE(api->GetJob(&ctx, req, &job).ok());
     // Every block is checkpointed once evaluation starts.
     if (job.state() == quantd::v1::RUNNING && job.progress().stage() == quantd::v1::EVALUATE) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
@@ -263,7 +263,7 @@ TEST(ServiceE2eTest, KilledWorkerLosesItsLeaseAndTheJobCompletesOnAttempt2) {
   EXPECT_EQ(job.worker(), "w-first");
   ASSERT_NE(first->Stop(SIGKILL), -1);
   auto second = StartWorker(quantd->address(), data, "w-second");
-  job = WaitForJob(*stub, name);
+  job = WaitForJob(*api, name);
   EXPECT_EQ(job.state(), quantd::v1::SUCCEEDED) << second->Log() << quantd->Log();
   EXPECT_EQ(job.attempt(), 2);
   EXPECT_EQ(job.worker(), "w-second");
@@ -274,18 +274,11 @@ TEST(ServiceE2eTest, KilledWorkerLosesItsLeaseAndTheJobCompletesOnAttempt2) {
   // quantizing again, and says so in the events.
   bool resumed = false;
   int block_events = 0;
-  {
-    grpc::ClientContext ctx;
-    quantd::v1::WatchJobRequest req;
-    req.set_name(name);
-    auto reader = stub->WatchJob(&ctx, req);
-    quantd::v1::JobEvent ev;
-    while (reader->Read(&ev)) {
-      if (ev.has_log() &&
-          ev.log().message().find("resumed after the last block (5/5)") != std::string::npos)
-        resumed = ev.attempt() == 2;
-      if (ev.has_block_metrics()) ++block_events;
-    }
+  for (const auto& ev : Events(*api, name)) {
+    if (ev.has_log() &&
+        ev.log().message().find("resumed after the last block (5/5)") != std::string::npos)
+      resumed = ev.attempt() == 2;
+    if (ev.has_block_metrics()) ++block_events;
   }
   EXPECT_TRUE(resumed);
   EXPECT_EQ(block_events, 5);  // no block was quantized twice
@@ -305,7 +298,7 @@ TEST(ServiceE2eTest, BadInputGetsClearErrorsAndTheServiceKeepsServing) {
   const std::string data = TempDir("e2e_bad");
   auto quantd = Quantd::Start({.data_dir = data, .local_workers = 1});
   ASSERT_NE(quantd, nullptr);
-  auto stub = quantd->NewStub();
+  auto api = quantd->NewClient();
 
   // Unknown scheme: refused at submit, naming the field.
   CommandResult unknown =

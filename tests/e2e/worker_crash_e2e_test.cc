@@ -34,16 +34,6 @@ std::vector<std::string> SubmitArgs(const std::string& output) {
           "--output",     output};
 }
 
-Job GetJob(quantd::v1::QuantizationService::Stub& stub, const std::string& name) {
-  grpc::ClientContext ctx;
-  quantd::v1::GetJobRequest req;
-  req.set_name(name);
-  Job job;
-  grpc::Status s = stub.GetJob(&ctx, req, &job);
-  EXPECT_TRUE(s.ok()) << s.error_message();
-  return job;
-}
-
 TEST(WorkerCrashE2eTest, TwentyKillsOverAQueueLoseAndDuplicateNothing) {
   const std::string data = TempDir("e2e_worker_crashes");
   // Short leases and backoffs so that a killed worker's job is re-leased fast.
@@ -52,7 +42,7 @@ TEST(WorkerCrashE2eTest, TwentyKillsOverAQueueLoseAndDuplicateNothing) {
                                .extra_flags = {"--requeue-backoff=100ms",
                                                "--max-requeue-backoff=400ms"}});
   ASSERT_NE(quantd, nullptr);
-  auto stub = quantd->NewStub();
+  auto api = quantd->NewClient();
 
   // The reference: the same spec, run without interruption.
   std::map<std::string, std::unique_ptr<Process>> workers;  // worker id -> process
@@ -100,7 +90,7 @@ TEST(WorkerCrashE2eTest, TwentyKillsOverAQueueLoseAndDuplicateNothing) {
       std::vector<std::string> busy;
       all_done = true;
       for (const auto& name : names) {
-        Job job = GetJob(*stub, name);
+        Job job = GetJob(*api, name);
         if (!IsTerminal(job.state())) all_done = false;
         const bool in_late_stage = job.progress().stage() == quantd::v1::EVALUATE ||
                                    job.progress().stage() == quantd::v1::EXPORT;
@@ -128,7 +118,7 @@ TEST(WorkerCrashE2eTest, TwentyKillsOverAQueueLoseAndDuplicateNothing) {
 
   int attempts = 0, resumed_jobs = 0;
   for (const auto& name : names) {
-    Job job = WaitForJob(*stub, name, std::chrono::seconds(300));
+    Job job = WaitForJob(*api, name, std::chrono::seconds(300));
     ASSERT_EQ(job.state(), quantd::v1::SUCCEEDED) << name << ": " << job.error().message();
     attempts += job.attempt();
     ASSERT_EQ(job.result().artifacts_size(), 1);
@@ -139,14 +129,9 @@ TEST(WorkerCrashE2eTest, TwentyKillsOverAQueueLoseAndDuplicateNothing) {
     EXPECT_EQ(job.result().artifacts(0).sha256(), *sha);
 
     // Exactly once: one SUCCEEDED state event and one result in the stream.
-    grpc::ClientContext ctx;
-    quantd::v1::WatchJobRequest req;
-    req.set_name(name);
-    auto reader = stub->WatchJob(&ctx, req);
-    quantd::v1::JobEvent ev;
     int succeeded = 0, results = 0;
     bool resumed = false;
-    while (reader->Read(&ev)) {
+    for (const auto& ev : Events(*api, name)) {
       if (ev.has_state() && ev.state() == quantd::v1::SUCCEEDED) ++succeeded;
       if (ev.has_result()) ++results;
       if (ev.has_log() && ev.log().message().find("resumed") != std::string::npos) resumed = true;
