@@ -52,8 +52,15 @@ class LeasedJob : public JobContext {
     pending_.push_back(std::move(event));
   }
 
+  // Updates within one block are sampled on the background tick, but the
+  // last update of a stage or block is queued before the next one replaces
+  // it, so a watcher sees every block of every stage however fast they run.
   void SetProgress(const quantd::v1::Progress& progress) override {
     std::lock_guard<std::mutex> l(mu_);
+    if (progress_.stage() != quantd::v1::STAGE_UNSPECIFIED &&
+        (progress.stage() != progress_.stage() || progress.block() != progress_.block())) {
+      QueueProgressLocked();
+    }
     progress_ = progress;
   }
 
@@ -119,6 +126,10 @@ class LeasedJob : public JobContext {
 
   void QueueProgressIfChanged() {
     std::lock_guard<std::mutex> l(mu_);
+    QueueProgressLocked();
+  }
+
+  void QueueProgressLocked() {
     if (progress_.stage() == quantd::v1::STAGE_UNSPECIFIED) return;
     if (sent_any_progress_ && SameProgress(progress_, last_sent_progress_)) return;
     quantd::v1::JobEvent ev;

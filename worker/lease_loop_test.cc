@@ -176,6 +176,21 @@ TEST_F(LeaseLoopTest, RunsJobStreamsProgressAndCompletes) {
   EXPECT_GE(service_.heartbeats, 2);  // 240 ms of work, 50 ms heartbeats
 }
 
+// Blocks far shorter than the background tick: every block still reaches
+// the event stream, in order (a CI run once missed "quantize block 5/5").
+TEST_F(LeaseLoopTest, FastBlocksEachGetAProgressEvent) {
+  executor_.blocks = 40;
+  executor_.block_ms = 0;
+  EXPECT_EQ(RunOneJob(), 1);
+  std::lock_guard<std::mutex> l(service_.mu);
+  std::vector<int> blocks;
+  for (const auto& e : service_.events) {
+    if (e.has_progress()) blocks.push_back(e.progress().block());
+  }
+  ASSERT_EQ(blocks.size(), 40u);
+  for (int b = 1; b <= 40; ++b) EXPECT_EQ(blocks[b - 1], b);
+}
+
 TEST_F(LeaseLoopTest, CancelFromHeartbeatStopsAtNextBlockAndReportsCancelled) {
   service_.cancel = true;
   executor_.blocks = 50;
