@@ -151,7 +151,7 @@ def main(argv):
         if rule.kind == "alias":
             if not rule.attrs["actual"].startswith("@"):
                 visit(absolute(rule.attrs["actual"], rule.package))
-        elif rule.kind in ("cc_library", "cc_binary", "quantd_cc_proto"):
+        elif rule.kind in ("cc_library", "cc_binary", "cc_test", "quantd_cc_proto"):
             for d in deps_of(rule):
                 if d.startswith("@"):
                     raise SystemExit("bazel_sources.py: %s depends on external %s" % (label, d))
@@ -190,8 +190,10 @@ def main(argv):
             lines.append("quantd_third_party(%s\n  LINKOPTS %s\n  DEPS %s)"
                          % (name, quote(rule.attrs.get("linkopts", [])), quote(deps)))
         else:
-            func = "quantd_cc_binary" if rule.kind == "cc_binary" else "quantd_cc_library"
-            target = rule.name if rule.kind == "cc_binary" else name
+            # A cc_test is built as a plain binary; gpu_check.sh runs it.
+            binary = rule.kind in ("cc_binary", "cc_test")
+            func = "quantd_cc_binary" if binary else "quantd_cc_library"
+            target = rule.name if binary else name
             src = lambda fs: [os.path.join(pkg, f) for f in fs]
             lines.append(
                 "%s(%s\n  SRCS %s\n  HDRS %s\n  DEPS %s\n  COPTS %s\n  DEFINES %s\n  LINKOPTS %s)"

@@ -20,8 +20,22 @@
 #   --build-dir DIR   CMake build folder (default cmake-build, in .bazelignore and .gitignore)
 #   --quantize BIN    use this quantd-quantize and skip the build (e.g. Bazel's)
 #   --no-bench        skip the benches (and their build)
-#   --no-tests        skip the Bazel test suite
+#   --no-tests        skip the engine tests
 #   --quick           small bench sizes (a smoke run, not figures to publish)
+#   --no-cpu-bench    skip the CPU benches (a GPU host's report needs only the GPU ones)
+#   --e2e             also the end-to-end job at Llama-3-8B shapes on cuda:0: a
+#                     random bf16 checkpoint (32 blocks, hidden 4096, 14336,
+#                     32/8 heads, vocab 128256), W4 (uint4 asym) group 128, RTN
+#                     then GPTQ; wall time, peak GPU memory, peak host RSS
+#   --e2e-samples N   calibration samples of 2048 tokens for --e2e (default 16)
+#   --e2e-gptq-samples N  the same for the GPTQ job (default 16; 0 skips it)
+#   --deps FILE       unpack tools/gpu_deps_bundle.sh's archive (the Debian
+#                     gRPC / protobuf / Abseil / ... the build needs) into a
+#                     private prefix: for GPU hosts without those packages
+#
+# The engine tests are the CMake-built test binaries of ENGINE_TESTS below,
+# run with QUANTD_TEST_DEVICE=cuda:0 when the GPU path is usable (tests that
+# know no device run on the CPU against this LibTorch).
 # Exit status: 0 when every part that ran passed (skipped parts do not fail).
 set -u -o pipefail
 
@@ -32,6 +46,11 @@ QUANTIZE=""
 BENCH=1
 TESTS=1
 QUICK=0
+DEPS=""
+CPU_BENCH=1
+E2E=0
+E2E_SAMPLES=16
+E2E_GPTQ_SAMPLES=16
 while [ $# -gt 0 ]; do
   case "$1" in
     --build-dir) BUILD_DIR="$2"; shift 2 ;;
@@ -39,7 +58,12 @@ while [ $# -gt 0 ]; do
     --no-bench) BENCH=0; shift ;;
     --no-tests) TESTS=0; shift ;;
     --quick) QUICK=1; shift ;;
-    -h|--help) sed -n '2,28p' "$0"; exit 0 ;;
+    --deps) DEPS="$2"; shift 2 ;;
+    --no-cpu-bench) CPU_BENCH=0; shift ;;
+    --e2e) E2E=1; shift ;;
+    --e2e-samples) E2E_SAMPLES="$2"; shift 2 ;;
+    --e2e-gptq-samples) E2E_GPTQ_SAMPLES="$2"; shift 2 ;;
+    -h|--help) sed -n '2,36p' "$0"; exit 0 ;;
     *) echo "gpu_check.sh: unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -48,6 +72,28 @@ LOG="$BUILD_DIR/gpu_check-logs"
 mkdir -p "$LOG"
 FAILED=0
 say() { echo "$*" >&2; }
+
+if [ -n "$DEPS" ]; then
+  PREFIX="$BUILD_DIR/deps"
+  if [ ! -e "$PREFIX/.unpacked" ]; then
+    mkdir -p "$PREFIX" && tar -C "$PREFIX" -xJf "$DEPS" && touch "$PREFIX/.unpacked" ||
+      { echo "cannot unpack --deps $DEPS"; exit 1; }
+  fi
+  export PATH="$PREFIX/bin:$PATH"
+  export CPLUS_INCLUDE_PATH="$PREFIX/include${CPLUS_INCLUDE_PATH:+:$CPLUS_INCLUDE_PATH}"
+  export LIBRARY_PATH="$PREFIX/lib${LIBRARY_PATH:+:$LIBRARY_PATH}"
+  export LD_LIBRARY_PATH="$PREFIX/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  DEPS_CMAKE=("-DQUANTD_GOOGLEAPIS_PROTO_DIR=$PREFIX/proto/googleapis"
+              "-DQUANTD_GRPC_PROTO_DIR=$PREFIX/proto/grpc-proto")
+else
+  DEPS_CMAKE=()
+fi
+# The engine tests gpu_check builds with CMake and runs (their data is in the
+# repository; TEST_SRCDIR points there).
+ENGINE_TESTS=(//worker/quant:device_agreement_test //worker/common:device_test
+              //worker/common:torch_compat_test //worker/pipeline:block_prefetcher_test
+              //worker/quant:fake_quant_test //worker/quant:int_quant_test
+              //worker/quant:fp8_test //worker/quant:mx_test //worker/algo:gptq_test)
 
 # --- Environment ------------------------------------------------------------
 GPU_NAME=""
@@ -77,17 +123,25 @@ BACKEND="unknown"
 if [ -z "$QUANTIZE" ]; then
   ROOTS="//worker/cli:quantd-quantize"
   TARGETS=(quantd-quantize)
+  if [ "$TESTS" = 1 ]; then
+    for t in "${ENGINE_TESTS[@]}"; do ROOTS="$ROOTS;$t"; TARGETS+=("${t##*:}"); done
+  fi
+  if [ "$E2E" = 1 ]; then
+    ROOTS="$ROOTS;//worker/models:make_random_checkpoint"; TARGETS+=(make_random_checkpoint)
+  fi
   if [ "$BENCH" = 1 ]; then
     for b in "${BENCHES[@]}"; do ROOTS="$ROOTS;$b"; TARGETS+=("${b##*:}"); done
   fi
   say "gpu_check: configuring CMake in $BUILD_DIR"
   start=$(date +%s)
-  if ! cmake -S "$ROOT" -B "$BUILD_DIR" -G Ninja "-DQUANTD_CMAKE_ROOTS=$ROOTS" \
+  if ! cmake -S "$ROOT" -B "$BUILD_DIR" -G Ninja "-DQUANTD_CMAKE_ROOTS=$ROOTS" "${DEPS_CMAKE[@]}" \
       ${LIBTORCH_HOME:+"-DLIBTORCH_HOME=$LIBTORCH_HOME"} >"$LOG/cmake.log" 2>&1; then
     echo; echo "**CMake configure failed** (see $LOG/cmake.log):"; echo '```'; tail -20 "$LOG/cmake.log"; echo '```'
     exit 1
   fi
-  if ! ninja -C "$BUILD_DIR" "${TARGETS[@]}" >"$LOG/build.log" 2>&1; then
+  # -k 0: a test that fails to build is reported below; quantd-quantize must build.
+  ninja -C "$BUILD_DIR" -k 0 "${TARGETS[@]}" >"$LOG/build.log" 2>&1
+  if [ ! -x "$BUILD_DIR/quantd-quantize" ]; then
     echo; echo "**Build failed** (see $LOG/build.log):"; echo '```'; tail -30 "$LOG/build.log"; echo '```'
     exit 1
   fi
@@ -109,7 +163,7 @@ if [ -z "$GPU_NAME" ]; then
 else
   probe="$("$QUANTIZE" --model /nonexistent --scheme w_int8_per_channel_sym --no-eval \
             --device cuda:0 --data-dir "$LOG/probe" 2>&1)"
-  if echo "$probe" | grep -q 'CPU-only\|FEATURE_NOT_BUILT\|UNIMPLEMENTED'; then
+  if echo "$probe" | grep -q 'CPU-only\|is not there\|FEATURE_NOT_BUILT\|UNIMPLEMENTED'; then
     GPU_WHY="$(echo "$probe" | head -1)"
   else
     GPU_OK=1
@@ -117,31 +171,32 @@ else
 fi
 
 # --- 2. Engine tests against this LibTorch -------------------------------------
-# The unit tests are Bazel targets; with LIBTORCH_HOME exported, Bazel's
-# libtorch wrapper links that LibTorch (--config=cuda / rocm adds the GPU
-# backend), so this is the engine's suite compiled and run against 2.x.
 echo
 echo "### Engine tests against this LibTorch"
 echo
+TEST_DEVICE=cpu
+[ "$GPU_OK" = 1 ] && TEST_DEVICE=cuda:0
 if [ "$TESTS" = 0 ]; then
   echo "skipped (--no-tests)"
-elif command -v bazel >/dev/null 2>&1; then
-  config=()
-  case "$BACKEND" in *"backend cuda"*) config=(--config=cuda) ;; *"backend rocm"*) config=(--config=rocm) ;; esac
-  if bazel test --symlink_prefix=/ "${config[@]}" //worker/common/... //worker/quant/... \
-      //worker/algo/... //worker/models/... //worker/pipeline/... //worker/cli/... \
-      >"$LOG/tests.log" 2>&1; then
-    echo "passed: $(grep -c ' PASSED ' "$LOG/tests.log") test targets ${config[*]} (log: $LOG/tests.log)"
-  else
-    echo "**FAILED** (log: $LOG/tests.log)"; FAILED=1
-  fi
-  if [ "$GPU_OK" = 1 ]; then
-    echo "(the tests choose their own device: CPU)"
-  else
-    echo "on cuda:0: skipped: ${GPU_WHY}"
-  fi
 else
-  echo "skipped: the unit tests are Bazel targets and this host has no bazel"
+  SRCDIR="$BUILD_DIR/srcdir"
+  mkdir -p "$SRCDIR" && ln -sfn "$ROOT" "$SRCDIR/quantd"
+  echo "QUANTD_TEST_DEVICE=$TEST_DEVICE (tests that take no device run on the CPU)"
+  echo
+  echo "| test | result |"
+  echo "|---|---|"
+  for t in "${ENGINE_TESTS[@]}"; do
+    name="${t##*:}"
+    if [ ! -x "$BUILD_DIR/$name" ]; then
+      echo "| $t | **did not build** (see $LOG/build.log) |"; FAILED=1; continue
+    fi
+    if (cd "$ROOT" && TEST_SRCDIR="$SRCDIR" QUANTD_TEST_DEVICE="$TEST_DEVICE" \
+          timeout 600 "$BUILD_DIR/$name" >"$LOG/$name.log" 2>&1); then
+      echo "| $t | passed: $(grep -m1 -o '[0-9]* tests\? from [0-9]* test suites\? ran' "$LOG/$name.log") |"
+    else
+      echo "| $t | **FAILED** ($(grep -c '^\[  FAILED  \]' "$LOG/$name.log") failures; $LOG/$name.log) |"; FAILED=1
+    fi
+  done
 fi
 
 # --- 3. Benches ----------------------------------------------------------------
@@ -156,9 +211,23 @@ run_bench() {  # name, args...
   if ! "$bin" "$@" 2>&1 | tee "$LOG/$name.log"; then FAILED=1; echo "(exit status non-zero)"; fi
   echo '```'
 }
+if [ "$BENCH" = 1 ] && [ "$BUILD_DIR/quantd-quantize" = "$QUANTIZE" ] && [ "$GPU_OK" = 1 ]; then
+  echo
+  echo "### Benches on cuda:0 (each ratio is against a baseline measured in the same run)"
+  if [ "$QUICK" = 1 ]; then
+    run_bench fake_quant_bench --device=cuda:0 --iters=3
+    run_bench gptq_bench --device=cuda:0 --tokens=8192 --layers=4096x4096
+  else
+    run_bench fake_quant_bench --device=cuda:0
+    run_bench gptq_bench --device=cuda:0 --tokens=262144
+  fi
+fi
 echo
-echo "### Benches (CPU; each ratio is against a baseline measured in the same run)"
-if [ "$BENCH" = 1 ] && [ "$BUILD_DIR/quantd-quantize" = "$QUANTIZE" ]; then
+echo "### Benches on the CPU (each ratio is against a baseline measured in the same run)"
+if [ "$CPU_BENCH" = 0 ]; then
+  echo
+  echo "skipped (--no-cpu-bench)"
+elif [ "$BENCH" = 1 ] && [ "$BUILD_DIR/quantd-quantize" = "$QUANTIZE" ]; then
   if [ "$QUICK" = 1 ]; then
     run_bench fake_quant_bench --iters=3
     run_bench gptq_bench --tokens=256 --layers=512x512
@@ -170,8 +239,6 @@ if [ "$BENCH" = 1 ] && [ "$BUILD_DIR/quantd-quantize" = "$QUANTIZE" ]; then
     run_bench blockwise_forward_bench
     run_bench model_load_bench --dir="$LOG/ckpt"
   fi
-  echo
-  echo "GPU benches: skipped (${GPU_WHY:-the benches have no device selection yet; they measure the CPU})."
 else
   echo
   echo "skipped (--no-bench or a prebuilt quantd-quantize)"
@@ -227,6 +294,64 @@ else
   echo
   echo "cuda:0 run skipped: $GPU_WHY"
 fi
+# --- 5. End to end at Llama-3-8B shapes ----------------------------------------
+# Peak GPU memory is sampled from nvidia-smi every 0.2 s (all processes on
+# the device: quantd-quantize is the only one); peak host RSS is the
+# process's VmHWM, which quantd-quantize prints as it exits.
+run_e2e() {  # label, samples, quantization args...
+  local label="$1" samples="$2"; shift 2
+  local out="$LOG/e2e-$label" smi="$LOG/e2e-$label.smi" start end peak rss
+  rm -rf "$out"
+  nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits -lms 200 >"$smi" 2>/dev/null &
+  local smi_pid=$!
+  start=$(date +%s.%N)
+  "$QUANTIZE" --model "$CKPT" "$@" --calib "$ROOT/tests/data/tinyshakespeare.txt" --calib-samples "$samples" \
+    --calib-seq-len 2048 --no-eval --format hf-quark --output "$out" --data-dir "$LOG/data" \
+    --device cuda:0 "$@" >"$out.log" 2>&1
+  local rc=$?
+  end=$(date +%s.%N)
+  kill "$smi_pid" 2>/dev/null; wait "$smi_pid" 2>/dev/null
+  peak=$(sort -n "$smi" | tail -1)
+  rss=$(sed -n 's/.*peak host RSS \([0-9.]*\) GiB.*/\1/p' "$out.log" | tail -1)
+  if [ "$rc" = 0 ]; then
+    printf "| %s | %s x 2048 | %.1f | %s | %s |\n" "$label" "$samples" \
+      "$(python3 -c "print($end - $start)")" "$(python3 -c "print(round(${peak:-0} / 1024, 2))")" "${rss:-?}"
+  else
+    echo "| $label | $samples x 2048 | **failed** (exit $rc; $out.log) | | |"; FAILED=1
+    tail -5 "$out.log" | sed 's/^/    /'
+  fi
+}
+if [ "$E2E" = 1 ]; then
+  echo
+  echo "### End to end, Llama-3-8B shapes (random bf16 weights), W4 uint4 asym g128, cuda:0"
+  echo
+  if [ "$GPU_OK" != 1 ]; then
+    echo "skipped: ${GPU_WHY}"
+  else
+    CKPT="$LOG/llama3-8b-random"
+    start=$(date +%s)
+    if [ ! -e "$CKPT/config.json" ]; then
+      "$BUILD_DIR/make_random_checkpoint" --out="$CKPT" --layers=32 --hidden=4096 \
+        --intermediate=14336 --heads=32 --kv_heads=8 --vocab=128256 --dtype=bf16 \
+        >"$LOG/make_random_checkpoint.log" 2>&1 || { echo "checkpoint generation failed"; FAILED=1; }
+      cp "$ROOT/models/stories260K/tokenizer.model" "$CKPT/"
+    fi
+    echo "checkpoint: $(du -sh "$CKPT" | cut -f1) written in $(( $(date +%s) - start )) s"
+    echo
+    echo "| job | calibration | wall s | peak GPU GiB (device) | peak host RSS GiB |"
+    echo "|---|---|---|---|---|"
+    run_e2e rtn "$E2E_SAMPLES" --scheme w_uint4_per_group_asym --group-size 128
+    if [ "$E2E_GPTQ_SAMPLES" -gt 0 ]; then
+      cat >"$LOG/w4_g128_gptq.json" <<'JSON'
+{"global_quant_config": {"weight": {"dtype": "uint4", "qscheme": "per_group", "ch_axis": -1,
+  "group_size": 128, "symmetric": false, "is_dynamic": false}},
+ "exclude": ["lm_head"], "algo_config": [{"name": "gptq", "damp_percent": 0.01}]}
+JSON
+      run_e2e gptq "$E2E_GPTQ_SAMPLES" --config "$LOG/w4_g128_gptq.json"
+    fi
+  fi
+fi
+
 echo
 [ "$FAILED" = 0 ] && echo "result: every part that ran passed" || echo "result: **FAILURES** (logs in $LOG)"
 exit "$FAILED"

@@ -168,6 +168,7 @@ class LeasedJob : public JobContext {
     quantd::v1::HeartbeatRequest req;
     req.mutable_worker()->set_id(loop_->options_.worker_id);
     req.mutable_worker()->set_device(loop_->options_.device);
+    if (loop_->options_.describe_memory) loop_->options_.describe_memory(req.mutable_worker());
     {
       std::lock_guard<std::mutex> l(mu_);
       *req.mutable_lease() = lease_;
@@ -247,6 +248,7 @@ int LeaseLoop::Run() {
     quantd::v1::LeaseJobRequest req;
     req.mutable_worker()->set_id(options_.worker_id);
     req.mutable_worker()->set_device(options_.device);
+    if (options_.describe_memory) options_.describe_memory(req.mutable_worker());
     req.mutable_wait()->set_seconds(options_.lease_wait.count());
     quantd::v1::LeaseJobResponse resp;
     grpc::ClientContext ctx;

@@ -12,6 +12,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -57,6 +58,10 @@ struct LeaseLoopOptions {
   std::chrono::milliseconds max_backoff{4000};  // reconnect backoff cap
   // Extra metadata on every call (e.g. "authorization: Bearer ...").
   std::vector<std::pair<std::string, std::string>> metadata;
+  // Fills the GPU memory fields of the WorkerInfo sent with each LeaseJob
+  // and Heartbeat (quantd exports them as quantd_gpu_memory_*_bytes); unset
+  // on CPU workers.
+  std::function<void(quantd::v1::WorkerInfo*)> describe_memory;
 };
 
 class LeaseLoop {

@@ -28,6 +28,7 @@ class FakeWorkerService final : public quantd::v1::WorkerService::Service {
       return grpc::Status(grpc::StatusCode::UNAVAILABLE, "restarting");
     }
     lease_worker = req->worker().id();
+    lease_worker_info = req->worker();
     if (handed_out) return grpc::Status::OK;
     handed_out = true;
     resp->mutable_job()->set_name("jobs/abc");
@@ -48,6 +49,7 @@ class FakeWorkerService final : public quantd::v1::WorkerService::Service {
     if (stale_after_heartbeats > 0 && heartbeats >= stale_after_heartbeats)
       return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION, "STALE_LEASE");
     heartbeat_progress.push_back(req->progress());
+    heartbeat_worker_info = req->worker();
     *resp->mutable_lease() = req->lease();
     resp->set_cancel_requested(cancel);
     return grpc::Status::OK;
@@ -77,6 +79,8 @@ class FakeWorkerService final : public quantd::v1::WorkerService::Service {
   bool cancel = false;
   int fail_leases = 0;
   int heartbeats = 0;
+  quantd::v1::WorkerInfo lease_worker_info;
+  quantd::v1::WorkerInfo heartbeat_worker_info;
   int stale_after_heartbeats = 0;
   std::string lease_worker;
   std::vector<quantd::v1::Progress> heartbeat_progress;
@@ -133,8 +137,9 @@ class LeaseLoopTest : public ::testing::Test {
   }
   void TearDown() override { server_->Shutdown(); }
 
-  int RunOneJob() {
+  int RunOneJob(std::function<void(quantd::v1::WorkerInfo*)> describe_memory = nullptr) {
     LeaseLoopOptions opt;
+    opt.describe_memory = std::move(describe_memory);
     opt.worker_id = "w-test";
     opt.lease_wait = std::chrono::seconds(0);
     opt.max_jobs = 1;
@@ -174,6 +179,22 @@ TEST_F(LeaseLoopTest, RunsJobStreamsProgressAndCompletes) {
   }
   EXPECT_EQ(last_block, 4);
   EXPECT_GE(service_.heartbeats, 2);  // 240 ms of work, 50 ms heartbeats
+}
+
+// A GPU worker's memory rides on every LeaseJob and Heartbeat.
+TEST_F(LeaseLoopTest, GpuMemoryIsReportedWithLeasesAndHeartbeats) {
+  int64_t used = 1000;
+  EXPECT_EQ(RunOneJob([&](quantd::v1::WorkerInfo* w) {
+              w->set_gpu_memory_total_bytes(80'000'000'000);
+              w->set_gpu_memory_used_bytes(used += 1000);
+            }),
+            1);
+  std::lock_guard<std::mutex> l(service_.mu);
+  EXPECT_EQ(service_.lease_worker_info.gpu_memory_total_bytes(), 80'000'000'000);
+  EXPECT_GT(service_.lease_worker_info.gpu_memory_used_bytes(), 1000);
+  EXPECT_EQ(service_.heartbeat_worker_info.gpu_memory_total_bytes(), 80'000'000'000);
+  EXPECT_GT(service_.heartbeat_worker_info.gpu_memory_used_bytes(),
+            service_.lease_worker_info.gpu_memory_used_bytes());
 }
 
 // Blocks far shorter than the background tick: every block still reaches

@@ -122,6 +122,11 @@ StatusOr<pipeline::JobOptions> PipelineExecutor::BuildOptions(const quantd::v1::
   o.export_options.output_dir = out;
   o.export_options.overwrite = ex.overwrite();
   o.scratch_dir = (fs::path(options_.data_dir) / "scratch" / JobId(job.name())).string();
+  try {
+    o.model_options.device = at::Device(options_.device);
+  } catch (const c10::Error&) {
+    return InvalidArgumentError("worker device '" + options_.device + "' is not a device");
+  }
   o.job_name = job.name();
   return o;
 }

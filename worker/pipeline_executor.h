@@ -25,6 +25,10 @@ struct PipelineExecutorOptions {
   std::string hf_cache_dir;  // empty: $HF_HUB_CACHE / $HF_HOME/hub / ~/.cache/huggingface/hub
   // Keep a job's scratch directory after it ends (debugging).
   bool keep_scratch = false;
+  // Where blocks run: "cpu" or "cuda:N" (checked by the binary at startup,
+  // before LibTorch runs a kernel). A job's spec.device only selects which
+  // workers may lease it; the worker's own device is the one used.
+  std::string device = "cpu";
 };
 
 class PipelineExecutor : public JobExecutor {

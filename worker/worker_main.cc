@@ -24,11 +24,12 @@
 #include "absl/flags/usage.h"
 #include "absl/strings/str_split.h"
 #include "worker/common/dashed_flags.h"
+#include "worker/common/device.h"
 #include "worker/lease_loop.h"
 #include "worker/pipeline_executor.h"
 
 ABSL_FLAG(std::string, server, "127.0.0.1:50051", "quantd address (HOST:PORT) to lease jobs from");
-ABSL_FLAG(std::string, device, "cpu", "device to run on: cpu (cuda:N needs a CUDA build)");
+ABSL_FLAG(std::string, device, "cpu", "device to run on: cpu or cuda:N (cuda needs a CUDA build)");
 ABSL_FLAG(std::string, data_dir, "./quantd-data", "scratch space and download cache");
 ABSL_FLAG(std::string, worker_id, "", "unique worker id (default HOST-PID)");
 ABSL_FLAG(std::vector<std::string>, allowed_roots, {},
@@ -90,17 +91,12 @@ int main(int argc, char** argv) {
   absl::ParseCommandLine(args.argc(), args.argv());
 
   // The device is chosen before LibTorch runs any kernel.
-  const std::string device = absl::GetFlag(FLAGS_device);
-  if (device != "cpu") {
-    if (device.rfind("cuda", 0) == 0 && !at::hasCUDA()) {
-      std::cerr << "quantd-worker: --device " << device
-                << " needs a CUDA LibTorch; this build is CPU-only. Build with "
-                   "`bazel build --config=cuda` and LIBTORCH_HOME, or use --device cpu.\n";
-      return 2;
-    }
-    std::cerr << "quantd-worker: --device " << device << " is not supported; use --device cpu\n";
+  auto parsed_device = quantd::ParseEngineDevice(absl::GetFlag(FLAGS_device), "--device");
+  if (!parsed_device.ok()) {
+    std::cerr << "quantd-worker: " << parsed_device.status().message() << "\n";
     return 2;
   }
+  const std::string device = quantd::DeviceName(*parsed_device);
   // Debian's LibTorch starts with one OpenMP thread whatever the core count,
   // so the default is set explicitly.
   int threads = absl::GetFlag(FLAGS_threads);
@@ -122,12 +118,22 @@ int main(int argc, char** argv) {
   exec_opt.allowed_roots = absl::GetFlag(FLAGS_allowed_roots);
   exec_opt.hf_cache_dir = absl::GetFlag(FLAGS_hf_cache);
   exec_opt.keep_scratch = absl::GetFlag(FLAGS_keep_scratch);
+  exec_opt.device = device;
   quantd::worker::PipelineExecutor executor(exec_opt);
 
   quantd::worker::LeaseLoopOptions loop_opt;
   loop_opt.worker_id =
       absl::GetFlag(FLAGS_worker_id).empty() ? DefaultWorkerId() : absl::GetFlag(FLAGS_worker_id);
   loop_opt.device = device;
+  if (!parsed_device->is_cpu()) {
+    const c10::Device gpu = *parsed_device;
+    loop_opt.describe_memory = [gpu](quantd::v1::WorkerInfo* info) {
+      if (auto m = quantd::QueryDeviceMemory(gpu)) {
+        info->set_gpu_memory_total_bytes(m->total_bytes);
+        info->set_gpu_memory_used_bytes(m->used_bytes);
+      }
+    };
+  }
   loop_opt.lease_wait = std::chrono::seconds(absl::GetFlag(FLAGS_lease_wait_seconds));
   loop_opt.max_jobs = absl::GetFlag(FLAGS_max_jobs);
 

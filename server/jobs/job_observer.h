@@ -7,6 +7,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "quantd/v1/job.pb.h"
+#include "quantd/v1/worker_service.pb.h"
 
 namespace quantd::server {
 
@@ -20,8 +21,9 @@ class JobObserver {
   virtual void JobFinished(const v1::Job& job, absl::Duration duration) {}
   // A lease ran out (the job is re-queued, failed, or cancelled).
   virtual void LeaseExpired(const v1::Job& job) {}
-  // A worker leased or heartbeat (liveness, for the worker gauge).
-  virtual void WorkerSeen(absl::string_view worker_id, absl::string_view device) {}
+  // A worker leased or heartbeat (liveness for the worker gauge; a GPU
+  // worker's memory for the GPU gauges). `worker.id()` is never empty.
+  virtual void WorkerSeen(const v1::WorkerInfo& worker) {}
 };
 
 }  // namespace quantd::server

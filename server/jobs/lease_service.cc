@@ -98,7 +98,7 @@ absl::StatusOr<v1::LeaseJobResponse> LeaseService::LeaseJob(
   wait = std::min(wait, options_.max_lease_wait);
 
   const v1::WorkerInfo& worker = request.worker();
-  if (observer_ != nullptr) observer_->WorkerSeen(worker.id(), worker.device());
+  if (observer_ != nullptr && !worker.id().empty()) observer_->WorkerSeen(worker);
   const std::vector<std::string> devices = MatchingJobDevices(worker.device());
   const absl::Time give_up = absl::Now() + wait;  // real time: this is how long the RPC blocks
   v1::LeaseJobResponse response;
@@ -156,9 +156,9 @@ absl::StatusOr<v1::HeartbeatResponse> LeaseService::Heartbeat(const Caller& call
       });
   if (!updated.ok()) return updated.status();
   if (observer_ != nullptr) {
-    observer_->WorkerSeen(
-        request.worker().id().empty() ? updated->job.worker() : request.worker().id(),
-        request.worker().device());
+    v1::WorkerInfo worker = request.worker();
+    if (worker.id().empty()) worker.set_id(updated->job.worker());
+    if (!worker.id().empty()) observer_->WorkerSeen(worker);
   }
   v1::HeartbeatResponse response;
   *response.mutable_lease() = MakeLease(*updated);

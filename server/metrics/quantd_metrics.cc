@@ -47,21 +47,41 @@ class QuantdMetrics::LiveGauges : public prometheus::Collectable {
         "Workers that called this frontend within the last lease duration.",
         prometheus::MetricType::Gauge,
         {}};
+    prometheus::MetricFamily used{"quantd_gpu_memory_used_bytes",
+                                  "GPU memory in use on a live worker's device (all processes), "
+                                  "as the worker last reported.",
+                                  prometheus::MetricType::Gauge,
+                                  {}};
+    prometheus::MetricFamily total{"quantd_gpu_memory_total_bytes",
+                                   "GPU memory of a live worker's device.",
+                                   prometheus::MetricType::Gauge,
+                                   {}};
     prometheus::ClientMetric w;
     {
       const absl::Time cutoff = metrics_->clock_->Now() - metrics_->worker_window_;
       absl::MutexLock lock(&metrics_->mu_);
       for (auto it = metrics_->workers_.begin(); it != metrics_->workers_.end();) {
-        if (it->second < cutoff) {
+        if (it->second.last_seen < cutoff) {
           metrics_->workers_.erase(it++);
-        } else {
-          ++it;
+          continue;
         }
+        const SeenWorker& seen = it->second;
+        if (seen.gpu_memory_total_bytes > 0) {
+          prometheus::ClientMetric m;
+          m.label = {{"device", seen.device}, {"worker", it->first}};
+          m.gauge.value = static_cast<double>(seen.gpu_memory_used_bytes);
+          used.metric.push_back(m);
+          m.gauge.value = static_cast<double>(seen.gpu_memory_total_bytes);
+          total.metric.push_back(m);
+        }
+        ++it;
       }
       w.gauge.value = static_cast<double>(metrics_->workers_.size());
     }
     workers.metric.push_back(w);
     families.push_back(std::move(workers));
+    families.push_back(std::move(used));
+    families.push_back(std::move(total));
     return families;
   }
 
@@ -130,11 +150,18 @@ void QuantdMetrics::JobFinished(const v1::Job& job, absl::Duration duration) {
 
 void QuantdMetrics::LeaseExpired(const v1::Job&) { lease_expirations_->Increment(); }
 
-void QuantdMetrics::WorkerSeen(absl::string_view worker_id, absl::string_view) {
-  if (worker_id.empty()) return;
+void QuantdMetrics::WorkerSeen(const v1::WorkerInfo& worker) {
+  if (worker.id().empty()) return;
   const absl::Time now = clock_->Now();
   absl::MutexLock lock(&mu_);
-  workers_[worker_id] = now;
+  SeenWorker& seen = workers_[worker.id()];
+  seen.last_seen = now;
+  seen.device = worker.device();
+  // Kept from the last report that had them (LeaseJob and Heartbeat both do).
+  if (worker.gpu_memory_total_bytes() > 0) {
+    seen.gpu_memory_total_bytes = worker.gpu_memory_total_bytes();
+    seen.gpu_memory_used_bytes = worker.gpu_memory_used_bytes();
+  }
 }
 
 void QuantdMetrics::RpcHandled(const std::string& method, const std::string& code, double seconds) {

@@ -2,8 +2,9 @@
 // a job id: jobs submitted and finished (by state), job and stage
 // durations, lease expirations, gRPC calls handled and their latency (by
 // method and code), build info, and two gauges computed at scrape time:
-// queue depth (from the job store, so it is the same on every frontend)
-// and live workers (those this frontend heard from within a lease).
+// queue depth (from the job store, so it is the same on every frontend),
+// live workers (those this frontend heard from within a lease) and, per
+// live GPU worker, its device's used and total memory as it last reported.
 // QuantdMetrics is a JobObserver, so the job logic feeds it directly.
 #ifndef QUANTD_SERVER_METRICS_QUANTD_METRICS_H_
 #define QUANTD_SERVER_METRICS_QUANTD_METRICS_H_
@@ -41,7 +42,7 @@ class QuantdMetrics : public JobObserver {
   void JobSubmitted(const v1::Job& job) override;
   void JobFinished(const v1::Job& job, absl::Duration duration) override;
   void LeaseExpired(const v1::Job& job) override;
-  void WorkerSeen(absl::string_view worker_id, absl::string_view device) override;
+  void WorkerSeen(const v1::WorkerInfo& worker) override;
 
   // One finished RPC: `method` like "quantd.v1.QuantizationService/CreateJob",
   // `code` like "OK" or "NOT_FOUND".
@@ -74,7 +75,13 @@ class QuantdMetrics : public JobObserver {
   std::unique_ptr<prometheus::Exposer> exposer_;
 
   absl::Mutex mu_;
-  absl::flat_hash_map<std::string, absl::Time> workers_ ABSL_GUARDED_BY(mu_);
+  struct SeenWorker {
+    absl::Time last_seen;
+    std::string device;
+    int64_t gpu_memory_total_bytes = 0;  // 0: not a GPU worker
+    int64_t gpu_memory_used_bytes = 0;
+  };
+  absl::flat_hash_map<std::string, SeenWorker> workers_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace quantd::server

@@ -75,6 +75,16 @@ TEST_F(QuantdMetricsTest, JobLifecycleCounters) {
   EXPECT_FALSE(Contains(text, "jobs/x"));  // never a job id as a label
 }
 
+v1::WorkerInfo Worker(const std::string& id, const std::string& device, int64_t total = 0,
+                     int64_t used = 0) {
+  v1::WorkerInfo w;
+  w.set_id(id);
+  w.set_device(device);
+  w.set_gpu_memory_total_bytes(total);
+  w.set_gpu_memory_used_bytes(used);
+  return w;
+}
+
 TEST_F(QuantdMetricsTest, QueueDepthAndWorkersAreReadAtScrape) {
   for (int i = 0; i < 3; ++i) {
     JobRecord r;
@@ -82,15 +92,25 @@ TEST_F(QuantdMetricsTest, QueueDepthAndWorkersAreReadAtScrape) {
     r.job.set_state(i == 2 ? v1::RUNNING : v1::QUEUED);
     ASSERT_TRUE(store_->CreateJob(r, {}, {}).ok());
   }
-  metrics_->WorkerSeen("w1", "cpu");
+  metrics_->WorkerSeen(Worker("w1", "cpu"));
   clock_.Advance(absl::Seconds(30));
-  metrics_->WorkerSeen("w2", "cuda:0");
-  metrics_->WorkerSeen("w2", "cuda:0");
+  metrics_->WorkerSeen(Worker("w2", "cuda:0", 85899345920, 1073741824));
+  metrics_->WorkerSeen(Worker("w2", "cuda:0", 85899345920, 2147483648));
   std::string text = metrics_->Scrape();
   EXPECT_TRUE(Contains(text, "quantd_queue_depth 2\n")) << text;
   EXPECT_TRUE(Contains(text, "quantd_workers 2\n"));
+  EXPECT_TRUE(Contains(
+      text, "quantd_gpu_memory_used_bytes{device=\"cuda:0\",worker=\"w2\"} 2147483648\n"))
+      << text;
+  EXPECT_TRUE(Contains(
+      text, "quantd_gpu_memory_total_bytes{device=\"cuda:0\",worker=\"w2\"} 85899345920\n"));
+  EXPECT_FALSE(Contains(text, "worker=\"w1\""));  // a CPU worker has no GPU gauges
   clock_.Advance(absl::Seconds(31));  // w1 is now silent for over a minute
   EXPECT_TRUE(Contains(metrics_->Scrape(), "quantd_workers 1\n"));
+  clock_.Advance(absl::Seconds(61));  // and now w2: its gauges go with it
+  text = metrics_->Scrape();
+  EXPECT_TRUE(Contains(text, "quantd_workers 0\n"));
+  EXPECT_FALSE(Contains(text, "quantd_gpu_memory_used_bytes{"));
 }
 
 TEST_F(QuantdMetricsTest, RpcCountersAndHttpEndpoint) {

@@ -103,12 +103,14 @@ StatusOr<at::Tensor> AwqFakeQuantize(const at::Tensor& weight, const quant::Quan
       QD_ASSIGN_OR_RETURN(auto mm, SlotMinMax(w, spec));
       const quant::IntRange r = quant::IntRangeOf(spec.dtype);
       const double range = r.qmax - r.qmin;
-      at::Tensor scale = ((mm.second - mm.first).clamp_min(1e-5) / range).contiguous();
+      // Rounded on the host (a scalar rule per element), then back to w's device.
+      at::Tensor scale = ((mm.second - mm.first).clamp_min(1e-5) / range).cpu().contiguous();
       const quant::ScaleRounding rounding = quant::ScaleRoundingFor(spec, at::kFloat);
       if (rounding != quant::ScaleRounding::kNone) {
         float* p = scale.data_ptr<float>();
         for (int64_t i = 0; i < scale.numel(); ++i) p[i] = quant::RoundScale(p[i], rounding);
       }
+      scale = scale.to(mm.first.device());
       at::Tensor zero = (-(mm.first / scale).round()).clamp(0, range) + r.qmin;
       qp.scale = scale;
       qp.zero_point = zero.to(at::kInt).contiguous();
@@ -190,7 +192,8 @@ StatusOr<at::Tensor> AwqSearchClip(const at::Tensor& x, const at::Tensor& w,
       at::Tensor wg = wf.narrow(0, r0, c).reshape({c, groups, gs});
       at::Tensor org_max = wg.abs().amax(-1, /*keepdim=*/true);  // [c, G, 1]
       at::Tensor best = org_max.clone();
-      at::Tensor min_err = at::full({c, groups, 1}, std::numeric_limits<float>::infinity());
+      at::Tensor min_err =
+          at::full({c, groups, 1}, std::numeric_limits<float>::infinity(), org_max.options());
       for (int i = 0; i < steps; ++i) {
         at::Tensor max_val = org_max * (1.0 - static_cast<double>(i) / options.clip_grid);
         at::Tensor cur = at::max(at::min(wg, max_val), -max_val);

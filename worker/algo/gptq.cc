@@ -27,7 +27,9 @@ Status HessianAccumulator::Add(const at::Tensor& x) {
   try {
     const int64_t b = x.dim() >= 3 ? x.size(0) : 1;
     if (b == 0 || x.numel() == 0) return OkStatus();
-    at::Tensor rows = x.reshape({-1, c}).to(at::kFloat);
+    // The Hessian lives where the activations do (the GPU on a GPU job).
+    if (n_ == 0 && h_.device() != x.device()) h_ = h_.to(x.device());
+    at::Tensor rows = x.reshape({-1, c}).to(h_.device(), at::kFloat);
     // The reference's running mean: rescale what is there, then add the new
     // batch scaled by sqrt(2/n) on both sides.
     h_.mul_(static_cast<double>(n_) / static_cast<double>(n_ + b));

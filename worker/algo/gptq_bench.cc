@@ -3,6 +3,10 @@
 // with the calibration set).
 //
 //   bazel run -c opt //worker/algo:gptq_bench [-- --tokens=N --layers=4096x4096,14336x4096]
+//   gptq_bench --device=cuda:0 --tokens=262144   (a GPU build: tools/gpu_check.sh)
+//
+// On a GPU the Hessian is accumulated on the device; the column solve runs
+// on the host (GptqQuantizeWeight copies the weight and Hessian there).
 //
 // Shapes are [out, in] weights: 4096x4096 (q/o_proj of a 7B/8B model) and
 // 14336x4096 (Llama-3-8B gate/up_proj; their Hessian is 4096 x 4096). The
@@ -29,9 +33,14 @@ namespace {
 constexpr int64_t kReferenceTokens = 128 * 2048;
 constexpr int64_t kChunk = 2048;  // tokens per accumulation step (one sample)
 
+at::Device g_device = at::kCPU;
+
+// Wall time of fn, including the device work it queued (a one-element copy
+// to the host waits for the stream).
 double Seconds(const std::function<void()>& fn) {
   const auto start = std::chrono::steady_clock::now();
   fn();
+  if (!g_device.is_cpu()) (void)at::zeros({1}, at::TensorOptions().device(g_device)).cpu();
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
@@ -52,23 +61,23 @@ quant::QuantSpec Int4(int group) {
 
 int Run(int64_t tokens, const std::vector<std::pair<int64_t, int64_t>>& layers) {
   std::printf(
-      "threads %d, calibration tokens %lld (reference %lld), accumulation in chunks of %lld\n",
-      at::get_num_threads(), static_cast<long long>(tokens),
+      "device %s, threads %d, calibration tokens %lld (reference %lld), accumulation in chunks of %lld\n",
+      g_device.str().c_str(), at::get_num_threads(), static_cast<long long>(tokens),
       static_cast<long long>(kReferenceTokens), static_cast<long long>(kChunk));
   std::printf("%-12s %-16s %10s %10s %10s %10s %12s %14s\n", "layer", "spec", "matmul_s", "accum_s",
               "gptq_s", "ratio", "scaled_mm_s", "scaled_ratio");
   for (const auto& [out, in] : layers) {
     at::manual_seed(0);
     // Inputs with correlated channels, as activations have.
-    at::Tensor mix = at::randn({in, in}) / std::sqrt(static_cast<double>(in));
-    at::Tensor w = at::randn({out, in}) * 0.02;
+    at::Tensor mix = (at::randn({in, in}) / std::sqrt(static_cast<double>(in))).to(g_device);
+    at::Tensor w = (at::randn({out, in}) * 0.02).to(g_device);
     std::vector<at::Tensor> chunks;
     for (int64_t t = 0; t < tokens; t += kChunk) {
-      at::Tensor g = at::randn({std::min(kChunk, tokens - t), in});
+      at::Tensor g = at::randn({std::min(kChunk, tokens - t), in}).to(g_device);
       chunks.push_back(g + g.matmul(mix));
     }
     // Baseline: the accumulation matmuls alone, H += x^T x.
-    at::Tensor h = at::zeros({in, in});
+    at::Tensor h = at::zeros({in, in}, w.options());
     const double mm = Seconds([&] {
       for (const at::Tensor& x : chunks) h.addmm_(x.t(), x);
     });
@@ -119,8 +128,10 @@ int main(int argc, char** argv) {
         layers.emplace_back(std::atoll(item.substr(0, x).c_str()),
                             std::atoll(item.substr(x + 1).c_str()));
       }
+    } else if (a.rfind("--device=", 0) == 0) {
+      quantd::algo::g_device = at::Device(a.substr(9));
     } else {
-      std::fprintf(stderr, "usage: gptq_bench [--tokens=N] [--layers=OUTxIN,...]\n");
+      std::fprintf(stderr, "usage: gptq_bench [--tokens=N] [--layers=OUTxIN,...] [--device=D]\n");
       return 2;
     }
   }

@@ -159,7 +159,7 @@ at::Tensor Rotation::Kron(const at::Tensor& x, bool transpose_b) const {
   std::vector<int64_t> sizes = x.sizes().vec();
   at::Tensor y = x.reshape({-1, a_, m});
   if (m > 1) {
-    at::Tensor b = b_.to(x.scalar_type());
+    at::Tensor b = b_.to(x.device(), x.scalar_type());
     y = at::matmul(y, transpose_b ? b.t() : b);
   }
   if (a_ > 1) y = Fwht(y, a_);
@@ -169,7 +169,7 @@ at::Tensor Rotation::Kron(const at::Tensor& x, bool transpose_b) const {
 at::Tensor Rotation::Apply(const at::Tensor& x) const {
   TORCH_CHECK(x.size(-1) == n_, "rotation of size ", n_, " applied to a last dimension of ",
               x.size(-1));
-  at::Tensor y = signs_.defined() ? x * signs_.to(x.scalar_type()) : x;
+  at::Tensor y = signs_.defined() ? x * signs_.to(x.device(), x.scalar_type()) : x;
   return Kron(y, /*transpose_b=*/false);
 }
 
@@ -177,7 +177,7 @@ at::Tensor Rotation::ApplyTransposed(const at::Tensor& x) const {
   TORCH_CHECK(x.size(-1) == n_, "rotation of size ", n_, " applied to a last dimension of ",
               x.size(-1));
   at::Tensor y = Kron(x, /*transpose_b=*/true);
-  return signs_.defined() ? y * signs_.to(x.scalar_type()) : y;
+  return signs_.defined() ? y * signs_.to(x.device(), x.scalar_type()) : y;
 }
 
 at::Tensor Rotation::Matrix() const { return Apply(at::eye(n_, at::kDouble)); }

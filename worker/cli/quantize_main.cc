@@ -16,7 +16,10 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdio>
+#include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <random>
 #include <thread>
@@ -25,8 +28,8 @@
 #include "client/quantctl/render.h"
 #include "worker/cli/console_context.h"
 #include "worker/cli/quantize_args.h"
-#include "worker/common/torch_compat.h"
 #include "worker/pipeline/job_spec_check.h"
+#include "worker/common/device.h"
 #include "worker/pipeline_executor.h"
 #include "worker/rpc_status.h"
 
@@ -62,30 +65,25 @@ std::string RandomJobId() {
   return absl::StrCat("local-", absl::Hex(gen(), absl::kZeroPad16));
 }
 
-// The device must be usable before LibTorch runs any kernel. OK, or why not.
-Status CheckDevice(const std::string& device) {
-  c10::DeviceType type;
-  try {
-    type = c10::Device(device).type();
-  } catch (const c10::Error&) {
-    return Status(StatusCode::kInvalidArgument, "--device '" + device + "' is not a device",
-                  "INVALID_JOB_SPEC")
-        .AddViolation("spec.device", "'" + device + "' is not one of cpu, cuda, cuda:N");
+// Peak host RSS (the kernel's VmHWM) and, on a GPU, the device memory in use
+// at the end, which is what LibTorch's caching allocator still holds: its
+// high-water mark, since it returns nothing to the driver during a job.
+std::string ResourceSummary(const c10::Device& device) {
+  double rss_gib = 0;
+  std::ifstream status("/proc/self/status");
+  for (std::string line; std::getline(status, line);) {
+    if (line.rfind("VmHWM:", 0) == 0) rss_gib = std::atof(line.c_str() + 6) / (1024.0 * 1024.0);
   }
-  if (type == c10::DeviceType::CPU) return Status();
-  if (!torch_compat::DeviceTypeAvailable(type))
-    return Status(StatusCode::kFailedPrecondition,
-                  "--device " + device + " needs a CUDA (or ROCm) LibTorch; this build (LibTorch " +
-                      torch_compat::TorchVersion() +
-                      ") is CPU-only. Build with `bazel build --config=cuda` or CMake against "
-                      "LIBTORCH_HOME (docs/build.md), or use --device cpu",
-                  "DEVICE_UNAVAILABLE");
-  return Status(StatusCode::kUnimplemented,
-                "--device " + device +
-                    ": GPU execution of the engine (device-aware block streaming) is not built "
-                    "yet; the engine runs on cpu",
-                "FEATURE_NOT_BUILT")
-      .AddViolation("spec.device", "only cpu is supported by this engine build");
+  char buf[200];
+  std::snprintf(buf, sizeof(buf), "quantd-quantize: peak host RSS %.2f GiB", rss_gib);
+  std::string out = buf;
+  if (auto m = QueryDeviceMemory(device)) {
+    std::snprintf(buf, sizeof(buf), "; %s memory in use at the end %.2f of %.2f GiB",
+                  DeviceName(device).c_str(), m->used_bytes / 1073741824.0,
+                  m->total_bytes / 1073741824.0);
+    out += buf;
+  }
+  return out;
 }
 
 int Main(int argc, char** argv) {
@@ -111,7 +109,9 @@ int Main(int argc, char** argv) {
   }
   quantd::v1::Job job = *std::move(built);
 
-  if (Status s = CheckDevice(run->device); !s.ok()) return ReportRefused(s);
+  // The device must be usable before LibTorch runs any kernel.
+  auto device = ParseEngineDevice(run->device);
+  if (!device.ok()) return ReportRefused(device.status());
   // Debian's LibTorch starts with one OpenMP thread whatever the core count.
   int threads = run->threads;
   if (threads <= 0) threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
@@ -124,6 +124,7 @@ int Main(int argc, char** argv) {
   worker::PipelineExecutorOptions exec_opt;
   exec_opt.data_dir = std::filesystem::absolute(run->data_dir, ec).lexically_normal().string();
   exec_opt.keep_scratch = run->keep_scratch;
+  exec_opt.device = DeviceName(*device);
   worker::PipelineExecutor executor(exec_opt);
 
   ConsoleOptions console;
@@ -164,6 +165,7 @@ int Main(int argc, char** argv) {
   } else {
     std::cout << quantctl::RenderJob(job);
   }
+  std::cerr << ResourceSummary(*device) << std::endl;
   return final_state == quantd::v1::SUCCEEDED ? kExitOk : kExitJobFailed;
 }
 

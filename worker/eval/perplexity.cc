@@ -115,7 +115,8 @@ Status Reduce(const Stream& ref, const Stream* cand, const std::vector<at::Tenso
   try {
     for (size_t b = 0; b < batches.size(); ++b) {
       const int64_t t = batches[b].size(1);
-      const at::Tensor targets = batches[b].narrow(1, 1, t - 1).reshape({-1});
+      const at::Tensor targets =
+          batches[b].narrow(1, 1, t - 1).reshape({-1}).to(ref.hidden[b].device());
       const at::Tensor h_ref =
           ref.hidden[b].narrow(1, 0, t - 1).reshape({-1, ref.hidden[b].size(2)});
       at::Tensor h_cand;
@@ -132,7 +133,7 @@ Status Reduce(const Stream& ref, const Stream* cand, const std::vector<at::Tenso
         if (cand == nullptr) continue;
         QD_ASSIGN_OR_RETURN(at::Tensor lp_cand, LogProbs(*head_cand, h_cand.narrow(0, r, len)));
         out.nll_cand -= lp_cand.gather(1, tgt).sum().item<double>();
-        const at::Tensor kl = (lp_ref.exp() * (lp_ref - lp_cand)).sum(-1).contiguous();
+        const at::Tensor kl = (lp_ref.exp() * (lp_ref - lp_cand)).sum(-1).cpu().contiguous();
         const double* k = kl.data_ptr<double>();
         out.kl.insert(out.kl.end(), k, k + len);
         out.top1_agree += (lp_ref.argmax(-1) == lp_cand.argmax(-1)).sum().item<int64_t>();

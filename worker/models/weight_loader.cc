@@ -11,6 +11,17 @@ std::string ShapeString(const std::vector<int64_t>& shape) {
 
 }  // namespace
 
+at::Tensor ToDevice(const at::Tensor& host, const at::Device& device) {
+  if (device.is_cpu() || !host.device().is_cpu()) return host.to(device);
+  // Staged through page-locked memory so the copy is a DMA that does not
+  // wait for the device: the GPU keeps computing the previous block while a
+  // prefetch thread reads and stages this one. The caching host allocator
+  // keeps the staging buffer until the copy has completed.
+  at::Tensor pinned = at::empty(host.sizes(), host.options().pinned_memory(true));
+  pinned.copy_(host);
+  return pinned.to(device, /*non_blocking=*/true);
+}
+
 std::string WeightLoader::Resolve(const std::string& canonical) const {
   if (source_.Find(canonical) != nullptr) return canonical;
   const std::string& cp = layout_.canonical_prefix;
@@ -43,7 +54,7 @@ StatusOr<at::Tensor> WeightLoader::Load(const std::string& canonical,
                            ShapeString(stored));
     }
     if (transposed) t = t.t().contiguous();
-    if (t.device() != options_.device) t = t.to(options_.device);
+    if (t.device() != options_.device) t = ToDevice(t, options_.device);
     return t;
   } catch (const c10::Error& e) {
     return InternalError("tensor '" + name + "': " + e.what_without_backtrace());

@@ -21,6 +21,10 @@
 
 namespace quantd::models {
 
+// A host tensor on `device`; to a GPU through page-locked staging memory and
+// an asynchronous copy (later kernels on the device are ordered after it).
+at::Tensor ToDevice(const at::Tensor& host, const at::Device& device);
+
 class WeightLoader {
  public:
   WeightLoader(const io::TensorSource& source, const ModelLayout& layout,

@@ -23,6 +23,7 @@
 #include "worker/models/layer_shapes.h"
 #include "worker/models/registry.h"
 #include "worker/pipeline/activation_quantizers.h"
+#include "worker/pipeline/block_prefetcher.h"
 #include "worker/pipeline/freeze.h"
 #include "worker/pipeline/pipeline_quantized_model.h"
 #include "worker/pipeline/resume_state.h"
@@ -307,10 +308,13 @@ class QuantizationJob {
       QD_ASSIGN_OR_RETURN(auto embedding, model_->LoadEmbedding(*quantized_weights_));
       QD_ASSIGN_OR_RETURN(hidden, embedding->Forward(metric_ids_));
     }
+    // On a GPU the next block is read and staged while this one computes.
+    BlockPrefetcher<std::unique_ptr<models::DecoderBlock>> blocks(
+        [this](int i) { return model_->LoadBlock(i); }, !opt_.model_options.device.is_cpu());
     for (int i = start; i < n; ++i) {
       if (obs_.CancelRequested()) return Cancelled();
       progress_.Report(stage, static_cast<double>(i) / n, i + 1, n);
-      QD_ASSIGN_OR_RETURN(auto block, model_->LoadBlock(i));
+      QD_ASSIGN_OR_RETURN(auto block, blocks.Get(i, n));
       if (opt_.model_transform) QD_RETURN_IF_ERROR(opt_.model_transform->TransformBlock(*block));
       BlockReport br;
       br.block = i + 1;

@@ -4,6 +4,7 @@
 // composed from ATen ops.
 //
 //   bazel run -c opt //worker/quant:fake_quant_bench [-- --iters=N --threads=T]
+//   fake_quant_bench --device=cuda:0   (a GPU build: tools/gpu_check.sh)
 //
 // GB/s counts the bytes read plus the bytes written (2 x the tensor size).
 #include <ATen/ATen.h>
@@ -124,20 +125,87 @@ int Run(int iters, const std::vector<std::vector<int64_t>>& shapes) {
   return 0;
 }
 
+// On a GPU the engine's path is the composed ATen formulation (the one the
+// pipeline runs there). Baseline: a device-to-device copy of the same bytes,
+// the bandwidth ceiling. Each timing is `reps` launches then one
+// synchronisation (a one-element copy to the host waits for the stream).
+// The result is also compared, bit for bit, with the fused CPU kernel.
+int RunOnDevice(int iters, const std::vector<std::vector<int64_t>>& shapes,
+                const at::Device& device) {
+  const int reps = 20;
+  std::printf("fake_quant_bench on %s: median of %d runs of %d launches\n", device.str().c_str(),
+              iters, reps);
+  std::printf("%-22s %-12s %9s %9s %9s %s\n", "operation", "shape", "engine", "D2D copy",
+              "x copy", "bits vs CPU fused");
+  std::printf("%-22s %-12s %9s %9s %9s\n", "", "", "GB/s", "GB/s", "");
+  for (const std::vector<int64_t>& shape : shapes) {
+    at::manual_seed(0);
+    const at::Tensor x_cpu = at::randn(shape) * 0.02;
+    const at::Tensor x = x_cpu.to(device);
+    at::Tensor copy = at::empty_like(x);
+    const at::Tensor marker = at::zeros({1}, x.options());
+    auto timed = [&](const std::function<void()>& fn) {
+      return MedianSeconds(iters, [&] {
+               for (int r = 0; r < reps; ++r) fn();
+               (void)marker.cpu();
+             }) /
+             reps;
+    };
+    const double moved = 2.0 * static_cast<double>(x.numel()) * sizeof(float);
+    const double t_copy = timed([&] { copy.copy_(x); });
+    const std::string shape_name = std::to_string(shape[0]) + "x" + std::to_string(shape[1]);
+    for (const Case& c : Cases()) {
+      QParams qp, qp_cpu;
+      if (!c.dynamic) {
+        auto computed = ComputeQParams(x, c.spec);
+        auto computed_cpu = ComputeQParams(x_cpu, c.spec);
+        if (!computed.ok() || !computed_cpu.ok()) {
+          std::fprintf(stderr, "%s: qparams failed\n", c.name.c_str());
+          return 1;
+        }
+        qp = *computed;
+        qp_cpu = *computed_cpu;
+      }
+      Status status;
+      at::Tensor y;
+      const double t = timed([&] {
+        auto r = c.dynamic ? FakeQuantizeDynamic(x, c.spec) : FakeQuantize(x, c.spec, qp);
+        if (r.ok()) y = *r; else status = r.status();
+      });
+      auto ref = c.dynamic ? FakeQuantizeDynamic(x_cpu, c.spec) : FakeQuantize(x_cpu, c.spec, qp_cpu);
+      if (!status.ok() || !ref.ok()) {
+        std::fprintf(stderr, "%s: %s\n", c.name.c_str(),
+                     (status.ok() ? ref.status() : status).ToString().c_str());
+        return 1;
+      }
+      const bool same = at::equal(y.cpu().view(at::kInt), ref->view(at::kInt));
+      std::printf("%-22s %-12s %9.1f %9.1f %9.2f %s\n", c.name.c_str(), shape_name.c_str(),
+                  moved / t / 1e9, moved / t_copy / 1e9, t_copy / t,
+                  same ? "identical" : "DIFFERENT");
+      if (!same) status = InternalError("GPU result differs from the CPU kernel");
+      if (!status.ok()) return 1;
+    }
+  }
+  return 0;
+}
+
 }  // namespace
 }  // namespace quantd::quant
 
 // Flags: --iters=N (default 7), --threads=T (default: all cores),
+// --device=cuda:0 (the GPU path against a device-to-device copy),
 // --shape=RxC (instead of the two weight shapes; a small one fits in cache
 // and measures the kernels' arithmetic rather than memory).
 int main(int argc, char** argv) {
   int iters = 7;
   int threads = static_cast<int>(std::thread::hardware_concurrency());
+  std::string device = "cpu";
   std::vector<std::vector<int64_t>> shapes = {{4096, 4096}, {14336, 4096}};
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     if (arg.rfind("--iters=", 0) == 0) iters = std::max(1, std::stoi(arg.substr(8)));
     if (arg.rfind("--threads=", 0) == 0) threads = std::stoi(arg.substr(10));
+    if (arg.rfind("--device=", 0) == 0) device = arg.substr(9);
     if (arg.rfind("--shape=", 0) == 0) {
       const std::string v = arg.substr(8);
       const size_t x = v.find('x');
@@ -145,5 +213,6 @@ int main(int argc, char** argv) {
     }
   }
   at::set_num_threads(std::max(1, threads));
+  if (device != "cpu") return quantd::quant::RunOnDevice(iters, shapes, at::Device(device));
   return quantd::quant::Run(iters, shapes);
 }
