@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -20,6 +21,7 @@
 #include "server/app/quantd_server.h"
 #include "server/common/engine_status.h"
 #include "server/common/json_log.h"
+#include "server/supervisor/worker_devices.h"
 #include "worker/common/dashed_flags.h"
 #include "worker/pipeline/job_spec_check.h"
 
@@ -29,7 +31,12 @@ ABSL_FLAG(std::string, store, "",
           "job store URI: sqlite:///path/to/quantd.db (default sqlite://<data-dir>/quantd.db)");
 ABSL_FLAG(std::string, data_dir, "./quantd-data",
           "directory for the default store, artifacts (<data-dir>/artifacts/<id>) and scratch");
-ABSL_FLAG(int, local_workers, 0, "worker processes to spawn and supervise on this host");
+ABSL_FLAG(int, local_workers, 0,
+          "worker processes to spawn and supervise on this host (0 with --local-worker-devices "
+          "other than cpu: one per device)");
+ABSL_FLAG(std::string, local_worker_devices, "cpu",
+          "devices of the local workers: cpu, gpus (one worker per visible NVIDIA GPU), or a "
+          "list such as cuda:0,cuda:1 (workers take them round robin)");
 ABSL_FLAG(std::string, worker_binary, "",
           "worker executable for --local-workers (default: $QUANTD_WORKER_BINARY, else "
           "quantd-worker next to quantd, else ../worker/quantd-worker as laid out by Bazel)");
@@ -122,7 +129,19 @@ int Run() {
   options.listen = absl::GetFlag(FLAGS_listen);
   options.data_dir = Absolute(absl::GetFlag(FLAGS_data_dir));
   options.store_uri = absl::GetFlag(FLAGS_store);
-  options.local_workers = absl::GetFlag(FLAGS_local_workers);
+  {
+    const char* visible = std::getenv("CUDA_VISIBLE_DEVICES");
+    auto plan = quantd::server::PlanLocalWorkers(
+        absl::GetFlag(FLAGS_local_worker_devices), absl::GetFlag(FLAGS_local_workers),
+        quantd::server::VisibleGpuDevices(visible ? std::optional<std::string>(visible)
+                                                  : std::nullopt));
+    if (!plan.ok()) {
+      Log(LogLevel::kError, std::string(plan.status().message()));
+      return 2;
+    }
+    options.local_workers = plan->count;
+    options.local_worker_devices = plan->devices;
+  }
   options.worker_binary = ResolveWorkerBinary(absl::GetFlag(FLAGS_worker_binary));
   options.worker_extra_args = absl::GetFlag(FLAGS_worker_arg);
   options.max_request_bytes = absl::GetFlag(FLAGS_max_request_bytes);

@@ -1,6 +1,7 @@
 // The quantd binary as a process: flags, health, reflection, the real
 // CheckJobSpec, local workers (a fake worker program), SIGTERM shutdown and
 // a restart on the same data directory.
+#include <algorithm>
 #include <grpcpp/generic/generic_stub.h>
 #include <grpcpp/grpcpp.h>
 #include <signal.h>
@@ -37,12 +38,14 @@ std::string ReadFile(const std::string& path) {
 }
 
 std::unique_ptr<QuantdProcess> StartQuantd(const std::string& data_dir,
-                                           const std::string& worker_dir, int workers) {
+                                           const std::string& worker_dir, int workers,
+                                           std::vector<std::string> more_flags = {}) {
   QuantdProcessOptions options;
   options.data_dir = data_dir;
   options.extra_flags = {"--local-workers=" + std::to_string(workers),
                          "--worker-binary=" + Runfile("server/supervisor/fake_worker"),
                          "--lease-duration=2s", "--log-level=warning", "--shutdown-grace=300ms"};
+  options.extra_flags.insert(options.extra_flags.end(), more_flags.begin(), more_flags.end());
   options.extra_env = {"FAKE_WORKER_DIR=" + worker_dir};
   auto process = QuantdProcess::Start(options);
   EXPECT_TRUE(process.ok()) << process.status();
@@ -117,6 +120,23 @@ std::string ReflectionServiceList(std::shared_ptr<grpc::Channel> channel) {
   while (cq.Next(&tag, &ok)) {
   }
   return bytes;
+}
+
+// --local-worker-devices: with --local-workers 0 one worker per listed
+// device, each started with its own --device.
+TEST(QuantdBinaryTest, LocalWorkersTakeTheListedDevices) {
+  const std::string data_dir = testing::MakeTempDir("quantd-dev");
+  const std::string worker_dir = testing::MakeTempDir("quantd-dev-workers");
+  auto quantd = StartQuantd(data_dir, worker_dir, 0, {"--local-worker-devices=cuda:0,cuda:1"});
+  ASSERT_NE(quantd, nullptr);
+  std::vector<std::string> devices;
+  for (const auto& [pid, args] : RecordedWorkers(worker_dir, 2)) {
+    auto it = std::find(args.begin(), args.end(), "--device");
+    ASSERT_NE(it, args.end());
+    devices.push_back(*(it + 1));
+  }
+  std::sort(devices.begin(), devices.end());
+  EXPECT_EQ(devices, (std::vector<std::string>{"cuda:0", "cuda:1"}));
 }
 
 TEST(QuantdBinaryTest, ServesHealthReflectionJobsAndWorkersAndRestarts) {

@@ -80,7 +80,9 @@ if [ -n "$DEPS" ]; then
       { echo "cannot unpack --deps $DEPS"; exit 1; }
   fi
   export PATH="$PREFIX/bin:$PATH"
-  export CPLUS_INCLUDE_PATH="$PREFIX/include${CPLUS_INCLUDE_PATH:+:$CPLUS_INCLUDE_PATH}"
+  # -I, not CPLUS_INCLUDE_PATH: a pip LibTorch's include/ carries its own
+  # (older) google/protobuf headers, and these must be found first.
+  export CXXFLAGS="-I$PREFIX/include${CXXFLAGS:+ $CXXFLAGS}"
   export LIBRARY_PATH="$PREFIX/lib${LIBRARY_PATH:+:$LIBRARY_PATH}"
   export LD_LIBRARY_PATH="$PREFIX/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
   DEPS_CMAKE=("-DQUANTD_GOOGLEAPIS_PROTO_DIR=$PREFIX/proto/googleapis"

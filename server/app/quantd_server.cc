@@ -210,8 +210,10 @@ absl::Status QuantdServer::Init(QuantdServerOptions options, Clock* clock) {
     const std::string dial = LocalDialAddress(options_.listen, port_);
     const std::string host = Hostname();
     workers.args = [this, dial, host](int i) {
+      const std::vector<std::string>& devices = options_.local_worker_devices;
+      const std::string device = devices.empty() ? "cpu" : devices[i % devices.size()];
       std::vector<std::string> args = {"--server",    dial,
-                                       "--device",    "cpu",
+                                       "--device",    device,
                                        "--data-dir",  options_.data_dir,
                                        "--worker-id", absl::StrCat(host, "-local-", i)};
       args.insert(args.end(), options_.worker_extra_args.begin(), options_.worker_extra_args.end());

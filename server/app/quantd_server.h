@@ -61,8 +61,10 @@ struct QuantdServerOptions {
   // Allowed URI roots (server/uri_policy); any URI is allowed when empty.
   std::vector<std::string> allowed_uri_roots;
 
-  // Local workers (--local-workers N); none when 0.
+  // Local workers (--local-workers N); none when 0. Worker i runs on
+  // local_worker_devices[i % size] (--local-worker-devices).
   int local_workers = 0;
+  std::vector<std::string> local_worker_devices = {"cpu"};
   std::string worker_binary;
   // Appended to every local worker's arguments.
   std::vector<std::string> worker_extra_args;
