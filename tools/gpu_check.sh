@@ -72,6 +72,14 @@ LOG="$BUILD_DIR/gpu_check-logs"
 mkdir -p "$LOG"
 FAILED=0
 say() { echo "$*" >&2; }
+# The last lines of a failed run's log, with the crash handler's backtrace
+# when it died of a signal.
+show_crash() {  # log file
+  echo
+  echo '```'
+  if grep -q 'fatal signal' "$1"; then sed -n '/fatal signal/,$p' "$1" | head -40; else tail -8 "$1"; fi
+  echo '```'
+}
 
 if [ -n "$DEPS" ]; then
   PREFIX="$BUILD_DIR/deps"
@@ -278,6 +286,7 @@ if cpu=$(run_job cpu "$LOG/agree-cpu"); then
   fi
 else
   echo "| cpu | **failed** (see $LOG/agree-cpu.err) | | | |"; FAILED=1
+  show_crash "$LOG/agree-cpu.err"
 fi
 if [ "$GPU_OK" = 1 ]; then
   if gpu=$(run_job cuda:0 "$LOG/agree-gpu"); then
@@ -291,6 +300,7 @@ if [ "$GPU_OK" = 1 ]; then
     fi
   else
     echo "| cuda:0 | **failed** (see $LOG/agree-gpu.err) | | | |"; FAILED=1
+    show_crash "$LOG/agree-gpu.err"
   fi
 else
   echo
@@ -319,8 +329,10 @@ run_e2e() {  # label, samples, quantization args...
     printf "| %s | %s x 2048 | %.1f | %s | %s |\n" "$label" "$samples" \
       "$(python3 -c "print($end - $start)")" "$(python3 -c "print(round(${peak:-0} / 1024, 2))")" "${rss:-?}"
   else
-    echo "| $label | $samples x 2048 | **failed** (exit $rc; $out.log) | | |"; FAILED=1
-    tail -5 "$out.log" | sed 's/^/    /'
+    printf "| %s | %s x 2048 | **failed** (exit %s) after %.1f s; %s | %s | |\n" "$label" "$samples" "$rc" \
+      "$(python3 -c "print($end - $start)")" "$out.log" "$(python3 -c "print(round(${peak:-0} / 1024, 2))")"
+    FAILED=1
+    show_crash "$out.log"
   fi
 }
 if [ "$E2E" = 1 ]; then

@@ -48,7 +48,13 @@ for l in $(grep -o '"-l[a-zA-Z0-9_+.-]*"' "$ROOT/third_party/BUILD" | tr -d '"' 
   f="$ARCH_LIB/lib$l.so"
   [ -e "$f" ] || { echo "gpu_deps_bundle: missing $f" >&2; exit 1; }
   cp -a "$f" "$STAGE/lib/"          # the link-time name (a symlink)
-  queue+=("$(readlink -f "$f")")
+  real="$(readlink -f "$f")"
+  soname="$(readelf -d "$real" | sed -n 's/.*Library soname: \[\(.*\)\]/\1/p')"
+  if [ -n "$soname" ] && [ -z "${seen[$soname]:-}" ]; then
+    seen[$soname]=1
+    cp -aL "$real" "$STAGE/lib/$soname"  # what the loader opens
+  fi
+  queue+=("$real")
 done
 for b in /usr/bin/protoc "$(readlink -f /usr/bin/grpc_cpp_plugin)"; do queue+=("$b"); done
 while [ ${#queue[@]} -gt 0 ]; do
@@ -72,6 +78,8 @@ for f in "$STAGE"/lib/*.so; do
 done
 
 rm "$STAGE/ldconfig.txt"
+dangling="$(find "$STAGE/lib" -xtype l)"
+[ -z "$dangling" ] || { echo "gpu_deps_bundle: dangling links: $dangling" >&2; exit 1; }
 mkdir -p "$(dirname "$OUT")"
 tar -C "$STAGE" -cJf "$OUT" .
 echo "gpu_deps_bundle: $OUT ($(du -h "$OUT" | cut -f1), $(ls "$STAGE/lib" | wc -l) libraries)"

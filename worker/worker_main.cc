@@ -23,6 +23,7 @@
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "absl/strings/str_split.h"
+#include "worker/common/crash_handler.h"
 #include "worker/common/dashed_flags.h"
 #include "worker/common/device.h"
 #include "worker/lease_loop.h"
@@ -84,6 +85,7 @@ std::string DefaultWorkerId() {
 }  // namespace
 
 int main(int argc, char** argv) {
+  quantd::InstallCrashHandler("quantd-worker");
   absl::SetProgramUsageMessage(
       "Leases quantization jobs from quantd and runs them.\n"
       "usage: quantd-worker --server HOST:PORT [--device cpu] [--data-dir DIR]");

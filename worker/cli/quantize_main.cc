@@ -29,6 +29,7 @@
 #include "worker/cli/console_context.h"
 #include "worker/cli/quantize_args.h"
 #include "worker/pipeline/job_spec_check.h"
+#include "worker/common/crash_handler.h"
 #include "worker/common/device.h"
 #include "worker/pipeline_executor.h"
 #include "worker/rpc_status.h"
@@ -87,6 +88,7 @@ std::string ResourceSummary(const c10::Device& device) {
 }
 
 int Main(int argc, char** argv) {
+  InstallCrashHandler("quantd-quantize");
   std::vector<std::string> args(argv + 1, argv + argc);
   auto parsed = ParseQuantizeArgs(args);
   if (!parsed.ok()) {
