@@ -23,8 +23,9 @@ PACKAGES=(
   nodejs  # npm: see below
   # services used by end-to-end tests
   postgresql sqlite3 clang
-  # deploy/ checks (//deploy:deploy_test): YAML lint; ldd/readelf come with binutils
-  yamllint binutils
+  # deploy/ checks (//deploy:deploy_test): YAML lint; ldd/readelf come with binutils;
+  # //deploy:local_cluster_test scrapes the frontends with a real Prometheus
+  yamllint binutils prometheus
 )
 
 missing=()

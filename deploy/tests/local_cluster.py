@@ -13,16 +13,30 @@ bounded). 30 jobs are submitted through the Python SDK, and meanwhile:
   * a frontend is restarted (SIGTERM, then started again on its port).
 Every job must end SUCCEEDED exactly once, with artifacts byte-identical to
 each other (all 30 jobs have one spec).
+
+A real Prometheus (Debian's) scrapes both frontends with the job of
+deploy/prometheus/scrape-config.yaml, its relabelling unchanged; only the
+Kubernetes pod discovery is replaced by a file listing the two frontends with
+the labels that discovery would give their pods (the prometheus.io/*
+annotations of the rendered quantd pod template). Through its HTTP API the
+test checks that both frontends are up under their pod names, that the queue
+depth was seen above 0 while jobs waited and is 0 at the end on both, and
+that the finished-jobs counters it holds equal the frontends' own /metrics.
 """
 
 import argparse
 import hashlib
+import json
 import os
 import shutil
 import signal
 import subprocess
 import sys
 import time
+import urllib.parse
+import urllib.request
+
+import yaml
 
 from manifest_smoke import DevOverlay, free_port, wait_for
 
@@ -33,6 +47,79 @@ ADMIN_TOKEN = "dev-admin-token-not-for-production"  # overlays/dev/secrets/auth-
 def sha256(path):
     with open(path, "rb") as f:
         return hashlib.sha256(f.read()).hexdigest()
+
+
+class Prometheus:
+    """Debian's prometheus scraping the frontends every second with the
+    shipped scrape job, pod discovery swapped for a file of targets."""
+
+    def __init__(self, repo, work, frontends, annotations):
+        if shutil.which("prometheus") is None:
+            raise AssertionError("prometheus is missing; run tools/install_deps.sh")
+        with open(os.path.join(repo, "deploy/prometheus/scrape-config.yaml")) as f:
+            shipped = yaml.safe_load(f)
+        job = shipped["scrape_configs"][0]
+        assert "kubernetes_sd_configs" in job, "the shipped job discovers pods"
+        del job["kubernetes_sd_configs"]
+        targets = os.path.join(work, "prometheus-targets.json")
+        job["file_sd_configs"] = [{"files": [targets], "refresh_interval": "1s"}]
+        job["scrape_interval"] = "1s"
+        job["scrape_timeout"] = "900ms"
+        groups = []
+        for pod, metrics_port in frontends:
+            # What pod discovery gives a frontend pod: its address (the pod
+            # IP, no port), namespace, name and annotations; the metrics port
+            # is this host's, as each local frontend has its own.
+            labels = {"__meta_kubernetes_namespace": "quantd",
+                      "__meta_kubernetes_pod_name": pod}
+            for key, value in annotations.items():
+                if key.startswith("prometheus.io/"):
+                    name = "__meta_kubernetes_pod_annotation_" + key.replace(".", "_").replace("/", "_")
+                    labels[name] = str(metrics_port) if key == "prometheus.io/port" else value
+            groups.append({"targets": ["127.0.0.1"], "labels": labels})
+        with open(targets, "w") as f:
+            json.dump(groups, f)
+        config = os.path.join(work, "prometheus.yml")
+        with open(config, "w") as f:
+            yaml.safe_dump({"global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
+                            "scrape_configs": [job]}, f)
+        self.port = free_port()
+        self.log = open(os.path.join(work, "prometheus.log"), "w")
+        self.proc = subprocess.Popen(
+            ["prometheus", "--config.file=" + config,
+             "--storage.tsdb.path=" + os.path.join(work, "prometheus-data"),
+             "--web.listen-address=127.0.0.1:%d" % self.port], stdout=self.log, stderr=self.log)
+        wait_for(lambda: self.ready(), 60, "prometheus")
+
+    def ready(self):
+        try:
+            return urllib.request.urlopen("http://127.0.0.1:%d/-/ready" % self.port,
+                                          timeout=2).status == 200
+        except OSError:
+            return False
+
+    def query(self, promql):
+        """{pod: value} of an instant vector query."""
+        url = "http://127.0.0.1:%d/api/v1/query?query=%s" % (self.port,
+                                                            urllib.parse.quote(promql))
+        body = json.loads(urllib.request.urlopen(url, timeout=5).read().decode())
+        if body.get("status") != "success":
+            raise AssertionError("prometheus query %s: %s" % (promql, body))
+        return {r["metric"].get("pod", ""): float(r["value"][1])
+                for r in body["data"]["result"]}
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            self.proc.wait(timeout=30)
+
+
+def scrape(metrics_port, name):
+    """Sum of a metric's samples on one frontend's /metrics."""
+    text = urllib.request.urlopen("http://127.0.0.1:%d/metrics" % metrics_port,
+                                  timeout=5).read().decode()
+    return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+               if line.startswith(name + "{") or line.startswith(name + " "))
 
 
 def main(argv):
@@ -60,6 +147,7 @@ def main(argv):
         procs[name] = subprocess.Popen(argv, env=env, stdout=log, stderr=log)
 
     failures = []
+    prometheus = None
     try:
         dev.pg.start(*dev.pg_login)
         ports = [(free_port(), free_port()) for _ in range(2)]
@@ -72,6 +160,11 @@ def main(argv):
                                             stdout=subprocess.DEVNULL).returncode == 0,
                      60, "frontend on port %d" % g)
         addresses = ["127.0.0.1:%d" % g for g, _ in ports]
+        pods = [("quantd-%d" % i, m) for i, (_, m) in enumerate(ports)]
+        prometheus = Prometheus(opts.repo, dev.work, pods,
+                                dev.pods["quantd"][1]["metadata"]["annotations"])
+        wait_for(lambda: prometheus.query('up{job="quantd"}') ==
+                 {"quantd-0": 1.0, "quantd-1": 1.0}, 60, "prometheus to scrape both frontends")
 
         shared = os.path.join(dev.root, "var/lib/quantd")
 
@@ -101,6 +194,11 @@ def main(argv):
                            "maxWindows": 30},
         }
         names = [client.submit(spec).name for _ in range(JOBS)]
+        # Three workers, 30 jobs: the queue is deep for a while.
+        seen_depth = []
+        wait_for(lambda: seen_depth.append(prometheus.query(
+            'max(quantd_queue_depth{job="quantd"})').get("", 0)) or seen_depth[-1] > 0, 60,
+            "prometheus to see queued jobs")
 
         stage = quantd_client.Stage.Value
 
@@ -166,6 +264,25 @@ def main(argv):
         if len(shas) != 1:
             failures.append("artifacts differ across jobs: %d distinct model.safetensors" %
                             len(shas))
+        # Prometheus against the frontends: both up under their pod names, the
+        # queue empty on both, and its finished counters what they report.
+        want = {pod: scrape(m, "quantd_jobs_finished_total") for pod, m in pods}
+        got = {}
+        try:
+            wait_for(lambda: got.update(prometheus.query(
+                'sum by (pod) (quantd_jobs_finished_total{job="quantd",namespace="quantd"})'))
+                or got == want, 30, "prometheus to catch up with the frontends' counters")
+        except AssertionError:
+            failures.append("prometheus has finished counters %s, the frontends %s" % (got, want))
+        depth = prometheus.query('quantd_queue_depth{job="quantd"}')
+        if depth != {"quantd-0": 0.0, "quantd-1": 0.0}:
+            failures.append("prometheus queue depth at the end: %s" % depth)
+        up = prometheus.query('up{job="quantd"}')
+        if up != {"quantd-0": 1.0, "quantd-1": 1.0}:
+            failures.append("prometheus targets: %s" % up)
+        print("prometheus: queue depth seen at %d while jobs waited; finished counters %s; "
+              "queue depth at the end %s" % (max(seen_depth), got, depth))
+
         killed = client.get(killed_job)
         if killed.attempt < 2 or killed.worker == "worker-1":
             failures.append("the killed worker's job %s: attempt %d on %s" % (
@@ -179,6 +296,9 @@ def main(argv):
         for p in procs.values():
             if p.poll() is None:
                 p.kill()
+        if prometheus is not None:
+            prometheus.stop()
+            logs.append(prometheus.log.name)
         dev.pg.stop()
     for f in failures:
         print("FAIL " + f)

@@ -32,7 +32,7 @@ class BlockPrefetcher {
     if (next_.valid() && next_index_ == i) {
       block = next_.get();
     } else {
-      if (next_.valid()) next_.get();
+      if (next_.valid()) (void)next_.get();  // the prefetched block, unwanted
       block = load_(i);
     }
     if (enabled_ && block.ok() && i + 1 < n) {
