@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "server/common/errors.h"
+#include "server/jobs/request_validation.h"
 
 namespace quantd::server {
 namespace {
@@ -16,12 +17,6 @@ std::vector<std::string> CudaNames(int n) {
   std::vector<std::string> out;
   for (int i = 0; i < n; ++i) out.push_back(absl::StrCat("cuda:", i));
   return out;
-}
-
-bool ValidDevice(const std::string& d) {
-  if (d == "cpu") return true;
-  int index = 0;
-  return d.rfind("cuda:", 0) == 0 && absl::SimpleAtoi(d.substr(5), &index) && index >= 0;
 }
 
 }  // namespace
@@ -69,10 +64,9 @@ absl::StatusOr<LocalWorkerPlan> PlanLocalWorkers(const std::string& spec, int re
   } else {
     for (absl::string_view d : absl::StrSplit(spec, ',')) {
       const std::string device(absl::StripAsciiWhitespace(d));
-      if (!ValidDevice(device)) {
+      if (std::string problem = CheckWorkerDevice(device); !problem.empty()) {
         return InvalidRequestError(
-            {{"--local-worker-devices",
-              absl::StrCat("'", device, "' is not cpu, cuda:N or the word gpus")}});
+            {{"--local-worker-devices", absl::StrCat(problem, ", or the word gpus")}});
       }
       plan.devices.push_back(device);
     }

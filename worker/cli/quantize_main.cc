@@ -17,9 +17,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdio>
-#include <cstdlib>
 #include <filesystem>
-#include <fstream>
 #include <iostream>
 #include <random>
 #include <thread>
@@ -28,9 +26,10 @@
 #include "client/quantctl/render.h"
 #include "worker/cli/console_context.h"
 #include "worker/cli/quantize_args.h"
-#include "worker/pipeline/job_spec_check.h"
 #include "worker/common/crash_handler.h"
 #include "worker/common/device.h"
+#include "worker/common/peak_rss.h"
+#include "worker/pipeline/job_spec_check.h"
 #include "worker/pipeline_executor.h"
 #include "worker/rpc_status.h"
 
@@ -66,17 +65,13 @@ std::string RandomJobId() {
   return absl::StrCat("local-", absl::Hex(gen(), absl::kZeroPad16));
 }
 
-// Peak host RSS (the kernel's VmHWM) and, on a GPU, the device memory in use
-// at the end, which is what LibTorch's caching allocator still holds: its
-// high-water mark, since it returns nothing to the driver during a job.
+// Peak host RSS and, on a GPU, the device memory in use at the end, which
+// is what LibTorch's caching allocator still holds: its high-water mark,
+// since it returns nothing to the driver during a job.
 std::string ResourceSummary(const c10::Device& device) {
-  double rss_gib = 0;
-  std::ifstream status("/proc/self/status");
-  for (std::string line; std::getline(status, line);) {
-    if (line.rfind("VmHWM:", 0) == 0) rss_gib = std::atof(line.c_str() + 6) / (1024.0 * 1024.0);
-  }
   char buf[200];
-  std::snprintf(buf, sizeof(buf), "quantd-quantize: peak host RSS %.2f GiB", rss_gib);
+  std::snprintf(buf, sizeof(buf), "quantd-quantize: peak host RSS %.2f GiB",
+                PeakRssBytes() / 1073741824.0);
   std::string out = buf;
   if (auto m = QueryDeviceMemory(device)) {
     std::snprintf(buf, sizeof(buf), "; %s memory in use at the end %.2f of %.2f GiB",

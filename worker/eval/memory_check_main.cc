@@ -22,6 +22,7 @@
 #include <cstring>
 #include <string>
 
+#include "worker/common/peak_rss.h"
 #include "worker/eval/perplexity.h"
 #include "worker/models/registry.h"
 
@@ -49,12 +50,6 @@ uint64_t CheckpointBytes(const std::string& dir) {
   return total;
 }
 
-uint64_t PeakRssBytes() {
-  rusage u;
-  ::getrusage(RUSAGE_SELF, &u);
-  return static_cast<uint64_t>(u.ru_maxrss) * 1024;
-}
-
 double Seconds(std::chrono::steady_clock::time_point since) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - since).count();
 }
@@ -62,7 +57,7 @@ double Seconds(std::chrono::steady_clock::time_point since) {
 int Fail(const quantd::Status& s) {
   std::fprintf(stderr, "%s\n", s.ToString().c_str());
   std::printf("{\"ok\": false, \"peak_rss_bytes\": %llu}\n",
-              static_cast<unsigned long long>(PeakRssBytes()));
+              static_cast<unsigned long long>(quantd::PeakRssBytes()));
   return 1;
 }
 
@@ -169,7 +164,7 @@ int main(int argc, char** argv) {
       "\"eval_ppl\": %.3f, \"absmax_sum\": %.3f}\n",
       static_cast<unsigned long long>(CheckpointBytes(model_dir)),
       static_cast<unsigned long long>(as_limit_mb << 20),
-      static_cast<unsigned long long>(PeakRssBytes()), static_cast<long long>(lm.num_blocks()),
+      static_cast<unsigned long long>(quantd::PeakRssBytes()), static_cast<long long>(lm.num_blocks()),
       static_cast<long long>(samples * seq_len), calib_s, static_cast<long long>(ppl->tokens),
       eval_s, ppl->ppl, absmax_sum);
   return 0;
