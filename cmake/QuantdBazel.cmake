@@ -114,7 +114,8 @@ function(quantd_cc_library name)
   if(compiled)
     add_library(${name} STATIC ${srcs} ${hdrs})
     set(scope PUBLIC)
-    target_compile_options(${name} PRIVATE ${A_COPTS})
+    # C++ only: CMakeLists.txt may add CUDA sources (nvcc has its own flags).
+    target_compile_options(${name} PRIVATE "$<$<COMPILE_LANGUAGE:CXX>:${A_COPTS}>")
   else()
     add_library(${name} INTERFACE)
     set(scope INTERFACE)
@@ -124,10 +125,20 @@ function(quantd_cc_library name)
   target_link_libraries(${name} ${scope} ${A_DEPS} ${A_LINKOPTS})
 endfunction()
 
+# libstdc++ comes first in every binary's lookup order (a link option, so it
+# precedes the objects): a pip LibTorch exports copies of some libstdc++
+# symbols (it links parts of libstdc++ statically), and with --as-needed the
+# linker dropped libstdc++ from the binaries' own dependencies, so their
+# calls bound to LibTorch's copies. One of those,
+# std::filesystem::remove_all, jumped to address 0 on PyTorch 2.11: every
+# job crashed as it removed its scratch folder. (A CMAKE_EXE_LINKER_FLAGS
+# setting did not survive enable_language(CUDA).)
 function(quantd_cc_binary name)
   cmake_parse_arguments(A "" "" "SRCS;HDRS;DEPS;COPTS;DEFINES;LINKOPTS" ${ARGN})
   _quantd_abs(srcs ${A_SRCS})
   add_executable(${name} ${srcs})
+  target_link_options(${name} BEFORE PRIVATE
+                      "SHELL:-Wl,--push-state,--no-as-needed -lstdc++ -Wl,--pop-state")
   target_include_directories(${name} PRIVATE "${QUANTD_SOURCE_DIR}")
   target_compile_options(${name} PRIVATE ${A_COPTS})
   target_compile_definitions(${name} PRIVATE ${A_DEFINES})

@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "worker/quant/fake_quant.h"
@@ -25,9 +26,23 @@ at::Device TestDevice() {
 
 FakeQuantOptions DevicePath() {
   FakeQuantOptions o;
-  // A GPU has one path (composed); on cpu ask for it explicitly.
+  // The engine's own choice on a GPU (the fused CUDA kernels when the build
+  // has them); on cpu ask for the composed path explicitly.
   o.path = TestDevice().is_cpu() ? KernelPath::kComposed : KernelPath::kAuto;
   return o;
+}
+
+// Every path a tensor on the test device can take: on a GPU the engine's
+// choice and the composed path (the same when the build has no CUDA
+// kernels); on cpu the composed path.
+std::vector<FakeQuantOptions> DevicePaths() {
+  std::vector<FakeQuantOptions> paths = {DevicePath()};
+  if (!TestDevice().is_cpu()) {
+    FakeQuantOptions composed;
+    composed.path = KernelPath::kComposed;
+    paths.push_back(composed);
+  }
+  return paths;
 }
 
 FakeQuantOptions CpuFused() {
@@ -119,19 +134,23 @@ std::vector<NamedSpec> Specs() {
   return out;
 }
 
-TEST(DeviceAgreementTest, EveryFormatMatchesTheFusedCpuKernelBitForBit) {
+// One tensor through every spec on every device path, against the fused
+// CPU kernel: parameters from the data (the weight path) then fake
+// quantization, and the dynamic variant (per-token activations, MX
+// in-kernel scales). Returns the number of specs checked.
+int CheckEverySpec(const at::Tensor& x, const std::string& what) {
   const at::Device device = TestDevice();
+  const at::Tensor xd = x.to(device);
   int checked = 0;
-  for (uint64_t seed : {1, 2}) {
-    const at::Tensor x = AwkwardTensor(48, 256, seed);
-    const at::Tensor xd = x.to(device);
+  for (const FakeQuantOptions& path : DevicePaths()) {
     for (const NamedSpec& c : Specs()) {
-      SCOPED_TRACE(c.name + " seed " + std::to_string(seed) + " on " + device.str());
-      // Parameters from the data (the weight path), then fake quantization.
+      SCOPED_TRACE(c.name + ", " + what + " on " + device.str() +
+                   (path.path == KernelPath::kComposed ? " (composed)" : " (engine's path)"));
       auto qp_cpu = ComputeQParams(x, c.spec, CpuFused());
-      auto qp_dev = ComputeQParams(xd, c.spec, DevicePath());
-      ASSERT_TRUE(qp_cpu.ok()) << qp_cpu.status();
-      ASSERT_TRUE(qp_dev.ok()) << qp_dev.status();
+      auto qp_dev = ComputeQParams(xd, c.spec, path);
+      EXPECT_TRUE(qp_cpu.ok()) << qp_cpu.status();
+      EXPECT_TRUE(qp_dev.ok()) << qp_dev.status();
+      if (!qp_cpu.ok() || !qp_dev.ok()) continue;
       if (qp_cpu->scale.defined()) {
         EXPECT_TRUE(SameBits(qp_dev->scale, qp_cpu->scale)) << "scales";
         EXPECT_EQ(qp_dev->scale.device(), device);
@@ -139,23 +158,113 @@ TEST(DeviceAgreementTest, EveryFormatMatchesTheFusedCpuKernelBitForBit) {
       if (qp_cpu->zero_point.defined())
         EXPECT_TRUE(at::equal(qp_dev->zero_point.cpu(), qp_cpu->zero_point)) << "zero points";
       auto y_cpu = FakeQuantize(x, c.spec, *qp_cpu, CpuFused());
-      auto y_dev = FakeQuantize(xd, c.spec, *qp_dev, DevicePath());
-      ASSERT_TRUE(y_cpu.ok()) << y_cpu.status();
-      ASSERT_TRUE(y_dev.ok()) << y_dev.status();
+      auto y_dev = FakeQuantize(xd, c.spec, *qp_dev, path);
+      EXPECT_TRUE(y_cpu.ok()) << y_cpu.status();
+      EXPECT_TRUE(y_dev.ok()) << y_dev.status();
+      if (!y_cpu.ok() || !y_dev.ok()) continue;
       EXPECT_EQ(y_dev->device(), device);
+      EXPECT_EQ(y_dev->scalar_type(), x.scalar_type());
       EXPECT_TRUE(SameBits(*y_dev, *y_cpu)) << "fake-quantized values";
-      // Dynamic (per-token activations, MX in-kernel scales).
       QuantSpec dyn = c.spec;
       dyn.is_dynamic = true;
-      auto d_cpu = FakeQuantizeDynamic(x, dyn, CpuFused());
-      auto d_dev = FakeQuantizeDynamic(xd, dyn, DevicePath());
-      ASSERT_TRUE(d_cpu.ok()) << d_cpu.status();
-      ASSERT_TRUE(d_dev.ok()) << d_dev.status();
+      QParams used_cpu, used_dev;
+      auto d_cpu = FakeQuantizeDynamic(x, dyn, CpuFused(), &used_cpu);
+      auto d_dev = FakeQuantizeDynamic(xd, dyn, path, &used_dev);
+      EXPECT_TRUE(d_cpu.ok()) << d_cpu.status();
+      EXPECT_TRUE(d_dev.ok()) << d_dev.status();
+      if (!d_cpu.ok() || !d_dev.ok()) continue;
       EXPECT_TRUE(SameBits(*d_dev, *d_cpu)) << "dynamic";
+      if (used_cpu.scale.defined()) {
+        EXPECT_TRUE(SameBits(used_dev.scale, used_cpu.scale)) << "dynamic scales";
+      }
       ++checked;
     }
   }
-  EXPECT_EQ(checked, 2 * static_cast<int>(Specs().size()));
+  return checked;
+}
+
+TEST(DeviceAgreementTest, EveryFormatMatchesTheFusedCpuKernelBitForBit) {
+  int checked = 0;
+  for (uint64_t seed : {1, 2}) checked += CheckEverySpec(AwkwardTensor(48, 256, seed), "48x256");
+  EXPECT_EQ(checked, 2 * static_cast<int>(Specs().size() * DevicePaths().size()));
+}
+
+// float16 / bfloat16 storage goes through the same kernels with other loads
+// and stores.
+TEST(DeviceAgreementTest, HalfPrecisionInputsMatchBitForBit) {
+  for (at::ScalarType t : {at::kHalf, at::kBFloat16}) {
+    const at::Tensor x = AwkwardTensor(16, 128, 3).clamp(-6e4, 6e4).to(t);
+    EXPECT_EQ(CheckEverySpec(x, c10::toString(t)),
+              static_cast<int>(Specs().size() * DevicePaths().size()));
+  }
+}
+
+// Shapes the vectorised kernel path does not take: an odd column count
+// (MX tail blocks, per-channel rows of 33), a 3-D tensor whose group axis
+// is not the last (slots that step along the inner axis) and a tensor
+// whose storage is offset by one element (unaligned).
+TEST(DeviceAgreementTest, OddShapesMatchBitForBit) {
+  const at::Tensor odd = AwkwardTensor(33, 70, 4).slice(1, 0, 69).contiguous();
+  const at::Device device = TestDevice();
+  for (const FakeQuantOptions& path : DevicePaths()) {
+    for (const NamedSpec& c : Specs()) {
+      if (c.spec.qscheme == QScheme::kPerGroup && !IsMxType(c.spec.dtype)) continue;
+      SCOPED_TRACE(c.name + " 33x69");
+      QuantSpec dyn = c.spec;
+      dyn.is_dynamic = true;
+      auto want = FakeQuantizeDynamic(odd, dyn, CpuFused());
+      auto got = FakeQuantizeDynamic(odd.to(device), dyn, path);
+      ASSERT_TRUE(want.ok()) << want.status();
+      ASSERT_TRUE(got.ok()) << got.status();
+      EXPECT_TRUE(SameBits(*got, *want));
+    }
+  }
+  // int4 groups of 32 along axis 1 of [4, 64, inner]: slot (o, g, i), with
+  // an inner size the vectorised path takes (8) and one it does not (6).
+  QuantSpec g;
+  g.dtype = DataType::kInt4;
+  g.symmetric = false;
+  g.qscheme = QScheme::kPerGroup;
+  g.ch_axis = 1;
+  g.group_size = 32;
+  auto grouped = [](int64_t inner) {
+    return AwkwardTensor(4 * inner, 64, 5).reshape({4, inner, 64}).transpose(1, 2).contiguous();
+  };
+  // per-channel along the last axis: one slot per column.
+  QuantSpec last;
+  last.dtype = DataType::kInt8;
+  last.qscheme = QScheme::kPerChannel;
+  last.ch_axis = -1;
+  // Storage offset by one element on the device itself (a copy would align it).
+  auto unaligned = [](const at::Tensor& t) { return t.reshape({-1}).slice(0, 1, 513).view({8, 64}); };
+  const at::Tensor base = AwkwardTensor(8, 65, 6);
+  struct Case {
+    std::string name;
+    QuantSpec spec;
+    at::Tensor cpu;
+    at::Tensor dev;
+  };
+  const std::vector<Case> cases = {
+      {"int4 g32 axis 1, inner 8", g, grouped(8), grouped(8).to(device)},
+      {"int4 g32 axis 1, inner 6", g, grouped(6), grouped(6).to(device)},
+      {"int8 per-channel axis -1", last, AwkwardTensor(16, 64, 7), AwkwardTensor(16, 64, 7).to(device)},
+      {"int8 per-channel unaligned", last, unaligned(base), unaligned(base.to(device))},
+  };
+  for (const FakeQuantOptions& path : DevicePaths()) {
+    for (const Case& c : cases) {
+      SCOPED_TRACE(c.name);
+      auto qp = ComputeQParams(c.cpu, c.spec, CpuFused());
+      ASSERT_TRUE(qp.ok()) << qp.status();
+      auto want = FakeQuantize(c.cpu, c.spec, *qp, CpuFused());
+      QParams qpd = *qp;
+      qpd.scale = qpd.scale.to(device);
+      qpd.zero_point = qpd.zero_point.to(device);
+      auto got = FakeQuantize(c.dev, c.spec, qpd, path);
+      ASSERT_TRUE(want.ok()) << want.status();
+      ASSERT_TRUE(got.ok()) << got.status();
+      EXPECT_TRUE(SameBits(*got, *want));
+    }
+  }
 }
 
 std::string GoldenPath() {
@@ -191,9 +300,11 @@ TEST(DeviceAgreementTest, GoldenVectorsOnTheDevice) {
     s.group_size = 32;
     s.mx_scale_mode = *mode;
     SCOPED_TRACE(DescribeSpec(s));
-    auto y = FakeQuantizeDynamic(x, s, DevicePath());
-    ASSERT_TRUE(y.ok()) << y.status();
-    EXPECT_TRUE(SameBits(*y, Rows(c.at("expected_rows"))));
+    for (const FakeQuantOptions& path : DevicePaths()) {
+      auto y = FakeQuantizeDynamic(x, s, path);
+      ASSERT_TRUE(y.ok()) << y.status();
+      EXPECT_TRUE(SameBits(*y, Rows(c.at("expected_rows"))));
+    }
     ++cases;
   }
   EXPECT_GE(cases, 8);

@@ -6,6 +6,9 @@
 #include <utility>
 
 #include "worker/quant/cast.h"
+#if defined(QUANTD_CUDA_KERNELS)
+#include "worker/quant/cuda/fake_quant_cuda.h"
+#endif
 #include "worker/quant/fp8.h"
 #include "worker/quant/int_quant.h"
 #include "worker/quant/mx.h"
@@ -67,6 +70,28 @@ StatusOr<Impl> ChooseImpl(const at::Tensor& x, const FakeQuantOptions& options) 
 }
 
 // The families of formats; each has its own kernel file.
+// The fused CUDA kernels take a CUDA tensor on the kAuto path when this
+// build has them (CMake against a CUDA LibTorch defines
+// QUANTD_CUDA_KERNELS); otherwise a GPU runs the composed path.
+bool UseCudaKernels(const at::Tensor& x, const QuantSpec& spec, const FakeQuantOptions& options) {
+#if defined(QUANTD_CUDA_KERNELS)
+  return options.path == KernelPath::kAuto && cuda::Supports(x, spec);
+#else
+  (void)x, (void)spec, (void)options;
+  return false;
+#endif
+}
+
+StatusOr<at::Tensor> CudaFakeQuantize(const at::Tensor& x, const QuantSpec& spec,
+                                      const QParams& qp, QParams* used) {
+#if defined(QUANTD_CUDA_KERNELS)
+  return cuda::FakeQuantize(x, spec, qp, used);
+#else
+  (void)x, (void)spec, (void)qp, (void)used;
+  return FailedPreconditionError("this build has no CUDA fake-quant kernels");
+#endif
+}
+
 enum class Family { kInt, kFp8, kMx, kCast };
 
 Family FamilyOf(const QuantSpec& spec) {
@@ -196,6 +221,7 @@ StatusOr<at::Tensor> FakeQuantize(const at::Tensor& x, const QuantSpec& spec, co
     }
     QD_RETURN_IF_ERROR(CheckShape(x, spec));
     if (x.numel() == 0) return x.clone();
+    if (UseCudaKernels(x, spec, options)) return CudaFakeQuantize(x, spec, qp, nullptr);
     switch (FamilyOf(spec)) {
       case Family::kInt:
         return int_quant::FakeQuantComposed(x, spec, qp);
@@ -266,6 +292,16 @@ StatusOr<at::Tensor> FakeQuantizeDynamic(const at::Tensor& x, const QuantSpec& s
     if (x.numel() == 0) {
       if (used != nullptr) *used = EmptyQParams(x, spec);
       return x.clone();
+    }
+    if (UseCudaKernels(x, spec, options)) {
+      // Integers and FP8: the slot parameters from a composed min / max
+      // (bit-identical to the CPU's), then the kernel; MX: all in the kernel.
+      QParams qp;
+      if (!IsMxType(spec.dtype)) {
+        QD_ASSIGN_OR_RETURN(auto mm, MinMaxComposed(x, spec));
+        QD_ASSIGN_OR_RETURN(qp, QParamsFromMinMax(mm.first, mm.second, spec, x.scalar_type()));
+      }
+      return CudaFakeQuantize(x, spec, qp, used);
     }
     std::pair<at::Tensor, QParams> result;
     switch (FamilyOf(spec)) {
@@ -366,6 +402,14 @@ StatusOr<at::Tensor> Dequantize(const QuantizedTensor& q, const QuantSpec& spec,
         BroadcastParam(q.qparams.zero_point.to(q.codes.device()).to(at::kFloat), s);
     return ((codes - zp) * scale).reshape(q.codes.sizes()).to(dtype);
   });
+}
+
+bool HasCudaKernels() {
+#if defined(QUANTD_CUDA_KERNELS)
+  return true;
+#else
+  return false;
+#endif
 }
 
 }  // namespace quantd::quant

@@ -5,8 +5,9 @@
 //
 // Every QuantSpec works here: integers (per tensor / channel / group, sym or
 // asym), FP8, the OCP MX formats and the float16 / bfloat16 casts. CPU
-// tensors go to the fused kernels, tensors on other devices to the
-// composed-ATen path; both give identical bits. Inputs may be float32,
+// tensors go to the fused kernels, CUDA tensors to the fused CUDA kernels
+// where the build has them, anything else to the composed-ATen path; all
+// give identical bits. Inputs may be float32,
 // float16 or bfloat16. Errors come back as a Status (INVALID_ARGUMENT for a
 // tensor that does not fit the spec); LibTorch exceptions never escape.
 //
@@ -26,8 +27,11 @@
 
 namespace quantd::quant {
 
-// Which implementation runs. kAuto: the fused kernel for CPU tensors, the
-// composed-ATen path otherwise. kFused needs a CPU tensor. kReference is the
+// Which implementation runs. kAuto: the fused kernel for CPU tensors; for
+// CUDA tensors the fused CUDA kernels when the build has them
+// (HasCudaKernels()) and the format and layout are ones they take, the
+// composed-ATen path otherwise. kComposed forces the composed path (eager
+// ATen ops, any device). kFused needs a CPU tensor. kReference is the
 // scalar twin of the fused kernel (slow; for tests).
 enum class KernelPath { kAuto, kFused, kComposed, kReference };
 
@@ -88,6 +92,11 @@ StatusOr<QuantizedTensor> RealQuantize(const at::Tensor& x, const QuantSpec& spe
 // fake quantization of x (except FP8 infinities, which the codes saturate).
 StatusOr<at::Tensor> Dequantize(const QuantizedTensor& q, const QuantSpec& spec,
                                 at::ScalarType dtype = at::kFloat);
+
+// True when this build has the fused CUDA kernels (worker/quant/cuda/), which
+// FakeQuantize and FakeQuantizeDynamic use for CUDA tensors on kAuto;
+// without them a GPU runs the composed-ATen path.
+bool HasCudaKernels();
 
 }  // namespace quantd::quant
 

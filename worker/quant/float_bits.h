@@ -19,25 +19,67 @@
 #include "worker/quant/spec.h"
 
 // The element helpers must inline into the kernels' loops for those to
-// vectorise; GCC's heuristics otherwise keep some of them out of line.
-#if defined(__GNUC__)
+// vectorise; GCC's heuristics otherwise keep some of them out of line. Under
+// nvcc they are also device functions: the CUDA kernels
+// (worker/quant/cuda/) run the very same element code, which is what makes
+// them bit-identical to the CPU ones (built with -fmad=false, as the CPU
+// kernels are with -ffp-contract=off).
+#if defined(__CUDACC__)
+#define QD_HOST_DEVICE __host__ __device__
+#define QD_ALWAYS_INLINE __host__ __device__ __forceinline__
+#elif defined(__GNUC__)
+#define QD_HOST_DEVICE
 #define QD_ALWAYS_INLINE inline __attribute__((always_inline))
 #else
+#define QD_HOST_DEVICE
 #define QD_ALWAYS_INLINE inline
 #endif
 
 namespace quantd::quant {
 
 QD_ALWAYS_INLINE uint32_t BitsOf(float f) {
+#if defined(__CUDA_ARCH__)
+  return __float_as_uint(f);
+#else
   uint32_t u;
   std::memcpy(&u, &f, sizeof(u));
   return u;
+#endif
 }
 
 QD_ALWAYS_INLINE float FloatOf(uint32_t u) {
+#if defined(__CUDA_ARCH__)
+  return __uint_as_float(u);
+#else
   float f;
   std::memcpy(&f, &u, sizeof(f));
   return f;
+#endif
+}
+
+// std::min / std::max (NaN handling included: the first argument wins a
+// comparison with NaN), std::fabs and std::copysign, also in device code.
+template <class T>
+QD_ALWAYS_INLINE T MinOf(T a, T b) {
+  return b < a ? b : a;
+}
+template <class T>
+QD_ALWAYS_INLINE T MaxOf(T a, T b) {
+  return a < b ? b : a;
+}
+QD_ALWAYS_INLINE float AbsOf(float v) {
+#if defined(__CUDA_ARCH__)
+  return fabsf(v);
+#else
+  return std::fabs(v);
+#endif
+}
+QD_ALWAYS_INLINE float CopySignOf(float magnitude, float sign) {
+#if defined(__CUDA_ARCH__)
+  return copysignf(magnitude, sign);
+#else
+  return std::copysign(magnitude, sign);
+#endif
 }
 
 // 2^k for k in [-126, 127] (a normal float), built from its bits.
@@ -78,7 +120,7 @@ QD_ALWAYS_INLINE float Fp16BitsToFloat(uint16_t h) {
 QD_ALWAYS_INLINE uint16_t FloatToFp16Bits(float f) {
   const float scale_to_inf = FloatOf(0x77800000u);   // 2^112
   const float scale_to_zero = FloatOf(0x08800000u);  // 2^-110
-  float base = (std::fabs(f) * scale_to_inf) * scale_to_zero;
+  float base = (AbsOf(f) * scale_to_inf) * scale_to_zero;
   const uint32_t w = BitsOf(f);
   const uint32_t shl1_w = w + w;
   const uint32_t sign = w & 0x80000000u;
@@ -105,7 +147,7 @@ QD_ALWAYS_INLINE float RoundToBFloat16(float f) { return Bf16BitsToFloat(FloatTo
 inline constexpr float kRoundLimit = 4194304.0f;  // 2^22
 
 QD_ALWAYS_INLINE float ClampRoundInput(float v) {
-  return std::min(std::max(v, -kRoundLimit), kRoundLimit);
+  return MinOf(MaxOf(v, -kRoundLimit), kRoundLimit);
 }
 
 // Round half to even for |v| <= 2^22: adding 1.5 * 2^23 leaves no fraction
@@ -117,8 +159,8 @@ QD_ALWAYS_INLINE float RoundHalfEven(float v) {
 
 // Round half away from zero for |v| <= 2^22.
 QD_ALWAYS_INLINE float RoundHalfAway(float v) {
-  const float a = static_cast<float>(static_cast<int32_t>(std::fabs(v) + 0.5f));
-  return std::copysign(a, v);
+  const float a = static_cast<float>(static_cast<int32_t>(AbsOf(v) + 0.5f));
+  return CopySignOf(a, v);
 }
 
 // Floor for |v| <= 2^22.
@@ -168,11 +210,11 @@ inline int FloorLog2Ref(float f) {
 // at most mbits + 2 integer bits.
 QD_ALWAYS_INLINE float RoundMagnitudeToMinifloat(float a, int mbits, int emin, float max_norm) {
   const int e = static_cast<int>(BitsOf(a) >> 23) - 127;  // a >= 0; -127 for zero/subnormal
-  const int exp = std::max(e, emin);
+  const int exp = MaxOf(e, emin);
   const float up = FloatOf(static_cast<uint32_t>(127 + mbits - exp) << 23);
   const float down = FloatOf(static_cast<uint32_t>(127 - mbits + exp) << 23);
   const float q = RoundHalfEven(a * up) * down;
-  return std::min(q, max_norm);
+  return MinOf(q, max_norm);
 }
 
 inline float RoundMagnitudeToMinifloatRef(float a, int mbits, int emin, float max_norm) {
@@ -187,9 +229,9 @@ inline float RoundMagnitudeToMinifloatRef(float a, int mbits, int emin, float ma
 // FP8 keeps the sign of a value that rounds to zero (a float8 cast does); the
 // FP6 / FP4 elements give +0 there, as the reference's MX kernel does.
 QD_ALWAYS_INLINE float QuantizeToMinifloat(float v, const MinifloatFormat& f, bool signed_zero) {
-  const float a = std::min(std::fabs(v), f.max_norm);
+  const float a = MinOf(AbsOf(v), f.max_norm);
   const float m = RoundMagnitudeToMinifloat(a, f.mbits, 1 - f.bias, f.max_norm);
-  const float s = std::copysign(m, v);
+  const float s = CopySignOf(m, v);
   return signed_zero ? s : (m == 0.0f ? 0.0f : s);
 }
 
@@ -259,14 +301,14 @@ inline float DecodeMinifloat(uint8_t code, const MinifloatFormat& f, MinifloatKi
 //    epsilon, 2^-23, as in the reference; X is capped at 127.
 // The result can be below -127 (a float32 subnormal scale) only for floor and
 // ceil with amax < 2^-125.
-inline int MxScaleExponent(float amax, MxScaleMode mode, int mbits, int emax) {
+QD_HOST_DEVICE inline int MxScaleExponent(float amax, MxScaleMode mode, int mbits, int emax) {
   if (mode == MxScaleMode::kEven) {
-    if (amax == 0.0f) return std::max(-126 - emax, -127);
+    if (amax == 0.0f) return MaxOf(-126 - emax, -127);
     const uint32_t rounded = (BitsOf(amax) + (1u << (22 - mbits))) & 0x7F800000u;
     const int field = static_cast<int>(rounded >> 23);
     if (field == 0) return -127;   // rounded to zero: log2(0) = -inf, clamped
     if (field == 255) return 127;  // rounded to infinity: log2 = +inf, clamped
-    return std::min(std::max(field - 127 - emax, -127), 127);
+    return MinOf(MaxOf(field - 127 - emax, -127), 127);
   }
   if (amax == 0.0f) return -23;
   const uint32_t bits = BitsOf(amax);
@@ -274,7 +316,11 @@ inline int MxScaleExponent(float amax, MxScaleMode mode, int mbits, int emax) {
   bool power_of_two;
   if ((bits >> 23) == 0) {  // subnormal amax
     int e = 0;
+#if defined(__CUDA_ARCH__)
+    power_of_two = frexpf(amax, &e) == 0.5f;
+#else
     power_of_two = std::frexp(amax, &e) == 0.5f;
+#endif
     floor_log2 = e - 1;
   } else {
     floor_log2 = static_cast<int>(bits >> 23) - 127;
@@ -283,7 +329,7 @@ inline int MxScaleExponent(float amax, MxScaleMode mode, int mbits, int emax) {
   int x = floor_log2 - emax;
   if (mode == MxScaleMode::kCeil && !power_of_two) x += 1;
   if (x < -149) return -23;
-  return std::min(x, 127);
+  return MinOf(x, 127);
 }
 
 // 2^x as a float for x in [-149, 127] (subnormal scales included): a

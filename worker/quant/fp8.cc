@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "worker/quant/element_ops.h"
 #include "worker/quant/kernel_args.h"
 
 namespace quantd::quant::fp8 {
@@ -17,14 +18,6 @@ using kernel::Out;
 using kernel::SlotArrays;
 
 constexpr float kFloatMax = std::numeric_limits<float>::max();
-
-struct FakeQuantOp {
-  MinifloatFormat f;
-  QD_ALWAYS_INLINE float operator()(float x, float /*inv_scale*/, float scale, float /*zp*/) const {
-    const float y = QuantizeToMinifloat(x / scale, f, /*signed_zero=*/true) * scale;
-    return std::fabs(x) <= kFloatMax ? y : x;  // NaN and Inf pass through
-  }
-};
 
 struct CodeOp {
   MinifloatFormat f;
@@ -112,7 +105,7 @@ Status FakeQuantFused(const at::Tensor& x, const QuantSpec& spec, const QParams&
   QD_RETURN_IF_ERROR(CheckFusedArgs(x, out));
   QD_ASSIGN_OR_RETURN(KernelShape s, KernelShapeFor(x.sizes().vec(), spec));
   QD_ASSIGN_OR_RETURN(SlotArrays a, kernel::SlotArraysOf(qp, s.num_params(), false));
-  const FakeQuantOp op{MinifloatFormatOf(spec.dtype)};
+  const element::Fp8FakeQuantOp op{MinifloatFormatOf(spec.dtype)};
   return DispatchIo(x, [&](auto io) {
     using Io = decltype(io);
     kernel::ApplyScaled<Io, Io>(s, In<Io>(x), Out<Io>(out), a.view(), op);
@@ -175,7 +168,7 @@ StatusOr<QParams> FakeQuantDynamicFused(const at::Tensor& x, const QuantSpec& sp
     QD_RETURN_IF_ERROR(DispatchIo(x, [&](auto io) {
       using Io = decltype(io);
       kernel::ApplyScaledDynamicOnePass<Io, Io>(s, In<Io>(x), Out<Io>(out), scale.data(), zp.data(),
-                                                FakeQuantOp{f}, make);
+                                                element::Fp8FakeQuantOp{f}, make);
     }));
     return MakeQParams(ParamSizes(x.sizes().vec(), spec), scale, nullptr, false);
   }

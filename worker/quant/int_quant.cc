@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "worker/quant/element_ops.h"
 #include "worker/quant/float_bits.h"
 #include "worker/quant/kernel_args.h"
 
@@ -15,42 +16,6 @@ using kernel::In;
 using kernel::KernelShape;
 using kernel::Out;
 using kernel::SlotArrays;
-
-// The fused element operations. With an integer zero point the code is
-// round(x / s) + zp (as at::fake_quantize_* computes it); a float zero point
-// is added before rounding, round(x / s + zp), so the code stays an integer.
-template <RoundMethod R, bool kFloatZp>
-QD_ALWAYS_INLINE float CodeOf(float x, float inv_scale, float zp, float qmin, float qmax) {
-  float r;
-  if constexpr (kFloatZp) {
-    r = RoundBy<R>(ClampRoundInput(x * inv_scale + zp));
-  } else {
-    r = RoundBy<R>(ClampRoundInput(x * inv_scale)) + zp;
-  }
-  return std::min(std::max(r, qmin), qmax);
-}
-
-// Fake quantization: (q - zp) * scale; NaN passes through.
-template <RoundMethod R, bool kFloatZp>
-struct FakeQuantOp {
-  float qmin;
-  float qmax;
-  QD_ALWAYS_INLINE float operator()(float x, float inv_scale, float scale, float zp) const {
-    const float q = CodeOf<R, kFloatZp>(x, inv_scale, zp, qmin, qmax);
-    const float y = (q - zp) * scale;
-    return x != x ? x : y;
-  }
-};
-
-// The integer code q.
-template <RoundMethod R, bool kFloatZp>
-struct CodeOp {
-  float qmin;
-  float qmax;
-  QD_ALWAYS_INLINE float operator()(float x, float inv_scale, float /*scale*/, float zp) const {
-    return CodeOf<R, kFloatZp>(x, inv_scale, zp, qmin, qmax);
-  }
-};
 
 // The reference element operation, written the obvious way.
 struct RefOp {
@@ -158,7 +123,7 @@ Status FakeQuantFused(const at::Tensor& x, const QuantSpec& spec, const QParams&
   QD_ASSIGN_OR_RETURN(SlotArrays a, kernel::SlotArraysOf(qp, s.num_params(), true));
   return DispatchIo(x, [&](auto io) {
     using Io = decltype(io);
-    WithRoundMethod<FakeQuantOp>(spec, [&](const auto& op) {
+    WithRoundMethod<element::IntFakeQuantOp>(spec, [&](const auto& op) {
       kernel::ApplyScaled<Io, Io>(s, In<Io>(x), Out<Io>(out), a.view(), op);
     });
   });
@@ -206,7 +171,7 @@ StatusOr<QParams> FakeQuantDynamicFused(const at::Tensor& x, const QuantSpec& sp
     };
     QD_RETURN_IF_ERROR(DispatchIo(x, [&](auto io) {
       using Io = decltype(io);
-      WithRoundMethod<FakeQuantOp>(spec, [&](const auto& op) {
+      WithRoundMethod<element::IntFakeQuantOp>(spec, [&](const auto& op) {
         kernel::ApplyScaledDynamicOnePass<Io, Io>(s, In<Io>(x), Out<Io>(out), scale.data(),
                                                   zp.data(), op, make);
       });
@@ -251,7 +216,7 @@ StatusOr<at::Tensor> QuantizeFused(const at::Tensor& x, const QuantSpec& spec, c
   at::Tensor codes = at::empty(x.sizes(), is_signed ? at::kChar : at::kByte);
   QD_RETURN_IF_ERROR(DispatchIo(x, [&](auto io) {
     using Io = decltype(io);
-    WithRoundMethod<CodeOp>(spec, [&](const auto& op) {
+    WithRoundMethod<element::IntCodeOp>(spec, [&](const auto& op) {
       if (is_signed) {
         kernel::ApplyScaled<Io, kernel::IoInt8>(s, In<Io>(x), codes.data_ptr<int8_t>(), a.view(),
                                                 op);

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "worker/quant/element_ops.h"
 #include "worker/quant/fp8.h"
 #include "worker/quant/kernel_args.h"
 
@@ -16,50 +17,15 @@ using kernel::In;
 using kernel::KernelShape;
 using kernel::Out;
 
-constexpr float kFloatMax = std::numeric_limits<float>::max();
-constexpr float kTiny = 1.17549435e-38f;  // 2^-126, the smallest normal float
+using element::kFloatMax;
+using element::kTiny;
+using element::MxIntElementScale;
+using element::ReciprocalIsExact;
 
 bool IsMxInt(const QuantSpec& spec) { return spec.dtype == DataType::kMxInt8; }
 bool SignedZero(const QuantSpec& spec) {
   return spec.dtype == DataType::kMxFp8E4M3 || spec.dtype == DataType::kMxFp8E5M2;
 }
-
-// MXINT8 elements are integers in units of scale / 64; like the reference
-// (which fake-quantizes them as int8 per group) that unit is kept at or
-// above the smallest normal float so its reciprocal stays finite.
-float MxIntElementScale(float scale) { return std::max(scale / 64.0f, kTiny); }
-
-// FP elements: x / scale onto the element grid, times the scale.
-// kByReciprocal: multiply by 1 / scale instead of dividing, which gives the
-// same bits when the scale is a power of two whose reciprocal is a normal
-// float (every block scale except the tiny subnormal ones), and is faster.
-template <bool kByReciprocal>
-struct FpOp {
-  MinifloatFormat f;
-  bool signed_zero;
-  QD_ALWAYS_INLINE float operator()(float x, float inv, float scale, float /*zp*/) const {
-    const float v = kByReciprocal ? x * inv : x / scale;
-    const float y = QuantizeToMinifloat(v, f, signed_zero) * scale;
-    return std::fabs(x) <= kFloatMax ? y : x;
-  }
-};
-
-// True when x * (1 / scale) == x / scale for every x: scale is a power of
-// two in [2^-126, 2^126].
-bool ReciprocalIsExact(float scale) {
-  const uint32_t bits = BitsOf(scale);
-  const uint32_t field = bits >> 23;
-  return (bits & 0x807FFFFFu) == 0 && field >= 1 && field <= 253;
-}
-
-// MXINT8 with (inv, scale) already the element unit and its reciprocal.
-struct IntOp {
-  QD_ALWAYS_INLINE float operator()(float x, float inv, float unit, float /*zp*/) const {
-    const float r = RoundHalfEven(ClampRoundInput(x * inv)) + 0.0f;
-    const float y = std::min(std::max(r, -127.0f), 127.0f) * unit;
-    return std::fabs(x) <= kFloatMax ? y : x;
-  }
-};
 
 struct RefOp {
   MinifloatFormat f;
@@ -128,18 +94,17 @@ kernel::SlotArrays ElementParams(const std::vector<float>& block_scale, bool mxi
 template <class Fn>
 void WithFakeOp(const QuantSpec& spec, bool exact_reciprocal, const Fn& fn) {
   if (IsMxInt(spec)) {
-    fn(IntOp{});
+    fn(element::MxIntOp{});
   } else if (exact_reciprocal) {
-    fn(FpOp<true>{MinifloatFormatOf(spec.dtype), SignedZero(spec)});
+    fn(element::MxFpOp<true>{MinifloatFormatOf(spec.dtype), SignedZero(spec)});
   } else {
-    fn(FpOp<false>{MinifloatFormatOf(spec.dtype), SignedZero(spec)});
+    fn(element::MxFpOp<false>{MinifloatFormatOf(spec.dtype), SignedZero(spec)});
   }
 }
 
 template <class Io>
 QD_ALWAYS_INLINE float FiniteAbs(typename Io::T v) {
-  const float a = std::fabs(Io::Load(v));
-  return a <= kFloatMax ? a : 0.0f;
+  return element::FiniteAbs(Io::Load(v));
 }
 
 // amax of the finite elements of a run. Non-negative floats order like their
@@ -342,11 +307,11 @@ StatusOr<QParams> FakeQuantDynamicFused(const at::Tensor& x, const QuantSpec& sp
       const float block_scale = ScaleFromAmax(SpanAmax<Io>(xs, sp.length), spec);
       scales[sp.param_offset] = block_scale;
       if (mxint) {
-        quantize_span(IntOp{}, xs, ys, sp.length, MxIntElementScale(block_scale));
+        quantize_span(element::MxIntOp{}, xs, ys, sp.length, MxIntElementScale(block_scale));
       } else if (ReciprocalIsExact(block_scale)) {
-        quantize_span(FpOp<true>{f, signed_zero}, xs, ys, sp.length, block_scale);
+        quantize_span(element::MxFpOp<true>{f, signed_zero}, xs, ys, sp.length, block_scale);
       } else {
-        quantize_span(FpOp<false>{f, signed_zero}, xs, ys, sp.length, block_scale);
+        quantize_span(element::MxFpOp<false>{f, signed_zero}, xs, ys, sp.length, block_scale);
       }
     });
   }));
