@@ -162,6 +162,20 @@ if [ -z "$QUANTIZE" ]; then
   QUANTIZE="$BUILD_DIR/quantd-quantize"
   echo "- LibTorch: ${BACKEND:-unknown}"
   echo "- CMake + Ninja build: ${BUILD_SECONDS} s (${TARGETS[*]})"
+  echo "- fused CUDA fake-quant kernels: $(sed -n 's/.*quantd: fused CUDA fake-quant kernels: //p' "$LOG/cmake.log" | head -1)"
+  # A pip LibTorch exports copies of some libstdc++ symbols; the binaries
+  # must bind theirs to libstdc++ itself (cmake/QuantdBazel.cmake says why).
+  first_needed="$(readelf -d "$QUANTIZE" 2>/dev/null | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p' | head -1)"
+  rm -f "$LOG"/ld-bindings.*
+  LD_DEBUG=bindings LD_DEBUG_OUTPUT="$LOG/ld-bindings" "$QUANTIZE" --help >/dev/null 2>&1
+  to_torch="$(cat "$LOG"/ld-bindings.* 2>/dev/null | grep 'binding file [^ ]*quantd-quantize ' |
+              grep -E "normal symbol \`_Z(N|NK)?St" | grep -c ' to [^ ]*lib\(torch\|c10\)')"
+  if [ "$first_needed" = "libstdc++.so.6" ] && [ "$to_torch" = 0 ]; then
+    echo "- libstdc++ binding: quantd-quantize needs libstdc++ first; no std:: symbol binds to LibTorch"
+  else
+    echo "- libstdc++ binding: **first NEEDED is ${first_needed:-?}, $to_torch std:: symbols bind to LibTorch**"
+    FAILED=1
+  fi
 else
   echo "- quantd-quantize: $QUANTIZE (prebuilt; CMake build skipped)"
 fi

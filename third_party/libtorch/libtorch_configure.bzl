@@ -48,7 +48,11 @@ cc_library(
     ctx.symlink(home + "/include", "include")
     lib = home + "/lib"
     defines = _cxx11_abi_define(ctx, home)
-    linkopts = ["-L" + lib, "-Wl,-rpath," + lib]
+    # libstdc++ ahead of LibTorch in the binary's lookup order: a pip
+    # LibTorch exports its own copies of some libstdc++ symbols (it links
+    # parts of libstdc++ statically), and a call bound to one of those
+    # (std::filesystem::remove_all) jumped to address 0 on PyTorch 2.11.
+    linkopts = ["-L" + lib, "-Wl,-rpath," + lib, "-Wl,--no-as-needed", "-lstdc++", "-Wl,--as-needed"]
     if gpu_libs:
         linkopts += ["-Wl,--no-as-needed"] + gpu_libs + ["-Wl,--as-needed"]
     linkopts += ["-ltorch", "-ltorch_cpu", "-lc10"]
