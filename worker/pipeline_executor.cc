@@ -124,6 +124,7 @@ StatusOr<pipeline::JobOptions> PipelineExecutor::BuildOptions(const quantd::v1::
   o.scratch_dir = (fs::path(options_.data_dir) / "scratch" / JobId(job.name())).string();
   try {
     o.model_options.device = at::Device(options_.device);
+    o.activation_offload = options_.activation_offload;
   } catch (const c10::Error&) {
     return InvalidArgumentError("worker device '" + options_.device + "' is not a device");
   }

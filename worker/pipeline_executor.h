@@ -29,6 +29,9 @@ struct PipelineExecutorOptions {
   // before LibTorch runs a kernel). A job's spec.device only selects which
   // workers may lease it; the worker's own device is the one used.
   std::string device = "cpu";
+  // On a GPU, where calibration activations live between blocks
+  // (pipeline/activation_placement.h): auto, or forced host / device.
+  pipeline::ActivationOffload activation_offload = pipeline::ActivationOffload::kAuto;
 };
 
 class PipelineExecutor : public JobExecutor {

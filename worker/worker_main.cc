@@ -26,11 +26,15 @@
 #include "worker/common/crash_handler.h"
 #include "worker/common/dashed_flags.h"
 #include "worker/common/device.h"
+#include "worker/pipeline/activation_offload.h"
 #include "worker/lease_loop.h"
 #include "worker/pipeline_executor.h"
 
 ABSL_FLAG(std::string, server, "127.0.0.1:50051", "quantd address (HOST:PORT) to lease jobs from");
 ABSL_FLAG(std::string, device, "cpu", "device to run on: cpu or cuda:N (cuda needs a CUDA build)");
+ABSL_FLAG(std::string, activation_offload, "auto",
+          "on a GPU, where calibration activations live between blocks: auto (host memory "
+          "when they need more than half the GPU's free memory), host or device");
 ABSL_FLAG(std::string, data_dir, "./quantd-data", "scratch space and download cache");
 ABSL_FLAG(std::string, worker_id, "", "unique worker id (default HOST-PID)");
 ABSL_FLAG(std::vector<std::string>, allowed_roots, {},
@@ -121,6 +125,12 @@ int main(int argc, char** argv) {
   exec_opt.hf_cache_dir = absl::GetFlag(FLAGS_hf_cache);
   exec_opt.keep_scratch = absl::GetFlag(FLAGS_keep_scratch);
   exec_opt.device = device;
+  auto offload = quantd::pipeline::ParseActivationOffload(absl::GetFlag(FLAGS_activation_offload));
+  if (!offload.ok()) {
+    std::cerr << "quantd-worker: --activation-offload: " << offload.status().message() << "\n";
+    return 2;
+  }
+  exec_opt.activation_offload = *offload;
   quantd::worker::PipelineExecutor executor(exec_opt);
 
   quantd::worker::LeaseLoopOptions loop_opt;

@@ -34,6 +34,9 @@ job (the same flags as `quantctl submit`):
 local run:
   --device D              cpu (default); cuda:N needs a CUDA LibTorch build
   --threads N             intra-op threads (default: one per core)
+  --activation-offload M  on a GPU, where calibration activations live between
+                          blocks: auto (default: host memory when they need more
+                          than half the GPU's free memory), host, device
   --data-dir DIR          scratch space and download cache (default ./quantd-data)
   --keep-scratch          keep the job's scratch directory
   -o, --output-format text|json
@@ -49,7 +52,7 @@ absl::StatusOr<quantctl::ParsedArgs> ParseQuantizeArgs(const std::vector<std::st
       "model",         "scheme",        "config",           "group-size", "exclude",
       "calib",         "calib-samples", "calib-seq-len",    "eval",       "n-ctx",
       "eval-windows",  "output",        "format",           "device",     "threads",
-      "output-format", "data-dir",      "max-ppl-increase", "max-kl"};
+      "output-format", "data-dir",      "max-ppl-increase", "max-kl", "activation-offload"};
   static const std::set<std::string> kBoolFlags = {"overwrite", "no-eval", "fp8-kv-cache",
                                                    "keep-scratch", "help"};
   auto parsed = quantctl::ParseArgs(argv, kValueFlags, kBoolFlags);
@@ -74,6 +77,10 @@ absl::StatusOr<LocalRunOptions> BuildRunOptions(const quantctl::ParsedArgs& a) {
   o.json = format == "json";
   o.data_dir = a.Get("data-dir", o.data_dir);
   o.keep_scratch = a.Get("keep-scratch") == "true";
+  auto offload = pipeline::ParseActivationOffload(a.Get("activation-offload", "auto"));
+  if (!offload.ok())
+    return absl::InvalidArgumentError("--activation-offload: " + offload.status().message());
+  o.activation_offload = *offload;
   return o;
 }
 

@@ -14,6 +14,7 @@
 #include "client/quantctl/args.h"
 #include "client/quantctl/job_spec_flags.h"
 #include "quantd/v1/job.pb.h"
+#include "worker/pipeline/activation_offload.h"
 
 namespace quantd::cli {
 
@@ -27,6 +28,7 @@ struct LocalRunOptions {
   bool json = false;                       // -o json
   std::string data_dir = "./quantd-data";  // --data-dir: scratch, downloads, default output
   bool keep_scratch = false;               // --keep-scratch
+  pipeline::ActivationOffload activation_offload = pipeline::ActivationOffload::kAuto;
 };
 
 // Flags -> run options. INVALID_ARGUMENT naming the flag on a bad value.

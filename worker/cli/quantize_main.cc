@@ -122,6 +122,7 @@ int Main(int argc, char** argv) {
   exec_opt.data_dir = std::filesystem::absolute(run->data_dir, ec).lexically_normal().string();
   exec_opt.keep_scratch = run->keep_scratch;
   exec_opt.device = DeviceName(*device);
+  exec_opt.activation_offload = run->activation_offload;
   worker::PipelineExecutor executor(exec_opt);
 
   ConsoleOptions console;

@@ -67,6 +67,20 @@ StatusOr<at::Tensor> DecoderBlock::Forward(const at::Tensor& hidden) {
   try {
     const int64_t b = hidden.size(0), t = hidden.size(1);
     const int64_t per_chunk = std::max<int64_t>(1, options_.max_tokens_per_chunk / t);
+    // Activations kept in host memory while the block runs on a GPU
+    // (pipeline/activation_placement.h): one sub-batch at a time goes to the
+    // device, and its output comes back to the host.
+    if (hidden.device().is_cpu() && !options_.device.is_cpu()) {
+      at::Tensor out = at::empty(hidden.sizes(), hidden.options()
+                                                     .dtype(options_.dtype)
+                                                     .pinned_memory(hidden.is_pinned()));
+      for (int64_t i = 0; i < b; i += per_chunk) {
+        const int64_t n = std::min(per_chunk, b - i);
+        out.narrow(0, i, n).copy_(ForwardChunk(
+            hidden.narrow(0, i, n).to(options_.device, options_.dtype, /*non_blocking=*/true)));
+      }
+      return out;
+    }
     at::Tensor x = hidden;
     if (x.scalar_type() != options_.dtype || x.device() != options_.device) {
       x = x.to(options_.device, options_.dtype);

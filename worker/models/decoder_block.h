@@ -55,9 +55,12 @@ class DecoderBlock {
 
   // hidden: [B, T, hidden_size], positions 0..T-1 in every sample, causal.
   // Runs whole samples in sub-batches of at most
-  // ModelOptions::max_tokens_per_chunk tokens. INVALID_ARGUMENT for a wrong
-  // shape; an exception thrown by LibTorch, a hook or a kernel becomes
-  // INTERNAL naming the block.
+  // ModelOptions::max_tokens_per_chunk tokens. The output is on the device
+  // the block runs on, except for hidden states held in host memory while
+  // the block runs on a GPU (activation offload): those are streamed to the
+  // device one sub-batch at a time and the output is returned in host
+  // memory. INVALID_ARGUMENT for a wrong shape; an exception thrown by
+  // LibTorch, a hook or a kernel becomes INTERNAL naming the block.
   StatusOr<at::Tensor> Forward(const at::Tensor& hidden);
 
  protected:

@@ -17,6 +17,7 @@
 #include "worker/export/artifact.h"
 #include "worker/io/dataset/calibration.h"
 #include "worker/models/model_options.h"
+#include "worker/pipeline/activation_placement.h"
 #include "worker/pipeline/block_algorithm.h"
 #include "worker/pipeline/job_observer.h"
 #include "worker/pipeline/layer_plan.h"
@@ -83,6 +84,9 @@ struct JobOptions {
   // attempt may replace what an earlier, lost attempt exported.
   std::string job_name;
   models::ModelOptions model_options;
+  // Where the calibration activations carried between blocks live on a GPU
+  // (activation_placement.h).
+  ActivationOffload activation_offload = ActivationOffload::kAuto;
 };
 
 struct StageTiming {

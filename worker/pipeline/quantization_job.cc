@@ -308,6 +308,7 @@ class QuantizationJob {
       QD_ASSIGN_OR_RETURN(auto embedding, model_->LoadEmbedding(*quantized_weights_));
       QD_ASSIGN_OR_RETURN(hidden, embedding->Forward(metric_ids_));
     }
+    if (hidden.defined()) hidden = PlaceCalibrationActivations(hidden);
     // On a GPU the next block is read and staged while this one computes.
     BlockPrefetcher<std::unique_ptr<models::DecoderBlock>> blocks(
         [this](int i) { return model_->LoadBlock(i); }, !opt_.model_options.device.is_cpu());
@@ -389,6 +390,19 @@ class QuantizationJob {
     }
     report_.quantized_model_bytes = report_.float_model_bytes + bytes_delta_;
     return OkStatus();
+  }
+
+  // On the device while the hidden states, the block's float output and its
+  // quantized output fit (with room to spare), else in host memory; the
+  // blocks then stream sub-batches (DecoderBlock::Forward). Logged.
+  at::Tensor PlaceCalibrationActivations(const at::Tensor& hidden) {
+    const c10::Device device = opt_.model_options.device;
+    const int64_t bytes = 3 * hidden.numel() * c10::elementSize(opt_.model_options.dtype);
+    const ActivationPlacement place = PlaceActivations(opt_.activation_offload, bytes, device,
+                                                       QueryDeviceMemory(device));
+    Log(LogLevel::kInfo, "calibration " + place.reason);
+    if (place.on_host) return ToHost(hidden);
+    return hidden.device() == device ? hidden : hidden.to(device);
   }
 
   // ---- checkpoints (resumable jobs) ----
