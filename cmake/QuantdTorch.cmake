@@ -45,4 +45,3 @@ foreach(backend_lib IN ITEMS torch_cuda torch_hip)
   endif()
 endforeach()
 message(STATUS "quantd: LibTorch ${Torch_VERSION} at ${TORCH_INSTALL_PREFIX} (backend ${QUANTD_TORCH_BACKEND})")
-
