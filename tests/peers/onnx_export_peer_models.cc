@@ -11,10 +11,15 @@
 //
 // Static activation quantizers make the comparison discontinuous: a value
 // within ~1e-6 of a rounding boundary gets a different code when two float
-// GEMMs sum in different orders (measured: the int8 model's layer-3
-// down_proj input at token 17 is x / scale = 2.4999986 in onnxruntime), and
-// that token's later layers differ by a quantization step. So besides the
-// overall bound, a share of the token positions must agree to `tolerance`.
+// GEMMs sum in different orders, and that token's later layers differ by a
+// quantization step. Which values land there depends on the GEMM kernels
+// onnxruntime and LibTorch pick for the CPU (an earlier machine flipped the
+// int8 model's layer-3 down_proj input at token 17, x / scale = 2.4999986,
+// and 16 of 96 positions then missed 1e-3). On this project's machine
+// (2026-11-26) none flips: relative L2 error 5.7e-8, every position within
+// 3.0e-7 of the largest logit. So the bound is the 1e-3 relative, on
+// the whole logits tensor, and per position on all but 10% of them (a flip
+// on another CPU), with every position within 2e-2.
 //
 //   onnx_export_peer_models OUT_DIR  -> OUT_DIR/manifest.json, OUT_DIR/<name>/model.onnx
 #include <ATen/ATen.h>
@@ -139,7 +144,7 @@ int Main(int argc, char** argv) {
   cases[0].global.weight->ch_axis = 0;
   cases[0].global.input = Spec(DataType::kInt8);
   cases[0].tolerance = 1e-3;
-  cases[0].min_share = 0.75;
+  cases[0].min_share = 0.9;
   cases[0].max_tolerance = 2e-2;
   cases[0].may_lack_kernel = false;
   cases[1].name = "fp8_w8a8_static_kv";
