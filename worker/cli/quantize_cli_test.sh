@@ -85,4 +85,23 @@ grep -q -- '--model' "$TMP/u.err" || fail "usage names --model"
 rc=$?
 [ "$rc" -eq 3 ] || { cat "$TMP/dev.err"; fail "cuda:0 exit $rc, want 3"; }
 grep -q 'CPU-only' "$TMP/dev.err" || { cat "$TMP/dev.err"; fail "cuda:0 message"; }
+# 7. The token embedding (layer_type Embedding): quantized, named in the log,
+#    and refused with hf_quark (exit 3, the format field named).
+cat >"$TMP/emb.json" <<'JSON'
+{"global_quant_config": {"weight": {"dtype": "int8", "qscheme": "per_channel", "ch_axis": 0,
+  "symmetric": true, "is_dynamic": false}},
+ "layer_type_quant_config": {"Embedding": {"weight": {"dtype": "int8", "qscheme": "per_channel",
+  "ch_axis": 0, "symmetric": true, "is_dynamic": false}}}}
+JSON
+"$BIN" --model "$MODEL" --config "$TMP/emb.json" --no-eval --output "$TMP/emb" \
+  --data-dir "$TMP/data" >"$TMP/emb.out" 2>"$TMP/emb.err"
+rc=$?
+[ "$rc" -eq 0 ] || { cat "$TMP/emb.err"; fail "embedding run exit $rc"; }
+grep -q '^model.embed_tokens (Embedding): int8 per_channel(axis 0) sym, weight SQNR' "$TMP/emb.out" ||
+  { cat "$TMP/emb.out"; fail "embedding log line"; }
+"$BIN" --model "$MODEL" --config "$TMP/emb.json" --no-eval --format hf-quark \
+  --output "$TMP/embq" --data-dir "$TMP/data" >/dev/null 2>"$TMP/embq.err"
+rc=$?
+[ "$rc" -eq 3 ] || { cat "$TMP/embq.err"; fail "embedding + hf_quark exit $rc, want 3"; }
+grep -q 'spec.export.formats\[0\]' "$TMP/embq.err" || { cat "$TMP/embq.err"; fail "format field"; }
 echo PASS

@@ -154,11 +154,26 @@ void CheckQuantization(SpecChecker& c, const JobSpec& spec, std::vector<std::str
   }
   for (size_t i = 0; i < config.layer_type_quant_config.size(); ++i) {
     const std::string& type = config.layer_type_quant_config[i].layer_type;
-    if (type != "Linear") {
-      c.NotBuilt(LayerTypeField(q, i, type),
-                 "quantizing " + type +
-                     " layers is not available; the engine quantizes Linear "
-                     "layers");
+    const config::LayerQuantConfig& lc = config.layer_type_quant_config[i].config;
+    const std::string field = LayerTypeField(q, i, type);
+    if (type == "Embedding") {
+      // QuantEmbedding: the weight only (its input is token ids).
+      if (lc.input_tensors) c.Bad(field + ".input_tensors", "an embedding's input is token ids");
+      if (lc.output_tensors)
+        c.Bad(field + ".output_tensors", "embedding outputs are not quantized; only the weight");
+      if (lc.bias) c.Bad(field + ".bias", "an embedding has no bias");
+      if (lc.weight) {
+        for (int f = 0; f < spec.export_().formats_size(); ++f) {
+          if (ExportFormatFromProto(spec.export_().formats(f)) == exporter::ExportFormat::kHfQuark)
+            c.Bad("spec.export.formats[" + std::to_string(f) + "]",
+                  "hf_quark cannot carry a quantized embedding (vLLM's quark loader quantizes "
+                  "Linear layers); export hf, gguf or onnx, or leave the embedding in float");
+        }
+      }
+    } else if (type != "Linear") {
+      c.NotBuilt(field, "no architecture quantd loads has " + type +
+                            " layers (it loads decoder-only language models: Linear layers and "
+                            "the token Embedding)");
     }
   }
 
@@ -225,8 +240,12 @@ std::vector<exporter::ExportLayerSpecs> ConfigExportSpecs(const config::QuantCon
     if (!l.empty()) out.push_back({name, l.weight, l.bias, l.input_tensors, l.output_tensors});
   };
   add("global_quant_config", config.global_quant_config);
-  for (const auto& t : config.layer_type_quant_config)
+  for (const auto& t : config.layer_type_quant_config) {
+    // A quantized embedding is written as its fake-quantized values in every
+    // format that takes it (CheckQuantization refuses hf_quark).
+    if (t.layer_type == "Embedding") continue;
     add("layer_type_quant_config." + t.layer_type, t.config);
+  }
   for (const auto& n : config.layer_quant_config) add("layer_quant_config." + n.pattern, n.config);
   for (const auto& n : config.kv_cache_quant_config)
     add("kv_cache_quant_config." + n.pattern, n.config);

@@ -246,7 +246,7 @@ TEST(JobSpecCheckTest, WhatThePipelineCannotRunIsUnimplementedNamingTheField) {
                            config {
                              global_quant_config { weight { dtype: INT8 } }
                              layer_type_quant_config {
-                               layer_type: "Embedding"
+                               layer_type: "Conv2d"
                                config { weight { dtype: INT8 } }
                              }
                            }
@@ -256,6 +256,42 @@ TEST(JobSpecCheckTest, WhatThePipelineCannotRunIsUnimplementedNamingTheField) {
   EXPECT_NE(s.message().find("spec.quantization.config.layer_type_quant_config[0]"),
             std::string::npos)
       << s;
+  EXPECT_NE(s.message().find("no architecture quantd loads has Conv2d layers"), std::string::npos)
+      << s;
+}
+
+TEST(JobSpecCheckTest, EmbeddingQuantizesItsWeightOnlyAndNotIntoHfQuark) {
+  auto ok = Parse(R"pb(model_uri: "file:///m"
+                       quantization {
+                         config {
+                           layer_type_quant_config {
+                             layer_type: "Embedding"
+                             config { weight { dtype: INT8 qscheme: PER_CHANNEL ch_axis: 0 } }
+                           }
+                         }
+                       })pb");
+  EXPECT_TRUE(CheckJobSpec(ok).ok()) << CheckJobSpec(ok);
+  auto with_input = ok;
+  *with_input.mutable_quantization()
+       ->mutable_config()
+       ->mutable_layer_type_quant_config(0)
+       ->mutable_config()
+       ->mutable_input_tensors() = ok.quantization().config().layer_type_quant_config(0)
+                                       .config()
+                                       .weight();
+  Status s = CheckJobSpec(with_input);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  ASSERT_FALSE(s.violations().empty()) << s;
+  EXPECT_EQ(s.violations()[0].field,
+            "spec.quantization.config.layer_type_quant_config[0].input_tensors");
+  auto quark = ok;
+  quark.mutable_export_()->add_formats(quantd::v1::HF_QUARK);
+  s = CheckJobSpec(quark);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  ASSERT_FALSE(s.violations().empty()) << s;
+  EXPECT_EQ(s.violations()[0].field, "spec.export.formats[0]");
+  EXPECT_NE(s.violations()[0].description.find("hf_quark cannot carry a quantized embedding"),
+            std::string::npos);
 }
 
 TEST(JobSpecCheckTest, ChecksTheConfigAgainstTheModelsLayersWhenReadable) {

@@ -210,6 +210,7 @@ class QuantizationJob {
       for (const auto& v : bad.violations()) s.AddViolation(v.field, v.description);
       return s;
     }
+    QD_RETURN_IF_ERROR(PlanEmbedding(&quantized));
     if (quantized == 0) Log(LogLevel::kWarning, "the configuration quantizes no layer");
     if (NeedsActivationCalibration(plans_) && opt_.calibration.dataset_path.empty())
       return Status(StatusCode::kInvalidArgument,
@@ -217,6 +218,80 @@ class QuantizationJob {
                     "spec.calibration.dataset_uri",
                     "CALIBRATION_REQUIRED")
           .AddViolation("spec.calibration.dataset_uri", "required by static activation specs");
+    return OkStatus();
+  }
+
+  // The token embedding (QuantEmbedding): quantized when a layer or type
+  // config names it, weight only.
+  Status PlanEmbedding(int* quantized) {
+    const models::EmbeddingInfo& info = model_->layout().token_embedding;
+    if (info.name.empty()) return OkStatus();
+    embedding_plan_ = opt_.planner(info.name, "Embedding");
+    const LayerPlan& plan = embedding_plan_;
+    if (plan.input || plan.output || plan.bias) {
+      return Status(StatusCode::kInvalidArgument,
+                    info.name + ": an embedding's input is token ids and it has no bias; only "
+                                "its weight is quantized",
+                    "LAYER_CONFIG_MISMATCH")
+          .AddViolation("layer " + info.name, "input, output and bias specs are not allowed");
+    }
+    if (!plan.weight) return OkStatus();
+    auto shape = quant::KernelShapeFor({info.num_embeddings, info.embedding_dim}, *plan.weight);
+    if (!shape.ok()) {
+      const std::string msg = "layer " + info.name + " [" + std::to_string(info.num_embeddings) +
+                              ", " + std::to_string(info.embedding_dim) +
+                              "]: " + shape.status().message();
+      return Status(StatusCode::kInvalidArgument, msg, "LAYER_CONFIG_MISMATCH")
+          .AddViolation("layer " + info.name, msg);
+    }
+    for (exporter::ExportFormat f : opt_.export_options.formats) {
+      if (f == exporter::ExportFormat::kHfQuark) {
+        return Status(StatusCode::kInvalidArgument,
+                      "hf_quark cannot carry a quantized embedding (" + info.name +
+                          "): vLLM's quark loader quantizes Linear layers; export hf, gguf or "
+                          "onnx, or leave the embedding in float",
+                      "EXPORT_FORMAT_UNSUPPORTED")
+            .AddViolation("spec.export.formats", "hf_quark with a quantized embedding");
+      }
+    }
+    ++*quantized;
+    return OkStatus();
+  }
+
+  // Fake-quantizes the token embedding's weight into the scratch store
+  // (after any rotation of it), so calibration, evaluation and export all
+  // see the quantized table. A head tied to the embedding keeps the float
+  // weight, as in the reference (its QuantEmbedding quantizes in its own
+  // forward): the head gets its own lm_head.weight and the model is
+  // exported untied.
+  Status QuantizeEmbedding() {
+    if (!embedding_plan_.weight) return OkStatus();
+    QD_ASSIGN_OR_RETURN(auto stage, model_->LoadEmbedding(*quantized_weights_));
+    if (model_->config().tie_word_embeddings && !opt_.model_transform) {
+      QD_ASSIGN_OR_RETURN(auto head, model_->LoadHead());
+      std::vector<std::pair<std::string, at::Tensor>> tensors;
+      for (auto& [name, t] : head->NamedTensors()) tensors.emplace_back(name, t->clone());
+      QD_RETURN_IF_ERROR(scratch_->Put("head", tensors));
+    }
+    models::Embedding& token = stage->token_embedding();
+    quant::QParams qp;
+    QD_ASSIGN_OR_RETURN(LayerReport lr, QuantizeEmbeddingWeight(token, embedding_plan_, &qp));
+    std::vector<std::pair<std::string, at::Tensor>> tensors;
+    for (auto& [name, t] : stage->NamedTensors()) tensors.emplace_back(name, *t);
+    if (qp.scale.defined()) tensors.emplace_back(WeightScaleKey(token.info().name), qp.scale);
+    if (qp.zero_point.defined())
+      tensors.emplace_back(WeightZeroPointKey(token.info().name), qp.zero_point.to(at::kFloat));
+    QD_RETURN_IF_ERROR(scratch_->Put("embedding", tensors));
+    const std::string weight_name = token.info().name + ".weight";
+    bytes_delta_ += QuantizedStorageBytes(token.weight().sizes().vec(), *embedding_plan_.weight) -
+                    static_cast<int64_t>(model_->weights().Find(weight_name)->nbytes);
+    char sqnr[32];
+    std::snprintf(sqnr, sizeof(sqnr), "%.1f", lr.weight_sqnr_db);
+    Log(LogLevel::kInfo, token.info().name + " (Embedding): " + lr.weight_format +
+                             ", weight SQNR " + sqnr + " dB" +
+                             (model_->config().tie_word_embeddings
+                                  ? "; lm_head keeps the float weight (exported untied)"
+                                  : ""));
     return OkStatus();
   }
 
@@ -300,6 +375,7 @@ class QuantizationJob {
     const Stage stage = LoopStage(opt_);
     const int n = static_cast<int>(model_->num_blocks());
     QD_RETURN_IF_ERROR(PrepareModelPieces());
+    QD_RETURN_IF_ERROR(QuantizeEmbedding());
     if (!opt_.block_algorithms.empty() && !metric_ids_.defined())
       return InvalidArgumentError("quantization algorithms need calibration data");
     at::Tensor hidden;  // input of the current block on the quantized path
@@ -644,6 +720,13 @@ class QuantizationJob {
       eo.output_dir = dir;
       eo.overwrite = opt_.export_options.overwrite;
       eo.min_kv_scale = kv_.min_kv_scale;
+      if (embedding_plan_.weight && formats[i] == exporter::ExportFormat::kGguf) {
+        // The quantized embedding is written as its values: F32 keeps them
+        // exact (F16 would round them again).
+        eo.gguf_float_type = gguf::GgmlType::kF32;
+        Log(LogLevel::kInfo, "gguf: float tensors written as F32 so that the quantized "
+                             "embedding's values stay exact");
+      }
       QD_RETURN_IF_ERROR(exporter::ReclaimOwnOutput(dir, opt_.job_name));
       const double base = static_cast<double>(i) / formats.size();
       auto result = exporter::ExportModel(
@@ -671,6 +754,7 @@ class QuantizationJob {
   std::unique_ptr<io::Tokenizer> tokenizer_;
   std::unique_ptr<ScratchStore> scratch_;
   std::shared_ptr<io::TensorSource> quantized_weights_;
+  LayerPlan embedding_plan_;
   std::map<std::string, LayerPlan> plans_;
   std::optional<eval::EvalWindows> windows_;
   std::string eval_dataset_name_;

@@ -199,6 +199,79 @@ TEST_F(QuantizationJobTest, CancelStopsAtBlockBoundaryWithoutArtifacts) {
   EXPECT_FALSE(fs::exists(root_ / "out"));
 }
 
+// QuantEmbedding: layer_type "Embedding" fake-quantizes the token table;
+// stories260K ties lm_head to it, and the head keeps the float weight (as in
+// the reference, whose QuantEmbedding quantizes in its own forward), so the
+// export is untied.
+TEST_F(QuantizationJobTest, EmbeddingIsQuantizedAndTheTiedHeadKeepsTheFloatWeight) {
+  const auto spec = IntWeightSpec(quant::DataType::kInt8, quant::QScheme::kPerChannel, true);
+  const auto block_spec = IntWeightSpec(quant::DataType::kInt8, quant::QScheme::kPerChannel, true);
+  auto run = [&](bool embedding, const std::string& dir) {
+    LayerPlanner planner = [=](const std::string& name, const std::string& type) {
+      LayerPlan p;
+      if (name.rfind("model.layers.", 0) == 0) p.weight = block_spec;
+      if (embedding && type == "Embedding") p.weight = spec;
+      return p;
+    };
+    auto opt = Options(planner);
+    opt.export_options.output_dir = (root_ / dir).string();
+    opt.scratch_dir = (root_ / (dir + "-scratch")).string();
+    RecordingObserver obs;
+    JobOutcome out = RunQuantizationJob(opt, obs);
+    return std::make_pair(out, obs.logs);
+  };
+  auto [with, logs] = run(true, "emb");
+  auto [without, unused] = run(false, "noemb");
+  ASSERT_TRUE(with.status.ok()) << with.status;
+  ASSERT_TRUE(without.status.ok()) << without.status;
+
+  auto original = io::SafetensorsSource::Open("models/stories260K/model.safetensors");
+  auto exported = io::SafetensorsSource::Open(with.report.artifacts[0].path + "/model.safetensors");
+  ASSERT_TRUE(exported.ok()) << exported.status();
+  const at::Tensor table = *(*original)->Load("model.embed_tokens.weight");
+  auto qp = quant::ComputeQParams(table, spec);
+  ASSERT_TRUE(qp.ok());
+  const at::Tensor want = *quant::FakeQuantize(table, spec, *qp);
+  EXPECT_FALSE(at::equal(want, table));
+  EXPECT_TRUE(at::equal(*(*exported)->Load("model.embed_tokens.weight"), want));
+  // The head: the float table, under its own name, and the config untied.
+  auto head = (*exported)->Load("lm_head.weight");
+  ASSERT_TRUE(head.ok()) << head.status();
+  EXPECT_TRUE(at::equal(*head, table));
+  std::ifstream cfg(with.report.artifacts[0].path + "/config.json");
+  EXPECT_EQ(nlohmann::json::parse(cfg)["tie_word_embeddings"], false);
+
+  // The quantized table changes the model (perplexity), and the log names it.
+  EXPECT_NE(with.report.quantized_perplexity->ppl, without.report.quantized_perplexity->ppl);
+  EXPECT_EQ(with.report.float_perplexity->ppl, without.report.float_perplexity->ppl);
+  bool logged = false;
+  for (const auto& m : logs)
+    logged = logged || m.rfind("model.embed_tokens (Embedding): int8 per_channel(axis 0) sym, "
+                               "weight SQNR ", 0) == 0;
+  EXPECT_TRUE(logged);
+  // int8 codes plus a scale per row instead of float32: 512 x 64 table.
+  EXPECT_EQ(without.report.quantized_model_bytes - with.report.quantized_model_bytes,
+            512 * 64 * 4 - (512 * 64 + 512 * 4));
+}
+
+TEST_F(QuantizationJobTest, EmbeddingWithAnInputSpecIsRefusedBeforeAnyWork) {
+  LayerPlanner planner = [](const std::string&, const std::string& type) {
+    LayerPlan p;
+    if (type == "Embedding") {
+      p.weight = IntWeightSpec(quant::DataType::kInt8, quant::QScheme::kPerChannel, true);
+      p.input = p.weight;
+    }
+    return p;
+  };
+  RecordingObserver obs;
+  JobOutcome out = RunQuantizationJob(Options(planner), obs);
+  EXPECT_EQ(out.status.code(), StatusCode::kInvalidArgument) << out.status;
+  EXPECT_NE(out.status.message().find("model.embed_tokens: an embedding's input is token ids"),
+            std::string::npos)
+      << out.status;
+  EXPECT_TRUE(obs.blocks.empty());
+}
+
 TEST_F(QuantizationJobTest, MissingModelIsNotFound) {
   auto opt = Options(
       AllBlockLinears(IntWeightSpec(quant::DataType::kInt8, quant::QScheme::kPerTensor, true)));

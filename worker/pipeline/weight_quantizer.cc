@@ -44,9 +44,9 @@ StatusOr<at::Tensor> FakeQuantizeFromSelf(const at::Tensor& t, const quant::Quan
   return q;
 }
 
-LayerReport BaseReport(const models::Linear& layer, const LayerPlan& plan) {
+LayerReport BaseReport(const std::string& name, const LayerPlan& plan) {
   LayerReport report;
-  report.name = layer.name();
+  report.name = name;
   report.excluded = !plan.quantized();
   report.weight_format = plan.weight ? quant::DescribeSpec(*plan.weight) : "float";
   if (plan.input) report.input_format = quant::DescribeSpec(*plan.input);
@@ -59,14 +59,28 @@ LayerReport BaseReport(const models::Linear& layer, const LayerPlan& plan) {
 
 LayerReport DescribeQuantizedLayer(const models::Linear& layer, const LayerPlan& plan,
                                    const at::Tensor& reference) {
-  LayerReport report = BaseReport(layer, plan);
+  LayerReport report = BaseReport(layer.name(), plan);
   if (reference.defined()) report.weight_sqnr_db = SqnrDb(reference, layer.weight());
+  return report;
+}
+
+StatusOr<LayerReport> QuantizeEmbeddingWeight(models::Embedding& embedding, const LayerPlan& plan,
+                                              quant::QParams* weight_qparams) {
+  const std::string& name = embedding.info().name;
+  LayerReport report = BaseReport(name, plan);
+  if (plan.weight) {
+    at::Tensor w = embedding.weight();
+    QD_ASSIGN_OR_RETURN(at::Tensor wq, FakeQuantizeFromSelf(w, *plan.weight, "embedding " + name,
+                                                            weight_qparams));
+    report.weight_sqnr_db = SqnrDb(w, wq);
+    embedding.weight() = wq;
+  }
   return report;
 }
 
 StatusOr<LayerReport> QuantizeLinearWeights(models::Linear& layer, const LayerPlan& plan,
                                             quant::QParams* weight_qparams) {
-  LayerReport report = BaseReport(layer, plan);
+  LayerReport report = BaseReport(layer.name(), plan);
   if (plan.weight) {
     at::Tensor w = layer.weight();
     QD_ASSIGN_OR_RETURN(

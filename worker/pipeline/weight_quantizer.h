@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "worker/common/status.h"
+#include "worker/models/causal_lm.h"
 #include "worker/models/linear.h"
 #include "worker/pipeline/job_observer.h"
 #include "worker/pipeline/layer_plan.h"
@@ -30,6 +31,11 @@ int64_t QuantizedStorageBytes(const std::vector<int64_t>& shape, const quant::Qu
 // receives the weight's parameters. INVALID_ARGUMENT naming the layer when
 // the weight does not fit the spec (e.g. a group size that does not divide
 // in_features).
+// The token embedding's weight (QuantEmbedding: weight only), fake-quantized
+// in place with parameters from itself; `weight_qparams` receives them.
+StatusOr<LayerReport> QuantizeEmbeddingWeight(models::Embedding& embedding, const LayerPlan& plan,
+                                              quant::QParams* weight_qparams = nullptr);
+
 StatusOr<LayerReport> QuantizeLinearWeights(models::Linear& layer, const LayerPlan& plan,
                                             quant::QParams* weight_qparams = nullptr);
 
