@@ -17,6 +17,7 @@ auto Guard(const std::string& where, F&& f) -> decltype(f()) {
 }  // namespace
 
 at::Tensor Embedding::Forward(const at::Tensor& ids) const {
+  if (lookup_) return lookup_->Forward(*this, ids.to(at::kLong));
   return at::embedding(weight_, ids.to(at::kLong).to(weight_.device()));
 }
 

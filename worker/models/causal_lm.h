@@ -39,6 +39,16 @@
 
 namespace quantd::models {
 
+class Embedding;
+
+// Replaces an embedding's row lookup (a frozen, real-quantized table
+// dequantizes the rows it looks up). May throw c10::Error.
+class EmbeddingLookup {
+ public:
+  virtual ~EmbeddingLookup() = default;
+  virtual at::Tensor Forward(const Embedding& embedding, const at::Tensor& ids) const = 0;
+};
+
 // A named lookup table ("model.embed_tokens" with weight [num, dim]).
 class Embedding {
  public:
@@ -50,10 +60,14 @@ class Embedding {
   const at::Tensor& weight() const { return weight_; }
   // ids: int64 of any shape, each in [0, num_embeddings).
   at::Tensor Forward(const at::Tensor& ids) const;
+  // Looks rows up through `lookup` instead of the weight (which may then be
+  // dropped).
+  void SetLookup(std::shared_ptr<const EmbeddingLookup> lookup) { lookup_ = std::move(lookup); }
 
  private:
   EmbeddingInfo info_;
   at::Tensor weight_;
+  std::shared_ptr<const EmbeddingLookup> lookup_;
 };
 
 // ids -> the hidden states block 0 reads: token embedding, then OPT's

@@ -100,4 +100,93 @@ StatusOr<FreezeReport> FreezeBlock(models::DecoderBlock& block,
   return report;
 }
 
+FrozenEmbeddingLookup::FrozenEmbeddingLookup(quant::QuantizedTensor table, quant::QuantSpec spec,
+                                             at::ScalarType dtype)
+    : table_(std::move(table)), spec_(std::move(spec)), dtype_(dtype) {
+  num_ = table_.codes.size(0);
+  dim_ = table_.codes.size(1);
+  code_dtype_ = table_.codes.scalar_type();
+  const int axis = quant::EffectiveChAxis(spec_);
+  const bool rows_axis = axis == 0 || axis == -2;
+  if (spec_.qscheme == quant::QScheme::kPerTensor || quant::IsCastType(spec_.dtype)) {
+    params_ = Params::kShared;
+  } else if (spec_.qscheme == quant::QScheme::kPerChannel) {
+    params_ = rows_axis ? Params::kPerRow : Params::kShared;
+  } else {
+    params_ = rows_axis ? Params::kAcrossRows : Params::kPerRow;
+  }
+  if (IsFourBit(spec_.dtype) && dim_ % 2 == 0 && code_dtype_ != at::kHalf &&
+      code_dtype_ != at::kBFloat16) {
+    table_.codes = PackNibbles(table_.codes).view({num_, dim_ / 2});
+    packed_ = true;
+  }
+}
+
+at::Tensor FrozenEmbeddingLookup::Forward(const models::Embedding& embedding,
+                                          const at::Tensor& ids) const {
+  const at::Tensor flat = ids.reshape({-1}).to(table_.codes.device());
+  std::vector<int64_t> shape = ids.sizes().vec();
+  shape.push_back(dim_);
+  if (params_ == Params::kAcrossRows) {  // groups along the rows: the whole table
+    quant::QuantizedTensor all = table_;
+    if (packed_) {
+      all.codes = UnpackNibbles(table_.codes.reshape({-1}), num_ * dim_, code_dtype_ == at::kChar)
+                      .to(code_dtype_)
+                      .view({num_, dim_});
+    }
+    auto values = quant::Dequantize(all, spec_, dtype_);
+    if (!values.ok()) {
+      throw std::runtime_error("frozen " + embedding.name() + ": " + values.status().ToString());
+    }
+    return values->index_select(0, flat).view(shape);
+  }
+  // Per-row parameters are gathered with the rows; shared ones (per tensor,
+  // per column) are used as they are.
+  auto rows = [&](const at::Tensor& t) {
+    return t.defined() && params_ == Params::kPerRow ? t.index_select(0, flat) : t;
+  };
+  quant::QuantizedTensor q;
+  q.codes = table_.codes.index_select(0, flat);
+  if (packed_) {
+    q.codes = UnpackNibbles(q.codes.reshape({-1}), q.codes.numel() * 2, code_dtype_ == at::kChar)
+                  .to(code_dtype_)
+                  .view({flat.numel(), dim_});
+  }
+  q.qparams.scale = rows(table_.qparams.scale);
+  q.qparams.zero_point = rows(table_.qparams.zero_point);
+  q.e8m0 = rows(table_.e8m0);
+  auto values = quant::Dequantize(q, spec_, dtype_);
+  if (!values.ok()) {
+    throw std::runtime_error("frozen " + embedding.name() + ": " + values.status().ToString());
+  }
+  return values->view(shape);
+}
+
+int64_t FrozenEmbeddingLookup::bytes() const {
+  return Bytes(table_.codes) + Bytes(table_.qparams.scale) + Bytes(table_.qparams.zero_point) +
+         Bytes(table_.e8m0);
+}
+
+StatusOr<FreezeReport> FreezeEmbedding(models::Embedding& embedding, const quant::QuantSpec& spec,
+                                       const quant::QParams& qparams) {
+  FreezeReport report;
+  const at::Tensor w = embedding.weight();
+  if (!w.defined()) return FailedPreconditionError(embedding.name() + " is already frozen");
+  auto q = quant::RealQuantize(w, spec, qparams);
+  if (!q.ok()) return Status(q.status()).Prepend("freezing " + embedding.name() + ": ");
+  auto back = quant::Dequantize(*q, spec, at::kFloat);
+  if (!back.ok()) return Status(back.status()).Prepend("freezing " + embedding.name() + ": ");
+  if (!at::equal(*back, w.to(at::kFloat))) {
+    report.kept_float.push_back(embedding.name());
+    return report;
+  }
+  auto lookup = std::make_shared<FrozenEmbeddingLookup>(std::move(*q), spec, w.scalar_type());
+  report.float_bytes = Bytes(w);
+  report.frozen_bytes = lookup->bytes();
+  report.layers = 1;
+  embedding.SetLookup(std::move(lookup));
+  embedding.weight() = at::Tensor();  // the codes are the table now
+  return report;
+}
+
 }  // namespace quantd::pipeline

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "worker/common/status.h"
+#include "worker/models/causal_lm.h"
 #include "worker/models/decoder_block.h"
 #include "worker/models/linear.h"
 #include "worker/pipeline/layer_plan.h"
@@ -66,6 +67,37 @@ struct FreezeReport {
 StatusOr<FreezeReport> FreezeBlock(
     models::DecoderBlock& block, const std::map<std::string, LayerPlan>& plans,
     const std::map<std::string, quant::QParams>& weight_qparams = {});
+
+// A frozen embedding table: its codes (4-bit ones two per byte when the row
+// length is even, so rows stay byte-aligned) and parameters; a lookup
+// gathers the rows' codes and parameters and dequantizes only those rows.
+class FrozenEmbeddingLookup final : public models::EmbeddingLookup {
+ public:
+  FrozenEmbeddingLookup(quant::QuantizedTensor table, quant::QuantSpec spec,
+                        at::ScalarType dtype);
+  at::Tensor Forward(const models::Embedding& embedding, const at::Tensor& ids) const override;
+  // Bytes held: codes, scales, zero points, E8M0 block scales.
+  int64_t bytes() const;
+
+ private:
+  quant::QuantizedTensor table_;  // codes [num, dim], or [num, dim / 2] packed
+  quant::QuantSpec spec_;
+  at::ScalarType dtype_;  // the float table's dtype, what lookups return
+  int64_t num_ = 0;
+  int64_t dim_ = 0;
+  bool packed_ = false;
+  at::ScalarType code_dtype_ = at::kByte;
+  // How the parameters index: one set for all rows, one per row (gathered
+  // with the rows), or groups that run along the rows (then the table is
+  // dequantized whole).
+  enum class Params { kShared, kPerRow, kAcrossRows } params_ = Params::kShared;
+};
+
+// Freezes a quantized embedding with its exact parameters `qparams`
+// (computed from the table when empty): the float table is dropped when the
+// codes dequantize to it bit for bit; otherwise it is kept (kept_float).
+StatusOr<FreezeReport> FreezeEmbedding(models::Embedding& embedding, const quant::QuantSpec& spec,
+                                       const quant::QParams& qparams = {});
 
 }  // namespace quantd::pipeline
 

@@ -87,6 +87,60 @@ TEST(FreezeTest, WeightsTheCodesCannotExpressStayFloat) {
   for (models::Linear* l : (*block)->linears()) EXPECT_TRUE(l->weight().defined());
 }
 
+// QuantEmbedding frozen: looking rows up in the real-quantized table gives
+// exactly the fake-quantized table's rows, for every way the parameters
+// index (per tensor, per row, per column, groups along a row, groups down
+// the rows, MX blocks), with the float table dropped.
+TEST(FreezeTest, FrozenEmbeddingLooksUpTheFakeQuantizedRowsWithLessMemory) {
+  at::manual_seed(11);
+  const at::Tensor table = at::randn({96, 64}) * 0.05;
+  const at::Tensor ids = at::randint(0, 96, {3, 7}, at::kLong);
+  struct Case {
+    std::string name;
+    quant::QuantSpec spec;
+    double max_ratio;
+  };
+  quant::QuantSpec columns = Spec(DataType::kInt8, QScheme::kPerChannel);
+  columns.ch_axis = 1;
+  quant::QuantSpec g32 = Spec(DataType::kInt4, QScheme::kPerGroup);
+  g32.group_size = 32;
+  quant::QuantSpec u4 = Spec(DataType::kUInt4, QScheme::kPerGroup, false);
+  u4.group_size = 32;
+  quant::QuantSpec down = g32;
+  down.ch_axis = 0;
+  quant::QuantSpec mx = Spec(DataType::kMxFp4, QScheme::kPerGroup);
+  mx.group_size = 32;
+  const std::vector<Case> cases = {
+      {"int8 per tensor", Spec(DataType::kInt8, QScheme::kPerTensor), 0.26},
+      {"int8 per row", Spec(DataType::kInt8, QScheme::kPerChannel), 0.29},
+      {"int8 per column", columns, 0.28},
+      {"int4 g32 along rows", g32, 0.19},
+      {"uint4 asym g32", u4, 0.19},
+      {"int4 g32 down the rows", down, 0.19},
+      {"mxfp4", mx, 0.17},
+      {"fp8 per tensor", Spec(DataType::kFp8E4M3, QScheme::kPerTensor), 0.26},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    auto qp = quant::ComputeQParams(table, c.spec);
+    ASSERT_TRUE(qp.ok()) << qp.status();
+    auto fake = quant::FakeQuantize(table, c.spec, *qp);
+    ASSERT_TRUE(fake.ok()) << fake.status();
+    models::Embedding e({"model.embed_tokens", 96, 64}, *fake);
+    const at::Tensor want = e.Forward(ids);
+    auto r = FreezeEmbedding(e, c.spec, *qp);
+    ASSERT_TRUE(r.ok()) << r.status();
+    ASSERT_EQ(r->layers, 1) << "kept float";
+    EXPECT_FALSE(e.weight().defined());
+    const at::Tensor got = e.Forward(ids);
+    EXPECT_EQ(got.sizes(), (at::IntArrayRef{3, 7, 64}));
+    EXPECT_TRUE(at::equal(got, want));
+    EXPECT_EQ(r->float_bytes, 96 * 64 * 4);
+    EXPECT_LE(r->frozen_bytes, c.max_ratio * r->float_bytes) << r->frozen_bytes;
+    EXPECT_EQ(FreezeEmbedding(e, c.spec, *qp).status().code(), StatusCode::kFailedPrecondition);
+  }
+}
+
 TEST(FreezeTest, NibblePackingRoundTripsSignedAndUnsignedCodes) {
   at::Tensor s = at::arange(-8, 8, at::kChar).repeat({3}).narrow(0, 0, 47);  // odd count
   at::Tensor packed = PackNibbles(s);

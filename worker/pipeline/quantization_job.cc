@@ -602,7 +602,29 @@ class QuantizationJob {
     eval::BlockwiseModel float_model = eval::FromCausalLM(*model_);
     eval::BlockwiseModel quant_model;
     quant_model.num_blocks = model_->num_blocks();
-    quant_model.embed = [this](const at::Tensor& ids) -> StatusOr<at::Tensor> {
+    // A quantized embedding is evaluated frozen (real-quantized rows
+    // dequantized as they are looked up), loaded once.
+    std::shared_ptr<models::EmbeddingStage> frozen_embedding;
+    if (embedding_plan_.weight) {
+      QD_ASSIGN_OR_RETURN(auto stage, model_->LoadEmbedding(*quantized_weights_));
+      models::Embedding& token = stage->token_embedding();
+      QD_ASSIGN_OR_RETURN(quant::QParams qp, LoadWeightQParams(*quantized_weights_, token.name(),
+                                                               *embedding_plan_.weight));
+      QD_ASSIGN_OR_RETURN(FreezeReport r, FreezeEmbedding(token, *embedding_plan_.weight, qp));
+      if (r.layers == 1) {
+        char buf[200];
+        std::snprintf(buf, sizeof(buf),
+                      "evaluated the frozen embedding: %.1f KiB as float, %.1f KiB "
+                      "real-quantized (%.3fx)",
+                      r.float_bytes / 1024.0, r.frozen_bytes / 1024.0,
+                      static_cast<double>(r.frozen_bytes) / r.float_bytes);
+        Log(LogLevel::kInfo, buf);
+      }
+      frozen_embedding = std::move(stage);
+    }
+    quant_model.embed = [this,
+                         frozen_embedding](const at::Tensor& ids) -> StatusOr<at::Tensor> {
+      if (frozen_embedding) return frozen_embedding->Forward(ids);
       QD_ASSIGN_OR_RETURN(auto stage, model_->LoadEmbedding(*quantized_weights_));
       return stage->Forward(ids);
     };

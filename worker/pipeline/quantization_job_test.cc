@@ -1,5 +1,6 @@
 #include "worker/pipeline/quantization_job.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <mutex>
@@ -249,6 +250,11 @@ TEST_F(QuantizationJobTest, EmbeddingIsQuantizedAndTheTiedHeadKeepsTheFloatWeigh
     logged = logged || m.rfind("model.embed_tokens (Embedding): int8 per_channel(axis 0) sym, "
                                "weight SQNR ", 0) == 0;
   EXPECT_TRUE(logged);
+  // Evaluation looked rows up in the frozen table: int8 codes, a scale and a
+  // zero point per row.
+  const std::string frozen = "evaluated the frozen embedding: 128.0 KiB as float, 36.0 KiB "
+                             "real-quantized (0.281x)";
+  EXPECT_NE(std::find(logs.begin(), logs.end(), frozen), logs.end());
   // int8 codes plus a scale per row instead of float32: 512 x 64 table.
   EXPECT_EQ(without.report.quantized_model_bytes - with.report.quantized_model_bytes,
             512 * 64 * 4 - (512 * 64 + 512 * 4));
