@@ -245,7 +245,7 @@ if [ "$BENCH" = 1 ] && [ "$BUILD_DIR/quantd-quantize" = "$QUANTIZE" ] && [ "$GPU
     run_bench gptq_bench --device=cuda:0 --tokens=8192 --layers=4096x4096
   else
     run_bench fake_quant_bench --device=cuda:0
-    run_bench gptq_bench --device=cuda:0 --tokens=262144
+    run_bench gptq_bench --device=cuda:0 --tokens=262144 --layers=4096x4096,14336x4096,4096x14336
   fi
 fi
 echo

@@ -137,8 +137,13 @@ ParamTable TableFrom(const quant::QParams& qp, int64_t rows, int64_t groups) {
 // function catches them).
 class GptqRun {
  public:
-  GptqRun(const quant::QuantSpec& spec, const GptqOptions& opt, const WeightLayout& layout)
-      : spec_(spec), opt_(opt), layout_(layout) {}
+  // `device`: where the Hessian was accumulated. On a GPU the Cholesky
+  // factorisations and the lazy batch updates (the O(rows x cols^2) work)
+  // run there; the column-by-column rounding stays on the host, on its
+  // exact scalar kernels, with each block's columns copied over.
+  GptqRun(const quant::QuantSpec& spec, const GptqOptions& opt, const WeightLayout& layout,
+          const at::Device& device)
+      : spec_(spec), opt_(opt), layout_(layout), device_(device) {}
 
   StatusOr<GptqResult> Run(const at::Tensor& weight, const at::Tensor& hessian) {
     const int64_t rows = weight.size(0), cols = weight.size(1);
@@ -184,7 +189,7 @@ class GptqRun {
       why = "the damped Hessian is not positive definite";
       for (int k = 0; k <= std::max(0, opt_.max_damp_retries); ++k) {
         const double percent = opt_.damp_percent + k * opt_.damp_retry_step;
-        if (InverseCholesky(h, percent * mean_diag, &hinv)) {
+        if (InverseCholesky(device_.is_cpu() ? h : h.to(device_), percent * mean_diag, &hinv)) {
           result.damp_percent = percent;
           result.damp_retries = k;
           factored = true;
@@ -209,6 +214,11 @@ class GptqRun {
     at::Tensor wt = w.t().contiguous();
     at::Tensor qt = at::empty_like(wt);
     std::vector<double> row_loss(rows, 0.0);
+    if (!device_.is_cpu()) {
+      hinv_device_ = hinv;
+      hinv = hinv.cpu();
+      wt_device_ = wt.to(device_);
+    }
     QD_RETURN_IF_ERROR(Loop(wt, qt, hinv, row_loss));
 
     at::Tensor q = qt.t();
@@ -249,6 +259,8 @@ class GptqRun {
     float* e = err.data_ptr<float>();
     for (int64_t i1 = 0; i1 < cols; i1 += bs) {
       const int64_t i2 = std::min(i1 + bs, cols), count = i2 - i1;
+      // With the updates on the device, the block's columns come back first.
+      if (wt_device_.defined()) wt.narrow(0, i1, count).copy_(wt_device_.narrow(0, i1, count));
       if (layout_.integer) {
         IntegerBlock(w, q, e, hi, i1, i2, row_loss);
       } else {
@@ -256,9 +268,15 @@ class GptqRun {
       }
       if (i2 < cols) {
         // The lazy batch update of every later column.
-        at::Tensor rest = wt.narrow(0, i2, cols - i2);
-        rest.addmm_(hinv.narrow(0, i1, count).narrow(1, i2, cols - i2).t(), err.narrow(0, 0, count),
-                    /*beta=*/1, /*alpha=*/-1);
+        if (wt_device_.defined()) {
+          wt_device_.narrow(0, i2, cols - i2)
+              .addmm_(hinv_device_.narrow(0, i1, count).narrow(1, i2, cols - i2).t(),
+                      err.narrow(0, 0, count).to(device_), /*beta=*/1, /*alpha=*/-1);
+        } else {
+          at::Tensor rest = wt.narrow(0, i2, cols - i2);
+          rest.addmm_(hinv.narrow(0, i1, count).narrow(1, i2, cols - i2).t(),
+                      err.narrow(0, 0, count), /*beta=*/1, /*alpha=*/-1);
+        }
       }
     }
     return OkStatus();
@@ -392,6 +410,9 @@ class GptqRun {
   const quant::QuantSpec& spec_;
   const GptqOptions& opt_;
   WeightLayout layout_;
+  at::Device device_;
+  at::Tensor wt_device_;    // the columns still to round, on device_ (GPU runs)
+  at::Tensor hinv_device_;  // the inverse Cholesky factor there
   int64_t rows_ = 0;
   int64_t cols_ = 0;
   at::Tensor perm_;
@@ -426,7 +447,7 @@ StatusOr<GptqResult> GptqQuantizeWeight(const at::Tensor& weight, const at::Tens
   try {
     at::Tensor w = weight.device().is_cpu() ? weight : weight.cpu();
     at::Tensor h = hessian.device().is_cpu() ? hessian : hessian.cpu();
-    GptqRun run(spec, options, layout);
+    GptqRun run(spec, options, layout, hessian.device());
     QD_ASSIGN_OR_RETURN(GptqResult r, run.Run(w, h));
     if (!weight.device().is_cpu()) {
       r.weight = r.weight.to(weight.device());

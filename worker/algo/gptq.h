@@ -90,7 +90,11 @@ struct GptqResult {
 // the input axis), FP8 (per_tensor, per_channel) and the MX formats (blocks
 // of 32 along the input axis, fit like groups). INVALID_ARGUMENT for shapes
 // that do not match or a spec the weight does not fit; UNIMPLEMENTED for
-// casts and dynamic weight specs. Never throws.
+// casts and dynamic weight specs. Never throws. With the Hessian on a GPU
+// the factorisations and the lazy batch updates run there (the rounding of
+// each column stays on the host's exact kernels); the result is then the
+// same algorithm with other float rounding in those matmuls, so codes can
+// differ from a CPU run's near rounding ties.
 StatusOr<GptqResult> GptqQuantizeWeight(const at::Tensor& weight, const at::Tensor& hessian,
                                         const quant::QuantSpec& spec,
                                         const GptqOptions& options = {});

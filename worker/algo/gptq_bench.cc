@@ -5,8 +5,10 @@
 //   bazel run -c opt //worker/algo:gptq_bench [-- --tokens=N --layers=4096x4096,14336x4096]
 //   gptq_bench --device=cuda:0 --tokens=262144   (a GPU build: tools/gpu_check.sh)
 //
-// On a GPU the Hessian is accumulated on the device; the column solve runs
-// on the host (GptqQuantizeWeight copies the weight and Hessian there).
+// On a GPU the Hessian is accumulated on the device, and GptqQuantizeWeight
+// factors it and applies the lazy batch updates there; each block's columns
+// are rounded on the host. tools/gpu_check.sh adds 4096x14336 (down_proj,
+// a 14336 x 14336 Hessian), too slow for a small CPU.
 //
 // Shapes are [out, in] weights: 4096x4096 (q/o_proj of a 7B/8B model) and
 // 14336x4096 (Llama-3-8B gate/up_proj; their Hessian is 4096 x 4096). The

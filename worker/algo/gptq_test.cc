@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <numeric>
 #include <vector>
 
@@ -267,6 +268,20 @@ TEST_P(GptqEquivalenceTest, SameCodesAsFloat64Reference) {
   EXPECT_GE(agree, kMinAgreement) << p.name;
   std::printf("%-28s code agreement with the float64 reference: %.5f\n", p.name, agree);
   RecordProperty("code_agreement", std::to_string(agree));
+
+  // With the Hessian on QUANTD_TEST_DEVICE (tools/gpu_check.sh: cuda:0) the
+  // factorisations and updates run there: the same bar.
+  if (const char* d = std::getenv("QUANTD_TEST_DEVICE"); d != nullptr && *d != '\0') {
+    const at::Device device(d);
+    auto rd = GptqQuantizeWeight(w.to(device), HessianOf(x).to(device), spec, opt);
+    ASSERT_TRUE(rd.ok()) << rd.status();
+    EXPECT_EQ(rd->weight.device(), device);
+    GptqResult host = *rd;
+    host.weight = rd->weight.cpu();
+    const double agree_device = Agreement(CodesOf(host, p.group), ref.codes);
+    EXPECT_GE(agree_device, kMinAgreement) << p.name << " on " << device.str();
+    std::printf("%-28s on %s: code agreement %.5f\n", p.name, device.str().c_str(), agree_device);
+  }
 
   // The recorded parameters are the ones the weight was quantized with:
   // re-quantizing with them changes nothing (columns in their groups).
