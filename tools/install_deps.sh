@@ -26,6 +26,8 @@ PACKAGES=(
   # deploy/ checks (//deploy:deploy_test): YAML lint; ldd/readelf come with binutils;
   # //deploy:local_cluster_test scrapes the frontends with a real Prometheus
   yamllint binutils prometheus
+  # //deploy:doc_commands_test runs docs/deploy.md's token snippet (openssl rand)
+  openssl
 )
 
 missing=()
