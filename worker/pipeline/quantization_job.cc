@@ -227,13 +227,18 @@ class QuantizationJob {
     const models::EmbeddingInfo& info = model_->layout().token_embedding;
     if (info.name.empty()) return OkStatus();
     embedding_plan_ = opt_.planner(info.name, "Embedding");
-    const LayerPlan& plan = embedding_plan_;
+    LayerPlan& plan = embedding_plan_;
+    // A name glob that also matches linears may carry activation specs; the
+    // embedding takes its weight spec only (CreateJob refuses them in
+    // layer_type_quant_config.Embedding itself).
     if (plan.input || plan.output || plan.bias) {
-      return Status(StatusCode::kInvalidArgument,
-                    info.name + ": an embedding's input is token ids and it has no bias; only "
-                                "its weight is quantized",
-                    "LAYER_CONFIG_MISMATCH")
-          .AddViolation("layer " + info.name, "input, output and bias specs are not allowed");
+      plan.input.reset();
+      plan.output.reset();
+      plan.bias.reset();
+      if (plan.weight) {
+        Log(LogLevel::kWarning, info.name + ": an embedding's input is token ids and it has no "
+                                            "bias; only its weight spec applies");
+      }
     }
     if (!plan.weight) return OkStatus();
     auto shape = quant::KernelShapeFor({info.num_embeddings, info.embedding_dim}, *plan.weight);
