@@ -1,6 +1,7 @@
 #include "worker/pipeline/freeze.h"
 
 #include <memory>
+#include <optional>
 #include <stdexcept>
 
 namespace quantd::pipeline {
@@ -11,6 +12,31 @@ int64_t Bytes(const at::Tensor& t) { return t.defined() ? t.numel() * t.element_
 bool IsFourBit(quant::DataType t) {
   return t == quant::DataType::kInt4 || t == quant::DataType::kUInt4 ||
          t == quant::DataType::kMxFp4;
+}
+
+// Bytes a frozen weight holds: codes, scales, zero points, E8M0 scales.
+int64_t QuantizedBytes(const quant::QuantizedTensor& q) {
+  return Bytes(q.codes) + Bytes(q.qparams.scale) + Bytes(q.qparams.zero_point) + Bytes(q.e8m0);
+}
+
+// The first `numel` nibbles of `packed` as codes of `dtype` in `shape`.
+at::Tensor UnpackCodes(const at::Tensor& packed, int64_t numel, at::ScalarType dtype,
+                       at::IntArrayRef shape) {
+  return UnpackNibbles(packed.reshape({-1}), numel, dtype == at::kChar).to(dtype).view(shape);
+}
+
+// The real-quantized form of `weight` when its codes dequantize to it bit
+// for bit; nullopt when they do not (the weight then stays float).
+StatusOr<std::optional<quant::QuantizedTensor>> ExactCodes(const at::Tensor& weight,
+                                                           const quant::QuantSpec& spec,
+                                                           const quant::QParams& qp,
+                                                           const std::string& name) {
+  auto q = quant::RealQuantize(weight, spec, qp);
+  if (!q.ok()) return Status(q.status()).Prepend("freezing " + name + ": ");
+  auto back = quant::Dequantize(*q, spec, at::kFloat);
+  if (!back.ok()) return Status(back.status()).Prepend("freezing " + name + ": ");
+  if (!at::equal(*back, weight.to(at::kFloat))) return std::optional<quant::QuantizedTensor>();
+  return std::optional<quant::QuantizedTensor>(std::move(*q));
 }
 
 }  // namespace
@@ -46,9 +72,7 @@ quant::QuantizedTensor FrozenLinearKernel::Unpacked() const {
   quant::QuantizedTensor q = weight_;
   int64_t numel = 1;
   for (int64_t d : code_shape_) numel *= d;
-  q.codes = UnpackNibbles(weight_.codes, numel, code_dtype_ == at::kChar)
-                .to(code_dtype_)
-                .view(code_shape_);
+  q.codes = UnpackCodes(weight_.codes, numel, code_dtype_, code_shape_);
   return q;
 }
 
@@ -59,10 +83,7 @@ at::Tensor FrozenLinearKernel::Forward(const models::Linear& layer, const at::Te
   return layer.bias().defined() ? at::linear(x, weight, layer.bias()) : at::linear(x, weight);
 }
 
-int64_t FrozenLinearKernel::bytes() const {
-  return Bytes(weight_.codes) + Bytes(weight_.qparams.scale) + Bytes(weight_.qparams.zero_point) +
-         Bytes(weight_.e8m0);
-}
+int64_t FrozenLinearKernel::bytes() const { return QuantizedBytes(weight_); }
 
 FreezeReport& FreezeReport::operator+=(const FreezeReport& o) {
   layers += o.layers;
@@ -82,11 +103,8 @@ StatusOr<FreezeReport> FreezeBlock(models::DecoderBlock& block,
     if (!l->weight().defined()) return FailedPreconditionError(l->name() + " is already frozen");
     quant::QParams qp;
     if (auto it = weight_qparams.find(l->name()); it != weight_qparams.end()) qp = it->second;
-    auto q = quant::RealQuantize(l->weight(), *plan->second.weight, qp);
-    if (!q.ok()) return Status(q.status()).Prepend("freezing " + l->name() + ": ");
-    auto back = quant::Dequantize(*q, *plan->second.weight, at::kFloat);
-    if (!back.ok()) return Status(back.status()).Prepend("freezing " + l->name() + ": ");
-    if (!at::equal(*back, l->weight().to(at::kFloat))) {
+    QD_ASSIGN_OR_RETURN(auto q, ExactCodes(l->weight(), *plan->second.weight, qp, l->name()));
+    if (!q) {
       report.kept_float.push_back(l->name());
       continue;
     }
@@ -130,9 +148,7 @@ at::Tensor FrozenEmbeddingLookup::Forward(const models::Embedding& embedding,
   if (params_ == Params::kAcrossRows) {  // groups along the rows: the whole table
     quant::QuantizedTensor all = table_;
     if (packed_) {
-      all.codes = UnpackNibbles(table_.codes.reshape({-1}), num_ * dim_, code_dtype_ == at::kChar)
-                      .to(code_dtype_)
-                      .view({num_, dim_});
+      all.codes = UnpackCodes(table_.codes, num_ * dim_, code_dtype_, {num_, dim_});
     }
     auto values = quant::Dequantize(all, spec_, dtype_);
     if (!values.ok()) {
@@ -148,9 +164,7 @@ at::Tensor FrozenEmbeddingLookup::Forward(const models::Embedding& embedding,
   quant::QuantizedTensor q;
   q.codes = table_.codes.index_select(0, flat);
   if (packed_) {
-    q.codes = UnpackNibbles(q.codes.reshape({-1}), q.codes.numel() * 2, code_dtype_ == at::kChar)
-                  .to(code_dtype_)
-                  .view({flat.numel(), dim_});
+    q.codes = UnpackCodes(q.codes, flat.numel() * dim_, code_dtype_, {flat.numel(), dim_});
   }
   q.qparams.scale = rows(table_.qparams.scale);
   q.qparams.zero_point = rows(table_.qparams.zero_point);
@@ -162,21 +176,15 @@ at::Tensor FrozenEmbeddingLookup::Forward(const models::Embedding& embedding,
   return values->view(shape);
 }
 
-int64_t FrozenEmbeddingLookup::bytes() const {
-  return Bytes(table_.codes) + Bytes(table_.qparams.scale) + Bytes(table_.qparams.zero_point) +
-         Bytes(table_.e8m0);
-}
+int64_t FrozenEmbeddingLookup::bytes() const { return QuantizedBytes(table_); }
 
 StatusOr<FreezeReport> FreezeEmbedding(models::Embedding& embedding, const quant::QuantSpec& spec,
                                        const quant::QParams& qparams) {
   FreezeReport report;
   const at::Tensor w = embedding.weight();
   if (!w.defined()) return FailedPreconditionError(embedding.name() + " is already frozen");
-  auto q = quant::RealQuantize(w, spec, qparams);
-  if (!q.ok()) return Status(q.status()).Prepend("freezing " + embedding.name() + ": ");
-  auto back = quant::Dequantize(*q, spec, at::kFloat);
-  if (!back.ok()) return Status(back.status()).Prepend("freezing " + embedding.name() + ": ");
-  if (!at::equal(*back, w.to(at::kFloat))) {
+  QD_ASSIGN_OR_RETURN(auto q, ExactCodes(w, spec, qparams, embedding.name()));
+  if (!q) {
     report.kept_float.push_back(embedding.name());
     return report;
   }

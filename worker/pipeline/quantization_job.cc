@@ -283,13 +283,9 @@ class QuantizationJob {
     QD_ASSIGN_OR_RETURN(LayerReport lr, QuantizeEmbeddingWeight(token, embedding_plan_, &qp));
     std::vector<std::pair<std::string, at::Tensor>> tensors;
     for (auto& [name, t] : stage->NamedTensors()) tensors.emplace_back(name, *t);
-    if (qp.scale.defined()) tensors.emplace_back(WeightScaleKey(token.info().name), qp.scale);
-    if (qp.zero_point.defined())
-      tensors.emplace_back(WeightZeroPointKey(token.info().name), qp.zero_point.to(at::kFloat));
+    RecordQuantizedWeight(token.name(), token.weight(), *embedding_plan_.weight, qp,
+                          /*with_weight=*/false, tensors);
     QD_RETURN_IF_ERROR(scratch_->Put("embedding", tensors));
-    const std::string weight_name = token.info().name + ".weight";
-    bytes_delta_ += QuantizedStorageBytes(token.weight().sizes().vec(), *embedding_plan_.weight) -
-                    static_cast<int64_t>(model_->weights().Find(weight_name)->nbytes);
     char sqnr[32];
     std::snprintf(sqnr, sizeof(sqnr), "%.1f", lr.weight_sqnr_db);
     Log(LogLevel::kInfo, token.info().name + " (Embedding): " + lr.weight_format +
@@ -298,6 +294,21 @@ class QuantizationJob {
                                   ? "; lm_head keeps the float weight (exported untied)"
                                   : ""));
     return OkStatus();
+  }
+
+  // A quantized weight's scratch entries (the weight itself when
+  // `with_weight`, its scale and zero point) and its storage in the model
+  // size.
+  void RecordQuantizedWeight(const std::string& module, const at::Tensor& weight,
+                             const quant::QuantSpec& spec, const quant::QParams& qp,
+                             bool with_weight,
+                             std::vector<std::pair<std::string, at::Tensor>>& out) {
+    if (with_weight) out.emplace_back(module + ".weight", weight);
+    if (qp.scale.defined()) out.emplace_back(WeightScaleKey(module), qp.scale);
+    if (qp.zero_point.defined())
+      out.emplace_back(WeightZeroPointKey(module), qp.zero_point.to(at::kFloat));
+    bytes_delta_ += QuantizedStorageBytes(weight.sizes().vec(), spec) -
+                    static_cast<int64_t>(model_->weights().Find(module + ".weight")->nbytes);
   }
 
   bool IsKvProjection(const std::string& name) const {
@@ -430,13 +441,8 @@ class QuantizationJob {
           QD_ASSIGN_OR_RETURN(lr, QuantizeLinearWeights(*linear, plan, &qp));
         }
         if (plan.weight) {
-          changed.emplace_back(linear->name() + ".weight", linear->weight());
-          if (qp.scale.defined()) changed.emplace_back(WeightScaleKey(linear->name()), qp.scale);
-          if (qp.zero_point.defined())
-            changed.emplace_back(WeightZeroPointKey(linear->name()), qp.zero_point.to(at::kFloat));
-          bytes_delta_ +=
-              QuantizedStorageBytes(linear->weight().sizes().vec(), *plan.weight) -
-              static_cast<int64_t>(model_->weights().Find(linear->name() + ".weight")->nbytes);
+          RecordQuantizedWeight(linear->name(), linear->weight(), *plan.weight, qp,
+                                /*with_weight=*/true, changed);
         }
         if (plan.bias && linear->bias().defined())
           changed.emplace_back(linear->name() + ".bias", linear->bias());

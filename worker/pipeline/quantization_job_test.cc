@@ -82,6 +82,13 @@ class QuantizationJobTest : public ::testing::Test {
     return o;
   }
 
+  // The job without its evaluation stage.
+  JobOutcome RunWithoutEvaluation(LayerPlanner planner, RecordingObserver& obs) {
+    auto opt = Options(std::move(planner));
+    opt.evaluation.enabled = false;
+    return RunQuantizationJob(opt, obs);
+  }
+
   fs::path root_;
 };
 
@@ -175,10 +182,8 @@ TEST_F(QuantizationJobTest, ExcludedLayersStayFloat) {
       p.weight = spec;
     return p;
   };
-  auto opt = Options(planner);
-  opt.evaluation.enabled = false;
   RecordingObserver obs;
-  JobOutcome out = RunQuantizationJob(opt, obs);
+  JobOutcome out = RunWithoutEvaluation(planner, obs);
   ASSERT_TRUE(out.status.ok()) << out.status;
   for (const auto& b : out.report.blocks)
     for (const auto& l : b.layers) {
@@ -271,10 +276,8 @@ TEST_F(QuantizationJobTest, AnEmbeddingMatchedByAGlobTakesOnlyTheWeightSpec) {
     p.input->is_dynamic = true;
     return p;
   };
-  auto opt = Options(planner);
-  opt.evaluation.enabled = false;
   RecordingObserver obs;
-  JobOutcome out = RunQuantizationJob(opt, obs);
+  JobOutcome out = RunWithoutEvaluation(planner, obs);
   ASSERT_TRUE(out.status.ok()) << out.status;
   EXPECT_NE(std::find(obs.logs.begin(), obs.logs.end(),
                       "model.embed_tokens: an embedding's input is token ids and it has no bias; "

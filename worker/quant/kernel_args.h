@@ -58,15 +58,22 @@ inline StatusOr<SlotArrays> SlotArraysOf(const QParams& qp, int64_t num_slots,
   return a;
 }
 
-// A parameter tensor on `device` as float32, shaped to broadcast against
-// KernelView; INVALID_ARGUMENT when its count does not fit the shape.
-inline StatusOr<at::Tensor> ComposedParam(const at::Tensor& p, const KernelShape& s,
-                                          const at::Device& device, const char* what) {
-  if (!p.defined() || p.numel() != s.num_params()) {
-    return InvalidArgumentError(std::string(what) + " needs " + std::to_string(s.num_params()) +
+// A parameter tensor as a contiguous float32 tensor on `device`;
+// INVALID_ARGUMENT when it does not have `count` entries.
+inline StatusOr<at::Tensor> ParamOn(const at::Tensor& p, int64_t count, const at::Device& device,
+                                    const char* what) {
+  if (!p.defined() || p.numel() != count) {
+    return InvalidArgumentError(std::string(what) + " needs " + std::to_string(count) +
                                 " entries for this tensor and spec");
   }
-  return BroadcastParam(p.to(device).to(at::kFloat), s);
+  return p.to(device, at::kFloat).contiguous();
+}
+
+// The same, shaped to broadcast against KernelView.
+inline StatusOr<at::Tensor> ComposedParam(const at::Tensor& p, const KernelShape& s,
+                                          const at::Device& device, const char* what) {
+  QD_ASSIGN_OR_RETURN(at::Tensor t, ParamOn(p, s.num_params(), device, what));
+  return BroadcastParam(t, s);
 }
 
 }  // namespace quantd::quant::kernel

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "worker/quant/cuda/fake_quant_kernels.h"
+#include "worker/quant/kernel_args.h"
 
 namespace quantd::quant::cuda {
 namespace {
@@ -29,17 +30,6 @@ SlotShape SlotShapeOf(const kernel::KernelShape& k) {
   return s;
 }
 
-// A parameter tensor as a contiguous float32 array on x's device with the
-// slot count the shape needs.
-StatusOr<at::Tensor> DeviceParam(const at::Tensor& p, int64_t count, const at::Tensor& x,
-                                 const char* what) {
-  if (!p.defined() || p.numel() != count) {
-    return InvalidArgumentError(std::string(what) + " needs " + std::to_string(count) +
-                                " entries for this tensor and spec");
-  }
-  return p.to(x.device(), at::kFloat).contiguous();
-}
-
 Status FromLaunch(const char* error) {
   if (error == nullptr) return OkStatus();
   return InternalError(std::string("CUDA fake-quant kernel: ") + error);
@@ -60,8 +50,8 @@ bool Supports(const at::Tensor& x, const QuantSpec& spec) {
 StatusOr<at::Tensor> FakeQuantize(const at::Tensor& x_in, const QuantSpec& spec, const QParams& qp,
                                   QParams* used) {
   if (!Supports(x_in, spec)) {
-    return FailedPreconditionError("the CUDA fake-quant kernels do not take " +
-                                   DescribeSpec(spec) + " on this tensor");
+    return FailedPreconditionError("the CUDA fake-quant kernels do not take " + DescribeSpec(spec) +
+                                   " on this tensor");
   }
   const at::Tensor x = x_in.contiguous();
   at::Tensor y = at::empty_like(x, at::MemoryFormat::Contiguous);
@@ -80,7 +70,7 @@ StatusOr<at::Tensor> FakeQuantize(const at::Tensor& x_in, const QuantSpec& spec,
     a.scale_mode = spec.mx_scale_mode;
     at::Tensor scale;
     if (qp.scale.defined()) {
-      QD_ASSIGN_OR_RETURN(scale, DeviceParam(qp.scale, k.num_params(), x, "scale"));
+      QD_ASSIGN_OR_RETURN(scale, kernel::ParamOn(qp.scale, k.num_params(), x.device(), "scale"));
       a.scale_in = scale.data_ptr<float>();
     } else {
       scale = at::empty(ParamSizes(x.sizes().vec(), spec), x.options().dtype(at::kFloat));
@@ -98,12 +88,13 @@ StatusOr<at::Tensor> FakeQuantize(const at::Tensor& x_in, const QuantSpec& spec,
   a.x = x.data_ptr();
   a.y = y.data_ptr();
   a.shape = SlotShapeOf(k);
-  QD_ASSIGN_OR_RETURN(at::Tensor scale, DeviceParam(qp.scale, k.num_params(), x, "scale"));
+  QD_ASSIGN_OR_RETURN(at::Tensor scale,
+                      kernel::ParamOn(qp.scale, k.num_params(), x.device(), "scale"));
   a.scale = scale.data_ptr<float>();
   at::Tensor zero_point;
   if (IsIntType(spec.dtype)) {
     QD_ASSIGN_OR_RETURN(zero_point,
-                        DeviceParam(qp.zero_point, k.num_params(), x, "zero_point"));
+                        kernel::ParamOn(qp.zero_point, k.num_params(), x.device(), "zero_point"));
     a.zero_point = zero_point.data_ptr<float>();
     const IntRange range = IntRangeOf(spec.dtype);
     a.qmin = static_cast<float>(range.qmin);

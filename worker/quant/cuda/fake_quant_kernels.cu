@@ -83,6 +83,12 @@ __global__ void ScaledKernel(const typename Io::T* __restrict__ x, typename Io::
   }
 }
 
+// The block scale from its amax (as float bits; non-negative floats order
+// as their bits), as mx::ScaleFromAmax computes it.
+__device__ __forceinline__ float BlockScale(uint32_t amax_bits, const MxArgs& a) {
+  return Pow2Wide(MxScaleExponent(FloatOf(amax_bits), a.scale_mode, a.format.mbits, a.format.emax));
+}
+
 // The element op of an MX block given its scale (and, when the scale is a
 // normal power of two, its exact reciprocal), as the CPU kernel picks it.
 template <class Io>
@@ -121,8 +127,7 @@ __global__ void MxKernel(const typename Io::T* __restrict__ x, typename Io::T* _
       uint32_t m = BitsOf(element::FiniteAbs(v));
 #pragma unroll
       for (int off = 16; off > 0; off >>= 1) m = MaxOf(m, __shfl_xor_sync(0xffffffffu, m, off));
-      scale = Pow2Wide(
-          MxScaleExponent(FloatOf(m), a.scale_mode, a.format.mbits, a.format.emax));
+      scale = BlockScale(m, a);
       if (lane == 0) a.scale_out[b] = scale;
     }
     if (!live) continue;
@@ -165,7 +170,7 @@ __global__ void MxKernelVec4(const typename Io::T* __restrict__ x, typename Io::
       for (int j = 0; j < 4; ++j) m = MaxOf(m, BitsOf(element::FiniteAbs(v[j])));
 #pragma unroll
       for (int off = 4; off > 0; off >>= 1) m = MaxOf(m, __shfl_xor_sync(0xffffffffu, m, off));
-      scale = Pow2Wide(MxScaleExponent(FloatOf(m), a.scale_mode, a.format.mbits, a.format.emax));
+      scale = BlockScale(m, a);
       if (live && (lane & 7u) == 0) a.scale_out[block] = scale;
     }
     if (!live) continue;
