@@ -73,6 +73,8 @@ while [ $# -gt 0 ]; do
   esac
 done
 mkdir -p "$BUILD_DIR"
+# Absolute: the compiler and loader paths below are used from other folders.
+BUILD_DIR="$(cd "$BUILD_DIR" && pwd)"
 LOG="$BUILD_DIR/gpu_check-logs"
 mkdir -p "$LOG"
 FAILED=0
