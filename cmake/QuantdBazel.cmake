@@ -127,18 +127,46 @@ endfunction()
 
 # libstdc++ comes first in every binary's lookup order (a link option, so it
 # precedes the objects): a pip LibTorch exports copies of some libstdc++
-# symbols (it links parts of libstdc++ statically), and with --as-needed the
-# linker dropped libstdc++ from the binaries' own dependencies, so their
-# calls bound to LibTorch's copies. One of those,
-# std::filesystem::remove_all, jumped to address 0 on PyTorch 2.11: every
-# job crashed as it removed its scratch folder. (A CMAKE_EXE_LINKER_FLAGS
-# setting did not survive enable_language(CUDA).)
+# symbols (it links parts of libstdc++ statically), and a call that binds to
+# one of those copies can crash: std::filesystem::remove_all jumped to
+# address 0 on PyTorch 2.11, so every job crashed as it removed its scratch
+# folder. Two toolchains lose that order:
+# - with --as-needed, the linker drops a shared libstdc++ the objects do not
+#   yet reference when it is seen; hence --no-as-needed around it;
+# - a compiler that has only libstdc++.a (the GPU image's /opt/gcc) appends
+#   it after LibTorch, where every symbol LibTorch already defines stays
+#   bound to LibTorch. There the system's shared runtime (libstdc++.so.6,
+#   which LibTorch itself loads) is linked first instead.
+# (A CMAKE_EXE_LINKER_FLAGS setting did not survive enable_language(CUDA).)
+function(_quantd_cxx_runtime_first out)
+  if(NOT DEFINED QUANTD_CXX_RUNTIME_FIRST)
+    execute_process(COMMAND "${CMAKE_CXX_COMPILER}" -print-file-name=libstdc++.so
+                    OUTPUT_VARIABLE so OUTPUT_STRIP_TRAILING_WHITESPACE ERROR_QUIET)
+    if(IS_ABSOLUTE "${so}" AND EXISTS "${so}")
+      set(runtime "-lstdc++")
+    else()
+      find_library(QUANTD_SHARED_LIBSTDCXX NAMES libstdc++.so.6)
+      if(NOT QUANTD_SHARED_LIBSTDCXX)
+        message(FATAL_ERROR "quantd: ${CMAKE_CXX_COMPILER} has no shared libstdc++ and none was "
+                            "found on this system (libstdc++.so.6); install the libstdc++6 "
+                            "package or use a compiler that ships one")
+      endif()
+      set(runtime "${QUANTD_SHARED_LIBSTDCXX}")
+      message(STATUS "quantd: ${CMAKE_CXX_COMPILER} links libstdc++ statically; binaries link "
+                     "${runtime} first")
+    endif()
+    set(QUANTD_CXX_RUNTIME_FIRST "SHELL:-Wl,--push-state,--no-as-needed ${runtime} -Wl,--pop-state"
+        CACHE INTERNAL "")
+  endif()
+  set(${out} "${QUANTD_CXX_RUNTIME_FIRST}" PARENT_SCOPE)
+endfunction()
+
 function(quantd_cc_binary name)
   cmake_parse_arguments(A "" "" "SRCS;HDRS;DEPS;COPTS;DEFINES;LINKOPTS" ${ARGN})
   _quantd_abs(srcs ${A_SRCS})
   add_executable(${name} ${srcs})
-  target_link_options(${name} BEFORE PRIVATE
-                      "SHELL:-Wl,--push-state,--no-as-needed -lstdc++ -Wl,--pop-state")
+  _quantd_cxx_runtime_first(runtime)
+  target_link_options(${name} BEFORE PRIVATE "${runtime}")
   target_include_directories(${name} PRIVATE "${QUANTD_SOURCE_DIR}")
   target_compile_options(${name} PRIVATE ${A_COPTS})
   target_compile_definitions(${name} PRIVATE ${A_DEFINES})
