@@ -56,6 +56,8 @@ quantd::v1::BlockMetrics ToProto(const pipeline::BlockReport& b) {
   out.set_block(b.block);
   out.set_block_count(b.block_count);
   out.set_output_rel_mse(b.output_rel_mse);
+  out.set_seconds(b.seconds);
+  out.set_algorithm_seconds(b.algorithm_seconds);
   for (const auto& l : b.layers) {
     auto* lm = out.add_layers();
     lm->set_name(l.name);

@@ -98,6 +98,12 @@ std::string RenderBlockMetrics(const quantd::v1::BlockMetrics& b, int block_coun
   if (n > 0)
     absl::StrAppend(
         &row, absl::StrFormat("  sqnr mean %5.1f dB  min %5.1f dB (%s)", sum / n, min_sqnr, worst));
+  // Wall time, with the part block algorithms (GPTQ, AWQ, ...) took.
+  if (b.seconds() > 0) {
+    absl::StrAppend(&row, absl::StrFormat(b.seconds() < 10 ? "  %.2f s" : "  %.1f s", b.seconds()));
+    if (b.algorithm_seconds() >= 0.05)
+      absl::StrAppend(&row, absl::StrFormat(" (%.1f algo)", b.algorithm_seconds()));
+  }
   return row;
 }
 

@@ -52,6 +52,19 @@ TEST(RenderTest, BlockRowNamesWorstLayer) {
   )pb");
   EXPECT_EQ(RenderBlockMetrics(b, 5),
             "block  2/5   out rel-mse 1.230e-03  sqnr mean  17.0 dB  min  14.0 dB (down_proj)");
+  b.set_seconds(12.34);
+  EXPECT_EQ(RenderBlockMetrics(b, 5),
+            "block  2/5   out rel-mse 1.230e-03  sqnr mean  17.0 dB  min  14.0 dB (down_proj)"
+            "  12.3 s");
+  b.set_algorithm_seconds(9.06);
+  EXPECT_EQ(RenderBlockMetrics(b, 5),
+            "block  2/5   out rel-mse 1.230e-03  sqnr mean  17.0 dB  min  14.0 dB (down_proj)"
+            "  12.3 s (9.1 algo)");
+  b.set_seconds(0.043);
+  b.clear_algorithm_seconds();
+  EXPECT_EQ(RenderBlockMetrics(b, 5),
+            "block  2/5   out rel-mse 1.230e-03  sqnr mean  17.0 dB  min  14.0 dB (down_proj)"
+            "  0.04 s");
 }
 
 TEST(RenderTest, JobSummary) {

@@ -55,9 +55,14 @@ TEST(GptqJobTest, W3PerChannelHalvesTheRoundToNearestIncrease) {
   EXPECT_GT(rtn.quant_ppl, rtn.float_ppl);
   EXPECT_LE(IncreaseRatio(rtn, gptq), 0.5);
   EXPECT_LE(IncreaseRatio(rtn, act), 0.5);
-  // The pipeline reports GPTQ's layers with the spec it used.
-  for (const auto& b : gptq.report.blocks)
+  // The pipeline reports GPTQ's layers with the spec it used, and the time
+  // GPTQ took within each block's.
+  for (const auto& b : gptq.report.blocks) {
     for (const auto& l : b.layers) EXPECT_EQ(l.weight_format, "int3 per_channel(axis 0) asym");
+    EXPECT_GT(b.algorithm_seconds, 0) << b.block;
+    EXPECT_LT(b.algorithm_seconds, b.seconds) << b.block;
+  }
+  for (const auto& b : rtn.report.blocks) EXPECT_EQ(b.algorithm_seconds, 0) << b.block;
 }
 
 TEST(GptqJobTest, W4PerChannelAtMostPoint85OfRoundToNearest) {

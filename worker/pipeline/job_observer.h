@@ -41,6 +41,11 @@ struct BlockReport {
   // ||y_q - y_f||^2 / ||y_f||^2 on the calibration (or evaluation) samples;
   // negative when not measured.
   double output_rel_mse = -1;
+  // Wall time of the block (loading wait, forward passes, algorithms,
+  // quantization, handing its tensors to the scratch writer), and the part
+  // spent in block algorithms (GPTQ, AWQ, ...).
+  double seconds = 0;
+  double algorithm_seconds = 0;
 };
 
 enum class LogLevel { kInfo, kWarning, kError };

@@ -24,6 +24,7 @@
 #include "worker/models/registry.h"
 #include "worker/pipeline/activation_quantizers.h"
 #include "worker/pipeline/block_prefetcher.h"
+#include "worker/pipeline/checkpoint_pacer.h"
 #include "worker/pipeline/freeze.h"
 #include "worker/pipeline/pipeline_quantized_model.h"
 #include "worker/pipeline/resume_state.h"
@@ -36,6 +37,10 @@ namespace {
 
 namespace fs = std::filesystem;
 using SteadyClock = std::chrono::steady_clock;
+
+double SecondsSince(SteadyClock::time_point start) {
+  return std::chrono::duration<double>(SteadyClock::now() - start).count();
+}
 
 // Share of the whole job each stage represents, for the percent shown.
 double StageWeight(Stage s) {
@@ -145,8 +150,7 @@ class QuantizationJob {
     const auto start = SteadyClock::now();
     progress_.Report(stage, 0);
     Status s = f();
-    report_.stage_timings.push_back(
-        {stage, std::chrono::duration<double>(SteadyClock::now() - start).count()});
+    report_.stage_timings.push_back({stage, SecondsSince(start)});
     if (s.ok()) progress_.Report(stage, 1);
     return s;
   }
@@ -407,6 +411,7 @@ class QuantizationJob {
     for (int i = start; i < n; ++i) {
       if (obs_.CancelRequested()) return Cancelled();
       progress_.Report(stage, static_cast<double>(i) / n, i + 1, n);
+      const auto block_start = SteadyClock::now();
       QD_ASSIGN_OR_RETURN(auto block, blocks.Get(i, n));
       if (opt_.model_transform) QD_RETURN_IF_ERROR(opt_.model_transform->TransformBlock(*block));
       BlockReport br;
@@ -417,6 +422,7 @@ class QuantizationJob {
         QD_ASSIGN_OR_RETURN(float_out, block->Forward(hidden));
       }
       BlockAlgorithmContext ctx{*model_, *block, hidden, opt_.planner, obs_, {}, {}};
+      const auto algorithms_start = SteadyClock::now();
       for (const auto& algo : opt_.block_algorithms) {
         if (obs_.CancelRequested()) return Cancelled();
         Status s = algo->Apply(ctx);
@@ -426,6 +432,7 @@ class QuantizationJob {
                      : s.Prepend(std::string(algo->name()) + ", block " + std::to_string(i + 1) +
                                  ": ");
       }
+      if (!opt_.block_algorithms.empty()) br.algorithm_seconds = SecondsSince(algorithms_start);
       std::vector<std::pair<std::string, at::Tensor>> changed;
       for (models::Linear* linear : block->linears()) {
         const LayerPlan& plan = plans_.at(linear->name());
@@ -470,11 +477,14 @@ class QuantizationJob {
         hidden = opt_.calibration.on_float_outputs ? float_out : quant_out;
       }
       for (models::Linear* linear : block->linears()) AddActivationParams(linear->name(), changed);
-      QD_RETURN_IF_ERROR(scratch_->Put(BlockFileName(i), changed));
+      // Written while the next block computes (ScratchStore::PutAsync).
+      QD_RETURN_IF_ERROR(scratch_->PutAsync(BlockFileName(i), changed));
+      br.seconds = SecondsSince(block_start);
       obs_.OnBlock(br);
       report_.blocks.push_back(std::move(br));
-      QD_RETURN_IF_ERROR(Checkpoint(i + 1, hidden));
+      QD_RETURN_IF_ERROR(Checkpoint(i + 1, n, hidden));
     }
+    QD_RETURN_IF_ERROR(scratch_->Flush());
     report_.quantized_model_bytes = report_.float_model_bytes + bytes_delta_;
     return OkStatus();
   }
@@ -514,7 +524,27 @@ class QuantizationJob {
 
   // After block `done` - 1: its file is written; save the next block's input
   // and then the manifest, and drop the previous input.
-  Status Checkpoint(int done, const at::Tensor& hidden) {
+  // Checkpoints after block `done` of `n` when the pacer says it is due.
+  Status Checkpoint(int done, int n, const at::Tensor& hidden) {
+    if (!checkpoint_pacer_.Due(done, n, SteadyClock::now())) return OkStatus();
+    const auto start = SteadyClock::now();
+    // resume.json may only name block files that are on disk.
+    QD_RETURN_IF_ERROR(scratch_->Flush());
+    QD_RETURN_IF_ERROR(WriteCheckpoint(done, hidden));
+    checkpoint_pacer_.Record(start, SteadyClock::now());
+    if (checkpoint_pacer_.interval_seconds() > 0 && done < n) {
+      char buf[200];
+      std::snprintf(buf, sizeof(buf),
+                    "checkpoint after block %d/%d took %.1f s; the next one after %.0f s more "
+                    "work",
+                    done, n, checkpoint_pacer_.last_seconds(),
+                    checkpoint_pacer_.interval_seconds());
+      Log(LogLevel::kInfo, buf);
+    }
+    return OkStatus();
+  }
+
+  Status WriteCheckpoint(int done, const at::Tensor& hidden) {
     ResumeState st;
     st.fingerprint = ResumeFingerprint(opt_);
     st.blocks_done = done;
@@ -797,6 +827,7 @@ class QuantizationJob {
   ActivationParams act_params_;  // calibrated static activation parameters
   std::mutex frozen_mu_;
   FreezeReport frozen_;  // evaluation's frozen linears
+  CheckpointPacer checkpoint_pacer_;
 };
 
 }  // namespace

@@ -123,6 +123,8 @@ TEST_F(QuantizationJobTest, Int8PerChannelEndToEnd) {
     ASSERT_EQ(b.layers.size(), 7u);
     EXPECT_GT(b.output_rel_mse, 0);
     EXPECT_LT(b.output_rel_mse, 1e-2);
+    EXPECT_GT(b.seconds, 0);
+    EXPECT_EQ(b.algorithm_seconds, 0) << "no block algorithms";
     for (const auto& l : b.layers) {
       EXPECT_EQ(l.weight_format, "int8 per_channel(axis 0) sym");
       EXPECT_GT(l.weight_sqnr_db, 30) << l.name;

@@ -32,6 +32,8 @@ json ToJson(const BlockReport& b) {
   return {{"block", b.block},
           {"block_count", b.block_count},
           {"output_rel_mse", b.output_rel_mse},
+          {"seconds", b.seconds},
+          {"algorithm_seconds", b.algorithm_seconds},
           {"layers", layers}};
 }
 
@@ -40,6 +42,9 @@ BlockReport BlockFromJson(const json& j) {
   b.block = j.at("block").get<int>();
   b.block_count = j.at("block_count").get<int>();
   b.output_rel_mse = j.at("output_rel_mse").get<double>();
+  // Absent from the checkpoints of earlier versions.
+  b.seconds = j.value("seconds", 0.0);
+  b.algorithm_seconds = j.value("algorithm_seconds", 0.0);
   for (const auto& l : j.at("layers")) {
     LayerReport r;
     r.name = l.at("name").get<std::string>();

@@ -1,6 +1,9 @@
 #include "worker/pipeline/scratch_store.h"
 
+#include <c10/util/Exception.h>
+
 #include <filesystem>
+#include <future>
 
 #include "worker/io/safetensors/safetensors_source.h"
 #include "worker/io/safetensors/safetensors_writer.h"
@@ -54,17 +57,69 @@ void ScratchStore::RemoveSide(const std::string& file) const {
   fs::remove(PathOf(file), ec);
 }
 
-Status ScratchStore::Put(const std::string& file,
-                         const std::vector<std::pair<std::string, at::Tensor>>& tensors) {
-  const std::string path = PathOf(file);
+namespace {
+
+using NamedTensors = std::vector<std::pair<std::string, at::Tensor>>;
+
+Status WriteFile(const std::string& path, const NamedTensors& tensors) {
   QD_ASSIGN_OR_RETURN(auto writer, io::SafetensorsWriter::Create(path));
   for (const auto& [name, t] : tensors)
     QD_RETURN_IF_ERROR(io::AddTensor(*writer, name, t.to(at::kFloat).contiguous()));
-  QD_RETURN_IF_ERROR(writer->Finish());
+  return writer->Finish();
+}
+
+}  // namespace
+
+ScratchStore::~ScratchStore() {
+  if (pending_.valid()) pending_.wait();
+}
+
+Status ScratchStore::Serve(const std::string& path, const std::vector<std::string>& names) {
   QD_ASSIGN_OR_RETURN(auto source, io::SafetensorsSource::Open(path));
   std::shared_ptr<const io::TensorSource> shared = std::move(source);
-  for (const auto& [name, t] : tensors) by_name_[name] = shared;
+  for (const auto& name : names) by_name_[name] = shared;
   return OkStatus();
+}
+
+Status ScratchStore::Put(const std::string& file, const NamedTensors& tensors) {
+  QD_RETURN_IF_ERROR(Flush());
+  const std::string path = PathOf(file);
+  QD_RETURN_IF_ERROR(WriteFile(path, tensors));
+  std::vector<std::string> names;
+  for (const auto& [name, t] : tensors) names.push_back(name);
+  return Serve(path, names);
+}
+
+Status ScratchStore::PutAsync(const std::string& file, const NamedTensors& tensors) {
+  QD_RETURN_IF_ERROR(Flush());
+  // Host copies (always copies: the caller may change its tensors after).
+  NamedTensors host;
+  host.reserve(tensors.size());
+  try {
+    for (const auto& [name, t] : tensors)
+      host.emplace_back(name, t.to(at::kCPU, at::kFloat, /*non_blocking=*/false, /*copy=*/true)
+                                  .contiguous());
+  } catch (const c10::Error& e) {
+    return InternalError("scratch " + file + ": " + e.what_without_backtrace());
+  }
+  pending_path_ = PathOf(file);
+  pending_names_.clear();
+  for (const auto& [name, t] : host) pending_names_.push_back(name);
+  pending_ = std::async(std::launch::async,
+                        [path = pending_path_, host = std::move(host)]() -> Status {
+                          try {
+                            return WriteFile(path, host);
+                          } catch (const std::exception& e) {
+                            return InternalError("writing " + path + ": " + e.what());
+                          }
+                        });
+  return OkStatus();
+}
+
+Status ScratchStore::Flush() {
+  if (!pending_.valid()) return OkStatus();
+  QD_RETURN_IF_ERROR(pending_.get());
+  return Serve(pending_path_, pending_names_);
 }
 
 std::vector<std::string> ScratchStore::Names() const {

@@ -10,6 +10,7 @@
 
 #include <ATen/ATen.h>
 
+#include <future>
 #include <map>
 #include <memory>
 #include <string>
@@ -26,10 +27,24 @@ class ScratchStore final : public io::TensorSource {
   // Creates `dir` (and parents). FAILED_PRECONDITION when it cannot.
   static StatusOr<std::unique_ptr<ScratchStore>> Create(const std::string& dir);
 
+  ScratchStore(const ScratchStore&) = delete;
+  ScratchStore& operator=(const ScratchStore&) = delete;
+  ~ScratchStore() override;  // waits for a write in flight
+
   // Writes one file named `file` (e.g. "block_00003") holding `tensors` in
   // float32, and serves them from now on. Replaces a file of the same name.
   Status Put(const std::string& file,
              const std::vector<std::pair<std::string, at::Tensor>>& tensors);
+
+  // Put on a background thread, so that a block's write (hundreds of MB,
+  // fsync'd) overlaps the next block's compute: the tensors are copied to
+  // host float32 here, and at most one write is in flight (a second
+  // PutAsync waits for the first). A write's error surfaces at the next
+  // PutAsync, Put or Flush; its tensors are served once Flush returned OK.
+  Status PutAsync(const std::string& file,
+                  const std::vector<std::pair<std::string, at::Tensor>>& tensors);
+  // Waits for the write in flight, if any, and serves its tensors.
+  Status Flush();
 
   // Serves the tensors of an existing file `file` (left by an earlier
   // attempt of the job). NOT_FOUND when it is missing.
@@ -52,7 +67,12 @@ class ScratchStore final : public io::TensorSource {
  private:
   explicit ScratchStore(std::string dir) : dir_(std::move(dir)) {}
   std::string PathOf(const std::string& file) const;
+  Status Serve(const std::string& path, const std::vector<std::string>& names);
   std::string dir_;
+  // The write in flight: its file's path and tensor names.
+  std::future<Status> pending_;
+  std::string pending_path_;
+  std::vector<std::string> pending_names_;
   // tensor name -> the file's source
   std::map<std::string, std::shared_ptr<const io::TensorSource>> by_name_;
 };

@@ -112,6 +112,9 @@ export interface BlockMetrics {
   layers: LayerMetrics[];
   outputRelMse: number;
   blockCount: number;
+  /** Wall time of the block, and the part its block algorithms took. */
+  seconds: number;
+  algorithmSeconds: number;
 }
 
 export interface Metrics {
