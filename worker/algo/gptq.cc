@@ -137,13 +137,19 @@ ParamTable TableFrom(const quant::QParams& qp, int64_t rows, int64_t groups) {
 // function catches them).
 class GptqRun {
  public:
-  // `device`: where the Hessian was accumulated. On a GPU the Cholesky
-  // factorisations and the lazy batch updates (the O(rows x cols^2) work)
-  // run there; the column-by-column rounding stays on the host, on its
-  // exact scalar kernels, with each block's columns copied over.
+  // `device`: where the Hessian was accumulated, and where the whole loop
+  // runs. On a GPU every column is rounded and propagated with tensor ops
+  // there (TensorLoop: a dozen small kernels per column, no host round
+  // trip); on the CPU integer specs take the row-parallel scalar loop
+  // (HostLoop) and FP8 / MX the same tensor ops. `tensor_ops` forces
+  // TensorLoop on the CPU too: both loops give the same bits there.
   GptqRun(const quant::QuantSpec& spec, const GptqOptions& opt, const WeightLayout& layout,
-          const at::Device& device)
-      : spec_(spec), opt_(opt), layout_(layout), device_(device) {}
+          const at::Device& device, bool tensor_ops)
+      : spec_(spec),
+        opt_(opt),
+        layout_(layout),
+        device_(device),
+        tensor_ops_(tensor_ops || !device.is_cpu() || !layout.integer) {}
 
   StatusOr<GptqResult> Run(const at::Tensor& weight, const at::Tensor& hessian) {
     const int64_t rows = weight.size(0), cols = weight.size(1);
@@ -212,14 +218,14 @@ class GptqRun {
 
     // Columns as rows: column c of W is the contiguous row c of wt.
     at::Tensor wt = w.t().contiguous();
-    at::Tensor qt = at::empty_like(wt);
     std::vector<double> row_loss(rows, 0.0);
-    if (!device_.is_cpu()) {
-      hinv_device_ = hinv;
-      hinv = hinv.cpu();
-      wt_device_ = wt.to(device_);
+    at::Tensor qt;
+    if (tensor_ops_) {
+      QD_ASSIGN_OR_RETURN(qt, TensorLoop(wt.to(device_), hinv, row_loss));
+    } else {
+      qt = at::empty_like(wt);
+      HostLoop(wt, qt, hinv, row_loss);
     }
-    QD_RETURN_IF_ERROR(Loop(wt, qt, hinv, row_loss));
 
     at::Tensor q = qt.t();
     if (perm_.defined()) q = q.index_select(1, at::argsort(perm_));
@@ -248,8 +254,10 @@ class GptqRun {
            p % layout_.group_size == 0;
   }
 
-  Status Loop(at::Tensor& wt, at::Tensor& qt, const at::Tensor& hinv,
-              std::vector<double>& row_loss) {
+  // Integer specs on the CPU: blocks of columns through IntegerBlock, each
+  // followed by the lazy batch update of every later column.
+  void HostLoop(at::Tensor& wt, at::Tensor& qt, const at::Tensor& hinv,
+                std::vector<double>& row_loss) {
     const int64_t rows = rows_, cols = cols_;
     const int64_t bs = std::max<int64_t>(1, opt_.block_size);
     at::Tensor err = at::empty({std::min(bs, cols), rows}, at::kFloat);
@@ -259,27 +267,13 @@ class GptqRun {
     float* e = err.data_ptr<float>();
     for (int64_t i1 = 0; i1 < cols; i1 += bs) {
       const int64_t i2 = std::min(i1 + bs, cols), count = i2 - i1;
-      // With the updates on the device, the block's columns come back first.
-      if (wt_device_.defined()) wt.narrow(0, i1, count).copy_(wt_device_.narrow(0, i1, count));
-      if (layout_.integer) {
-        IntegerBlock(w, q, e, hi, i1, i2, row_loss);
-      } else {
-        QD_RETURN_IF_ERROR(GenericBlock(wt, qt, err, hinv, i1, i2, row_loss));
-      }
+      IntegerBlock(w, q, e, hi, i1, i2, row_loss);
       if (i2 < cols) {
-        // The lazy batch update of every later column.
-        if (wt_device_.defined()) {
-          wt_device_.narrow(0, i2, cols - i2)
-              .addmm_(hinv_device_.narrow(0, i1, count).narrow(1, i2, cols - i2).t(),
-                      err.narrow(0, 0, count).to(device_), /*beta=*/1, /*alpha=*/-1);
-        } else {
-          at::Tensor rest = wt.narrow(0, i2, cols - i2);
-          rest.addmm_(hinv.narrow(0, i1, count).narrow(1, i2, cols - i2).t(),
-                      err.narrow(0, 0, count), /*beta=*/1, /*alpha=*/-1);
-        }
+        wt.narrow(0, i2, cols - i2)
+            .addmm_(hinv.narrow(0, i1, count).narrow(1, i2, cols - i2).t(),
+                    err.narrow(0, 0, count), /*beta=*/1, /*alpha=*/-1);
       }
     }
-    return OkStatus();
   }
 
   // Integer specs: rows are independent, so each thread runs the whole block
@@ -331,56 +325,97 @@ class GptqRun {
     });
   }
 
-  // FP8 and MX: each column through the public fake-quant entry points.
-  Status GenericBlock(at::Tensor& wt, at::Tensor& qt, at::Tensor& err, const at::Tensor& hinv,
-                      int64_t i1, int64_t i2, std::vector<double>& row_loss) {
+  // Every spec, on any device: each column through the public fake-quant
+  // entry points, with tensor ops that round as IntegerBlock's scalar code
+  // does (the error divides by a 0-dim tensor, not a host scalar, so CUDA
+  // does not turn it into a multiplication by the reciprocal; the updates
+  // multiply, then subtract). wt: [cols, rows] on the device, consumed.
+  // Returns the codes' values [cols, rows] on the host, and leaves the
+  // parameters in table_ and the loss in row_loss.
+  StatusOr<at::Tensor> TensorLoop(at::Tensor wt, const at::Tensor& hinv,
+                                  std::vector<double>& row_loss) {
     const int64_t rows = rows_, cols = cols_;
+    const int64_t bs = std::max<int64_t>(1, opt_.block_size);
+    const int64_t groups = table_.groups;
     const bool mx = quant::IsMxType(spec_.dtype);
+    const bool per_tensor = layout_.granularity == Granularity::kTensor && !mx;
     quant::QuantSpec col_spec = spec_;
     if (!mx && layout_.granularity != Granularity::kTensor) {
       col_spec.qscheme = quant::QScheme::kPerChannel;
       col_spec.ch_axis = 0;
       col_spec.group_size.reset();
     }
-    for (int64_t p = i1; p < i2; ++p) {
-      const int64_t g = GroupOf(p);
-      if (FitsHere(p)) {
-        const int64_t end = std::min(p + layout_.group_size, cols);
-        at::Tensor slice = wt.narrow(0, p, end - p).t().contiguous();
-        quant::QuantSpec fit_spec = spec_;
-        if (!mx) fit_spec.group_size = static_cast<int>(end - p);
-        QD_ASSIGN_OR_RETURN(quant::QParams qp, quant::ComputeQParams(slice, fit_spec));
-        ParamTable t = TableFrom(qp, rows, 1);
-        for (int64_t r = 0; r < rows; ++r) {
-          table_.scale[r * table_.groups + g] = t.scale[r];
-          if (!table_.zero_point.empty())
-            table_.zero_point[r * table_.groups + g] = t.zero_point[r];
+    const auto host_table = [&](std::vector<float>& v) {
+      return at::from_blob(v.data(), {rows, groups}, at::kFloat)
+          .to(device_, at::kFloat, /*non_blocking=*/false, /*copy=*/true);
+    };
+    at::Tensor scale_tab = host_table(table_.scale);
+    at::Tensor zp_tab = table_.zero_point.empty() ? at::Tensor() : host_table(table_.zero_point);
+    const at::ScalarType zp_type =
+        template_.zero_point.defined() ? template_.zero_point.scalar_type() : at::kFloat;
+    at::Tensor qt = at::empty_like(wt);
+    at::Tensor err = at::empty({std::min(bs, cols), rows}, wt.options());
+    at::Tensor loss = at::zeros({rows}, wt.options().dtype(at::kDouble));
+    const at::Tensor diag = hinv.diagonal().contiguous();
+    const at::Tensor diag_sq = diag.to(at::kDouble).square();
+    for (int64_t i1 = 0; i1 < cols; i1 += bs) {
+      const int64_t i2 = std::min(i1 + bs, cols), count = i2 - i1;
+      for (int64_t p = i1; p < i2; ++p) {
+        const int64_t g = GroupOf(p);
+        if (FitsHere(p)) {
+          // The group's parameters on its columns as updated so far, by
+          // min / max as the reference's quantizer fits them.
+          const int64_t end = std::min(p + layout_.group_size, cols);
+          quant::QuantSpec fit_spec = spec_;
+          if (!mx) {
+            fit_spec.group_size = static_cast<int>(end - p);
+            fit_spec.observer = quant::ObserverType::kMinMax;
+          }
+          QD_ASSIGN_OR_RETURN(quant::QParams qp, quant::ComputeQParams(
+                                                     wt.narrow(0, p, end - p).t().contiguous(),
+                                                     fit_spec));
+          scale_tab.select(1, g).copy_(qp.scale.reshape({rows}));
+          if (zp_tab.defined()) zp_tab.select(1, g).copy_(qp.zero_point.reshape({rows}));
+        }
+        quant::QParams col_qp;
+        const at::Tensor s = scale_tab.select(1, g);
+        if (per_tensor) {
+          col_qp.scale = s[0].clone();
+          if (zp_tab.defined()) col_qp.zero_point = zp_tab.select(1, g)[0].to(zp_type);
+        } else {
+          col_qp.scale = mx ? s.reshape({rows, 1}) : s.contiguous();
+          if (zp_tab.defined()) col_qp.zero_point = zp_tab.select(1, g).to(zp_type).contiguous();
+        }
+        QD_ASSIGN_OR_RETURN(at::Tensor xq,
+                            quant::FakeQuantize(wt[p].view({rows, 1}), col_spec, col_qp));
+        qt[p].copy_(xq.view({rows}));
+        const at::Tensor diff = wt[p] - qt[p];
+        at::Tensor ep = err[p - i1];
+        at::div_out(ep, diff, diag[p]);
+        loss.add_(diff.to(at::kDouble).square().div_(diag_sq[p]).div_(2));
+        if (p + 1 < i2) {
+          wt.narrow(0, p + 1, i2 - p - 1)
+              .sub_(hinv[p].narrow(0, p + 1, i2 - p - 1).unsqueeze(1) * ep.unsqueeze(0));
         }
       }
-      quant::QParams col_qp;
-      at::Tensor s = at::empty({rows}, at::kFloat);
-      for (int64_t r = 0; r < rows; ++r)
-        s.data_ptr<float>()[r] = table_.scale[r * table_.groups + g];
-      if (layout_.granularity == Granularity::kTensor && !mx) {
-        col_qp.scale = s[0].clone();
-      } else {
-        col_qp.scale = mx ? s.view({rows, 1}) : s;
-      }
-      at::Tensor col = wt[p].view({rows, 1});
-      QD_ASSIGN_OR_RETURN(at::Tensor xq, quant::FakeQuantize(col, col_spec, col_qp));
-      qt[p].copy_(xq.view({rows}));
-      const float d = hinv[p][p].item<float>();
-      at::Tensor diff = col.view({rows}) - qt[p];
-      at::Tensor ep = err[p - i1];
-      ep.copy_(diff / d);
-      at::Tensor dl = (diff.to(at::kDouble).pow(2) / (static_cast<double>(d) * d) / 2).contiguous();
-      for (int64_t r = 0; r < rows; ++r) row_loss[r] += dl.data_ptr<double>()[r];
-      if (p + 1 < i2) {
-        at::Tensor later = wt.narrow(0, p + 1, i2 - p - 1);
-        later.sub_(hinv[p].narrow(0, p + 1, i2 - p - 1).unsqueeze(1) * ep.unsqueeze(0));
+      if (i2 < cols) {
+        wt.narrow(0, i2, cols - i2)
+            .addmm_(hinv.narrow(0, i1, count).narrow(1, i2, cols - i2).t(),
+                    err.narrow(0, 0, count), /*beta=*/1, /*alpha=*/-1);
       }
     }
-    return OkStatus();
+    const at::Tensor scale_host = scale_tab.cpu().contiguous();
+    std::copy(scale_host.data_ptr<float>(), scale_host.data_ptr<float>() + rows * groups,
+              table_.scale.begin());
+    if (zp_tab.defined()) {
+      const at::Tensor zp_host = zp_tab.cpu().contiguous();
+      std::copy(zp_host.data_ptr<float>(), zp_host.data_ptr<float>() + rows * groups,
+                table_.zero_point.begin());
+    }
+    const at::Tensor loss_host = loss.cpu().contiguous();
+    std::copy(loss_host.data_ptr<double>(), loss_host.data_ptr<double>() + rows,
+              row_loss.begin());
+    return qt.cpu();
   }
 
   // The table in the spec's QParams shapes and dtypes.
@@ -411,8 +446,7 @@ class GptqRun {
   const GptqOptions& opt_;
   WeightLayout layout_;
   at::Device device_;
-  at::Tensor wt_device_;    // the columns still to round, on device_ (GPU runs)
-  at::Tensor hinv_device_;  // the inverse Cholesky factor there
+  bool tensor_ops_;  // TensorLoop rather than HostLoop
   int64_t rows_ = 0;
   int64_t cols_ = 0;
   at::Tensor perm_;
@@ -421,10 +455,9 @@ class GptqRun {
   ParamTable table_;
 };
 
-}  // namespace
-
-StatusOr<GptqResult> GptqQuantizeWeight(const at::Tensor& weight, const at::Tensor& hessian,
-                                        const quant::QuantSpec& spec, const GptqOptions& options) {
+StatusOr<GptqResult> QuantizeWeight(const at::Tensor& weight, const at::Tensor& hessian,
+                                    const quant::QuantSpec& spec, const GptqOptions& options,
+                                    bool tensor_ops) {
   if (!weight.defined() || weight.dim() != 2) {
     return InvalidArgumentError("GPTQ needs a 2-D [out, in] weight");
   }
@@ -447,7 +480,7 @@ StatusOr<GptqResult> GptqQuantizeWeight(const at::Tensor& weight, const at::Tens
   try {
     at::Tensor w = weight.device().is_cpu() ? weight : weight.cpu();
     at::Tensor h = hessian.device().is_cpu() ? hessian : hessian.cpu();
-    GptqRun run(spec, options, layout, hessian.device());
+    GptqRun run(spec, options, layout, hessian.device(), tensor_ops);
     QD_ASSIGN_OR_RETURN(GptqResult r, run.Run(w, h));
     if (!weight.device().is_cpu()) {
       r.weight = r.weight.to(weight.device());
@@ -458,6 +491,20 @@ StatusOr<GptqResult> GptqQuantizeWeight(const at::Tensor& weight, const at::Tens
   } catch (const std::exception& e) {
     return InternalError(std::string("GPTQ: ") + e.what());
   }
+}
+
+}  // namespace
+
+StatusOr<GptqResult> GptqQuantizeWeight(const at::Tensor& weight, const at::Tensor& hessian,
+                                        const quant::QuantSpec& spec, const GptqOptions& options) {
+  return QuantizeWeight(weight, hessian, spec, options, /*tensor_ops=*/false);
+}
+
+StatusOr<GptqResult> GptqQuantizeWeightWithTensorOps(const at::Tensor& weight,
+                                                     const at::Tensor& hessian,
+                                                     const quant::QuantSpec& spec,
+                                                     const GptqOptions& options) {
+  return QuantizeWeight(weight, hessian, spec, options, /*tensor_ops=*/true);
 }
 
 Status GptqAlgorithm::Apply(pipeline::BlockAlgorithmContext& ctx) {

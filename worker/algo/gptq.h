@@ -91,13 +91,23 @@ struct GptqResult {
 // of 32 along the input axis, fit like groups). INVALID_ARGUMENT for shapes
 // that do not match or a spec the weight does not fit; UNIMPLEMENTED for
 // casts and dynamic weight specs. Never throws. With the Hessian on a GPU
-// the factorisations and the lazy batch updates run there (the rounding of
-// each column stays on the host's exact kernels); the result is then the
-// same algorithm with other float rounding in those matmuls, so codes can
-// differ from a CPU run's near rounding ties.
+// the whole column loop runs there: the factorisations, the rounding of each
+// column (the fake-quant kernels, bit for bit the CPU's), its error and the
+// updates; the result is the same algorithm with other float rounding in the
+// factorisations and matmuls, so codes can differ from a CPU run's near
+// rounding ties.
 StatusOr<GptqResult> GptqQuantizeWeight(const at::Tensor& weight, const at::Tensor& hessian,
                                         const quant::QuantSpec& spec,
                                         const GptqOptions& options = {});
+
+// GptqQuantizeWeight with the column loop a GPU runs (tensor ops per
+// column) on the Hessian's device, CPU included. On the CPU it gives the same
+// bits as GptqQuantizeWeight, whose integer loop is scalar code there; the
+// tests hold the two together.
+StatusOr<GptqResult> GptqQuantizeWeightWithTensorOps(const at::Tensor& weight,
+                                                     const at::Tensor& hessian,
+                                                     const quant::QuantSpec& spec,
+                                                     const GptqOptions& options = {});
 
 // GPTQ on every linear of a block that the job's plan gives a weight spec.
 // Records the parameters (ctx.quantized_weights), the float weights

@@ -231,6 +231,33 @@ TEST(HessianAccumulatorTest, RunningMeanEqualsTwoOverSamplesSumOfOuterProducts) 
   EXPECT_EQ(acc.Add(at::zeros({3, 11})).code(), StatusCode::kInvalidArgument);
 }
 
+// Per-tensor integer specs (outside the float64 reference's cases): the
+// tensor-op loop a GPU runs gives the scalar loop's bits on the CPU.
+TEST(GptqTensorOpsTest, PerTensorIntegerMatchesTheScalarLoop) {
+  at::manual_seed(5);
+  at::Tensor w = at::randn({48, 160}) * 0.05;
+  at::Tensor h = HessianOf(RandomInputs(10, 64, 160, 3));
+  for (bool symmetric : {true, false}) {
+    quant::QuantSpec spec = IntSpec(quant::DataType::kInt4, symmetric);
+    spec.qscheme = quant::QScheme::kPerTensor;
+    spec.ch_axis.reset();
+    GptqOptions opt;
+    opt.block_size = 64;
+    auto scalar = GptqQuantizeWeight(w, h, spec, opt);
+    auto tensor = GptqQuantizeWeightWithTensorOps(w, h, spec, opt);
+    ASSERT_TRUE(scalar.ok()) << scalar.status();
+    ASSERT_TRUE(tensor.ok()) << tensor.status();
+    EXPECT_TRUE(at::equal(tensor->weight, scalar->weight)) << symmetric;
+    EXPECT_TRUE(at::equal(tensor->qparams.scale, scalar->qparams.scale));
+    EXPECT_EQ(tensor->qparams.scale.dim(), 0);
+    EXPECT_EQ(tensor->loss, scalar->loss);
+    // And it is GPTQ, not round-to-nearest.
+    auto qp = quant::ComputeQParams(w, spec);
+    auto rtn = quant::FakeQuantize(w, spec, *qp);
+    EXPECT_FALSE(at::equal(*rtn, tensor->weight));
+  }
+}
+
 struct EquivalenceCase {
   const char* name;
   quant::DataType dtype;
@@ -269,6 +296,18 @@ TEST_P(GptqEquivalenceTest, SameCodesAsFloat64Reference) {
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_FALSE(r->rtn_fallback);
   EXPECT_EQ(r->group_index.defined(), p.act_order && p.group > 0 && !p.static_groups);
+
+  // The column loop a GPU runs (tensor ops), here on the CPU: the same bits
+  // as the scalar loop, parameters and loss included.
+  auto rt = GptqQuantizeWeightWithTensorOps(w, HessianOf(x), spec, opt);
+  ASSERT_TRUE(rt.ok()) << rt.status();
+  EXPECT_TRUE(at::equal(rt->weight, r->weight)) << p.name;
+  EXPECT_TRUE(at::equal(rt->qparams.scale, r->qparams.scale)) << p.name;
+  ASSERT_EQ(rt->qparams.zero_point.defined(), r->qparams.zero_point.defined());
+  if (r->qparams.zero_point.defined()) {
+    EXPECT_TRUE(at::equal(rt->qparams.zero_point, r->qparams.zero_point)) << p.name;
+  }
+  EXPECT_EQ(rt->loss, r->loss) << p.name;
 
   RefResult ref = ReferenceGptq(w, x, RefIntQuantizer::For(p.dtype, p.symmetric), p.group,
                                 p.act_order, p.static_groups);
