@@ -270,8 +270,8 @@ class GptqRun {
       IntegerBlock(w, q, e, hi, i1, i2, row_loss);
       if (i2 < cols) {
         wt.narrow(0, i2, cols - i2)
-            .addmm_(hinv.narrow(0, i1, count).narrow(1, i2, cols - i2).t(),
-                    err.narrow(0, 0, count), /*beta=*/1, /*alpha=*/-1);
+            .addmm_(hinv.narrow(0, i1, count).narrow(1, i2, cols - i2).t(), err.narrow(0, 0, count),
+                    /*beta=*/1, /*alpha=*/-1);
       }
     }
   }
@@ -371,9 +371,9 @@ class GptqRun {
             fit_spec.group_size = static_cast<int>(end - p);
             fit_spec.observer = quant::ObserverType::kMinMax;
           }
-          QD_ASSIGN_OR_RETURN(quant::QParams qp, quant::ComputeQParams(
-                                                     wt.narrow(0, p, end - p).t().contiguous(),
-                                                     fit_spec));
+          QD_ASSIGN_OR_RETURN(
+              quant::QParams qp,
+              quant::ComputeQParams(wt.narrow(0, p, end - p).t().contiguous(), fit_spec));
           scale_tab.select(1, g).copy_(qp.scale.reshape({rows}));
           if (zp_tab.defined()) zp_tab.select(1, g).copy_(qp.zero_point.reshape({rows}));
         }
@@ -400,8 +400,8 @@ class GptqRun {
       }
       if (i2 < cols) {
         wt.narrow(0, i2, cols - i2)
-            .addmm_(hinv.narrow(0, i1, count).narrow(1, i2, cols - i2).t(),
-                    err.narrow(0, 0, count), /*beta=*/1, /*alpha=*/-1);
+            .addmm_(hinv.narrow(0, i1, count).narrow(1, i2, cols - i2).t(), err.narrow(0, 0, count),
+                    /*beta=*/1, /*alpha=*/-1);
       }
     }
     const at::Tensor scale_host = scale_tab.cpu().contiguous();
@@ -413,8 +413,7 @@ class GptqRun {
                 table_.zero_point.begin());
     }
     const at::Tensor loss_host = loss.cpu().contiguous();
-    std::copy(loss_host.data_ptr<double>(), loss_host.data_ptr<double>() + rows,
-              row_loss.begin());
+    std::copy(loss_host.data_ptr<double>(), loss_host.data_ptr<double>() + rows, row_loss.begin());
     return qt.cpu();
   }
 

@@ -56,7 +56,7 @@ at::Tensor UnpackNibbles(const at::Tensor& packed, int64_t numel, bool is_signed
   return at::where(v.ge(8), v - 16, v);
 }
 
-FrozenLinearKernel::FrozenLinearKernel(quant::QuantizedTensor weight, quant::QuantSpec spec)
+FrozenWeight::FrozenWeight(quant::QuantizedTensor weight, quant::QuantSpec spec)
     : weight_(std::move(weight)), spec_(std::move(spec)) {
   if (IsFourBit(spec_.dtype) && weight_.codes.scalar_type() != at::kHalf &&
       weight_.codes.scalar_type() != at::kBFloat16) {
@@ -67,7 +67,7 @@ FrozenLinearKernel::FrozenLinearKernel(quant::QuantizedTensor weight, quant::Qua
   }
 }
 
-quant::QuantizedTensor FrozenLinearKernel::Unpacked() const {
+quant::QuantizedTensor FrozenWeight::Unpacked() const {
   if (!packed_) return weight_;
   quant::QuantizedTensor q = weight_;
   int64_t numel = 1;
@@ -76,14 +76,27 @@ quant::QuantizedTensor FrozenLinearKernel::Unpacked() const {
   return q;
 }
 
+StatusOr<at::Tensor> FrozenWeight::Dequantize(at::ScalarType dtype) const {
+  return quant::Dequantize(Unpacked(), spec_, dtype);
+}
+
+int64_t FrozenWeight::bytes() const { return QuantizedBytes(weight_); }
+
+StatusOr<std::optional<FrozenWeight>> FreezeWeight(const at::Tensor& weight,
+                                                   const quant::QuantSpec& spec,
+                                                   const quant::QParams& qp,
+                                                   const std::string& name) {
+  QD_ASSIGN_OR_RETURN(auto q, ExactCodes(weight, spec, qp, name));
+  if (!q) return std::optional<FrozenWeight>();
+  return std::optional<FrozenWeight>(FrozenWeight(std::move(*q), spec));
+}
+
 at::Tensor FrozenLinearKernel::Forward(const models::Linear& layer, const at::Tensor& x) const {
-  auto w = quant::Dequantize(Unpacked(), spec_, at::kFloat);
+  auto w = weight_.Dequantize(at::kFloat);
   if (!w.ok()) throw std::runtime_error("frozen " + layer.name() + ": " + w.status().ToString());
   at::Tensor weight = w->to(x.scalar_type());
   return layer.bias().defined() ? at::linear(x, weight, layer.bias()) : at::linear(x, weight);
 }
-
-int64_t FrozenLinearKernel::bytes() const { return QuantizedBytes(weight_); }
 
 FreezeReport& FreezeReport::operator+=(const FreezeReport& o) {
   layers += o.layers;
@@ -103,12 +116,13 @@ StatusOr<FreezeReport> FreezeBlock(models::DecoderBlock& block,
     if (!l->weight().defined()) return FailedPreconditionError(l->name() + " is already frozen");
     quant::QParams qp;
     if (auto it = weight_qparams.find(l->name()); it != weight_qparams.end()) qp = it->second;
-    QD_ASSIGN_OR_RETURN(auto q, ExactCodes(l->weight(), *plan->second.weight, qp, l->name()));
-    if (!q) {
+    QD_ASSIGN_OR_RETURN(auto frozen,
+                        FreezeWeight(l->weight(), *plan->second.weight, qp, l->name()));
+    if (!frozen) {
       report.kept_float.push_back(l->name());
       continue;
     }
-    auto kernel = std::make_shared<FrozenLinearKernel>(std::move(*q), *plan->second.weight);
+    auto kernel = std::make_shared<FrozenLinearKernel>(std::move(*frozen));
     report.float_bytes += Bytes(l->weight());
     report.frozen_bytes += kernel->bytes();
     ++report.layers;

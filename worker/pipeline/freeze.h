@@ -10,7 +10,9 @@
 #include <ATen/ATen.h>
 
 #include <map>
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "worker/common/status.h"
@@ -22,14 +24,16 @@
 
 namespace quantd::pipeline {
 
-// 4-bit codes (int4, uint4, MXFP4 elements) are packed two per byte, even
-// element in the low nibble.
-class FrozenLinearKernel final : public models::LinearKernel {
+// A weight held as its real-quantized codes and parameters; 4-bit codes
+// (int4, uint4, MXFP4 elements) are packed two per byte, even element in the
+// low nibble. Dequantize gives back the fake-quantized weight.
+class FrozenWeight {
  public:
-  FrozenLinearKernel(quant::QuantizedTensor weight, quant::QuantSpec spec);
-  at::Tensor Forward(const models::Linear& layer, const at::Tensor& x) const override;
+  FrozenWeight(quant::QuantizedTensor weight, quant::QuantSpec spec);
+  StatusOr<at::Tensor> Dequantize(at::ScalarType dtype = at::kFloat) const;
   // Bytes held: codes, scales, zero points, E8M0 block scales.
   int64_t bytes() const;
+  const quant::QuantSpec& spec() const { return spec_; }
 
  private:
   quant::QuantizedTensor Unpacked() const;
@@ -39,6 +43,24 @@ class FrozenLinearKernel final : public models::LinearKernel {
   bool packed_ = false;
   std::vector<int64_t> code_shape_;
   at::ScalarType code_dtype_ = at::kByte;
+};
+
+// The frozen form of `weight` with parameters `qp` (computed from the weight
+// when empty) when its codes dequantize to the weight bit for bit; nullopt
+// when they do not (the weight then stays float). Errors name `name`.
+StatusOr<std::optional<FrozenWeight>> FreezeWeight(const at::Tensor& weight,
+                                                   const quant::QuantSpec& spec,
+                                                   const quant::QParams& qp,
+                                                   const std::string& name);
+
+class FrozenLinearKernel final : public models::LinearKernel {
+ public:
+  explicit FrozenLinearKernel(FrozenWeight weight) : weight_(std::move(weight)) {}
+  at::Tensor Forward(const models::Linear& layer, const at::Tensor& x) const override;
+  int64_t bytes() const { return weight_.bytes(); }
+
+ private:
+  FrozenWeight weight_;
 };
 
 // Two 4-bit codes per byte (even element in the low nibble); an odd count is
@@ -73,8 +95,7 @@ StatusOr<FreezeReport> FreezeBlock(
 // gathers the rows' codes and parameters and dequantizes only those rows.
 class FrozenEmbeddingLookup final : public models::EmbeddingLookup {
  public:
-  FrozenEmbeddingLookup(quant::QuantizedTensor table, quant::QuantSpec spec,
-                        at::ScalarType dtype);
+  FrozenEmbeddingLookup(quant::QuantizedTensor table, quant::QuantSpec spec, at::ScalarType dtype);
   at::Tensor Forward(const models::Embedding& embedding, const at::Tensor& ids) const override;
   // Bytes held: codes, scales, zero points, E8M0 block scales.
   int64_t bytes() const;

@@ -240,8 +240,9 @@ class QuantizationJob {
       plan.output.reset();
       plan.bias.reset();
       if (plan.weight) {
-        Log(LogLevel::kWarning, info.name + ": an embedding's input is token ids and it has no "
-                                            "bias; only its weight spec applies");
+        Log(LogLevel::kWarning, info.name +
+                                    ": an embedding's input is token ids and it has no "
+                                    "bias; only its weight spec applies");
       }
     }
     if (!plan.weight) return OkStatus();
@@ -495,8 +496,8 @@ class QuantizationJob {
   at::Tensor PlaceCalibrationActivations(const at::Tensor& hidden) {
     const c10::Device device = opt_.model_options.device;
     const int64_t bytes = 3 * hidden.numel() * c10::elementSize(opt_.model_options.dtype);
-    const ActivationPlacement place = PlaceActivations(opt_.activation_offload, bytes, device,
-                                                       QueryDeviceMemory(device));
+    const ActivationPlacement place =
+        PlaceActivations(opt_.activation_offload, bytes, device, QueryDeviceMemory(device));
     Log(LogLevel::kInfo, "calibration " + place.reason);
     if (place.on_host) return ToHost(hidden);
     return hidden.device() == device ? hidden : hidden.to(device);
@@ -663,8 +664,7 @@ class QuantizationJob {
       }
       frozen_embedding = std::move(stage);
     }
-    quant_model.embed = [this,
-                         frozen_embedding](const at::Tensor& ids) -> StatusOr<at::Tensor> {
+    quant_model.embed = [this, frozen_embedding](const at::Tensor& ids) -> StatusOr<at::Tensor> {
       if (frozen_embedding) return frozen_embedding->Forward(ids);
       QD_ASSIGN_OR_RETURN(auto stage, model_->LoadEmbedding(*quantized_weights_));
       return stage->Forward(ids);
@@ -787,22 +787,21 @@ class QuantizationJob {
         // The quantized embedding is written as its values: F32 keeps them
         // exact (F16 would round them again).
         eo.gguf_float_type = gguf::GgmlType::kF32;
-        Log(LogLevel::kInfo, "gguf: float tensors written as F32 so that the quantized "
-                             "embedding's values stay exact");
+        Log(LogLevel::kInfo,
+            "gguf: float tensors written as F32 so that the quantized "
+            "embedding's values stay exact");
       }
       QD_RETURN_IF_ERROR(exporter::ReclaimOwnOutput(dir, opt_.job_name));
       const double base = static_cast<double>(i) / formats.size();
-      auto result = exporter::ExportModel(
-          *exported, formats[i], eo, [&](int done, int total) {
-            progress_.Report(Stage::kExport,
-                             base + static_cast<double>(done) / total / formats.size());
-          });
+      auto result = exporter::ExportModel(*exported, formats[i], eo, [&](int done, int total) {
+        progress_.Report(Stage::kExport, base + static_cast<double>(done) / total / formats.size());
+      });
       if (!result.ok()) return result.status();
       if (!opt_.job_name.empty())
         QD_RETURN_IF_ERROR(exporter::MarkOutputOwner(result->artifact.path, opt_.job_name));
       for (const std::string& note : result->notes) Log(LogLevel::kWarning, note);
-      Log(LogLevel::kInfo, std::string("wrote ") + exporter::ExportFormatName(formats[i]) +
-                               " to " + result->artifact.path);
+      Log(LogLevel::kInfo, std::string("wrote ") + exporter::ExportFormatName(formats[i]) + " to " +
+                               result->artifact.path);
       report_.artifacts.push_back(std::move(result->artifact));
     }
     return OkStatus();

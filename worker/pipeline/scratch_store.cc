@@ -97,22 +97,22 @@ Status ScratchStore::PutAsync(const std::string& file, const NamedTensors& tenso
   host.reserve(tensors.size());
   try {
     for (const auto& [name, t] : tensors)
-      host.emplace_back(name, t.to(at::kCPU, at::kFloat, /*non_blocking=*/false, /*copy=*/true)
-                                  .contiguous());
+      host.emplace_back(
+          name, t.to(at::kCPU, at::kFloat, /*non_blocking=*/false, /*copy=*/true).contiguous());
   } catch (const c10::Error& e) {
     return InternalError("scratch " + file + ": " + e.what_without_backtrace());
   }
   pending_path_ = PathOf(file);
   pending_names_.clear();
   for (const auto& [name, t] : host) pending_names_.push_back(name);
-  pending_ = std::async(std::launch::async,
-                        [path = pending_path_, host = std::move(host)]() -> Status {
-                          try {
-                            return WriteFile(path, host);
-                          } catch (const std::exception& e) {
-                            return InternalError("writing " + path + ": " + e.what());
-                          }
-                        });
+  pending_ =
+      std::async(std::launch::async, [path = pending_path_, host = std::move(host)]() -> Status {
+        try {
+          return WriteFile(path, host);
+        } catch (const std::exception& e) {
+          return InternalError("writing " + path + ": " + e.what());
+        }
+      });
   return OkStatus();
 }
 
