@@ -31,24 +31,18 @@ StatusOr<std::unique_ptr<QuantConv>> QuantConv::Create(ConvKind kind, std::strin
   m->kind_ = kind;
   m->name_ = std::move(name);
   m->options_ = options;
+  // The weight's first axis holds whole channels of every group: the
+  // outputs of a Conv2d, the inputs of a ConvTranspose2d.
   const int64_t g = options.groups;
-  if (kind == ConvKind::kConv2d) {
-    m->out_channels_ = weight.size(0);
-    m->in_channels_ = weight.size(1) * g;
-    if (m->out_channels_ % g != 0) {
-      return InvalidArgumentError(m->name_ + ": groups " + std::to_string(g) +
-                                  " do not divide the " + std::to_string(m->out_channels_) +
-                                  " output channels");
-    }
-  } else {
-    m->in_channels_ = weight.size(0);
-    m->out_channels_ = weight.size(1) * g;
-    if (m->in_channels_ % g != 0) {
-      return InvalidArgumentError(m->name_ + ": groups " + std::to_string(g) +
-                                  " do not divide the " + std::to_string(m->in_channels_) +
-                                  " input channels");
-    }
+  const bool conv = kind == ConvKind::kConv2d;
+  const int64_t grouped = weight.size(0), per_group = weight.size(1);
+  if (grouped % g != 0) {
+    return InvalidArgumentError(m->name_ + ": groups " + std::to_string(g) + " do not divide the " +
+                                std::to_string(grouped) +
+                                (conv ? " output channels" : " input channels"));
   }
+  m->out_channels_ = conv ? grouped : per_group * g;
+  m->in_channels_ = conv ? per_group * g : grouped;
   if (bias.defined() && (bias.dim() != 1 || bias.size(0) != m->out_channels_)) {
     return InvalidArgumentError(m->name_ + ": bias must be [" + std::to_string(m->out_channels_) +
                                 "]");
