@@ -205,6 +205,12 @@ TEST(QuantConvTest, BadInputsAreInvalidArgumentsNamingTheModule) {
           .status()
           .code(),
       StatusCode::kInvalidArgument);
+  ConvOptions three_groups;
+  three_groups.groups = 3;  // 4 output channels
+  auto bad_groups = QuantConv::Create(ConvKind::kConv2d, "c", at::randn({4, 1, 3, 3}), at::Tensor(),
+                                      three_groups, plan);
+  EXPECT_EQ(bad_groups.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(bad_groups.status().message().find("4 output channels"), std::string::npos);
   pipeline::LayerPlan grouped;
   grouped.weight = Int(DataType::kInt4, QScheme::kPerGroup);
   grouped.weight->group_size = 5;  // does not divide kw = 3
