@@ -18,13 +18,14 @@ namespace quantd::pipeline {
 class CheckpointPacer {
  public:
   using Clock = std::chrono::steady_clock;
-  static constexpr double kCheapSeconds = 1.0;
-  static constexpr double kWorkPerCost = 10.0;
+
+  explicit CheckpointPacer(double cheap_seconds = 1.0, double work_per_cost = 10.0)
+      : cheap_seconds_(cheap_seconds), work_per_cost_(work_per_cost) {}
 
   // Whether to checkpoint now, after block `done` of `n`.
   bool Due(int done, int n, Clock::time_point now) const {
-    if (done >= n || last_seconds_ < kCheapSeconds) return true;
-    return Seconds(now - last_end_) >= kWorkPerCost * last_seconds_;
+    if (done >= n || last_seconds_ < cheap_seconds_) return true;
+    return Seconds(now - last_end_) >= work_per_cost_ * last_seconds_;
   }
   // Records a checkpoint written from `start` to `end`.
   void Record(Clock::time_point start, Clock::time_point end) {
@@ -34,11 +35,13 @@ class CheckpointPacer {
   double last_seconds() const { return last_seconds_; }
   // Seconds of work before the next checkpoint is due (0: after every block).
   double interval_seconds() const {
-    return last_seconds_ < kCheapSeconds ? 0 : kWorkPerCost * last_seconds_;
+    return last_seconds_ < cheap_seconds_ ? 0 : work_per_cost_ * last_seconds_;
   }
 
  private:
   static double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
+  double cheap_seconds_;
+  double work_per_cost_;
   Clock::time_point last_end_;
   double last_seconds_ = 0;
 };

@@ -80,6 +80,11 @@ struct JobOptions {
   std::shared_ptr<ModelTransform> model_transform;
   // Where quantized blocks are kept until export. Required.
   std::string scratch_dir;
+  // When the resumable-job checkpoints are written (CheckpointPacer): one
+  // that took under `checkpoint_cheap_seconds` after every block; a costlier
+  // one once `checkpoint_work_per_cost` times its cost has passed.
+  double checkpoint_cheap_seconds = 1.0;
+  double checkpoint_work_per_cost = 10.0;
   // The job's name ("jobs/<id>"), recorded in its exports so that a later
   // attempt may replace what an earlier, lost attempt exported.
   std::string job_name;

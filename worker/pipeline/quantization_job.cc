@@ -96,7 +96,10 @@ Status Cancelled() { return Status(StatusCode::kCancelled, "cancelled", "CANCELL
 class QuantizationJob {
  public:
   QuantizationJob(const JobOptions& opt, JobObserver& obs)
-      : opt_(opt), obs_(obs), progress_(obs, PlannedStages(opt)) {
+      : opt_(opt),
+        obs_(obs),
+        progress_(obs, PlannedStages(opt)),
+        checkpoint_pacer_(opt.checkpoint_cheap_seconds, opt.checkpoint_work_per_cost) {
     kv_.min_kv_scale = opt.min_kv_scale;
   }
 
@@ -555,7 +558,12 @@ class QuantizationJob {
     if (st.has_hidden)
       QD_RETURN_IF_ERROR(scratch_->PutSide(HiddenFileName(done), "hidden", hidden));
     QD_RETURN_IF_ERROR(WriteResumeState(opt_.scratch_dir, st));
-    scratch_->RemoveSide(HiddenFileName(done - 1));
+    // The previous checkpoint's hidden states (paced: not always block
+    // done - 1; after a resume: the one it resumed from).
+    if (checkpointed_blocks_ > 0 && checkpointed_blocks_ != done) {
+      scratch_->RemoveSide(HiddenFileName(checkpointed_blocks_));
+    }
+    checkpointed_blocks_ = done;
     return OkStatus();
   }
 
@@ -580,6 +588,7 @@ class QuantizationJob {
       return 0;
     }
     bytes_delta_ = st->bytes_delta;
+    checkpointed_blocks_ = st->blocks_done;
     report_.blocks = st->blocks;
     const std::string where =
         st->blocks_done < n
@@ -827,6 +836,7 @@ class QuantizationJob {
   std::mutex frozen_mu_;
   FreezeReport frozen_;  // evaluation's frozen linears
   CheckpointPacer checkpoint_pacer_;
+  int checkpointed_blocks_ = 0;  // blocks_done of the last checkpoint on disk
 };
 
 }  // namespace

@@ -124,6 +124,47 @@ TEST_F(ResumeTest, StoppedJobResumesAfterTheLastFinishedBlockWithIdenticalResult
   EXPECT_EQ(*a, *b);
 }
 
+// Paced checkpoints (here: after block 1 and the last block only, as a
+// costly one would be): a stopped job resumes from the last one written,
+// redoes the blocks after it, and leaves one hidden-state file behind.
+TEST_F(ResumeTest, PacedCheckpointsResumeFromTheLastOneWritten) {
+  JobOptions o = Options("paced");
+  o.checkpoint_cheap_seconds = 0;
+  o.checkpoint_work_per_cost = 1e9;
+  const fs::path scratch(o.scratch_dir);
+  StoppingObserver first(3);
+  ASSERT_EQ(RunQuantizationJob(o, first).status.code(), StatusCode::kCancelled);
+  auto st = ReadResumeState(o.scratch_dir);
+  ASSERT_TRUE(st.has_value());
+  EXPECT_EQ(st->blocks_done, 1);
+  EXPECT_TRUE(fs::exists(scratch / (HiddenFileName(1) + ".safetensors")));
+  for (int i : {2, 3}) EXPECT_FALSE(fs::exists(scratch / (HiddenFileName(i) + ".safetensors")));
+
+  StoppingObserver second;
+  JobOutcome resumed = RunQuantizationJob(o, second);
+  ASSERT_TRUE(resumed.status.ok()) << resumed.status;
+  EXPECT_TRUE(second.Logged("resumed at block 2/5"));
+  EXPECT_EQ(second.blocks, (std::vector<int>{2, 3, 4, 5}));
+  EXPECT_FALSE(fs::exists(scratch / (HiddenFileName(1) + ".safetensors")));
+  EXPECT_TRUE(fs::exists(scratch / (HiddenFileName(5) + ".safetensors")));
+
+  // Uninterrupted and paced: checkpoints after blocks 1 and 5, and only the
+  // last one's hidden states stay.
+  JobOptions full_options = Options("paced_full");
+  full_options.checkpoint_cheap_seconds = 0;
+  full_options.checkpoint_work_per_cost = 1e9;
+  StoppingObserver full_obs;
+  JobOutcome full = RunQuantizationJob(full_options, full_obs);
+  ASSERT_TRUE(full.status.ok()) << full.status;
+  const fs::path full_scratch(full_options.scratch_dir);
+  EXPECT_FALSE(fs::exists(full_scratch / (HiddenFileName(1) + ".safetensors")));
+  EXPECT_TRUE(fs::exists(full_scratch / (HiddenFileName(5) + ".safetensors")));
+  auto a = Sha256File(o.export_options.output_dir + "/model.safetensors");
+  auto b = Sha256File(Options("paced_full").export_options.output_dir + "/model.safetensors");
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_EQ(*a, *b);
+}
+
 TEST_F(ResumeTest, CheckpointOfOtherOptionsIsIgnored) {
   JobOptions o = Options("changed");
   StoppingObserver first(1);
