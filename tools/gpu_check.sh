@@ -374,6 +374,10 @@ run_e2e() {  # label, samples, quantization args...
   kill "$smi_pid" 2>/dev/null; wait "$smi_pid" 2>/dev/null
   peak=$(sort -n "$smi" | tail -1)
   rss=$(sed -n 's/.*peak host RSS \([0-9.]*\) GiB.*/\1/p' "$out.log" | tail -1)
+  # Where the blocks' time went: each block line ends in "S s" or "S s (A algo)".
+  tr '\r' '\n' <"$out.log" | grep '^block ' | sed -n 's/.*  \([0-9.]*\) s\( (\([0-9.]*\) algo)\)\{0,1\}$/\1 \3/p' |
+    awk '{n++; s+=$1; a+=$2} END {if (n) printf "%d blocks, %.1f s in all (%.1f s each), %.1f s of it in algorithms\n", n, s, s/n, a}' \
+    >"$out.blocks"
   if [ "$rc" = 0 ]; then
     printf "| %s | %s x 2048 | %.1f | %s | %s |\n" "$label" "$samples" \
       "$(python3 -c "print($end - $start)")" "$(python3 -c "print(round(${peak:-0} / 1024, 2))")" "${rss:-?}"
@@ -398,6 +402,7 @@ if [ "$E2E" = 1 ]; then
       echo "checkpoint: $(du -sh "$CKPT" | cut -f1), written by an earlier run"
     fi
     echo
+    rm -f "$LOG"/e2e-*.blocks
     echo "| job | calibration | wall s | peak GPU GiB (device) | peak host RSS GiB |"
     echo "|---|---|---|---|---|"
     if [ "$E2E_GPTQ_SAMPLES" -gt 0 ]; then
@@ -411,6 +416,10 @@ JSON
     if [ "$E2E_SAMPLES" -gt 0 ]; then
       run_e2e rtn "$E2E_SAMPLES" --scheme w_uint4_per_group_asym --group-size 128
     fi
+    echo
+    for label in gptq rtn; do
+      [ -s "$LOG/e2e-$label.blocks" ] && echo "- $label blocks: $(cat "$LOG/e2e-$label.blocks")"
+    done
   fi
 fi
 
