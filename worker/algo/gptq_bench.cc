@@ -5,10 +5,12 @@
 //   bazel run -c opt //worker/algo:gptq_bench [-- --tokens=N --layers=4096x4096,14336x4096]
 //   gptq_bench --device=cuda:0 --tokens=262144   (a GPU build: tools/gpu_check.sh)
 //
-// On a GPU the Hessian is accumulated on the device, and GptqQuantizeWeight
-// factors it and applies the lazy batch updates there; each block's columns
-// are rounded on the host. tools/gpu_check.sh adds 4096x14336 (down_proj,
-// a 14336 x 14336 Hessian), too slow for a small CPU.
+// On a GPU the Hessian is accumulated on the device and GptqQuantizeWeight
+// runs its whole column loop there. On the CPU a second column, tensor_s,
+// times the same GPTQ through the GPU's loop (per-column tensor ops,
+// GptqQuantizeWeightWithTensorOps) against the scalar loop the CPU uses.
+// tools/gpu_check.sh adds 4096x14336 (down_proj, a 14336 x 14336 Hessian),
+// too slow for a small CPU.
 //
 // Shapes are [out, in] weights: 4096x4096 (q/o_proj of a 7B/8B model) and
 // 14336x4096 (Llama-3-8B gate/up_proj; their Hessian is 4096 x 4096). The
@@ -63,11 +65,12 @@ quant::QuantSpec Int4(int group) {
 
 int Run(int64_t tokens, const std::vector<std::pair<int64_t, int64_t>>& layers) {
   std::printf(
-      "device %s, threads %d, calibration tokens %lld (reference %lld), accumulation in chunks of %lld\n",
+      "device %s, threads %d, calibration tokens %lld (reference %lld), accumulation in chunks of "
+      "%lld\n",
       g_device.str().c_str(), at::get_num_threads(), static_cast<long long>(tokens),
       static_cast<long long>(kReferenceTokens), static_cast<long long>(kChunk));
-  std::printf("%-12s %-16s %10s %10s %10s %10s %12s %14s\n", "layer", "spec", "matmul_s", "accum_s",
-              "gptq_s", "ratio", "scaled_mm_s", "scaled_ratio");
+  std::printf("%-12s %-16s %10s %10s %10s %10s %12s %14s %10s\n", "layer", "spec", "matmul_s",
+              "accum_s", "gptq_s", "ratio", "scaled_mm_s", "scaled_ratio", "tensor_s");
   for (const auto& [out, in] : layers) {
     at::manual_seed(0);
     // Inputs with correlated channels, as activations have.
@@ -99,9 +102,21 @@ int Run(int64_t tokens, const std::vector<std::pair<int64_t, int64_t>>& layers) 
         return 1;
       }
       const double scaled_mm = mm * static_cast<double>(kReferenceTokens) / tokens;
-      std::printf("%-12s %-16s %10.2f %10.2f %10.2f %10.2f %12.1f %14.3f\n",
+      std::string tensor_s = "-";
+      if (g_device.is_cpu()) {
+        const double t =
+            Seconds([&] { r = GptqQuantizeWeightWithTensorOps(w, acc.hessian(), spec); });
+        if (!r.ok()) {
+          std::fprintf(stderr, "GPTQ (tensor ops) failed: %s\n", r.status().ToString().c_str());
+          return 1;
+        }
+        char buf[32];
+        std::snprintf(buf, sizeof(buf), "%.2f", t);
+        tensor_s = buf;
+      }
+      std::printf("%-12s %-16s %10.2f %10.2f %10.2f %10.2f %12.1f %14.3f %10s\n",
                   (std::to_string(out) + "x" + std::to_string(in)).c_str(), label.c_str(), mm,
-                  accum, gptq, gptq / mm, scaled_mm, gptq / scaled_mm);
+                  accum, gptq, gptq / mm, scaled_mm, gptq / scaled_mm, tensor_s.c_str());
     }
   }
   return 0;
