@@ -2,7 +2,8 @@
 // of the same layer measured in the same run (the part of GPTQ that grows
 // with the calibration set).
 //
-//   bazel run -c opt //worker/algo:gptq_bench [-- --tokens=N --layers=4096x4096,14336x4096]
+//   bazel run -c opt //worker/algo:gptq_bench [-- --tokens=N --layers=4096x4096,14336x4096
+//       --threads=T]
 //   gptq_bench --device=cuda:0 --tokens=262144   (a GPU build: tools/gpu_check.sh)
 //
 // On a GPU the Hessian is accumulated on the device and GptqQuantizeWeight
@@ -147,8 +148,12 @@ int main(int argc, char** argv) {
       }
     } else if (a.rfind("--device=", 0) == 0) {
       quantd::algo::g_device = at::Device(a.substr(9));
+    } else if (a.rfind("--threads=", 0) == 0 && std::atoi(a.c_str() + 10) > 0) {
+      at::set_num_threads(std::atoi(a.c_str() + 10));
     } else {
-      std::fprintf(stderr, "usage: gptq_bench [--tokens=N] [--layers=OUTxIN,...] [--device=D]\n");
+      std::fprintf(stderr,
+                   "usage: gptq_bench [--tokens=N] [--layers=OUTxIN,...] [--device=D] "
+                   "[--threads=T]\n");
       return 2;
     }
   }
