@@ -523,15 +523,17 @@ Status GptqAlgorithm::Apply(pipeline::BlockAlgorithmContext& ctx) {
     if (targets.empty()) continue;
     if (ctx.observer.CancelRequested()) return CancelledError("cancelled");
 
+    // Each sub-batch's pass stops once the group's input has been seen: the
+    // q/k/v group needs only the input norm, down_proj most of the block.
     HessianAccumulator acc(targets[0].first->in_features());
     {
       ScopedHooks hooks;
       hooks.ObserveInput(*targets[0].first, [&acc](const at::Tensor& x) {
         Status s = acc.Add(x);
         if (!s.ok()) throw std::runtime_error(s.message());
+        throw models::DecoderBlock::StopPass();
       });
-      QD_ASSIGN_OR_RETURN(at::Tensor unused, block.Forward(ctx.inputs));
-      (void)unused;
+      QD_RETURN_IF_ERROR(block.RunHooks(ctx.inputs));
     }
 
     for (auto& [linear, spec] : targets) {

@@ -57,6 +57,14 @@ Status DecoderBlock::LoadWeights(const WeightLoader& loader) {
 }
 
 StatusOr<at::Tensor> DecoderBlock::Forward(const at::Tensor& hidden) {
+  return Run(hidden, /*keep_output=*/true);
+}
+
+Status DecoderBlock::RunHooks(const at::Tensor& hidden) {
+  return Run(hidden, /*keep_output=*/false).status();
+}
+
+StatusOr<at::Tensor> DecoderBlock::Run(const at::Tensor& hidden, bool keep_output) {
   const std::string where = "block " + std::to_string(index_) + ": ";
   if (!hidden.defined() || hidden.dim() != 3 || hidden.size(2) != config_.hidden_size ||
       hidden.size(0) == 0 || hidden.size(1) == 0) {
@@ -70,27 +78,35 @@ StatusOr<at::Tensor> DecoderBlock::Forward(const at::Tensor& hidden) {
     // Activations kept in host memory while the block runs on a GPU
     // (pipeline/activation_placement.h): one sub-batch at a time goes to the
     // device, and its output comes back to the host.
-    if (hidden.device().is_cpu() && !options_.device.is_cpu()) {
-      at::Tensor out = at::empty(hidden.sizes(), hidden.options()
-                                                     .dtype(options_.dtype)
-                                                     .pinned_memory(hidden.is_pinned()));
-      for (int64_t i = 0; i < b; i += per_chunk) {
-        const int64_t n = std::min(per_chunk, b - i);
-        out.narrow(0, i, n).copy_(ForwardChunk(
-            hidden.narrow(0, i, n).to(options_.device, options_.dtype, /*non_blocking=*/true)));
-      }
-      return out;
-    }
+    const bool streamed = hidden.device().is_cpu() && !options_.device.is_cpu();
     at::Tensor x = hidden;
-    if (x.scalar_type() != options_.dtype || x.device() != options_.device) {
+    if (!streamed && (x.scalar_type() != options_.dtype || x.device() != options_.device)) {
       x = x.to(options_.device, options_.dtype);
     }
-    if (per_chunk >= b) return ForwardChunk(x);
-    std::vector<at::Tensor> parts;
-    for (int64_t i = 0; i < b; i += per_chunk) {
-      parts.push_back(ForwardChunk(x.narrow(0, i, std::min(per_chunk, b - i))));
+    if (keep_output && !streamed && per_chunk >= b) return ForwardChunk(x);
+    // The output is written sub-batch by sub-batch into one tensor (no
+    // list of parts and concatenation, which held it twice).
+    at::Tensor out;
+    if (keep_output && streamed) {
+      out = at::empty(hidden.sizes(),
+                      hidden.options().dtype(options_.dtype).pinned_memory(hidden.is_pinned()));
     }
-    return at::cat(parts, 0);
+    for (int64_t i = 0; i < b; i += per_chunk) {
+      const int64_t n = std::min(per_chunk, b - i);
+      at::Tensor part = x.narrow(0, i, n);
+      if (streamed) part = part.to(options_.device, options_.dtype, /*non_blocking=*/true);
+      at::Tensor y;
+      try {
+        y = ForwardChunk(part);
+      } catch (const StopPass&) {
+        if (keep_output) return InternalError(where + "a hook stopped a forward pass");
+        continue;
+      }
+      if (!keep_output) continue;
+      if (!out.defined()) out = at::empty({b, t, y.size(2)}, y.options());
+      out.narrow(0, i, n).copy_(y);
+    }
+    return out;
   } catch (const c10::Error& e) {
     const std::string what = e.what_without_backtrace();
     // LibTorch reports allocation failure (memory or address-space limit)

@@ -63,6 +63,17 @@ class DecoderBlock {
   // LibTorch, a hook or a kernel becomes INTERNAL naming the block.
   StatusOr<at::Tensor> Forward(const at::Tensor& hidden);
 
+  // Thrown by a linear's hook to end the current sub-batch's pass once the
+  // hook has seen what it needs (RunHooks).
+  struct StopPass {};
+
+  // The block over `hidden` for its hooks only, sub-batch by sub-batch as
+  // Forward runs it, without building an output. A hook that throws
+  // StopPass ends that sub-batch's pass there (GPTQ, once the input of the
+  // layer it collects a Hessian for has gone by), and the next sub-batch
+  // starts. Errors as Forward's.
+  Status RunHooks(const at::Tensor& hidden);
+
  protected:
   DecoderBlock(const ModelConfig& config, int64_t index, const ModelOptions& options)
       : config_(config), index_(index), options_(options), layout_(GetBlockLayout(config, index)) {}
@@ -78,6 +89,9 @@ class DecoderBlock {
   const ModelOptions& options() const { return options_; }
 
  private:
+  // Forward (keep_output) or RunHooks (an undefined tensor).
+  StatusOr<at::Tensor> Run(const at::Tensor& hidden, bool keep_output);
+
   ModelConfig config_;
   int64_t index_;
   ModelOptions options_;

@@ -204,11 +204,15 @@ TEST(LlamaStories260KTest, ChunkedAndBf16ForwardAgree) {
   auto chunked = Open(small);
   auto model = Open();
   ASSERT_NE(chunked, nullptr);
+  at::manual_seed(20);
   const at::Tensor ids = at::randint(3, 512, {3, 20}, at::kLong);
   auto a = model->Forward(ids);
   auto b = chunked->Forward(ids);
   ASSERT_TRUE(a.ok() && b.ok());
-  EXPECT_TRUE(at::allclose(*a, *b, 1e-5, 1e-5));
+  // Attention split into row blocks sums in another order: float32 logits
+  // of magnitude up to ~20 then differ by up to a few 1e-5 (1 run in 10 of
+  // an unseeded 1e-5 bound failed at 1.7e-5).
+  EXPECT_TRUE(at::allclose(*a, *b, 1e-5, 1e-4)) << (*a - *b).abs().max().item<double>();
 
   ModelOptions bf16;
   bf16.dtype = at::kBFloat16;
@@ -219,6 +223,54 @@ TEST(LlamaStories260KTest, ChunkedAndBf16ForwardAgree) {
   // bf16 keeps ~3 significant digits; the next-token ranking mostly survives.
   const double agree = (c->argmax(-1) == a->argmax(-1)).to(at::kDouble).mean().item<double>();
   EXPECT_GT(agree, 0.8);
+}
+
+// RunHooks: the pass GPTQ makes for a layer's input. A hook that throws
+// StopPass ends each sub-batch's pass there, later layers never run, and the
+// inputs seen are exactly Forward's.
+TEST(LlamaStories260KTest, RunHooksStopsEachSubBatchWhereAHookSaysSo) {
+  ModelOptions small;
+  small.max_tokens_per_chunk = 40;  // two samples of 20 tokens per sub-batch
+  auto model = Open(small);
+  ASSERT_NE(model, nullptr);
+  const at::Tensor ids = at::randint(3, 512, {5, 20}, at::kLong);
+  auto h0 = model->Embed(ids);
+  ASSERT_TRUE(h0.ok());
+  auto loaded = model->LoadBlock(1);
+  ASSERT_TRUE(loaded.ok());
+  DecoderBlock& b = **loaded;
+  Linear* o = b.FindLinear("model.layers.1.self_attn.o_proj");
+  Linear* down = b.FindLinear("model.layers.1.mlp.down_proj");
+  std::vector<at::Tensor> seen;
+  bool stop = false;
+  int down_calls = 0;
+  o->AddInputHook([&](const Linear&, const at::Tensor& x) {
+    seen.push_back(x.clone());
+    if (stop) throw DecoderBlock::StopPass();
+    return x;
+  });
+  down->AddInputHook([&](const Linear&, const at::Tensor& x) {
+    ++down_calls;
+    return x;
+  });
+  auto full = b.Forward(*h0);
+  ASSERT_TRUE(full.ok()) << full.status();
+  EXPECT_EQ(seen.size(), 3u) << "sub-batches of 2, 2 and 1 samples";
+  EXPECT_EQ(down_calls, 3);
+  const at::Tensor forward_inputs = at::cat(seen, 0);
+
+  seen.clear();
+  down_calls = 0;
+  stop = true;
+  ASSERT_TRUE(b.RunHooks(*h0).ok());
+  EXPECT_EQ(seen.size(), 3u);
+  EXPECT_EQ(down_calls, 0) << "each pass stopped at o_proj";
+  EXPECT_TRUE(at::equal(at::cat(seen, 0), forward_inputs));
+
+  // A hook that stops a real forward is an error, not a silent short output.
+  auto stopped = b.Forward(*h0);
+  EXPECT_EQ(stopped.status().code(), StatusCode::kInternal);
+  EXPECT_THAT(stopped.status().message(), HasSubstr("stopped a forward pass"));
 }
 
 TEST(LlamaStories260KTest, BadInputsAreStatusesNotCrashes) {
