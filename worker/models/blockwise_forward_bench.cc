@@ -18,32 +18,21 @@
 #include <cstring>
 #include <string>
 
+#include "worker/common/bench_util.h"
 #include "worker/io/tensor_map_source.h"
 #include "worker/models/registry.h"
-
-namespace {
-
-bool Flag(const char* arg, const char* name, int64_t* value) {
-  const size_t n = std::strlen(name);
-  if (std::strncmp(arg, name, n) != 0 || arg[n] != '=') return false;
-  *value = std::atoll(arg + n + 1);
-  return true;
-}
-
-double Now() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
-
-}  // namespace
 
 int main(int argc, char** argv) {
   using namespace quantd;
   int64_t tokens = 512, batch = 1, iters = 3, hidden = 4096, inter = 11008, heads = 32, kv = 32;
   for (int i = 1; i < argc; ++i) {
-    if (!Flag(argv[i], "--tokens", &tokens) && !Flag(argv[i], "--batch", &batch) &&
-        !Flag(argv[i], "--iters", &iters) && !Flag(argv[i], "--hidden", &hidden) &&
-        !Flag(argv[i], "--intermediate", &inter) && !Flag(argv[i], "--heads", &heads) &&
-        !Flag(argv[i], "--kv_heads", &kv)) {
+    if (!bench::IntFlag(argv[i], "--tokens", &tokens) &&
+        !bench::IntFlag(argv[i], "--batch", &batch) &&
+        !bench::IntFlag(argv[i], "--iters", &iters) &&
+        !bench::IntFlag(argv[i], "--hidden", &hidden) &&
+        !bench::IntFlag(argv[i], "--intermediate", &inter) &&
+        !bench::IntFlag(argv[i], "--heads", &heads) &&
+        !bench::IntFlag(argv[i], "--kv_heads", &kv)) {
       std::fprintf(stderr, "unknown argument %s\n", argv[i]);
       return 2;
     }
@@ -85,7 +74,7 @@ int main(int argc, char** argv) {
   const at::Tensor x = at::randn({batch, seq, hidden});
   const double block_flops = 2.0 * batch * seq * params + 4.0 * batch * double(seq) * seq * hidden;
   (void)(*block)->Forward(x);  // warm-up
-  double t0 = Now();
+  double t0 = bench::NowSeconds();
   for (int64_t i = 0; i < iters; ++i) {
     auto y = (*block)->Forward(x);
     if (!y.ok()) {
@@ -93,7 +82,7 @@ int main(int argc, char** argv) {
       return 1;
     }
   }
-  const double block_s = (Now() - t0) / iters;
+  const double block_s = (bench::NowSeconds() - t0) / iters;
 
   // Baseline: the same activation through square matmuls, enough of them to
   // take about as long, timed and scaled to the block's FLOPs.
@@ -102,13 +91,13 @@ int main(int argc, char** argv) {
   const int64_t chain = std::max<int64_t>(
       1, static_cast<int64_t>(block_flops / (2.0 * batch * seq * hidden * hidden)));
   at::Tensor y = a.matmul(w);  // warm-up
-  t0 = Now();
+  t0 = bench::NowSeconds();
   for (int64_t i = 0; i < iters; ++i) {
     y = a;
     for (int64_t k = 0; k < chain; ++k) y = y.matmul(w);
   }
   const double chain_flops = 2.0 * batch * seq * hidden * hidden * chain;
-  const double chain_s = (Now() - t0) / iters * (block_flops / chain_flops);
+  const double chain_s = (bench::NowSeconds() - t0) / iters * (block_flops / chain_flops);
 
   std::printf(
       "block: hidden %lld, intermediate %lld, heads %lld/%lld, %lld x %lld tokens, %.1f GFLOP\n",

@@ -19,24 +19,10 @@
 #include <cstring>
 #include <string>
 
+#include "worker/common/bench_util.h"
 #include "worker/io/safetensors/safetensors_source.h"
 #include "worker/models/random_checkpoint.h"
 #include "worker/models/registry.h"
-
-namespace {
-
-double Now() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
-
-bool IntFlag(const char* arg, const char* name, int64_t* value) {
-  const size_t n = std::strlen(name);
-  if (std::strncmp(arg, name, n) != 0 || arg[n] != '=') return false;
-  *value = std::atoll(arg + n + 1);
-  return true;
-}
-
-}  // namespace
 
 int main(int argc, char** argv) {
   using namespace quantd;
@@ -47,10 +33,10 @@ int main(int argc, char** argv) {
     const char* a = argv[i];
     if (std::strncmp(a, "--dir=", 6) == 0) {
       dir = a + 6;
-    } else if (!IntFlag(a, "--layers", &o.num_hidden_layers) &&
-               !IntFlag(a, "--hidden", &o.hidden_size) &&
-               !IntFlag(a, "--intermediate", &o.intermediate_size) &&
-               !IntFlag(a, "--vocab", &o.vocab_size)) {
+    } else if (!quantd::bench::IntFlag(a, "--layers", &o.num_hidden_layers) &&
+               !quantd::bench::IntFlag(a, "--hidden", &o.hidden_size) &&
+               !quantd::bench::IntFlag(a, "--intermediate", &o.intermediate_size) &&
+               !quantd::bench::IntFlag(a, "--vocab", &o.vocab_size)) {
       std::fprintf(stderr, "unknown argument %s\n", a);
       return 2;
     }
@@ -77,34 +63,34 @@ int main(int argc, char** argv) {
   const std::string cat = "cat" + files + " > /dev/null";
   if (std::system(cat.c_str()) != 0) return 1;  // warm the page cache
 
-  double t0 = Now();
+  double t0 = bench::NowSeconds();
   if (std::system(cat.c_str()) != 0) return 1;
-  const double cat_s = Now() - t0;
+  const double cat_s = bench::NowSeconds() - t0;
 
-  t0 = Now();
+  t0 = bench::NowSeconds();
   for (const auto& name : (*src)->Names()) {
     if (!(*src)->LoadStored(name).ok()) return 1;
   }
-  const double stored_s = Now() - t0;
+  const double stored_s = bench::NowSeconds() - t0;
 
-  t0 = Now();
+  t0 = bench::NowSeconds();
   for (const auto& name : (*src)->Names()) {
     if (!(*src)->Load(name, at::kFloat).ok()) return 1;
   }
-  const double f32_s = Now() - t0;
+  const double f32_s = bench::NowSeconds() - t0;
 
   auto model = models::OpenCausalLM(dir);
   if (!model.ok()) {
     std::fprintf(stderr, "%s\n", model.status().ToString().c_str());
     return 1;
   }
-  t0 = Now();
+  t0 = bench::NowSeconds();
   if (!(*model)->LoadEmbedding().ok()) return 1;
   for (int64_t i = 0; i < (*model)->num_blocks(); ++i) {
     if (!(*model)->LoadBlock(i).ok()) return 1;
   }
   if (!(*model)->LoadHead().ok()) return 1;
-  const double blocks_s = Now() - t0;
+  const double blocks_s = bench::NowSeconds() - t0;
 
   std::printf("checkpoint %s: %.2f GiB in %zu shard(s)\n", dir.c_str(), bytes / 1073741824.0,
               (*src)->Files().size());

@@ -21,6 +21,7 @@
 #include <utility>
 #include <vector>
 
+#include "worker/common/bench_util.h"
 #include "worker/pipeline/scratch_store.h"
 
 namespace {
@@ -28,22 +29,11 @@ namespace {
 using quantd::pipeline::ScratchStore;
 using Tensors = std::vector<std::pair<std::string, at::Tensor>>;
 
-double Now() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
-
-bool IntFlag(const char* arg, const char* name, int64_t* value) {
-  const size_t n = std::strlen(name);
-  if (std::strncmp(arg, name, n) != 0 || arg[n] != '=') return false;
-  *value = std::atoll(arg + n + 1);
-  return true;
-}
-
 // About `seconds` of float32 matmuls; returns a value so they are not elided.
 double Compute(double seconds, const at::Tensor& a) {
   double sink = 0;
-  const double end = Now() + seconds;
-  while (Now() < end) sink += a.matmul(a).sum().item<double>();
+  const double end = quantd::bench::NowSeconds() + seconds;
+  while (quantd::bench::NowSeconds() < end) sink += a.matmul(a).sum().item<double>();
   return sink;
 }
 
@@ -56,7 +46,8 @@ int main(int argc, char** argv) {
     const char* a = argv[i];
     if (std::strncmp(a, "--dir=", 6) == 0) {
       dir = a + 6;
-    } else if (!IntFlag(a, "--blocks", &blocks) && !IntFlag(a, "--mb", &mb)) {
+    } else if (!quantd::bench::IntFlag(a, "--blocks", &blocks) &&
+               !quantd::bench::IntFlag(a, "--mb", &mb)) {
       std::fprintf(stderr, "unknown argument %s\n", a);
       return 2;
     }
@@ -74,7 +65,7 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "%s\n", store.status().ToString().c_str());
       std::exit(1);
     }
-    const double start = Now();
+    const double start = quantd::bench::NowSeconds();
     for (int64_t b = 0; b < blocks; ++b) {
       *sink += Compute(compute_s, a);
       Tensors named;
@@ -90,7 +81,7 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "%s\n", s.ToString().c_str());
       std::exit(1);
     }
-    return Now() - start;
+    return quantd::bench::NowSeconds() - start;
   };
 
   double sink = 0;
