@@ -133,6 +133,13 @@ ParamTable TableFrom(const quant::QParams& qp, int64_t rows, int64_t groups) {
   return t;
 }
 
+// The elements of `t` (any device, v.size() of them) into `v`.
+template <typename T>
+void CopyToHost(const at::Tensor& t, std::vector<T>& v) {
+  const at::Tensor host = t.cpu().contiguous();
+  std::copy(host.data_ptr<T>(), host.data_ptr<T>() + v.size(), v.begin());
+}
+
 // GPTQ proper, on float32 tensors, with exceptions allowed (the public
 // function catches them).
 class GptqRun {
@@ -404,16 +411,9 @@ class GptqRun {
                     /*beta=*/1, /*alpha=*/-1);
       }
     }
-    const at::Tensor scale_host = scale_tab.cpu().contiguous();
-    std::copy(scale_host.data_ptr<float>(), scale_host.data_ptr<float>() + rows * groups,
-              table_.scale.begin());
-    if (zp_tab.defined()) {
-      const at::Tensor zp_host = zp_tab.cpu().contiguous();
-      std::copy(zp_host.data_ptr<float>(), zp_host.data_ptr<float>() + rows * groups,
-                table_.zero_point.begin());
-    }
-    const at::Tensor loss_host = loss.cpu().contiguous();
-    std::copy(loss_host.data_ptr<double>(), loss_host.data_ptr<double>() + rows, row_loss.begin());
+    CopyToHost(scale_tab, table_.scale);
+    if (zp_tab.defined()) CopyToHost(zp_tab, table_.zero_point);
+    CopyToHost(loss, row_loss);
     return qt.cpu();
   }
 

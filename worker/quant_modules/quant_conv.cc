@@ -61,12 +61,15 @@ StatusOr<std::unique_ptr<QuantConv>> QuantConv::Create(ConvKind kind, std::strin
   return m;
 }
 
+Status QuantConv::CheckInput(const at::Tensor& x) const {
+  if (x.defined() && x.dim() == 4 && x.size(1) == in_channels_) return OkStatus();
+  return InvalidArgumentError(
+      name_ + ": input must be [N, " + std::to_string(in_channels_) + ", H, W], got " +
+      (x.defined() ? c10::str(x.sizes()) : std::string("an undefined tensor")));
+}
+
 StatusOr<at::Tensor> QuantConv::Convolve(const at::Tensor& x) const {
-  if (!x.defined() || x.dim() != 4 || x.size(1) != in_channels_) {
-    return InvalidArgumentError(
-        name_ + ": input must be [N, " + std::to_string(in_channels_) + ", H, W], got " +
-        (x.defined() ? c10::str(x.sizes()) : std::string("an undefined tensor")));
-  }
+  QD_RETURN_IF_ERROR(CheckInput(x));
   QD_ASSIGN_OR_RETURN(at::Tensor xq, input_.Apply(x));
   QD_ASSIGN_OR_RETURN(at::Tensor w, weight_.Effective(x.scalar_type(), x.device()));
   QD_ASSIGN_OR_RETURN(at::Tensor b, bias_.Effective(x.scalar_type(), x.device()));
@@ -85,10 +88,7 @@ StatusOr<at::Tensor> QuantConv::Convolve(const at::Tensor& x) const {
 Status QuantConv::Calibrate(const std::vector<at::Tensor>& batches) {
   if (batches.empty()) return InvalidArgumentError(name_ + ": no calibration batches");
   for (const auto& x : batches) {
-    if (!x.defined() || x.dim() != 4 || x.size(1) != in_channels_) {
-      return InvalidArgumentError(name_ + ": calibration batches must be [N, " +
-                                  std::to_string(in_channels_) + ", H, W]");
-    }
+    QD_RETURN_IF_ERROR(CheckInput(x));
     QD_RETURN_IF_ERROR(input_.Observe(x));
   }
   QD_RETURN_IF_ERROR(input_.Finish());

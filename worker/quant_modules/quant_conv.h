@@ -74,6 +74,7 @@ class QuantConv {
 
  private:
   QuantConv() = default;
+  Status CheckInput(const at::Tensor& x) const;              // [N, in_channels, H, W]
   StatusOr<at::Tensor> Convolve(const at::Tensor& x) const;  // input quantized, no output
 
   ConvKind kind_ = ConvKind::kConv2d;
