@@ -5,6 +5,7 @@
 #include <memory>
 #include <stdexcept>
 
+#include "worker/common/squared_error.h"
 #include "worker/quant/fake_quant.h"
 #include "worker/quant/observer.h"
 
@@ -94,10 +95,8 @@ Status BlockInputQuantizers::Install(models::DecoderBlock& block, ScopedHooks& h
 }
 
 double RelativeMse(const at::Tensor& out, const at::Tensor& ref) {
-  at::Tensor r = ref.to(at::kDouble);
-  const double denom = r.pow(2).sum().item<double>();
-  const double num = (out.to(at::kDouble) - r).pow(2).sum().item<double>();
-  return denom > 0 ? num / denom : num;
+  const SquaredError se = SumSquaredError(out, ref);
+  return se.reference > 0 ? se.error / se.reference : se.error;
 }
 
 }  // namespace quantd::algo

@@ -8,6 +8,7 @@
 
 #include "worker/algo/block_hooks.h"
 #include "worker/algo/channel_scaling.h"
+#include "worker/common/squared_error.h"
 #include "worker/quant/fake_quant.h"
 
 namespace quantd::algo {
@@ -51,7 +52,7 @@ StatusOr<double> ScaledQuantError(const at::Tensor& x, const at::Tensor& w,
                                   const quant::QuantSpec& spec, const at::Tensor& s) {
   QD_ASSIGN_OR_RETURN(at::Tensor q, AwqFakeQuantize(w * s.unsqueeze(0), spec));
   at::Tensor d = at::matmul(x, (q / s.unsqueeze(0) - w).t());
-  return d.to(at::kDouble).pow(2).sum().item<double>();
+  return SumOfSquares(d);
 }
 
 at::Tensor GridScales(const at::Tensor& xbar, double alpha) {
@@ -304,7 +305,8 @@ Status AwqAlgorithm::Apply(pipeline::BlockAlgorithmContext& ctx) {
             break;
           }
         }
-        const double loss = (at::cat(parts, 0) - ref).to(at::kDouble).pow(2).mean().item<double>();
+        const double loss =
+            SumSquaredError(at::cat(parts, 0), ref).error / static_cast<double>(ref.numel());
         if (loss < best) {
           best = loss;
           w.scales = s;

@@ -12,6 +12,7 @@
 #include <mutex>
 #include <set>
 
+#include "worker/common/squared_error.h"
 #include "worker/eval/blockwise_model.h"
 #include "worker/eval/eval_windows.h"
 #include "worker/eval/perplexity.h"
@@ -474,10 +475,8 @@ class QuantizationJob {
         QD_RETURN_IF_ERROR(InstallActivationQuantizers(*block, plans_, act_params_, act_error));
         QD_ASSIGN_OR_RETURN(at::Tensor quant_out, block->Forward(hidden));
         if (!act_error->ok()) return *act_error;
-        const double denom = float_out.to(at::kDouble).pow(2).sum().item<double>();
-        br.output_rel_mse =
-            denom > 0 ? (quant_out - float_out).to(at::kDouble).pow(2).sum().item<double>() / denom
-                      : 0;
+        const SquaredError se = SumSquaredError(quant_out, float_out);
+        br.output_rel_mse = se.reference > 0 ? se.error / se.reference : 0;
         hidden = opt_.calibration.on_float_outputs ? float_out : quant_out;
       }
       for (models::Linear* linear : block->linears()) AddActivationParams(linear->name(), changed);

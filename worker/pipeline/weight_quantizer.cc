@@ -3,15 +3,15 @@
 #include <cmath>
 #include <limits>
 
+#include "worker/common/squared_error.h"
 #include "worker/quant/fake_quant.h"
 #include "worker/quant/qparams.h"
 
 namespace quantd::pipeline {
 
 double SqnrDb(const at::Tensor& reference, const at::Tensor& quantized) {
-  at::Tensor r = reference.to(at::kDouble);
-  const double signal = r.pow(2).sum().item<double>();
-  const double noise = (r - quantized.to(at::kDouble)).pow(2).sum().item<double>();
+  const SquaredError se = SumSquaredError(quantized, reference);
+  const double signal = se.reference, noise = se.error;
   if (noise == 0) return std::numeric_limits<double>::infinity();
   if (signal == 0) return -std::numeric_limits<double>::infinity();
   return 10.0 * std::log10(signal / noise);
