@@ -57,14 +57,18 @@ Status DecoderBlock::LoadWeights(const WeightLoader& loader) {
 }
 
 StatusOr<at::Tensor> DecoderBlock::Forward(const at::Tensor& hidden) {
-  return Run(hidden, /*keep_output=*/true);
+  return Run(hidden, Output::kNew);
+}
+
+StatusOr<at::Tensor> DecoderBlock::ForwardInPlace(const at::Tensor& hidden) {
+  return Run(hidden, Output::kOverInput);
 }
 
 Status DecoderBlock::RunHooks(const at::Tensor& hidden) {
-  return Run(hidden, /*keep_output=*/false).status();
+  return Run(hidden, Output::kNone).status();
 }
 
-StatusOr<at::Tensor> DecoderBlock::Run(const at::Tensor& hidden, bool keep_output) {
+StatusOr<at::Tensor> DecoderBlock::Run(const at::Tensor& hidden, Output output) {
   const std::string where = "block " + std::to_string(index_) + ": ";
   if (!hidden.defined() || hidden.dim() != 3 || hidden.size(2) != config_.hidden_size ||
       hidden.size(0) == 0 || hidden.size(1) == 0) {
@@ -73,6 +77,7 @@ StatusOr<at::Tensor> DecoderBlock::Run(const at::Tensor& hidden, bool keep_outpu
         "], got " + (hidden.defined() ? c10::str(hidden.sizes()) : std::string("undefined")));
   }
   try {
+    const bool keep_output = output != Output::kNone;
     const int64_t b = hidden.size(0), t = hidden.size(1);
     const int64_t per_chunk = std::max<int64_t>(1, options_.max_tokens_per_chunk / t);
     // Activations kept in host memory while the block runs on a GPU
@@ -87,7 +92,12 @@ StatusOr<at::Tensor> DecoderBlock::Run(const at::Tensor& hidden, bool keep_outpu
     // The output is written sub-batch by sub-batch into one tensor (no
     // list of parts and concatenation, which held it twice).
     at::Tensor out;
-    if (keep_output && streamed) {
+    if (output == Output::kOverInput && hidden.scalar_type() == options_.dtype &&
+        (streamed || hidden.device() == options_.device)) {
+      // A sub-batch's input is read in full before its output is copied
+      // over it (the copy follows its kernels on the same stream).
+      out = hidden;
+    } else if (keep_output && streamed) {
       out = at::empty(hidden.sizes(),
                       hidden.options().dtype(options_.dtype).pinned_memory(hidden.is_pinned()));
     }

@@ -225,6 +225,46 @@ TEST(LlamaStories260KTest, ChunkedAndBf16ForwardAgree) {
   EXPECT_GT(agree, 0.8);
 }
 
+// ForwardInPlace: Forward's values, written over the input when the block
+// runs in sub-batches and the input has the output's dtype; otherwise the
+// input is left alone.
+TEST(LlamaStories260KTest, ForwardInPlaceWritesForwardsOutputOverItsInput) {
+  ModelOptions small;
+  small.max_tokens_per_chunk = 40;  // two samples of 20 tokens per sub-batch
+  auto model = Open(small);
+  ASSERT_NE(model, nullptr);
+  at::manual_seed(21);
+  const at::Tensor ids = at::randint(3, 512, {5, 20}, at::kLong);
+  auto h0 = model->Embed(ids);
+  ASSERT_TRUE(h0.ok());
+  auto loaded = model->LoadBlock(3);
+  ASSERT_TRUE(loaded.ok());
+  DecoderBlock& b = **loaded;
+  auto want = b.Forward(*h0);
+  ASSERT_TRUE(want.ok());
+
+  at::Tensor hidden = h0->clone();
+  auto got = b.ForwardInPlace(hidden);
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_TRUE(at::equal(*got, *want));
+  EXPECT_EQ(got->data_ptr(), hidden.data_ptr()) << "sub-batched: the output took the input's place";
+
+  // One sub-batch: a new output, the input untouched.
+  at::Tensor two = h0->narrow(0, 0, 2).clone();
+  auto one_chunk = b.ForwardInPlace(two);
+  ASSERT_TRUE(one_chunk.ok());
+  EXPECT_NE(one_chunk->data_ptr(), two.data_ptr());
+  EXPECT_TRUE(at::equal(two, h0->narrow(0, 0, 2)));
+  EXPECT_TRUE(at::allclose(*one_chunk, want->narrow(0, 0, 2), 1e-6, 1e-5));
+
+  // Another dtype than the block's: converted, so the input is kept.
+  const at::Tensor as_double = h0->to(at::kDouble);
+  auto converted = b.ForwardInPlace(as_double);
+  ASSERT_TRUE(converted.ok());
+  EXPECT_TRUE(at::equal(as_double, h0->to(at::kDouble)));
+  EXPECT_TRUE(at::equal(*converted, *want));
+}
+
 // RunHooks: the pass GPTQ makes for a layer's input. A hook that throws
 // StopPass ends each sub-batch's pass there, later layers never run, and the
 // inputs seen are exactly Forward's.

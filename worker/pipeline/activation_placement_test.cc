@@ -82,6 +82,14 @@ TEST(ActivationPlacementTest, StreamedBlockForwardEqualsTheResidentOne) {
   EXPECT_TRUE(streamed->device().is_cpu());
   EXPECT_TRUE(at::equal(streamed->cpu(), resident->cpu()));
   EXPECT_GT(resident->abs().sum().item<double>(), 0);
+
+  // In place, streamed: each sub-batch's output goes back over its input in
+  // host memory.
+  const at::Tensor host = ToHost(*hidden);
+  auto in_place = (*block)->ForwardInPlace(host);
+  ASSERT_TRUE(in_place.ok()) << in_place.status();
+  EXPECT_EQ(in_place->data_ptr(), host.data_ptr());
+  EXPECT_TRUE(at::equal(in_place->cpu(), resident->cpu()));
 }
 
 }  // namespace

@@ -473,7 +473,8 @@ class QuantizationJob {
         QD_RETURN_IF_ERROR(QuantizeActivations(*block, hidden, br));
         auto act_error = std::make_shared<Status>();
         QD_RETURN_IF_ERROR(InstallActivationQuantizers(*block, plans_, act_params_, act_error));
-        QD_ASSIGN_OR_RETURN(at::Tensor quant_out, block->Forward(hidden));
+        // The block's input is not read again: its output may take its place.
+        QD_ASSIGN_OR_RETURN(at::Tensor quant_out, block->ForwardInPlace(hidden));
         if (!act_error->ok()) return *act_error;
         const SquaredError se = SumSquaredError(quant_out, float_out);
         br.output_rel_mse = se.reference > 0 ? se.error / se.reference : 0;
