@@ -493,12 +493,17 @@ class QuantizationJob {
     return OkStatus();
   }
 
-  // On the device while the hidden states, the block's float output and its
-  // quantized output fit (with room to spare), else in host memory; the
-  // blocks then stream sub-batches (DecoderBlock::Forward). Logged.
+  // On the device while the hidden states and the block's float output fit
+  // (with room to spare; the quantized output takes the input's place,
+  // DecoderBlock::ForwardInPlace, unless the block runs in one sub-batch),
+  // else in host memory; the blocks then stream sub-batches
+  // (DecoderBlock::Forward). Logged.
   at::Tensor PlaceCalibrationActivations(const at::Tensor& hidden) {
     const c10::Device device = opt_.model_options.device;
-    const int64_t bytes = 3 * hidden.numel() * c10::elementSize(opt_.model_options.dtype);
+    const int64_t samples_per_chunk =
+        std::max<int64_t>(1, opt_.model_options.max_tokens_per_chunk / hidden.size(1));
+    const int64_t copies = hidden.size(0) > samples_per_chunk ? 2 : 3;
+    const int64_t bytes = copies * hidden.numel() * c10::elementSize(opt_.model_options.dtype);
     const ActivationPlacement place =
         PlaceActivations(opt_.activation_offload, bytes, device, QueryDeviceMemory(device));
     Log(LogLevel::kInfo, "calibration " + place.reason);
