@@ -378,6 +378,11 @@ run_e2e() {  # label, samples, quantization args...
   tr '\r' '\n' <"$out.log" | grep '^block ' | sed -n 's/.*  \([0-9.]*\) s\( (\([0-9.]*\) algo)\)\{0,1\}$/\1 \3/p' |
     awk '{n++; s+=$1; a+=$2} END {if (n) printf "%d blocks, %.1f s in all (%.1f s each), %.1f s of it in algorithms\n", n, s, s/n, a}' \
     >"$out.blocks"
+  # The allocator's largest per-block peaks ("gpu L GiB (H held)"): live
+  # tensors against what it held, next to the memory formula of docs/worker.md.
+  tr '\r' '\n' <"$out.log" | grep '^block ' | sed -n 's/.*  gpu \([0-9.]*\) GiB (\([0-9.]*\) held).*/\1 \2/p' |
+    awk '$1>l {l=$1} $2>h {h=$2} END {if (NR) printf "allocator peak per block %.1f GiB live, %.1f GiB held\n", l, h}' \
+    >>"$out.blocks"
   if [ "$rc" = 0 ]; then
     printf "| %s | %s x 2048 | %.1f | %s | %s |\n" "$label" "$samples" \
       "$(python3 -c "print($end - $start)")" "$(python3 -c "print(round(${peak:-0} / 1024, 2))")" "${rss:-?}"
@@ -418,7 +423,7 @@ JSON
     fi
     echo
     for label in gptq rtn; do
-      [ -s "$LOG/e2e-$label.blocks" ] && echo "- $label blocks: $(cat "$LOG/e2e-$label.blocks")"
+      [ -s "$LOG/e2e-$label.blocks" ] && echo "- $label blocks: $(paste -sd ';' "$LOG/e2e-$label.blocks" | sed 's/;/; /g')"
     done
   fi
 fi

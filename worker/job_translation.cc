@@ -58,6 +58,8 @@ quantd::v1::BlockMetrics ToProto(const pipeline::BlockReport& b) {
   out.set_output_rel_mse(b.output_rel_mse);
   out.set_seconds(b.seconds);
   out.set_algorithm_seconds(b.algorithm_seconds);
+  out.set_device_peak_allocated_bytes(b.device_peak_allocated_bytes);
+  out.set_device_peak_reserved_bytes(b.device_peak_reserved_bytes);
   for (const auto& l : b.layers) {
     auto* lm = out.add_layers();
     lm->set_name(l.name);

@@ -98,6 +98,12 @@ std::string RenderBlockMetrics(const quantd::v1::BlockMetrics& b, int block_coun
   if (n > 0)
     absl::StrAppend(
         &row, absl::StrFormat("  sqnr mean %5.1f dB  min %5.1f dB (%s)", sum / n, min_sqnr, worst));
+  // On a GPU, the allocator's peaks during the block: live tensors, and all
+  // it held (before the time, which stays last on the line).
+  if (b.device_peak_reserved_bytes() > 0)
+    absl::StrAppend(&row, absl::StrFormat("  gpu %.1f GiB (%.1f held)",
+                                          b.device_peak_allocated_bytes() / 1073741824.0,
+                                          b.device_peak_reserved_bytes() / 1073741824.0));
   // Wall time, with the part block algorithms (GPTQ, AWQ, ...) took.
   if (b.seconds() > 0) {
     absl::StrAppend(&row, absl::StrFormat(b.seconds() < 10 ? "  %.2f s" : "  %.1f s", b.seconds()));

@@ -60,6 +60,14 @@ TEST(RenderTest, BlockRowNamesWorstLayer) {
   EXPECT_EQ(RenderBlockMetrics(b, 5),
             "block  2/5   out rel-mse 1.230e-03  sqnr mean  17.0 dB  min  14.0 dB (down_proj)"
             "  12.3 s (9.1 algo)");
+  // A GPU block: the allocator's peaks go before the time, which stays last.
+  b.set_device_peak_allocated_bytes(int64_t{15} << 30);
+  b.set_device_peak_reserved_bytes((int64_t{33} << 30) / 2);
+  EXPECT_EQ(RenderBlockMetrics(b, 5),
+            "block  2/5   out rel-mse 1.230e-03  sqnr mean  17.0 dB  min  14.0 dB (down_proj)"
+            "  gpu 15.0 GiB (16.5 held)  12.3 s (9.1 algo)");
+  b.clear_device_peak_allocated_bytes();
+  b.clear_device_peak_reserved_bytes();
   b.set_seconds(0.043);
   b.clear_algorithm_seconds();
   EXPECT_EQ(RenderBlockMetrics(b, 5),

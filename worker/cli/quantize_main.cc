@@ -67,8 +67,9 @@ std::string RandomJobId() {
 
 // Peak host RSS and, on a GPU, the device memory in use at the end, which
 // is what LibTorch's caching allocator still holds: its high-water mark,
-// since it returns nothing to the driver during a job.
-std::string ResourceSummary(const c10::Device& device) {
+// since it returns nothing to the driver during a job; and the largest
+// per-block allocator peaks (live tensors, held) of the job's blocks.
+std::string ResourceSummary(const c10::Device& device, const quantd::v1::Metrics& metrics) {
   char buf[200];
   std::snprintf(buf, sizeof(buf), "quantd-quantize: peak host RSS %.2f GiB",
                 PeakRssBytes() / 1073741824.0);
@@ -77,6 +78,16 @@ std::string ResourceSummary(const c10::Device& device) {
     std::snprintf(buf, sizeof(buf), "; %s memory in use at the end %.2f of %.2f GiB",
                   DeviceName(device).c_str(), m->used_bytes / 1073741824.0,
                   m->total_bytes / 1073741824.0);
+    out += buf;
+  }
+  int64_t live = 0, held = 0;
+  for (const auto& b : metrics.blocks()) {
+    live = std::max(live, b.device_peak_allocated_bytes());
+    held = std::max(held, b.device_peak_reserved_bytes());
+  }
+  if (held > 0) {
+    std::snprintf(buf, sizeof(buf), "; block peak %.2f GiB live, %.2f GiB held",
+                  live / 1073741824.0, held / 1073741824.0);
     out += buf;
   }
   return out;
@@ -163,7 +174,7 @@ int Main(int argc, char** argv) {
   } else {
     std::cout << quantctl::RenderJob(job);
   }
-  std::cerr << ResourceSummary(*device) << std::endl;
+  std::cerr << ResourceSummary(*device, outcome.result.metrics()) << std::endl;
   return final_state == quantd::v1::SUCCEEDED ? kExitOk : kExitJobFailed;
 }
 

@@ -24,6 +24,15 @@
 #include <torch/csrc/api/include/torch/version.h>
 #endif
 
+// 2.9's device-generic allocator interface (c10::DeviceAllocator), which
+// reports the caching allocator's statistics without CUDA headers.
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 9)
+#include <c10/core/CachingDeviceAllocator.h>
+#define QUANTD_TORCH_HAS_DEVICE_ALLOCATOR 1
+#else
+#define QUANTD_TORCH_HAS_DEVICE_ALLOCATOR 0
+#endif
+
 #define QUANTD_TORCH_VERSION_MAJOR TORCH_VERSION_MAJOR
 #define QUANTD_TORCH_VERSION_MINOR TORCH_VERSION_MINOR
 // True when the LibTorch being compiled against is at least major.minor.
@@ -94,6 +103,59 @@ inline bool DeviceTypeAvailable(c10::DeviceType type) {
     default:
       return false;
   }
+}
+
+// What LibTorch's caching allocator holds on a GPU, in bytes: live tensors
+// (allocated) and everything it has taken from the device, cached free
+// blocks included (reserved), now and at their peaks since the last
+// ResetAllocatorPeaks.
+struct AllocatorStats {
+  int64_t allocated = 0;
+  int64_t reserved = 0;
+  int64_t peak_allocated = 0;
+  int64_t peak_reserved = 0;
+};
+
+// nullopt on CPU, before the device's first allocation, and with a LibTorch
+// older than 2.9: 1.13 and earlier 2.x expose these statistics only through
+// CUDA headers, which the engine does not build against.
+inline std::optional<AllocatorStats> DeviceAllocatorStats(const c10::Device& device) {
+#if QUANTD_TORCH_HAS_DEVICE_ALLOCATOR
+  if (device.is_cpu()) return std::nullopt;
+  try {
+    c10::DeviceAllocator* a = c10::getDeviceAllocator(device.type());
+    if (a == nullptr || !a->initialized()) return std::nullopt;
+    const auto s = a->getDeviceStats(device.has_index() ? device.index() : 0);
+    constexpr auto kAll = static_cast<size_t>(c10::CachingAllocator::StatType::AGGREGATE);
+    AllocatorStats r;
+    r.allocated = s.allocated_bytes[kAll].current;
+    r.reserved = s.reserved_bytes[kAll].current;
+    r.peak_allocated = s.allocated_bytes[kAll].peak;
+    r.peak_reserved = s.reserved_bytes[kAll].peak;
+    return r;
+  } catch (const c10::Error&) {
+    return std::nullopt;
+  }
+#else
+  (void)device;
+  return std::nullopt;
+#endif
+}
+
+// Starts new peaks at the current values (no-op where DeviceAllocatorStats
+// has nothing to report).
+inline void ResetAllocatorPeaks(const c10::Device& device) {
+#if QUANTD_TORCH_HAS_DEVICE_ALLOCATOR
+  if (device.is_cpu()) return;
+  try {
+    c10::DeviceAllocator* a = c10::getDeviceAllocator(device.type());
+    if (a != nullptr && a->initialized())
+      a->resetPeakStats(device.has_index() ? device.index() : 0);
+  } catch (const c10::Error&) {
+  }
+#else
+  (void)device;
+#endif
 }
 
 }  // namespace quantd::torch_compat

@@ -3,6 +3,7 @@
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <string>
 
 namespace quantd::torch_compat {
@@ -54,6 +55,38 @@ TEST(TorchCompatTest, DeviceAvailability) {
   EXPECT_TRUE(DeviceTypeAvailable(c10::DeviceType::CPU));
   EXPECT_EQ(DeviceTypeAvailable(c10::DeviceType::CUDA), at::hasCUDA());
   EXPECT_FALSE(DeviceTypeAvailable(c10::DeviceType::MPS));
+}
+
+// On CPU there is nothing to report. On QUANTD_TEST_DEVICE (tools/gpu_check.sh
+// sets cuda:0) with LibTorch 2.9 or later, a 256 MiB tensor shows in the
+// live and held peaks, and a reset after freeing it starts them over.
+TEST(TorchCompatTest, AllocatorStatsFollowAllocationsOnTheTestDevice) {
+  EXPECT_FALSE(DeviceAllocatorStats(c10::Device("cpu")).has_value());
+  ResetAllocatorPeaks(c10::Device("cpu"));  // a no-op, not an error
+  const char* name = std::getenv("QUANTD_TEST_DEVICE");
+  if (name == nullptr || std::string(name).rfind("cuda", 0) != 0) return;
+  const c10::Device device(name);
+  constexpr int64_t kBytes = int64_t{256} << 20;
+  {
+    at::Tensor t = at::ones({kBytes / 4}, at::TensorOptions().dtype(at::kFloat).device(device));
+    auto s = DeviceAllocatorStats(device);
+    if (!QUANTD_TORCH_HAS_DEVICE_ALLOCATOR) {
+      EXPECT_FALSE(s.has_value()) << "LibTorch " << TorchVersion();
+      return;
+    }
+    ASSERT_TRUE(s.has_value());
+    EXPECT_GE(s->allocated, kBytes);
+    EXPECT_GE(s->peak_allocated, kBytes);
+    EXPECT_GE(s->reserved, s->allocated);
+    EXPECT_GE(s->peak_reserved, s->peak_allocated);
+  }
+  const auto before = DeviceAllocatorStats(device);
+  ASSERT_TRUE(before.has_value());
+  ResetAllocatorPeaks(device);
+  const auto after = DeviceAllocatorStats(device);
+  ASSERT_TRUE(after.has_value());
+  EXPECT_EQ(after->peak_allocated, after->allocated);
+  EXPECT_LE(after->peak_allocated + kBytes, before->peak_allocated);
 }
 
 }  // namespace

@@ -46,6 +46,11 @@ struct BlockReport {
   // spent in block algorithms (GPTQ, AWQ, ...).
   double seconds = 0;
   double algorithm_seconds = 0;
+  // On a GPU: the caching allocator's peaks during the block, live tensors
+  // and everything held (torch_compat::DeviceAllocatorStats); 0 where it
+  // reports nothing.
+  int64_t device_peak_allocated_bytes = 0;
+  int64_t device_peak_reserved_bytes = 0;
 };
 
 enum class LogLevel { kInfo, kWarning, kError };

@@ -13,6 +13,7 @@
 #include <set>
 
 #include "worker/common/squared_error.h"
+#include "worker/common/torch_compat.h"
 #include "worker/eval/blockwise_model.h"
 #include "worker/eval/eval_windows.h"
 #include "worker/eval/perplexity.h"
@@ -417,6 +418,7 @@ class QuantizationJob {
       if (obs_.CancelRequested()) return Cancelled();
       progress_.Report(stage, static_cast<double>(i) / n, i + 1, n);
       const auto block_start = SteadyClock::now();
+      torch_compat::ResetAllocatorPeaks(opt_.model_options.device);
       QD_ASSIGN_OR_RETURN(auto block, blocks.Get(i, n));
       if (opt_.model_transform) QD_RETURN_IF_ERROR(opt_.model_transform->TransformBlock(*block));
       BlockReport br;
@@ -484,6 +486,10 @@ class QuantizationJob {
       // Written while the next block computes (ScratchStore::PutAsync).
       QD_RETURN_IF_ERROR(scratch_->PutAsync(BlockFileName(i), changed));
       br.seconds = SecondsSince(block_start);
+      if (auto a = torch_compat::DeviceAllocatorStats(opt_.model_options.device)) {
+        br.device_peak_allocated_bytes = a->peak_allocated;
+        br.device_peak_reserved_bytes = a->peak_reserved;
+      }
       obs_.OnBlock(br);
       report_.blocks.push_back(std::move(br));
       QD_RETURN_IF_ERROR(Checkpoint(i + 1, n, hidden));

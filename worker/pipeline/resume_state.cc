@@ -34,6 +34,8 @@ json ToJson(const BlockReport& b) {
           {"output_rel_mse", b.output_rel_mse},
           {"seconds", b.seconds},
           {"algorithm_seconds", b.algorithm_seconds},
+          {"device_peak_allocated_bytes", b.device_peak_allocated_bytes},
+          {"device_peak_reserved_bytes", b.device_peak_reserved_bytes},
           {"layers", layers}};
 }
 
@@ -45,6 +47,8 @@ BlockReport BlockFromJson(const json& j) {
   // Absent from the checkpoints of earlier versions.
   b.seconds = j.value("seconds", 0.0);
   b.algorithm_seconds = j.value("algorithm_seconds", 0.0);
+  b.device_peak_allocated_bytes = j.value("device_peak_allocated_bytes", int64_t{0});
+  b.device_peak_reserved_bytes = j.value("device_peak_reserved_bytes", int64_t{0});
   for (const auto& l : j.at("layers")) {
     LayerReport r;
     r.name = l.at("name").get<std::string>();

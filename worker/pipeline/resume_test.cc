@@ -89,6 +89,47 @@ class ResumeTest : public ::testing::Test {
   fs::path root_;
 };
 
+// Every BlockReport field survives resume.json, so a resumed job reports
+// its earlier blocks as they were measured.
+TEST(ResumeStateTest, BlockReportsRoundTrip) {
+  const std::string dir = ::testing::TempDir() + "/resume_state_round_trip";
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  ResumeState st;
+  st.fingerprint = "f";
+  st.blocks_done = 1;
+  st.bytes_delta = -12345;
+  st.has_hidden = true;
+  BlockReport b;
+  b.block = 1;
+  b.block_count = 32;
+  b.output_rel_mse = 2.6e-4;
+  b.seconds = 61.5;
+  b.algorithm_seconds = 40.25;
+  b.device_peak_allocated_bytes = (int64_t{15} << 30) + 7;
+  b.device_peak_reserved_bytes = (int64_t{41} << 30) + 3;
+  LayerReport l;
+  l.name = "model.layers.0.mlp.down_proj";
+  l.weight_sqnr_db = 22.125;
+  b.layers.push_back(l);
+  st.blocks.push_back(b);
+  ASSERT_TRUE(WriteResumeState(dir, st).ok());
+  auto back = ReadResumeState(dir);
+  ASSERT_TRUE(back.has_value());
+  EXPECT_EQ(back->bytes_delta, -12345);
+  ASSERT_EQ(back->blocks.size(), 1u);
+  const BlockReport& r = back->blocks[0];
+  EXPECT_EQ(r.block_count, 32);
+  EXPECT_EQ(r.output_rel_mse, 2.6e-4);
+  EXPECT_EQ(r.seconds, 61.5);
+  EXPECT_EQ(r.algorithm_seconds, 40.25);
+  EXPECT_EQ(r.device_peak_allocated_bytes, (int64_t{15} << 30) + 7);
+  EXPECT_EQ(r.device_peak_reserved_bytes, (int64_t{41} << 30) + 3);
+  ASSERT_EQ(r.layers.size(), 1u);
+  EXPECT_EQ(r.layers[0].name, "model.layers.0.mlp.down_proj");
+  EXPECT_EQ(r.layers[0].weight_sqnr_db, 22.125);
+}
+
 TEST_F(ResumeTest, StoppedJobResumesAfterTheLastFinishedBlockWithIdenticalResults) {
   StoppingObserver full_obs;
   JobOutcome full = RunQuantizationJob(Options("full"), full_obs);

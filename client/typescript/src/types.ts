@@ -115,6 +115,9 @@ export interface BlockMetrics {
   /** Wall time of the block, and the part its block algorithms took. */
   seconds: number;
   algorithmSeconds: number;
+  /** On a GPU: the caching allocator's peak live and held bytes during the block (0 on CPU). */
+  devicePeakAllocatedBytes: number;
+  devicePeakReservedBytes: number;
 }
 
 export interface Metrics {
