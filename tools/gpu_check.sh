@@ -112,7 +112,8 @@ ENGINE_TESTS=(//worker/quant:device_agreement_test //worker/common:device_test
               //worker/quant:fake_quant_test //worker/quant:int_quant_test
               //worker/quant:fp8_test //worker/quant:mx_test //worker/algo:gptq_test
               //worker/models:llama_stories260k_test //worker/eval:perplexity_test
-              //worker/pipeline:quantization_job_test //worker/pipeline:activation_placement_test)
+              //worker/pipeline:quantization_job_test //worker/pipeline:activation_placement_test
+              //worker/common:squared_error_test)
 
 # --- Environment ------------------------------------------------------------
 GPU_NAME=""
