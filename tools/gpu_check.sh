@@ -135,7 +135,8 @@ echo "- commit: $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unkn
 # --- 1. Build ----------------------------------------------------------------
 BENCHES=()
 for b in //worker/quant:fake_quant_bench //worker/algo:gptq_bench \
-         //worker/models:blockwise_forward_bench //worker/models:model_load_bench; do
+         //worker/models:blockwise_forward_bench //worker/models:model_load_bench \
+         //worker/common:squared_error_bench; do
   pkg="${b#//}"; pkg="${pkg%%:*}"; name="${b##*:}"
   grep -q "name = \"$name\"" "$ROOT/$pkg/BUILD" 2>/dev/null && BENCHES+=("$b")
 done
@@ -272,9 +273,12 @@ if [ "$BENCH" = 1 ] && [ "$BUILD_DIR/quantd-quantize" = "$QUANTIZE" ] && [ "$GPU
   if [ "$QUICK" = 1 ]; then
     run_bench fake_quant_bench --device=cuda:0 --iters=3
     run_bench gptq_bench --device=cuda:0 --tokens=8192 --layers=4096x4096
+    run_bench squared_error_bench --device=cuda:0 --melems=16
   else
     run_bench fake_quant_bench --device=cuda:0
     run_bench gptq_bench --device=cuda:0 --tokens=262144 --layers=4096x4096,14336x4096,4096x14336
+    # 2 GiB per tensor: a block output's size at 8B shapes with 64 x 2048 tokens.
+    run_bench squared_error_bench --device=cuda:0 --melems=512
   fi
 fi
 echo
@@ -288,11 +292,13 @@ elif [ "$BENCH" = 1 ] && [ "$BUILD_DIR/quantd-quantize" = "$QUANTIZE" ]; then
     run_bench gptq_bench --tokens=256 --layers=512x512
     run_bench blockwise_forward_bench --tokens=64 --iters=1 --hidden=512 --intermediate=1376 --heads=8 --kv_heads=8
     run_bench model_load_bench --layers=1 --hidden=512 --intermediate=1376 --vocab=4096 --dir="$LOG/ckpt"
+    run_bench squared_error_bench --melems=4
   else
     run_bench fake_quant_bench
     run_bench gptq_bench
     run_bench blockwise_forward_bench
     run_bench model_load_bench --dir="$LOG/ckpt"
+    run_bench squared_error_bench
   fi
 else
   echo
