@@ -15,6 +15,12 @@ at::Tensor ZeroSum(const at::Tensor& like) {
   return at::zeros({}, at::TensorOptions().dtype(at::kDouble).device(like.device()));
 }
 
+// A float64 buffer for one slice of an n-element tensor, on its device.
+at::Tensor SliceBuffer(const at::Tensor& like, int64_t n) {
+  return at::empty({std::min(kSliceElements, n)},
+                   at::TensorOptions().dtype(at::kDouble).device(like.device()));
+}
+
 }  // namespace
 
 SquaredError SumSquaredError(const at::Tensor& out, const at::Tensor& ref) {
@@ -23,11 +29,16 @@ SquaredError SumSquaredError(const at::Tensor& out, const at::Tensor& ref) {
   const at::Tensor o = Flat(out), r = Flat(ref);
   at::Tensor ref_sum = ZeroSum(ref), err_sum = ZeroSum(ref);
   const int64_t n = r.numel();
+  // Two float64 slice buffers for the whole loop: fresh 32 MiB allocations
+  // per slice would each be new pages to fault in.
+  at::Tensor ref_buf = SliceBuffer(ref, n), diff_buf = SliceBuffer(ref, n);
   for (int64_t i = 0; i < n; i += kSliceElements) {
     const int64_t len = std::min(kSliceElements, n - i);
-    const at::Tensor rs = r.narrow(0, i, len).to(at::kDouble);
-    ref_sum.add_(rs.square().sum());
-    err_sum.add_(o.narrow(0, i, len).to(at::kDouble).sub(rs).square_().sum());
+    const at::Tensor rs = ref_buf.narrow(0, 0, len).copy_(r.narrow(0, i, len));
+    const at::Tensor ds = diff_buf.narrow(0, 0, len).copy_(o.narrow(0, i, len)).sub_(rs);
+    // dot(x, x): the square and the sum in one pass, with no temporary.
+    ref_sum.add_(at::dot(rs, rs));
+    err_sum.add_(at::dot(ds, ds));
   }
   return {ref_sum.item<double>(), err_sum.item<double>()};
 }
@@ -36,9 +47,11 @@ double SumOfSquares(const at::Tensor& x) {
   const at::Tensor f = Flat(x);
   at::Tensor sum = ZeroSum(x);
   const int64_t n = f.numel();
+  at::Tensor buf = SliceBuffer(x, n);
   for (int64_t i = 0; i < n; i += kSliceElements) {
     const int64_t len = std::min(kSliceElements, n - i);
-    sum.add_(f.narrow(0, i, len).to(at::kDouble).square().sum());
+    const at::Tensor s = buf.narrow(0, 0, len).copy_(f.narrow(0, i, len));
+    sum.add_(at::dot(s, s));
   }
   return sum.item<double>();
 }
