@@ -123,6 +123,11 @@ def shared_library_packages(path, skip_library=None):
         m = re.match(r"^\s*(\S+) => (/\S+)", line)
         if m:
             where[m.group(1)] = m.group(2)
+        # The dynamic loader, listed by path alone. A PIE binary needs it by
+        # name when its code calls __tls_get_addr (general-dynamic TLS).
+        m = re.match(r"^\s*(/\S+) \(0x", line)
+        if m:
+            where[os.path.basename(m.group(1))] = m.group(1)
     dynamic = subprocess.run(["readelf", "-d", path], stdout=subprocess.PIPE,
                              universal_newlines=True, check=True).stdout
     libs = {}
