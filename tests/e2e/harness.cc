@@ -96,8 +96,7 @@ std::string Process::Log() const { return ReadAll(log_path_); }
 
 CommandResult RunCommand(const std::vector<std::string>& argv, std::chrono::seconds timeout) {
   static int counter = 0;
-  const std::string base =
-      TempDir("cmd") + "/" + std::to_string(getpid()) + "_" + std::to_string(++counter);
+  const std::string base = TempDir("cmd") + "/" + std::to_string(getpid()) + "_" + std::to_string(++counter);
   const std::string out_path = base + ".out", err_path = base + ".err";
   pid_t pid = fork();
   if (pid == 0) {
@@ -161,7 +160,7 @@ std::unique_ptr<Quantd> Quantd::Start(const QuantdOptions& o) {
   return nullptr;
 }
 
-std::unique_ptr<ServiceClient> Quantd::NewClient() const {
+std::unique_ptr<quantd::v1::QuantizationService::Stub> Quantd::NewClient() const {
   return quantd::v1::QuantizationService::NewStub(
       grpc::CreateChannel(address_, grpc::InsecureChannelCredentials()));
 }
@@ -171,9 +170,9 @@ void Quantd::Stop() { process_->Stop(SIGTERM); }
 std::unique_ptr<Process> StartWorker(const std::string& address, const std::string& data_dir,
                                      const std::string& worker_id,
                                      const std::vector<std::string>& extra) {
-  std::vector<std::string> argv = {
-      Runfile("worker/quantd-worker"), "--server=" + address,      "--device=cpu",
-      "--data-dir=" + data_dir,        "--worker-id=" + worker_id, "--lease-wait-seconds=1"};
+  std::vector<std::string> argv = {Runfile("worker/quantd-worker"), "--server=" + address,
+                                   "--device=cpu", "--data-dir=" + data_dir,
+                                   "--worker-id=" + worker_id, "--lease-wait-seconds=1"};
   for (const auto& e : extra) argv.push_back(e);
   return Process::Start(argv, data_dir + "/" + worker_id + ".log");
 }
@@ -185,7 +184,7 @@ CommandResult Quantctl(const std::string& address, const std::vector<std::string
   return RunCommand(argv, timeout);
 }
 
-quantd::v1::Job GetJob(ServiceClient& api, const std::string& name) {
+quantd::v1::Job GetJob(quantd::v1::QuantizationService::Stub& api, const std::string& name) {
   grpc::ClientContext ctx;
   ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
   quantd::v1::GetJobRequest req;
@@ -196,7 +195,8 @@ quantd::v1::Job GetJob(ServiceClient& api, const std::string& name) {
   return job;
 }
 
-std::vector<quantd::v1::JobEvent> Events(ServiceClient& api, const std::string& name) {
+std::vector<quantd::v1::JobEvent> Events(quantd::v1::QuantizationService::Stub& api,
+                                         const std::string& name) {
   grpc::ClientContext ctx;
   ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
   quantd::v1::WatchJobRequest req;
@@ -212,7 +212,7 @@ bool IsTerminal(quantd::v1::JobState s) {
   return s == quantd::v1::SUCCEEDED || s == quantd::v1::FAILED || s == quantd::v1::CANCELLED;
 }
 
-quantd::v1::Job WaitForJob(ServiceClient& api, const std::string& name,
+quantd::v1::Job WaitForJob(quantd::v1::QuantizationService::Stub& api, const std::string& name,
                            std::chrono::seconds timeout) {
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   quantd::v1::Job job;

@@ -55,16 +55,12 @@ CommandResult RunCommand(const std::vector<std::string>& argv,
                          std::chrono::seconds timeout = std::chrono::seconds(300));
 
 struct QuantdOptions {
-  std::string data_dir;  // required
-  std::string store;     // default sqlite:///<data_dir>/quantd.db
+  std::string data_dir;        // required
+  std::string store;           // default sqlite:///<data_dir>/quantd.db
   int local_workers = 0;
   std::string lease_duration = "60s";
   std::vector<std::string> extra_flags;
 };
-
-// quantd's client API: the class grpc_cpp_plugin generates for
-// QuantizationService (it calls it QuantizationService::Stub).
-using ServiceClient = quantd::v1::QuantizationService::Stub;
 
 // A quantd frontend on 127.0.0.1:<free port>.
 class Quantd {
@@ -72,7 +68,7 @@ class Quantd {
   static std::unique_ptr<Quantd> Start(const QuantdOptions& options);
   const std::string& address() const { return address_; }
   Process& process() { return *process_; }
-  std::unique_ptr<ServiceClient> NewClient() const;
+  std::unique_ptr<quantd::v1::QuantizationService::Stub> NewClient() const;
   // Stops gracefully (SIGTERM).
   void Stop();
   std::string Log() const { return process_->Log(); }
@@ -92,16 +88,17 @@ CommandResult Quantctl(const std::string& address, const std::vector<std::string
                        std::chrono::seconds timeout = std::chrono::seconds(300));
 
 // Polls GetJob until the job is in a terminal state or `timeout` passes.
-quantd::v1::Job WaitForJob(ServiceClient& api, const std::string& name,
+quantd::v1::Job WaitForJob(quantd::v1::QuantizationService::Stub& api, const std::string& name,
                            std::chrono::seconds timeout = std::chrono::seconds(300));
 
 bool IsTerminal(quantd::v1::JobState s);
 
 // GetJob, expecting success.
-quantd::v1::Job GetJob(ServiceClient& api, const std::string& name);
+quantd::v1::Job GetJob(quantd::v1::QuantizationService::Stub& api, const std::string& name);
 
 // Every event of a job so far (WatchJob replays them; ends when the job has).
-std::vector<quantd::v1::JobEvent> Events(ServiceClient& api, const std::string& name);
+std::vector<quantd::v1::JobEvent> Events(quantd::v1::QuantizationService::Stub& api,
+                                         const std::string& name);
 
 // A fresh directory under TEST_TMPDIR.
 std::string TempDir(const std::string& name);
