@@ -79,7 +79,7 @@ StatusOr<at::Tensor> DecoderBlock::Run(const at::Tensor& hidden, Output output) 
   try {
     const bool keep_output = output != Output::kNone;
     const int64_t b = hidden.size(0), t = hidden.size(1);
-    const int64_t per_chunk = std::max<int64_t>(1, options_.max_tokens_per_chunk / t);
+    const int64_t per_chunk = options_.SamplesPerChunk(t);
     // Activations kept in host memory while the block runs on a GPU
     // (pipeline/activation_placement.h): one sub-batch at a time goes to the
     // device, and its output comes back to the host.

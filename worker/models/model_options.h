@@ -4,6 +4,7 @@
 
 #include <ATen/ATen.h>
 
+#include <algorithm>
 #include <cstdint>
 
 namespace quantd::models {
@@ -20,6 +21,11 @@ struct ModelOptions {
   // Attention scores are materialised in pieces of at most this many
   // elements (per sample, per query tile) so long contexts stay bounded.
   int64_t max_attention_elements = int64_t{1} << 20;
+
+  // Samples of seq_len tokens per sub-batch under max_tokens_per_chunk.
+  int64_t SamplesPerChunk(int64_t seq_len) const {
+    return std::max<int64_t>(1, max_tokens_per_chunk / seq_len);
+  }
 };
 
 }  // namespace quantd::models

@@ -506,9 +506,8 @@ class QuantizationJob {
   // (DecoderBlock::Forward). Logged.
   at::Tensor PlaceCalibrationActivations(const at::Tensor& hidden) {
     const c10::Device device = opt_.model_options.device;
-    const int64_t samples_per_chunk =
-        std::max<int64_t>(1, opt_.model_options.max_tokens_per_chunk / hidden.size(1));
-    const int64_t copies = hidden.size(0) > samples_per_chunk ? 2 : 3;
+    const int64_t copies =
+        hidden.size(0) > opt_.model_options.SamplesPerChunk(hidden.size(1)) ? 2 : 3;
     const int64_t bytes = copies * hidden.numel() * c10::elementSize(opt_.model_options.dtype);
     const ActivationPlacement place =
         PlaceActivations(opt_.activation_offload, bytes, device, QueryDeviceMemory(device));
