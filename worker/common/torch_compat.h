@@ -116,15 +116,25 @@ struct AllocatorStats {
   int64_t peak_reserved = 0;
 };
 
+#if QUANTD_TORCH_HAS_DEVICE_ALLOCATOR
+// The device's caching allocator once it has served an allocation; null on
+// CPU, before that, or when LibTorch has none for the device type (throws
+// c10::Error, which the callers turn into "nothing to report").
+inline c10::DeviceAllocator* InitializedDeviceAllocator(const c10::Device& device) {
+  if (device.is_cpu()) return nullptr;
+  c10::DeviceAllocator* a = c10::getDeviceAllocator(device.type());
+  return a != nullptr && a->initialized() ? a : nullptr;
+}
+#endif
+
 // nullopt on CPU, before the device's first allocation, and with a LibTorch
 // older than 2.9: 1.13 and earlier 2.x expose these statistics only through
 // CUDA headers, which the engine does not build against.
 inline std::optional<AllocatorStats> DeviceAllocatorStats(const c10::Device& device) {
 #if QUANTD_TORCH_HAS_DEVICE_ALLOCATOR
-  if (device.is_cpu()) return std::nullopt;
   try {
-    c10::DeviceAllocator* a = c10::getDeviceAllocator(device.type());
-    if (a == nullptr || !a->initialized()) return std::nullopt;
+    c10::DeviceAllocator* a = InitializedDeviceAllocator(device);
+    if (a == nullptr) return std::nullopt;
     const auto s = a->getDeviceStats(device.has_index() ? device.index() : 0);
     constexpr auto kAll = static_cast<size_t>(c10::CachingAllocator::StatType::AGGREGATE);
     AllocatorStats r;
@@ -146,10 +156,8 @@ inline std::optional<AllocatorStats> DeviceAllocatorStats(const c10::Device& dev
 // has nothing to report).
 inline void ResetAllocatorPeaks(const c10::Device& device) {
 #if QUANTD_TORCH_HAS_DEVICE_ALLOCATOR
-  if (device.is_cpu()) return;
   try {
-    c10::DeviceAllocator* a = c10::getDeviceAllocator(device.type());
-    if (a != nullptr && a->initialized())
+    if (c10::DeviceAllocator* a = InitializedDeviceAllocator(device))
       a->resetPeakStats(device.has_index() ? device.index() : 0);
   } catch (const c10::Error&) {
   }
