@@ -33,8 +33,18 @@ struct JobRecord {
   // Deterministic serialization of the spec as the client sent it, before
   // defaults were filled in; idempotent retries compare against it.
   std::string request_spec;
-  // The fencing token of the current (or last) lease; 0 before the first.
+  // The generation of the current (or last) lease; 0 before the first.
   int64_t lease_token = 0;
+  // SHA-256 (32 bytes) of the current (or last) lease's secret; empty
+  // before the first lease. The secret itself is never stored.
+  std::string lease_secret_hash;
+  // The identity (Caller::identity) of the credential that took the
+  // current (or last) lease.
+  std::string lease_holder;
+  // SHA-256 of the CompleteJob or FailJob request (less its lease) that
+  // ended the job; a repeated call must carry the same outcome. Empty until
+  // a worker ends the job.
+  std::string outcome_hash;
   // When the current lease ends. Meaningful while RUNNING or CANCELLING.
   absl::Time lease_expire_time = absl::InfinitePast();
   // A QUEUED job may be leased from this time on (re-queue backoff).

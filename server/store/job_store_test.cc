@@ -22,6 +22,9 @@ using testing::TestBackend;
 using testing::TestDatabase;
 
 const absl::Time kT0 = absl::FromUnixSeconds(1700000000);
+// 32-byte digests as the lease logic writes them: arbitrary bytes.
+const std::string kSecretHash = std::string("\x00\xff\x10secret", 9) + std::string(23, '\x7f');
+const std::string kOutcomeHash = std::string(31, '\x01') + std::string(1, '\0');
 
 v1::JobEvent StateEvent(v1::JobState state) {
   v1::JobEvent event;
@@ -96,6 +99,9 @@ TEST_P(JobStoreSuite, CreateThenGetReturnsEveryField) {
   EXPECT_EQ(got->lease_token, 0);
   EXPECT_EQ(got->lease_expire_time, absl::InfinitePast());
   EXPECT_EQ(got->last_sequence, 1);
+  EXPECT_EQ(got->lease_secret_hash, "");
+  EXPECT_EQ(got->lease_holder, "");
+  EXPECT_EQ(got->outcome_hash, "");
 }
 
 TEST_P(JobStoreSuite, UnknownJobIsNotFoundWithReason) {
@@ -257,6 +263,8 @@ TEST_P(JobStoreSuite, UpdateWritesRecordAndLeaseColumns) {
     r.job.set_worker("w1");
     r.lease_token = 1;
     r.lease_expire_time = expire;
+    r.lease_secret_hash = kSecretHash;
+    r.lease_holder = "sha256:worker-one";
     update.events.push_back(StateEvent(v1::RUNNING));
     return absl::OkStatus();
   });
@@ -268,6 +276,37 @@ TEST_P(JobStoreSuite, UpdateWritesRecordAndLeaseColumns) {
   EXPECT_EQ(got->lease_token, 1);
   EXPECT_EQ(got->lease_expire_time, expire);
   EXPECT_EQ(got->last_sequence, 2);
+  // Binary digests (zero bytes and high bytes included) come back intact.
+  EXPECT_EQ(got->lease_secret_hash, kSecretHash);
+  EXPECT_EQ(got->lease_holder, "sha256:worker-one");
+  EXPECT_EQ(got->outcome_hash, "");
+
+  ASSERT_TRUE(store_
+                  ->UpdateJob("jobs/u1",
+                              [&](JobRecord& r, JobUpdate&) {
+                                r.job.set_state(v1::SUCCEEDED);
+                                r.outcome_hash = kOutcomeHash;
+                                return absl::OkStatus();
+                              })
+                  .ok());
+  got = store_->GetJob("jobs/u1");
+  ASSERT_TRUE(got.ok());
+  EXPECT_EQ(got->outcome_hash, kOutcomeHash);
+  EXPECT_EQ(got->lease_secret_hash, kSecretHash);  // untouched fields stay
+  // A claim reads and writes the same columns.
+  JobRecord queued = NewRecord("u2", kT0);
+  queued.lease_holder = "sha256:earlier";
+  Create(queued);
+  auto claimed = store_->ClaimQueuedJob({{""}, kT0}, [&](JobRecord& r, JobUpdate&) {
+    EXPECT_EQ(r.lease_holder, "sha256:earlier");
+    r.job.set_state(v1::RUNNING);
+    r.lease_holder = "sha256:worker-two";
+    r.lease_secret_hash = kOutcomeHash;
+    return absl::OkStatus();
+  });
+  ASSERT_TRUE(claimed.ok() && claimed->has_value()) << claimed.status();
+  EXPECT_EQ(store_->GetJob("jobs/u2")->lease_holder, "sha256:worker-two");
+  EXPECT_EQ(store_->GetJob("jobs/u2")->lease_secret_hash, kOutcomeHash);
 }
 
 TEST_P(JobStoreSuite, ClaimTakesOldestQueuedJobForTheDevice) {
@@ -446,6 +485,8 @@ TEST_P(JobStoreSuite, ReopenedStoreHasEverything) {
                                 r.job.set_state(v1::RUNNING);
                                 r.lease_token = 3;
                                 r.lease_expire_time = kT0 + absl::Minutes(1);
+                                r.lease_secret_hash = kSecretHash;
+                                r.lease_holder = "anonymous";
                                 u.events.push_back(StateEvent(v1::RUNNING));
                                 return absl::OkStatus();
                               })
@@ -466,6 +507,8 @@ TEST_P(JobStoreSuite, ReopenedStoreHasEverything) {
   EXPECT_EQ(r2->job.state(), v1::RUNNING);
   EXPECT_EQ(r2->lease_token, 3);
   EXPECT_EQ(r2->lease_expire_time, kT0 + absl::Minutes(1));
+  EXPECT_EQ(r2->lease_secret_hash, kSecretHash);
+  EXPECT_EQ(r2->lease_holder, "anonymous");
   EXPECT_EQ(r2->last_sequence, 2);
   // The idempotency key survives the restart too.
   auto retry = (*reopened)->CreateJob(NewRecord("r3", kT0, "acme", "req-1"), {}, {});

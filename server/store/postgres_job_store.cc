@@ -58,6 +58,12 @@ CREATE TABLE job_events (
   PRIMARY KEY (name, sequence)
 );
 )sql"},
+    {2, "lease secrets, lease holders and outcome digests",
+     R"sql(
+ALTER TABLE jobs ADD COLUMN lease_secret_hash BYTEA NOT NULL DEFAULT ''::bytea;
+ALTER TABLE jobs ADD COLUMN lease_holder TEXT NOT NULL DEFAULT '';
+ALTER TABLE jobs ADD COLUMN outcome_hash BYTEA NOT NULL DEFAULT ''::bytea;
+)sql"},
 };
 
 // Serializes schema migrations across frontends (an arbitrary constant).
@@ -66,7 +72,8 @@ constexpr int kMaxTransactionAttempts = 4;
 
 constexpr char kRecordColumns[] =
     "name, tenant, request_id, request_spec, state, device, create_time, available_time, "
-    "lease_token, lease_expire_time, last_sequence, job";
+    "lease_token, lease_expire_time, last_sequence, job, lease_secret_hash, lease_holder, "
+    "outcome_hash";
 
 absl::Status Unavailable(absl::string_view what) {
   return MakeError(absl::StatusCode::kUnavailable, "STORE_UNAVAILABLE",
@@ -149,6 +156,9 @@ absl::StatusOr<JobRecord> ReadRecord(const Result& r, int row) {
   record.lease_expire_time = TimeFromOptionalMicros(
       r.IsNull(row, 9) ? std::nullopt : std::optional<int64_t>(r.Int(row, 9)));
   record.last_sequence = r.Int(row, 10);
+  record.lease_secret_hash = std::string(r.Bytes(row, 12));
+  record.lease_holder = std::string(r.Bytes(row, 13));
+  record.outcome_hash = std::string(r.Bytes(row, 14));
   absl::Status parsed = ParseJobBlob(name, r.Bytes(row, 11), &record.job);
   if (!parsed.ok()) return parsed;
   return record;
@@ -291,10 +301,14 @@ absl::Status WriteMutation(Connection& c, JobRecord& record, const Mutation& mut
       .OptInt(OptionalMicros(record.lease_expire_time))
       .Int(record.last_sequence)
       .Bytes(SerializeDeterministic(record.job))
+      .Bytes(record.lease_secret_hash)
+      .Text(record.lease_holder)
+      .Bytes(record.outcome_hash)
       .Text(name);
   absl::StatusOr<Result> r = c.Exec(
       "UPDATE jobs SET state = $1, available_time = $2, lease_token = $3, lease_expire_time = $4, "
-      "last_sequence = $5, job = $6 WHERE name = $7",
+      "last_sequence = $5, job = $6, lease_secret_hash = $7, lease_holder = $8, "
+      "outcome_hash = $9 WHERE name = $10",
       p);
   if (!r.ok()) return r.status();
   return InsertEvents(c, update.events);
@@ -511,12 +525,16 @@ absl::StatusOr<CreateJobOutcome> PostgresJobStore::CreateJob(const JobRecord& re
             .Int(record.lease_token)
             .OptInt(OptionalMicros(record.lease_expire_time))
             .Int(record.last_sequence)
-            .Bytes(SerializeDeterministic(job));
+            .Bytes(SerializeDeterministic(job))
+            .Bytes(record.lease_secret_hash)
+            .Text(record.lease_holder)
+            .Bytes(record.outcome_hash);
         // ON CONFLICT waits for a concurrent insert of the same key to
         // commit and then skips ours: the unique index decides.
         auto inserted =
             c.Exec(absl::StrCat("INSERT INTO jobs (", kRecordColumns,
-                                ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12) "
+                                ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, "
+                                "$13, $14, $15) "
                                 "ON CONFLICT (tenant, request_id) DO NOTHING RETURNING name"),
                    p);
         if (!inserted.ok()) return inserted.status();

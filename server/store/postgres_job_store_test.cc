@@ -6,6 +6,8 @@
 
 #include <thread>
 
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "gtest/gtest.h"
 #include "server/common/errors.h"
 #include "server/store/open_job_store.h"
@@ -54,8 +56,11 @@ TEST_F(PostgresJobStoreTest, OpensThroughTheStoreUri) {
   auto store = OpenJobStore(uri_);
   ASSERT_TRUE(store.ok()) << store.status();
   EXPECT_EQ((*store)->Backend(), "postgresql");
-  EXPECT_EQ((*store)->SchemaVersion(), 1);
-  EXPECT_EQ(Query(uri_, "SELECT string_agg(version::text, ',') FROM schema_migrations"), "1");
+  EXPECT_EQ((*store)->SchemaVersion(), 2);
+  EXPECT_EQ(Query(uri_,
+                  "SELECT string_agg(version::text, ',' ORDER BY version) FROM "
+                  "schema_migrations"),
+            "1,2");
   auto unknown = OpenJobStore("mysql://x");
   EXPECT_EQ(unknown.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(GetReason(unknown.status()), "INVALID_STORE_URI");
@@ -80,12 +85,64 @@ TEST_F(PostgresJobStoreTest, FrontendsStartingTogetherMigrateOnce) {
       options.uri = uri_;
       auto store = PostgresJobStore::Open(options);
       EXPECT_TRUE(store.ok()) << store.status();
-      if (store.ok() && (*store)->SchemaVersion() == 1) ++opened;
+      if (store.ok() && (*store)->SchemaVersion() == 2) ++opened;
     });
   }
   for (auto& t : threads) t.join();
   EXPECT_EQ(opened.load(), 6);
-  EXPECT_EQ(Query(uri_, "SELECT count(*) FROM schema_migrations"), "1");
+  EXPECT_EQ(Query(uri_, "SELECT count(*) FROM schema_migrations"), "2");
+}
+
+// A database of schema version 1 (before lease secrets) is migrated in
+// place: its jobs keep everything and gain empty lease columns.
+TEST_F(PostgresJobStoreTest, MigratesAVersionOneDatabase) {
+  v1::Job job;
+  job.set_name("jobs/old1");
+  job.set_tenant("acme");
+  job.set_state(v1::RUNNING);
+  std::string hex;
+  for (unsigned char c : SerializeDeterministic(job)) absl::StrAppendFormat(&hex, "%02x", c);
+  Query(uri_, R"sql(
+CREATE TABLE schema_migrations (version BIGINT PRIMARY KEY, description TEXT NOT NULL,
+                                applied_at BIGINT NOT NULL);
+INSERT INTO schema_migrations VALUES (1, 'jobs, labels and events', 0);
+CREATE TABLE jobs (
+  name TEXT COLLATE "C" PRIMARY KEY, tenant TEXT NOT NULL, request_id TEXT,
+  request_spec BYTEA NOT NULL, state BIGINT NOT NULL, device TEXT NOT NULL,
+  create_time BIGINT NOT NULL, available_time BIGINT NOT NULL, lease_token BIGINT NOT NULL,
+  lease_expire_time BIGINT, last_sequence BIGINT NOT NULL, job BYTEA NOT NULL);
+CREATE UNIQUE INDEX jobs_by_request_id ON jobs (tenant, request_id);
+CREATE INDEX jobs_queue ON jobs (state, create_time, name);
+CREATE INDEX jobs_by_tenant ON jobs (tenant, create_time, name);
+CREATE INDEX jobs_by_create_time ON jobs (create_time, name);
+CREATE INDEX jobs_leases ON jobs (state, lease_expire_time);
+CREATE TABLE job_labels (name TEXT COLLATE "C" NOT NULL, key TEXT NOT NULL,
+                         value TEXT NOT NULL, PRIMARY KEY (name, key));
+CREATE INDEX job_labels_by_pair ON job_labels (key, value, name);
+CREATE TABLE job_events (name TEXT COLLATE "C" NOT NULL, sequence BIGINT NOT NULL,
+                         payload BYTEA NOT NULL, PRIMARY KEY (name, sequence));
+)sql");
+  Query(uri_, absl::StrCat("INSERT INTO jobs VALUES ('jobs/old1', 'acme', NULL, ''::bytea, ",
+                           static_cast<int>(v1::RUNNING), ", '', 0, 0, 4, 123, 0, '\\x", hex,
+                           "'::bytea)"));
+
+  auto store = PostgresJobStore::Open({uri_});
+  ASSERT_TRUE(store.ok()) << store.status();
+  EXPECT_EQ((*store)->SchemaVersion(), 2);
+  auto old = (*store)->GetJob("jobs/old1");
+  ASSERT_TRUE(old.ok()) << old.status();
+  EXPECT_EQ(old->job.tenant(), "acme");
+  EXPECT_EQ(old->lease_token, 4);
+  EXPECT_EQ(old->lease_secret_hash, "");
+  EXPECT_EQ(old->lease_holder, "");
+  EXPECT_EQ(old->outcome_hash, "");
+  auto updated = (*store)->UpdateJob("jobs/old1", [](JobRecord& r, JobUpdate&) {
+    r.lease_holder = "sha256:w";
+    r.lease_secret_hash = std::string(32, '\0');
+    return absl::OkStatus();
+  });
+  ASSERT_TRUE(updated.ok()) << updated.status();
+  EXPECT_EQ((*store)->GetJob("jobs/old1")->lease_secret_hash, std::string(32, '\0'));
 }
 
 TEST_F(PostgresJobStoreTest, RefusesSchemaNewerThanTheBinary) {

@@ -58,11 +58,18 @@ CREATE TABLE job_events (
   PRIMARY KEY (name, sequence)
 ) WITHOUT ROWID;
 )sql"},
+    {2, "lease secrets, lease holders and outcome digests",
+     R"sql(
+ALTER TABLE jobs ADD COLUMN lease_secret_hash BLOB NOT NULL DEFAULT x'';
+ALTER TABLE jobs ADD COLUMN lease_holder TEXT NOT NULL DEFAULT '';
+ALTER TABLE jobs ADD COLUMN outcome_hash BLOB NOT NULL DEFAULT x'';
+)sql"},
 };
 
 constexpr char kRecordColumns[] =
     "name, tenant, request_id, request_spec, state, device, create_time, available_time, "
-    "lease_token, lease_expire_time, last_sequence, job";
+    "lease_token, lease_expire_time, last_sequence, job, lease_secret_hash, lease_holder, "
+    "outcome_hash";
 
 absl::Status SqliteError(sqlite3* db, int rc, absl::string_view what) {
   const char* detail = db != nullptr ? sqlite3_errmsg(db) : sqlite3_errstr(rc);
@@ -172,6 +179,9 @@ absl::StatusOr<JobRecord> ReadRecord(Statement& stmt) {
   record.lease_expire_time =
       TimeFromOptionalMicros(stmt.IsNull(9) ? std::nullopt : std::optional<int64_t>(stmt.Int(9)));
   record.last_sequence = stmt.Int(10);
+  record.lease_secret_hash = std::string(stmt.Bytes(12));
+  record.lease_holder = std::string(stmt.Bytes(13));
+  record.outcome_hash = std::string(stmt.Bytes(14));
   absl::Status parsed = ParseJobBlob(name, stmt.Bytes(11), &record.job);
   if (!parsed.ok()) return parsed;
   return record;
@@ -391,7 +401,8 @@ absl::StatusOr<CreateJobOutcome> SqliteJobStore::CreateJob(const JobRecord& reco
 
   auto insert =
       Statement::Prepare(writer_, absl::StrCat("INSERT INTO jobs (", kRecordColumns,
-                                               ") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"));
+                                               ") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, "
+                                               "?, ?, ?)"));
   if (!insert.ok()) return insert.status();
   insert->Bind(1, absl::string_view(job.name()))
       .Bind(2, absl::string_view(job.tenant()))
@@ -406,7 +417,10 @@ absl::StatusOr<CreateJobOutcome> SqliteJobStore::CreateJob(const JobRecord& reco
       .Bind(9, record.lease_token)
       .Bind(10, OptionalMicros(record.lease_expire_time))
       .Bind(11, record.last_sequence)
-      .BindBlob(12, SerializeDeterministic(job));
+      .BindBlob(12, SerializeDeterministic(job))
+      .BindBlob(13, record.lease_secret_hash)
+      .Bind(14, absl::string_view(record.lease_holder))
+      .BindBlob(15, record.outcome_hash);
   absl::Status s = insert->Run();
   if (!s.ok()) return s;
 
@@ -452,7 +466,8 @@ absl::Status SqliteJobStore::ApplyMutation(JobRecord& record, const Mutation& mu
   auto stmt = Statement::Prepare(
       writer_,
       "UPDATE jobs SET state = ?, available_time = ?, lease_token = ?, lease_expire_time = ?, "
-      "last_sequence = ?, job = ? WHERE name = ?");
+      "last_sequence = ?, job = ?, lease_secret_hash = ?, lease_holder = ?, outcome_hash = ? "
+      "WHERE name = ?");
   if (!stmt.ok()) return stmt.status();
   stmt->Bind(1, static_cast<int64_t>(record.job.state()))
       .Bind(2, absl::ToUnixMicros(record.available_time == absl::InfinitePast()
@@ -462,7 +477,10 @@ absl::Status SqliteJobStore::ApplyMutation(JobRecord& record, const Mutation& mu
       .Bind(4, OptionalMicros(record.lease_expire_time))
       .Bind(5, record.last_sequence)
       .BindBlob(6, SerializeDeterministic(record.job))
-      .Bind(7, absl::string_view(record.job.name()));
+      .BindBlob(7, record.lease_secret_hash)
+      .Bind(8, absl::string_view(record.lease_holder))
+      .BindBlob(9, record.outcome_hash)
+      .Bind(10, absl::string_view(record.job.name()));
   s = stmt->Run();
   if (!s.ok()) return s;
   return InsertEvents(writer_, update.events);
