@@ -16,9 +16,33 @@ namespace {
 using Clock = std::chrono::steady_clock;
 using google::protobuf::util::TimeUtil;
 
+// The lease is gone for good: another attempt or another worker owns the
+// job (STALE_LEASE, LEASE_HELD_BY_ANOTHER_CREDENTIAL), or the job is.
 bool IsStaleLease(const grpc::Status& s) {
   return s.error_code() == grpc::StatusCode::FAILED_PRECONDITION ||
-         s.error_code() == grpc::StatusCode::NOT_FOUND;
+         s.error_code() == grpc::StatusCode::NOT_FOUND ||
+         s.error_code() == grpc::StatusCode::PERMISSION_DENIED;
+}
+
+// quantd will never accept this request as it is (too large, malformed):
+// retrying it unchanged cannot help.
+bool IsRefused(const grpc::Status& s) {
+  return s.error_code() == grpc::StatusCode::INVALID_ARGUMENT ||
+         s.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED;
+}
+
+std::string Truncated(const std::string& text, size_t limit = 2048) {
+  return text.size() <= limit ? text : text.substr(0, limit) + "...";
+}
+
+// Why a LeaseJob answer cannot become a running job; empty when it can.
+std::string LeaseProblem(const quantd::v1::LeaseJobResponse& leased) {
+  if (!leased.has_lease()) return "the LeaseJob answer has no lease";
+  if (leased.lease().job() != leased.job().name()) {
+    return "the lease names " + leased.lease().job() + ", not the job it came with";
+  }
+  if (leased.lease().secret().empty()) return "the lease has no secret";
+  return "";
 }
 
 bool SameProgress(const quantd::v1::Progress& a, const quantd::v1::Progress& b) {
@@ -72,14 +96,18 @@ class LeasedJob : public JobContext {
 
   // Stops the background thread, then sends the remaining events and the
   // outcome. Gives up when the lease is lost (another attempt owns the job).
-  void Finish(const ExecutionOutcome& outcome) {
+  // An outcome quantd refuses as it is (a result over its size limit) is
+  // replaced once by a failure saying so, so the job never ends silently.
+  void Finish(const ExecutionOutcome& outcome_in) {
     {
       std::lock_guard<std::mutex> l(mu_);
       done_ = true;
     }
     cv_.notify_all();
-    background_.join();
+    if (background_.joinable()) background_.join();
     QueueProgressIfChanged();
+    ExecutionOutcome outcome = outcome_in;
+    bool replaced = false;
     const auto deadline = Clock::now() + LeaseRemaining();
     auto backoff = std::chrono::milliseconds(200);
     while (!lease_lost_.load()) {
@@ -89,6 +117,17 @@ class LeasedJob : public JobContext {
       if (IsStaleLease(s)) {
         Log(job_.name(), "lease lost before the outcome was recorded: " + s.error_message());
         return;
+      }
+      if (IsRefused(s)) {
+        Log(job_.name(), "quantd refused the outcome: " + Truncated(s.error_message()));
+        if (replaced) return;  // the lease expires; quantd retries or fails the job
+        outcome = ExecutionOutcome();
+        outcome.status = FailedPreconditionError("quantd refused the job's outcome (" +
+                                                 std::to_string(s.error_code()) + ": " +
+                                                 Truncated(s.error_message()) + ")")
+                             .WithReason("OUTCOME_REFUSED");
+        replaced = true;
+        continue;
       }
       if (Clock::now() > deadline) {
         Log(job_.name(), "frontend unreachable until the lease expired; the job will be retried");
@@ -141,7 +180,10 @@ class LeasedJob : public JobContext {
     sent_any_progress_ = true;
   }
 
-  grpc::Status FlushEvents() {
+  // Sends the pending events. A batch quantd refuses as it is (an event
+  // over its size limit) is dropped, and a warning saying so is sent in its
+  // place, so later events and the outcome still get through.
+  grpc::Status FlushEvents(bool report_refusal = true) {
     quantd::v1::ReportEventsRequest req;
     {
       std::lock_guard<std::mutex> l(mu_);
@@ -160,6 +202,24 @@ class LeasedJob : public JobContext {
       if (resp.cancel_requested()) cancel_.store(true);
     } else if (IsStaleLease(s)) {
       lease_lost_.store(true);
+    } else if (IsRefused(s)) {
+      Log(job_.name(), "quantd refused " + std::to_string(sent) +
+                           " events; dropped: " + Truncated(s.error_message()));
+      {
+        std::lock_guard<std::mutex> l(mu_);
+        pending_.erase(pending_.begin(), pending_.begin() + sent);
+        if (report_refusal) {
+          quantd::v1::JobEvent warning;
+          warning.set_job(job_.name());
+          *warning.mutable_time() = TimeUtil::GetCurrentTime();
+          warning.mutable_log()->set_severity(quantd::v1::WARNING);
+          warning.mutable_log()->set_message(
+              "the worker dropped " + std::to_string(sent) +
+              " events that quantd refused: " + Truncated(s.error_message(), 512));
+          pending_.push_front(std::move(warning));
+        }
+      }
+      return report_refusal ? FlushEvents(false) : grpc::Status::OK;
     }
     return s;
   }
@@ -180,7 +240,12 @@ class LeasedJob : public JobContext {
     grpc::Status s = loop_->stub_->Heartbeat(&ctx, req, &resp);
     if (s.ok()) {
       std::lock_guard<std::mutex> l(mu_);
-      if (resp.has_lease()) lease_ = resp.lease();
+      if (resp.has_lease()) {
+        // The renewed expiry; the secret stays the one LeaseJob gave.
+        const std::string secret = lease_.secret();
+        lease_ = resp.lease();
+        if (lease_.secret().empty()) lease_.set_secret(secret);
+      }
       if (resp.cancel_requested()) cancel_.store(true);
     } else if (IsStaleLease(s)) {
       Log(job_.name(), "lease lost: " + s.error_message());
@@ -250,12 +315,18 @@ int LeaseLoop::Run() {
     req.mutable_worker()->set_device(options_.device);
     if (options_.describe_memory) options_.describe_memory(req.mutable_worker());
     req.mutable_wait()->set_seconds(options_.lease_wait.count());
+    req.set_max_response_bytes(options_.max_receive_bytes);
     quantd::v1::LeaseJobResponse resp;
     grpc::ClientContext ctx;
     ctx.set_deadline(std::chrono::system_clock::now() + options_.lease_wait + options_.rpc_timeout);
     for (const auto& [k, v] : options_.metadata) ctx.AddMetadata(k, v);
     grpc::Status s = stub_->LeaseJob(&ctx, req, &resp);
     if (!s.ok()) {
+      if (s.error_code() != grpc::StatusCode::UNAVAILABLE &&
+          s.error_code() != grpc::StatusCode::DEADLINE_EXCEEDED) {
+        Log("", "LeaseJob failed (" + std::to_string(s.error_code()) +
+                    "): " + Truncated(s.error_message()) + "; retrying");
+      }
       // The frontend may be restarting; retry with capped backoff.
       std::this_thread::sleep_for(backoff);
       backoff = std::min(backoff * 2, options_.max_backoff);
@@ -271,15 +342,32 @@ int LeaseLoop::Run() {
 
 void LeaseLoop::RunLeased(const quantd::v1::LeaseJobResponse& leased) {
   Log(leased.job().name(), "leased, attempt " + std::to_string(leased.job().attempt()));
+  // Whatever goes wrong between here and the executor's answer ends in
+  // FailJob with the reason, never in a lease left to expire.
   LeasedJob job(this, leased);
-  job.Start();
   ExecutionOutcome outcome;
-  try {
-    outcome = executor_->Execute(leased.job(), job);
-  } catch (const std::exception& e) {
-    // The executor converts engine errors itself; this is the last guard so a
-    // stray exception fails the job instead of killing the worker.
-    outcome.status = InternalError(std::string("unexpected exception: ") + e.what());
+  std::string problem = LeaseProblem(leased);
+  if (problem.empty()) {
+    try {
+      job.Start();
+    } catch (const std::exception& e) {
+      problem = std::string("cannot start the job's heartbeat thread: ") + e.what();
+    }
+  }
+  if (!problem.empty()) {
+    outcome.status = FailedPreconditionError(problem).WithReason("LEASE_UNUSABLE");
+  } else {
+    try {
+      outcome = executor_->Execute(leased.job(), job);
+    } catch (const std::exception& e) {
+      // The executor converts engine errors itself; this is the last guard
+      // so a stray exception fails the job instead of killing the worker.
+      outcome = ExecutionOutcome();
+      outcome.status = InternalError(std::string("unexpected exception: ") + e.what());
+    } catch (...) {
+      outcome = ExecutionOutcome();
+      outcome.status = InternalError("unexpected exception of an unknown type");
+    }
   }
   job.Finish(outcome);
   Log(leased.job().name(), outcome.status.ok() ? "done" : "ended: " + outcome.status.ToString());

@@ -3,8 +3,10 @@
 // A worker pulls one job at a time: LeaseJob (long poll), then runs it while
 // a background thread renews the lease with heartbeats, forwards events in
 // batches and notices cancellation or a lost lease; finally CompleteJob or
-// FailJob. The job itself runs behind JobExecutor, so the loop is tested
-// with a fake executor against an in-process WorkerService.
+// FailJob. Every call carries the lease back, its secret included; a lease
+// that cannot become a running job, an executor that throws, or an outcome
+// quantd refuses still ends in FailJob with the reason. The job itself runs behind JobExecutor, so
+// the loop is tested with a fake executor against an in-process WorkerService.
 #ifndef QUANTD_WORKER_LEASE_LOOP_H_
 #define QUANTD_WORKER_LEASE_LOOP_H_
 
@@ -56,6 +58,9 @@ struct LeaseLoopOptions {
   std::chrono::milliseconds tick{250};  // event flush / progress throttle period
   std::chrono::milliseconds rpc_timeout{10000};
   std::chrono::milliseconds max_backoff{4000};  // reconnect backoff cap
+  // The largest message this worker's channel receives (gRPC's default);
+  // sent with LeaseJob so quantd never hands out a lease it cannot read.
+  int64_t max_receive_bytes = 4 << 20;
   // Extra metadata on every call (e.g. "authorization: Bearer ...").
   std::vector<std::pair<std::string, std::string>> metadata;
   // Fills the GPU memory fields of the WorkerInfo sent with each LeaseJob

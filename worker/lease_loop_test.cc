@@ -4,6 +4,7 @@
 #include <grpcpp/grpcpp.h>
 
 #include <mutex>
+#include <stdexcept>
 #include <thread>
 #include <vector>
 
@@ -29,12 +30,14 @@ class FakeWorkerService final : public quantd::v1::WorkerService::Service {
     }
     lease_worker = req->worker().id();
     lease_worker_info = req->worker();
+    lease_max_response_bytes = req->max_response_bytes();
     if (handed_out) return grpc::Status::OK;
     handed_out = true;
     resp->mutable_job()->set_name("jobs/abc");
     resp->mutable_job()->set_attempt(1);
     resp->mutable_lease()->set_job("jobs/abc");
     resp->mutable_lease()->set_token(7);
+    resp->mutable_lease()->set_secret(lease_secret);
     *resp->mutable_lease()->mutable_expire_time() =
         TimeUtil::GetCurrentTime() + TimeUtil::SecondsToDuration(30);
     *resp->mutable_heartbeat_interval() = TimeUtil::MillisecondsToDuration(50);
@@ -44,19 +47,29 @@ class FakeWorkerService final : public quantd::v1::WorkerService::Service {
                          quantd::v1::HeartbeatResponse* resp) override {
     std::lock_guard<std::mutex> l(mu);
     ++heartbeats;
+    secrets_seen.push_back(req->lease().secret());
     if (req->lease().token() != 7)
       return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION, "stale");
     if (stale_after_heartbeats > 0 && heartbeats >= stale_after_heartbeats)
-      return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION, "STALE_LEASE");
+      return grpc::Status(stale_code, "STALE_LEASE");
     heartbeat_progress.push_back(req->progress());
     heartbeat_worker_info = req->worker();
+    // A renewed lease as quantd sends it; the worker keeps its secret even
+    // when an answer leaves it out.
     *resp->mutable_lease() = req->lease();
+    resp->mutable_lease()->clear_secret();
     resp->set_cancel_requested(cancel);
     return grpc::Status::OK;
   }
   grpc::Status ReportEvents(grpc::ServerContext*, const quantd::v1::ReportEventsRequest* req,
                             quantd::v1::ReportEventsResponse* resp) override {
     std::lock_guard<std::mutex> l(mu);
+    secrets_seen.push_back(req->lease().secret());
+    for (const auto& e : req->events()) {
+      if (e.log().message() == "poison") {
+        return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "events[0]: too large");
+      }
+    }
     for (const auto& e : req->events()) events.push_back(e);
     resp->set_cancel_requested(cancel);
     return grpc::Status::OK;
@@ -64,12 +77,18 @@ class FakeWorkerService final : public quantd::v1::WorkerService::Service {
   grpc::Status CompleteJob(grpc::ServerContext*, const quantd::v1::CompleteJobRequest* req,
                            quantd::v1::CompleteJobResponse*) override {
     std::lock_guard<std::mutex> l(mu);
+    secrets_seen.push_back(req->lease().secret());
+    if (refuse_results) {
+      return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                          "result: 3000000 bytes, at most 2097152");
+    }
     completed.push_back(*req);
     return grpc::Status::OK;
   }
   grpc::Status FailJob(grpc::ServerContext*, const quantd::v1::FailJobRequest* req,
                        quantd::v1::FailJobResponse*) override {
     std::lock_guard<std::mutex> l(mu);
+    secrets_seen.push_back(req->lease().secret());
     failed.push_back(*req);
     return grpc::Status::OK;
   }
@@ -82,6 +101,11 @@ class FakeWorkerService final : public quantd::v1::WorkerService::Service {
   quantd::v1::WorkerInfo lease_worker_info;
   quantd::v1::WorkerInfo heartbeat_worker_info;
   int stale_after_heartbeats = 0;
+  grpc::StatusCode stale_code = grpc::StatusCode::FAILED_PRECONDITION;
+  bool refuse_results = false;
+  std::string lease_secret = "0123456789abcdef0123456789abcdef";
+  int64_t lease_max_response_bytes = -1;
+  std::vector<std::string> secrets_seen;
   std::string lease_worker;
   std::vector<quantd::v1::Progress> heartbeat_progress;
   std::vector<JobEvent> events;
@@ -112,6 +136,16 @@ class ScriptedExecutor : public JobExecutor {
       ctx.SetProgress(p);
       std::this_thread::sleep_for(std::chrono::milliseconds(block_ms));
     }
+    if (throw_int) throw 42;
+    if (throw_runtime) throw std::runtime_error("tokenizer exploded");
+    if (poison_event) {
+      quantd::v1::JobEvent poison;
+      poison.mutable_log()->set_message("poison");
+      ctx.Report(poison);
+      quantd::v1::JobEvent after;
+      after.mutable_log()->set_message("after the poison");
+      ctx.Report(after);
+    }
     if (!error.ok()) {
       out.status = error;
       return out;
@@ -122,6 +156,9 @@ class ScriptedExecutor : public JobExecutor {
   int blocks = 4;
   int block_ms = 60;
   Status error;
+  bool throw_int = false;
+  bool throw_runtime = false;
+  bool poison_event = false;
   std::string seen_job;
 };
 
@@ -253,6 +290,102 @@ TEST_F(LeaseLoopTest, FailureKeepsCodeReasonAndViolations) {
   ASSERT_EQ(back.violations().size(), 1u);
   EXPECT_EQ(back.violations()[0].field, "spec.quantization.group_size");
   EXPECT_NE(back.message().find("down_proj"), std::string::npos);
+}
+
+// The lease's secret rides on every call after LeaseJob, also after a
+// heartbeat answer that carried none; LeaseJob says what the worker can
+// receive.
+TEST_F(LeaseLoopTest, EveryCallCarriesTheLeaseSecret) {
+  EXPECT_EQ(RunOneJob(), 1);
+  std::lock_guard<std::mutex> l(service_.mu);
+  EXPECT_EQ(service_.lease_max_response_bytes, 4 << 20);
+  ASSERT_EQ(service_.completed.size(), 1u);
+  EXPECT_GE(service_.heartbeats, 2);
+  ASSERT_GE(service_.secrets_seen.size(), 4u);  // heartbeats, events, completion
+  for (const std::string& secret : service_.secrets_seen) {
+    EXPECT_EQ(secret, service_.lease_secret);
+  }
+}
+
+// A heartbeat refused because another credential holds the lease is a
+// lost lease: the worker stops and reports nothing.
+TEST_F(LeaseLoopTest, LeaseHeldByAnotherCredentialStopsTheWorker) {
+  service_.stale_after_heartbeats = 2;
+  service_.stale_code = grpc::StatusCode::PERMISSION_DENIED;
+  executor_.blocks = 50;
+  EXPECT_EQ(RunOneJob(), 1);
+  std::lock_guard<std::mutex> l(service_.mu);
+  EXPECT_TRUE(service_.completed.empty());
+  EXPECT_TRUE(service_.failed.empty());
+}
+
+// A lease that cannot become a running job fails the job with the reason;
+// the executor never runs.
+TEST_F(LeaseLoopTest, UnusableLeaseFailsTheJobWithTheReason) {
+  service_.lease_secret = "";
+  EXPECT_EQ(RunOneJob(), 1);
+  std::lock_guard<std::mutex> l(service_.mu);
+  EXPECT_EQ(executor_.seen_job, "");
+  ASSERT_EQ(service_.failed.size(), 1u);
+  Status back = FromRpcStatus(service_.failed[0].error());
+  EXPECT_EQ(back.code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(back.reason(), "LEASE_UNUSABLE");
+  EXPECT_NE(back.message().find("no secret"), std::string::npos) << back.ToString();
+}
+
+TEST_F(LeaseLoopTest, ExceptionsOfAnyTypeFailTheJob) {
+  executor_.throw_int = true;
+  EXPECT_EQ(RunOneJob(), 1);
+  {
+    std::lock_guard<std::mutex> l(service_.mu);
+    ASSERT_EQ(service_.failed.size(), 1u);
+    Status back = FromRpcStatus(service_.failed[0].error());
+    EXPECT_EQ(back.code(), StatusCode::kInternal);
+    EXPECT_EQ(back.message(), "unexpected exception of an unknown type");
+    service_.failed.clear();
+    service_.handed_out = false;
+  }
+  executor_.throw_int = false;
+  executor_.throw_runtime = true;
+  EXPECT_EQ(RunOneJob(), 1);
+  std::lock_guard<std::mutex> l(service_.mu);
+  ASSERT_EQ(service_.failed.size(), 1u);
+  EXPECT_EQ(FromRpcStatus(service_.failed[0].error()).message(),
+            "unexpected exception: tokenizer exploded");
+}
+
+// quantd refuses the result as it is (too large): the job still ends, as a
+// failure that says why, instead of retrying until the lease runs out.
+TEST_F(LeaseLoopTest, RefusedResultEndsInFailJob) {
+  service_.refuse_results = true;
+  EXPECT_EQ(RunOneJob(), 1);
+  std::lock_guard<std::mutex> l(service_.mu);
+  EXPECT_TRUE(service_.completed.empty());
+  ASSERT_EQ(service_.failed.size(), 1u);
+  EXPECT_FALSE(service_.failed[0].cancelled());
+  Status back = FromRpcStatus(service_.failed[0].error());
+  EXPECT_EQ(back.code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(back.reason(), "OUTCOME_REFUSED");
+  EXPECT_NE(back.message().find("at most 2097152"), std::string::npos) << back.ToString();
+  EXPECT_EQ(service_.failed[0].result().ByteSizeLong(), 0u);  // the refused result is not resent
+}
+
+// A batch of events quantd refuses is dropped with a warning in its place;
+// later events and the outcome still arrive.
+TEST_F(LeaseLoopTest, RefusedEventsAreDroppedAndTheJobStillCompletes) {
+  executor_.poison_event = true;
+  EXPECT_EQ(RunOneJob(), 1);
+  std::lock_guard<std::mutex> l(service_.mu);
+  ASSERT_EQ(service_.completed.size(), 1u);
+  bool warned = false;
+  for (const auto& e : service_.events) {
+    EXPECT_NE(e.log().message(), "poison");
+    if (e.log().severity() == quantd::v1::WARNING &&
+        e.log().message().find("quantd refused") != std::string::npos) {
+      warned = true;
+    }
+  }
+  EXPECT_TRUE(warned);
 }
 
 TEST_F(LeaseLoopTest, RetriesWhileFrontendIsUnavailable) {

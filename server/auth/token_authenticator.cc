@@ -92,17 +92,22 @@ absl::StatusOr<std::unique_ptr<TokenAuthenticator>> TokenAuthenticator::FromText
     if (caller.role != Role::kWorker && (caller.tenant.empty() || caller.tenant == "-")) {
       return bad("submitter and admin tokens need a tenant");
     }
+    const std::string hash = absl::AsciiStrToLower(fields[0]);
+    caller.identity = absl::StrCat("sha256:", hash);
     absl::MutexLock lock(&auth->mu_);
-    if (!auth->by_hash_.emplace(absl::AsciiStrToLower(fields[0]), caller).second) {
+    if (!auth->by_hash_.emplace(hash, caller).second) {
       return bad("the same token hash appears twice");
     }
   }
   return auth;
 }
 
-void TokenAuthenticator::AddToken(absl::string_view token, const Caller& caller) {
+void TokenAuthenticator::AddToken(absl::string_view token, const Caller& caller_in) {
+  const std::string hash = Sha256Hex(token);
+  Caller caller = caller_in;
+  caller.identity = absl::StrCat("sha256:", hash);
   absl::MutexLock lock(&mu_);
-  by_hash_[Sha256Hex(token)] = caller;
+  by_hash_[hash] = caller;
 }
 
 int TokenAuthenticator::size() {

@@ -7,6 +7,7 @@
 //
 // The tenant of a worker token is ignored (write "-"). Create an entry with
 //   printf %s "$TOKEN" | sha256sum
+// A caller's identity is "sha256:<that hex>": leases are bound to it.
 #ifndef QUANTD_SERVER_AUTH_TOKEN_AUTHENTICATOR_H_
 #define QUANTD_SERVER_AUTH_TOKEN_AUTHENTICATOR_H_
 
@@ -34,7 +35,7 @@ class TokenAuthenticator : public Authenticator {
   static absl::StatusOr<std::unique_ptr<TokenAuthenticator>> FromText(absl::string_view text);
 
   // Registers a token known in plain text (quantd's generated credential
-  // for its own local workers).
+  // for its own local workers). The caller's identity is set from the token.
   void AddToken(absl::string_view token, const Caller& caller);
 
   // Reads the call's "authorization" metadata.

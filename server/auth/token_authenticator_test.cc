@@ -30,6 +30,13 @@ TEST(TokenAuthenticatorTest, MapsTokensToTenantsAndRoles) {
   ASSERT_TRUE(worker.ok());
   EXPECT_EQ(worker->role, Role::kWorker);
   EXPECT_EQ(worker->tenant, "");
+  // Each credential has its own identity (leases are bound to it), never
+  // the anonymous one; the token itself appears nowhere.
+  EXPECT_EQ(worker->identity, "sha256:" + Sha256Hex("worker-secret"));
+  EXPECT_EQ(acme->identity, "sha256:" + Sha256Hex("acme-secret"));
+  EXPECT_FALSE(ops->IsAnonymous());
+  EXPECT_FALSE(ops->MayWork());  // an admin token is not a worker credential
+  EXPECT_TRUE(worker->MayWork());
 
   auto missing = (*auth)->AuthenticateHeader(std::nullopt);
   EXPECT_EQ(missing.status().code(), absl::StatusCode::kUnauthenticated);
@@ -42,6 +49,8 @@ TEST(TokenAuthenticatorTest, MapsTokensToTenantsAndRoles) {
 
   (*auth)->AddToken("generated", Caller{"", Role::kWorker});
   EXPECT_EQ((*auth)->AuthenticateHeader("Bearer generated")->role, Role::kWorker);
+  EXPECT_EQ((*auth)->AuthenticateHeader("Bearer generated")->identity,
+            "sha256:" + Sha256Hex("generated"));
 }
 
 TEST(TokenAuthenticatorTest, MalformedFilesNameTheLine) {

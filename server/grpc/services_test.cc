@@ -5,8 +5,10 @@
 
 #include <thread>
 
+#include "absl/strings/str_cat.h"
 #include "google/rpc/error_details.pb.h"
 #include "gtest/gtest.h"
+#include "server/auth/token_authenticator.h"
 #include "server/common/clock.h"
 #include "server/common/errors.h"
 #include "server/common/json_log.h"
@@ -22,8 +24,14 @@ namespace {
 
 class ServicesTest : public ::testing::Test {
  protected:
+  // Authentication off, as quantd without --auth-tokens.
+  virtual std::unique_ptr<Authenticator> MakeAuthenticator() {
+    return std::make_unique<AnonymousAuthenticator>();
+  }
+
   void SetUp() override {
     SetMinLogLevel(LogLevel::kError);
+    auth_ = MakeAuthenticator();
     db_ = testing::NewSqliteTestDatabase();
     store_ = std::move(*db_->Open());
     JobsOptions options;
@@ -48,8 +56,8 @@ class ServicesTest : public ::testing::Test {
     jobs_ = std::make_unique<JobService>(store_.get(), Clock::Real(), &notifier_, nullptr, options);
     leases_ =
         std::make_unique<LeaseService>(store_.get(), Clock::Real(), &notifier_, nullptr, options);
-    quantization_ = std::make_unique<QuantizationServiceImpl>(jobs_.get(), &auth_);
-    worker_ = std::make_unique<WorkerServiceImpl>(leases_.get(), &auth_);
+    quantization_ = std::make_unique<QuantizationServiceImpl>(jobs_.get(), auth_.get());
+    worker_ = std::make_unique<WorkerServiceImpl>(leases_.get(), auth_.get());
 
     grpc::ServerBuilder builder;
     int port = 0;
@@ -95,7 +103,7 @@ class ServicesTest : public ::testing::Test {
   std::unique_ptr<testing::TestDatabase> db_;
   std::unique_ptr<JobStore> store_;
   ChangeNotifier notifier_;
-  AnonymousAuthenticator auth_;
+  std::unique_ptr<Authenticator> auth_;
   std::unique_ptr<JobService> jobs_;
   std::unique_ptr<LeaseService> leases_;
   std::unique_ptr<QuantizationServiceImpl> quantization_;
@@ -234,6 +242,83 @@ TEST_F(ServicesTest, AJobThroughTheWholeProtocol) {
   ASSERT_TRUE(client_->ListJobs(&list_context, list, &listed).ok());
   ASSERT_EQ(listed.jobs_size(), 1);
   EXPECT_EQ(listed.jobs(0).name(), job.name());
+}
+
+// With bearer tokens: one submitter tenant, an admin, two worker
+// credentials.
+class AuthenticatedServicesTest : public ServicesTest {
+ protected:
+  std::unique_ptr<Authenticator> MakeAuthenticator() override {
+    auto auth = TokenAuthenticator::FromText(absl::StrCat(
+        Sha256Hex("acme-token"), " acme submitter\n", Sha256Hex("ops-token"), " ops admin\n",
+        Sha256Hex("worker-a-token"), " - worker\n", Sha256Hex("worker-b-token"), " - worker\n"));
+    EXPECT_TRUE(auth.ok()) << auth.status();
+    return std::move(*auth);
+  }
+
+  // A context that presents `token`.
+  static std::unique_ptr<grpc::ClientContext> As(const std::string& token) {
+    auto context = std::make_unique<grpc::ClientContext>();
+    context->AddMetadata("authorization", "Bearer " + token);
+    return context;
+  }
+
+  grpc::Status Complete(const std::string& token, const v1::CompleteJobRequest& request) {
+    v1::CompleteJobResponse response;
+    return worker_client_->CompleteJob(As(token).get(), request, &response);
+  }
+};
+
+// A lease is fenced over the wire: another worker credential, an admin, and
+// a guessed secret are refused with their reasons, and the real worker's
+// result stands; a repeat with another result is refused too.
+TEST_F(AuthenticatedServicesTest, LeasesAreFencedByCredentialAndSecret) {
+  v1::Job job;
+  ASSERT_TRUE(client_->CreateJob(As("acme-token").get(), ValidRequest(), &job).ok());
+  v1::LeaseJobRequest lease_request;
+  lease_request.mutable_worker()->set_id("w-a");
+  lease_request.mutable_worker()->set_device("cpu");
+  v1::LeaseJobResponse lease;
+  grpc::Status admin_lease = worker_client_->LeaseJob(As("ops-token").get(), lease_request, &lease);
+  EXPECT_EQ(admin_lease.error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  ASSERT_TRUE(worker_client_->LeaseJob(As("worker-a-token").get(), lease_request, &lease).ok());
+  ASSERT_EQ(lease.job().name(), job.name());
+  EXPECT_EQ(lease.lease().secret().size(), 32u);
+
+  v1::CompleteJobRequest forged;
+  *forged.mutable_lease() = lease.lease();
+  forged.mutable_result()->add_artifacts()->set_uri("file:///attacker/model");
+  grpc::Status other = Complete("worker-b-token", forged);
+  EXPECT_EQ(other.error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_EQ(Reason(other), "LEASE_HELD_BY_ANOTHER_CREDENTIAL");
+  grpc::Status admin = Complete("ops-token", forged);
+  EXPECT_EQ(admin.error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_EQ(Reason(admin), "PERMISSION_DENIED");
+  v1::CompleteJobRequest guessed = forged;
+  guessed.mutable_lease()->set_secret("0123456789abcdef0123456789abcdef");
+  grpc::Status stale = Complete("worker-a-token", guessed);
+  EXPECT_EQ(stale.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_EQ(Reason(stale), "STALE_LEASE");
+  grpc::Status submitter = Complete("acme-token", forged);
+  EXPECT_EQ(submitter.error_code(), grpc::StatusCode::PERMISSION_DENIED);
+
+  v1::CompleteJobRequest real;
+  *real.mutable_lease() = lease.lease();
+  real.mutable_result()->add_artifacts()->set_uri("file:///srv/quantd/artifacts/real");
+  ASSERT_TRUE(Complete("worker-a-token", real).ok());
+  EXPECT_TRUE(Complete("worker-a-token", real).ok());  // a retry of the same result
+  grpc::Status different = Complete("worker-a-token", forged);
+  EXPECT_EQ(different.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_EQ(Reason(different), "JOB_ALREADY_FINISHED");
+  EXPECT_EQ(Complete("worker-b-token", real).error_code(), grpc::StatusCode::PERMISSION_DENIED);
+
+  v1::GetJobRequest get;
+  get.set_name(job.name());
+  v1::Job done;
+  ASSERT_TRUE(client_->GetJob(As("acme-token").get(), get, &done).ok());
+  EXPECT_EQ(done.state(), v1::SUCCEEDED);
+  ASSERT_EQ(done.result().artifacts_size(), 1);
+  EXPECT_EQ(done.result().artifacts(0).uri(), "file:///srv/quantd/artifacts/real");
 }
 
 }  // namespace

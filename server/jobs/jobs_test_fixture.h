@@ -74,9 +74,15 @@ class JobsTest : public ::testing::TestWithParam<TestBackend> {
     return request;
   }
 
+  // A worker credential of its own (leases are bound to the identity).
+  static Caller WorkerCredential(const std::string& name) {
+    return Caller{"", Role::kWorker, "sha256:" + name};
+  }
+
   // Leases a job; fails the test when none is available.
-  v1::LeaseJobResponse Lease(const std::string& worker = "w1", const std::string& device = "cpu") {
-    auto response = leases_->LeaseJob(Caller::Anonymous(), LeaseRequest(worker, device));
+  v1::LeaseJobResponse Lease(const std::string& worker = "w1", const std::string& device = "cpu",
+                             const Caller& caller = Caller::Anonymous()) {
+    auto response = leases_->LeaseJob(caller, LeaseRequest(worker, device));
     EXPECT_TRUE(response.ok()) << response.status();
     EXPECT_TRUE(response.ok() && response->has_job()) << "no job to lease";
     return response.ok() ? *response : v1::LeaseJobResponse();
@@ -96,10 +102,10 @@ class JobsTest : public ::testing::TestWithParam<TestBackend> {
     return events.ok() ? *events : std::vector<v1::JobEvent>();
   }
 
-  absl::Status Heartbeat(const v1::Lease& lease) {
+  absl::Status Heartbeat(const v1::Lease& lease, const Caller& caller = Caller::Anonymous()) {
     v1::HeartbeatRequest request;
     *request.mutable_lease() = lease;
-    return leases_->Heartbeat(Caller::Anonymous(), request).status();
+    return leases_->Heartbeat(caller, request).status();
   }
 
   FakeClock clock_;

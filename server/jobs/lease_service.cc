@@ -10,9 +10,11 @@
 #include "google/rpc/error_details.pb.h"
 #include "server/common/errors.h"
 #include "server/common/json_log.h"
+#include "server/common/secrets.h"
 #include "server/jobs/job_names.h"
 #include "server/jobs/job_transitions.h"
 #include "server/jobs/request_validation.h"
+#include "server/store/record_columns.h"
 
 namespace quantd::server {
 namespace {
@@ -24,10 +26,16 @@ constexpr int kReapBatch = 100;
 constexpr int kRpcOk = static_cast<int>(absl::StatusCode::kOk);
 constexpr int kRpcUnknown = static_cast<int>(absl::StatusCode::kUnknown);
 constexpr int kRpcAborted = static_cast<int>(absl::StatusCode::kAborted);
+constexpr int kRpcFailedPrecondition = static_cast<int>(absl::StatusCode::kFailedPrecondition);
+// Random bits of a lease secret.
+constexpr int kLeaseSecretBytes = 16;
 
-absl::Status PermissionDenied() {
-  return MakeError(absl::StatusCode::kPermissionDenied, "PERMISSION_DENIED",
-                   "this credential may not call the WorkerService; use a worker credential");
+absl::Status PermissionDenied(const Caller& caller) {
+  return MakeError(
+      absl::StatusCode::kPermissionDenied, "PERMISSION_DENIED",
+      caller.role == Role::kAdmin
+          ? "an admin credential may not call the WorkerService; workers use a worker credential"
+          : "this credential may not call the WorkerService; use a worker credential");
 }
 
 absl::Status StaleLease(const JobRecord& record, int64_t token) {
@@ -37,15 +45,78 @@ absl::Status StaleLease(const JobRecord& record, int64_t token) {
                                 ", current token ", record.lease_token, "); stop working on it"));
 }
 
+absl::Status WrongSecret(const JobRecord& record, int64_t token) {
+  return MakeError(
+      absl::StatusCode::kFailedPrecondition, "STALE_LEASE",
+      absl::StrCat("the lease secret is not the one LeaseJob gave for lease token ", token, " of ",
+                   record.job.name(), "; only the worker that took the lease may act on it"));
+}
+
+absl::Status HeldByAnotherCredential(const JobRecord& record) {
+  return MakeError(absl::StatusCode::kPermissionDenied, "LEASE_HELD_BY_ANOTHER_CREDENTIAL",
+                   absl::StrCat(record.job.name(),
+                                " is leased to another worker credential; only the credential "
+                                "that took the lease may act on it"));
+}
+
+absl::Status AlreadyEndedDifferently(const JobRecord& record) {
+  return MakeError(absl::StatusCode::kFailedPrecondition, "JOB_ALREADY_FINISHED",
+                   absl::StrCat(record.job.name(), " already ended ", StateName(record.job.state()),
+                                " with a different outcome; a repeated call must carry the same "
+                                "result and error"));
+}
+
+// The lease must be present and name a job; the secret is checked against
+// the store.
 absl::Status CheckLeaseShape(const v1::Lease& lease, bool present) {
   if (!present) return InvalidRequestError({{"lease", "the lease from LeaseJob is required"}});
   return CheckJobName(lease.job(), "lease.job");
 }
 
-// The lease is current: same token and the job is still held by a worker.
-bool HoldsLease(const JobRecord& record, int64_t token) {
-  return record.lease_token == token &&
-         (record.job.state() == v1::RUNNING || record.job.state() == v1::CANCELLING);
+std::string TooLarge(size_t bytes, size_t limit) {
+  return absl::StrCat(bytes, " bytes, at most ", limit, " are accepted");
+}
+
+// `lease` (whose secret digests to `secret_hash`) is the record's current
+// lease and `caller` is the credential that took it. The generation is
+// compared first, so a worker whose lease was taken over (by whichever
+// credential) learns it is stale; the secret in constant time.
+absl::Status CheckHolder(const JobRecord& record, const Caller& caller, const v1::Lease& lease,
+                         const std::string& secret_hash) {
+  if (record.lease_token != lease.token()) return StaleLease(record, lease.token());
+  if (record.lease_holder != caller.identity) return HeldByAnotherCredential(record);
+  if (!ConstantTimeEquals(secret_hash, record.lease_secret_hash)) {
+    return WrongSecret(record, lease.token());
+  }
+  return absl::OkStatus();
+}
+
+// The lease is current and the job is still held by a worker.
+absl::Status CheckHoldsLease(const JobRecord& record, const Caller& caller, const v1::Lease& lease,
+                             const std::string& secret_hash) {
+  if (record.job.state() != v1::RUNNING && record.job.state() != v1::CANCELLING) {
+    return StaleLease(record, lease.token());
+  }
+  return CheckHolder(record, caller, lease, secret_hash);
+}
+
+// A repeated CompleteJob/FailJob: the job already ended in `target` under
+// this lease. OK (nothing to write) only for the same holder, secret and
+// outcome.
+absl::Status CheckRepeatedOutcome(const JobRecord& record, const Caller& caller,
+                                  const v1::Lease& lease, const std::string& secret_hash,
+                                  const std::string& outcome_hash) {
+  absl::Status held = CheckHolder(record, caller, lease, secret_hash);
+  if (!held.ok()) return held;
+  if (!ConstantTimeEquals(outcome_hash, record.outcome_hash)) {
+    return AlreadyEndedDifferently(record);
+  }
+  return absl::OkStatus();
+}
+
+std::string ProgressProblem(const v1::Progress& progress) {
+  const size_t bytes = progress.ByteSizeLong();
+  return bytes > kMaxProgressBytes ? TooLarge(bytes, kMaxProgressBytes) : "";
 }
 
 // Job devices a worker of `device` may run.
@@ -55,12 +126,47 @@ std::vector<std::string> MatchingJobDevices(const std::string& device) {
   return devices;
 }
 
-v1::Lease MakeLease(const JobRecord& record) {
+v1::Lease MakeLease(const JobRecord& record, const std::string& secret) {
   v1::Lease lease;
   lease.set_job(record.job.name());
   lease.set_token(record.lease_token);
   *lease.mutable_expire_time() = ToTimestamp(record.lease_expire_time);
+  lease.set_secret(secret);
   return lease;
+}
+
+// Ends a job whose lease no worker of this size can receive (a spec stored
+// before the spec size limit, or by a frontend with another one): FAILED
+// with reason LEASE_UNDELIVERABLE, instead of leases that expire one after
+// another because the worker cannot even read them.
+void FailUndeliverable(JobRecord& record, JobUpdate& update, const v1::WorkerInfo& worker,
+                       size_t response_bytes, int64_t limit, absl::Time now) {
+  v1::Job& job = record.job;
+  const std::string message =
+      absl::StrCat("the lease of this job would be ", response_bytes, " bytes, more than worker ",
+                   worker.id(), " can receive (", limit, " bytes): its spec is ",
+                   job.spec().ByteSizeLong(), " bytes (CreateJob accepts at most ",
+                   kMaxJobSpecBytes, "); the job fails instead of being leased");
+  google::rpc::Status* error = job.mutable_error();
+  error->set_code(kRpcFailedPrecondition);
+  error->set_message(message);
+  google::rpc::ErrorInfo info;
+  info.set_reason("LEASE_UNDELIVERABLE");
+  info.set_domain(kErrorDomain);
+  (*info.mutable_metadata())["worker"] = worker.id();
+  (*info.mutable_metadata())["lease_bytes"] = absl::StrCat(response_bytes);
+  (*info.mutable_metadata())["worker_limit_bytes"] = absl::StrCat(limit);
+  error->clear_details();
+  error->add_details()->PackFrom(info);
+  record.lease_expire_time = absl::InfinitePast();
+  update.events.push_back(LogEvent(job, v1::ERROR, message, now));
+  Transition(record, v1::FAILED, now, update);
+}
+
+// What a repeated CompleteJob/FailJob must match: the request less its
+// lease, deterministically serialized, with the method's name in front.
+std::string OutcomeHash(absl::string_view method, const google::protobuf::Message& request) {
+  return Sha256Digest(absl::StrCat(method, "\n", SerializeDeterministic(request)));
 }
 
 bool IsEmptyResult(const v1::JobResult& result) { return result.ByteSizeLong() == 0; }
@@ -78,10 +184,12 @@ LeaseService::LeaseService(JobStore* store, Clock* clock, ChangeNotifier* notifi
 absl::StatusOr<v1::LeaseJobResponse> LeaseService::LeaseJob(
     const Caller& caller, const v1::LeaseJobRequest& request,
     const std::function<bool()>& cancelled) {
-  if (!caller.MayWork()) return PermissionDenied();
+  if (!caller.MayWork()) return PermissionDenied(caller);
   std::vector<FieldViolation> violations;
   if (request.worker().id().empty()) {
     violations.push_back({"worker.id", "a worker id, unique per process, is required"});
+  } else if (request.worker().id().size() > kMaxWorkerIdBytes) {
+    violations.push_back({"worker.id", TooLarge(request.worker().id().size(), kMaxWorkerIdBytes)});
   }
   if (std::string problem = CheckWorkerDevice(request.worker().device()); !problem.empty()) {
     violations.push_back({"worker.device", problem});
@@ -94,8 +202,15 @@ absl::StatusOr<v1::LeaseJobResponse> LeaseService::LeaseJob(
       wait = absl::Seconds(request.wait().seconds()) + absl::Nanoseconds(request.wait().nanos());
     }
   }
+  if (request.max_response_bytes() != 0 && request.max_response_bytes() < kMinWorkerReceiveBytes) {
+    violations.push_back(
+        {"max_response_bytes", absl::StrCat("0 (4 MiB) or at least ", kMinWorkerReceiveBytes,
+                                            ", got ", request.max_response_bytes())});
+  }
   if (!violations.empty()) return InvalidRequestError(violations);
   wait = std::min(wait, options_.max_lease_wait);
+  const int64_t receive_limit =
+      request.max_response_bytes() != 0 ? request.max_response_bytes() : kDefaultWorkerReceiveBytes;
 
   const v1::WorkerInfo& worker = request.worker();
   if (observer_ != nullptr && !worker.id().empty()) observer_->WorkerSeen(worker);
@@ -107,8 +222,15 @@ absl::StatusOr<v1::LeaseJobResponse> LeaseService::LeaseJob(
   while (true) {
     const uint64_t generation = notifier_->QueueGeneration();
     const absl::Time now = clock_->Now();
+    // A fresh secret for each claim; only its digest is stored.
+    absl::StatusOr<std::string> secret = RandomHex(kLeaseSecretBytes);
+    if (!secret.ok()) return secret.status();
+    const std::string secret_hash = Sha256Digest(*secret);
+    bool undeliverable = false;
     absl::StatusOr<std::optional<JobRecord>> claimed =
         store_->ClaimQueuedJob({devices, now}, [&](JobRecord& record, JobUpdate& update) {
+          const JobRecord queued = record;
+          undeliverable = false;
           v1::Job& job = record.job;
           job.set_attempt(job.attempt() + 1);
           job.set_worker(worker.id());
@@ -116,19 +238,43 @@ absl::StatusOr<v1::LeaseJobResponse> LeaseService::LeaseJob(
           if (!job.has_start_time()) *job.mutable_start_time() = ToTimestamp(now);
           record.lease_token += 1;
           record.lease_expire_time = now + options_.lease_duration;
+          record.lease_secret_hash = secret_hash;
+          record.lease_holder = caller.identity;
           update.events.push_back(LogEvent(
               job, v1::INFO,
               absl::StrCat("leased by worker ", worker.id(), " (", worker.device(), "), attempt ",
                            job.attempt(), " of ", job.spec().max_attempts()),
               now));
           Transition(record, v1::RUNNING, now, update);
+          // The exact answer this worker would have to receive.
+          v1::LeaseJobResponse answer = response;
+          *answer.mutable_job() = record.job;
+          *answer.mutable_lease() = MakeLease(record, *secret);
+          const size_t bytes = answer.ByteSizeLong();
+          if (bytes <= static_cast<size_t>(receive_limit)) return absl::OkStatus();
+          record = queued;
+          update.events.clear();
+          undeliverable = true;
+          FailUndeliverable(record, update, worker, bytes, receive_limit, now);
           return absl::OkStatus();
         });
     if (!claimed.ok()) return claimed.status();
+    if (claimed->has_value() && undeliverable) {
+      const JobRecord& record = **claimed;
+      notifier_->NotifyJob(record.job.name());
+      if (observer_ != nullptr) {
+        observer_->JobFinished(record.job, FromTimestamp(record.job.end_time()) -
+                                               FromTimestamp(record.job.create_time()));
+      }
+      nlohmann::json fields = JobLogFields(record.job);
+      fields["error"] = record.job.error().message();
+      Log(LogLevel::kWarning, "job failed: lease undeliverable", fields);
+      continue;  // this worker gets the next job
+    }
     if (claimed->has_value()) {
       const JobRecord& record = **claimed;
       *response.mutable_job() = record.job;
-      *response.mutable_lease() = MakeLease(record);
+      *response.mutable_lease() = MakeLease(record, *secret);
       notifier_->NotifyJob(record.job.name());
       Log(LogLevel::kInfo, "job leased", JobLogFields(record.job));
       return response;
@@ -141,14 +287,23 @@ absl::StatusOr<v1::LeaseJobResponse> LeaseService::LeaseJob(
 
 absl::StatusOr<v1::HeartbeatResponse> LeaseService::Heartbeat(const Caller& caller,
                                                               const v1::HeartbeatRequest& request) {
-  if (!caller.MayWork()) return PermissionDenied();
+  if (!caller.MayWork()) return PermissionDenied(caller);
   absl::Status shape = CheckLeaseShape(request.lease(), request.has_lease());
   if (!shape.ok()) return shape;
-  const int64_t token = request.lease().token();
+  std::vector<FieldViolation> violations;
+  if (std::string problem = ProgressProblem(request.progress()); !problem.empty()) {
+    violations.push_back({"progress", problem});
+  }
+  if (request.worker().id().size() > kMaxWorkerIdBytes) {
+    violations.push_back({"worker.id", TooLarge(request.worker().id().size(), kMaxWorkerIdBytes)});
+  }
+  if (!violations.empty()) return InvalidRequestError(violations);
+  const std::string secret_hash = Sha256Digest(request.lease().secret());
   const absl::Time now = clock_->Now();
   absl::StatusOr<JobRecord> updated =
       store_->UpdateJob(request.lease().job(), [&](JobRecord& record, JobUpdate&) {
-        if (!HoldsLease(record, token)) return StaleLease(record, token);
+        absl::Status held = CheckHoldsLease(record, caller, request.lease(), secret_hash);
+        if (!held.ok()) return held;
         record.lease_expire_time = now + options_.lease_duration;
         if (request.has_progress()) *record.job.mutable_progress() = request.progress();
         *record.job.mutable_update_time() = ToTimestamp(now);
@@ -161,14 +316,14 @@ absl::StatusOr<v1::HeartbeatResponse> LeaseService::Heartbeat(const Caller& call
     if (!worker.id().empty()) observer_->WorkerSeen(worker);
   }
   v1::HeartbeatResponse response;
-  *response.mutable_lease() = MakeLease(*updated);
+  *response.mutable_lease() = MakeLease(*updated, request.lease().secret());
   response.set_cancel_requested(updated->job.state() == v1::CANCELLING);
   return response;
 }
 
 absl::StatusOr<v1::ReportEventsResponse> LeaseService::ReportEvents(
     const Caller& caller, const v1::ReportEventsRequest& request) {
-  if (!caller.MayWork()) return PermissionDenied();
+  if (!caller.MayWork()) return PermissionDenied(caller);
   absl::Status shape = CheckLeaseShape(request.lease(), request.has_lease());
   if (!shape.ok()) return shape;
   std::vector<FieldViolation> violations;
@@ -179,8 +334,16 @@ absl::StatusOr<v1::ReportEventsResponse> LeaseService::ReportEvents(
   for (int i = 0; i < request.events_size(); ++i) {
     const v1::JobEvent& event = request.events(i);
     std::string field = absl::StrCat("events[", i, "]");
+    if (const size_t bytes = event.ByteSizeLong(); bytes > kMaxEventBytes) {
+      violations.push_back({field, TooLarge(bytes, kMaxEventBytes)});
+      continue;
+    }
     switch (event.payload_case()) {
       case v1::JobEvent::kProgress:
+        if (std::string problem = ProgressProblem(event.progress()); !problem.empty()) {
+          violations.push_back({field + ".progress", problem});
+        }
+        break;
       case v1::JobEvent::kLog:
       case v1::JobEvent::kBlockMetrics:
         break;
@@ -198,11 +361,12 @@ absl::StatusOr<v1::ReportEventsResponse> LeaseService::ReportEvents(
   }
   if (!violations.empty()) return InvalidRequestError(violations);
 
-  const int64_t token = request.lease().token();
+  const std::string secret_hash = Sha256Digest(request.lease().secret());
   const absl::Time now = clock_->Now();
   absl::StatusOr<JobRecord> updated =
       store_->UpdateJob(request.lease().job(), [&](JobRecord& record, JobUpdate& update) {
-        if (!HoldsLease(record, token)) return StaleLease(record, token);
+        absl::Status held = CheckHoldsLease(record, caller, request.lease(), secret_hash);
+        if (!held.ok()) return held;
         for (const v1::JobEvent& in : request.events()) {
           v1::JobEvent event = in;
           if (!event.has_time()) *event.mutable_time() = ToTimestamp(now);
@@ -223,20 +387,30 @@ absl::StatusOr<v1::ReportEventsResponse> LeaseService::ReportEvents(
 
 absl::StatusOr<v1::CompleteJobResponse> LeaseService::CompleteJob(
     const Caller& caller, const v1::CompleteJobRequest& request) {
-  if (!caller.MayWork()) return PermissionDenied();
+  if (!caller.MayWork()) return PermissionDenied(caller);
   absl::Status shape = CheckLeaseShape(request.lease(), request.has_lease());
   if (!shape.ok()) return shape;
-  const int64_t token = request.lease().token();
+  if (const size_t bytes = request.result().ByteSizeLong(); bytes > kMaxResultBytes) {
+    return InvalidRequestError({{"result", TooLarge(bytes, kMaxResultBytes)}});
+  }
+  const std::string secret_hash = Sha256Digest(request.lease().secret());
+  v1::CompleteJobRequest outcome = request;
+  outcome.clear_lease();
+  const std::string outcome_hash = OutcomeHash("CompleteJob", outcome);
   const absl::Time now = clock_->Now();
   bool finished_now = false;
   absl::StatusOr<JobRecord> updated =
       store_->UpdateJob(request.lease().job(), [&](JobRecord& record, JobUpdate& update) {
         finished_now = false;
-        if (record.job.state() == v1::SUCCEEDED && record.lease_token == token) {
-          update.write = false;  // a retry of a completion that already landed
-          return absl::OkStatus();
+        if (record.job.state() == v1::SUCCEEDED && record.lease_token == request.lease().token()) {
+          // A retry of a completion that already landed: the same worker
+          // with the same result, or a refusal.
+          update.write = false;
+          return CheckRepeatedOutcome(record, caller, request.lease(), secret_hash, outcome_hash);
         }
-        if (!HoldsLease(record, token)) return StaleLease(record, token);
+        absl::Status held = CheckHoldsLease(record, caller, request.lease(), secret_hash);
+        if (!held.ok()) return held;
+        record.outcome_hash = outcome_hash;
         *record.job.mutable_result() = request.result();
         record.job.mutable_progress()->set_percent(100);
         record.lease_expire_time = absl::InfinitePast();
@@ -263,21 +437,34 @@ absl::StatusOr<v1::CompleteJobResponse> LeaseService::CompleteJob(
 
 absl::StatusOr<v1::FailJobResponse> LeaseService::FailJob(const Caller& caller,
                                                           const v1::FailJobRequest& request) {
-  if (!caller.MayWork()) return PermissionDenied();
+  if (!caller.MayWork()) return PermissionDenied(caller);
   absl::Status shape = CheckLeaseShape(request.lease(), request.has_lease());
   if (!shape.ok()) return shape;
-  const int64_t token = request.lease().token();
+  std::vector<FieldViolation> violations;
+  if (const size_t bytes = request.error().ByteSizeLong(); bytes > kMaxErrorBytes) {
+    violations.push_back({"error", TooLarge(bytes, kMaxErrorBytes)});
+  }
+  if (const size_t bytes = request.result().ByteSizeLong(); bytes > kMaxResultBytes) {
+    violations.push_back({"result", TooLarge(bytes, kMaxResultBytes)});
+  }
+  if (!violations.empty()) return InvalidRequestError(violations);
+  const std::string secret_hash = Sha256Digest(request.lease().secret());
+  v1::FailJobRequest outcome = request;
+  outcome.clear_lease();
+  const std::string outcome_hash = OutcomeHash("FailJob", outcome);
   const absl::Time now = clock_->Now();
   const v1::JobState target = request.cancelled() ? v1::CANCELLED : v1::FAILED;
   bool finished_now = false;
   absl::StatusOr<JobRecord> updated =
       store_->UpdateJob(request.lease().job(), [&](JobRecord& record, JobUpdate& update) {
         finished_now = false;
-        if (record.job.state() == target && record.lease_token == token) {
-          update.write = false;  // a retry
-          return absl::OkStatus();
+        if (record.job.state() == target && record.lease_token == request.lease().token()) {
+          update.write = false;  // a retry: only of the same outcome by the same worker
+          return CheckRepeatedOutcome(record, caller, request.lease(), secret_hash, outcome_hash);
         }
-        if (!HoldsLease(record, token)) return StaleLease(record, token);
+        absl::Status held = CheckHoldsLease(record, caller, request.lease(), secret_hash);
+        if (!held.ok()) return held;
+        record.outcome_hash = outcome_hash;
         google::rpc::Status error = request.error();
         if (target == v1::FAILED && error.code() == kRpcOk) {
           // A failure must say something; never store FAILED without a cause.

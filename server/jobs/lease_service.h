@@ -1,7 +1,11 @@
 // The worker side of quantd's job logic, without a network: lease a job
 // (long-polling), heartbeat, report events, complete or fail, all fenced by
-// the lease's token; and the re-queueing of expired leases that the
-// LeaseReaper runs. The gRPC WorkerService is a thin shell around it.
+// the lease (its generation, its random secret, and the credential that
+// took it); and the re-queueing of expired leases that the LeaseReaper
+// runs. The gRPC WorkerService is a thin shell around it.
+//
+// Only worker credentials may call it (with authentication off, the
+// anonymous caller); PERMISSION_DENIED otherwise, admins included.
 #ifndef QUANTD_SERVER_JOBS_LEASE_SERVICE_H_
 #define QUANTD_SERVER_JOBS_LEASE_SERVICE_H_
 
@@ -25,17 +29,24 @@ class LeaseService {
                JobsOptions options);
 
   // Leases the oldest QUEUED job for the worker's device ("" jobs match any
-  // worker, "cuda" jobs any cuda:N worker): RUNNING, attempt + 1, a new
-  // fencing token, expiry now + lease_duration. Waits up to request.wait
-  // (at most max_lease_wait) for one; returns an empty response when none
-  // came, or at once when `cancelled` turns true or the server shuts down.
+  // worker, "cuda" jobs any cuda:N worker): RUNNING, attempt + 1, the next
+  // lease generation (Lease.token), a new random 128-bit Lease.secret (only
+  // its SHA-256 is stored), bound to caller.identity, expiry now +
+  // lease_duration. A job whose answer would be larger than the worker can
+  // receive (request.max_response_bytes, default 4 MiB) FAILS instead
+  // (LEASE_UNDELIVERABLE) and the next one is tried. Waits up to
+  // request.wait (at most max_lease_wait) for one; returns an empty
+  // response when none came, or at once when `cancelled` turns true or the
+  // server shuts down.
   absl::StatusOr<v1::LeaseJobResponse> LeaseJob(
       const Caller& caller, const v1::LeaseJobRequest& request,
       const std::function<bool()>& cancelled = [] { return false; });
 
   // Renews the lease and records progress; cancel_requested when the job
-  // is CANCELLING. FAILED_PRECONDITION (STALE_LEASE) for a lease that is
-  // not the job's current one; nothing changes then.
+  // is CANCELLING. Every call below checks the lease first and changes
+  // nothing when it fails: FAILED_PRECONDITION (STALE_LEASE) for a lease
+  // that is not the job's current one or a wrong secret; PERMISSION_DENIED
+  // (LEASE_HELD_BY_ANOTHER_CREDENTIAL) when another credential took it.
   absl::StatusOr<v1::HeartbeatResponse> Heartbeat(const Caller& caller,
                                                   const v1::HeartbeatRequest& request);
 
@@ -44,13 +55,16 @@ class LeaseService {
   absl::StatusOr<v1::ReportEventsResponse> ReportEvents(const Caller& caller,
                                                         const v1::ReportEventsRequest& request);
 
-  // RUNNING or CANCELLING -> SUCCEEDED with the result. Repeating the call
-  // with the same lease after it succeeded is OK (a retry).
+  // RUNNING or CANCELLING -> SUCCEEDED with the result (at most
+  // kMaxResultBytes). Repeating the call after it succeeded is OK only with
+  // the same lease and a byte-identical result; otherwise
+  // FAILED_PRECONDITION (JOB_ALREADY_FINISHED).
   absl::StatusOr<v1::CompleteJobResponse> CompleteJob(const Caller& caller,
                                                       const v1::CompleteJobRequest& request);
 
   // -> FAILED with the error and partial result, or CANCELLED when
-  // request.cancelled. Repeating it with the same lease is OK.
+  // request.cancelled. Repeating it is OK only with the same lease, error,
+  // result and `cancelled`.
   absl::StatusOr<v1::FailJobResponse> FailJob(const Caller& caller,
                                               const v1::FailJobRequest& request);
 

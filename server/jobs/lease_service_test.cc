@@ -4,10 +4,13 @@
 
 #include <thread>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "google/rpc/error_details.pb.h"
+#include "server/common/secrets.h"
 #include "server/jobs/job_transitions.h"
 #include "server/jobs/jobs_test_fixture.h"
+#include "server/jobs/request_validation.h"
 
 namespace quantd::server::testing {
 namespace {
@@ -54,6 +57,13 @@ TEST_P(LeaseServiceTest, LeaseTakesOldestJobAndSetsLeaseFields) {
   EXPECT_EQ(FromTimestamp(response.job().start_time()), now);
   EXPECT_EQ(response.lease().job(), first.name());
   EXPECT_EQ(response.lease().token(), 1);
+  // 128 random bits; the store keeps only their SHA-256 and the holder.
+  ASSERT_EQ(response.lease().secret().size(), 32u);
+  for (char c : response.lease().secret()) EXPECT_TRUE(absl::ascii_isxdigit(c));
+  auto stored = store_->GetJob(first.name());
+  ASSERT_TRUE(stored.ok());
+  EXPECT_EQ(stored->lease_secret_hash, Sha256Digest(response.lease().secret()));
+  EXPECT_EQ(stored->lease_holder, kAnonymousIdentity);
   EXPECT_EQ(FromTimestamp(response.lease().expire_time()), now + absl::Seconds(3));
   EXPECT_EQ(response.heartbeat_interval().seconds(), 1);  // a third of the lease
 
@@ -88,6 +98,135 @@ TEST_P(LeaseServiceTest, RefusesBadWorkerInfoAndNonWorkers) {
   auto submitter = leases_->LeaseJob(Caller{"acme", Role::kSubmitter}, LeaseRequest());
   EXPECT_EQ(submitter.status().code(), absl::StatusCode::kPermissionDenied);
   EXPECT_TRUE(leases_->LeaseJob(Caller{"", Role::kWorker}, LeaseRequest()).ok());
+
+  v1::LeaseJobRequest long_id = LeaseRequest(std::string(257, 'w'));
+  long_id.set_max_response_bytes(1000);
+  auto too_long = leases_->LeaseJob(Caller::Anonymous(), long_id);
+  EXPECT_EQ(too_long.status().code(), absl::StatusCode::kInvalidArgument);
+  std::vector<std::string> fields;
+  for (const auto& v : GetViolations(too_long.status())) fields.push_back(v.field);
+  EXPECT_EQ(fields, (std::vector<std::string>{"worker.id", "max_response_bytes"}));
+}
+
+// An admin credential is not a worker: it can neither lease nor act on a
+// lease, even one it learned. With authentication off the anonymous caller
+// (local workers without tokens) still works.
+TEST_P(LeaseServiceTest, AdminCredentialsCannotCallTheWorkerService) {
+  const Caller admin{"ops", Role::kAdmin, "sha256:ops"};
+  v1::Job job = Create();
+  auto refused = leases_->LeaseJob(admin, LeaseRequest());
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_NE(refused.status().message().find("admin credential"), std::string::npos);
+  v1::LeaseJobResponse lease = Lease("w1", "cpu", WorkerCredential("w1"));
+  EXPECT_EQ(Heartbeat(lease.lease(), admin).code(), absl::StatusCode::kPermissionDenied);
+  v1::CompleteJobRequest complete;
+  *complete.mutable_lease() = lease.lease();
+  complete.mutable_result()->add_artifacts()->set_uri("file:///forged");
+  EXPECT_EQ(leases_->CompleteJob(admin, complete).status().code(),
+            absl::StatusCode::kPermissionDenied);
+  v1::FailJobRequest fail;
+  *fail.mutable_lease() = lease.lease();
+  EXPECT_EQ(leases_->FailJob(admin, fail).status().code(), absl::StatusCode::kPermissionDenied);
+  v1::ReportEventsRequest report;
+  *report.mutable_lease() = lease.lease();
+  EXPECT_EQ(leases_->ReportEvents(admin, report).status().code(),
+            absl::StatusCode::kPermissionDenied);
+  EXPECT_EQ(Get(job.name()).state(), v1::RUNNING);
+  EXPECT_TRUE(Caller::Anonymous().MayWork());
+}
+
+// Whoever does not have the lease's secret (a forged lease from the job's
+// generation, a guessed or missing secret) is STALE_LEASE; another worker
+// credential, even with the right secret, is PERMISSION_DENIED. Nothing
+// changes, and the real holder carries on.
+TEST_P(LeaseServiceTest, ForgedLeasesAndOtherCredentialsChangeNothing) {
+  v1::Job job = Create();
+  const Caller holder = WorkerCredential("holder");
+  const Caller other = WorkerCredential("other");
+  v1::LeaseJobResponse lease = Lease("w1", "cpu", holder);
+  const size_t events_before = Events(job.name()).size();
+
+  v1::Lease guessed = lease.lease();
+  guessed.set_secret("00000000000000000000000000000000");
+  v1::Lease missing = lease.lease();
+  missing.clear_secret();
+  v1::Lease forged;  // what an attacker knows: the job and its generation
+  forged.set_job(job.name());
+  forged.set_token(1);
+  for (const v1::Lease& bad : {guessed, missing, forged}) {
+    ExpectStale(Heartbeat(bad, holder));
+    v1::ReportEventsRequest report;
+    *report.mutable_lease() = bad;
+    report.add_events()->mutable_log()->set_message("forged");
+    ExpectStale(leases_->ReportEvents(holder, report).status());
+    v1::CompleteJobRequest complete;
+    *complete.mutable_lease() = bad;
+    complete.mutable_result()->add_artifacts()->set_uri("file:///attacker/artifact");
+    ExpectStale(leases_->CompleteJob(holder, complete).status());
+    v1::FailJobRequest fail;
+    *fail.mutable_lease() = bad;
+    ExpectStale(leases_->FailJob(holder, fail).status());
+  }
+  auto stale = Heartbeat(guessed, holder);
+  EXPECT_EQ(stale.message().find(lease.lease().secret()), std::string::npos);  // never echoed
+
+  for (const v1::Lease& any : {lease.lease(), guessed}) {
+    absl::Status denied = Heartbeat(any, other);
+    EXPECT_EQ(denied.code(), absl::StatusCode::kPermissionDenied) << denied;
+    EXPECT_EQ(GetReason(denied), "LEASE_HELD_BY_ANOTHER_CREDENTIAL");
+    v1::CompleteJobRequest complete;
+    *complete.mutable_lease() = any;
+    EXPECT_EQ(leases_->CompleteJob(other, complete).status().code(),
+              absl::StatusCode::kPermissionDenied);
+    v1::FailJobRequest fail;
+    *fail.mutable_lease() = any;
+    EXPECT_EQ(leases_->FailJob(other, fail).status().code(), absl::StatusCode::kPermissionDenied);
+  }
+  // The anonymous caller is just another identity to a lease a worker
+  // credential took.
+  EXPECT_EQ(Heartbeat(lease.lease(), Caller::Anonymous()).code(),
+            absl::StatusCode::kPermissionDenied);
+
+  v1::Job now = Get(job.name());
+  EXPECT_EQ(now.state(), v1::RUNNING);
+  EXPECT_FALSE(now.has_result());
+  EXPECT_EQ(Events(job.name()).size(), events_before);
+  EXPECT_TRUE(Heartbeat(lease.lease(), holder).ok());
+  v1::CompleteJobRequest real;
+  *real.mutable_lease() = lease.lease();
+  real.mutable_result()->add_artifacts()->set_uri("file:///real/artifact");
+  ASSERT_TRUE(leases_->CompleteJob(holder, real).ok());
+  EXPECT_EQ(Get(job.name()).result().artifacts(0).uri(), "file:///real/artifact");
+}
+
+// Each lease has its own secret: a re-lease of the same job (same holder)
+// makes the first one useless.
+TEST_P(LeaseServiceTest, EveryLeaseHasItsOwnSecret) {
+  v1::Job job = Create();
+  const Caller worker = WorkerCredential("w");
+  v1::LeaseJobResponse first = Lease("w1", "cpu", worker);
+  clock_.Advance(absl::Seconds(4));
+  EXPECT_EQ(Reap(), 1);
+  clock_.Advance(absl::Seconds(2));
+  v1::LeaseJobResponse second = Lease("w1", "cpu", worker);
+  ASSERT_EQ(second.job().name(), job.name());
+  EXPECT_NE(first.lease().secret(), second.lease().secret());
+  v1::Lease old_secret = second.lease();
+  old_secret.set_secret(first.lease().secret());
+  ExpectStale(Heartbeat(old_secret, worker));
+  // The secret is in no stored job or event.
+  auto record = store_->GetJob(job.name());
+  ASSERT_TRUE(record.ok());
+  EXPECT_EQ(record->job.SerializeAsString().find(second.lease().secret()), std::string::npos);
+  for (const v1::JobEvent& e : Events(job.name())) {
+    EXPECT_EQ(e.SerializeAsString().find(second.lease().secret()), std::string::npos);
+  }
+  // The heartbeat answer hands the secret back with the renewed lease.
+  v1::HeartbeatRequest beat;
+  *beat.mutable_lease() = second.lease();
+  auto renewed = leases_->Heartbeat(worker, beat);
+  ASSERT_TRUE(renewed.ok()) << renewed.status();
+  EXPECT_EQ(renewed->lease().secret(), second.lease().secret());
 }
 
 TEST_P(LeaseServiceTest, LongPollWakesWhenAJobArrives) {
@@ -250,6 +389,18 @@ TEST_P(LeaseServiceTest, CompleteStoresResultOnceAndRetriesAreHarmless) {
   const size_t events = Events(job.name()).size();
   EXPECT_TRUE(leases_->CompleteJob(Caller::Anonymous(), complete).ok());  // retry
   EXPECT_EQ(Events(job.name()).size(), events);
+  // A repeat with another result is refused, and the first result stands.
+  v1::CompleteJobRequest different = complete;
+  different.mutable_result()->mutable_artifacts(0)->set_uri("file:///forged");
+  auto refused = leases_->CompleteJob(Caller::Anonymous(), different);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(GetReason(refused.status()), "JOB_ALREADY_FINISHED");
+  // So is the same result with a wrong secret.
+  v1::CompleteJobRequest guessed = complete;
+  guessed.mutable_lease()->set_secret("ffffffffffffffffffffffffffffffff");
+  ExpectStale(leases_->CompleteJob(Caller::Anonymous(), guessed).status());
+  EXPECT_EQ(Get(job.name()).result().artifacts(0).uri(), "file:///out/a");
+  EXPECT_EQ(Events(job.name()).size(), events);
   auto tail = Events(job.name(), events - 2);
   EXPECT_EQ(tail[0].result().artifacts(0).uri(), "file:///out/a");
   EXPECT_EQ(tail[1].state(), v1::SUCCEEDED);
@@ -278,6 +429,12 @@ TEST_P(LeaseServiceTest, FailStoresErrorAndPartialResult) {
   EXPECT_EQ(events[events.size() - 2].log().message(), fail.error().message());
   EXPECT_EQ(events.back().state(), v1::FAILED);
   EXPECT_TRUE(leases_->FailJob(Caller::Anonymous(), fail).ok());  // retry
+  v1::FailJobRequest other_error = fail;
+  other_error.mutable_error()->set_message("something else");
+  auto refused = leases_->FailJob(Caller::Anonymous(), other_error);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(GetReason(refused.status()), "JOB_ALREADY_FINISHED");
+  EXPECT_EQ(Get(job.name()).error().message(), fail.error().message());
 
   // A failure without an error still says something.
   v1::Job other = Create();
@@ -287,6 +444,106 @@ TEST_P(LeaseServiceTest, FailStoresErrorAndPartialResult) {
   ASSERT_TRUE(leases_->FailJob(Caller::Anonymous(), bare).ok());
   EXPECT_EQ(Get(other.name()).error().code(), 2);
   EXPECT_EQ(Get(other.name()).error().message(), "the worker reported a failure without an error");
+}
+
+// Workers may only store what every client can read back: events, progress,
+// results and errors over their limits are refused naming the field, and
+// nothing is written.
+TEST_P(LeaseServiceTest, OversizedWorkerReportsAreRefused) {
+  v1::Job job = Create();
+  v1::LeaseJobResponse lease = Lease();
+  const size_t events_before = Events(job.name()).size();
+  v1::ReportEventsRequest report;
+  *report.mutable_lease() = lease.lease();
+  report.add_events()->mutable_log()->set_message("fine");
+  report.add_events()->mutable_log()->set_message(std::string(kMaxEventBytes, 'x'));
+  report.add_events()->mutable_progress()->set_message(std::string(kMaxProgressBytes, 'p'));
+  auto refused = leases_->ReportEvents(Caller::Anonymous(), report);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
+  std::vector<std::string> fields;
+  for (const auto& v : GetViolations(refused.status())) fields.push_back(v.field);
+  EXPECT_EQ(fields, (std::vector<std::string>{"events[1]", "events[2].progress"}));
+  EXPECT_EQ(Events(job.name()).size(), events_before);
+
+  v1::HeartbeatRequest beat;
+  *beat.mutable_lease() = lease.lease();
+  beat.mutable_progress()->set_message(std::string(kMaxProgressBytes, 'p'));
+  EXPECT_EQ(leases_->Heartbeat(Caller::Anonymous(), beat).status().code(),
+            absl::StatusCode::kInvalidArgument);
+
+  v1::CompleteJobRequest complete;
+  *complete.mutable_lease() = lease.lease();
+  complete.mutable_result()->add_artifacts()->set_uri(std::string(kMaxResultBytes, 'u'));
+  auto big_result = leases_->CompleteJob(Caller::Anonymous(), complete);
+  EXPECT_EQ(big_result.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(GetViolations(big_result.status()).at(0).field, "result");
+  v1::FailJobRequest fail;
+  *fail.mutable_lease() = lease.lease();
+  fail.mutable_error()->set_code(13);
+  fail.mutable_error()->set_message(std::string(kMaxErrorBytes, 'e'));
+  *fail.mutable_result() = complete.result();
+  auto big_failure = leases_->FailJob(Caller::Anonymous(), fail);
+  fields.clear();
+  for (const auto& v : GetViolations(big_failure.status())) fields.push_back(v.field);
+  EXPECT_EQ(fields, (std::vector<std::string>{"error", "result"}));
+  EXPECT_EQ(Get(job.name()).state(), v1::RUNNING);
+  EXPECT_EQ(Events(job.name()).size(), events_before);
+}
+
+// A job whose lease is larger than the worker can receive (a spec stored
+// before the size limit) is never handed out: it FAILS at once with
+// LEASE_UNDELIVERABLE and the same call leases the next job.
+TEST_P(LeaseServiceTest, UndeliverableLeaseFailsTheJobAndTheWorkerGetsTheNext) {
+  v1::Job big = Create("file:///big");
+  clock_.Advance(absl::Seconds(1));
+  v1::Job small = Create("file:///small");
+  ASSERT_TRUE(store_
+                  ->UpdateJob(big.name(),
+                              [](JobRecord& r, JobUpdate&) {
+                                r.job.mutable_spec()->mutable_quantization()->set_quark_json(
+                                    std::string(kDefaultWorkerReceiveBytes, '['));
+                                return absl::OkStatus();
+                              })
+                  .ok());
+  v1::LeaseJobResponse lease = Lease();
+  EXPECT_EQ(lease.job().name(), small.name());
+  EXPECT_LE(lease.ByteSizeLong(), static_cast<size_t>(kDefaultWorkerReceiveBytes));
+
+  v1::Job failed = Get(big.name());
+  EXPECT_EQ(failed.state(), v1::FAILED);
+  EXPECT_EQ(failed.attempt(), 0);  // never ran
+  EXPECT_EQ(failed.error().code(), static_cast<int>(absl::StatusCode::kFailedPrecondition));
+  EXPECT_NE(failed.error().message().find("more than worker w1 can receive (4194304 bytes)"),
+            std::string::npos)
+      << failed.error().message();
+  google::rpc::ErrorInfo info;
+  ASSERT_EQ(failed.error().details_size(), 1);
+  ASSERT_TRUE(failed.error().details(0).UnpackTo(&info));
+  EXPECT_EQ(info.reason(), "LEASE_UNDELIVERABLE");
+  EXPECT_EQ(info.metadata().at("worker"), "w1");
+  auto events = Events(big.name());
+  EXPECT_EQ(events.back().state(), v1::FAILED);
+  EXPECT_EQ(events[events.size() - 2].log().severity(), v1::ERROR);
+  auto stored = store_->GetJob(big.name());
+  EXPECT_EQ(stored->lease_secret_hash, "");  // no lease was handed out
+
+  // A worker that says it receives less gets less: a 1.5 MiB spec is
+  // deliverable by default but not to a 1 MiB worker.
+  v1::Job medium = Create("file:///medium");
+  ASSERT_TRUE(store_
+                  ->UpdateJob(medium.name(),
+                              [](JobRecord& r, JobUpdate&) {
+                                r.job.mutable_spec()->mutable_quantization()->set_quark_json(
+                                    std::string(3 << 19, 'x'));
+                                return absl::OkStatus();
+                              })
+                  .ok());
+  v1::LeaseJobRequest small_worker = LeaseRequest("tiny");
+  small_worker.set_max_response_bytes(kMinWorkerReceiveBytes);
+  auto none = leases_->LeaseJob(Caller::Anonymous(), small_worker);
+  ASSERT_TRUE(none.ok()) << none.status();
+  EXPECT_FALSE(none->has_job());
+  EXPECT_EQ(Get(medium.name()).state(), v1::FAILED);
 }
 
 TEST_P(LeaseServiceTest, ExpiredLeaseRequeuesWithBackoffThenFailsAtMaxAttempts) {

@@ -9,6 +9,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "google/protobuf/descriptor.h"
+#include "google/protobuf/message.h"
 
 namespace quantd::server {
 namespace {
@@ -31,7 +33,67 @@ std::vector<std::string> NormalizedOrderBy(absl::string_view order_by) {
   return absl::StrSplit(absl::AsciiStrToLower(order_by), ' ', absl::SkipEmpty());
 }
 
+// A field whose content is at least this large is named when a spec is too
+// large (a spec over the limit always has one: it has fewer than 16 fields).
+constexpr size_t kLargeFieldBytes = 16 << 10;
+
+// The bytes a set field holds: strings and bytes by length, messages by
+// their serialized size, scalars as 8; repeated fields (and maps) summed.
+size_t FieldBytes(const google::protobuf::Message& message,
+                  const google::protobuf::FieldDescriptor* field) {
+  using google::protobuf::FieldDescriptor;
+  const google::protobuf::Reflection* r = message.GetReflection();
+  auto element = [&](int i) -> size_t {
+    switch (field->cpp_type()) {
+      case FieldDescriptor::CPPTYPE_STRING:
+        return i < 0 ? r->GetString(message, field).size()
+                     : r->GetRepeatedString(message, field, i).size();
+      case FieldDescriptor::CPPTYPE_MESSAGE:
+        return i < 0 ? r->GetMessage(message, field).ByteSizeLong()
+                     : r->GetRepeatedMessage(message, field, i).ByteSizeLong();
+      default:
+        return 8;
+    }
+  };
+  if (!field->is_repeated()) return element(-1);
+  size_t total = 0;
+  for (int i = 0; i < r->FieldSize(message, field); ++i) total += element(i);
+  return total;
+}
+
+void CollectLargeFields(const google::protobuf::Message& message, const std::string& path,
+                        std::vector<FieldViolation>& out) {
+  std::vector<const google::protobuf::FieldDescriptor*> fields;
+  message.GetReflection()->ListFields(message, &fields);
+  for (const google::protobuf::FieldDescriptor* field : fields) {
+    const size_t bytes = FieldBytes(message, field);
+    if (bytes < kLargeFieldBytes) continue;
+    const std::string name = absl::StrCat(path, ".", field->name());
+    if (!field->is_repeated() &&
+        field->cpp_type() == google::protobuf::FieldDescriptor::CPPTYPE_MESSAGE) {
+      const size_t before = out.size();
+      CollectLargeFields(message.GetReflection()->GetMessage(message, field), name, out);
+      if (out.size() > before) continue;  // a nested field was named instead
+    }
+    out.push_back({name, absl::StrCat(bytes, " bytes make the job spec too large")});
+  }
+}
+
 }  // namespace
+
+std::vector<FieldViolation> CheckJobSpecSize(const v1::JobSpec& spec) {
+  const size_t total = spec.ByteSizeLong();
+  if (total <= kMaxJobSpecBytes) return {};
+  std::vector<FieldViolation> violations;
+  CollectLargeFields(spec, "spec", violations);
+  const std::string limit = absl::StrCat("the whole spec is ", total, " bytes, at most ",
+                                         kMaxJobSpecBytes, " (256 KiB) are accepted");
+  if (violations.empty()) violations.push_back({"spec", ""});
+  for (FieldViolation& v : violations) {
+    v.description = v.description.empty() ? limit : absl::StrCat(v.description, "; ", limit);
+  }
+  return violations;
+}
 
 std::string CheckLabelKey(absl::string_view key) {
   if (key.empty()) return "a label key must not be empty";
@@ -141,6 +203,10 @@ std::vector<FieldViolation> ValidateListJobsRequest(const v1::ListJobsRequest& r
     if (std::string problem = CheckLabelKey(key); !problem.empty()) {
       violations.push_back({absl::StrCat("labels[\"", key, "\"]"), problem});
     }
+  }
+  if (!v1::JobView_IsValid(request.view())) {
+    violations.push_back({"view", absl::StrCat(static_cast<int>(request.view()),
+                                               " is not a view; use BASIC or FULL")});
   }
   return violations;
 }
