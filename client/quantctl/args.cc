@@ -79,7 +79,7 @@ const std::set<std::string>& JobSpecBoolFlags() {
 const std::set<std::string>& QuantctlValueFlags() {
   static const auto* flags = [] {
     auto* f = new std::set<std::string>{
-        "server", "output-format", "request-id", "state", "page-size",
+        "server", "output-format", "request-id", "state", "page-size", "view",
         // connection and credentials (connection_settings.h)
         "token", "tls-ca", "tls-cert", "tls-key", "tls-server-name", "quantctl-config"};
     f->insert(JobSpecValueFlags().begin(), JobSpecValueFlags().end());  // submit's job flags

@@ -89,7 +89,9 @@ commands:
       --wait                  watch the job until it ends
   watch NAME                  live progress, then the final metrics
   get NAME                    show a job
-  list [--state S] [--label K=V] [--page-size N] [--all]
+  list [--state S] [--label K=V] [--page-size N] [--all] [--view basic|full]
+                              basic (default) leaves out each job's quantization
+                              config and per-block metrics; full has everything
   cancel NAME                 cancel a queued or running job
 
 URIs may be plain paths; they are turned into absolute file:// URIs.
@@ -355,6 +357,15 @@ int List(Client& c, const ParsedArgs& a) {
     return kExitUsage;
   }
   req.set_page_size(*size);
+  const std::string view = absl::AsciiStrToLower(a.Get("view", "basic"));
+  if (view == "basic") {
+    req.set_view(quantd::v1::BASIC);
+  } else if (view == "full") {
+    req.set_view(quantd::v1::FULL);
+  } else {
+    std::cerr << "quantctl list: --view '" << a.Get("view") << "' is not basic or full\n";
+    return kExitUsage;
+  }
   for (const auto& st : a.GetAll("state")) {
     quantd::v1::JobState state;
     if (!quantd::v1::JobState_Parse(absl::AsciiStrToUpper(st), &state)) {

@@ -37,6 +37,23 @@ void FillStableDefaults(const JobsOptions& options, const std::string& id, v1::J
   }
 }
 
+// ListJobs' BASIC view (quantization_service.proto, JobView): the job
+// without its full quantization config and per-block metrics.
+void ApplyBasicView(v1::Job& job) {
+  if (job.spec().has_quantization()) {
+    v1::QuantizationSettings* q = job.mutable_spec()->mutable_quantization();
+    // The kind of source stays visible (an empty config or JSON string is
+    // still the oneof's member); its content goes.
+    if (q->has_config()) q->mutable_config()->Clear();
+    if (q->has_quark_json()) q->set_quark_json("");
+    q->clear_exclude();
+    q->clear_algorithms();
+  }
+  if (job.has_result() && job.result().has_metrics()) {
+    job.mutable_result()->mutable_metrics()->clear_blocks();
+  }
+}
+
 }  // namespace
 
 std::string DescribeSpecDifference(const v1::JobSpec& stored, const v1::JobSpec& requested) {
@@ -68,6 +85,15 @@ absl::Status JobService::CheckSpec(const v1::CreateJobRequest& request,
                                    std::vector<std::string>* warnings) {
   std::vector<FieldViolation> violations = ValidateCreateJobRequest(request);
   if (!request.has_spec()) return InvalidRequestError(violations);
+  // An oversized spec is refused before anything parses it further: it
+  // could never be delivered to a client or a worker.
+  std::vector<FieldViolation> size = CheckJobSpecSize(request.spec());
+  if (!size.empty()) {
+    violations.insert(violations.end(), size.begin(), size.end());
+    absl::Status too_large = InvalidRequestError(violations);
+    SetReason(too_large, "JOB_SPEC_TOO_LARGE");
+    return too_large;
+  }
   // A URI outside the allowed roots is refused before anything looks at it
   // further, whatever else is wrong with the request.
   if (options_.uri_policy) {
@@ -185,9 +211,21 @@ absl::StatusOr<v1::ListJobsResponse> JobService::ListJobs(const Caller& caller,
   if (!records.ok()) return records.status();
 
   v1::ListJobsResponse response;
-  const int shown = std::min<int>(page_size, records->size());
-  for (int i = 0; i < shown; ++i) *response.add_jobs() = std::move((*records)[i].job);
-  if (static_cast<int>(records->size()) > page_size) {
+  const bool full = request.view() == v1::FULL;
+  const int available = std::min<int>(page_size, records->size());
+  size_t bytes = 0;
+  int shown = 0;
+  for (; shown < available; ++shown) {
+    v1::Job& job = (*records)[shown].job;
+    if (!full) ApplyBasicView(job);
+    // A page stays small enough for any client to receive; the next page
+    // token continues after the last job shown.
+    const size_t job_bytes = job.ByteSizeLong() + 8;  // + the field's tag and length
+    if (shown > 0 && bytes + job_bytes > kMaxListResponseBytes) break;
+    bytes += job_bytes;
+    *response.add_jobs() = std::move(job);
+  }
+  if (static_cast<int>(records->size()) > shown) {
     const v1::Job& last = response.jobs(shown - 1);
     response.set_next_page_token(
         EncodePageToken({FromTimestamp(last.create_time()), last.name(), fingerprint}));
@@ -256,6 +294,25 @@ absl::Status JobService::WatchJob(const Caller& caller, const v1::WatchJobReques
     return MakeError(absl::StatusCode::kResourceExhausted, "TOO_MANY_WATCHES",
                      absl::StrCat("this frontend already serves ", options_.max_concurrent_watches,
                                   " WatchJob streams; retry later or poll GetJob"));
+  }
+  // Counted by the watching caller's tenant, so one tenant cannot take
+  // every stream of the frontend from the others.
+  int tenant_active = 0;
+  {
+    absl::MutexLock lock(&watches_mu_);
+    tenant_active = ++watches_by_tenant_[caller.tenant];
+  }
+  absl::Cleanup release_tenant = [this, &caller] {
+    absl::MutexLock lock(&watches_mu_);
+    auto it = watches_by_tenant_.find(caller.tenant);
+    if (--it->second == 0) watches_by_tenant_.erase(it);
+  };
+  if (options_.max_watches_per_tenant > 0 && tenant_active > options_.max_watches_per_tenant) {
+    return MakeError(
+        absl::StatusCode::kResourceExhausted, "TOO_MANY_WATCHES",
+        absl::StrCat("tenant \"", caller.tenant, "\" already has ", options_.max_watches_per_tenant,
+                     " WatchJob streams open on this frontend (the per-tenant limit, "
+                     "--max-watches-per-tenant); close one, retry later or poll GetJob"));
   }
 
   const std::string& name = request.name();

@@ -9,8 +9,11 @@
 #include <atomic>
 #include <functional>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "quantd/v1/quantization_service.pb.h"
 #include "server/common/clock.h"
 #include "server/jobs/caller.h"
@@ -38,7 +41,8 @@ class JobService {
              JobsOptions options);
 
   // Validates and stores a QUEUED job. Errors: INVALID_ARGUMENT with a
-  // BadRequest naming each bad field; UNIMPLEMENTED for features the engine
+  // BadRequest naming each bad field (reason JOB_SPEC_TOO_LARGE, naming the
+  // large fields, for a spec over kMaxJobSpecBytes); UNIMPLEMENTED for features the engine
   // does not have; ALREADY_EXISTS (REQUEST_ID_REUSED) when the request_id
   // was used with a different spec; RESOURCE_EXHAUSTED (QUEUE_FULL);
   // PERMISSION_DENIED for callers that may not submit. A retry with the
@@ -50,7 +54,9 @@ class JobService {
   absl::StatusOr<v1::Job> GetJob(const Caller& caller, const v1::GetJobRequest& request);
 
   // The caller's jobs (every tenant's for an admin), filtered by state and
-  // labels, newest first unless order_by says "create_time asc".
+  // labels, newest first unless order_by says "create_time asc". In the
+  // BASIC view unless request.view is FULL; a page holds at most page_size
+  // jobs and stops before passing kMaxListResponseBytes.
   absl::StatusOr<v1::ListJobsResponse> ListJobs(const Caller& caller,
                                                 const v1::ListJobsRequest& request);
 
@@ -62,7 +68,8 @@ class JobService {
   // Sends the events after request.after_sequence, then follows new ones
   // until the job has ended and all its events were sent (OK). CANCELLED
   // when the reader went away; UNAVAILABLE when the server shuts down;
-  // RESOURCE_EXHAUSTED (TOO_MANY_WATCHES) over the concurrent-watch limit.
+  // RESOURCE_EXHAUSTED (TOO_MANY_WATCHES) over the concurrent-watch limit
+  // of the frontend or of the caller's tenant.
   absl::Status WatchJob(const Caller& caller, const v1::WatchJobRequest& request,
                         const WatchStream& stream);
 
@@ -81,6 +88,8 @@ class JobService {
   const JobsOptions options_;
   JobIdGenerator ids_;
   std::atomic<int> active_watches_{0};
+  absl::Mutex watches_mu_;
+  absl::flat_hash_map<std::string, int> watches_by_tenant_ ABSL_GUARDED_BY(watches_mu_);
 };
 
 // Names the top-level JobSpec fields that differ ("model_uri, labels"),

@@ -10,6 +10,7 @@
 #include "google/protobuf/util/message_differencer.h"
 #include "server/jobs/job_transitions.h"
 #include "server/jobs/jobs_test_fixture.h"
+#include "server/jobs/request_validation.h"
 
 namespace quantd::server::testing {
 namespace {
@@ -167,6 +168,148 @@ TEST_P(JobServiceTest, QueueLimitPerTenant) {
   EXPECT_EQ(third.status().code(), absl::StatusCode::kResourceExhausted);
   EXPECT_EQ(GetReason(third.status()), "QUEUE_FULL");
   EXPECT_TRUE(jobs_->CreateJob(Caller{"globex", Role::kSubmitter}, Request()).ok());
+}
+
+// A spec over 256 KiB is refused before anything parses it, naming the
+// field that makes it large (the 12 MiB config of issue 17 included) and
+// every other bad field; nothing is stored.
+TEST_P(JobServiceTest, OversizedSpecIsRefusedNamingTheLargeFields) {
+  for (size_t bytes : {size_t{300} << 10, size_t{12} << 20}) {
+    v1::CreateJobRequest request = Request();
+    request.mutable_spec()->mutable_quantization()->set_quark_json(std::string(bytes, '['));
+    request.set_request_id(std::string(129, 'r'));
+    auto refused = jobs_->CreateJob(Caller::Anonymous(), request);
+    EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_EQ(GetReason(refused.status()), "JOB_SPEC_TOO_LARGE");
+    EXPECT_EQ(Fields(refused.status()),
+              (std::vector<std::string>{"request_id", "spec.quantization.quark_json"}));
+    const std::string description = GetViolations(refused.status())[1].description;
+    EXPECT_NE(description.find(absl::StrCat(bytes, " bytes make the job spec too large")),
+              std::string::npos)
+        << description;
+    EXPECT_NE(description.find("at most 262144"), std::string::npos) << description;
+  }
+  // Two large fields are both named; a large list by its own name.
+  v1::CreateJobRequest two = Request();
+  two.mutable_spec()->mutable_quantization()->set_quark_json(std::string(200 << 10, 'x'));
+  for (int i = 0; i < 5000; ++i) {
+    two.mutable_spec()->mutable_quantization()->add_exclude(absl::StrCat("model.layers.", i, ".*"));
+  }
+  two.mutable_spec()->set_model_uri("file:///" + std::string(40 << 10, 'm'));
+  auto refused = jobs_->CreateJob(Caller::Anonymous(), two);
+  EXPECT_EQ(Fields(refused.status()),
+            (std::vector<std::string>{"spec.model_uri", "spec.quantization.quark_json",
+                                      "spec.quantization.exclude"}));
+  v1::ListJobsRequest list;
+  EXPECT_EQ(jobs_->ListJobs(Caller::Anonymous(), list)->jobs_size(), 0);
+
+  // Just under the limit is accepted (and deliverable).
+  v1::CreateJobRequest fits = Request();
+  fits.mutable_spec()->mutable_quantization()->set_quark_json(std::string(250 << 10, ' '));
+  EXPECT_LE(fits.spec().ByteSizeLong(), kMaxJobSpecBytes);
+  EXPECT_TRUE(jobs_->CreateJob(Caller::Anonymous(), fits).ok());
+}
+
+// ListJobs answers in the BASIC view unless asked for FULL: no quantization
+// config content and no per-block metrics, the kind of config kept. GetJob
+// is FULL.
+TEST_P(JobServiceTest, ListJobsBasicViewOmitsTheBulkyPartsFullHasThem) {
+  v1::CreateJobRequest json = Request();
+  v1::QuantizationSettings* q = json.mutable_spec()->mutable_quantization();
+  q->set_quark_json(R"({"global_quant_config": {"weight": {"dtype": "int4"}}})");
+  q->add_exclude("lm_head");
+  q->add_algorithms()->mutable_gptq();
+  (*json.mutable_spec()->mutable_labels())["team"] = "nlp";
+  v1::Job json_job = *jobs_->CreateJob(Caller::Anonymous(), json);
+  clock_.Advance(absl::Seconds(1));
+  v1::CreateJobRequest structured = Request();
+  structured.mutable_spec()->mutable_quantization()->mutable_config()->add_exclude("lm_head");
+  v1::Job structured_job = *jobs_->CreateJob(Caller::Anonymous(), structured);
+  clock_.Advance(absl::Seconds(1));
+  v1::Job scheme_job = Create("file:///models/scheme");
+  // The oldest job finishes with per-block metrics.
+  v1::LeaseJobResponse lease = Lease();
+  ASSERT_EQ(lease.job().name(), json_job.name());
+  v1::CompleteJobRequest complete;
+  *complete.mutable_lease() = lease.lease();
+  complete.mutable_result()->mutable_metrics()->add_blocks()->set_block(1);
+  complete.mutable_result()->mutable_metrics()->mutable_float_perplexity()->set_perplexity(7.5);
+  ASSERT_TRUE(leases_->CompleteJob(Caller::Anonymous(), complete).ok());
+
+  v1::ListJobsRequest request;
+  auto basic = jobs_->ListJobs(Caller::Anonymous(), request);
+  ASSERT_TRUE(basic.ok()) << basic.status();
+  ASSERT_EQ(basic->jobs_size(), 3);
+  const v1::Job& b_scheme = basic->jobs(0);
+  const v1::Job& b_structured = basic->jobs(1);
+  const v1::Job& b_json = basic->jobs(2);
+  EXPECT_EQ(b_scheme.spec().quantization().scheme(), "w_int4_per_group_sym");
+  EXPECT_EQ(b_structured.spec().quantization().source_case(), v1::QuantizationSettings::kConfig);
+  EXPECT_EQ(b_structured.spec().quantization().config().ByteSizeLong(), 0u);
+  EXPECT_EQ(b_json.spec().quantization().source_case(), v1::QuantizationSettings::kQuarkJson);
+  EXPECT_EQ(b_json.spec().quantization().quark_json(), "");
+  EXPECT_EQ(b_json.spec().quantization().exclude_size(), 0);
+  EXPECT_EQ(b_json.spec().quantization().algorithms_size(), 0);
+  EXPECT_EQ(b_json.result().metrics().blocks_size(), 0);
+  // Everything else is there.
+  EXPECT_EQ(b_json.state(), v1::SUCCEEDED);
+  EXPECT_EQ(b_json.spec().labels().at("team"), "nlp");
+  EXPECT_EQ(b_json.result().metrics().float_perplexity().perplexity(), 7.5);
+  EXPECT_EQ(b_json.spec().model_uri(), json.spec().model_uri());
+
+  request.set_view(v1::BASIC);
+  EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(
+      *jobs_->ListJobs(Caller::Anonymous(), request), *basic));
+  request.set_view(v1::FULL);
+  auto full = jobs_->ListJobs(Caller::Anonymous(), request);
+  ASSERT_TRUE(full.ok());
+  ASSERT_EQ(full->jobs_size(), 3);
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(full->jobs(i),
+                                                                   Get(full->jobs(i).name())))
+        << full->jobs(i).name();
+  }
+  EXPECT_EQ(full->jobs(2).spec().quantization().quark_json(), q->quark_json());
+  EXPECT_EQ(full->jobs(2).result().metrics().blocks_size(), 1);
+  EXPECT_EQ(full->jobs(1).spec().quantization().config().exclude(0), "lm_head");
+  EXPECT_EQ(Get(json_job.name()).spec().quantization().exclude(0), "lm_head");  // GetJob: FULL
+
+  request.set_view(static_cast<v1::JobView>(7));
+  auto bad = jobs_->ListJobs(Caller::Anonymous(), request);
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(Fields(bad.status()), std::vector<std::string>{"view"});
+}
+
+// A page of big jobs stops before it passes what a client can receive; the
+// page token continues where it stopped, so paging still sees every job.
+TEST_P(JobServiceTest, ListPagesStayUnderTheResponseSizeLimit) {
+  std::vector<std::string> created;
+  for (int i = 0; i < 20; ++i) {
+    v1::CreateJobRequest request = Request(absl::StrCat("file:///m", i));
+    request.mutable_spec()->mutable_quantization()->set_quark_json(std::string(200 << 10, 'j'));
+    created.push_back(jobs_->CreateJob(Caller::Anonymous(), request)->name());
+    clock_.Advance(absl::Milliseconds(1));
+  }
+  v1::ListJobsRequest request;
+  request.set_view(v1::FULL);
+  request.set_order_by("create_time asc");
+  std::vector<std::string> seen;
+  int pages = 0;
+  while (true) {
+    auto page = jobs_->ListJobs(Caller::Anonymous(), request);
+    ASSERT_TRUE(page.ok()) << page.status();
+    ++pages;
+    EXPECT_LE(page->ByteSizeLong(), kMaxListResponseBytes);
+    EXPECT_GT(page->jobs_size(), 0);
+    for (const auto& job : page->jobs()) seen.push_back(job.name());
+    if (page->next_page_token().empty()) break;
+    request.set_page_token(page->next_page_token());
+  }
+  EXPECT_EQ(seen, created);
+  EXPECT_GE(pages, 2);
+  // BASIC drops the configs: one page holds them all.
+  v1::ListJobsRequest basic;
+  EXPECT_EQ(jobs_->ListJobs(Caller::Anonymous(), basic)->jobs_size(), 20);
 }
 
 TEST_P(JobServiceTest, GetRefusesMalformedUnknownAndForeignNames) {
@@ -505,6 +648,73 @@ TEST_P(JobServiceTest, ConcurrentWatchLimit) {
   cancel.set_name(job.name());
   ASSERT_TRUE(jobs_->CancelJob(Caller::Anonymous(), cancel).ok());
   first.join();
+  EXPECT_EQ(jobs_->active_watches(), 0);
+}
+
+// One tenant cannot hold every WatchJob stream of a frontend: past its
+// own limit it is RESOURCE_EXHAUSTED naming the tenant limit, while other
+// tenants still watch; closing a stream frees its slot.
+TEST_P(JobServiceTest, WatchLimitPerTenant) {
+  options_.max_watches_per_tenant = 2;
+  options_.max_concurrent_watches = 100;
+  Restart();
+  Caller acme{"acme", Role::kSubmitter, "sha256:acme"};
+  Caller globex{"globex", Role::kSubmitter, "sha256:globex"};
+  v1::Job acme_job = Create("file:///a", acme);
+  v1::Job globex_job = Create("file:///g", globex);
+
+  // A stream held open until `stop`; `open` once it sent its first event.
+  struct Watcher {
+    absl::Notification open;
+    std::atomic<bool> stop{false};
+    absl::Status result;
+    std::thread thread;
+  };
+  auto watch = [&](const Caller& caller, const std::string& name, Watcher& w) {
+    w.thread = std::thread([&, caller, name] {
+      v1::WatchJobRequest request;
+      request.set_name(name);
+      WatchStream stream;
+      stream.send = [&w](const v1::JobEvent&) {
+        if (!w.open.HasBeenNotified()) w.open.Notify();
+        return true;
+      };
+      stream.cancelled = [&w] { return w.stop.load(); };
+      w.result = jobs_->WatchJob(caller, request, stream);
+      if (!w.open.HasBeenNotified()) w.open.Notify();
+    });
+  };
+  Watcher a1, a2, a3, g1;
+  watch(acme, acme_job.name(), a1);
+  watch(acme, acme_job.name(), a2);
+  ASSERT_TRUE(a1.open.WaitForNotificationWithTimeout(absl::Seconds(60)));
+  ASSERT_TRUE(a2.open.WaitForNotificationWithTimeout(absl::Seconds(60)));
+  watch(acme, acme_job.name(), a3);
+  a3.thread.join();
+  EXPECT_EQ(a3.result.code(), absl::StatusCode::kResourceExhausted) << a3.result;
+  EXPECT_EQ(GetReason(a3.result), "TOO_MANY_WATCHES");
+  EXPECT_NE(a3.result.message().find("tenant \"acme\" already has 2 WatchJob streams"),
+            std::string::npos)
+      << a3.result;
+  EXPECT_NE(a3.result.message().find("--max-watches-per-tenant"), std::string::npos);
+
+  // Another tenant is served.
+  watch(globex, globex_job.name(), g1);
+  ASSERT_TRUE(g1.open.WaitForNotificationWithTimeout(absl::Seconds(60)));
+  EXPECT_EQ(jobs_->active_watches(), 3);
+
+  // acme closes one stream and may open another.
+  a1.stop = true;
+  a1.thread.join();
+  EXPECT_EQ(a1.result.code(), absl::StatusCode::kCancelled);
+  Watcher a4;
+  watch(acme, acme_job.name(), a4);
+  ASSERT_TRUE(a4.open.WaitForNotificationWithTimeout(absl::Seconds(60)));
+  for (Watcher* w : {&a2, &a4, &g1}) {
+    w->stop = true;
+    w->thread.join();
+    EXPECT_EQ(w->result.code(), absl::StatusCode::kCancelled) << w->result;
+  }
   EXPECT_EQ(jobs_->active_watches(), 0);
 }
 

@@ -51,6 +51,9 @@ struct JobsOptions {
   // Concurrent WatchJob streams per frontend (RESOURCE_EXHAUSTED); 0 = no
   // limit.
   int max_concurrent_watches = 0;
+  // Concurrent WatchJob streams per tenant of the watching caller, on one
+  // frontend (RESOURCE_EXHAUSTED); 0 = no limit.
+  int max_watches_per_tenant = 0;
   // Events a worker may send in one ReportEvents call.
   int max_events_per_report = 1000;
 };

@@ -160,9 +160,15 @@ class Client:
         *,
         order_by: str = "",
         page_size: int = 0,
+        view: str = "basic",
     ) -> Iterator[job_pb2.Job]:
         """Every matching job, fetching pages of `page_size` (0: the server's
-        default) as the iteration goes."""
+        default) as the iteration goes. `view` "basic" (the default) leaves out
+        each job's quantization config content and per-block metrics; "full"
+        returns every field, as `get` does."""
+        views = {"basic": service_pb2.BASIC, "full": service_pb2.FULL}
+        if view.lower() not in views:
+            raise ValueError(f"view must be 'basic' or 'full', got {view!r}")
         if state is None:
             states: Sequence[int] = ()
         elif isinstance(state, (int, str)):
@@ -170,7 +176,11 @@ class Client:
         else:
             states = tuple(parse_state(s) for s in state)
         request = service_pb2.ListJobsRequest(
-            page_size=page_size, states=states, labels=dict(labels or {}), order_by=order_by
+            page_size=page_size,
+            states=states,
+            labels=dict(labels or {}),
+            order_by=order_by,
+            view=views[view.lower()],
         )
         while True:
             response = self._call(self._stub.ListJobs, request)

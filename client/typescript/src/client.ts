@@ -11,7 +11,7 @@ import * as grpc from "@grpc/grpc-js";
 import * as protoLoader from "@grpc/proto-loader";
 
 import { QuantdError, StatusDecoder } from "./errors.js";
-import type { Job, JobEvent, JobSpec, JobStateName, Progress } from "./types.js";
+import type { Job, JobEvent, JobSpec, JobStateName, JobViewName, Progress } from "./types.js";
 
 export interface TlsOptions {
   // PEM CA bundle verifying the server (default: the system roots).
@@ -48,6 +48,9 @@ export interface ListOptions {
   orderBy?: string;
   // Jobs per ListJobs call (0: the server's default, 50).
   pageSize?: number;
+  // BASIC (the default) leaves out each job's quantization config content
+  // and per-block metrics; FULL returns every field, as get() does.
+  view?: JobViewName | Lowercase<JobViewName>;
 }
 
 export interface WaitOptions {
@@ -150,6 +153,7 @@ export class Client {
       states: states.map((s) => s.toUpperCase()),
       labels: options.labels ?? {},
       orderBy: options.orderBy ?? "",
+      view: (options.view ?? "BASIC").toUpperCase(),
     };
     while (true) {
       const page = await this.unary<{ jobs: Job[]; nextPageToken: string }>("ListJobs", request);

@@ -28,6 +28,9 @@ export type ExportFormatName =
   | "GGUF"
   | "ONNX_QDQ";
 
+// ListJobs' view (AIP-157).
+export type JobViewName = "JOB_VIEW_UNSPECIFIED" | "BASIC" | "FULL";
+
 export interface Timestamp {
   seconds: number;
   nanos: number;
