@@ -1,6 +1,7 @@
 // quantd: the quantization service's frontend. Stores jobs (SQLite or
 // PostgreSQL), serves QuantizationService and WorkerService over gRPC, and
 // optionally runs local workers. See docs/server.md for every flag.
+#include <errno.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -9,18 +10,23 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <memory>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "server/app/quantd_server.h"
 #include "server/common/engine_status.h"
 #include "server/common/json_log.h"
+#include "server/common/repeated_flags.h"
 #include "server/supervisor/worker_devices.h"
 #include "worker/common/dashed_flags.h"
 #include "worker/pipeline/job_spec_check.h"
@@ -40,8 +46,12 @@ ABSL_FLAG(std::string, local_worker_devices, "cpu",
 ABSL_FLAG(std::string, worker_binary, "",
           "worker executable for --local-workers (default: $QUANTD_WORKER_BINARY, else "
           "quantd-worker next to quantd, else ../worker/quantd-worker as laid out by Bazel)");
-ABSL_FLAG(std::vector<std::string>, worker_arg, {},
-          "extra arguments for every local worker (comma-separated)");
+// --worker-arg and --local-worker-env are repeatable: main() takes every
+// occurrence out of argv (server/common/repeated_flags.h) before Abseil
+// parses the rest. They are declared here for --help.
+ABSL_FLAG(std::string, worker_arg, "",
+          "one extra argument for every local worker; repeat the flag for more (a comma stays "
+          "inside the argument)");
 ABSL_FLAG(absl::Duration, lease_duration, absl::Seconds(60),
           "how long a worker's lease lasts without a heartbeat");
 ABSL_FLAG(int, max_attempts, 3, "leases per job before LEASE_EXPIRED_MAX_ATTEMPTS (default)");
@@ -49,9 +59,9 @@ ABSL_FLAG(absl::Duration, requeue_backoff, absl::Seconds(1),
           "delay before an expired job can be leased again; doubles per attempt");
 ABSL_FLAG(absl::Duration, max_requeue_backoff, absl::Minutes(1), "cap of --requeue-backoff");
 ABSL_FLAG(int, max_request_bytes, 16 << 20, "largest gRPC request accepted");
-ABSL_FLAG(
-    absl::Duration, shutdown_grace, absl::Seconds(5),
-    "on SIGTERM/SIGINT, how long in-flight RPCs and connected clients get before quantd exits");
+ABSL_FLAG(absl::Duration, shutdown_grace, absl::Seconds(5),
+          "on SIGTERM/SIGINT, how long local workers and in-flight RPCs get before quantd exits; "
+          "a part that does not stop is abandoned shortly after (a second signal exits at once)");
 ABSL_FLAG(std::string, port_file, "",
           "once serving, write the bound gRPC host:port (line 1) and /metrics port (line 2) here");
 ABSL_FLAG(std::string, metrics_listen, "",
@@ -64,15 +74,22 @@ ABSL_FLAG(std::string, tls_client_ca, "",
 ABSL_FLAG(std::string, auth_tokens, "",
           "file of hashed bearer tokens (<sha256 hex> <tenant> <submitter|admin|worker> per line); "
           "authentication is off when empty");
+ABSL_FLAG(bool, insecure, false,
+          "allow --listen on a non-loopback address without --auth-tokens (refused otherwise: "
+          "anyone reaching the port could act as any tenant and as a worker)");
 ABSL_FLAG(std::vector<std::string>, allowed_uri_roots, {},
           "comma-separated URI prefixes (file:///models,https://host/path/) that job URIs must lie "
           "under; any URI when empty");
-ABSL_FLAG(int, max_queued_per_tenant, 0,
+ABSL_FLAG(int, max_queued_per_tenant, 1000,
           "QUEUED jobs per tenant before RESOURCE_EXHAUSTED (0: no limit)");
 ABSL_FLAG(int, max_concurrent_watches, 1000,
           "WatchJob streams this frontend serves at once before RESOURCE_EXHAUSTED (0: no limit)");
-ABSL_FLAG(std::vector<std::string>, local_worker_env, {},
-          "NAME=value entries added to local workers' environment (comma-separated)");
+ABSL_FLAG(int, max_watches_per_tenant, 100,
+          "WatchJob streams one tenant may hold on this frontend before RESOURCE_EXHAUSTED "
+          "(0: no limit)");
+ABSL_FLAG(std::string, local_worker_env, "",
+          "one NAME=value entry added to local workers' environment; repeat the flag for more (a "
+          "comma stays inside the value)");
 ABSL_FLAG(std::string, log_level, "info", "debug, info, warning or error");
 
 namespace quantd::server {
@@ -114,7 +131,67 @@ LogLevel ParseLogLevel(const std::string& name) {
   return LogLevel::kInfo;
 }
 
-int Run() {
+// How long after --shutdown-grace the watchdog waits before it abandons a
+// shutdown that did not finish.
+constexpr absl::Duration kWatchdogMargin = absl::Seconds(2);
+
+// Ends the process when a shutdown does not finish: at grace + margin, or
+// at once on a second SIGTERM/SIGINT, logging what was still running.
+// Disarm() (the shutdown finished) turns it into a no-op.
+class ShutdownWatchdog {
+ public:
+  ShutdownWatchdog(QuantdServer* server, sigset_t signals, absl::Duration grace)
+      : state_(std::make_shared<State>()) {
+    state_->server = server;
+    // Detached: it may stay blocked in sigtimedwait until the process
+    // exits, so it owns its state rather than pointing into this object.
+    std::thread([state = state_, signals, grace] { Watch(*state, signals, grace); }).detach();
+  }
+
+  // Must run before the server is destroyed.
+  void Disarm() {
+    absl::MutexLock lock(&state_->mu);
+    state_->disarmed = true;
+  }
+
+ private:
+  struct State {
+    absl::Mutex mu;
+    bool disarmed ABSL_GUARDED_BY(mu) = false;
+    QuantdServer* server = nullptr;
+  };
+
+  static void Watch(State& state, sigset_t signals, absl::Duration grace) {
+    const absl::Time deadline = absl::Now() + grace + kWatchdogMargin;
+    while (true) {
+      const absl::Duration left = deadline - absl::Now();
+      if (left <= absl::ZeroDuration()) break;
+      timespec timeout = absl::ToTimespec(left);
+      const int signal_number = sigtimedwait(&signals, nullptr, &timeout);
+      if (signal_number > 0) {
+        Abandon(state, "second signal during shutdown; exiting now",
+                {{"signal", strsignal(signal_number)}});
+        return;
+      }
+      if (errno != EINTR) break;  // EAGAIN: the deadline passed
+    }
+    Abandon(state, "shutdown did not finish within --shutdown-grace; exiting now",
+            {{"grace", absl::FormatDuration(grace)},
+             {"margin", absl::FormatDuration(kWatchdogMargin)}});
+  }
+
+  static void Abandon(State& state, const char* message, nlohmann::json fields) {
+    absl::MutexLock lock(&state.mu);
+    if (state.disarmed) return;
+    fields["did_not_stop"] = state.server->ShutdownProgress();
+    Log(LogLevel::kError, message, fields);
+    _exit(1);
+  }
+
+  std::shared_ptr<State> state_;
+};
+
+int Run(const std::vector<std::string>& worker_args, const std::vector<std::string>& worker_env) {
   SetMinLogLevel(ParseLogLevel(absl::GetFlag(FLAGS_log_level)));
   // Signals are taken synchronously by this thread (sigwait below); block
   // them before any other thread exists so none of those catches them.
@@ -143,7 +220,7 @@ int Run() {
     options.local_worker_devices = plan->devices;
   }
   options.worker_binary = ResolveWorkerBinary(absl::GetFlag(FLAGS_worker_binary));
-  options.worker_extra_args = absl::GetFlag(FLAGS_worker_arg);
+  options.worker_extra_args = worker_args;
   options.max_request_bytes = absl::GetFlag(FLAGS_max_request_bytes);
   options.shutdown_grace = absl::GetFlag(FLAGS_shutdown_grace);
   options.metrics_listen = absl::GetFlag(FLAGS_metrics_listen);
@@ -151,8 +228,9 @@ int Run() {
   options.tls_key_file = absl::GetFlag(FLAGS_tls_key);
   options.tls_client_ca_file = absl::GetFlag(FLAGS_tls_client_ca);
   options.auth_tokens_file = absl::GetFlag(FLAGS_auth_tokens);
+  options.insecure = absl::GetFlag(FLAGS_insecure);
   options.allowed_uri_roots = absl::GetFlag(FLAGS_allowed_uri_roots);
-  options.worker_extra_env = absl::GetFlag(FLAGS_local_worker_env);
+  options.worker_extra_env = worker_env;
   JobsOptions& jobs = options.jobs;
   jobs.lease_duration = absl::GetFlag(FLAGS_lease_duration);
   jobs.default_max_attempts = absl::GetFlag(FLAGS_max_attempts);
@@ -160,6 +238,7 @@ int Run() {
   jobs.max_requeue_backoff = absl::GetFlag(FLAGS_max_requeue_backoff);
   jobs.max_queued_per_tenant = absl::GetFlag(FLAGS_max_queued_per_tenant);
   jobs.max_concurrent_watches = absl::GetFlag(FLAGS_max_concurrent_watches);
+  jobs.max_watches_per_tenant = absl::GetFlag(FLAGS_max_watches_per_tenant);
   jobs.spec_check = [](const v1::JobSpec& spec, std::vector<std::string>* warnings) {
     return FromEngineStatus(quantd::pipeline::CheckJobSpec(spec, warnings));
   };
@@ -181,8 +260,13 @@ int Run() {
   }
   int signal_number = 0;
   sigwait(&stop_signals, &signal_number);
-  Log(LogLevel::kInfo, "shutting down", {{"signal", strsignal(signal_number)}});
+  Log(LogLevel::kInfo, "shutting down",
+      {{"signal", strsignal(signal_number)},
+       {"grace", absl::FormatDuration(options.shutdown_grace)}});
+  // The signals stay blocked: the watchdog takes a second one itself.
+  ShutdownWatchdog watchdog(server->get(), stop_signals, options.shutdown_grace);
   (*server)->Shutdown();
+  watchdog.Disarm();
   return 0;
 }
 
@@ -192,7 +276,18 @@ int Run() {
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
       "quantd --listen HOST:PORT --store URI --data-dir DIR [--local-workers N]");
-  quantd::DashedFlagArgv args(argc, argv);
+  std::vector<std::string> raw(argv, argv + argc);
+  auto worker_args = quantd::server::TakeRepeatedFlag(raw, "worker-arg");
+  auto worker_env = quantd::server::TakeRepeatedFlag(raw, "local-worker-env");
+  for (const auto* taken : {&worker_args, &worker_env}) {
+    if (!taken->ok()) {
+      std::fprintf(stderr, "quantd: %s\n", std::string(taken->status().message()).c_str());
+      return 2;
+    }
+  }
+  std::vector<char*> rest;
+  for (std::string& arg : raw) rest.push_back(arg.data());
+  quantd::DashedFlagArgv args(static_cast<int>(rest.size()), rest.data());
   absl::ParseCommandLine(args.argc(), args.argv());
-  return quantd::server::Run();
+  return quantd::server::Run(*worker_args, *worker_env);
 }

@@ -1,25 +1,28 @@
 // The quantd binary as a process: flags, health, reflection, the real
-// CheckJobSpec, local workers (a fake worker program), SIGTERM shutdown and
-// a restart on the same data directory.
-#include <algorithm>
+// CheckJobSpec, local workers (a fake worker program), SIGTERM shutdown (a
+// stuck handler included) and a restart on the same data directory.
 #include <grpcpp/generic/generic_stub.h>
 #include <grpcpp/grpcpp.h>
+#include <postgresql/libpq-fe.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "google/rpc/error_details.pb.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "gtest/gtest.h"
 #include "quantd/v1/quantization_service.grpc.pb.h"
+#include "server/store/testing/postgres_test_cluster.h"
 #include "server/store/testing/test_database.h"
 #include "server/testing/quantd_process.h"
 
@@ -219,6 +222,181 @@ TEST(QuantdBinaryTest, ServesHealthReflectionJobsAndWorkersAndRestarts) {
     EXPECT_EQ(job.request_id(), "restart-me");
     EXPECT_EQ(quantd.Terminate(), 0);
   }
+}
+
+// --worker-arg and --local-worker-env take one value per occurrence: a
+// comma stays inside the value, so a list-valued worker flag reaches the
+// worker as one argument.
+TEST(QuantdBinaryTest, RepeatableWorkerArgsKeepTheirCommas) {
+  const std::string data_dir = testing::MakeTempDir("quantd-args");
+  const std::string worker_dir = testing::MakeTempDir("quantd-args-workers");
+  auto quantd = StartQuantd(data_dir, worker_dir, 1,
+                            {"--worker-arg=--allowed-roots=/srv/a,/srv/b", "--worker-arg",
+                             "--threads=2", "--local-worker-env=FAKE_WORKER_SEEN_LIST=x,y",
+                             "--local_worker_env=FAKE_WORKER_SEEN_OTHER=z"});
+  ASSERT_NE(quantd, nullptr);
+  auto workers = RecordedWorkers(worker_dir, 1);
+  ASSERT_EQ(workers.size(), 1u);
+  const std::vector<std::string>& args = workers.begin()->second;
+  auto roots = std::find(args.begin(), args.end(), "--allowed-roots=/srv/a,/srv/b");
+  ASSERT_NE(roots, args.end()) << absl::StrJoin(args, " ");
+  ASSERT_NE(roots + 1, args.end());
+  EXPECT_EQ(*(roots + 1), "--threads=2");
+  EXPECT_NE(std::find(args.begin(), args.end(), "env:FAKE_WORKER_SEEN_LIST=x,y"), args.end());
+  EXPECT_NE(std::find(args.begin(), args.end(), "env:FAKE_WORKER_SEEN_OTHER=z"), args.end());
+  EXPECT_EQ(quantd->Terminate(), 0);
+}
+
+// The per-tenant limits are on unless the operator turns them off.
+TEST(QuantdBinaryTest, PerTenantLimitsHaveNonZeroDefaults) {
+  std::string help;
+  if (FILE* p = popen((Runfile("server/quantd") + " --helpfull 2>&1").c_str(), "r")) {
+    char buf[4096];
+    size_t n;
+    while ((n = fread(buf, 1, sizeof(buf), p)) > 0) help.append(buf, n);
+    pclose(p);
+  }
+  auto default_of = [&](const std::string& flag) {
+    size_t at = help.find("--" + flag + " ");
+    if (at == std::string::npos) return std::string("(flag missing)");
+    at = help.find("default: ", at);
+    return help.substr(at + 9, help.find(';', at) - at - 9);
+  };
+  EXPECT_EQ(default_of("max_queued_per_tenant"), "1000") << help;
+  EXPECT_EQ(default_of("max_watches_per_tenant"), "100");
+  EXPECT_EQ(default_of("max_concurrent_watches"), "1000");
+  EXPECT_EQ(default_of("insecure"), "false");
+}
+
+// Listening beyond this host without tokens would hand every tenant's jobs
+// and the worker protocol to anyone who reaches the port: quantd refuses,
+// says why, and starts with --insecure.
+TEST(QuantdBinaryTest, NonLoopbackListenNeedsTokensOrInsecure) {
+  const std::string dir = testing::MakeTempDir("quantd-listen");
+  QuantdProcessOptions options;
+  options.data_dir = dir + "/data";
+  options.listen = "0.0.0.0:0";
+  options.log_file = dir + "/refused.log";
+  auto refused = QuantdProcess::Start(options);
+  EXPECT_FALSE(refused.ok());
+  const std::string log = ReadFile(options.log_file);
+  EXPECT_NE(log.find("refusing to listen on 0.0.0.0:0 without --auth-tokens"), std::string::npos)
+      << log;
+  EXPECT_NE(log.find("--insecure"), std::string::npos) << log;
+
+  options.extra_flags = {"--insecure"};
+  options.log_file = dir + "/insecure.log";
+  auto insecure = QuantdProcess::Start(options);
+  ASSERT_TRUE(insecure.ok()) << insecure.status() << ReadFile(options.log_file);
+  EXPECT_EQ(Health((*insecure)->NewChannel(), ""), grpc::health::v1::HealthCheckResponse::SERVING);
+  EXPECT_EQ((*insecure)->Terminate(), 0);
+}
+
+// A CreateJob stuck in the store (the test holds a lock on the jobs table,
+// so the INSERT waits for PostgreSQL's 30 s statement timeout) keeps an
+// RPC handler busy. SIGTERM must still end quantd: after --shutdown-grace
+// the watchdog exits, logging what did not stop; a second SIGTERM exits at
+// once.
+class StuckShutdownTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto cluster = testing::PostgresTestCluster::Shared();
+    ASSERT_TRUE(cluster.ok()) << cluster.status();
+    auto uri = (*cluster)->CreateDatabase();
+    ASSERT_TRUE(uri.ok()) << uri.status();
+    uri_ = *uri;
+    dir_ = testing::MakeTempDir("quantd-stuck");
+  }
+
+  void TearDown() override {
+    if (creator_.joinable()) creator_.join();
+    if (lock_ != nullptr) PQfinish(lock_);
+  }
+
+  void StartQuantd(const std::string& grace) {
+    QuantdProcessOptions options;
+    options.data_dir = dir_ + "/data";
+    options.log_file = log_file_ = dir_ + "/quantd.log";
+    options.extra_flags = {"--store=" + uri_, "--shutdown-grace=" + grace, "--log-level=info"};
+    auto process = QuantdProcess::Start(options);
+    ASSERT_TRUE(process.ok()) << process.status() << ReadFile(log_file_);
+    quantd_ = std::move(*process);
+  }
+
+  // Takes a lock that lets reads through but makes every INSERT wait, and
+  // sends a CreateJob into it; returns once quantd's INSERT is waiting.
+  void StickACreateJob() {
+    lock_ = PQconnectdb(uri_.c_str());
+    ASSERT_EQ(PQstatus(lock_), CONNECTION_OK) << PQerrorMessage(lock_);
+    PGresult* r = PQexec(lock_, "BEGIN; LOCK TABLE jobs IN SHARE MODE");
+    ASSERT_EQ(PQresultStatus(r), PGRES_COMMAND_OK) << PQerrorMessage(lock_);
+    PQclear(r);
+    auto channel = quantd_->NewChannel();
+    creator_ = std::thread([channel] {
+      auto client = v1::QuantizationService::NewStub(channel);
+      v1::CreateJobRequest request;
+      request.mutable_spec()->set_model_uri("file:///models/stories260K");
+      request.mutable_spec()->mutable_quantization()->set_scheme("w_int4_per_group_sym");
+      grpc::ClientContext context;
+      context.set_deadline(std::chrono::system_clock::now() + std::chrono::minutes(10));
+      v1::Job job;
+      client->CreateJob(&context, request, &job);  // fails when quantd exits
+    });
+    PGconn* watch = PQconnectdb(uri_.c_str());
+    bool waiting = false;
+    for (const absl::Time give_up = absl::Now() + absl::Seconds(120);
+         !waiting && absl::Now() < give_up;) {
+      PGresult* q = PQexec(watch,
+                           "SELECT count(*) FROM pg_stat_activity WHERE application_name = "
+                           "'quantd' AND wait_event_type = 'Lock'");
+      waiting = PQresultStatus(q) == PGRES_TUPLES_OK && std::string(PQgetvalue(q, 0, 0)) != "0";
+      PQclear(q);
+      if (!waiting) absl::SleepFor(absl::Milliseconds(20));
+    }
+    PQfinish(watch);
+    ASSERT_TRUE(waiting) << "quantd's CreateJob never waited on the lock";
+  }
+
+  bool LogHas(const std::string& text) {
+    return ReadFile(log_file_).find(text) != std::string::npos;
+  }
+
+  std::string uri_;
+  std::string dir_;
+  std::string log_file_;
+  std::unique_ptr<QuantdProcess> quantd_;
+  PGconn* lock_ = nullptr;
+  std::thread creator_;
+};
+
+TEST_F(StuckShutdownTest, WatchdogEndsQuantdAfterTheGraceNamingWhatDidNotStop) {
+  StartQuantd("500ms");
+  StickACreateJob();
+  quantd_->Signal(SIGTERM);
+  // The handler would stay stuck for the 30 s statement timeout; quantd
+  // exits on its own before that, with the watchdog's status (a clean
+  // shutdown exits 0).
+  EXPECT_EQ(quantd_->Wait(absl::Minutes(2)), 1) << ReadFile(log_file_);
+  EXPECT_EQ(PQtransactionStatus(lock_), PQTRANS_INTRANS);  // still holding the lock
+  EXPECT_TRUE(LogHas("shutdown did not finish within --shutdown-grace")) << ReadFile(log_file_);
+  EXPECT_TRUE(LogHas("waiting for in-flight RPCs")) << ReadFile(log_file_);
+  EXPECT_TRUE(LogHas("quantd.v1.QuantizationService/CreateJob x1")) << ReadFile(log_file_);
+}
+
+TEST_F(StuckShutdownTest, SecondSigtermExitsAtOnce) {
+  StartQuantd("10m");
+  StickACreateJob();
+  quantd_->Signal(SIGTERM);
+  for (const absl::Time give_up = absl::Now() + absl::Seconds(60);
+       !LogHas("shutting down") && absl::Now() < give_up;) {
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  ASSERT_TRUE(LogHas("shutting down"));
+  quantd_->Signal(SIGTERM);
+  EXPECT_EQ(quantd_->Wait(absl::Minutes(2)), 1) << ReadFile(log_file_);
+  EXPECT_EQ(PQtransactionStatus(lock_), PQTRANS_INTRANS);
+  EXPECT_TRUE(LogHas("second signal during shutdown")) << ReadFile(log_file_);
+  EXPECT_TRUE(LogHas("QuantizationService/CreateJob")) << ReadFile(log_file_);
 }
 
 }  // namespace

@@ -1,9 +1,11 @@
 #include "server/app/quantd_server.h"
 
+#include <arpa/inet.h>
 #include <grpcpp/ext/proto_server_reflection_plugin.h>
 #include <grpcpp/health_check_service_interface.h>
 #include <grpcpp/security/server_credentials.h>
 #include <grpcpp/server_builder.h>
+#include <netinet/in.h>
 #include <openssl/rand.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -12,6 +14,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "server/auth/token_authenticator.h"
@@ -106,6 +109,25 @@ std::string ListenHost(const std::string& listen) {
   return host;
 }
 
+bool IsLoopbackListen(const std::string& listen) {
+  if (absl::StartsWith(listen, "unix:") || absl::StartsWith(listen, "unix-abstract:")) return true;
+  std::string host = ListenHost(listen);
+  if (absl::StartsWith(host, "[") && absl::EndsWith(host, "]")) {
+    host = host.substr(1, host.size() - 2);
+  }
+  if (absl::EqualsIgnoreCase(host, "localhost")) return true;
+  in_addr v4;
+  if (inet_pton(AF_INET, host.c_str(), &v4) == 1) {
+    return (ntohl(v4.s_addr) >> 24) == 127;
+  }
+  in6_addr v6;
+  if (inet_pton(AF_INET6, host.c_str(), &v6) == 1) {
+    if (IN6_IS_ADDR_LOOPBACK(&v6)) return true;
+    return IN6_IS_ADDR_V4MAPPED(&v6) && v6.s6_addr[12] == 127;
+  }
+  return false;
+}
+
 std::string LocalDialAddress(const std::string& listen, int port) {
   std::string host = ListenHost(listen);
   if (host.empty() || host == "0.0.0.0" || host == "[::]" || host == "::") host = "127.0.0.1";
@@ -129,6 +151,16 @@ absl::Status QuantdServer::Init(QuantdServerOptions options, Clock* clock) {
     return MakeError(absl::StatusCode::kInvalidArgument, "DATA_DIR_UNUSABLE",
                      absl::StrCat("the data directory must be an absolute path, got \"",
                                   options_.data_dir, "\""));
+  }
+  if (!IsLoopbackListen(options_.listen) && options_.auth_tokens_file.empty() &&
+      !options_.insecure) {
+    return MakeError(
+        absl::StatusCode::kFailedPrecondition, "INSECURE_LISTEN",
+        absl::StrCat("refusing to listen on ", options_.listen,
+                     " without --auth-tokens: anyone who can reach that address could submit, "
+                     "read and cancel every job and act as a worker. Give --auth-tokens FILE, "
+                     "listen on a loopback address (127.0.0.1, [::1], localhost), or pass "
+                     "--insecure to accept this (e.g. behind a proxy that authenticates)"));
   }
   absl::Status s = MakeDirs(options_.data_dir + "/artifacts");
   if (!s.ok()) return s;
@@ -187,7 +219,8 @@ absl::Status QuantdServer::Init(QuantdServerOptions options, Clock* clock) {
   builder.RegisterService(quantization_service_.get());
   builder.RegisterService(worker_service_.get());
   std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> interceptors;
-  interceptors.push_back(std::make_unique<GrpcMetricsInterceptorFactory>(metrics_.get()));
+  interceptors.push_back(
+      std::make_unique<GrpcMetricsInterceptorFactory>(metrics_.get(), &in_flight_));
   builder.experimental().SetInterceptorCreators(std::move(interceptors));
   grpc_server_ = builder.BuildAndStart();
   if (grpc_server_ == nullptr || port_ == 0) {
@@ -205,6 +238,8 @@ absl::Status QuantdServer::Init(QuantdServerOptions options, Clock* clock) {
     workers.binary = options_.worker_binary;
     workers.count = options_.local_workers;
     workers.initial_backoff = options_.worker_initial_backoff;
+    // Workers finish their job within the shutdown grace, or are killed.
+    workers.stop_grace = options_.shutdown_grace;
     workers.extra_env = options_.worker_extra_env;
     if (!worker_token.empty()) workers.extra_env.push_back("QUANTD_WORKER_TOKEN=" + worker_token);
     const std::string dial = LocalDialAddress(options_.listen, port_);
@@ -230,6 +265,9 @@ absl::Status QuantdServer::Init(QuantdServerOptions options, Clock* clock) {
                : options_.tls_client_ca_file.empty() ? "tls"
                                                      : "mtls"},
        {"auth", options_.auth_tokens_file.empty() ? "off" : "bearer tokens"},
+       {"insecure", !options_.auth_tokens_file.empty()  ? "no"
+                    : IsLoopbackListen(options_.listen) ? "loopback only"
+                                                        : "yes (--insecure)"},
        {"metrics_port", metrics_port()},
        {"data_dir", options_.data_dir},
        {"lease_duration", absl::FormatDuration(options_.jobs.lease_duration)},
@@ -240,6 +278,12 @@ absl::Status QuantdServer::Init(QuantdServerOptions options, Clock* clock) {
 void QuantdServer::Shutdown() {
   if (shut_down_) return;
   shut_down_ = true;
+  // One deadline for everything: local workers and in-flight RPCs share
+  // the grace rather than taking one each.
+  const auto deadline =
+      std::chrono::system_clock::now() +
+      std::chrono::milliseconds(absl::ToInt64Milliseconds(options_.shutdown_grace));
+  shutdown_phase_ = "turning health NOT_SERVING";
   if (grpc_server_ != nullptr) {
     grpc::HealthCheckServiceInterface* health = grpc_server_->GetHealthCheckService();
     health->SetServingStatus(false);
@@ -247,15 +291,25 @@ void QuantdServer::Shutdown() {
   }
   // Wake long polls and watch streams so they return within the grace.
   notifier_.Shutdown();
+  shutdown_phase_ = "stopping local workers";
   if (supervisor_ != nullptr) supervisor_->Stop();
+  shutdown_phase_ = "waiting for in-flight RPCs";
   if (grpc_server_ != nullptr) {
-    grpc_server_->Shutdown(
-        std::chrono::system_clock::now() +
-        std::chrono::milliseconds(absl::ToInt64Milliseconds(options_.shutdown_grace)));
+    grpc_server_->Shutdown(deadline);
     grpc_server_->Wait();
   }
+  shutdown_phase_ = "stopping the lease reaper";
   if (reaper_ != nullptr) reaper_->Stop();
+  shutdown_phase_ = "stopped";
   if (!address_.empty()) Log(LogLevel::kInfo, "quantd stopped", {{"address", address_}});
+}
+
+std::string QuantdServer::ShutdownProgress() {
+  std::string progress = shutdown_phase_.load();
+  if (std::string rpcs = in_flight_.Describe(); !rpcs.empty()) {
+    absl::StrAppend(&progress, "; in flight: ", rpcs);
+  }
+  return progress;
 }
 
 QuantdServer::~QuantdServer() { Shutdown(); }

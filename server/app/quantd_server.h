@@ -7,6 +7,7 @@
 
 #include <grpcpp/server.h>
 
+#include <atomic>
 #include <memory>
 #include <string>
 #include <vector>
@@ -22,6 +23,7 @@
 #include "server/jobs/jobs_options.h"
 #include "server/jobs/lease_reaper.h"
 #include "server/jobs/lease_service.h"
+#include "server/metrics/grpc_metrics_interceptor.h"
 #include "server/metrics/quantd_metrics.h"
 #include "server/store/job_store.h"
 #include "server/supervisor/local_worker_supervisor.h"
@@ -41,8 +43,14 @@ struct QuantdServerOptions {
   absl::Duration reaper_interval = absl::ZeroDuration();
   // Largest request message accepted.
   int max_request_bytes = 16 << 20;
-  // How long Shutdown() lets in-flight RPCs finish.
+  // How long Shutdown() takes at most when every part cooperates: local
+  // workers get it to finish (then SIGKILL), in-flight RPCs until the same
+  // deadline. quantd's watchdog (main.cc) exits the process shortly after
+  // it when a part does not stop.
   absl::Duration shutdown_grace = absl::Seconds(5);
+  // Allow listening on a non-loopback address without auth_tokens_file
+  // (--insecure); refused otherwise.
+  bool insecure = false;
 
   // Prometheus /metrics address (host:port); no metrics server when empty.
   std::string metrics_listen;
@@ -86,8 +94,14 @@ class QuantdServer {
 
   // Stops accepting work: health turns NOT_SERVING, waiting LeaseJob and
   // WatchJob calls return, local workers are stopped, in-flight RPCs get
-  // the shutdown grace, the reaper stops. Idempotent.
+  // what is left of the shutdown grace, the reaper stops. Idempotent.
   void Shutdown();
+
+  // What Shutdown() is doing now and the RPCs still in flight, for a
+  // watchdog to log when a part does not stop, e.g. "waiting for in-flight
+  // RPCs; in flight: quantd.v1.QuantizationService/CreateJob x1". Safe to
+  // call from any thread while the server exists.
+  std::string ShutdownProgress();
 
   // The bound gRPC address, e.g. "127.0.0.1:40123".
   const std::string& address() const { return address_; }
@@ -105,6 +119,8 @@ class QuantdServer {
 
   QuantdServerOptions options_;
   std::string address_;
+  std::atomic<const char*> shutdown_phase_{"not shutting down"};
+  InFlightRpcs in_flight_;
   int port_ = 0;
   bool shut_down_ = false;
 
@@ -123,6 +139,11 @@ class QuantdServer {
 
 // The host part of a listen address ("0.0.0.0:50051" -> "0.0.0.0").
 std::string ListenHost(const std::string& listen);
+
+// Whether a listen address is reachable only from this host: 127.0.0.0/8,
+// ::1 (also IPv4-mapped 127.x), "localhost", or a Unix socket ("unix:").
+// Wildcards (0.0.0.0, [::], an empty host) and other names are not.
+bool IsLoopbackListen(const std::string& listen);
 
 // The address local workers dial for a server bound to `listen` on `port`:
 // wildcard hosts become loopback.

@@ -24,6 +24,7 @@
 #include "quantd/v1/quantization_service.grpc.pb.h"
 #include "quantd/v1/worker_service.grpc.pb.h"
 #include "server/auth/token_authenticator.h"
+#include "server/common/errors.h"
 #include "server/common/json_log.h"
 #include "server/store/testing/test_database.h"
 
@@ -269,6 +270,27 @@ TEST_F(QuantdServerTest, TenantIsolationOnEveryRpc) {
        StatusCode::PERMISSION_DENIED, "PERMISSION_DENIED"},
       {"acme FailJob", [&] { return acme.Fail(lease.lease()); }, StatusCode::PERMISSION_DENIED,
        "PERMISSION_DENIED"},
+      // Nor may an admin: the WorkerService is for worker credentials.
+      {"ops LeaseJob",
+       [&] {
+         v1::LeaseJobResponse r;
+         return ops.Lease(&r);
+       },
+       StatusCode::PERMISSION_DENIED, "PERMISSION_DENIED"},
+      {"ops Heartbeat", [&] { return ops.Heartbeat(lease.lease()); }, StatusCode::PERMISSION_DENIED,
+       "PERMISSION_DENIED"},
+      {"ops CompleteJob", [&] { return ops.Complete(lease.lease()); },
+       StatusCode::PERMISSION_DENIED, "PERMISSION_DENIED"},
+      {"ops FailJob", [&] { return ops.Fail(lease.lease()); }, StatusCode::PERMISSION_DENIED,
+       "PERMISSION_DENIED"},
+      // A worker credential without the lease's secret is stale.
+      {"worker forged CompleteJob",
+       [&] {
+         v1::Lease forged_lease = lease.lease();
+         forged_lease.set_secret("0123456789abcdef0123456789abcdef");
+         return worker.Complete(forged_lease);
+       },
+       StatusCode::FAILED_PRECONDITION, "STALE_LEASE"},
       // Workers may not act as clients.
       {"worker CreateJob", [&] { return worker.Create(JobRequest()); },
        StatusCode::PERMISSION_DENIED, "PERMISSION_DENIED"},
@@ -467,6 +489,70 @@ TEST_F(QuantdServerTest, RequestQueueAndUriLimits) {
   grpc::Status full = client.Create(JobRequest("file://" + models + "/c"));
   EXPECT_EQ(full.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
   EXPECT_EQ(Reason(full), "QUEUE_FULL");
+}
+
+TEST(ListenTest, LoopbackAddresses) {
+  for (const char* loopback :
+       {"127.0.0.1:50051", "127.8.9.10:1", "localhost:50051", "LOCALHOST:0", "[::1]:50051",
+        "[::ffff:127.0.0.1]:5", "unix:/run/quantd.sock", "unix-abstract:quantd"}) {
+    EXPECT_TRUE(IsLoopbackListen(loopback)) << loopback;
+  }
+  for (const char* open :
+       {"0.0.0.0:50051", "[::]:50051", ":50051", "10.0.0.5:50051", "192.168.1.2:1",
+        "[2001:db8::1]:5", "quantd.example:50051", "128.0.0.1:1", "localhost.example:1"}) {
+    EXPECT_FALSE(IsLoopbackListen(open)) << open;
+  }
+}
+
+// quantd refuses to listen beyond this host without tokens unless told to;
+// with tokens, or --insecure, it serves.
+TEST_F(QuantdServerTest, NonLoopbackListenNeedsTokensOrInsecure) {
+  options_.listen = "0.0.0.0:0";
+  auto refused = QuantdServer::Start(options_);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(GetReason(refused.status()), "INSECURE_LISTEN");
+  EXPECT_NE(refused.status().message().find("without --auth-tokens"), std::string::npos);
+  EXPECT_NE(refused.status().message().find("--insecure"), std::string::npos);
+  options_.listen = "[::]:0";
+  EXPECT_EQ(GetReason(QuantdServer::Start(options_).status()), "INSECURE_LISTEN");
+
+  options_.listen = "0.0.0.0:0";
+  options_.insecure = true;
+  Start();
+  server_.reset();
+  options_.insecure = false;
+  WriteFile(dir_ + "/tokens", absl::StrCat(Sha256Hex("acme-token"), " acme submitter\n"));
+  options_.auth_tokens_file = dir_ + "/tokens";
+  Start();
+  Client acme(grpc::CreateChannel(absl::StrCat("127.0.0.1:", server_->port()),
+                                  grpc::InsecureChannelCredentials()),
+              "acme-token");
+  EXPECT_TRUE(acme.Create(JobRequest()).ok());
+}
+
+// The 12 MiB spec of issue 17 is refused naming the field; it stores
+// nothing, and the tenant's get, list, watch and cancel keep working.
+TEST_F(QuantdServerTest, OversizedSpecIsRefusedAndTheTenantIsStillServed) {
+  Start();
+  Client client(Insecure(), "");
+  v1::Job job;
+  ASSERT_TRUE(client.Create(JobRequest(), &job).ok());
+  v1::CreateJobRequest huge = JobRequest();
+  huge.mutable_spec()->mutable_quantization()->set_quark_json("{\"x\": \"" +
+                                                              std::string(12 << 20, 'a') + "\"}");
+  grpc::Status refused = client.Create(huge);
+  EXPECT_EQ(refused.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(Reason(refused), "JOB_SPEC_TOO_LARGE");
+  EXPECT_NE(refused.error_message().find("spec.quantization.quark_json"), std::string::npos)
+      << refused.error_message();
+  v1::ListJobsResponse listed;
+  ASSERT_TRUE(client.List(&listed).ok());
+  EXPECT_EQ(listed.jobs_size(), 1);
+  EXPECT_TRUE(client.Get(job.name()).ok());
+  EXPECT_TRUE(client.Cancel(job.name()).ok());
+  int events = 0;
+  EXPECT_TRUE(client.Watch(job.name(), &events).ok());
+  EXPECT_EQ(events, 3);
 }
 
 class IdempotencyUnderLoadTest : public QuantdServerTest,

@@ -6,6 +6,7 @@
 
 #include "gtest/gtest.h"
 #include "server/jobs/job_transitions.h"
+#include "server/metrics/grpc_metrics_interceptor.h"
 #include "server/store/testing/test_database.h"
 
 namespace quantd::server {
@@ -129,6 +130,22 @@ TEST_F(QuantdMetricsTest, RpcCountersAndHttpEndpoint) {
                        "quantd_grpc_server_handling_seconds_count{code=\"NOT_FOUND\",method="
                        "\"quantd.v1.QuantizationService/GetJob\"} 1\n"));
   EXPECT_TRUE(Contains(response, "quantd_queue_depth 0\n"));
+}
+
+TEST(InFlightRpcsTest, CountsCallsByMethodUntilTheyFinish) {
+  InFlightRpcs rpcs;
+  EXPECT_EQ(rpcs.Describe(), "");
+  rpcs.Started("quantd.v1.WorkerService/LeaseJob");
+  rpcs.Started("quantd.v1.QuantizationService/CreateJob");
+  rpcs.Started("quantd.v1.WorkerService/LeaseJob");
+  EXPECT_EQ(rpcs.Describe(),
+            "quantd.v1.QuantizationService/CreateJob x1, quantd.v1.WorkerService/LeaseJob x2");
+  rpcs.Finished("quantd.v1.WorkerService/LeaseJob");
+  rpcs.Finished("quantd.v1.QuantizationService/CreateJob");
+  rpcs.Finished("quantd.v1.QuantizationService/CreateJob");  // unmatched: ignored
+  EXPECT_EQ(rpcs.Describe(), "quantd.v1.WorkerService/LeaseJob x1");
+  rpcs.Finished("quantd.v1.WorkerService/LeaseJob");
+  EXPECT_EQ(rpcs.Describe(), "");
 }
 
 }  // namespace

@@ -1,5 +1,6 @@
 // A stand-in for quantd-worker in the supervisor's tests. It records its
-// arguments (and $QUANTD_WORKER_TOKEN, when set) in $FAKE_WORKER_DIR/<pid>
+// arguments (and $QUANTD_WORKER_TOKEN and every FAKE_WORKER_SEEN_*
+// variable, when set, as "env:NAME=value" lines) in $FAKE_WORKER_DIR/<pid>
 // and then behaves as $FAKE_WORKER_MODE
 // says: "serve" runs until SIGTERM, "crash" exits with code 3 at once,
 // "stubborn" ignores SIGTERM.
@@ -10,6 +11,8 @@
 #include <cstring>
 #include <fstream>
 #include <string>
+
+extern char** environ;
 
 namespace {
 volatile sig_atomic_t terminated = 0;
@@ -27,6 +30,10 @@ int main(int argc, char** argv) {
     // quantd hands local workers their credential in the environment.
     if (const char* token = std::getenv("QUANTD_WORKER_TOKEN")) {
       out << "env:QUANTD_WORKER_TOKEN=" << token << "\n";
+    }
+    // What --local-worker-env passed, for the tests that check it.
+    for (char** e = environ; *e != nullptr; ++e) {
+      if (std::strncmp(*e, "FAKE_WORKER_SEEN_", 17) == 0) out << "env:" << *e << "\n";
     }
     out.close();
     std::rename((path + ".tmp").c_str(), path.c_str());

@@ -1,5 +1,6 @@
 #include "server/testing/quantd_process.h"
 
+#include <fcntl.h>
 #include <grpcpp/create_channel.h>
 #include <grpcpp/security/credentials.h>
 #include <netinet/in.h>
@@ -67,9 +68,16 @@ absl::StatusOr<std::unique_ptr<QuantdProcess>> QuantdProcess::Start(
   std::vector<char*> envp;
   for (auto& e : env) envp.push_back(e.data());
   envp.push_back(nullptr);
-  if (posix_spawn(&process->pid_, argv[0], nullptr, nullptr, argv.data(), envp.data()) != 0) {
-    return absl::InternalError(absl::StrCat("cannot start ", argv[0]));
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  if (!options.log_file.empty()) {
+    posix_spawn_file_actions_addopen(&actions, 2, options.log_file.c_str(),
+                                     O_WRONLY | O_CREAT | O_APPEND, 0644);
   }
+  const int spawned =
+      posix_spawn(&process->pid_, argv[0], &actions, nullptr, argv.data(), envp.data());
+  posix_spawn_file_actions_destroy(&actions);
+  if (spawned != 0) return absl::InternalError(absl::StrCat("cannot start ", argv[0]));
   for (int i = 0; i < 3000; ++i) {
     std::ifstream in(port_file);
     std::stringstream text;
@@ -96,15 +104,25 @@ QuantdProcess::~QuantdProcess() { Kill(); }
 int QuantdProcess::Terminate() {
   if (pid_ <= 0) return -1;
   kill(pid_, SIGTERM);
-  for (int i = 0; i < 3000; ++i) {
+  return Wait(absl::Seconds(30));
+}
+
+void QuantdProcess::Signal(int signal) {
+  if (pid_ > 0) kill(pid_, signal);
+}
+
+int QuantdProcess::Wait(absl::Duration timeout) {
+  if (pid_ <= 0) return -1;
+  const absl::Time give_up = absl::Now() + timeout;
+  while (true) {
     int status = 0;
     if (waitpid(pid_, &status, WNOHANG) == pid_) {
       pid_ = 0;
       return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
     }
+    if (absl::Now() >= give_up) return -1;
     absl::SleepFor(absl::Milliseconds(10));
   }
-  return -1;
 }
 
 void QuantdProcess::Kill() {

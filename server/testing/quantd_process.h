@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 
 namespace quantd::server::testing {
 
@@ -24,6 +25,9 @@ struct QuantdProcessOptions {
   std::vector<std::string> extra_flags;
   // "NAME=value" entries added to the environment.
   std::vector<std::string> extra_env;
+  // When set, quantd's stderr (its JSON log) goes to this file instead of
+  // the test's.
+  std::string log_file;
 };
 
 class QuantdProcess {
@@ -35,6 +39,11 @@ class QuantdProcess {
 
   // SIGTERM and wait: the exit status (-1 after 30 s).
   int Terminate();
+  // Sends `signal` without waiting.
+  void Signal(int signal);
+  // Waits up to `timeout` for the process to exit: its exit status (128 +
+  // signal for a signal), or -1 if it is still running.
+  int Wait(absl::Duration timeout);
   // SIGKILL and reap, as a crash would.
   void Kill();
 
