@@ -105,6 +105,14 @@ class QuantdClientTest(unittest.TestCase):
         self.assertEqual(self.client.get(job.name.removeprefix("jobs/")).name, job.name)
         listed = [j.name for j in self.client.list(labels={"suite": "python-example"})]
         self.assertEqual(listed, [job.name])
+        # list() is BASIC unless asked: no per-block metrics; FULL is the whole job.
+        (basic,) = self.client.list(labels={"suite": "python-example"})
+        self.assertEqual(len(basic.result.metrics.blocks), 0)
+        self.assertEqual(basic.result.artifacts, job.result.artifacts)
+        (full,) = self.client.list(labels={"suite": "python-example"}, view="full")
+        self.assertEqual(full, job)
+        with self.assertRaises(ValueError):
+            next(self.client.list(view="everything"))
         self.assertIn(job.name, [j.name for j in self.client.list(state="succeeded")])
         self.assertEqual(list(self.client.list(state=["failed"], labels={"suite": "python-example"})), [])
 

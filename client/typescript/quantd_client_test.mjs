@@ -121,6 +121,14 @@ test("the example quantizes stories260K with the golden float perplexity", async
   const listed = [];
   for await (const j of client.list({ labels: { suite: "ts-example" } })) listed.push(j.name);
   assert.deepEqual(listed, [job.name]);
+  // list() is BASIC unless asked: no per-block metrics; FULL has them.
+  for await (const j of client.list({ labels: { suite: "ts-example" } })) {
+    assert.equal(j.result.metrics.blocks.length, 0);
+    assert.equal(j.result.artifacts[0].sha256, artifact.sha256);
+  }
+  for await (const j of client.list({ labels: { suite: "ts-example" }, view: "full" })) {
+    assert.equal(j.result.metrics.blocks.length, 5);
+  }
   const failed = [];
   for await (const j of client.list({ state: "failed", labels: { suite: "ts-example" } })) failed.push(j);
   assert.deepEqual(failed, []);
