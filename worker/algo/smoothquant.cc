@@ -1,7 +1,6 @@
 #include "worker/algo/smoothquant.h"
 
 #include <c10/util/Exception.h>
-#include <fnmatch.h>
 
 #include <cmath>
 #include <cstdio>
@@ -9,6 +8,7 @@
 
 #include "worker/algo/activation_quant.h"
 #include "worker/algo/channel_scaling.h"
+#include "worker/common/name_pattern.h"
 
 namespace quantd::algo {
 namespace {
@@ -56,7 +56,7 @@ std::vector<at::Tensor> WeightsOf(const SmoothGroup& g) {
 double AlphaFor(const SmoothQuantOptions& o, const models::LinearGroup& g) {
   for (const auto& [glob, alpha] : o.alpha_overrides)
     for (const std::string& name : g.linears)
-      if (fnmatch(glob.c_str(), name.c_str(), 0) == 0) return alpha;
+      if (GlobMatch(glob, name)) return alpha;
   return o.alpha;
 }
 

@@ -67,7 +67,7 @@ Status CheckJsonBounds(std::string_view text, const JsonBounds& bounds, const st
                        StatusCode code = StatusCode::kInvalidArgument);
 
 // CheckJsonBounds, then parses without exceptions. Text that is not JSON is
-// "<what> is not valid JSON" with `code`. Json is nlohmann::json or
+// "<what>: not valid JSON" with `code`. Json is nlohmann::json or
 // nlohmann::ordered_json.
 template <typename Json = nlohmann::json>
 StatusOr<Json> ParseBoundedJson(std::string_view text, const JsonBounds& bounds,
@@ -75,7 +75,7 @@ StatusOr<Json> ParseBoundedJson(std::string_view text, const JsonBounds& bounds,
                                 StatusCode code = StatusCode::kInvalidArgument) {
   QD_RETURN_IF_ERROR(CheckJsonBounds(text, bounds, what, code));
   Json j = Json::parse(text.begin(), text.end(), /*cb=*/nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded()) return Status(code, what + " is not valid JSON");
+  if (j.is_discarded()) return Status(code, what + ": not valid JSON");
   return j;
 }
 

@@ -68,7 +68,7 @@ TEST(ParseBoundedJsonTest, InvalidJsonIsTheGivenCode) {
   auto j = ParseBoundedJson("{\"a\": ", JsonBounds{100}, "index.json", StatusCode::kDataLoss);
   ASSERT_FALSE(j.ok());
   EXPECT_EQ(j.status().code(), StatusCode::kDataLoss);
-  EXPECT_EQ(j.status().message(), "index.json is not valid JSON");
+  EXPECT_EQ(j.status().message(), "index.json: not valid JSON");
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 #include <map>
 #include <utility>
 
+#include "worker/common/name_pattern.h"
 #include "worker/config/presets.h"
 #include "worker/config/quark_json.h"
 
@@ -457,11 +458,22 @@ StatusOr<QuantConfig> ResolveQuantizationSettings(const pb::QuantizationSettings
                  "group_size sizes the per-group presets; a config sets group_size in its specs"});
   }
   for (int i = 0; i < s.exclude_size(); ++i) {
+    const std::string field = base + ".exclude[" + std::to_string(i) + "]";
     if (s.exclude(i).empty()) {
-      v.push_back(
-          {base + ".exclude[" + std::to_string(i) + "]", "an exclude glob must not be empty"});
+      v.push_back({field, "an exclude glob must not be empty"});
+    } else if (Status bad = CheckExcludePattern(s.exclude(i)); !bad.ok()) {
+      v.push_back({field, bad.message()});
     } else {
       config.exclude.push_back(s.exclude(i));
+    }
+  }
+  if (s.exclude_size() > 0) {
+    const size_t patterns = config.exclude.size() + config.layer_quant_config.size() +
+                            config.kv_cache_quant_config.size();
+    if (patterns > kMaxNamePatterns) {
+      v.push_back({base + ".exclude",
+                   "with the config's own, the settings hold " + std::to_string(patterns) +
+                       " layer name patterns; at most " + std::to_string(kMaxNamePatterns)});
     }
   }
   if (s.algorithms_size() > 0) {
@@ -485,16 +497,18 @@ StatusOr<QuantConfig> ResolveQuantizationSettings(const pb::QuantizationSettings
 }
 
 LayerCheck ValidateSettingsForLayers(const pb::QuantizationSettings& s, const QuantConfig& resolved,
-                                     const std::vector<LayerInfo>& layers) {
+                                     const std::vector<LayerInfo>& layers,
+                                     const Deadline& deadline) {
   switch (s.source_case()) {
     case pb::QuantizationSettings::kConfig:
-      return ValidateForLayers(resolved, layers, PathStyle::kProto, kConfigPath);
+      return ValidateForLayers(resolved, layers, PathStyle::kProto, kConfigPath, deadline);
     case pb::QuantizationSettings::kQuarkJson:
-      return ValidateForLayers(resolved, layers, PathStyle::kReferenceJson, kQuarkJsonPath);
+      return ValidateForLayers(resolved, layers, PathStyle::kReferenceJson, kQuarkJsonPath,
+                               deadline);
     default:
       break;
   }
-  LayerCheck check = ValidateForLayers(resolved, layers, PathStyle::kProto, "");
+  LayerCheck check = ValidateForLayers(resolved, layers, PathStyle::kProto, "", deadline);
   if (check.status.ok()) return check;
   std::vector<FieldViolation> v;
   for (const FieldViolation& f : check.status.violations()) {

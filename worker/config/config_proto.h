@@ -58,10 +58,12 @@ StatusOr<QuantConfig> ResolveQuantizationSettings(const quantd::v1::Quantization
 // spec: for a preset, a per-layer problem is reported on
 // spec.quantization.group_size (group sizes) or spec.quantization.scheme;
 // for a config or JSON, on the config field that caused it. Warnings (globs
-// that match no layer) are returned apart.
+// that match no layer) are returned apart. Stops at `deadline`
+// (LayerCheck::out_of_time).
 LayerCheck ValidateSettingsForLayers(const quantd::v1::QuantizationSettings& s,
                                      const QuantConfig& resolved,
-                                     const std::vector<LayerInfo>& layers);
+                                     const std::vector<LayerInfo>& layers,
+                                     const Deadline& deadline = Deadline::Never());
 
 // One line for logs and job events: "w_int4_per_group_sym (group 32)",
 // "quark_json: weight fp8_e4m3 per_tensor; input fp8_e4m3 per_tensor, kv

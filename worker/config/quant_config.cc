@@ -1,13 +1,12 @@
 #include "worker/config/quant_config.h"
 
-#include <fnmatch.h>
-
 #include <algorithm>
 #include <cmath>
 #include <map>
-#include <regex>
 #include <set>
 #include <sstream>
+
+#include "worker/common/name_pattern.h"
 
 namespace quantd::config {
 namespace {
@@ -131,8 +130,13 @@ void ValidateAlgorithm(const AlgorithmConfig& a, const std::string& path,
       if (a.alpha && !in_range(*a.alpha, 0, 1)) {
         add("alpha", "alpha must be in [0, 1]; got " + FormatDouble(*a.alpha));
       }
+      if (a.layer_alpha.size() > kMaxNamePatterns) {
+        add("layer_alpha", "has " + std::to_string(a.layer_alpha.size()) + " globs; at most " +
+                               std::to_string(kMaxNamePatterns));
+      }
       for (const auto& [glob, alpha] : a.layer_alpha) {
         if (glob.empty()) add("layer_alpha", "a layer_alpha glob is empty");
+        if (Status s = CheckGlob(glob); !s.ok()) add("layer_alpha", s.message());
         if (!in_range(alpha, 0, 1)) {
           add("layer_alpha",
               "alpha for '" + glob + "' must be in [0, 1]; got " + FormatDouble(alpha));
@@ -220,24 +224,23 @@ std::string_view AlgorithmKindName(AlgorithmConfig::Kind k) {
 }
 
 bool GlobMatch(std::string_view pattern, std::string_view name) {
-  const std::string p(pattern);
-  const std::string n(name);
-  return ::fnmatch(p.c_str(), n.c_str(), 0) == 0;
+  return quantd::GlobMatch(pattern, name);
 }
 
 bool ExcludeMatch(std::string_view pattern, std::string_view name) {
   if (pattern.substr(0, 3) == "re:") {
     // A regular expression anchored at the start of the name (Python's
-    // re.match), as vLLM applies Quark's "re:" exclude entries.
-    try {
-      const std::regex re(std::string(pattern.substr(3)));
-      const std::string n(name);
-      return std::regex_search(n, re, std::regex_constants::match_continuous);
-    } catch (const std::regex_error&) {
-      return false;  // reported by CollectViolations
-    }
+    // re.match), as vLLM applies Quark's "re:" exclude entries; on RE2, so
+    // linear in the name. An invalid one matches nothing (CollectViolations
+    // reports it).
+    return RegexMatchesPrefix(pattern.substr(3), name);
   }
   return GlobMatch(pattern, name) || GlobMatch(std::string(pattern) + ".*", name);
+}
+
+Status CheckExcludePattern(std::string_view entry) {
+  if (entry.substr(0, 3) == "re:") return CheckRegex(entry.substr(3));
+  return CheckGlob(entry);
 }
 
 ResolvedLayer ResolveLayer(const QuantConfig& config, const std::string& name,
@@ -324,6 +327,8 @@ void CollectViolations(const QuantConfig& config, PathStyle style, const std::st
     if (n.pattern.empty()) {
       out->push_back({paths.NamedPattern("layer_quant_config", i, n.pattern),
                       "a layer name glob must not be empty"});
+    } else if (Status s = CheckGlob(n.pattern); !s.ok()) {
+      out->push_back({paths.NamedPattern("layer_quant_config", i, n.pattern), s.message()});
     }
     ValidateLayerConfig(n.config, paths.Named("layer_quant_config", i, n.pattern), paths, out);
   }
@@ -333,6 +338,8 @@ void CollectViolations(const QuantConfig& config, PathStyle style, const std::st
     if (n.pattern.empty()) {
       out->push_back({paths.NamedPattern("kv_cache_quant_config", i, n.pattern),
                       "a kv-cache layer glob must not be empty (e.g. \"*k_proj\")"});
+    } else if (Status s = CheckGlob(n.pattern); !s.ok()) {
+      out->push_back({paths.NamedPattern("kv_cache_quant_config", i, n.pattern), s.message()});
     }
     if (!n.config.output_tensors) {
       out->push_back(
@@ -346,15 +353,28 @@ void CollectViolations(const QuantConfig& config, PathStyle style, const std::st
     const std::string& e = config.exclude[i];
     if (e.empty() || e == "re:") {
       out->push_back({paths.Exclude(i), "an exclude glob must not be empty"});
-    } else if (e.compare(0, 3, "re:") == 0) {
-      try {
-        const std::regex re(e.substr(3));
-      } catch (const std::regex_error& err) {
-        out->push_back(
-            {paths.Exclude(i),
-             "'" + e.substr(3) + "' is not a valid regular expression (" + err.what() + ")"});
-      }
+    } else if (Status s = CheckExcludePattern(e); !s.ok()) {
+      out->push_back({paths.Exclude(i), s.message()});
     }
+  }
+  // Resolution matches every layer against every pattern: keep the product
+  // bounded.
+  const size_t patterns = config.exclude.size() + config.layer_quant_config.size() +
+                          config.kv_cache_quant_config.size();
+  if (patterns > kMaxNamePatterns) {
+    const std::pair<const char*, size_t> lists[] = {
+        {"exclude", config.exclude.size()},
+        {"layer_quant_config", config.layer_quant_config.size()},
+        {"kv_cache_quant_config", config.kv_cache_quant_config.size()}};
+    const auto longest = std::max_element(
+        std::begin(lists), std::end(lists),
+        [](const auto& a, const auto& b) { return a.second < b.second; });
+    out->push_back({prefix + longest->first,
+                    "the config holds " + std::to_string(patterns) +
+                        " layer name patterns (exclude " + std::to_string(lists[0].second) +
+                        ", layer_quant_config " + std::to_string(lists[1].second) +
+                        ", kv_cache_quant_config " + std::to_string(lists[2].second) +
+                        "); at most " + std::to_string(kMaxNamePatterns)});
   }
   std::set<AlgorithmConfig::Kind> seen_algos;
   for (size_t i = 0; i < config.algorithms.size(); ++i) {
@@ -389,7 +409,8 @@ Status ValidateConfig(const QuantConfig& config, PathStyle style, const std::str
 }
 
 LayerCheck ValidateForLayers(const QuantConfig& config, const std::vector<LayerInfo>& layers,
-                             PathStyle style, const std::string& prefix) {
+                             PathStyle style, const std::string& prefix,
+                             const Deadline& deadline) {
   LayerCheck check;
   std::vector<FieldViolation> violations;
   CollectViolations(config, style, prefix, &violations);
@@ -413,6 +434,10 @@ LayerCheck ValidateForLayers(const QuantConfig& config, const std::vector<LayerI
   };
 
   for (const LayerInfo& l : layers) {
+    if (deadline.Expired()) {
+      check.out_of_time = true;
+      break;
+    }
     const ResolvedLayer r = ResolveLayer(config, l.name, l.type);
     if (!r.quantized) continue;
     const std::string base = OriginPath(config, r, paths);
@@ -462,8 +487,13 @@ LayerCheck ValidateForLayers(const QuantConfig& config, const std::vector<LayerI
              names});
   }
 
+  // True also once out of time, so that no warning is made up.
   auto matches_any = [&](const std::string& pattern, bool exclude) {
     for (const LayerInfo& l : layers) {
+      if (check.out_of_time || deadline.Expired()) {
+        check.out_of_time = true;
+        return true;
+      }
       if (exclude ? ExcludeMatch(pattern, l.name) : GlobMatch(pattern, l.name)) return true;
     }
     return false;

@@ -14,7 +14,9 @@
 //    matching layers (the k / v projections).
 //
 // Validation reports every bad field at once (INVALID_ARGUMENT, reason
-// INVALID_QUANT_CONFIG, one FieldViolation each); ValidateForLayers adds the
+// INVALID_QUANT_CONFIG, one FieldViolation each), including patterns over
+// the limits of worker/common/name_pattern.h (1024 characters, a regex
+// within RE2's memory bound, 1000 name patterns in all); ValidateForLayers adds the
 // checks that need the model's layers (group sizes that do not divide a
 // layer, globs that match nothing -- the latter as warnings).
 //
@@ -29,6 +31,7 @@
 #include <utility>
 #include <vector>
 
+#include "worker/common/deadline.h"
 #include "worker/common/status.h"
 #include "worker/quant/spec.h"
 
@@ -121,13 +124,19 @@ struct QuantConfig {
 // ---- matching and resolution ----
 
 // Python fnmatch.fnmatch semantics on POSIX: '*', '?', '[seq]', '[!seq]';
-// '*' matches dots too; case-sensitive.
+// '*' matches dots too; case-sensitive. Linear in the name, no recursion
+// (worker/common/name_pattern.h).
 bool GlobMatch(std::string_view pattern, std::string_view name);
 // True when `name` matches `pattern` or `pattern.*` (the reference expands
 // every exclude entry so). An entry "re:<regex>" is a regular expression
 // matched from the start of the name (Python's re.match), the spelling of
-// newer Quark exports ("re:.*self_attn.*").
+// newer Quark exports ("re:.*self_attn.*"). Regexes run on RE2 (linear
+// time; no backreferences or lookaround).
 bool ExcludeMatch(std::string_view pattern, std::string_view name);
+// OK, or INVALID_ARGUMENT saying why an exclude entry is refused: a glob or
+// regex over kMaxPatternLength characters, a regex RE2 does not compile
+// within its memory bound.
+Status CheckExcludePattern(std::string_view entry);
 
 // A layer of the model as the config sees it.
 struct LayerInfo {
@@ -185,15 +194,20 @@ Status ViolationsStatus(std::vector<FieldViolation> violations);
 struct LayerCheck {
   Status status;                      // OK or INVALID_ARGUMENT with violations
   std::vector<std::string> warnings;  // globs that match no layer, ...
+  // The deadline passed before every layer was checked; status and
+  // warnings hold what was found until then.
+  bool out_of_time = false;
 };
 
 // Checks `config` against the model's layers: a per_group weight whose group
 // size does not divide the layer's input width (unless the layer is
 // excluded), a per-channel axis out of range; and warns about
 // layer_quant_config / kv_cache_quant_config / exclude globs that match no
-// layer. Includes ValidateConfig's violations.
+// layer. Includes ValidateConfig's violations. Stops (out_of_time) once
+// `deadline` has passed: the work is layers x patterns.
 LayerCheck ValidateForLayers(const QuantConfig& config, const std::vector<LayerInfo>& layers,
-                             PathStyle style = PathStyle::kProto, const std::string& prefix = "");
+                             PathStyle style = PathStyle::kProto, const std::string& prefix = "",
+                             const Deadline& deadline = Deadline::Never());
 
 // A short multi-line summary for logs and job events.
 std::string DescribeConfig(const QuantConfig& config);

@@ -176,6 +176,51 @@ TEST(ValidateTest, ExcludeRegexMustCompile) {
             std::string::npos);
 }
 
+TEST(ValidateTest, PatternsAreBoundedInLengthCountAndProgramSize) {
+  QuantConfig c;
+  c.exclude = {"re:" + std::string(1025, 'a'), std::string(1025, '*'),
+               "re:\\pL{1000}\\pL{1000}\\pL{1000}", "re:(a)\\1"};
+  c.layer_quant_config.push_back({std::string(2000, '?'), {}});
+  Status s = ValidateConfig(c, PathStyle::kProto, "spec.quantization.config.");
+  EXPECT_EQ(Fields(s), (std::vector<std::string>{
+                           "spec.quantization.config.layer_quant_config[0].pattern",
+                           "spec.quantization.config.exclude[0]",
+                           "spec.quantization.config.exclude[1]",
+                           "spec.quantization.config.exclude[2]",
+                           "spec.quantization.config.exclude[3]"}));
+  EXPECT_EQ(s.violations()[0].description, "the glob is 2000 characters; at most 1024");
+  EXPECT_EQ(s.violations()[1].description,
+            "the regular expression is 1025 characters; at most 1024");
+  EXPECT_NE(s.violations()[3].description.find("RE2: pattern too large"), std::string::npos);
+  EXPECT_NE(s.violations()[4].description.find("RE2: invalid escape sequence: \\1"),
+            std::string::npos)
+      << s;
+
+  QuantConfig many;
+  for (int i = 0; i < 600; ++i) many.exclude.push_back("*x" + std::to_string(i));
+  for (int i = 0; i < 401; ++i) many.layer_quant_config.push_back({"*y" + std::to_string(i), {}});
+  s = ValidateConfig(many);
+  EXPECT_EQ(Fields(s), std::vector<std::string>{"exclude"});
+  EXPECT_EQ(s.violations()[0].description,
+            "the config holds 1001 layer name patterns (exclude 600, layer_quant_config 401, "
+            "kv_cache_quant_config 0); at most 1000");
+}
+
+TEST(ValidateForLayersTest, StopsAtTheDeadline) {
+  QuantConfig c;
+  c.global_quant_config.weight = QuantSpec{};
+  c.exclude = {"*no_such_layer"};
+  std::vector<LayerInfo> layers;
+  for (int i = 0; i < 10; ++i) layers.push_back({"model.layers." + std::to_string(i) + ".q", "Linear", 8, 8});
+  LayerCheck done = ValidateForLayers(c, layers);
+  EXPECT_FALSE(done.out_of_time);
+  EXPECT_EQ(done.warnings.size(), 1u);
+  LayerCheck stopped = ValidateForLayers(c, layers, PathStyle::kProto, "",
+                                         Deadline::After(std::chrono::milliseconds(-1)));
+  EXPECT_TRUE(stopped.out_of_time);
+  EXPECT_TRUE(stopped.warnings.empty());  // nothing made up
+}
+
 TEST(ValidateTest, KvCacheEntriesNeedAnOutputSpec) {
   QuantConfig c;
   c.kv_cache_quant_config.push_back({"*k_proj", LayerQuantConfig()});

@@ -1,10 +1,12 @@
 #include "worker/config/quark_json.h"
 
+#include <algorithm>
 #include <set>
 #include <utility>
 #include <vector>
 
 #include "nlohmann/json.hpp"
+#include "worker/common/bounded_json.h"
 
 namespace quantd::config {
 namespace {
@@ -19,6 +21,9 @@ using quant::ScaleType;
 using quant::ZeroPointType;
 
 constexpr const char* kRoles[] = {"input_tensors", "output_tensors", "weight", "bias"};
+
+// What unknown keys may hold in all (see CheckKeptSize).
+constexpr size_t kMaxKeptBytes = size_t{16} << 10;
 
 std::optional<QuantSpec>* RoleField(LayerQuantConfig& c, const std::string& role) {
   if (role == "input_tensors") return &c.input_tensors;
@@ -599,16 +604,83 @@ class Parser {
   std::vector<FieldViolation>* out_;
 };
 
+// The original values a record keeps (keys the engine does not model, and
+// values it spells differently) may hold at most kMaxKeptBytes in all: they
+// travel with the config into every export. Returns one violation per kept
+// key, largest first, when they hold more.
+std::vector<FieldViolation> CheckKeptSize(const Json& record, const std::string& prefix) {
+  struct Kept {
+    std::string path;
+    size_t bytes;
+  };
+  std::vector<Kept> kept;
+  size_t total = 0;
+  // Explicit stack: (record, path of the value it describes, its key).
+  struct Todo {
+    const Json* rec;
+    std::string path;
+    std::string key;
+  };
+  std::vector<Todo> todo;
+  if (!record.is_null()) todo.push_back({&record, "", ""});
+  while (!todo.empty()) {
+    const Todo t = std::move(todo.back());
+    todo.pop_back();
+    const Json* rec = t.rec;
+    const std::string& path = t.path;
+    if (rec->is_null()) continue;
+    if (rec->contains("leaf")) {
+      if (rec->at("has_o").get<bool>()) {
+        // The key and its value as written; not the path, which repeats
+        // the layer globs above it.
+        const size_t bytes = t.key.size() + rec->at("o").dump().size();
+        kept.push_back({path, bytes});
+        total += bytes;
+      }
+    } else if (rec->contains("array")) {
+      const Json& items = rec->at("items");
+      for (size_t i = 0; i < items.size(); ++i) {
+        todo.push_back({&items[i], path + "[" + std::to_string(i) + "]", t.key});
+      }
+    } else {
+      const Json& keys = rec->at("keys");
+      for (auto it = keys.begin(); it != keys.end(); ++it) {
+        todo.push_back({&it.value(), path.empty() ? it.key() : path + "." + it.key(), it.key()});
+      }
+    }
+  }
+  std::vector<FieldViolation> out;
+  if (total <= kMaxKeptBytes) return out;
+  std::sort(kept.begin(), kept.end(), [](const Kept& a, const Kept& b) {
+    return a.bytes != b.bytes ? a.bytes > b.bytes : a.path < b.path;
+  });
+  constexpr size_t kNamed = 10;
+  for (size_t i = 0; i < kept.size() && i < kNamed; ++i) {
+    std::string why = "not modelled by quantd, so kept as written for the round trip (" +
+                      std::to_string(kept[i].bytes) +
+                      " bytes); such keys may hold at most " + std::to_string(kMaxKeptBytes) +
+                      " bytes in all, this config's hold " + std::to_string(total);
+    if (i + 1 == kNamed && kept.size() > kNamed) {
+      why += " (and " + std::to_string(kept.size() - kNamed) + " smaller keys)";
+    }
+    out.push_back({prefix + kept[i].path, std::move(why)});
+  }
+  return out;
+}
+
 }  // namespace
 
 StatusOr<QuantConfig> ParseQuarkJson(std::string_view text, const std::string& prefix) {
-  Json j = Json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded()) {
-    return InvalidArgumentError("the quantization config is not valid JSON")
+  const std::string field = prefix.empty() ? "quark_json" : prefix.substr(0, prefix.size() - 1);
+  StatusOr<Json> parsed = ParseBoundedJson<Json>(text, JsonBounds{json_limits::kQuarkConfig},
+                                                 "the quantization config");
+  if (!parsed.ok()) {
+    const std::string why = parsed.status().message();
+    return InvalidArgumentError(why)
         .WithReason("INVALID_QUANT_CONFIG")
-        .AddViolation(prefix.empty() ? "quark_json" : prefix.substr(0, prefix.size() - 1),
-                      "not valid JSON");
+        .AddViolation(field, why.substr(std::string("the quantization config ").size()));
   }
+  Json j = std::move(parsed).value();
   if (j.is_object() && j.contains("quantization_config") && !j.contains("global_quant_config")) {
     j = j.at("quantization_config");  // a whole config.json
   }
@@ -627,6 +699,9 @@ StatusOr<QuantConfig> ParseQuarkJson(std::string_view text, const std::string& p
   CollectViolations(config, PathStyle::kReferenceJson, prefix, &violations);
   if (!violations.empty()) return ViolationsStatus(std::move(violations));
   const Json record = Diff(j, ConfigJson(config));
+  if (std::vector<FieldViolation> kept = CheckKeptSize(record, prefix); !kept.empty()) {
+    return ViolationsStatus(std::move(kept));
+  }
   config.reference_json = record.is_null() ? "" : record.dump();
   return config;
 }
@@ -634,8 +709,12 @@ StatusOr<QuantConfig> ParseQuarkJson(std::string_view text, const std::string& p
 std::string WriteQuarkJson(const QuantConfig& config, int indent) {
   Json j = ConfigJson(config);
   if (!config.reference_json.empty()) {
-    const Json record = Json::parse(config.reference_json, nullptr, false);
-    if (!record.is_discarded()) j = Restore(j, record);
+    // Written by ParseQuarkJson from a value within kMaxJsonDepth: each
+    // level of it is two levels of the record, plus the leaf's own.
+    StatusOr<Json> record = ParseBoundedJson<Json>(
+        config.reference_json,
+        JsonBounds{config.reference_json.size(), 2 * kMaxJsonDepth + 2}, "reference_json");
+    if (record.ok()) j = Restore(j, *record);
   }
   return j.dump(indent);
 }

@@ -328,5 +328,65 @@ TEST(QuarkJsonTest, MalformedInputIsRefusedNotThrown) {
   EXPECT_EQ(Fields(two_stage.status()), std::vector<std::string>{"global_quant_config.weight"});
 }
 
+
+TEST(QuarkJsonTest, DeepNestingIsRefusedBeforeAnythingRecursesIntoIt) {
+  // An unknown key holding 300 000 '[': the frontend used to overflow its
+  // stack copying and diffing the value after nlohmann parsed it.
+  const std::string deep = std::string(300000, '[') + std::string(300000, ']');
+  auto c = ParseQuarkJson(R"({"global_quant_config": {"weight": {"dtype": "int8"}}, "x": )" +
+                              deep + "}",
+                          "spec.quantization.quark_json.");
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(c.status().reason(), "INVALID_QUANT_CONFIG");
+  EXPECT_EQ(c.status().message(), "the quantization config is 600083 bytes; at most 262144");
+  ASSERT_EQ(c.status().violations().size(), 1u);
+  EXPECT_EQ(c.status().violations()[0].field, "spec.quantization.quark_json");
+
+  // Within the size limit, the depth is what is refused.
+  auto d = ParseQuarkJson(R"({"x": )" + std::string(100000, '[') + std::string(100000, ']') + "}");
+  ASSERT_FALSE(d.ok());
+  EXPECT_EQ(d.status().message(), "the quantization config nests 100001 levels deep; at most 64");
+  EXPECT_EQ(Fields(d.status()), std::vector<std::string>{"quark_json"});
+  EXPECT_EQ(d.status().violations()[0].description, "nests 100001 levels deep; at most 64");
+}
+
+TEST(QuarkJsonTest, DeepestAcceptedUnknownKeyRoundTrips) {
+  // 62 levels under the key: the config object is level 1, the key's value
+  // level 2; the record kept for the round trip is deeper, and parses.
+  const std::string deep = std::string(63, '[') + "1" + std::string(63, ']');
+  const std::string text =
+      R"({"global_quant_config": {"weight": {"dtype": "int8", "qscheme": "per_tensor"}}, "x": )" +
+      deep + "}";
+  auto c = ParseQuarkJson(text);
+  ASSERT_TRUE(c.ok()) << c.status();
+  const Json written = Json::parse(WriteQuarkJson(*c));
+  EXPECT_EQ(written.at("x").dump(), deep);
+}
+
+TEST(QuarkJsonTest, UnknownKeysAreKeptOnlyUpToACap) {
+  const std::string base =
+      R"({"global_quant_config": {"weight": {"dtype": "int8", "qscheme": "per_tensor"}}, )";
+  // 12 KiB of unknown keys: kept, and written back.
+  auto small = ParseQuarkJson(base + R"("notes": ")" + std::string(12 << 10, 'n') + R"("})");
+  ASSERT_TRUE(small.ok()) << small.status();
+  EXPECT_EQ(Json::parse(WriteQuarkJson(*small)).at("notes").get<std::string>().size(), 12u << 10);
+
+  // 20 KiB: refused, naming the keys, largest first.
+  auto big = ParseQuarkJson(base + R"("notes": ")" + std::string(12 << 10, 'n') +
+                                R"(", "export": {"extra": ")" + std::string(8 << 10, 'e') +
+                                R"("}, "tiny": 1})",
+                            "spec.quantization.quark_json.");
+  ASSERT_FALSE(big.ok());
+  EXPECT_EQ(big.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(Fields(big.status()), (std::vector<std::string>{
+                                      "spec.quantization.quark_json.notes",
+                                      "spec.quantization.quark_json.export.extra",
+                                      "spec.quantization.quark_json.tiny"}));
+  EXPECT_EQ(big.status().violations()[0].description,
+            "not modelled by quantd, so kept as written for the round trip (12295 bytes); such "
+            "keys may hold at most 16384 bytes in all, this config's hold 20499");
+}
+
 }  // namespace
 }  // namespace quantd::config

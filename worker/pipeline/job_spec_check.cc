@@ -2,12 +2,13 @@
 
 #include <fstream>
 #include <optional>
-#include <sstream>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "worker/algo/algorithm_request.h"
+#include "worker/common/bounded_json.h"
+#include "worker/common/deadline.h"
 #include "worker/config/config_proto.h"
 #include "worker/export/export_support.h"
 #include "worker/models/layer_shapes.h"
@@ -35,7 +36,22 @@ bool ValidDevice(const std::string& d) {
 // so the caller sees every mistake at once.
 class SpecChecker {
  public:
+  explicit SpecChecker(const Deadline& deadline) : deadline_(deadline) {}
+
   void Bad(const std::string& field, const std::string& why) { bad_.AddViolation(field, why); }
+  const Deadline& deadline() const { return deadline_; }
+  // Whether the budget is spent; the first time, a violation on `field`
+  // (what was being checked) says so.
+  bool OutOfTime(const std::string& field, const std::string& what = "") {
+    if (!out_of_time_ && !deadline_.Expired()) return false;
+    if (!out_of_time_) {
+      out_of_time_ = true;
+      Bad(field, "validation exceeded its budget of " + std::to_string(deadline_.budget_ms()) +
+                     " ms" + (what.empty() ? "" : " " + what) +
+                     "; use fewer or simpler layer name patterns");
+    }
+    return true;
+  }
   void NotBuilt(const std::string& field, const std::string& why) {
     if (unimplemented_.ok())
       unimplemented_ = Status(StatusCode::kUnimplemented, field + ": " + why, "FEATURE_NOT_BUILT");
@@ -53,6 +69,8 @@ class SpecChecker {
  private:
   Status bad_{StatusCode::kInvalidArgument, ""};
   Status unimplemented_;
+  Deadline deadline_;
+  bool out_of_time_ = false;
 };
 
 void CheckUri(SpecChecker& c, const std::string& field, const std::string& uri, bool required) {
@@ -108,11 +126,13 @@ bool HasStaticActivations(const config::LayerQuantConfig& c) {
 std::optional<std::vector<config::LayerInfo>> ReadModelLayers(const std::string& model_uri) {
   if (!StartsWith(model_uri, "file:///")) return std::nullopt;
   const std::string path = model_uri.substr(7) + "/config.json";
-  std::ifstream in(path);
+  std::ifstream in(path, std::ios::binary);
   if (!in) return std::nullopt;
-  std::stringstream text;
-  text << in.rdbuf();
-  auto linears = models::ListLinearLayersFromConfigJson(text.str(), path);
+  // One byte past the limit is enough for the parser to refuse it.
+  std::string text(json_limits::kModelConfig + 1, '\0');
+  in.read(text.data(), static_cast<std::streamsize>(text.size()));
+  text.resize(static_cast<size_t>(in.gcount()));
+  auto linears = models::ListLinearLayersFromConfigJson(text, path);
   if (!linears.ok()) return std::nullopt;
   std::vector<config::LayerInfo> layers;
   for (const auto& l : *linears) layers.push_back({l.name, l.type, l.out_features, l.in_features});
@@ -197,9 +217,17 @@ void CheckQuantization(SpecChecker& c, const JobSpec& spec, std::vector<std::str
   }
 
   // Checks that need the model's layers, when its config.json is readable.
+  if (c.OutOfTime("spec.quantization")) return;
   if (auto layers = ReadModelLayers(spec.model_uri())) {
-    config::LayerCheck check = config::ValidateSettingsForLayers(q, config, *layers);
+    config::LayerCheck check =
+        config::ValidateSettingsForLayers(q, config, *layers, c.deadline());
     for (const auto& v : check.status.violations()) c.Bad(v.field, v.description);
+    if (check.out_of_time) {
+      c.OutOfTime("spec.quantization", "matching the config's layer name patterns against the " +
+                                           std::to_string(layers->size()) + " layers of " +
+                                           spec.model_uri());
+      return;  // the warnings would be incomplete
+    }
     if (warnings) {
       for (auto& w : check.warnings) warnings->push_back(std::move(w));
     }
@@ -294,13 +322,14 @@ quantd::v1::ExportFormat ExportFormatToProto(exporter::ExportFormat format) {
 
 Status CheckJobSpec(const JobSpec& spec) { return CheckJobSpec(spec, nullptr); }
 
-Status CheckJobSpec(const JobSpec& spec, std::vector<std::string>* warnings) {
-  SpecChecker c;
+Status CheckJobSpec(const JobSpec& spec, std::vector<std::string>* warnings,
+                    std::chrono::milliseconds budget) {
+  SpecChecker c(budget.count() > 0 ? Deadline::After(budget) : Deadline::Never());
   CheckUri(c, "spec.model_uri", spec.model_uri(), true);
   CheckQuantization(c, spec, warnings);
   CheckCalibration(c, spec);
   CheckEvaluation(c, spec);
-  CheckExport(c, spec);
+  if (!c.OutOfTime("spec.export")) CheckExport(c, spec);
   if (!ValidDevice(spec.device()))
     c.Bad("spec.device", "'" + spec.device() + "' is not one of cpu, cuda, cuda:N");
   if (spec.has_max_attempts() && (spec.max_attempts() < 1 || spec.max_attempts() > 100))

@@ -8,6 +8,7 @@
 #ifndef QUANTD_WORKER_PIPELINE_JOB_SPEC_CHECK_H_
 #define QUANTD_WORKER_PIPELINE_JOB_SPEC_CHECK_H_
 
+#include <chrono>
 #include <optional>
 #include <string>
 #include <vector>
@@ -29,12 +30,21 @@ namespace quantd::pipeline {
 // When the model's config.json is readable here (a file:// model_uri), the
 // config is also checked against the model's layers
 // (config::ValidateSettingsForLayers: group sizes that do not divide a layer).
+//
+// The check has a time budget (steady clock), since the work on a config's
+// name patterns grows with the model's layers: past it, the check stops and
+// returns INVALID_ARGUMENT (reason INVALID_JOB_SPEC) with the violations
+// found so far plus one on the field it was checking, "validation exceeded
+// its budget of 2000 ms; ...". A budget of 0 or less means no limit.
+inline constexpr std::chrono::milliseconds kDefaultSpecCheckBudget{2000};
+
 Status CheckJobSpec(const quantd::v1::JobSpec& spec);
 
 // The same, and appends to `warnings` what is suspicious but not an error
 // (a layer / exclude glob that matches no layer of the model), for the
 // job's events.
-Status CheckJobSpec(const quantd::v1::JobSpec& spec, std::vector<std::string>* warnings);
+Status CheckJobSpec(const quantd::v1::JobSpec& spec, std::vector<std::string>* warnings,
+                    std::chrono::milliseconds budget = kDefaultSpecCheckBudget);
 
 // The engine's export format for a proto ExportFormat value; nullopt for
 // EXPORT_FORMAT_UNSPECIFIED and unknown values.

@@ -1,6 +1,9 @@
 #include "worker/pipeline/job_spec_check.h"
 
+#include <chrono>
 #include <filesystem>
+#include <fstream>
+#include <sstream>
 
 #include "google/protobuf/text_format.h"
 #include "gtest/gtest.h"
@@ -322,6 +325,121 @@ TEST(JobSpecCheckTest, ChecksTheConfigAgainstTheModelsLayersWhenReadable) {
   spec.set_model_uri("file:///no/such/model");
   spec.mutable_quantization()->clear_exclude();
   EXPECT_TRUE(CheckJobSpec(spec).ok());
+}
+
+
+// ---- hostile input (issue 17): every parser and pattern bounded ----
+
+std::string Deep(int depth) { return std::string(depth, '[') + std::string(depth, ']'); }
+
+std::string Description(const Status& s, const std::string& field) {
+  for (const auto& v : s.violations()) {
+    if (v.field == field) return v.description;
+  }
+  return "<no violation on " + field + ">";
+}
+
+TEST(JobSpecCheckTest, DeeplyNestedQuarkJsonIsRefusedWithEveryOtherViolation) {
+  auto spec = Parse(R"pb(model_uri: "file:///m" device: "tpu")pb");
+  spec.mutable_quantization()->set_quark_json(
+      R"({"global_quant_config": {"weight": {"dtype": "int8", "qscheme": "per_tensor"}},)"
+      R"( "unknown": )" +
+      Deep(150000) + "}");
+  spec.mutable_quantization()->add_exclude("re:(unclosed");
+  spec.mutable_quantization()->add_exclude(
+      "re:" + std::string(100000, '(') + "a" + std::string(100000, ')'));
+  const Status s = CheckJobSpec(spec);
+  ASSERT_EQ(s.code(), StatusCode::kInvalidArgument) << s;
+  EXPECT_EQ(Fields(s), (std::vector<std::string>{
+                           "spec.quantization.quark_json", "spec.quantization.exclude[0]",
+                           "spec.quantization.exclude[1]", "spec.device"}))
+      << s;
+  EXPECT_EQ(Description(s, "spec.quantization.quark_json"),
+            "nests 150001 levels deep; at most 64");
+  EXPECT_NE(Description(s, "spec.quantization.exclude[0]")
+                .find("is not a valid regular expression (RE2: missing ): (unclosed)"),
+            std::string::npos)
+      << s;
+  EXPECT_EQ(Description(s, "spec.quantization.exclude[1]"),
+            "the regular expression is 200001 characters; at most 1024");
+}
+
+TEST(JobSpecCheckTest, OversizedQuarkJsonIsRefusedBeforeParsing) {
+  auto spec = Parse(R"pb(model_uri: "file:///m")pb");
+  spec.mutable_quantization()->set_quark_json("{\"x\": \"" + std::string(300 << 10, 'a') + "\"}");
+  const Status s = CheckJobSpec(spec);
+  ASSERT_EQ(s.code(), StatusCode::kInvalidArgument) << s;
+  EXPECT_EQ(Description(s, "spec.quantization.quark_json"), "is 307210 bytes; at most 262144");
+}
+
+TEST(JobSpecCheckTest, BacktrackingExcludeRegexIsLinearOnRe2) {
+  // Exponential under std::regex against a long name; RE2 matches each
+  // layer name in one pass. The result is asserted, not the time.
+  const std::string model = "file://" + std::filesystem::absolute("models/stories260K").string();
+  auto spec = Parse(R"pb(quantization { scheme: "w_int8_per_tensor_sym" })pb");
+  spec.set_model_uri(model);
+  spec.mutable_quantization()->add_exclude("re:(?:[a-z0-9_.]|[a-z0-9_.])*!");
+  spec.mutable_quantization()->add_exclude("re:(?:[a-z0-9_.]|[a-z0-9_.])*down_proj");
+  std::vector<std::string> warnings;
+  const Status s = CheckJobSpec(spec, &warnings);
+  EXPECT_TRUE(s.ok()) << s;
+  EXPECT_EQ(warnings, std::vector<std::string>{
+                          "exclude glob 're:(?:[a-z0-9_.]|[a-z0-9_.])*!' matches no layer"});
+}
+
+TEST(JobSpecCheckTest, DeeplyNestedRegexWithinTheLengthCapCompiles) {
+  auto spec = Parse(R"pb(model_uri: "file:///m" quantization { scheme: "w_int8_per_tensor_sym" })pb");
+  spec.mutable_quantization()->add_exclude("re:" + std::string(500, '(') + "lm_head" +
+                                           std::string(500, ')'));
+  EXPECT_TRUE(CheckJobSpec(spec).ok()) << CheckJobSpec(spec);
+}
+
+TEST(JobSpecCheckTest, PatternCountAndLengthAreCapped) {
+  auto spec = Parse(R"pb(model_uri: "file:///m" quantization { scheme: "w_int8_per_tensor_sym" })pb");
+  for (int i = 0; i < 1001; ++i) spec.mutable_quantization()->add_exclude("*x" + std::to_string(i));
+  Status s = CheckJobSpec(spec);
+  ASSERT_EQ(s.code(), StatusCode::kInvalidArgument) << s;
+  EXPECT_EQ(Fields(s), std::vector<std::string>{"spec.quantization.exclude"});
+  EXPECT_EQ(Description(s, "spec.quantization.exclude"),
+            "with the config's own, the settings hold 1001 layer name patterns; at most 1000");
+
+  spec.mutable_quantization()->clear_exclude();
+  spec.mutable_quantization()->add_exclude(std::string(1025, '*'));
+  s = CheckJobSpec(spec);
+  EXPECT_EQ(Description(s, "spec.quantization.exclude[0]"),
+            "the glob is 1025 characters; at most 1024");
+}
+
+TEST(JobSpecCheckTest, ValidationStopsAtItsBudget) {
+  // 4096 blocks (28 672 linear layers) against 1000 globs that each cost
+  // the most a name can: far more than 1 ms of work on any machine.
+  const std::filesystem::path dir =
+      std::filesystem::path(::testing::TempDir()) / "budget_model";
+  std::filesystem::create_directories(dir);
+  std::ifstream in("models/stories260K/config.json");
+  std::stringstream text;
+  text << in.rdbuf();
+  std::string config = text.str();
+  const std::string layers = "\"num_hidden_layers\": 5";
+  config.replace(config.find(layers), layers.size(), "\"num_hidden_layers\": 4096");
+  std::ofstream(dir / "config.json") << config;
+
+  auto spec = Parse(R"pb(quantization { scheme: "w_int8_per_tensor_sym" } device: "tpu")pb");
+  spec.set_model_uri("file://" + dir.string());
+  std::string slow;
+  for (int i = 0; i < 60; ++i) slow += "*.";
+  for (int i = 0; i < 1000; ++i) {
+    spec.mutable_quantization()->add_exclude(slow + "x" + std::to_string(i));
+  }
+  std::vector<std::string> warnings;
+  const Status s = CheckJobSpec(spec, &warnings, std::chrono::milliseconds(1));
+  ASSERT_EQ(s.code(), StatusCode::kInvalidArgument) << s;
+  EXPECT_EQ(s.reason(), "INVALID_JOB_SPEC");
+  EXPECT_EQ(Fields(s), (std::vector<std::string>{"spec.quantization", "spec.device"})) << s;
+  EXPECT_EQ(Description(s, "spec.quantization").rfind("validation exceeded its budget of 1 ms", 0),
+            0u)
+      << s;
+  EXPECT_TRUE(warnings.empty());
 }
 
 }  // namespace
