@@ -6,6 +6,8 @@
 #include <fstream>
 #include <sstream>
 
+#include "worker/common/bounded_json.h"
+
 namespace quantd::exporter {
 
 namespace fs = std::filesystem;
@@ -43,9 +45,9 @@ Status WriteHfConfig(const std::string& model_dir, const std::string& dir,
                      const json& quantization_config, std::optional<bool> tie_word_embeddings) {
   QD_ASSIGN_OR_RETURN(std::string text,
                       ReadTextFile((fs::path(model_dir) / "config.json").string()));
-  json cfg = json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (cfg.is_discarded() || !cfg.is_object())
-    return DataLossError(model_dir + "/config.json is not a JSON object");
+  QD_ASSIGN_OR_RETURN(json cfg, ParseBoundedJson(text, JsonBounds{json_limits::kModelConfig},
+                                                 model_dir + "/config.json", StatusCode::kDataLoss));
+  if (!cfg.is_object()) return DataLossError(model_dir + "/config.json is not a JSON object");
   if (!quantization_config.is_null()) cfg["quantization_config"] = quantization_config;
   if (tie_word_embeddings &&
       (!cfg.contains("tie_word_embeddings") || cfg["tie_word_embeddings"] != *tie_word_embeddings))

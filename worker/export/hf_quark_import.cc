@@ -6,6 +6,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
+#include "worker/common/bounded_json.h"
 #include "worker/export/hf_files.h"
 #include "worker/export/quark_config.h"
 #include "worker/export/quark_tensors.h"
@@ -60,8 +61,11 @@ class QuarkCheckpoint final : public QuantizedModel {
     dir_ = dir;
     QD_ASSIGN_OR_RETURN(std::string text, ReadTextFile((fs::path(dir) / "config.json").string()));
     QD_ASSIGN_OR_RETURN(config_, models::ParseModelConfig(text, dir + "/config.json"));
-    json cfg = json::parse(text, nullptr, /*allow_exceptions=*/false);
-    if (cfg.is_discarded() || !cfg.contains("quantization_config") ||
+    // ParseModelConfig accepted the same text within the same bounds.
+    QD_ASSIGN_OR_RETURN(json cfg, ParseBoundedJson(text, JsonBounds{json_limits::kModelConfig},
+                                                   dir + "/config.json",
+                                                   StatusCode::kFailedPrecondition));
+    if (!cfg.is_object() || !cfg.contains("quantization_config") ||
         !cfg["quantization_config"].is_object() ||
         cfg["quantization_config"].value("quant_method", "") != "quark")
       return FailedPreconditionError(dir +

@@ -1,6 +1,7 @@
 #include "worker/export/quark_config.h"
 
-#include <fnmatch.h>
+#include "worker/common/bounded_json.h"
+#include "worker/common/name_pattern.h"
 
 namespace quantd::exporter {
 
@@ -220,14 +221,16 @@ StatusOr<std::optional<QuantSpec>> ParseQuarkSpec(const json& j, const std::stri
 }
 
 bool QuarkGlobMatch(const std::string& pattern, const std::string& name) {
-  return ::fnmatch(pattern.c_str(), name.c_str(), 0) == 0;
+  return GlobMatch(pattern, name);
 }
 
 StatusOr<QuarkConfig> QuarkConfig::Parse(const std::string& json_text) {
   QuarkConfig c;
-  c.json_ = json::parse(json_text, nullptr, /*allow_exceptions=*/false);
-  if (c.json_.is_discarded() || !c.json_.is_object())
-    return Bad("quantization_config", "is not a JSON object");
+  // From a model's config.json: bounded like it.
+  StatusOr<json> parsed = ParseBoundedJson(json_text, JsonBounds{json_limits::kModelConfig}, "it");
+  if (!parsed.ok()) return Bad("quantization_config", parsed.status().message().substr(3));
+  c.json_ = std::move(parsed).value();
+  if (!c.json_.is_object()) return Bad("quantization_config", "is not a JSON object");
   const json& root = c.json_;
   QD_ASSIGN_OR_RETURN(c.global_,
                       ParseLayer(root.value("global_quant_config", json()), "global_quant_config"));
@@ -257,7 +260,13 @@ StatusOr<QuarkConfig> QuarkConfig::Parse(const std::string& json_text) {
 
 bool QuarkConfig::Excluded(const std::string& name) const {
   for (const auto& p : exclude_) {
-    if (QuarkGlobMatch(p, name) || QuarkGlobMatch(p + ".*", name)) return true;
+    // "re:" entries as config::ExcludeMatch reads them (RE2, anchored at
+    // the start), so a config the exporter wrote reads back the same.
+    if (p.compare(0, 3, "re:") == 0) {
+      if (RegexMatchesPrefix(std::string_view(p).substr(3), name)) return true;
+    } else if (QuarkGlobMatch(p, name) || QuarkGlobMatch(p + ".*", name)) {
+      return true;
+    }
   }
   return false;
 }

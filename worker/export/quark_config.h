@@ -5,7 +5,8 @@
 // type, e.g. "Linear") and layer_quant_config (keyed by fnmatch globs of
 // module names), each a layer config {weight, bias, input_tensors,
 // output_tensors}; `exclude` lists module-name globs left in float (a glob
-// `p` also matches `p.*`); `export` describes the files (weight_format,
+// `p` also matches `p.*`; "re:<regex>" is an RE2 regex matched from the
+// start of the name, as config::ExcludeMatch); `export` describes the files (weight_format,
 // pack_method, kv_cache_group, min_kv_scale). MX formats are spelled as the
 // reference writes them: the element dtype ("fp4", "fp8_e4m3", ...) with
 // qscheme per_group, group_size 32 and scale_format "e8m0" (older files: dtype
@@ -56,11 +57,13 @@ StatusOr<std::optional<quant::QuantSpec>> ParseQuarkSpec(const nlohmann::json& j
                                                          const std::string& path);
 
 // Python fnmatch semantics (case-sensitive): '*' also matches '.' and '/'.
+// Linear time (worker/common/name_pattern.h).
 bool QuarkGlobMatch(const std::string& pattern, const std::string& name);
 
 class QuarkConfig {
  public:
-  // `json_text` is the quantization_config object (not the whole config.json).
+  // `json_text` is the quantization_config object (not the whole config.json),
+  // parsed within the bounds of a model's config.json (bounded_json.h).
   static StatusOr<QuarkConfig> Parse(const std::string& json_text);
 
   // The specs of module `name` of type `type` ("Linear"): the first matching

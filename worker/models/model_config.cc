@@ -4,7 +4,8 @@
 
 #include <fstream>
 #include <nlohmann/json.hpp>
-#include <sstream>
+
+#include "worker/common/bounded_json.h"
 
 namespace quantd::models {
 namespace {
@@ -230,8 +231,11 @@ const std::vector<std::string>& SupportedArchitectures() {
 }
 
 StatusOr<ModelConfig> ParseModelConfig(const std::string& json_text, const std::string& source) {
-  json j = json::parse(json_text, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded() || !j.is_object()) {
+  StatusOr<json> parsed = ParseBoundedJson(json_text, JsonBounds{json_limits::kModelConfig}, source,
+                                           StatusCode::kFailedPrecondition);
+  if (!parsed.ok()) return Status(parsed.status()).WithReason("INVALID_MODEL_CONFIG");
+  const json j = std::move(parsed).value();
+  if (!j.is_object()) {
     return Status(StatusCode::kFailedPrecondition, source + ": not a JSON object",
                   "INVALID_MODEL_CONFIG");
   }
@@ -312,14 +316,13 @@ StatusOr<ModelConfig> LoadModelConfig(const std::string& path) {
   if (::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) file = path + "/config.json";
   std::ifstream in(file, std::ios::binary);
   if (!in) return NotFoundError(file + ": cannot open");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  // config.json files are a few KB; refuse absurd ones before parsing.
-  if (ss.str().size() > (16u << 20)) {
-    return Status(StatusCode::kFailedPrecondition, file + ": larger than 16 MB",
-                  "INVALID_MODEL_CONFIG");
-  }
-  return ParseModelConfig(ss.str(), file);
+  // One byte past the limit is enough for ParseModelConfig to refuse it;
+  // a huge file is never read whole.
+  std::string text(json_limits::kModelConfig + 1, '\0');
+  in.read(text.data(), static_cast<std::streamsize>(text.size()));
+  if (in.bad()) return DataLossError(file + ": read failed");
+  text.resize(static_cast<size_t>(in.gcount()));
+  return ParseModelConfig(text, file);
 }
 
 }  // namespace quantd::models

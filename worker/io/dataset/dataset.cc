@@ -6,6 +6,8 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "worker/common/bounded_json.h"
+
 namespace quantd::io {
 namespace {
 
@@ -54,8 +56,7 @@ Status ParseJsonl(std::string_view content, const std::string& name, const Datas
     ++line_no;
     if (line.find_first_not_of(" \t\r") == std::string_view::npos) continue;
     const std::string where = "dataset " + name + " line " + std::to_string(line_no);
-    json v = json::parse(line.begin(), line.end(), nullptr, /*allow_exceptions=*/false);
-    if (v.is_discarded()) return InvalidArgumentError(where + ": not valid JSON");
+    QD_ASSIGN_OR_RETURN(json v, ParseBoundedJson(line, JsonBounds{json_limits::kDatasetLine}, where));
     const json* field = &v;
     if (v.is_object()) {
       auto it = v.find(o.text_field);
@@ -84,6 +85,8 @@ Status ParseJsonl(std::string_view content, const std::string& name, const Datas
 }
 
 Status ParseJsonIds(std::string_view content, const std::string& name, Dataset& d) {
+  QD_RETURN_IF_ERROR(
+      CheckJsonBounds(content, JsonBounds{json_limits::kDatasetJson}, "dataset " + name));
   json v = json::parse(content.begin(), content.end(), nullptr, /*allow_exceptions=*/false);
   if (v.is_discarded() || !v.is_array()) {
     return Malformed(name, "expected a JSON array of token ids or of id arrays");

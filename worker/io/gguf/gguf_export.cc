@@ -3,6 +3,7 @@
 #include <cmath>
 #include <nlohmann/json.hpp>
 
+#include "worker/common/bounded_json.h"
 #include "worker/io/gguf/gguf_writer.h"
 #include "worker/io/gguf/hf_mapping.h"
 #include "worker/io/gguf/rope_layout.h"
@@ -195,10 +196,9 @@ bool IsSkippedBuffer(const std::string& name) {
 
 Status WriteGgufFromHf(const std::string& config_json, const io::TensorSource& weights,
                        const GgufExportOptions& options, const std::string& path) {
-  json cfg = json::parse(config_json, nullptr, /*allow_exceptions=*/false);
-  if (cfg.is_discarded() || !cfg.is_object()) {
-    return InvalidArgumentError("config.json is not a JSON object");
-  }
+  QD_ASSIGN_OR_RETURN(json cfg, ParseBoundedJson(config_json, JsonBounds{json_limits::kModelConfig},
+                                                 "config.json"));
+  if (!cfg.is_object()) return InvalidArgumentError("config.json is not a JSON object");
   GgufWriter writer(options.alignment);
   QD_ASSIGN_OR_RETURN(ModelShape shape, AddModelMetadata(cfg, &writer, options));
   for (const auto& [key, value] : options.extra_metadata) writer.Set(key, value);

@@ -252,9 +252,10 @@ class Parser {
 
   Status ReadValue(GgufValueType type, GgufValue* v, int depth) {
     if (type != GgufValueType::kArray) return ReadScalar(type, v);
-    if (depth >= opts_.max_array_depth) {
+    const int max_depth = std::min(opts_.max_array_depth, kMaxGgufArrayDepth);
+    if (depth >= max_depth) {
       return InvalidArgumentError(where_ + ": arrays nested deeper than " +
-                                  std::to_string(opts_.max_array_depth));
+                                  std::to_string(max_depth));
     }
     v->type = GgufValueType::kArray;
     uint32_t et;
@@ -275,6 +276,21 @@ class Parser {
       return InvalidArgumentError(where_ + ": array of " + std::to_string(n) +
                                   " elements exceeds the limit of " +
                                   std::to_string(opts_.max_array_elements));
+    }
+    if (n > opts_.max_total_array_elements - total_elements_) {
+      return InvalidArgumentError(
+          where_ + ": arrays hold " + std::to_string(total_elements_ + n) +
+          " elements in all (so far), over the limit of " +
+          std::to_string(opts_.max_total_array_elements));
+    }
+    total_elements_ += n;
+    if (v->elem_type == GgufValueType::kArray) {
+      if (n > opts_.max_nested_arrays - nested_arrays_) {
+        return InvalidArgumentError(where_ + ": " + std::to_string(nested_arrays_ + n) +
+                                    " arrays inside arrays (so far), over the limit of " +
+                                    std::to_string(opts_.max_nested_arrays));
+      }
+      nested_arrays_ += n;
     }
     GgufValue elem;
     switch (v->elem_type) {
@@ -337,6 +353,8 @@ class Parser {
   Cursor cur_;
   GgufParseOptions opts_;
   std::string where_;
+  uint64_t total_elements_ = 0;
+  uint64_t nested_arrays_ = 0;
 };
 
 nlohmann::json JsonValue(const GgufValue& v) {
@@ -683,7 +701,8 @@ StatusOr<GgufFile> ParseGguf(const ByteSource& source, const GgufParseOptions& o
   }
 
   std::unordered_set<std::string> keys;
-  file.metadata.reserve(n_kv);
+  // Counts are only bounded by the file size: grow as entries parse.
+  file.metadata.reserve(std::min<uint64_t>(n_kv, 1024));
   for (uint64_t k = 0; k < n_kv; ++k) {
     std::string key;
     QD_RETURN_IF_ERROR(cur.ReadString(&key, options.max_string_bytes, "metadata key"));
@@ -710,7 +729,7 @@ StatusOr<GgufFile> ParseGguf(const ByteSource& source, const GgufParseOptions& o
   }
 
   std::unordered_set<std::string> names;
-  file.tensors.reserve(n_tensors);
+  file.tensors.reserve(std::min<uint64_t>(n_tensors, 4096));
   for (uint64_t t = 0; t < n_tensors; ++t) {
     GgufTensorInfo info;
     QD_RETURN_IF_ERROR(cur.ReadString(&info.name, options.max_string_bytes, "tensor name"));

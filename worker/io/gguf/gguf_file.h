@@ -137,14 +137,25 @@ StatusOr<std::unique_ptr<ByteSource>> OpenFileByteSource(const std::string& path
 // Borrowed bytes (they must outlive the source); used by tests and fuzzing.
 std::unique_ptr<ByteSource> MemoryByteSource(std::string_view bytes, std::string name = "");
 
-// Limits that keep a hostile header from exhausting memory.
+// Limits that keep a hostile header from exhausting memory or the stack
+// (real files: vocabularies of up to 262k tokens, merges up to ~500k, a
+// few MB of metadata in all, no nested arrays). Past one: INVALID_ARGUMENT
+// naming the key, the limit and the value.
 struct GgufParseOptions {
   uint64_t max_string_bytes = 1ull << 24;  // one string
-  uint64_t max_array_elements = 1ull << 26;
+  uint64_t max_array_elements = 1ull << 24;  // one array
+  // Elements of every array of the file together, nested ones included.
+  uint64_t max_total_array_elements = 1ull << 25;
+  // Arrays that are elements of another array, in all (each costs a
+  // GgufValue, ~20x the 12 bytes it takes in the file).
+  uint64_t max_nested_arrays = 1ull << 16;
+  // Arrays of arrays recurse once per level: never more than
+  // kMaxGgufArrayDepth, whatever is set here.
   int max_array_depth = 4;
   uint64_t max_tensors = 1ull << 20;
   uint64_t max_metadata = 1ull << 20;
 };
+inline constexpr int kMaxGgufArrayDepth = 8;
 
 // Parses the header, metadata and tensor directory and checks that every
 // tensor's data lies inside the file, aligned, without overlap of the header.

@@ -283,5 +283,62 @@ TEST(GgufFileTest, ReadsVocabOnlyFile) {
   EXPECT_EQ(ReadGgufFile("no/such.gguf").status().code(), StatusCode::kNotFound);
 }
 
+// Metadata arrays are bounded per array, in total, in nesting and in the
+// number of arrays inside arrays, whatever the options ask for.
+TEST(GgufFileTest, MetadataArraysAreBoundedInAll) {
+  auto header = [](uint64_t nkv) {
+    Bytes b;
+    b.Pod<uint32_t>(0x46554747).Pod<uint32_t>(3).Pod<uint64_t>(0).Pod<uint64_t>(nkv);
+    return b;
+  };
+  auto u8_array = [](Bytes& b, const std::string& key, uint64_t n) {
+    b.Kv(key, 9).Pod<uint32_t>(0).Pod<uint64_t>(n).Raw(std::string(n, '\1'));
+  };
+  GgufParseOptions o;
+  o.max_total_array_elements = 100;
+  {
+    Bytes b = header(2);
+    u8_array(b, "a", 60);
+    u8_array(b, "b", 40);
+    auto f = ParseGguf(*MemoryByteSource(b.str(), "x"), o);
+    ASSERT_TRUE(f.ok()) << f.status();
+  }
+  {
+    Bytes b = header(2);
+    u8_array(b, "a", 60);
+    u8_array(b, "b", 41);
+    auto f = ParseGguf(*MemoryByteSource(b.str(), "x"), o);
+    EXPECT_EQ(f.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_EQ(f.status().message(),
+              "metadata b: x: arrays hold 101 elements in all (so far), over the limit of 100");
+  }
+  // 1000 empty arrays inside one array, over a limit of 999.
+  {
+    Bytes b = header(1);
+    b.Kv("outer", 9).Pod<uint32_t>(9).Pod<uint64_t>(1000);
+    for (int i = 0; i < 1000; ++i) b.Pod<uint32_t>(0).Pod<uint64_t>(0);
+    GgufParseOptions nested;
+    nested.max_nested_arrays = 999;
+    auto f = ParseGguf(*MemoryByteSource(b.str(), "x"), nested);
+    EXPECT_EQ(f.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_THAT(f.status().message(), HasSubstr("1000 arrays inside arrays"));
+    nested.max_nested_arrays = 1000;
+    EXPECT_TRUE(ParseGguf(*MemoryByteSource(b.str(), "x"), nested).ok());
+  }
+  // Nesting past kMaxGgufArrayDepth is refused even when the options allow
+  // more: the parser recurses once per level.
+  {
+    Bytes b = header(1);
+    b.Kv("deep", 9);
+    for (int d = 0; d < 300000; ++d) b.Pod<uint32_t>(9).Pod<uint64_t>(1);
+    b.Pod<uint32_t>(4).Pod<uint64_t>(0);
+    GgufParseOptions lax;
+    lax.max_array_depth = 1 << 30;
+    auto f = ParseGguf(*MemoryByteSource(b.str(), "x"), lax);
+    EXPECT_EQ(f.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_EQ(f.status().message(), "metadata deep: x: arrays nested deeper than 8");
+  }
+}
+
 }  // namespace
 }  // namespace quantd::gguf

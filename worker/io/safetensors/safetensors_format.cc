@@ -5,6 +5,7 @@
 #include <limits>
 #include <nlohmann/json.hpp>
 
+#include "worker/common/bounded_json.h"
 #include "worker/io/safetensors/posix_file.h"
 
 namespace quantd::io {
@@ -33,32 +34,6 @@ Status Corrupt(const std::string& file, const std::string& what) {
 
 Status CorruptTensor(const std::string& file, const std::string& tensor, const std::string& what) {
   return DataLossError(file + ": tensor '" + tensor + "': " + what);
-}
-
-// Rejects nesting deeper than kMaxSafetensorsJsonDepth before the JSON parser
-// sees the text, so adversarial input cannot exhaust the stack anywhere.
-bool NestingWithinLimit(std::string_view s) {
-  int depth = 0;
-  bool in_string = false;
-  for (size_t i = 0; i < s.size(); ++i) {
-    const char c = s[i];
-    if (in_string) {
-      if (c == '\\') {
-        ++i;
-      } else if (c == '"') {
-        in_string = false;
-      }
-      continue;
-    }
-    if (c == '"') {
-      in_string = true;
-    } else if (c == '{' || c == '[') {
-      if (++depth > kMaxSafetensorsJsonDepth) return false;
-    } else if (c == '}' || c == ']') {
-      --depth;
-    }
-  }
-  return true;
 }
 
 // A JSON number that is a non-negative integer, as uint64.
@@ -214,12 +189,11 @@ StatusOr<SafetensorsHeader> ParseSafetensorsHeaderJson(std::string_view json, ui
   if (first == std::string_view::npos || json[first] != '{') {
     return Corrupt(file, "header does not start with '{'");
   }
-  if (!NestingWithinLimit(json)) {
-    return Corrupt(file, "JSON nests deeper than " + std::to_string(kMaxSafetensorsJsonDepth));
-  }
-  nlohmann::json root = nlohmann::json::parse(json.begin(), json.end(), /*cb=*/nullptr,
-                                              /*allow_exceptions=*/false);
-  if (root.is_discarded()) return Corrupt(file, "header is not valid JSON");
+  // The header length is already bounded (kMaxSafetensorsHeaderBytes).
+  StatusOr<nlohmann::json> parsed = ParseBoundedJson(
+      json, JsonBounds{kMaxSafetensorsHeaderBytes, kMaxSafetensorsJsonDepth}, "header");
+  if (!parsed.ok()) return Corrupt(file, parsed.status().message());
+  const nlohmann::json root = std::move(parsed).value();
   if (!root.is_object()) return Corrupt(file, "header is not a JSON object");
 
   SafetensorsHeader h;
@@ -250,6 +224,34 @@ StatusOr<SafetensorsHeader> ParseSafetensorsBuffer(std::string_view bytes,
                       ParseSafetensorsHeaderJson(bytes.substr(8, n), bytes.size() - 8 - n, file));
   h.data_offset = 8 + n;
   return h;
+}
+
+StatusOr<SafetensorsIndex> ParseSafetensorsIndex(std::string_view json, const std::string& file) {
+  StatusOr<nlohmann::json> parsed =
+      ParseBoundedJson(json, JsonBounds{json_limits::kSafetensorsIndex}, file, StatusCode::kDataLoss);
+  if (!parsed.ok()) return parsed.status();
+  const nlohmann::json index = std::move(parsed).value();
+  if (!index.is_object()) return DataLossError(file + ": not a JSON object");
+  auto wm = index.find("weight_map");
+  if (wm == index.end() || !wm->is_object()) {
+    return DataLossError(file + ": missing \"weight_map\" object");
+  }
+  SafetensorsIndex out;
+  auto md = index.find("metadata");
+  if (md != index.end() && md->is_object()) {
+    for (auto it = md->begin(); it != md->end(); ++it) {
+      out.metadata[it.key()] = it->is_string() ? it->get<std::string>() : it->dump();
+    }
+  }
+  for (auto it = wm->begin(); it != wm->end(); ++it) {
+    if (!it->is_string()) {
+      return DataLossError(file + ": weight_map entry for tensor '" + it.key() +
+                           "' is not a file name");
+    }
+    out.weight_map.emplace_back(it.key(), it->get<std::string>());
+  }
+  if (out.weight_map.empty()) return DataLossError(file + ": empty weight_map");
+  return out;
 }
 
 StatusOr<SafetensorsHeader> ReadSafetensorsHeader(const std::string& path) {

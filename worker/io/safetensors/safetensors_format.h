@@ -16,6 +16,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "worker/common/status.h"
@@ -25,8 +26,8 @@ namespace quantd::io {
 // Headers larger than this are refused (the reference implementation uses
 // the same 100 MB bound) so a corrupt length cannot make us allocate the disk.
 inline constexpr uint64_t kMaxSafetensorsHeaderBytes = 100ull << 20;
-// Deeper JSON nesting than this is refused before parsing; a valid header
-// nests 3 levels.
+// Deeper JSON nesting than this is refused before parsing
+// (worker/common/bounded_json.h); a valid header nests 3 levels.
 inline constexpr int kMaxSafetensorsJsonDepth = 64;
 inline constexpr int kMaxSafetensorsRank = 16;
 
@@ -93,6 +94,21 @@ StatusOr<SafetensorsHeader> ParseSafetensorsHeaderJson(std::string_view json, ui
 
 // Parses a whole file held in memory (header and data).
 StatusOr<SafetensorsHeader> ParseSafetensorsBuffer(std::string_view bytes, const std::string& file);
+
+// model.safetensors.index.json: which shard file holds each tensor.
+struct SafetensorsIndex {
+  // "weight_map" entries (tensor name, shard file name as written), sorted
+  // by tensor name.
+  std::vector<std::pair<std::string, std::string>> weight_map;
+  // "metadata"; non-string values are kept as their JSON text.
+  std::map<std::string, std::string> metadata;
+};
+
+// Parses an index file's text (at most json_limits::kSafetensorsIndex bytes,
+// 64 levels deep). DATA_LOSS naming `file` when it is not a JSON object
+// with a "weight_map" object of strings. Which shard names are acceptable
+// is the reader's business.
+StatusOr<SafetensorsIndex> ParseSafetensorsIndex(std::string_view json, const std::string& file);
 
 // Reads and parses only the header of the file at `path` (pread, no mmap).
 // NOT_FOUND when the file cannot be opened; DATA_LOSS when it is malformed.

@@ -10,6 +10,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "worker/common/bounded_json.h"
 #include "worker/io/safetensors/safetensors_writer.h"
 
 namespace quantd::io {
@@ -93,7 +94,7 @@ TEST(SafetensorsFormatTest, MalformedInputIsDataLossNamingFileAndTensor) {
       {"not object", MakeFile("[1,2]", ""), "does not start with '{'"},
       {"deep nesting",
        MakeFile("{\"a\":" + std::string(100, '[') + std::string(100, ']') + "}", ""),
-       "nests deeper"},
+       "header nests 101 levels deep; at most 64"},
       {"no dtype", MakeFile(R"({"w":{"shape":[2],"data_offsets":[0,8]}})", std::string(8, 0)),
        "tensor 'w': missing or non-string \"dtype\""},
       {"unknown dtype",
@@ -247,6 +248,49 @@ TEST(SafetensorsWriterTest, PlannedModeWritesTheSameBytesInOnePass) {
   }
   EXPECT_EQ(ReadAll(planned), ReadAll(streamed));
   EXPECT_FALSE(Exists(planned + ".tmp"));
+}
+
+TEST(SafetensorsIndexTest, ParsesWeightMapAndMetadata) {
+  auto index = ParseSafetensorsIndex(
+      R"({"metadata":{"total_size":48,"format":"pt"},"weight_map":{"b":"s2.safetensors","a":"s1.safetensors"}})",
+      "m/model.safetensors.index.json");
+  ASSERT_TRUE(index.ok()) << index.status();
+  EXPECT_EQ(index->weight_map,
+            (std::vector<std::pair<std::string, std::string>>{{"a", "s1.safetensors"},
+                                                              {"b", "s2.safetensors"}}));
+  EXPECT_EQ(index->metadata.at("total_size"), "48");
+  EXPECT_EQ(index->metadata.at("format"), "pt");
+}
+
+TEST(SafetensorsIndexTest, HostileIndexesAreDataLossNotCrashes) {
+  const std::string deep = std::string(300000, '[') + std::string(300000, ']');
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {R"({"metadata": )" + deep + R"(, "weight_map": {"a": "s.safetensors"}})",
+       "i.json nests 300001 levels deep; at most 64"},
+      {std::string(json_limits::kSafetensorsIndex + 1, ' '),
+       "i.json is 67108865 bytes; at most 67108864"},
+      {"{nope", "i.json: not valid JSON"},
+      {"[]", "i.json: not a JSON object"},
+      {R"({"weight_map": 5})", "i.json: missing \"weight_map\" object"},
+      {R"({"weight_map": {"a": 5}})", "i.json: weight_map entry for tensor 'a' is not a file name"},
+      {R"({"weight_map": {}})", "i.json: empty weight_map"},
+  };
+  for (const auto& [text, want] : cases) {
+    auto index = ParseSafetensorsIndex(text, "i.json");
+    ASSERT_FALSE(index.ok()) << want;
+    EXPECT_EQ(index.status().code(), StatusCode::kDataLoss);
+    EXPECT_EQ(index.status().message(), want);
+  }
+}
+
+TEST(SafetensorsFormatTest, HeaderNestedThreeHundredThousandDeepIsRefused) {
+  const std::string deep = std::string(300000, '[') + std::string(300000, ']');
+  auto h = ParseSafetensorsBuffer(MakeFile("{\"__metadata__\":" + deep + "}", ""), "f.safetensors");
+  ASSERT_FALSE(h.ok());
+  EXPECT_EQ(h.status().code(), StatusCode::kDataLoss);
+  EXPECT_EQ(h.status().message(),
+            "f.safetensors: malformed safetensors header: header nests 300001 levels deep; at "
+            "most 64");
 }
 
 }  // namespace

@@ -5,9 +5,9 @@
 
 #include <algorithm>
 #include <fstream>
-#include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "worker/common/bounded_json.h"
 #include "worker/io/safetensors/tensor_io.h"
 
 namespace quantd::io {
@@ -81,39 +81,22 @@ StatusOr<std::unique_ptr<SafetensorsSource>> SafetensorsSource::Open(const std::
   src->description_ = target;
 
   if (EndsWith(target, ".json")) {
-    // 64 MB is far above any real index (a few MB for 100k tensors).
-    QD_ASSIGN_OR_RETURN(std::string text, ReadSmallFile(target, 64ull << 20));
-    nlohmann::json index = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
-    if (index.is_discarded() || !index.is_object()) {
-      return DataLossError(target + ": not a JSON object");
-    }
-    auto wm = index.find("weight_map");
-    if (wm == index.end() || !wm->is_object()) {
-      return DataLossError(target + ": missing \"weight_map\" object");
-    }
-    auto md = index.find("metadata");
-    if (md != index.end() && md->is_object()) {
-      for (auto it = md->begin(); it != md->end(); ++it) {
-        src->index_metadata_[it.key()] = it->is_string() ? it->get<std::string>() : it->dump();
-      }
-    }
+    // json_limits::kSafetensorsIndex (64 MiB) is far above any real index (a
+    // few MB for 100k tensors).
+    QD_ASSIGN_OR_RETURN(std::string text, ReadSmallFile(target, json_limits::kSafetensorsIndex));
+    QD_ASSIGN_OR_RETURN(SafetensorsIndex index, ParseSafetensorsIndex(text, target));
+    src->index_metadata_ = std::move(index.metadata);
     // Shard file -> tensors the index says it holds, in first-mention order.
     std::vector<std::string> order;
     std::map<std::string, std::vector<std::string>> expected;
-    for (auto it = wm->begin(); it != wm->end(); ++it) {
-      if (!it->is_string()) {
-        return DataLossError(target + ": weight_map entry for tensor '" + it.key() +
-                             "' is not a file name");
-      }
-      const std::string file = it->get<std::string>();
+    for (const auto& [tensor, file] : index.weight_map) {
       if (!IsPlainFileName(file)) {
-        return DataLossError(target + ": tensor '" + it.key() + "' maps to '" + file +
+        return DataLossError(target + ": tensor '" + tensor + "' maps to '" + file +
                              "', which is not a file name in the checkpoint directory");
       }
       if (expected.count(file) == 0) order.push_back(file);
-      expected[file].push_back(it.key());
+      expected[file].push_back(tensor);
     }
-    if (order.empty()) return DataLossError(target + ": empty weight_map");
     const std::string dir = DirName(target);
     for (const auto& file : order) {
       QD_RETURN_IF_ERROR(src->AddShard(dir + "/" + file, &expected[file]));

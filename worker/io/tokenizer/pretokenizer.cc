@@ -102,11 +102,17 @@ StatusOr<std::string> TranslatePatternForRe2(std::string_view pattern, bool* whi
 RegexPreTokenizer::~RegexPreTokenizer() = default;
 
 StatusOr<std::unique_ptr<RegexPreTokenizer>> RegexPreTokenizer::Create(std::string_view pattern) {
+  if (pattern.size() > kMaxPreTokenizerPatternLength) {
+    return InvalidArgumentError("pre-tokenizer pattern is " + std::to_string(pattern.size()) +
+                                " characters; at most " +
+                                std::to_string(kMaxPreTokenizerPatternLength));
+  }
   std::unique_ptr<RegexPreTokenizer> p(new RegexPreTokenizer());
   QD_ASSIGN_OR_RETURN(p->translated_, TranslatePatternForRe2(pattern, &p->has_whitespace_group_));
   RE2::Options options;
   options.set_encoding(RE2::Options::EncodingUTF8);
   options.set_log_errors(false);
+  options.set_max_mem(kPreTokenizerRegexMaxMem);
   p->re_ = std::make_unique<RE2>(p->translated_, options);
   if (!p->re_->ok()) {
     return InvalidArgumentError("pre-tokenizer pattern does not compile: " + p->re_->error() +

@@ -13,6 +13,8 @@
 #ifndef QUANTD_WORKER_IO_TOKENIZER_PRETOKENIZER_H_
 #define QUANTD_WORKER_IO_TOKENIZER_PRETOKENIZER_H_
 
+#include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -31,10 +33,19 @@ extern const char kGpt2Pattern[];
 extern const char kLlama3Pattern[];
 extern const char kQwen2Pattern[];
 
+// Bounds on a pattern from a tokenizer file: its length before translation
+// (the known ones are under 200 characters), and RE2's max_mem for the
+// translated program and its DFA cache (RE2's default, stated: past it a
+// pattern does not compile, and a DFA out of memory falls back to RE2's
+// linear NFA).
+inline constexpr size_t kMaxPreTokenizerPatternLength = 1024;
+inline constexpr int64_t kPreTokenizerRegexMaxMem = int64_t{8} << 20;
+
 class RegexPreTokenizer {
  public:
-  // INVALID_ARGUMENT when RE2 rejects the translated pattern; UNIMPLEMENTED
-  // for lookarounds other than the `\s+(?!\S)|\s+` idiom.
+  // INVALID_ARGUMENT when the pattern is too long or RE2 rejects the
+  // translated pattern; UNIMPLEMENTED for lookarounds other than the
+  // `\s+(?!\S)|\s+` idiom.
   static StatusOr<std::unique_ptr<RegexPreTokenizer>> Create(std::string_view pattern);
   ~RegexPreTokenizer();
 

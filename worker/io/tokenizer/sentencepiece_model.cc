@@ -167,8 +167,15 @@ Status ParseNormalizerSpec(std::string_view bytes, const std::string& where,
 
 }  // namespace
 
+Status CheckModelSize(uint64_t size, const std::string& source) {
+  if (size <= kMaxSentencePieceModelBytes) return OkStatus();
+  return InvalidArgumentError("SentencePiece model " + source + " is " + std::to_string(size) +
+                              " bytes; at most " + std::to_string(kMaxSentencePieceModelBytes));
+}
+
 StatusOr<SentencePieceModel> ParseSentencePieceModel(std::string_view bytes,
                                                      const std::string& source) {
+  QD_RETURN_IF_ERROR(CheckModelSize(bytes.size(), source));
   SentencePieceModel m;
   Wire w(bytes, source);
   while (!w.done()) {
@@ -240,6 +247,7 @@ StatusOr<std::unique_ptr<SpmBpeTokenizer>> LoadNativeSentencePiece(
   if (stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) {
     return NotFoundError("SentencePiece model " + path + " not found");
   }
+  QD_RETURN_IF_ERROR(CheckModelSize(static_cast<uint64_t>(st.st_size), path));
   std::ifstream in(path, std::ios::binary);
   std::ostringstream bytes;
   bytes << in.rdbuf();

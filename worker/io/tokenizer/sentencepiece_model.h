@@ -36,7 +36,13 @@ struct SentencePieceModel {
   bool escape_whitespaces = true;
 };
 
-// DATA_LOSS (naming `source`) for bytes that are not a well-formed ModelProto.
+// Largest tokenizer.model accepted, checked before the bytes are read or
+// handed to a parser (real ones are 0.5 to ~5 MB; 256k-piece vocabularies
+// stay under 20 MB).
+inline constexpr size_t kMaxSentencePieceModelBytes = size_t{64} << 20;
+
+// DATA_LOSS (naming `source`) for bytes that are not a well-formed ModelProto;
+// INVALID_ARGUMENT for more than kMaxSentencePieceModelBytes.
 StatusOr<SentencePieceModel> ParseSentencePieceModel(std::string_view bytes,
                                                      const std::string& source);
 

@@ -7,6 +7,8 @@
 #include <sstream>
 #include <utility>
 
+#include "worker/io/tokenizer/sentencepiece_model.h"
+
 namespace quantd::io {
 
 SentencePieceTokenizer::SentencePieceTokenizer(
@@ -25,6 +27,11 @@ StatusOr<std::unique_ptr<SentencePieceTokenizer>> SentencePieceTokenizer::Load(
   if (stat(model_path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) {
     return NotFoundError("SentencePiece model " + model_path + " not found");
   }
+  if (static_cast<uint64_t>(st.st_size) > kMaxSentencePieceModelBytes) {
+    return InvalidArgumentError("SentencePiece model " + model_path + " is " +
+                                std::to_string(st.st_size) + " bytes; at most " +
+                                std::to_string(kMaxSentencePieceModelBytes));
+  }
   std::ifstream in(model_path, std::ios::binary);
   std::ostringstream bytes;
   bytes << in.rdbuf();
@@ -35,6 +42,12 @@ StatusOr<std::unique_ptr<SentencePieceTokenizer>> SentencePieceTokenizer::Load(
 
 StatusOr<std::unique_ptr<SentencePieceTokenizer>> SentencePieceTokenizer::FromSerializedModel(
     std::string_view serialized, const std::string& source, const SentencePieceOptions& options) {
+  // The library parses with its bundled protobuf; bound what it is handed.
+  if (serialized.size() > kMaxSentencePieceModelBytes) {
+    return InvalidArgumentError("SentencePiece model " + source + " is " +
+                                std::to_string(serialized.size()) + " bytes; at most " +
+                                std::to_string(kMaxSentencePieceModelBytes));
+  }
   auto sp = std::make_unique<sentencepiece::SentencePieceProcessor>();
   auto status = sp->LoadFromSerializedProto(serialized);
   if (!status.ok()) {

@@ -4,6 +4,8 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "worker/common/bounded_json.h"
+
 namespace quantd::io {
 namespace {
 
@@ -19,9 +21,8 @@ StatusOr<std::optional<std::string>> ReadOptionalFile(const std::string& path) {
   return std::optional<std::string>(ss.str());
 }
 
-StatusOr<json> ParseJson(const std::string& text, const std::string& where) {
-  json j = json::parse(text, /*cb=*/nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded()) return InvalidArgumentError(where + " is not valid JSON");
+StatusOr<json> ParseJson(const std::string& text, const std::string& where, size_t max_bytes) {
+  QD_ASSIGN_OR_RETURN(json j, ParseBoundedJson(text, JsonBounds{max_bytes}, where));
   if (!j.is_object()) return InvalidArgumentError(where + " is not a JSON object");
   return j;
 }
@@ -85,7 +86,8 @@ StatusOr<SpecialTokenConfig> ParseSpecialTokenConfig(
   SpecialTokenConfig cfg;
   if (tokenizer_config_json) {
     const std::string where = source + "/tokenizer_config.json";
-    QD_ASSIGN_OR_RETURN(json j, ParseJson(*tokenizer_config_json, where));
+    QD_ASSIGN_OR_RETURN(json j,
+                        ParseJson(*tokenizer_config_json, where, json_limits::kTokenizerConfig));
     QD_RETURN_IF_ERROR(ReadBool(j, "add_bos_token", where, &cfg.add_bos));
     QD_RETURN_IF_ERROR(ReadBool(j, "add_eos_token", where, &cfg.add_eos));
     QD_RETURN_IF_ERROR(ReadTokenText(j, "bos_token", where, &cfg.bos_token));
@@ -93,7 +95,7 @@ StatusOr<SpecialTokenConfig> ParseSpecialTokenConfig(
   }
   if (config_json) {
     const std::string where = source + "/config.json";
-    QD_ASSIGN_OR_RETURN(json j, ParseJson(*config_json, where));
+    QD_ASSIGN_OR_RETURN(json j, ParseJson(*config_json, where, json_limits::kModelConfig));
     QD_RETURN_IF_ERROR(ReadTokenId(j, "bos_token_id", where, &cfg.bos_token_id));
     QD_RETURN_IF_ERROR(ReadTokenId(j, "eos_token_id", where, &cfg.eos_token_id));
   }

@@ -3,6 +3,7 @@
 #include <nlohmann/json.hpp>
 #include <unordered_map>
 
+#include "worker/common/bounded_json.h"
 #include "worker/io/tokenizer/bpe_tokenizer.h"
 #include "worker/io/tokenizer/pretokenizer.h"
 #include "worker/io/tokenizer/unicode_normalizer.h"
@@ -229,8 +230,8 @@ StatusOr<std::unique_ptr<Tokenizer>> Build(const json& root, const SpecialTokenC
 StatusOr<std::unique_ptr<Tokenizer>> ParseTokenizerJson(const std::string& json_text,
                                                         const SpecialTokenConfig& special,
                                                         const std::string& source) {
-  json root = json::parse(json_text, nullptr, /*allow_exceptions=*/false);
-  if (root.is_discarded()) return InvalidArgumentError(source + " is not valid JSON");
+  QD_ASSIGN_OR_RETURN(json root,
+                      ParseBoundedJson(json_text, JsonBounds{json_limits::kTokenizerJson}, source));
   try {
     return Build(root, special, source);
   } catch (const json::exception& e) {
