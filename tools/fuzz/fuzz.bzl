@@ -5,7 +5,13 @@ clang++ -fsanitize=fuzzer,address,undefined (clang comes from
 tools/install_deps.sh), then fuzzes for `seconds` starting from a committed
 seed corpus. Any crash, sanitizer report, leak or timeout fails the test and
 leaves the reproducer in the test's undeclared outputs. Sources must be
-torch-free (header-only libraries from /usr/include are fine).
+torch-free (header-only libraries from /usr/include are fine; system
+libraries are linked with `linkopts`).
+
+Inputs may be as large as `max_len` (1 MiB by default, the size of the
+largest untrusted JSON the parsers meet in a job spec and then some), and
+`dict` gives libFuzzer tokens to splice in; //tools/fuzz:nesting.dict
+holds the brackets and keys that build deeply nested JSON.
 
 Example:
     cc_fuzz_test(
@@ -13,10 +19,22 @@ Example:
         fuzzer = "safetensors_header_fuzzer.cc",
         srcs = ["//worker/io/safetensors:format_sources"],
         corpus = glob(["corpus/safetensors_header/*"]),
+        dict = "nesting.dict",
     )
 """
 
-def cc_fuzz_test(name, fuzzer, srcs, corpus, seconds = 15, max_len = 4096, copts = [], size = "medium", **kwargs):
+def cc_fuzz_test(
+        name,
+        fuzzer,
+        srcs,
+        corpus,
+        seconds = 15,
+        max_len = 1048576,
+        dict = None,
+        copts = [],
+        linkopts = [],
+        size = "medium",
+        **kwargs):
     """Declares an sh_test that builds and runs one libFuzzer target.
 
     Args:
@@ -27,7 +45,9 @@ def cc_fuzz_test(name, fuzzer, srcs, corpus, seconds = 15, max_len = 4096, copts
       corpus: seed inputs (files); their directory is the corpus.
       seconds: fuzzing time budget (-max_total_time).
       max_len: largest input libFuzzer generates (-max_len).
+      dict: a libFuzzer dictionary file (-dict), or None.
       copts: extra clang++ flags.
+      linkopts: extra link flags (system libraries, e.g. "-lre2").
       size: test size.
       **kwargs: passed to sh_test (tags, ...).
     """
@@ -40,8 +60,10 @@ def cc_fuzz_test(name, fuzzer, srcs, corpus, seconds = 15, max_len = 4096, copts
             str(max_len),
             "$(rootpath %s)" % fuzzer,
             "$(rootpaths %s)" % corpus[0] if corpus else "",
+            "$(rootpath %s)" % dict if dict else "",
             " ".join(copts),
+            " ".join(linkopts),
         ] + ["$(rootpaths %s)" % s for s in srcs],
-        data = [fuzzer] + srcs + corpus + ["//worker/common:status.h"],
+        data = [fuzzer] + srcs + corpus + ["//worker/common:status.h"] + ([dict] if dict else []),
         **kwargs
     )

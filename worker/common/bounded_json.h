@@ -33,10 +33,11 @@ inline constexpr int kMaxJsonDepth = 64;
 namespace json_limits {
 // spec.quantization.quark_json: a whole job spec is at most 256 KiB.
 inline constexpr size_t kQuarkConfig = size_t{256} << 10;
-// A model's config.json (a few KiB; Quark-exported ones with long exclude
-// lists some tens of KiB), generation_config.json, and the
-// quantization_config object read back from an exported model.
-inline constexpr size_t kModelConfig = size_t{1} << 20;
+// A model's config.json (a few KiB; a Quark export's quantization_config
+// with a spec per layer glob adds ~1.3 KiB per glob, up to ~1.3 MB for the
+// 1000 globs a config may hold), and the quantization_config object read
+// back from an exported model.
+inline constexpr size_t kModelConfig = size_t{4} << 20;
 // tokenizer.json: up to ~35 MB for 256k-token vocabularies.
 inline constexpr size_t kTokenizerJson = size_t{64} << 20;
 // tokenizer_config.json and special_tokens_map.json (chat templates and

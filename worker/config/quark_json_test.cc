@@ -339,7 +339,7 @@ TEST(QuarkJsonTest, DeepNestingIsRefusedBeforeAnythingRecursesIntoIt) {
   ASSERT_FALSE(c.ok());
   EXPECT_EQ(c.status().code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(c.status().reason(), "INVALID_QUANT_CONFIG");
-  EXPECT_EQ(c.status().message(), "the quantization config is 600083 bytes; at most 262144");
+  EXPECT_EQ(c.status().message(), "the quantization config is 600061 bytes; at most 262144");
   ASSERT_EQ(c.status().violations().size(), 1u);
   EXPECT_EQ(c.status().violations()[0].field, "spec.quantization.quark_json");
 

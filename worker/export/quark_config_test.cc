@@ -119,5 +119,25 @@ TEST(QuarkConfig, GlobsFollowPythonFnmatch) {
   EXPECT_FALSE(QuarkConfig::Parse("[1, 2]").ok());
 }
 
+TEST(QuarkConfig, DeeplyNestedConfigIsRefused) {
+  auto c = QuarkConfig::Parse("{\"x\": " + std::string(300000, '[') +
+                              std::string(300000, ']') + "}");
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(c.status().message(), "quantization_config: nests 300001 levels deep; at most 64");
+}
+
+TEST(QuarkConfig, RegexExcludesMatchAsTheEngineWritesThem) {
+  const json cfg = {{"quant_method", "quark"},
+                    {"global_quant_config", QuarkLayerJson(QuarkLayerSpecs{
+                                                Spec(DataType::kInt8, QScheme::kPerChannel)})},
+                    {"exclude", {"re:.*mlp\\.(gate|up)_proj", "re:(?:[a-z0-9_.]|[a-z0-9_.])*!"}}};
+  auto c = QuarkConfig::Parse(cfg.dump());
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_TRUE(c->Excluded("model.layers.0.mlp.up_proj"));
+  EXPECT_FALSE(c->Excluded("model.layers.0.mlp.down_proj"));
+  EXPECT_FALSE(c->Excluded(std::string(100000, 'a')));  // linear on RE2
+}
+
 }  // namespace
 }  // namespace quantd::exporter

@@ -140,5 +140,24 @@ TEST(ModelConfigTest, BadFieldsAreNamed) {
   }
 }
 
+TEST(ModelConfigTest, HostileConfigJsonIsRefusedNotACrash) {
+  // An unknown key nesting 300 000 levels: the worker crashed on it on
+  // every attempt.
+  const std::string deep = std::string(300000, '[') + std::string(300000, ']');
+  auto c = ParseModelConfig(R"({"architectures": ["LlamaForCausalLM"], "x": )" + deep + "}",
+                            "/m/config.json");
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(c.status().reason(), "INVALID_MODEL_CONFIG");
+  EXPECT_EQ(c.status().message(), "/m/config.json nests 300001 levels deep; at most 64");
+
+  auto big = ParseModelConfig("{\"x\": \"" + std::string(4 << 20, 'a') + "\"}", "/m/config.json");
+  EXPECT_EQ(big.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(big.status().message(), "/m/config.json is 4194313 bytes; at most 4194304");
+
+  auto bad = ParseModelConfig("{\"x\": ", "/m/config.json");
+  EXPECT_EQ(bad.status().message(), "/m/config.json: not valid JSON");
+}
+
 }  // namespace
 }  // namespace quantd::models

@@ -105,6 +105,13 @@ TEST(DatasetTest, MalformedInputNamesFileAndLine) {
       {"abc", DatasetFormat::kRawIds, "3 bytes, not a whole number of int32 ids"},
       {std::string("\xff\xff\xff\xff", 4), DatasetFormat::kRawIds, "index 0 is negative"},
       {"\n\n", DatasetFormat::kJsonl, "has no rows"},
+      // Deep nesting: refused before the parser builds anything.
+      {"{\"text\":\"a\"}\n" + std::string(300000, '[') + std::string(300000, ']'),
+       DatasetFormat::kJsonl, "dataset d line 2 nests 300000 levels deep; at most 64"},
+      {std::string(300000, '[') + std::string(300000, ']'), DatasetFormat::kJsonIds,
+       "dataset d nests 300000 levels deep; at most 64"},
+      {"{\"text\":\"" + std::string(16 << 20, 'a') + "\"}", DatasetFormat::kJsonl,
+       "dataset d line 1 is 16777227 bytes; at most 16777216"},
   };
   for (const auto& c : cases) {
     auto d = ParseDataset(c.content, c.format, "d");

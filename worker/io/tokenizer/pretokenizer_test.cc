@@ -50,6 +50,25 @@ TEST(PreTokenizerTest, TranslationAndRefusals) {
   EXPECT_EQ(RegexPreTokenizer::Create("(unclosed").status().code(), StatusCode::kInvalidArgument);
 }
 
+TEST(PreTokenizerTest, PatternsFromFilesAreBounded) {
+  // Over the length cap: refused before translation.
+  const Status too_long = RegexPreTokenizer::Create(std::string(1025, 'a')).status();
+  EXPECT_EQ(too_long.code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(too_long.message(), "pre-tokenizer pattern is 1025 characters; at most 1024");
+  // Short, but a program past max_mem.
+  const Status too_big = RegexPreTokenizer::Create(R"(\p{L}{1000}\p{L}{1000}\p{L}{1000})").status();
+  EXPECT_EQ(too_big.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(too_big.message().find("pattern too large"), std::string::npos) << too_big;
+  // Deep nesting within the cap compiles (RE2's parser has its own stack).
+  auto deep = RegexPreTokenizer::Create(std::string(500, '(') + "a" + std::string(500, ')'));
+  ASSERT_TRUE(deep.ok()) << deep.status();
+  EXPECT_EQ((*deep)->Split("aba"), (std::vector<std::string_view>{"a", "b", "a"}));
+  // The known patterns all fit.
+  for (const char* p : {kGpt2Pattern, kLlama3Pattern, kQwen2Pattern}) {
+    EXPECT_TRUE(RegexPreTokenizer::Create(p).ok()) << p;
+  }
+}
+
 TEST(ByteLevelTest, Gpt2AlphabetRoundTrips) {
   EXPECT_EQ(BytesToByteLevel(" "), "\xC4\xA0");   // Ġ
   EXPECT_EQ(BytesToByteLevel("\n"), "\xC4\x8A");  // Ċ

@@ -108,6 +108,16 @@ TEST(SentencePieceTokenizerTest, RejectsBadInput) {
       std::string_view(bytes).substr(0, bytes.size() / 2), "half.model");
   EXPECT_EQ(truncated.status().code(), StatusCode::kInvalidArgument);
 
+  // Over the size limit: refused before the library (or the native
+  // reader) parses a byte.
+  const std::string huge(kMaxSentencePieceModelBytes + 1, '\x0a');
+  auto too_big = SentencePieceTokenizer::FromSerializedModel(huge, "huge.model");
+  EXPECT_EQ(too_big.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(too_big.status().message(),
+            "SentencePiece model huge.model is 67108865 bytes; at most 67108864");
+  EXPECT_EQ(ParseSentencePieceModel(huge, "huge.model").status().message(),
+            "SentencePiece model huge.model is 67108865 bytes; at most 67108864");
+
   SentencePieceOptions bad_id;
   bad_id.bos_id = 512;
   auto out_of_range = SentencePieceTokenizer::Load(kModel, bad_id);

@@ -58,5 +58,15 @@ TEST(SpecialTokensTest, MalformedFilesNameFileAndField) {
   EXPECT_EQ(array_top.status().code(), StatusCode::kInvalidArgument);
 }
 
+TEST(SpecialTokensTest, DeeplyNestedFilesAreRefused) {
+  const std::string deep = "{\"x\": " + std::string(300000, '[') + std::string(300000, ']') + "}";
+  auto tok_cfg = ParseSpecialTokenConfig(deep, std::nullopt, "/models/x");
+  EXPECT_EQ(tok_cfg.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(tok_cfg.status().message(),
+            "/models/x/tokenizer_config.json nests 300001 levels deep; at most 64");
+  auto cfg = ParseSpecialTokenConfig(std::nullopt, deep, "/models/x");
+  EXPECT_EQ(cfg.status().message(), "/models/x/config.json nests 300001 levels deep; at most 64");
+}
+
 }  // namespace
 }  // namespace quantd::io

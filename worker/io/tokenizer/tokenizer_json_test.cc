@@ -247,5 +247,27 @@ TEST_F(TokenizerJsonTest, RefusesWhatItCannotDo) {
             StatusCode::kInvalidArgument);
 }
 
+TEST_F(TokenizerJsonTest, HostileFilesAreRefusedBeforeParsing) {
+  const std::string deep = std::string(300000, '[') + std::string(300000, ']');
+  auto nested = ParseTokenizerJson(R"({"model": {"type": "BPE", "merges": )" + deep + "}}", {},
+                                   "/m/tokenizer.json");
+  EXPECT_EQ(nested.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(nested.status().message(), "/m/tokenizer.json nests 300002 levels deep; at most 64");
+
+  auto huge = ParseTokenizerJson(std::string((64 << 20) + 1, ' '), {}, "/m/tokenizer.json");
+  EXPECT_EQ(huge.status().message(), "/m/tokenizer.json is 67108865 bytes; at most 67108864");
+
+  // A Split pattern from the file: length-capped before RE2 sees it.
+  const std::string split = R"({"model": {"type": "BPE", "vocab": {"a": 0}, "merges": []},
+      "pre_tokenizer": {"type": "Sequence", "pretokenizers": [
+        {"type": "Split", "behavior": "Isolated", "invert": false, "pattern": {"Regex": ")" +
+                            std::string(2000, '(') + std::string(2000, ')') + R"("}},
+        {"type": "ByteLevel", "use_regex": false}]}})";
+  auto long_pattern = ParseTokenizerJson(split, {}, "/m/tokenizer.json");
+  EXPECT_EQ(long_pattern.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_THAT(long_pattern.status().message(),
+              HasSubstr("pre-tokenizer pattern is 4000 characters; at most 1024"));
+}
+
 }  // namespace
 }  // namespace quantd::io
