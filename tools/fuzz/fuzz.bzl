@@ -55,15 +55,18 @@ def cc_fuzz_test(
         name = name,
         size = size,
         srcs = ["//tools/fuzz:run_fuzzer.sh"],
+        # Arguments are shell-tokenized: everything but the sources is a
+        # --name=value flag, so that none can be empty.
         args = [
-            str(seconds),
-            str(max_len),
-            "$(rootpath %s)" % fuzzer,
-            "$(rootpaths %s)" % corpus[0] if corpus else "",
-            "$(rootpath %s)" % dict if dict else "",
-            " ".join(copts),
-            " ".join(linkopts),
-        ] + ["$(rootpaths %s)" % s for s in srcs],
+            "--seconds=%d" % seconds,
+            "--max_len=%d" % max_len,
+            "--fuzzer=$(rootpath %s)" % fuzzer,
+        ] + ["--corpus=$(rootpath %s)" % corpus[0]] + (
+            ["--dict=$(rootpath %s)" % dict] if dict else []
+        ) + ["--copt=" + c for c in copts] + ["--linkopt=" + l for l in linkopts] + [
+            "$(rootpaths %s)" % s
+            for s in srcs
+        ],
         data = [fuzzer] + srcs + corpus + ["//worker/common:status.h"] + ([dict] if dict else []),
         **kwargs
     )

@@ -3,36 +3,42 @@
 # its seed corpus (see fuzz.bzl). Runs in the test's runfiles root, so
 # includes resolve against the workspace layout.
 #
-# Args: SECONDS MAX_LEN FUZZER_CC CORPUS_FILE DICT COPTS LINKOPTS SRC...
+# Args: --seconds=N --max_len=N --fuzzer=CC --corpus=FILE [--dict=FILE]
+#       [--copt=FLAG]... [--linkopt=FLAG]... SRC...
 set -euo pipefail
 
-seconds="$1"
-max_len="$2"
-fuzzer="$3"
-corpus_file="$4"
-dict="$5"
-copts="$6"
-linkopts="$7"
-shift 7
+seconds=15
+max_len=1048576
+fuzzer=""
+corpus_file=""
+dict=""
+copts=()
+linkopts=()
+sources=()
+for arg in "$@"; do
+  case "$arg" in
+    --seconds=*) seconds="${arg#*=}" ;;
+    --max_len=*) max_len="${arg#*=}" ;;
+    --fuzzer=*) fuzzer="${arg#*=}" ;;
+    --corpus=*) corpus_file="${arg#*=}" ;;
+    --dict=*) dict="${arg#*=}" ;;
+    --copt=*) copts+=("${arg#*=}") ;;
+    --linkopt=*) linkopts+=("${arg#*=}") ;;
+    *.cc) sources+=("$arg") ;;
+    *) ;;  # headers: present in the runfiles, included from there
+  esac
+done
 
 out="${TEST_TMPDIR:-$(mktemp -d)}"
 artifacts="${TEST_UNDECLARED_OUTPUTS_DIR:-$out}"
 bin="$out/fuzzer"
 
-sources=()
-# Filegroups arrive as one space-separated argument each.
-# shellcheck disable=SC2068
-for s in $@; do
-  [[ "$s" == *.cc ]] && sources+=("$s")
-done
-
 start=$(date +%s)
-# shellcheck disable=SC2086
 # -O0: the sanitizer build of nlohmann/json dominates the test time, and
 # fuzzing throughput is ample without optimisation.
 clang++ -std=c++17 -O0 -gline-tables-only -fno-omit-frame-pointer \
   -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
-  -I. $copts "$fuzzer" "${sources[@]}" $linkopts -o "$bin"
+  -I. "${copts[@]}" "$fuzzer" "${sources[@]}" "${linkopts[@]}" -o "$bin"
 echo "compiled in $(($(date +%s) - start)) s"
 
 # libFuzzer adds interesting inputs to the corpus directory: use a copy.
