@@ -1,5 +1,7 @@
 #include "worker/common/bounded_json.h"
 
+#include <algorithm>
+
 namespace quantd {
 
 int JsonNestingDepth(std::string_view text) {
@@ -26,6 +28,19 @@ int JsonNestingDepth(std::string_view text) {
     }
   }
   return deepest;
+}
+
+std::string ReadAtMost(std::istream& in, size_t max_bytes) {
+  constexpr size_t kChunk = size_t{1} << 20;
+  std::string out;
+  while (out.size() <= max_bytes && in) {
+    const size_t want = std::min(kChunk, max_bytes + 1 - out.size());
+    const size_t have = out.size();
+    out.resize(have + want);
+    in.read(out.data() + have, static_cast<std::streamsize>(want));
+    out.resize(have + static_cast<size_t>(in.gcount()));
+  }
+  return out;
 }
 
 Status CheckJsonBounds(std::string_view text, const JsonBounds& bounds, const std::string& what,

@@ -16,6 +16,7 @@
 #define QUANTD_WORKER_COMMON_BOUNDED_JSON_H_
 
 #include <cstddef>
+#include <istream>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
@@ -66,6 +67,11 @@ int JsonNestingDepth(std::string_view text);
 // 65 levels deep; at most 64".
 Status CheckJsonBounds(std::string_view text, const JsonBounds& bounds, const std::string& what,
                        StatusCode code = StatusCode::kInvalidArgument);
+
+// Reads `in` to its end, but never more than `max_bytes` + 1 bytes: enough
+// for CheckJsonBounds to refuse a larger file without holding all of it.
+// Sets `in`'s badbit on a read error, as a whole read would.
+std::string ReadAtMost(std::istream& in, size_t max_bytes);
 
 // CheckJsonBounds, then parses without exceptions. Text that is not JSON is
 // "<what>: not valid JSON" with `code`. Json is nlohmann::json or

@@ -1,5 +1,6 @@
 #include "worker/common/bounded_json.h"
 
+#include <sstream>
 #include <string>
 
 #include "gtest/gtest.h"
@@ -69,6 +70,18 @@ TEST(ParseBoundedJsonTest, InvalidJsonIsTheGivenCode) {
   ASSERT_FALSE(j.ok());
   EXPECT_EQ(j.status().code(), StatusCode::kDataLoss);
   EXPECT_EQ(j.status().message(), "index.json: not valid JSON");
+}
+
+TEST(ReadAtMostTest, StopsOneBytePastTheLimit) {
+  std::istringstream small("abc");
+  EXPECT_EQ(ReadAtMost(small, 10), "abc");
+  std::istringstream exact(std::string(10, 'x'));
+  EXPECT_EQ(ReadAtMost(exact, 10), std::string(10, 'x'));
+  std::istringstream big(std::string(3 << 20, 'y'));
+  const std::string head = ReadAtMost(big, (1 << 20) + 5);
+  EXPECT_EQ(head.size(), (1u << 20) + 6);
+  EXPECT_EQ(CheckJsonBounds(head, JsonBounds{(1 << 20) + 5}, "f").message(),
+            "f is 1048582 bytes; at most 1048581");
 }
 
 }  // namespace

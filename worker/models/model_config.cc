@@ -316,12 +316,10 @@ StatusOr<ModelConfig> LoadModelConfig(const std::string& path) {
   if (::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) file = path + "/config.json";
   std::ifstream in(file, std::ios::binary);
   if (!in) return NotFoundError(file + ": cannot open");
-  // One byte past the limit is enough for ParseModelConfig to refuse it;
-  // a huge file is never read whole.
-  std::string text(json_limits::kModelConfig + 1, '\0');
-  in.read(text.data(), static_cast<std::streamsize>(text.size()));
+  // A huge file is never read whole: ParseModelConfig refuses what is past
+  // the limit.
+  const std::string text = ReadAtMost(in, json_limits::kModelConfig);
   if (in.bad()) return DataLossError(file + ": read failed");
-  text.resize(static_cast<size_t>(in.gcount()));
   return ParseModelConfig(text, file);
 }
 

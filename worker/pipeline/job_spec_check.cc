@@ -128,10 +128,8 @@ std::optional<std::vector<config::LayerInfo>> ReadModelLayers(const std::string&
   const std::string path = model_uri.substr(7) + "/config.json";
   std::ifstream in(path, std::ios::binary);
   if (!in) return std::nullopt;
-  // One byte past the limit is enough for the parser to refuse it.
-  std::string text(json_limits::kModelConfig + 1, '\0');
-  in.read(text.data(), static_cast<std::streamsize>(text.size()));
-  text.resize(static_cast<size_t>(in.gcount()));
+  // Never read whole: the parser refuses what is past the limit.
+  const std::string text = ReadAtMost(in, json_limits::kModelConfig);
   auto linears = models::ListLinearLayersFromConfigJson(text, path);
   if (!linears.ok()) return std::nullopt;
   std::vector<config::LayerInfo> layers;

@@ -3,8 +3,8 @@
 #include <sys/stat.h>
 
 #include <fstream>
-#include <sstream>
 
+#include "worker/common/bounded_json.h"
 #include "worker/io/tokenizer/sentencepiece_model.h"
 #include "worker/io/tokenizer/special_tokens.h"
 #include "worker/io/tokenizer/tokenizer_json.h"
@@ -38,10 +38,10 @@ StatusOr<std::unique_ptr<Tokenizer>> LoadTokenizerFromDir(const std::string& dir
   const std::string json_path = dir + "/tokenizer.json";
   if (IsRegularFile(json_path)) {
     std::ifstream in(json_path, std::ios::binary);
-    std::ostringstream text;
-    text << in.rdbuf();
-    if (!in && !in.eof()) return DataLossError("reading " + json_path + " failed");
-    return ParseTokenizerJson(text.str(), special, json_path);
+    // Never read whole: ParseTokenizerJson refuses what is past the limit.
+    const std::string text = ReadAtMost(in, json_limits::kTokenizerJson);
+    if (in.bad()) return DataLossError("reading " + json_path + " failed");
+    return ParseTokenizerJson(text, special, json_path);
   }
   return NotFoundError("model directory " + dir +
                        " has no tokenizer.model (SentencePiece) or tokenizer.json (BPE)");

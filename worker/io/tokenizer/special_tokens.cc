@@ -2,7 +2,6 @@
 
 #include <fstream>
 #include <nlohmann/json.hpp>
-#include <sstream>
 
 #include "worker/common/bounded_json.h"
 
@@ -11,14 +10,14 @@ namespace {
 
 using nlohmann::json;
 
-// Reads a whole small file; nullopt when it does not exist.
-StatusOr<std::optional<std::string>> ReadOptionalFile(const std::string& path) {
+// Reads a small file, at most `max_bytes` + 1 of it (the parser refuses a
+// longer one); nullopt when it does not exist.
+StatusOr<std::optional<std::string>> ReadOptionalFile(const std::string& path, size_t max_bytes) {
   std::ifstream in(path, std::ios::binary);
   if (!in) return std::optional<std::string>();
-  std::ostringstream ss;
-  ss << in.rdbuf();
+  std::string text = ReadAtMost(in, max_bytes);
   if (in.bad()) return DataLossError("reading " + path + " failed");
-  return std::optional<std::string>(ss.str());
+  return std::optional<std::string>(std::move(text));
 }
 
 StatusOr<json> ParseJson(const std::string& text, const std::string& where, size_t max_bytes) {
@@ -103,8 +102,9 @@ StatusOr<SpecialTokenConfig> ParseSpecialTokenConfig(
 }
 
 StatusOr<SpecialTokenConfig> ReadSpecialTokenConfig(const std::string& dir) {
-  QD_ASSIGN_OR_RETURN(auto tok_cfg, ReadOptionalFile(dir + "/tokenizer_config.json"));
-  QD_ASSIGN_OR_RETURN(auto cfg, ReadOptionalFile(dir + "/config.json"));
+  QD_ASSIGN_OR_RETURN(auto tok_cfg, ReadOptionalFile(dir + "/tokenizer_config.json",
+                                                     json_limits::kTokenizerConfig));
+  QD_ASSIGN_OR_RETURN(auto cfg, ReadOptionalFile(dir + "/config.json", json_limits::kModelConfig));
   return ParseSpecialTokenConfig(tok_cfg, cfg, dir);
 }
 
