@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <climits>
 #include <cstdio>
 #include <cstdlib>
@@ -59,6 +60,9 @@ ABSL_FLAG(absl::Duration, requeue_backoff, absl::Seconds(1),
           "delay before an expired job can be leased again; doubles per attempt");
 ABSL_FLAG(absl::Duration, max_requeue_backoff, absl::Minutes(1), "cap of --requeue-backoff");
 ABSL_FLAG(int, max_request_bytes, 16 << 20, "largest gRPC request accepted");
+ABSL_FLAG(absl::Duration, spec_check_budget, absl::Seconds(2),
+          "time a CreateJob's engine check of the spec may take before the spec is refused as "
+          "too costly to validate (0: no limit)");
 ABSL_FLAG(absl::Duration, shutdown_grace, absl::Seconds(5),
           "on SIGTERM/SIGINT, how long local workers and in-flight RPCs get before quantd exits; "
           "a part that does not stop is abandoned shortly after (a second signal exits at once)");
@@ -239,8 +243,11 @@ int Run(const std::vector<std::string>& worker_args, const std::vector<std::stri
   jobs.max_queued_per_tenant = absl::GetFlag(FLAGS_max_queued_per_tenant);
   jobs.max_concurrent_watches = absl::GetFlag(FLAGS_max_concurrent_watches);
   jobs.max_watches_per_tenant = absl::GetFlag(FLAGS_max_watches_per_tenant);
-  jobs.spec_check = [](const v1::JobSpec& spec, std::vector<std::string>* warnings) {
-    return FromEngineStatus(quantd::pipeline::CheckJobSpec(spec, warnings));
+  const auto spec_check_budget = std::chrono::milliseconds(
+      absl::ToInt64Milliseconds(absl::GetFlag(FLAGS_spec_check_budget)));
+  jobs.spec_check = [spec_check_budget](const v1::JobSpec& spec,
+                                        std::vector<std::string>* warnings) {
+    return FromEngineStatus(quantd::pipeline::CheckJobSpec(spec, warnings, spec_check_budget));
   };
   if (jobs.lease_duration < absl::Milliseconds(100) || jobs.default_max_attempts < 1) {
     Log(LogLevel::kError, "--lease-duration must be at least 100ms and --max-attempts at least 1");
