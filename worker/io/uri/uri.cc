@@ -14,56 +14,11 @@
 namespace quantd::io {
 namespace {
 
-constexpr char kForms[] = "expected file:///abs/path, hf://ORG/NAME[@REV] or http(s)://host/path";
-
-std::string Lower(std::string s) {
-  std::transform(s.begin(), s.end(), s.begin(),
-                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  return s;
-}
-
-StatusOr<std::string> PercentDecode(const std::string& s, const std::string& uri) {
-  std::string out;
-  for (size_t i = 0; i < s.size(); ++i) {
-    if (s[i] != '%') {
-      out.push_back(s[i]);
-      continue;
-    }
-    if (i + 2 >= s.size() || !std::isxdigit(static_cast<unsigned char>(s[i + 1])) ||
-        !std::isxdigit(static_cast<unsigned char>(s[i + 2]))) {
-      return InvalidArgumentError("URI " + uri + " has a malformed %-escape");
-    }
-    out.push_back(static_cast<char>(std::stoi(s.substr(i + 1, 2), nullptr, 16)));
-    i += 2;
-  }
-  if (out.find('\0') != std::string::npos) {
-    return InvalidArgumentError("URI " + uri + " contains a NUL byte");
-  }
-  return out;
-}
-
-bool HasDotDotSegment(const std::string& path) {
-  size_t start = 0;
-  while (start <= path.size()) {
-    size_t end = path.find('/', start);
-    if (end == std::string::npos) end = path.size();
-    if (path.compare(start, end - start, "..") == 0 && end - start == 2) return true;
-    start = end + 1;
-  }
-  return false;
-}
-
 bool IsHubName(const std::string& s) {
   if (s.empty() || s == "." || s == ".." || s.size() > 96) return false;
   return std::all_of(s.begin(), s.end(), [](unsigned char c) {
     return std::isalnum(c) || c == '-' || c == '_' || c == '.';
   });
-}
-
-bool IsUnder(const std::string& path, const std::string& root) {
-  if (root == "/") return true;
-  return path == root || (path.size() > root.size() && path.compare(0, root.size(), root) == 0 &&
-                          path[root.size()] == '/');
 }
 
 StatusOr<std::string> Canonical(const std::string& path) {
@@ -157,83 +112,15 @@ std::string HfCacheDir(const UriOptions& options) {
   return std::string(home ? home : "") + "/.cache/huggingface/hub";
 }
 
-StatusOr<ParsedUri> ParseUri(const std::string& uri) {
-  const size_t sep = uri.find("://");
-  if (sep == std::string::npos || sep == 0) {
-    return InvalidArgumentError("URI '" + uri + "' has no scheme; " + kForms);
-  }
-  ParsedUri p;
-  p.scheme = Lower(uri.substr(0, sep));
-  const std::string rest = uri.substr(sep + 3);
-  if (p.scheme == "file") {
-    const size_t slash = rest.find('/');
-    const std::string host = slash == std::string::npos ? rest : rest.substr(0, slash);
-    if (!host.empty() && Lower(host) != "localhost") {
-      return InvalidArgumentError("URI " + uri + " names a remote host; file URIs are local");
-    }
-    if (slash == std::string::npos) {
-      return InvalidArgumentError("URI " + uri + " has no absolute path; " + kForms);
-    }
-    QD_ASSIGN_OR_RETURN(p.path, PercentDecode(rest.substr(slash), uri));
-    if (HasDotDotSegment(p.path)) {
-      return PermissionDeniedError("URI " + uri + " contains a '..' path segment");
-    }
-    return p;
-  }
-  if (p.scheme == "hf") {
-    std::string repo = rest;
-    const size_t at = repo.find('@');
-    p.revision = "main";
-    if (at != std::string::npos) {
-      p.revision = repo.substr(at + 1);
-      repo = repo.substr(0, at);
-      if (!IsHubName(p.revision)) {
-        return InvalidArgumentError("URI " + uri + " has an invalid revision '" + p.revision + "'");
-      }
-    }
-    while (!repo.empty() && repo.back() == '/') repo.pop_back();
-    const size_t slash = repo.find('/');
-    if (slash == std::string::npos) {
-      p.path = repo;
-    } else {
-      p.host = repo.substr(0, slash);
-      p.path = repo.substr(slash + 1);
-      if (!IsHubName(p.host)) {
-        return InvalidArgumentError("URI " + uri + " has an invalid organisation '" + p.host +
-                                    "'; expected hf://ORG/NAME[@REV]");
-      }
-    }
-    if (p.path.find("..") != std::string::npos && !IsHubName(p.path)) {
-      return PermissionDeniedError("URI " + uri + " contains a '..' path segment");
-    }
-    if (!IsHubName(p.path)) {
-      return InvalidArgumentError("URI " + uri + " has an invalid model name '" + p.path +
-                                  "'; expected hf://ORG/NAME[@REV]");
-    }
-    return p;
-  }
-  if (p.scheme == "http" || p.scheme == "https") {
-    const size_t slash = rest.find_first_of("/?#");
-    p.host = slash == std::string::npos ? rest : rest.substr(0, slash);
-    p.path = slash == std::string::npos ? "/" : rest.substr(slash);
-    if (p.host.empty() || p.host.find('@') != std::string::npos) {
-      return InvalidArgumentError("URI " + uri +
-                                  " needs a host (credentials in URIs are not accepted)");
-    }
-    return p;
-  }
-  return InvalidArgumentError("URI scheme '" + p.scheme + "' is not supported; " + kForms);
-}
-
 StatusOr<std::string> CheckPathAllowed(const std::string& path,
                                        const std::vector<std::string>& roots,
                                        const std::string& extra_root) {
   QD_ASSIGN_OR_RETURN(std::string canonical, Canonical(path));
   if (roots.empty()) return canonical;
-  if (!extra_root.empty() && IsUnder(canonical, extra_root)) return canonical;
+  if (!extra_root.empty() && PathIsUnder(canonical, extra_root)) return canonical;
   for (const auto& root : roots) {
     auto root_canonical = Canonical(root);
-    if (root_canonical.ok() && IsUnder(canonical, *root_canonical)) return canonical;
+    if (root_canonical.ok() && PathIsUnder(canonical, *root_canonical)) return canonical;
   }
   return PermissionDeniedError(path + " resolves to " + canonical +
                                ", which is outside the allowed roots");

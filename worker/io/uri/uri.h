@@ -8,10 +8,12 @@
 //   http(s)://host/path         downloaded through libcurl into a local cache
 //                               (size and time limits, optional sha256)
 //
+// URIs are parsed by uri_parser.h (the parser the frontend's policy uses).
 // Every resolution ends in a local path that is canonicalised (symlinks
 // resolved) and must lie under one of the configured roots: a URI with a
 // ".." segment, a symlink that escapes, or a path outside the roots is
-// PERMISSION_DENIED, as is a scheme the options do not allow.
+// PERMISSION_DENIED, as is a scheme the options do not allow. Which roots a
+// job may use is uri_roots.h's to say.
 #ifndef QUANTD_WORKER_IO_URI_URI_H_
 #define QUANTD_WORKER_IO_URI_URI_H_
 
@@ -20,6 +22,7 @@
 #include <vector>
 
 #include "worker/common/status.h"
+#include "worker/io/uri/uri_parser.h"
 
 namespace quantd::io {
 
@@ -42,17 +45,6 @@ struct UriOptions {
   int64_t min_bytes_per_second = 1024;
 };
 
-struct ParsedUri {
-  std::string scheme;    // lower case
-  std::string host;      // http(s): host[:port]; hf: ORG; file: empty
-  std::string path;      // file: absolute path; http(s): path+query; hf: NAME
-  std::string revision;  // hf only ("main" when absent)
-};
-
-// Splits and validates a URI without touching the file system.
-// INVALID_ARGUMENT for malformed URIs and unknown schemes (the message names
-// the accepted forms); PERMISSION_DENIED for a ".." path segment.
-StatusOr<ParsedUri> ParseUri(const std::string& uri);
 
 struct ResolvedUri {
   std::string local_path;   // canonical absolute path of the file or directory
