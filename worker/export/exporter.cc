@@ -25,6 +25,7 @@ StatusOr<ExportResult> ExportModel(const QuantizedModel& model, ExportFormat for
       HfFakeQuantExportOptions o;
       o.output_dir = options.output_dir;
       o.overwrite = options.overwrite;
+      o.output_owner = options.output_owner;
       QD_ASSIGN_OR_RETURN(result.artifact, ExportHfFakeQuantized(model, o, progress));
       return result;
     }
@@ -32,6 +33,7 @@ StatusOr<ExportResult> ExportModel(const QuantizedModel& model, ExportFormat for
       HfQuarkExportOptions o;
       o.output_dir = options.output_dir;
       o.overwrite = options.overwrite;
+      o.output_owner = options.output_owner;
       o.max_shard_bytes = options.max_shard_bytes;
       o.min_kv_scale = options.min_kv_scale;
       QD_ASSIGN_OR_RETURN(result.artifact, ExportHfQuark(model, o, progress));
@@ -41,6 +43,7 @@ StatusOr<ExportResult> ExportModel(const QuantizedModel& model, ExportFormat for
       GgufModelExportOptions o;
       o.output_dir = options.output_dir;
       o.overwrite = options.overwrite;
+      o.output_owner = options.output_owner;
       o.model_name = options.model_name;
       o.weight_type = options.gguf_weight_type.value_or(DefaultGgufWeightType(specs));
       o.fallback_type = options.gguf_fallback_type;
@@ -54,6 +57,7 @@ StatusOr<ExportResult> ExportModel(const QuantizedModel& model, ExportFormat for
       OnnxQdqExportOptions o;
       o.output_dir = options.output_dir;
       o.overwrite = options.overwrite;
+      o.output_owner = options.output_owner;
       o.max_sequence_length = options.onnx_max_sequence_length;
       o.external_data_above_bytes = options.onnx_external_data_above_bytes;
       QD_ASSIGN_OR_RETURN(OnnxQdqExportResult r, ExportOnnxQdq(model, o, progress));

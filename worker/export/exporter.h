@@ -30,6 +30,8 @@ StatusOr<ExportFormat> ParseExportFormat(std::string_view name);
 struct ExportOptions {
   std::string output_dir;  // the artifact directory
   bool overwrite = false;
+  // Who writes the output and the directory it must stay under (artifact.h).
+  OutputOwner output_owner;
 
   // hf_quark: tensor bytes per safetensors shard (0: one model.safetensors).
   // hf_fake_quantized keeps the input's names, dtypes and shard layout.

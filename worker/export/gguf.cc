@@ -242,14 +242,14 @@ StatusOr<GgufExportResult> ExportGguf(const QuantizedModel& model,
   };
 
   QD_ASSIGN_OR_RETURN(StagedDirectory staged,
-                      StagedDirectory::Create(opt.output_dir, opt.overwrite));
+                      StagedDirectory::Create(opt.output_dir, opt.overwrite, opt.output_owner));
   QuantizedValuesSource source(&model);
   QD_RETURN_IF_ERROR(gguf::WriteGgufFromHf(
       config_json, source, g, (fs::path(staged.staging_path()) / opt.file_name).string()));
   QD_RETURN_IF_ERROR(staged.Commit());
   GgufExportResult result;
   QD_ASSIGN_OR_RETURN(result.artifact,
-                      DescribeArtifact(ExportFormat::kGguf, staged.final_path(), opt.file_name));
+                      DescribeArtifact(ExportFormat::kGguf, staged, opt.file_name));
   result.exact_code_tensors = exact;
   for (const auto& [note, modules] : notes->tensors) {
     std::string line = note + ": " + std::to_string(modules.size()) + " weight" +

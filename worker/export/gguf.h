@@ -37,6 +37,8 @@ namespace quantd::exporter {
 struct GgufModelExportOptions {
   std::string output_dir;
   bool overwrite = false;
+  // Who writes the output and the directory it must stay under (artifact.h).
+  OutputOwner output_owner;
   std::string file_name = "model.gguf";
   // general.name; empty: the model directory's name.
   std::string model_name;

@@ -19,7 +19,7 @@ StatusOr<Artifact> ExportHfFakeQuantized(const io::TensorSource& original,
                                          const HfFakeQuantExportOptions& opt,
                                          const ExportProgress& progress) {
   QD_ASSIGN_OR_RETURN(StagedDirectory staged,
-                      StagedDirectory::Create(opt.output_dir, opt.overwrite));
+                      StagedDirectory::Create(opt.output_dir, opt.overwrite, opt.output_owner));
   const fs::path dir = staged.staging_path();
 
   // Mirror the input's shard layout: tensors grouped by the file they came from.
@@ -67,7 +67,7 @@ StatusOr<Artifact> ExportHfFakeQuantized(const io::TensorSource& original,
   QD_RETURN_IF_ERROR(staged.Commit());
   const std::string main_file =
       by_file.size() == 1 ? by_file.begin()->first : "model.safetensors.index.json";
-  return DescribeArtifact(ExportFormat::kHfFakeQuantized, staged.final_path(), main_file);
+  return DescribeArtifact(ExportFormat::kHfFakeQuantized, staged, main_file);
 }
 
 }  // namespace quantd::exporter

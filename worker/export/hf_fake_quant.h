@@ -23,6 +23,8 @@ struct HfFakeQuantExportOptions {
   std::string model_dir;   // source directory (config.json, tokenizer files)
   std::string output_dir;  // final artifact directory
   bool overwrite = false;
+  // Who writes the output and the directory it must stay under (artifact.h).
+  OutputOwner output_owner;
   // JSON object stored as config.json's "quantization_config"; empty = none.
   std::string quantization_config_json;
   // config.json's "tie_word_embeddings" when set (else the source's).

@@ -13,18 +13,6 @@ namespace quantd::exporter {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-namespace {
-
-bool IsWeightFile(const std::string& name) {
-  for (const char* ext : {".safetensors", ".bin", ".pt", ".pth", ".gguf", ".onnx"}) {
-    const size_t n = std::strlen(ext);
-    if (name.size() >= n && name.compare(name.size() - n, n, ext) == 0) return true;
-  }
-  return name == "model.safetensors.index.json" || name == "pytorch_model.bin.index.json";
-}
-
-}  // namespace
-
 StatusOr<std::string> ReadTextFile(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) return NotFoundError("cannot read " + path);
@@ -56,17 +44,13 @@ Status WriteHfConfig(const std::string& model_dir, const std::string& dir,
 }
 
 Status CopyHfSideFiles(const std::string& model_dir, const std::string& dir) {
-  std::error_code ec;
-  for (const auto& e : fs::directory_iterator(model_dir, ec)) {
-    if (!e.is_regular_file()) continue;
-    const std::string name = e.path().filename().string();
-    // BUILD files mark bundled models as Bazel packages; they are not model files.
-    if (name == "config.json" || name == "BUILD" || name == "BUILD.bazel" || IsWeightFile(name))
-      continue;
-    fs::copy_file(e.path(), fs::path(dir) / name, fs::copy_options::overwrite_existing, ec);
-    if (ec) return InternalError("cannot copy " + e.path().string() + ": " + ec.message());
+  for (const char* name : kHfSideFiles) {
+    const fs::path from = fs::path(model_dir) / name;
+    std::error_code ec;
+    if (!fs::is_regular_file(from, ec)) continue;
+    fs::copy_file(from, fs::path(dir) / name, fs::copy_options::overwrite_existing, ec);
+    if (ec) return InternalError("cannot copy " + from.string() + ": " + ec.message());
   }
-  if (ec) return NotFoundError("cannot list " + model_dir + ": " + ec.message());
   return OkStatus();
 }
 

@@ -29,8 +29,22 @@ Status WriteHfConfig(const std::string& model_dir, const std::string& dir,
                      const nlohmann::json& quantization_config,
                      std::optional<bool> tie_word_embeddings = std::nullopt);
 
-// Copies the tokenizer and other small files of `model_dir` into `dir`
-// (everything but config.json, weights, indexes and Bazel BUILD files).
+// The files besides config.json and the weights that an HF export copies
+// from the model directory: what loaders of the exported model read
+// (generation config, tokenizer files, chat template) and the licence terms
+// that travel with the weights. A fixed list: never "every file".
+inline constexpr const char* kHfSideFiles[] = {
+    "generation_config.json", "tokenizer.json",     "tokenizer.model",
+    "tokenizer_config.json",  "special_tokens_map.json", "vocab.json",
+    "merges.txt",             "added_tokens.json",  "chat_template.jinja",
+    "chat_template.json",     "LICENSE",            "LICENSE.md",
+    "LICENSE.txt",            "NOTICE",             "NOTICE.md",
+};
+
+// Copies each kHfSideFiles entry of `model_dir` that is a regular file into
+// `dir`. The worker hands the engine a confined view of the model directory
+// (worker/io/uri/model_files.h), so what an entry may link to is checked
+// there.
 Status CopyHfSideFiles(const std::string& model_dir, const std::string& dir);
 
 // Writes tensors into model.safetensors, or into model-0000i-of-0000n

@@ -122,7 +122,7 @@ StatusOr<Artifact> ExportHfQuark(const QuantizedModel& model, const HfQuarkExpor
   QD_RETURN_IF_ERROR(CheckLayers(model));
   QD_ASSIGN_OR_RETURN(json quantization_config, QuarkQuantizationConfig(model, opt));
   QD_ASSIGN_OR_RETURN(StagedDirectory staged,
-                      StagedDirectory::Create(opt.output_dir, opt.overwrite));
+                      StagedDirectory::Create(opt.output_dir, opt.overwrite, opt.output_owner));
   const std::string dir = staged.staging_path();
   ShardedSafetensorsWriter writer(dir, opt.max_shard_bytes);
 
@@ -173,7 +173,7 @@ StatusOr<Artifact> ExportHfQuark(const QuantizedModel& model, const HfQuarkExpor
                                    model.config().tie_word_embeddings));
   QD_RETURN_IF_ERROR(CopyHfSideFiles(model.model_dir(), dir));
   QD_RETURN_IF_ERROR(staged.Commit());
-  return DescribeArtifact(ExportFormat::kHfQuark, staged.final_path(), main_file);
+  return DescribeArtifact(ExportFormat::kHfQuark, staged, main_file);
 }
 
 StatusOr<Artifact> ExportHfFakeQuantized(const QuantizedModel& model,

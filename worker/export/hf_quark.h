@@ -27,6 +27,8 @@ namespace quantd::exporter {
 struct HfQuarkExportOptions {
   std::string output_dir;  // final artifact directory
   bool overwrite = false;
+  // Who writes the output and the directory it must stay under (artifact.h).
+  OutputOwner output_owner;
   // Tensor bytes per safetensors shard; 0 writes one model.safetensors.
   uint64_t max_shard_bytes = uint64_t{5} << 30;
   // Lower bound of the exported KV-cache scales (the reference's min_kv_scale).

@@ -396,7 +396,7 @@ StatusOr<OnnxQdqExportResult> ExportOnnxQdq(const QuantizedModel& model,
     return InternalError(std::string("onnx_qdq: ") + e.what_without_backtrace());
   }
   QD_ASSIGN_OR_RETURN(StagedDirectory staged,
-                      StagedDirectory::Create(opt.output_dir, opt.overwrite));
+                      StagedDirectory::Create(opt.output_dir, opt.overwrite, opt.output_owner));
   onnx::GraphBuilder::ModelInfo info;
   info.ir_version = opset.ir_version;
   info.opset = opset.opset;
@@ -416,7 +416,7 @@ StatusOr<OnnxQdqExportResult> ExportOnnxQdq(const QuantizedModel& model,
   QD_RETURN_IF_ERROR(staged.Commit());
   OnnxQdqExportResult result;
   QD_ASSIGN_OR_RETURN(result.artifact,
-                      DescribeArtifact(ExportFormat::kOnnxQdq, staged.final_path(), opt.file_name));
+                      DescribeArtifact(ExportFormat::kOnnxQdq, staged, opt.file_name));
   result.opset = opset.opset;
   result.ir_version = opset.ir_version;
   return result;

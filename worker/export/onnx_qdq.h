@@ -33,6 +33,8 @@ namespace quantd::exporter {
 struct OnnxQdqExportOptions {
   std::string output_dir;
   bool overwrite = false;
+  // Who writes the output and the directory it must stay under (artifact.h).
+  OutputOwner output_owner;
   std::string file_name = "model.onnx";
   // Rotary tables cover positions [0, max_sequence_length); 0 means
   // min(max_position_embeddings, 8192).

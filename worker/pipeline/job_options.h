@@ -57,10 +57,18 @@ struct ExportOptions {
   std::vector<exporter::ExportFormat> formats = {exporter::ExportFormat::kHfFakeQuantized};
   std::string output_dir;  // one format: this directory; several: one subdirectory each
   bool overwrite = false;
+  // The directory the output must stay under (walked without following
+  // symlinks; empty: its deepest existing ancestor) and the job's tenant,
+  // recorded with JobOptions::job_name in the output (exporter::OutputOwner).
+  std::string output_root;
+  std::string tenant;
 };
 
 struct JobOptions {
   std::string model_dir;
+  // Where the model came from, for messages (empty: model_dir). The worker
+  // reads a confined view of the model directory (worker/io/uri/model_files.h).
+  std::string model_source;
   // Resolved quantization config.
   LayerPlanner planner;
   // FP8 KV cache: static per-tensor spec put on the outputs of the k/v

@@ -173,7 +173,8 @@ class QuantizationJob {
         std::shared_ptr<const io::TensorSource>(scratch_.get(), [](const io::TensorSource*) {}),
         model_->shared_weights());
     QD_RETURN_IF_ERROR(PlanLayers());
-    Log(LogLevel::kInfo, "model " + opt_.model_dir + ": " + std::to_string(model_->num_blocks()) +
+    const std::string& source = opt_.model_source.empty() ? opt_.model_dir : opt_.model_source;
+    Log(LogLevel::kInfo, "model " + source + ": " + std::to_string(model_->num_blocks()) +
                              " blocks, quantization " + opt_.quantization_description);
     for (const auto& name : model_->weights().Names())
       report_.float_model_bytes += static_cast<int64_t>(model_->weights().Find(name)->nbytes);
@@ -801,6 +802,8 @@ class QuantizationJob {
       exporter::ExportOptions eo;
       eo.output_dir = dir;
       eo.overwrite = opt_.export_options.overwrite;
+      eo.output_owner = {opt_.export_options.output_root, opt_.job_name,
+                         opt_.export_options.tenant};
       eo.min_kv_scale = kv_.min_kv_scale;
       if (embedding_plan_.weight && formats[i] == exporter::ExportFormat::kGguf) {
         // The quantized embedding is written as its values: F32 keeps them
@@ -810,14 +813,11 @@ class QuantizationJob {
             "gguf: float tensors written as F32 so that the quantized "
             "embedding's values stay exact");
       }
-      QD_RETURN_IF_ERROR(exporter::ReclaimOwnOutput(dir, opt_.job_name));
       const double base = static_cast<double>(i) / formats.size();
       auto result = exporter::ExportModel(*exported, formats[i], eo, [&](int done, int total) {
         progress_.Report(Stage::kExport, base + static_cast<double>(done) / total / formats.size());
       });
       if (!result.ok()) return result.status();
-      if (!opt_.job_name.empty())
-        QD_RETURN_IF_ERROR(exporter::MarkOutputOwner(result->artifact.path, opt_.job_name));
       for (const std::string& note : result->notes) Log(LogLevel::kWarning, note);
       Log(LogLevel::kInfo, std::string("wrote ") + exporter::ExportFormatName(formats[i]) + " to " +
                                result->artifact.path);
