@@ -93,7 +93,9 @@ TEST(FailoverTest, KillingAFrontendTenTimesLosesNothing) {
     options.data_dir = testing::MakeTempDir(absl::StrCat("failover-", i));
     options.listen = absl::StrCat("127.0.0.1:", testing::PickFreePort());
     options.extra_flags = {"--store=" + *uri, "--lease-duration=2s", "--requeue-backoff=100ms",
-                           "--shutdown-grace=100ms", "--log-level=error"};
+                           "--shutdown-grace=100ms", "--log-level=error",
+                           // The jobs name a model that need not exist here.
+                           "--allowed-uri-roots=file:///"};
     auto process = QuantdProcess::Start(options);
     ASSERT_TRUE(process.ok()) << process.status();
     frontends[i] = std::move(*process);

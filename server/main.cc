@@ -82,8 +82,10 @@ ABSL_FLAG(bool, insecure, false,
           "allow --listen on a non-loopback address without --auth-tokens (refused otherwise: "
           "anyone reaching the port could act as any tenant and as a worker)");
 ABSL_FLAG(std::vector<std::string>, allowed_uri_roots, {},
-          "comma-separated URI prefixes (file:///models,https://host/path/) that job URIs must lie "
-          "under; any URI when empty");
+          "comma-separated roots (file:///dir or /dir, https://host/prefix, hf://ORG/; a {tenant} "
+          "path segment is the job's tenant) that job inputs must lie under and outputs may go "
+          "below; outputs may always go below <data-dir>/artifacts/. Default: none (no job may "
+          "read an input). Local workers get the same roots");
 ABSL_FLAG(int, max_queued_per_tenant, 1000,
           "QUEUED jobs per tenant before RESOURCE_EXHAUSTED (0: no limit)");
 ABSL_FLAG(int, max_concurrent_watches, 1000,

@@ -47,7 +47,9 @@ std::unique_ptr<QuantdProcess> StartQuantd(const std::string& data_dir,
   options.data_dir = data_dir;
   options.extra_flags = {"--local-workers=" + std::to_string(workers),
                          "--worker-binary=" + Runfile("server/supervisor/fake_worker"),
-                         "--lease-duration=2s", "--log-level=warning", "--shutdown-grace=300ms"};
+                         "--lease-duration=2s", "--log-level=warning", "--shutdown-grace=300ms",
+                         // The jobs here name models that need not exist.
+                         "--allowed-uri-roots=file:///"};
   options.extra_flags.insert(options.extra_flags.end(), more_flags.begin(), more_flags.end());
   options.extra_env = {"FAKE_WORKER_DIR=" + worker_dir};
   auto process = QuantdProcess::Start(options);
@@ -165,7 +167,7 @@ TEST(QuantdBinaryTest, ServesHealthReflectionJobsAndWorkersAndRestarts) {
     auto workers = RecordedWorkers(worker_dir, 2);
     ASSERT_EQ(workers.size(), 2u);
     for (const auto& [pid, args] : workers) {
-      ASSERT_EQ(args.size(), 8u);
+      ASSERT_EQ(args.size(), 10u);
       EXPECT_EQ(args[0], "--server");
       EXPECT_EQ(args[1], quantd.address());
       EXPECT_EQ(args[2], "--device");
@@ -174,6 +176,9 @@ TEST(QuantdBinaryTest, ServesHealthReflectionJobsAndWorkersAndRestarts) {
       EXPECT_EQ(args[5], data_dir);
       EXPECT_EQ(args[6], "--worker-id");
       EXPECT_NE(args[7].find("-local-"), std::string::npos);
+      // The worker enforces the frontend's roots itself.
+      EXPECT_EQ(args[8], "--allowed-roots");
+      EXPECT_EQ(args[9], "file:///");
     }
 
     auto client = v1::QuantizationService::NewStub(channel);

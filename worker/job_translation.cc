@@ -37,10 +37,6 @@ void PerplexityToProto(const eval::PerplexityResult& p, const std::string& datas
 
 }  // namespace
 
-std::string FileUriToPath(const std::string& uri) {
-  return uri.rfind("file://", 0) == 0 ? uri.substr(7) : uri;
-}
-
 quantd::v1::Progress ToProto(const pipeline::ProgressInfo& p) {
   quantd::v1::Progress out;
   out.set_stage(StageToProto(p.stage));

@@ -16,9 +16,6 @@ quantd::v1::BlockMetrics ToProto(const pipeline::BlockReport& b);
 // `spec` supplies the dataset URIs recorded with each metric's protocol.
 quantd::v1::JobResult ToProto(const pipeline::JobReport& r, const quantd::v1::JobSpec& spec);
 
-// "file:///a/b" -> "/a/b"; other strings unchanged.
-std::string FileUriToPath(const std::string& uri);
-
 }  // namespace quantd::worker
 
 #endif  // QUANTD_WORKER_JOB_TRANSLATION_H_

@@ -1,8 +1,15 @@
 #include "worker/pipeline_executor.h"
 
+#include <signal.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
 #include <filesystem>
 
 #include "worker/algo/registry.h"
+#include "worker/export/hf_files.h"
+#include "worker/io/uri/model_files.h"
 #include "worker/job_translation.h"
 #include "worker/pipeline/job_spec_check.h"
 #include "worker/pipeline/quantization_job.h"
@@ -37,6 +44,22 @@ class EventForwarder : public pipeline::JobObserver {
   JobContext& ctx_;
 };
 
+// Views left by workers that were killed (<job id>-<pid> of a process that
+// is gone); workers may share a data directory.
+void RemoveDeadViews(const fs::path& inputs) {
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(inputs, ec)) {
+    const std::string name = e.path().filename().string();
+    const size_t dash = name.rfind('-');
+    if (dash == std::string::npos) continue;
+    const long pid = std::strtol(name.c_str() + dash + 1, nullptr, 10);
+    if (pid <= 0 || (::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH)) {
+      std::error_code rm;
+      fs::remove_all(e.path(), rm);
+    }
+  }
+}
+
 std::string JobId(const std::string& name) {
   auto slash = name.rfind('/');
   return slash == std::string::npos ? name : name.substr(slash + 1);
@@ -44,21 +67,25 @@ std::string JobId(const std::string& name) {
 
 }  // namespace
 
-StatusOr<std::string> PipelineExecutor::Resolve(const std::string& field,
-                                                const std::string& uri) const {
+StatusOr<std::string> PipelineExecutor::Resolve(const std::string& field, const std::string& uri,
+                                                const std::string& tenant) const {
   io::UriOptions opt;
-  opt.allowed_roots = options_.allowed_roots;
+  if (options_.roots != nullptr) {
+    Status allowed = options_.roots->CheckInput(uri, tenant);
+    if (!allowed.ok()) return allowed.Prepend(field + ": ");
+    opt.allowed_roots = options_.roots->InputDirectories(tenant);
+  }
   opt.hf_cache_dir = options_.hf_cache_dir;
   opt.download_cache_dir = (fs::path(options_.data_dir) / "cache").string();
   auto r = io::ResolveUri({uri, ""}, opt);
-  if (!r.ok()) return Status(r.status()).Prepend(field + " " + uri + ": ");
+  if (!r.ok()) return Status(r.status()).Prepend(field + " " + io::QuoteUri(uri) + ": ");
   return r->local_path;
 }
 
 StatusOr<pipeline::JobOptions> PipelineExecutor::BuildOptions(const quantd::v1::Job& job) const {
   const auto& spec = job.spec();
   pipeline::JobOptions o;
-  QD_ASSIGN_OR_RETURN(o.model_dir, Resolve("spec.model_uri", spec.model_uri()));
+  QD_ASSIGN_OR_RETURN(o.model_dir, Resolve("spec.model_uri", spec.model_uri(), job.tenant()));
   QD_ASSIGN_OR_RETURN(ResolvedQuantization q, ResolveQuantization(spec.quantization()));
   o.planner = std::move(q.planner);
   o.quantization_config_json = std::move(q.quark_json);
@@ -76,7 +103,7 @@ StatusOr<pipeline::JobOptions> PipelineExecutor::BuildOptions(const quantd::v1::
   const auto& cal = spec.calibration();
   if (!cal.dataset_uri().empty()) {
     QD_ASSIGN_OR_RETURN(o.calibration.dataset_path,
-                        Resolve("spec.calibration.dataset_uri", cal.dataset_uri()));
+                        Resolve("spec.calibration.dataset_uri", cal.dataset_uri(), job.tenant()));
   }
   if (!cal.text_field().empty()) o.calibration.text_field = cal.text_field();
   if (cal.has_num_samples()) o.calibration.num_samples = cal.num_samples();
@@ -91,7 +118,7 @@ StatusOr<pipeline::JobOptions> PipelineExecutor::BuildOptions(const quantd::v1::
   o.evaluation.enabled = !ev.disabled() && !ev.dataset_uri().empty();
   if (o.evaluation.enabled) {
     QD_ASSIGN_OR_RETURN(o.evaluation.dataset_path,
-                        Resolve("spec.evaluation.dataset_uri", ev.dataset_uri()));
+                        Resolve("spec.evaluation.dataset_uri", ev.dataset_uri(), job.tenant()));
   }
   if (!ev.text_field().empty()) o.evaluation.text_field = ev.text_field();
   if (ev.has_n_ctx()) o.evaluation.n_ctx = ev.n_ctx();
@@ -117,9 +144,25 @@ StatusOr<pipeline::JobOptions> PipelineExecutor::BuildOptions(const quantd::v1::
   }
   if (o.export_options.formats.empty())
     o.export_options.formats.push_back(exporter::ExportFormat::kHfFakeQuantized);
-  std::string out = FileUriToPath(ex.output_uri());
-  if (out.empty()) out = (fs::path(options_.data_dir) / "artifacts" / JobId(job.name())).string();
-  o.export_options.output_dir = out;
+  // The output goes where the one URI parser says, and nowhere else.
+  const std::string output_uri =
+      ex.output_uri().empty()
+          ? io::PathToFileUri(options_.data_dir + "/artifacts/" + JobId(job.name()))
+          : ex.output_uri();
+  if (options_.roots != nullptr) {
+    auto where = options_.roots->CheckOutput(output_uri, job.tenant());
+    if (!where.ok()) return Status(where.status()).Prepend("spec.export.output_uri: ");
+    o.export_options.output_dir = where->path;
+    o.export_options.output_root = where->base;
+  } else {
+    auto parsed = io::ParseUri(output_uri);
+    if (!parsed.ok()) return Status(parsed.status()).Prepend("spec.export.output_uri: ");
+    if (parsed->scheme != "file")
+      return InvalidArgumentError("spec.export.output_uri: " + io::QuoteUri(output_uri) +
+                                  " is not a file:// URI; outputs are local directories");
+    o.export_options.output_dir = parsed->path;
+  }
+  o.export_options.tenant = job.tenant();
   o.export_options.overwrite = ex.overwrite();
   o.scratch_dir = (fs::path(options_.data_dir) / "scratch" / JobId(job.name())).string();
   try {
@@ -143,6 +186,29 @@ ExecutionOutcome PipelineExecutor::Execute(const quantd::v1::Job& job, JobContex
     out.status = options.status();
     return out;
   }
+  // The engine reads the model through a confined view of its directory:
+  // only the files it needs, each only if it stays inside the directory.
+  std::unique_ptr<io::ModelFiles> model_files;
+  const fs::path inputs = fs::path(options_.data_dir) / "inputs" /
+                          (JobId(job.name()) + "-" + std::to_string(::getpid()));
+  if (options_.roots != nullptr) {
+    RemoveDeadViews(fs::path(options_.data_dir) / "inputs");
+    io::ModelFilesOptions mf;
+    mf.names = {"config.json", "model.safetensors.index.json"};
+    for (const char* name : exporter::kHfSideFiles) mf.names.push_back(name);
+    mf.suffixes = {".safetensors"};
+    mf.allowed_dirs = options_.roots->InputDirectories(job.tenant());
+    const std::string view =
+        (inputs / fs::path(options->model_dir).filename()).string();
+    auto files = io::ModelFiles::Open(options->model_dir, view, mf);
+    if (!files.ok()) {
+      out.status = Status(files.status()).Prepend("spec.model_uri: ");
+      return out;
+    }
+    model_files = std::move(*files);
+    options->model_source = options->model_dir;
+    options->model_dir = model_files->view_dir();
+  }
   EventForwarder forwarder(ctx);
   if (!job.spec().evaluation().disabled() && job.spec().evaluation().dataset_uri().empty())
     forwarder.OnLog(
@@ -156,6 +222,9 @@ ExecutionOutcome PipelineExecutor::Execute(const quantd::v1::Job& job, JobContex
     std::error_code ec;
     fs::remove_all(options->scratch_dir, ec);
   }
+  model_files.reset();
+  std::error_code ec;
+  fs::remove(inputs, ec);  // empty once the view is gone
   return out;
 }
 

@@ -1,27 +1,37 @@
 // PipelineExecutor: runs a leased job on the engine.
 //
-// It re-checks the spec, resolves the model and dataset URIs to local paths
-// (within the configured roots), turns the quantization settings into a
+// It re-checks the spec, checks every URI against the worker's roots and
+// resolves the model and dataset URIs to local paths, turns the quantization settings into a
 // layer planner, runs pipeline::RunQuantizationJob in a scratch directory of
 // its own, streams the engine's progress, block metrics and logs as job
 // events, and translates the report into the JobResult sent to quantd.
 #ifndef QUANTD_WORKER_PIPELINE_EXECUTOR_H_
 #define QUANTD_WORKER_PIPELINE_EXECUTOR_H_
 
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "worker/io/uri/uri.h"
+#include "worker/io/uri/uri_roots.h"
 #include "worker/lease_loop.h"
 #include "worker/pipeline/job_options.h"
 
 namespace quantd::worker {
 
 struct PipelineExecutorOptions {
-  // Scratch space: <data_dir>/scratch/<job id>; downloads: <data_dir>/cache.
+  // Scratch space: <data_dir>/scratch/<job id>; downloads: <data_dir>/cache;
+  // the default output: <data_dir>/artifacts/<job id>; the confined view of
+  // a job's model directory: <data_dir>/inputs/<job id>/.
   std::string data_dir;
-  // Model, data and output locations must resolve under these (empty: any).
-  std::vector<std::string> allowed_roots;
+  // Which URIs a job may name (worker/io/uri/uri_roots.h), enforced here
+  // whatever the frontend said: inputs under the roots, outputs below a file
+  // root or <data_dir>/artifacts/ (per-tenant roots with the job's tenant),
+  // written without following symlinks (worker/export/artifact.h); the model
+  // directory is read through a confined view (worker/io/uri/model_files.h).
+  // Null: no restriction (the standalone CLI, whose user names their own
+  // files).
+  std::shared_ptr<const io::UriRoots> roots;
   std::string hf_cache_dir;  // empty: $HF_HUB_CACHE / $HF_HOME/hub / ~/.cache/huggingface/hub
   // Keep a job's scratch directory after it ends (debugging).
   bool keep_scratch = false;
@@ -44,7 +54,8 @@ class PipelineExecutor : public JobExecutor {
   StatusOr<pipeline::JobOptions> BuildOptions(const quantd::v1::Job& job) const;
 
  private:
-  StatusOr<std::string> Resolve(const std::string& field, const std::string& uri) const;
+  StatusOr<std::string> Resolve(const std::string& field, const std::string& uri,
+                                const std::string& tenant) const;
 
   PipelineExecutorOptions options_;
 };

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -26,6 +27,7 @@
 #include "worker/common/crash_handler.h"
 #include "worker/common/dashed_flags.h"
 #include "worker/common/device.h"
+#include "worker/io/uri/uri_roots.h"
 #include "worker/pipeline/activation_offload.h"
 #include "worker/lease_loop.h"
 #include "worker/pipeline_executor.h"
@@ -38,8 +40,10 @@ ABSL_FLAG(std::string, activation_offload, "auto",
 ABSL_FLAG(std::string, data_dir, "./quantd-data", "scratch space and download cache");
 ABSL_FLAG(std::string, worker_id, "", "unique worker id (default HOST-PID)");
 ABSL_FLAG(std::vector<std::string>, allowed_roots, {},
-          "comma-separated directories that model, data and output paths must lie under "
-          "(default: any)");
+          "comma-separated roots (file:///dir or /dir, https://host/prefix, hf://ORG/; a "
+          "{tenant} path segment is the job's tenant) that inputs must lie under and outputs "
+          "may go below; outputs may always go below <data-dir>/artifacts/. Default: none (no "
+          "input is allowed)");
 ABSL_FLAG(std::string, hf_cache, "", "Hugging Face hub cache for hf:// URIs");
 ABSL_FLAG(int, lease_wait_seconds, 10, "long-poll duration of each LeaseJob call");
 ABSL_FLAG(int, max_jobs, 0, "exit after this many jobs (0: run until stopped)");
@@ -78,6 +82,40 @@ std::shared_ptr<grpc::ChannelCredentials> MakeCredentials() {
        !ReadFile(absl::GetFlag(FLAGS_tls_key), &ssl.pem_private_key)))
     return nullptr;
   return grpc::SslCredentials(ssl);
+}
+
+std::string JsonString(const std::string& s) {
+  std::string out = "\"";
+  for (const unsigned char c : s) {
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += static_cast<char>(c);
+    } else if (c < 0x20) {
+      char buf[8];
+      std::snprintf(buf, sizeof(buf), "\\u%04x", c);
+      out += buf;
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
+  return out + "\"";
+}
+
+std::string JoinOrNone(const std::vector<std::string>& items) {
+  std::string out;
+  for (const auto& s : items) out += (out.empty() ? "" : ",") + s;
+  return out.empty() ? "none" : out;
+}
+
+// What jobs may read and write, said once at startup.
+void LogUriPolicy(const quantd::io::UriRoots& roots) {
+  std::cerr << "{\"component\":\"worker\",\"msg\":\"uri policy\",\"input_roots\":"
+            << JsonString(JoinOrNone(roots.InputRoots()))
+            << ",\"output_roots\":" << JsonString(JoinOrNone(roots.OutputRoots()))
+            << ",\"tenant_roots\":" << JsonString(JoinOrNone(roots.TenantRoots()))
+            << ",\"artifacts\":" << JsonString(roots.artifacts_dir() + "/")
+            << ",\"inputs_allowed\":" << (roots.InputRoots().empty() ? "false" : "true") << "}"
+            << std::endl;
 }
 
 std::string DefaultWorkerId() {
@@ -121,7 +159,15 @@ int main(int argc, char** argv) {
 
   quantd::worker::PipelineExecutorOptions exec_opt;
   exec_opt.data_dir = data_dir;
-  exec_opt.allowed_roots = absl::GetFlag(FLAGS_allowed_roots);
+  std::filesystem::create_directories(data_dir + "/artifacts", ec);
+  auto roots = quantd::io::UriRoots::Create(absl::GetFlag(FLAGS_allowed_roots),
+                                            data_dir + "/artifacts", "--allowed-roots");
+  if (!roots.ok()) {
+    std::cerr << "quantd-worker: --allowed-roots: " << roots.status().message() << "\n";
+    return 2;
+  }
+  exec_opt.roots = std::make_shared<const quantd::io::UriRoots>(*std::move(roots));
+  LogUriPolicy(*exec_opt.roots);
   exec_opt.hf_cache_dir = absl::GetFlag(FLAGS_hf_cache);
   exec_opt.keep_scratch = absl::GetFlag(FLAGS_keep_scratch);
   exec_opt.device = device;

@@ -3,6 +3,7 @@
 #include <limits.h>
 #include <unistd.h>
 
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <utility>
@@ -11,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/match.h"
+#include "worker/io/uri/uri_parser.h"
 
 namespace quantd::quantctl {
 namespace {
@@ -68,8 +70,9 @@ std::string ToUri(const std::string& s) {
     char cwd[PATH_MAX];
     if (getcwd(cwd, sizeof(cwd)) != nullptr) path = std::string(cwd) + "/" + path;
   }
+  path = std::filesystem::path(path).lexically_normal().string();
   while (path.size() > 1 && path.back() == '/') path.pop_back();
-  return "file://" + path;
+  return quantd::io::PathToFileUri(path);
 }
 
 absl::Status FillJobSpec(const ParsedArgs& a, quantd::v1::JobSpec* spec) {

@@ -29,7 +29,9 @@ absl::StatusOr<quantd::v1::ExportFormat> ParseExportFormatFlag(const std::string
 absl::StatusOr<std::string> ReadFileText(const std::string& path);
 
 // Plain paths become absolute file:// URIs (relative to the working
-// directory, trailing slashes dropped); URIs and "" pass through.
+// directory, "." and ".." resolved lexically, trailing slashes dropped, and
+// '%', '?', '#' percent-encoded so that quantd's URI parser reads back the
+// same path); URIs and "" pass through.
 std::string ToUri(const std::string& path_or_uri);
 
 }  // namespace quantd::quantctl

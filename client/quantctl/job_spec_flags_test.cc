@@ -74,5 +74,13 @@ TEST(JobSpecFlagsTest, BadFlagsAreNamed) {
   }
 }
 
+TEST(JobSpecFlagsTest, PathsBecomeUrisThatParseBackToThem) {
+  char cwd[PATH_MAX];
+  ASSERT_NE(getcwd(cwd, sizeof(cwd)), nullptr);
+  EXPECT_EQ(ToUri("./models/../models/x/"), std::string("file://") + cwd + "/models/x");
+  EXPECT_EQ(ToUri("/data/50%/a?b#c"), "file:///data/50%25/a%3Fb%23c");
+  EXPECT_EQ(ToUri("file:///as/is?"), "file:///as/is?");
+}
+
 }  // namespace
 }  // namespace quantd::quantctl

@@ -16,6 +16,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
 #include "server/auth/token_authenticator.h"
 #include "server/common/errors.h"
@@ -23,6 +24,7 @@
 #include "server/metrics/grpc_metrics_interceptor.h"
 #include "server/store/open_job_store.h"
 #include "server/uri_policy/uri_policy.h"
+#include "worker/io/uri/uri_roots.h"
 
 namespace quantd::server {
 namespace {
@@ -169,13 +171,27 @@ absl::Status QuantdServer::Init(QuantdServerOptions options, Clock* clock) {
     options_.store_uri = absl::StrCat("sqlite://", options_.data_dir, "/quantd.db");
   }
 
-  if (!options_.allowed_uri_roots.empty()) {
-    absl::StatusOr<UriPolicy> policy = UriPolicy::Create(options_.allowed_uri_roots);
-    if (!policy.ok()) return policy.status();
-    options_.jobs.uri_policy = [policy = *policy](const v1::JobSpec& spec) {
-      return policy.CheckSpec(spec);
-    };
-  }
+  // The URI policy always applies: with no roots, jobs read nothing and
+  // write only below <data-dir>/artifacts/.
+  absl::StatusOr<UriPolicy> policy = UriPolicy::Create(options_.allowed_uri_roots,
+                                                       options_.data_dir);
+  if (!policy.ok()) return policy.status();
+  options_.jobs.uri_policy = [policy = *policy](const v1::JobSpec& spec,
+                                                const std::string& tenant) {
+    return policy.CheckSpec(spec, tenant);
+  };
+  const io::UriRoots& roots = policy->uri_roots();
+  auto join = [](const std::vector<std::string>& items) {
+    return items.empty() ? std::string("none") : absl::StrJoin(items, ",");
+  };
+  Log(roots.InputRoots().empty() ? LogLevel::kWarning : LogLevel::kInfo, "uri policy",
+      {{"input_roots", join(roots.InputRoots())},
+       {"output_roots", join(roots.OutputRoots())},
+       {"tenant_roots", join(roots.TenantRoots())},
+       {"artifacts", roots.artifacts_dir() + "/"},
+       {"note", roots.InputRoots().empty()
+                    ? "no --allowed-uri-roots: every job naming a model or dataset is refused"
+                    : "inputs under input_roots; outputs below output_roots"}});
   absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> credentials = MakeCredentials(options_);
   if (!credentials.ok()) return credentials.status();
   std::string worker_token;
@@ -251,6 +267,11 @@ absl::Status QuantdServer::Init(QuantdServerOptions options, Clock* clock) {
                                        "--device",    device,
                                        "--data-dir",  options_.data_dir,
                                        "--worker-id", absl::StrCat(host, "-local-", i)};
+      // The worker enforces the same roots itself, with the same data dir.
+      if (!options_.allowed_uri_roots.empty()) {
+        args.push_back("--allowed-roots");
+        args.push_back(absl::StrJoin(options_.allowed_uri_roots, ","));
+      }
       args.insert(args.end(), options_.worker_extra_args.begin(), options_.worker_extra_args.end());
       return args;
     };

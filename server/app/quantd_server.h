@@ -66,7 +66,9 @@ struct QuantdServerOptions {
   // every caller the anonymous admin, when empty.
   std::string auth_tokens_file;
 
-  // Allowed URI roots (server/uri_policy); any URI is allowed when empty.
+  // Allowed URI roots (server/uri_policy, --allowed-uri-roots): inputs must
+  // lie under them, outputs below a file root or <data_dir>/artifacts/. With
+  // none, no input is allowed. Local workers get them as --allowed-roots.
   std::vector<std::string> allowed_uri_roots;
 
   // Local workers (--local-workers N); none when 0. Worker i runs on

@@ -7,8 +7,10 @@
 #include <arpa/inet.h>
 #include <grpcpp/grpcpp.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <fstream>
 #include <functional>
@@ -196,6 +198,8 @@ class QuantdServerTest : public ::testing::Test {
     options_.data_dir = dir_ + "/data";
     options_.shutdown_grace = absl::Milliseconds(200);
     options_.jobs.poll_interval = absl::Milliseconds(50);
+    // The jobs here name models that need not exist.
+    options_.allowed_uri_roots = {"file:///"};
   }
 
   void Start() {
@@ -428,6 +432,61 @@ TEST_F(QuantdServerTest, LocalWorkersGetAWorkerCredential) {
   v1::LeaseJobResponse lease;
   EXPECT_TRUE(worker.Lease(&lease).ok());
   EXPECT_EQ(worker.Get("jobs/abc").error_code(), grpc::StatusCode::PERMISSION_DENIED);
+}
+
+TEST_F(QuantdServerTest, SafeUriDefaultsAndTenantRootsReachLocalWorkers) {
+  // No roots: no input, outputs only below <data-dir>/artifacts/.
+  options_.allowed_uri_roots.clear();
+  Start();
+  Client anonymous(Insecure(), "");
+  grpc::Status refused = anonymous.Create(JobRequest("file://" + dir_ + "/model"));
+  EXPECT_EQ(refused.error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_EQ(Reason(refused), "URI_NOT_ALLOWED");
+  EXPECT_NE(refused.error_message().find("--allowed-uri-roots"), std::string::npos)
+      << refused.error_message();
+  server_.reset();
+
+  // Per-tenant roots; local workers get the same roots and data dir.
+  const std::string tenants = dir_ + "/tenants";
+  ASSERT_EQ(mkdir(tenants.c_str(), 0755), 0);
+  WriteFile(dir_ + "/tokens", absl::StrCat(Sha256Hex("acme-token"), " acme submitter\n",
+                                           Sha256Hex("globex-token"), " globex submitter\n"));
+  options_.auth_tokens_file = dir_ + "/tokens";
+  options_.allowed_uri_roots = {"file://" + tenants + "/{tenant}"};
+  options_.local_workers = 1;
+  options_.worker_binary = Runfile("server/supervisor/fake_worker");
+  const std::string record_dir = testing::MakeTempDir("roots-worker");
+  options_.worker_extra_env = {"FAKE_WORKER_DIR=" + record_dir};
+  Start();
+  Client acme(Insecure(), "acme-token");
+  Client globex(Insecure(), "globex-token");
+  v1::CreateJobRequest own = JobRequest("file://" + tenants + "/acme/model");
+  own.mutable_spec()->mutable_export_()->set_output_uri("file://" + tenants + "/acme/out");
+  EXPECT_TRUE(acme.Create(own).ok());
+  grpc::Status theirs = globex.Create(own);
+  EXPECT_EQ(theirs.error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_EQ(Reason(theirs), "URI_NOT_ALLOWED");
+  // A malformed URI is one more bad field, named with the others.
+  v1::CreateJobRequest malformed = JobRequest("file://" + tenants + "/acme/model?/../../x");
+  malformed.mutable_spec()->mutable_quantization()->set_scheme("w_int3_bogus");
+  grpc::Status invalid = acme.Create(malformed);
+  EXPECT_EQ(invalid.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(invalid.error_message().find("spec.model_uri"), std::string::npos);
+
+  ASSERT_TRUE(server_->supervisor()->AwaitStarts(1, absl::Seconds(30)));
+  const std::string record = absl::StrCat(record_dir, "/", server_->supervisor()->pids()[0]);
+  std::vector<std::string> args;
+  for (int i = 0; i < 3000 && args.empty(); ++i) {
+    args = absl::StrSplit(ReadFile(record), '\n', absl::SkipEmpty());
+    if (args.empty()) absl::SleepFor(absl::Milliseconds(10));
+  }
+  auto at = std::find(args.begin(), args.end(), "--allowed-roots");
+  ASSERT_NE(at, args.end());
+  ASSERT_NE(at + 1, args.end());
+  EXPECT_EQ(*(at + 1), "file://" + tenants + "/{tenant}");
+  auto data = std::find(args.begin(), args.end(), "--data-dir");
+  ASSERT_NE(data, args.end());
+  EXPECT_EQ(*(data + 1), options_.data_dir);
 }
 
 TEST_F(QuantdServerTest, TlsAndMutualTls) {

@@ -82,6 +82,7 @@ JobService::JobService(JobStore* store, Clock* clock, ChangeNotifier* notifier,
       options_(std::move(options)) {}
 
 absl::Status JobService::CheckSpec(const v1::CreateJobRequest& request,
+                                   const std::string& tenant,
                                    std::vector<std::string>* warnings) {
   std::vector<FieldViolation> violations = ValidateCreateJobRequest(request);
   if (!request.has_spec()) return InvalidRequestError(violations);
@@ -95,10 +96,17 @@ absl::Status JobService::CheckSpec(const v1::CreateJobRequest& request,
     return too_large;
   }
   // A URI outside the allowed roots is refused before anything looks at it
-  // further, whatever else is wrong with the request.
+  // further, whatever else is wrong with the request. A malformed URI is one
+  // more bad field: it goes out with the others, and the engine's words for
+  // the same field are left out.
+  std::set<std::string> uri_fields;
   if (options_.uri_policy) {
-    absl::Status uris = options_.uri_policy(request.spec());
-    if (!uris.ok()) return uris;
+    absl::Status uris = options_.uri_policy(request.spec(), tenant);
+    if (uris.code() != absl::StatusCode::kInvalidArgument && !uris.ok()) return uris;
+    for (FieldViolation& v : GetViolations(uris)) {
+      uri_fields.insert(v.field);
+      violations.push_back(std::move(v));
+    }
   }
   // The server's envelope problems and the engine's bad fields go out
   // together, so one answer names every bad field.
@@ -106,7 +114,9 @@ absl::Status JobService::CheckSpec(const v1::CreateJobRequest& request,
       options_.spec_check ? options_.spec_check(request.spec(), warnings) : absl::OkStatus();
   if (!violations.empty()) {
     if (engine.code() == absl::StatusCode::kInvalidArgument) {
-      for (FieldViolation& v : GetViolations(engine)) violations.push_back(std::move(v));
+      for (FieldViolation& v : GetViolations(engine)) {
+        if (uri_fields.count(v.field) == 0) violations.push_back(std::move(v));
+      }
     }
     return InvalidRequestError(violations);
   }
@@ -117,7 +127,7 @@ absl::StatusOr<v1::Job> JobService::CreateJob(const Caller& caller,
                                               const v1::CreateJobRequest& request) {
   if (!caller.MaySubmit()) return PermissionDenied("submit jobs");
   std::vector<std::string> warnings;
-  absl::Status checked = CheckSpec(request, &warnings);
+  absl::Status checked = CheckSpec(request, caller.tenant, &warnings);
   if (!checked.ok()) return checked;
 
   const absl::Time now = clock_->Now();

@@ -79,7 +79,8 @@ class JobService {
   // Reads a job the caller may see; NOT_FOUND otherwise.
   absl::StatusOr<JobRecord> ReadVisibleJob(const Caller& caller, absl::string_view name,
                                            absl::string_view field);
-  absl::Status CheckSpec(const v1::CreateJobRequest& request, std::vector<std::string>* warnings);
+  absl::Status CheckSpec(const v1::CreateJobRequest& request, const std::string& tenant,
+                         std::vector<std::string>* warnings);
 
   JobStore* store_;
   Clock* clock_;

@@ -13,12 +13,13 @@
 
 namespace quantd::server {
 
-// Checks a job spec beyond the server's envelope checks: the engine's
-// quantization settings, export formats and features not built yet
-// (//worker/pipeline:job_spec_check), or the URI policy. Returns every bad
-// field as a BadRequest violation (paths like "spec.quantization.scheme").
-using SpecCheck = std::function<absl::Status(const v1::JobSpec& spec)>;
-// The engine's check, which may also return warnings about an accepted spec
+// The URI policy (server/uri_policy) for a job of `tenant`: PERMISSION_DENIED
+// (URI_NOT_ALLOWED) or INVALID_ARGUMENT (INVALID_URI) naming every bad URI
+// field as a BadRequest violation (paths like "spec.model_uri").
+using UriCheck = std::function<absl::Status(const v1::JobSpec& spec, const std::string& tenant)>;
+// The engine's check of a job spec beyond the server's envelope checks
+// (quantization settings, export formats, features not built yet:
+// //worker/pipeline:job_spec_check), which may also return warnings about an accepted spec
 // (e.g. an exclude pattern that matches no layer); CreateJob stores them as
 // the job's first WARNING log events.
 using EngineSpecCheck =
@@ -44,8 +45,8 @@ struct JobsOptions {
   absl::Duration poll_interval = absl::Milliseconds(500);
   // Engine checks of the spec (CheckJobSpec); none when empty.
   EngineSpecCheck spec_check;
-  // URI root and scheme restrictions; none when empty.
-  SpecCheck uri_policy;
+  // URI roots (per tenant); none when empty.
+  UriCheck uri_policy;
   // Per-tenant QUEUED job limit (RESOURCE_EXHAUSTED); 0 = no limit.
   int max_queued_per_tenant = 0;
   // Concurrent WatchJob streams per frontend (RESOURCE_EXHAUSTED); 0 = no

@@ -1,166 +1,85 @@
 #include "server/uri_policy/uri_policy.h"
 
-#include <limits.h>
-#include <stdlib.h>
+#include <utility>
 
-#include "absl/strings/ascii.h"
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "absl/strings/str_split.h"
+#include "server/common/engine_status.h"
 #include "server/common/errors.h"
 
 namespace quantd::server {
 namespace {
 
-struct ParsedUri {
-  std::string scheme;
-  std::string authority;
-  std::string path;  // percent-decoded
-};
-
-int HexValue(char c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  c = absl::ascii_tolower(c);
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  return -1;
-}
-
-// Splits scheme://authority/path and decodes %XX in the path. An error
-// string says why the URI is unusable.
-std::string Parse(absl::string_view uri, ParsedUri* out) {
-  size_t sep = uri.find("://");
-  if (sep == absl::string_view::npos || sep == 0) return "is not an absolute URI (scheme://...)";
-  out->scheme = absl::AsciiStrToLower(uri.substr(0, sep));
-  absl::string_view rest = uri.substr(sep + 3);
-  size_t slash = rest.find('/');
-  absl::string_view authority = slash == absl::string_view::npos ? rest : rest.substr(0, slash);
-  absl::string_view raw_path = slash == absl::string_view::npos ? "/" : rest.substr(slash);
-  if (absl::StrContains(authority, '@')) return "must not carry credentials (user@host)";
-  out->authority = absl::AsciiStrToLower(authority);
-  if (out->scheme == "file" && out->authority == "localhost") out->authority.clear();
-  // Query and fragment never select a different file; they are not part of
-  // the path to check.
-  raw_path = raw_path.substr(0, raw_path.find_first_of("?#"));
-  std::string path;
-  for (size_t i = 0; i < raw_path.size(); ++i) {
-    if (raw_path[i] == '%') {
-      int hi = i + 2 < raw_path.size() ? HexValue(raw_path[i + 1]) : -1;
-      int lo = hi >= 0 ? HexValue(raw_path[i + 2]) : -1;
-      if (lo < 0) return "has a malformed %-escape";
-      char c = static_cast<char>(hi * 16 + lo);
-      if (c == '\0') return "contains a NUL byte";
-      path.push_back(c);
-      i += 2;
-    } else {
-      path.push_back(raw_path[i]);
-    }
-  }
-  for (absl::string_view segment : absl::StrSplit(path, '/')) {
-    if (segment == ".." || segment == ".") return "must not contain '.' or '..' path segments";
-  }
-  out->path = path;
-  return "";
-}
-
-// realpath of the longest existing prefix, plus the components that do not
-// exist yet (an output directory is created later).
-std::string Resolve(const std::string& path) {
-  std::vector<std::string> parts = absl::StrSplit(path, '/', absl::SkipEmpty());
-  for (size_t keep = parts.size() + 1; keep-- > 0;) {
-    std::string prefix = "/" + absl::StrJoin(parts.begin(), parts.begin() + keep, "/");
-    char buf[PATH_MAX];
-    if (realpath(prefix.c_str(), buf) != nullptr) {
-      std::string resolved = buf;
-      for (size_t i = keep; i < parts.size(); ++i) {
-        if (resolved.back() != '/') resolved.push_back('/');
-        resolved += parts[i];
-      }
-      return resolved;
-    }
-  }
-  return path;
-}
-
-bool Under(const std::string& path, const std::string& root) {
-  if (root == "/") return true;
-  return path == root || absl::StartsWith(path, root + "/");
+// The engine's status for `field`, with the field named in the message and
+// in a BadRequest violation.
+absl::Status ForField(absl::string_view field, const quantd::Status& status) {
+  if (status.ok()) return absl::OkStatus();
+  absl::Status out = FromEngineStatus(status);
+  absl::Status named(out.code(), absl::StrCat(field, ": ", status.message()));
+  SetReason(named, GetReason(out).empty() ? "URI_NOT_ALLOWED" : GetReason(out));
+  AddViolations(named, {{std::string(field), status.message()}});
+  return named;
 }
 
 }  // namespace
 
-absl::StatusOr<UriPolicy> UriPolicy::Create(const std::vector<std::string>& roots) {
-  UriPolicy policy;
-  for (const std::string& root : roots) {
-    ParsedUri parsed;
-    std::string problem = Parse(root, &parsed);
-    auto bad = [&](absl::string_view why) {
-      return MakeError(absl::StatusCode::kInvalidArgument, "INVALID_URI_ROOT",
-                       absl::StrCat("allowed URI root \"", root, "\" ", why));
-    };
-    if (!problem.empty()) return bad(problem);
-    Root r{parsed.scheme, parsed.authority, parsed.path};
-    if (r.scheme == "file") {
-      if (!r.authority.empty()) {
-        return bad("names a host; use file:///absolute/path");
-      }
-      char buf[PATH_MAX];
-      if (realpath(r.path.c_str(), buf) == nullptr) return bad("does not exist");
-      r.path = buf;
-    } else if (r.authority.empty()) {
-      return bad("needs a host");
-    }
-    while (r.path.size() > 1 && r.path.back() == '/') r.path.pop_back();
-    policy.roots_.push_back(std::move(r));
-    policy.display_roots_.push_back(root);
-  }
-  return policy;
+absl::StatusOr<UriPolicy> UriPolicy::Create(const std::vector<std::string>& roots,
+                                            const std::string& data_dir) {
+  auto parsed = io::UriRoots::Create(roots, data_dir + "/artifacts", "--allowed-uri-roots");
+  if (!parsed.ok()) return FromEngineStatus(parsed.status());
+  return UriPolicy(*std::move(parsed));
 }
 
-absl::Status UriPolicy::CheckUri(absl::string_view field, absl::string_view uri) const {
-  ParsedUri parsed;
-  std::string problem = Parse(uri, &parsed);
-  std::string path = parsed.path;
-  if (problem.empty() && parsed.scheme == "file") {
-    if (!parsed.authority.empty()) {
-      problem = "names a host; use file:///absolute/path";
-    } else {
-      path = Resolve(parsed.path);
-    }
-  }
-  if (problem.empty()) {
-    for (const Root& root : roots_) {
-      if (root.scheme == parsed.scheme && root.authority == parsed.authority &&
-          Under(path, root.path)) {
-        return absl::OkStatus();
-      }
-    }
-    problem =
-        absl::StrCat("is outside the allowed roots (", absl::StrJoin(display_roots_, ", "), ")");
-    if (parsed.scheme == "file" && path != parsed.path) {
-      absl::StrAppend(&problem, "; it resolves to ", path);
-    }
-  }
-  std::string description = absl::StrCat("\"", uri, "\" ", problem);
-  absl::Status status = MakeError(absl::StatusCode::kPermissionDenied, "URI_NOT_ALLOWED",
-                                  absl::StrCat(field, ": ", description));
-  AddViolations(status, {{std::string(field), description}});
-  return status;
+absl::Status UriPolicy::CheckInput(absl::string_view field, const std::string& uri,
+                                   const std::string& tenant) const {
+  return ForField(field, roots_.CheckInput(uri, tenant));
 }
 
-absl::Status UriPolicy::CheckSpec(const v1::JobSpec& spec) const {
-  const std::pair<const char*, const std::string*> fields[] = {
+absl::Status UriPolicy::CheckOutput(absl::string_view field, const std::string& uri,
+                                    const std::string& tenant) const {
+  auto location = roots_.CheckOutput(uri, tenant);
+  if (!location.ok()) return ForField(field, location.status());
+  // What the worker would refuse when it walks there (a symlinked parent),
+  // refused now rather than after the job ran.
+  return ForField(field, io::CheckOutputWalk(*location));
+}
+
+absl::Status UriPolicy::CheckSpec(const v1::JobSpec& spec, const std::string& tenant) const {
+  const std::pair<const char*, const std::string*> inputs[] = {
       {"spec.model_uri", &spec.model_uri()},
       {"spec.calibration.dataset_uri", &spec.calibration().dataset_uri()},
       {"spec.evaluation.dataset_uri", &spec.evaluation().dataset_uri()},
-      {"spec.export.output_uri", &spec.export_().output_uri()},
   };
-  for (const auto& [field, uri] : fields) {
+  std::vector<absl::Status> problems;
+  for (const auto& [field, uri] : inputs) {
     if (uri->empty()) continue;
-    absl::Status s = CheckUri(field, *uri);
-    if (!s.ok()) return s;
+    absl::Status s = CheckInput(field, *uri, tenant);
+    if (!s.ok()) problems.push_back(std::move(s));
   }
-  return absl::OkStatus();
+  if (!spec.export_().output_uri().empty()) {
+    absl::Status s = CheckOutput("spec.export.output_uri", spec.export_().output_uri(), tenant);
+    if (!s.ok()) problems.push_back(std::move(s));
+  }
+  if (problems.empty()) return absl::OkStatus();
+  // Refusals first: a URI outside the roots is PERMISSION_DENIED whatever
+  // else is wrong; otherwise the malformed ones, then the rest.
+  for (absl::StatusCode code :
+       {absl::StatusCode::kPermissionDenied, absl::StatusCode::kInvalidArgument}) {
+    std::vector<FieldViolation> violations;
+    std::vector<std::string> messages;
+    std::string reason;
+    for (const absl::Status& p : problems) {
+      if (p.code() != code) continue;
+      for (FieldViolation& v : GetViolations(p)) violations.push_back(std::move(v));
+      messages.emplace_back(p.message());
+      if (reason.empty()) reason = GetReason(p);
+    }
+    if (violations.empty()) continue;
+    absl::Status out = MakeError(code, reason, absl::StrJoin(messages, "; "));
+    AddViolations(out, violations);
+    return out;
+  }
+  return problems.front();
 }
 
 }  // namespace quantd::server

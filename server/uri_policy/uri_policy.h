@@ -1,11 +1,20 @@
-// Which model, dataset and output URIs a job may name. With allowed roots
-// configured (--allowed-uri-roots), every URI in a job spec must lie under
-// one of them; anything else is PERMISSION_DENIED (reason URI_NOT_ALLOWED):
-// other schemes, "." or ".." segments, file:// paths that leave a root
-// through a symlink (paths are resolved with realpath, including the
-// existing part of a path that does not exist yet), and URLs with
-// credentials in them. Torch-free and independent of the engine's URI
-// resolver, which applies its own size and time limits when it reads.
+// Which model, dataset and output URIs a job may name: the frontend's side
+// of the roots policy (worker/io/uri/uri_roots.h), which quantd-worker
+// enforces again with the same parser and the same matching, so the two
+// agree on every URI.
+//
+// - Inputs (spec.model_uri, spec.calibration.dataset_uri,
+//   spec.evaluation.dataset_uri) must lie under one of the roots
+//   (--allowed-uri-roots); with none configured every input is refused.
+// - An output (spec.export.output_uri) must be a file:// directory strictly
+//   below a file root or below <data-dir>/artifacts/, the default location,
+//   and no existing component below that may be a symlink.
+// - A root may hold the segment {tenant}: it applies to the job's tenant only.
+//
+// A refused URI is PERMISSION_DENIED (reason URI_NOT_ALLOWED); a malformed
+// one (a query or fragment in a file:// URI, an encoded '/', a NUL, another
+// host) is INVALID_ARGUMENT (reason INVALID_URI). Either way every bad field
+// is named in a BadRequest.
 #ifndef QUANTD_SERVER_URI_POLICY_URI_POLICY_H_
 #define QUANTD_SERVER_URI_POLICY_URI_POLICY_H_
 
@@ -16,35 +25,36 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "quantd/v1/job.pb.h"
+#include "worker/io/uri/uri_roots.h"
 
 namespace quantd::server {
 
 class UriPolicy {
  public:
-  // `roots`: URI prefixes such as "file:///srv/models" or
-  // "https://huggingface.co/org/". file:// roots must exist (they are
-  // resolved once, here). INVALID_ARGUMENT for a malformed root.
-  static absl::StatusOr<UriPolicy> Create(const std::vector<std::string>& roots);
+  // `roots`: URI prefixes such as "file:///srv/models", "/srv/out/{tenant}"
+  // or "https://huggingface.co/org/"; file roots must exist (the part before
+  // {tenant}, for a per-tenant root). `data_dir`: quantd's absolute data
+  // directory. INVALID_ARGUMENT (INVALID_URI_ROOT) for a bad root.
+  static absl::StatusOr<UriPolicy> Create(const std::vector<std::string>& roots,
+                                          const std::string& data_dir);
 
-  // Checks spec.model_uri, spec.calibration.dataset_uri,
-  // spec.evaluation.dataset_uri and spec.export.output_uri (empty ones are
-  // not checked: their defaults are quantd's own).
-  absl::Status CheckSpec(const v1::JobSpec& spec) const;
+  // Checks every URI of a job of `tenant` (empty ones are not checked: their
+  // defaults are quantd's own).
+  absl::Status CheckSpec(const v1::JobSpec& spec, const std::string& tenant) const;
 
-  // One URI, for the field named `field`.
-  absl::Status CheckUri(absl::string_view field, absl::string_view uri) const;
+  // One input or output URI, for the field named `field`.
+  absl::Status CheckInput(absl::string_view field, const std::string& uri,
+                          const std::string& tenant) const;
+  absl::Status CheckOutput(absl::string_view field, const std::string& uri,
+                           const std::string& tenant) const;
 
-  // The roots as configured, for messages and docs.
-  const std::vector<std::string>& roots() const { return display_roots_; }
+  // The roots as configured (what local workers get as --allowed-roots).
+  const std::vector<std::string>& roots() const { return roots_.roots(); }
+  const io::UriRoots& uri_roots() const { return roots_; }
 
  private:
-  struct Root {
-    std::string scheme;     // "file", "https", ...
-    std::string authority;  // host[:port]; empty for file
-    std::string path;       // resolved for file; always starts with '/'
-  };
-  std::vector<Root> roots_;
-  std::vector<std::string> display_roots_;
+  explicit UriPolicy(io::UriRoots roots) : roots_(std::move(roots)) {}
+  io::UriRoots roots_;
 };
 
 }  // namespace quantd::server

@@ -1,5 +1,12 @@
 #include "worker/pipeline/job_spec_check.h"
 
+#include <fcntl.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
 #include <fstream>
 #include <optional>
 #include <string>
@@ -11,6 +18,8 @@
 #include "worker/common/deadline.h"
 #include "worker/config/config_proto.h"
 #include "worker/export/export_support.h"
+#include "worker/io/uri/model_files.h"
+#include "worker/io/uri/uri_parser.h"
 #include "worker/models/layer_shapes.h"
 
 namespace quantd::pipeline {
@@ -73,27 +82,22 @@ class SpecChecker {
   bool out_of_time_ = false;
 };
 
+// Every URI is split by the one parser (worker/io/uri/uri_parser.h) that the
+// frontend's policy and the worker use, so a URI this check accepts is the
+// one they check and open.
 void CheckUri(SpecChecker& c, const std::string& field, const std::string& uri, bool required) {
   if (uri.empty()) {
     if (required) c.Bad(field, "is required (a file:// URI)");
     return;
   }
-  if (StartsWith(uri, "file://")) {
-    if (uri.size() <= 7 || uri[7] != '/')
-      c.Bad(field, "file:// URIs need an absolute path, e.g. file:///models/llama");
+  auto parsed = io::ParseUri(uri);
+  if (!parsed.ok()) {
+    c.Bad(field, parsed.status().message());
     return;
   }
-  const auto colon = uri.find("://");
-  if (colon == std::string::npos) {
-    c.Bad(field, "'" + uri + "' is not a URI; use file:///absolute/path");
-    return;
+  if (parsed->scheme != "file") {
+    c.NotBuilt(field, parsed->scheme + ":// URIs are not supported yet; use file://");
   }
-  const std::string scheme = uri.substr(0, colon);
-  if (scheme == "hf" || scheme == "http" || scheme == "https") {
-    c.NotBuilt(field, scheme + ":// URIs are not supported yet; use file://");
-    return;
-  }
-  c.Bad(field, "unsupported URI scheme '" + scheme + "'; use file://");
 }
 
 // Where a config's own algorithms / layer types are spelled, per source.
@@ -124,12 +128,29 @@ bool HasStaticActivations(const config::LayerQuantConfig& c) {
 // nullopt otherwise: the worker then checks the layers when it loads the
 // model.
 std::optional<std::vector<config::LayerInfo>> ReadModelLayers(const std::string& model_uri) {
-  if (!StartsWith(model_uri, "file:///")) return std::nullopt;
-  const std::string path = model_uri.substr(7) + "/config.json";
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return std::nullopt;
-  // Never read whole: the parser refuses what is past the limit.
-  const std::string text = ReadAtMost(in, json_limits::kModelConfig);
+  auto parsed = io::ParseUri(model_uri);
+  if (!parsed.ok() || parsed->scheme != "file") return std::nullopt;
+  // Only a config.json that stays inside the model directory (a link into
+  // the same hub repository's blobs/ included): the check never reads a file
+  // the model directory merely points at.
+  char dir[PATH_MAX], file[PATH_MAX];
+  if (realpath(parsed->path.c_str(), dir) == nullptr ||
+      realpath((parsed->path + "/config.json").c_str(), file) == nullptr ||
+      !io::ModelFiles::MayRead(dir, file, {})) {
+    return std::nullopt;
+  }
+  const int fd = open(file, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) return std::nullopt;
+  struct stat st;
+  std::string text;
+  // Never read whole: the parser refuses what is past its limit.
+  if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) {
+    text.resize(std::min<size_t>(static_cast<size_t>(st.st_size), json_limits::kModelConfig + 1));
+    const ssize_t n = read(fd, text.data(), text.size());
+    text.resize(n > 0 ? static_cast<size_t>(n) : 0);
+  }
+  close(fd);
+  const std::string path = parsed->path + "/config.json";
   auto linears = models::ListLinearLayersFromConfigJson(text, path);
   if (!linears.ok()) return std::nullopt;
   std::vector<config::LayerInfo> layers;

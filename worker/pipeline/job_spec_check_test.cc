@@ -298,8 +298,14 @@ TEST(JobSpecCheckTest, EmbeddingQuantizesItsWeightOnlyAndNotIntoHfQuark) {
 }
 
 TEST(JobSpecCheckTest, ChecksTheConfigAgainstTheModelsLayersWhenReadable) {
-  // stories260K: hidden 64, intermediate 172 (down_proj's input width).
-  const std::string model = "file://" + std::filesystem::absolute("models/stories260K").string();
+  // stories260K: hidden 64, intermediate 172 (down_proj's input width). A
+  // copy: the runfile is a link out of its directory, which the check does
+  // not follow.
+  const std::filesystem::path dir = std::filesystem::path(::testing::TempDir()) / "stories260K";
+  std::filesystem::create_directories(dir);
+  std::filesystem::copy_file("models/stories260K/config.json", dir / "config.json",
+                             std::filesystem::copy_options::overwrite_existing);
+  const std::string model = "file://" + dir.string();
   auto spec = Parse(R"pb(quantization { scheme: "w_int4_per_group_sym" group_size: 32 })pb");
   spec.set_model_uri(model);
   std::vector<std::string> warnings;
@@ -325,6 +331,32 @@ TEST(JobSpecCheckTest, ChecksTheConfigAgainstTheModelsLayersWhenReadable) {
   spec.set_model_uri("file:///no/such/model");
   spec.mutable_quantization()->clear_exclude();
   EXPECT_TRUE(CheckJobSpec(spec).ok());
+  // So is one whose config.json leads out of its directory.
+  const std::filesystem::path linked = dir.parent_path() / "linked260K";
+  std::filesystem::create_directories(linked);
+  std::filesystem::remove(linked / "config.json");
+  std::filesystem::create_symlink(dir / "config.json", linked / "config.json");
+  spec.set_model_uri("file://" + linked.string());
+  EXPECT_TRUE(CheckJobSpec(spec).ok());
+  // A percent-encoded path is decoded once, as the worker does.
+  std::filesystem::create_directories(dir.parent_path() / "my model");
+  std::filesystem::copy_file(dir / "config.json", dir.parent_path() / "my model" / "config.json",
+                             std::filesystem::copy_options::overwrite_existing);
+  spec.set_model_uri("file://" + (dir.parent_path() / "my%20model").string());
+  EXPECT_EQ(CheckJobSpec(spec).code(), StatusCode::kInvalidArgument);
+}
+
+TEST(JobSpecCheckTest, UrisGoThroughTheOneParser) {
+  auto spec = Parse(R"pb(quantization { scheme: "w_int8_per_channel_sym" })pb");
+  spec.set_model_uri("file:///models/m?/../x");
+  spec.mutable_calibration()->set_dataset_uri("file:///data/a%2Fb");
+  spec.mutable_evaluation()->set_dataset_uri("file:///data/%2e%2e/etc");
+  spec.mutable_export_()->set_output_uri("file:///out#/../victim");
+  Status s = CheckJobSpec(spec);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(Fields(s), (std::vector<std::string>{"spec.model_uri", "spec.calibration.dataset_uri",
+                                                 "spec.evaluation.dataset_uri",
+                                                 "spec.export.output_uri"}));
 }
 
 

@@ -1,0 +1,171 @@
+#include "worker/pipeline_executor.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace quantd::worker {
+namespace {
+
+namespace fs = std::filesystem;
+using ::testing::HasSubstr;
+
+std::string Read(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+class NullContext : public JobContext {
+ public:
+  void Report(quantd::v1::JobEvent event) override { events.push_back(std::move(event)); }
+  void SetProgress(const quantd::v1::Progress&) override {}
+  bool CancelRequested() const override { return false; }
+  std::vector<quantd::v1::JobEvent> events;
+};
+
+// A worker whose roots are <base>/models, <base>/out/{tenant} and whose
+// data directory is <base>/data.
+class PipelineExecutorTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    base_ = fs::canonical(::testing::TempDir()) /
+            ::testing::UnitTest::GetInstance()->current_test_info()->name();
+    fs::remove_all(base_);
+    model_ = base_ / "models" / "stories260K";
+    fs::create_directories(model_);
+    for (const char* f : {"config.json", "model.safetensors", "tokenizer.model"}) {
+      fs::copy_file(fs::path("models/stories260K") / f, model_ / f);
+    }
+    fs::create_directories(base_ / "out");
+    fs::create_directories(base_ / "secret");
+    std::ofstream(base_ / "secret" / "shadow") << "root:secret";
+    auto roots = io::UriRoots::Create(
+        {"file://" + (base_ / "models").string(), "file://" + (base_ / "out/{tenant}").string()},
+        (base_ / "data" / "artifacts").string(), "--allowed-roots");
+    ASSERT_TRUE(roots.ok()) << roots.status();
+    PipelineExecutorOptions o;
+    o.data_dir = (base_ / "data").string();
+    o.roots = std::make_shared<const io::UriRoots>(*roots);
+    executor_ = std::make_unique<PipelineExecutor>(o);
+  }
+
+  quantd::v1::Job Job(const std::string& output_uri, const std::string& tenant = "acme") {
+    quantd::v1::Job job;
+    job.set_name("jobs/testjob1");
+    job.set_tenant(tenant);
+    auto* spec = job.mutable_spec();
+    spec->set_model_uri("file://" + model_.string());
+    spec->mutable_quantization()->set_scheme("w_int8_per_channel_sym");
+    spec->mutable_evaluation()->set_disabled(true);
+    spec->mutable_export_()->set_output_uri(output_uri);
+    return job;
+  }
+
+  fs::path base_, model_;
+  std::unique_ptr<PipelineExecutor> executor_;
+};
+
+TEST_F(PipelineExecutorTest, OutputsFollowTheRootsAndTheTenant) {
+  auto defaulted = executor_->BuildOptions(Job(""));
+  ASSERT_TRUE(defaulted.ok()) << defaulted.status();
+  EXPECT_EQ(defaulted->export_options.output_dir, (base_ / "data/artifacts/testjob1").string());
+  EXPECT_EQ(defaulted->export_options.output_root, (base_ / "data/artifacts").string());
+  EXPECT_EQ(defaulted->export_options.tenant, "acme");
+
+  const std::string own = "file://" + (base_ / "out/acme/m").string();
+  auto tenant = executor_->BuildOptions(Job(own));
+  ASSERT_TRUE(tenant.ok()) << tenant.status();
+  EXPECT_EQ(tenant->export_options.output_dir, (base_ / "out/acme/m").string());
+  EXPECT_EQ(tenant->export_options.output_root, (base_ / "out").string());
+
+  struct Case {
+    std::string uri;
+    std::string tenant;
+    StatusCode code;
+  };
+  const Case refused[] = {
+      {own, "globex", StatusCode::kPermissionDenied},
+      {own, "", StatusCode::kPermissionDenied},
+      {"file://" + (base_ / "out").string() + "?/../secret", "acme", StatusCode::kInvalidArgument},
+      {"file://" + (base_ / "out").string() + "#/../secret", "acme", StatusCode::kInvalidArgument},
+      {"file://" + (base_ / "out/acme/%2e%2e/globex").string(), "acme",
+       StatusCode::kPermissionDenied},
+      {"file://" + (base_ / "secret/x").string(), "acme", StatusCode::kPermissionDenied},
+  };
+  for (const Case& c : refused) {
+    auto s = executor_->BuildOptions(Job(c.uri, c.tenant));
+    EXPECT_EQ(s.status().code(), c.code) << c.uri << " " << c.tenant << ": " << s.status();
+    EXPECT_THAT(s.status().message(), HasSubstr("spec.export.output_uri")) << c.uri;
+  }
+}
+
+TEST_F(PipelineExecutorTest, InputsOnlyUnderTheRoots) {
+  auto job = Job("");
+  job.mutable_spec()->set_model_uri("file://" + (base_ / "secret").string());
+  auto s = executor_->BuildOptions(job);
+  EXPECT_EQ(s.status().code(), StatusCode::kPermissionDenied);
+  EXPECT_THAT(s.status().message(), HasSubstr("spec.model_uri"));
+  // Reading another job's default output is not allowed either.
+  job.mutable_spec()->set_model_uri("file://" + (base_ / "data/artifacts/other").string());
+  EXPECT_EQ(executor_->BuildOptions(job).status().code(), StatusCode::kPermissionDenied);
+
+  // No roots at all: no input.
+  auto none = io::UriRoots::Create({}, (base_ / "data/artifacts").string(), "--allowed-roots");
+  ASSERT_TRUE(none.ok());
+  PipelineExecutorOptions o;
+  o.data_dir = (base_ / "data").string();
+  o.roots = std::make_shared<const io::UriRoots>(*none);
+  auto refused = PipelineExecutor(o).BuildOptions(Job(""));
+  EXPECT_EQ(refused.status().code(), StatusCode::kPermissionDenied);
+  EXPECT_THAT(refused.status().message(), HasSubstr("--allowed-roots"));
+}
+
+// Issue 17: a symlink in the model directory is not followed into the
+// artifact, and one the engine would read fails the job.
+TEST_F(PipelineExecutorTest, ALinkInTheModelDirectoryIsNotFollowed) {
+  fs::create_symlink(base_ / "secret" / "shadow", model_ / "notes.txt");
+  fs::create_symlink(base_ / "secret" / "shadow", model_ / "README.md");
+  NullContext ctx;
+  const fs::path out = base_ / "out" / "acme" / "q";
+  ExecutionOutcome done = executor_->Execute(Job("file://" + out.string()), ctx);
+  ASSERT_TRUE(done.status.ok()) << done.status;
+  std::vector<std::string> files;
+  for (const auto& e : fs::directory_iterator(out)) files.push_back(e.path().filename().string());
+  std::sort(files.begin(), files.end());
+  EXPECT_EQ(files, (std::vector<std::string>{".quantd-job", "config.json", "model.safetensors",
+                                             "tokenizer.model"}));
+  EXPECT_EQ(Read(out / ".quantd-job"), "job=jobs/testjob1\ntenant=acme\n");
+  // The view the engine read is gone with the job.
+  EXPECT_TRUE(fs::is_empty(base_ / "data" / "inputs"));
+
+  fs::create_symlink(base_ / "secret" / "shadow", model_ / "tokenizer_config.json");
+  NullContext again;
+  ExecutionOutcome refused =
+      executor_->Execute(Job("file://" + (base_ / "out/acme/q2").string()), again);
+  EXPECT_EQ(refused.status.code(), StatusCode::kPermissionDenied) << refused.status;
+  EXPECT_THAT(refused.status.message(), HasSubstr("tokenizer_config.json"));
+  EXPECT_FALSE(fs::exists(base_ / "out/acme/q2"));
+}
+
+TEST_F(PipelineExecutorTest, OverwriteReplacesOnlyTheTenantsOwnOutputs) {
+  const fs::path out = base_ / "out" / "acme" / "q";
+  fs::create_directories(out);
+  std::ofstream(out / "weights.bin") << "not quantd's";
+  NullContext ctx;
+  auto job = Job("file://" + out.string());
+  job.mutable_spec()->mutable_export_()->set_overwrite(true);
+  ExecutionOutcome refused = executor_->Execute(job, ctx);
+  EXPECT_EQ(refused.status.code(), StatusCode::kFailedPrecondition) << refused.status;
+  EXPECT_EQ(refused.status.reason(), "OUTPUT_EXISTS");
+  EXPECT_EQ(Read(out / "weights.bin"), "not quantd's");
+}
+
+}  // namespace
+}  // namespace quantd::worker
