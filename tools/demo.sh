@@ -31,8 +31,10 @@ DATA="${QUANTD_DEMO_DIR:-$ROOT/demo-data}"
 mkdir -p "$DATA"
 rm -f "$DATA/port"
 echo "== starting quantd (SQLite store in $DATA, one local worker)"
+# Jobs may read the bundled model and texts; artifacts go to $DATA/artifacts/.
 "$BIN/server/quantd" --listen=127.0.0.1:0 --port-file="$DATA/port" \
   --data-dir="$DATA" --store="sqlite://$DATA/quantd.db" \
+  --allowed-uri-roots="file://$ROOT/models,file://$ROOT/tests/data" \
   --local-workers=1 --worker-binary="$BIN/worker/quantd-worker" \
   >"$DATA/quantd.log" 2>&1 &
 QUANTD_PID=$!

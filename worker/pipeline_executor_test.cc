@@ -154,6 +154,23 @@ TEST_F(PipelineExecutorTest, ALinkInTheModelDirectoryIsNotFollowed) {
   EXPECT_FALSE(fs::exists(base_ / "out/acme/q2"));
 }
 
+TEST_F(PipelineExecutorTest, IndexShardNamesThatLeaveTheDirectoryAreRefused) {
+  // A shard the job could read anyway, named from outside the directory.
+  fs::copy_file(model_ / "model.safetensors", base_ / "models" / "escape.safetensors");
+  const std::string shards[] = {"../escape.safetensors",
+                                (base_ / "models/escape.safetensors").string(),
+                                "sub/escape.safetensors"};
+  for (const std::string& shard : shards) {
+    std::ofstream(model_ / "model.safetensors.index.json")
+        << R"({"weight_map": {"model.embed_tokens.weight": ")" << shard << R"("}})";
+    NullContext ctx;
+    ExecutionOutcome refused = executor_->Execute(Job(""), ctx);
+    EXPECT_EQ(refused.status.code(), StatusCode::kDataLoss) << shard << ": " << refused.status;
+    EXPECT_THAT(refused.status.message(), HasSubstr("maps to '" + shard + "'"));
+  }
+  EXPECT_FALSE(fs::exists(base_ / "data/artifacts/testjob1"));
+}
+
 TEST_F(PipelineExecutorTest, OverwriteReplacesOnlyTheTenantsOwnOutputs) {
   const fs::path out = base_ / "out" / "acme" / "q";
   fs::create_directories(out);

@@ -39,6 +39,9 @@ async function startQuantd(name, { localWorkers = 0, extraFlags = [] } = {}) {
       `--port-file=${portFile}`,
       `--local-workers=${localWorkers}`,
       `--worker-binary=${runfile("worker/quantd-worker")}`,
+      // The SDK tests name their own files and models that need not exist;
+      // the URI policy itself is tested in server/ and tests/.
+      `--allowed-uri-roots=file:///,${tmp}`,
       ...extraFlags,
     ],
     { stdio: ["ignore", "ignore", "ignore"] },

@@ -15,6 +15,7 @@
 #include "server/jobs/page_token.h"
 #include "server/jobs/request_validation.h"
 #include "server/store/record_columns.h"
+#include "worker/io/uri/uri_parser.h"
 
 namespace quantd::server {
 namespace {
@@ -32,8 +33,9 @@ absl::Status PermissionDenied(absl::string_view what) {
 void FillStableDefaults(const JobsOptions& options, const std::string& id, v1::JobSpec& spec) {
   if (!spec.has_max_attempts()) spec.set_max_attempts(options.default_max_attempts);
   if (spec.export_().output_uri().empty() && !id.empty()) {
+    // Encoded, so that the one URI parser reads back exactly this path.
     spec.mutable_export_()->set_output_uri(
-        absl::StrCat("file://", options.data_dir, "/artifacts/", id));
+        io::PathToFileUri(absl::StrCat(options.data_dir, "/artifacts/", id)));
   }
 }
 

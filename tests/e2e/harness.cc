@@ -22,6 +22,45 @@ std::string Runfile(const std::string& relative) {
   return (fs::current_path() / relative).lexically_normal().string();
 }
 
+namespace {
+
+std::string Join(const std::vector<std::string>& items) {
+  std::string out;
+  for (const auto& s : items) out += (out.empty() ? "" : ",") + s;
+  return out;
+}
+
+}  // namespace
+
+std::vector<std::string> DefaultRoots() {
+  // As given: quantd resolves each root itself and accepts outputs below
+  // either spelling.
+  std::vector<std::string> roots;
+  auto add = [&roots](const fs::path& p) {
+    std::error_code ec;
+    if (!fs::is_directory(p, ec)) return;
+    const std::string path = p.lexically_normal().string();
+    for (const auto& r : roots) {
+      if (r == path) return;
+    }
+    roots.push_back(path.size() > 1 && path.back() == '/' ? path.substr(0, path.size() - 1) : path);
+  };
+  add(fs::current_path());
+  if (const char* tmp = std::getenv("TEST_TMPDIR")) add(tmp);
+  // Runfiles are links into the source tree; what a job reads through them
+  // really lies there.
+  for (const std::string rel : {"models/stories260K/config.json",
+                                "tests/data/tinystories-sample.txt"}) {
+    std::error_code ec;
+    const std::string real = fs::canonical(Runfile(rel), ec).string();
+    if (!ec && real.size() > rel.size() &&
+        real.compare(real.size() - rel.size(), rel.size(), rel) == 0) {
+      add(real.substr(0, real.size() - rel.size()));
+    }
+  }
+  return roots;
+}
+
 std::string TempDir(const std::string& name) {
   const char* base = std::getenv("TEST_TMPDIR");
   fs::path dir = fs::path(base ? base : "/tmp") / name;
@@ -144,6 +183,7 @@ std::unique_ptr<Quantd> Quantd::Start(const QuantdOptions& o) {
                                    "--worker-binary=" + Runfile("worker/quantd-worker"),
                                    "--lease-duration=" + o.lease_duration};
   if (!o.store.empty()) argv.push_back("--store=" + o.store);
+  argv.push_back("--allowed-uri-roots=" + Join(o.allowed_uri_roots.value_or(DefaultRoots())));
   for (const auto& f : o.extra_flags) argv.push_back(f);
   q->process_ = Process::Start(argv, o.data_dir + "/quantd.log");
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
@@ -173,6 +213,9 @@ std::unique_ptr<Process> StartWorker(const std::string& address, const std::stri
   std::vector<std::string> argv = {Runfile("worker/quantd-worker"), "--server=" + address,
                                    "--device=cpu", "--data-dir=" + data_dir,
                                    "--worker-id=" + worker_id, "--lease-wait-seconds=1"};
+  bool roots = false;
+  for (const auto& e : extra) roots |= e.rfind("--allowed-roots", 0) == 0;
+  if (!roots) argv.push_back("--allowed-roots=" + Join(DefaultRoots()));
   for (const auto& e : extra) argv.push_back(e);
   return Process::Start(argv, data_dir + "/" + worker_id + ".log");
 }

@@ -12,6 +12,7 @@
 
 #include <chrono>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -50,15 +51,26 @@ struct CommandResult {
   std::string stderr_text;
 };
 
+// How long the waits below allow by default: a ceiling for a slow, loaded
+// machine, not a budget (they return as soon as the condition holds).
+inline constexpr std::chrono::seconds kWaitCeiling{1800};
+
 // Runs a command to completion (stdin closed), with a time limit.
 CommandResult RunCommand(const std::vector<std::string>& argv,
-                         std::chrono::seconds timeout = std::chrono::seconds(300));
+                         std::chrono::seconds timeout = kWaitCeiling);
+
+// The URI roots tests get by default: the runfiles directory, the real
+// directories its bundled files link into (the source tree), and TEST_TMPDIR.
+std::vector<std::string> DefaultRoots();
 
 struct QuantdOptions {
   std::string data_dir;        // required
   std::string store;           // default sqlite:///<data_dir>/quantd.db
   int local_workers = 0;
   std::string lease_duration = "60s";
+  // --allowed-uri-roots (local workers get them too); unset: DefaultRoots(),
+  // empty: none (jobs may then read no input).
+  std::optional<std::vector<std::string>> allowed_uri_roots;
   std::vector<std::string> extra_flags;
 };
 
@@ -78,18 +90,19 @@ class Quantd {
   std::string address_;
 };
 
-// Starts `quantd-worker --server <address> --data-dir <data_dir>` plus `extra`.
+// Starts `quantd-worker --server <address> --data-dir <data_dir>` plus `extra`,
+// with --allowed-roots set to DefaultRoots() unless `extra` sets it.
 std::unique_ptr<Process> StartWorker(const std::string& address, const std::string& data_dir,
                                      const std::string& worker_id,
                                      const std::vector<std::string>& extra = {});
 
 // Runs quantctl against `address` with `args`.
 CommandResult Quantctl(const std::string& address, const std::vector<std::string>& args,
-                       std::chrono::seconds timeout = std::chrono::seconds(300));
+                       std::chrono::seconds timeout = kWaitCeiling);
 
 // Polls GetJob until the job is in a terminal state or `timeout` passes.
 quantd::v1::Job WaitForJob(quantd::v1::QuantizationService::Stub& api, const std::string& name,
-                           std::chrono::seconds timeout = std::chrono::seconds(300));
+                           std::chrono::seconds timeout = kWaitCeiling);
 
 bool IsTerminal(quantd::v1::JobState s);
 

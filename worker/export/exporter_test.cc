@@ -81,8 +81,10 @@ class ExporterTest : public ::testing::Test {
     int64_t total = 0;
     size_t files_on_disk = 0;
     for (const auto& e : fs::recursive_directory_iterator(out_))
-      if (e.is_regular_file()) ++files_on_disk;
+      if (e.is_regular_file() && e.path().filename() != kOwnerFile) ++files_on_disk;
     EXPECT_EQ(a.files.size(), files_on_disk);
+    // Who wrote it is beside the model, not part of it.
+    EXPECT_TRUE(fs::is_regular_file(out_ / kOwnerFile));
     for (const ArtifactFile& f : a.files) {
       const std::string bytes = ReadFile(out_ / f.path);
       EXPECT_EQ(f.bytes, static_cast<int64_t>(bytes.size())) << f.path;

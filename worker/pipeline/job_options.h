@@ -66,8 +66,9 @@ struct ExportOptions {
 
 struct JobOptions {
   std::string model_dir;
-  // Where the model came from, for messages (empty: model_dir). The worker
-  // reads a confined view of the model directory (worker/io/uri/model_files.h).
+  // Where the model came from, for messages and the resume fingerprint
+  // (empty: model_dir). The worker reads a confined view of the model
+  // directory (worker/io/uri/model_files.h) whose path differs per attempt.
   std::string model_source;
   // Resolved quantization config.
   LayerPlanner planner;

@@ -69,7 +69,7 @@ BlockReport BlockFromJson(const json& j) {
 std::string ResumeFingerprint(const JobOptions& o) {
   std::ostringstream s;
   s << "v" << kFormatVersion << "\n"
-    << o.model_dir << "\n"
+    << (o.model_source.empty() ? o.model_dir : o.model_source) << "\n"
     << o.quantization_description << "\n"
     << o.quantization_config_json << "\n"
     << o.calibration.dataset_path << "|" << o.calibration.text_field << "|"

@@ -75,6 +75,10 @@ class LiveQuantd:
             f"--port-file={port_file}",
             f"--local-workers={local_workers}",
             f"--worker-binary={runfile('worker/quantd-worker')}",
+            # The SDK tests name their own files and models that need not
+            # exist; the URI policy itself is tested in server/ and tests/.
+            "--allowed-uri-roots=" + ",".join(["file:///"] + [
+                d for d in [os.environ.get("TEST_TMPDIR")] if d]),
             *extra_flags,
         ]
         with open(self.log_path, "ab") as log:
