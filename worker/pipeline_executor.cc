@@ -8,6 +8,7 @@
 #include <filesystem>
 
 #include "worker/algo/registry.h"
+#include "worker/export/artifact.h"
 #include "worker/export/hf_files.h"
 #include "worker/io/uri/model_files.h"
 #include "worker/job_translation.h"
@@ -185,6 +186,21 @@ ExecutionOutcome PipelineExecutor::Execute(const quantd::v1::Job& job, JobContex
   if (!options.ok()) {
     out.status = options.status();
     return out;
+  }
+  // An output that cannot be written fails the job now, not after hours of
+  // quantizing (the export checks again when it writes).
+  const auto& ex = options->export_options;
+  std::error_code made;
+  fs::create_directories(fs::path(options_.data_dir) / "artifacts", made);
+  for (const exporter::ExportFormat format : ex.formats) {
+    std::string dir = ex.output_dir;
+    if (ex.formats.size() > 1) dir += std::string("/") + exporter::ExportFormatName(format);
+    Status writable =
+        exporter::CheckOutputWritable(dir, ex.overwrite, {ex.output_root, job.name(), ex.tenant});
+    if (!writable.ok()) {
+      out.status = writable.Prepend("spec.export.output_uri: ");
+      return out;
+    }
   }
   // The engine reads the model through a confined view of its directory:
   // only the files it needs, each only if it stays inside the directory.

@@ -181,7 +181,23 @@ TEST_F(PipelineExecutorTest, OverwriteReplacesOnlyTheTenantsOwnOutputs) {
   ExecutionOutcome refused = executor_->Execute(job, ctx);
   EXPECT_EQ(refused.status.code(), StatusCode::kFailedPrecondition) << refused.status;
   EXPECT_EQ(refused.status.reason(), "OUTPUT_EXISTS");
+  EXPECT_THAT(refused.status.message(), HasSubstr("not written by quantd"));
   EXPECT_EQ(Read(out / "weights.bin"), "not quantd's");
+  // Refused before any work: no block was quantized.
+  for (const auto& e : ctx.events) EXPECT_FALSE(e.has_block_metrics());
+
+  // A symlinked parent likewise, and nothing is written where it leads.
+  fs::create_symlink(base_ / "secret", base_ / "out" / "acme" / "link");
+  NullContext linked_ctx;
+  ExecutionOutcome linked =
+      executor_->Execute(Job("file://" + (base_ / "out/acme/link/q").string()), linked_ctx);
+  EXPECT_EQ(linked.status.code(), StatusCode::kPermissionDenied) << linked.status;
+  EXPECT_EQ(std::vector<std::string>{"shadow"}, [&] {
+    std::vector<std::string> names;
+    for (const auto& e : fs::directory_iterator(base_ / "secret"))
+      names.push_back(e.path().filename().string());
+    return names;
+  }());
 }
 
 }  // namespace

@@ -271,66 +271,108 @@ std::optional<OutputOwner> ParseOwnerMarker(const std::string& text) {
   return owner;
 }
 
-StatusOr<StagedDirectory> StagedDirectory::Create(const std::string& final_path, bool overwrite,
-                                                  const OutputOwner& owner) {
-  QD_ASSIGN_OR_RETURN(std::vector<std::string> parts, Components(final_path));
-  if (parts.empty()) return InvalidArgumentError("output / is not a directory one can create");
-  const std::string final = Join(parts, parts.size());
+namespace {
 
+// An output path split for the walk: its components, how many of them the
+// trusted start (`root`) covers, and that start.
+struct OutputWalk {
+  std::vector<std::string> parts;
+  size_t fixed = 0;
+  std::string root;
+  std::string final;
+};
+
+StatusOr<OutputWalk> PlanWalk(const std::string& final_path, const OutputOwner& owner) {
+  OutputWalk w;
+  QD_ASSIGN_OR_RETURN(w.parts, Components(final_path));
+  if (w.parts.empty()) return InvalidArgumentError("output / is not a directory one can create");
+  w.final = Join(w.parts, w.parts.size());
   // Where the walk starts: the owner's root, or the deepest existing
   // ancestor of the output.
-  size_t fixed = 0;
-  std::string root = owner.root;
-  if (!root.empty()) {
-    QD_ASSIGN_OR_RETURN(std::vector<std::string> root_parts, Components(root));
-    fixed = root_parts.size();
-    root = Join(root_parts, fixed);
-    if (fixed >= parts.size() || Join(parts, fixed) != root) {
+  if (!owner.root.empty()) {
+    QD_ASSIGN_OR_RETURN(std::vector<std::string> root_parts, Components(owner.root));
+    w.fixed = root_parts.size();
+    w.root = Join(root_parts, w.fixed);
+    if (w.fixed >= w.parts.size() || Join(w.parts, w.fixed) != w.root) {
       return Status(StatusCode::kPermissionDenied,
-                    "output " + final + " is not below its allowed directory " + root,
+                    "output " + w.final + " is not below its allowed directory " + w.root,
                     "URI_NOT_ALLOWED");
     }
   } else {
-    fixed = parts.size() - 1;
+    w.fixed = w.parts.size() - 1;
     struct stat st;
-    while (fixed > 0 && ::stat(Join(parts, fixed).c_str(), &st) != 0) --fixed;
-    root = Join(parts, fixed);
+    while (w.fixed > 0 && ::stat(Join(w.parts, w.fixed).c_str(), &st) != 0) --w.fixed;
+    w.root = Join(w.parts, w.fixed);
   }
+  return w;
+}
 
-  StagedDirectory s;
-  s.final_ = final;
-  s.name_ = parts.back();
-  s.overwrite_ = overwrite;
-  s.owner_ = owner;
-  s.parent_fd_ = ::open(root.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (s.parent_fd_ < 0) {
-    return FailedPreconditionError("cannot open the output directory " + root + ": " + Errno());
+// Opens the output's parent from the walk's root, each component without
+// following a symlink; missing ones are created when `create`, else the
+// walk stops there (*fd is then -1: nothing exists to be refused).
+Status WalkToParent(const OutputWalk& w, bool create, int* fd, std::string* walked) {
+  *fd = ::open(w.root.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (*fd < 0) {
+    return FailedPreconditionError("cannot open the output directory " + w.root + ": " + Errno());
   }
-  // Down to the parent: each component opened without following a symlink,
-  // created when missing.
-  std::string walked = root == "/" ? "" : root;
-  for (size_t i = fixed; i + 1 < parts.size(); ++i) {
-    walked += "/" + parts[i];
-    int next = OpenDirAt(s.parent_fd_, parts[i]);
+  *walked = w.root == "/" ? "" : w.root;
+  for (size_t i = w.fixed; i + 1 < w.parts.size(); ++i) {
+    *walked += "/" + w.parts[i];
+    int next = OpenDirAt(*fd, w.parts[i]);
     if (next < 0 && errno == ENOENT) {
-      if (::mkdirat(s.parent_fd_, parts[i].c_str(), 0777) != 0 && errno != EEXIST) {
-        return FailedPreconditionError("cannot create " + walked + ": " + Errno());
+      if (!create) {
+        CloseFd(*fd);
+        return OkStatus();
       }
-      next = OpenDirAt(s.parent_fd_, parts[i]);
+      if (::mkdirat(*fd, w.parts[i].c_str(), 0777) != 0 && errno != EEXIST) {
+        return FailedPreconditionError("cannot create " + *walked + ": " + Errno());
+      }
+      next = OpenDirAt(*fd, w.parts[i]);
     }
     if (next < 0) {
       struct stat st;
-      if (::fstatat(s.parent_fd_, parts[i].c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+      if (::fstatat(*fd, w.parts[i].c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 &&
           S_ISLNK(st.st_mode)) {
         return Status(StatusCode::kPermissionDenied,
-                      walked + " is a symbolic link; outputs are never written through one",
+                      *walked + " is a symbolic link; outputs are never written through one",
                       "URI_NOT_ALLOWED");
       }
-      return FailedPreconditionError("cannot open " + walked + " as a directory: " + Errno());
+      return FailedPreconditionError("cannot open " + *walked + " as a directory: " + Errno());
     }
-    ::close(s.parent_fd_);
-    s.parent_fd_ = next;
+    ::close(*fd);
+    *fd = next;
   }
+  return OkStatus();
+}
+
+}  // namespace
+
+Status CheckOutputWritable(const std::string& final_path, bool overwrite,
+                           const OutputOwner& owner) {
+  QD_ASSIGN_OR_RETURN(OutputWalk w, PlanWalk(final_path, owner));
+  int parent = -1;
+  std::string walked;
+  Status status = WalkToParent(w, /*create=*/false, &parent, &walked);
+  if (status.ok() && parent >= 0) {
+    struct stat existing;
+    status = CheckReplaceable(parent, w.parts.back(), w.final, overwrite, owner, &existing);
+  }
+  CloseFd(parent);
+  return status;
+}
+
+StatusOr<StagedDirectory> StagedDirectory::Create(const std::string& final_path, bool overwrite,
+                                                  const OutputOwner& owner) {
+  QD_ASSIGN_OR_RETURN(OutputWalk w, PlanWalk(final_path, owner));
+  const std::string& final = w.final;
+  StagedDirectory s;
+  s.final_ = final;
+  s.name_ = w.parts.back();
+  s.overwrite_ = overwrite;
+  s.owner_ = owner;
+  // Down to the parent, creating what is missing; the parent stays pinned.
+  std::string walked;
+  QD_RETURN_IF_ERROR(WalkToParent(w, /*create=*/true, &s.parent_fd_, &walked));
 
   struct stat existing;
   QD_RETURN_IF_ERROR(CheckReplaceable(s.parent_fd_, s.name_, final, overwrite, owner, &existing));

@@ -61,6 +61,12 @@ std::string FormatOwnerMarker(const OutputOwner& owner);
 // The job and tenant of a marker's text; nullopt when it is not one.
 std::optional<OutputOwner> ParseOwnerMarker(const std::string& text);
 
+// What StagedDirectory::Create would refuse, checked without creating or
+// changing anything (a symlink on the way, an output that may not be
+// replaced), so a job can fail before it quantizes rather than at export.
+Status CheckOutputWritable(const std::string& final_path, bool overwrite,
+                           const OutputOwner& owner);
+
 // A directory that appears at `final_path` only on Commit(). Nothing is
 // written outside the output's parent directory, which is reached once from
 // the owner's root through directory descriptors that follow no symlink (a

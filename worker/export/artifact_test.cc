@@ -251,6 +251,26 @@ TEST_F(StagedDirectoryTest, ToolsWithoutARootWriteBelowTheDeepestExistingDirecto
   EXPECT_EQ(Read(root_ / "new" / "model" / kOwnerFile), "job=\ntenant=\n");
 }
 
+TEST_F(StagedDirectoryTest, CheckOutputWritableSaysEarlyWhatCreateWouldRefuse) {
+  EXPECT_TRUE(CheckOutputWritable((root_ / "new" / "deeper" / "model").string(), false, Owner())
+                  .ok());
+  EXPECT_FALSE(fs::exists(root_ / "new"));  // nothing created
+  fs::create_symlink(victim_, root_ / "link");
+  EXPECT_EQ(CheckOutputWritable((root_ / "link" / "model").string(), false, Owner()).code(),
+            StatusCode::kPermissionDenied);
+  Write(root_ / "plain" / "x", "user data");
+  EXPECT_EQ(CheckOutputWritable((root_ / "plain").string(), true, Owner()).reason(),
+            "OUTPUT_EXISTS");
+  Exported(root_ / "ours", "jobs/old", "acme");
+  EXPECT_EQ(CheckOutputWritable((root_ / "ours").string(), false, Owner()).reason(),
+            "OUTPUT_EXISTS");
+  EXPECT_TRUE(CheckOutputWritable((root_ / "ours").string(), true, Owner()).ok());
+  EXPECT_TRUE(CheckOutputWritable((root_ / "ours").string(), false, Owner("jobs/old")).ok());
+  EXPECT_EQ(CheckOutputWritable((base_ / "elsewhere").string(), true, Owner()).code(),
+            StatusCode::kPermissionDenied);
+  ExpectVictimUntouched();
+}
+
 TEST(OwnerMarkerTest, RoundTripsAndRefusesOtherText) {
   OutputOwner owner{"", "jobs/x", "acme"};
   auto back = ParseOwnerMarker(FormatOwnerMarker(owner));
