@@ -322,7 +322,8 @@ class StuckShutdownTest : public ::testing::Test {
     QuantdProcessOptions options;
     options.data_dir = dir_ + "/data";
     options.log_file = log_file_ = dir_ + "/quantd.log";
-    options.extra_flags = {"--store=" + uri_, "--shutdown-grace=" + grace, "--log-level=info"};
+    options.extra_flags = {"--store=" + uri_, "--shutdown-grace=" + grace, "--log-level=info",
+                           "--allowed-uri-roots=file:///"};
     auto process = QuantdProcess::Start(options);
     ASSERT_TRUE(process.ok()) << process.status() << ReadFile(log_file_);
     quantd_ = std::move(*process);
