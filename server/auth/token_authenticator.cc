@@ -7,11 +7,13 @@
 #include <vector>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "server/common/errors.h"
+#include "worker/io/uri/uri_roots.h"
 
 namespace quantd::server {
 namespace {
@@ -91,6 +93,13 @@ absl::StatusOr<std::unique_ptr<TokenAuthenticator>> TokenAuthenticator::FromText
     }
     if (caller.role != Role::kWorker && (caller.tenant.empty() || caller.tenant == "-")) {
       return bad("submitter and admin tokens need a tenant");
+    }
+    // The tenant names directories ({tenant} in URI roots), so it must be a
+    // safe path segment; a worker's tenant field is ignored.
+    if (caller.role != Role::kWorker && !io::IsSafeTenantSegment(caller.tenant)) {
+      return bad(absl::StrCat("tenant \"", absl::CHexEscape(caller.tenant),
+                              "\" is not 1 to 128 characters of [A-Za-z0-9._-] "
+                              "starting with other than '.'"));
     }
     const std::string hash = absl::AsciiStrToLower(fields[0]);
     caller.identity = absl::StrCat("sha256:", hash);

@@ -64,6 +64,9 @@ TEST(TokenAuthenticatorTest, MalformedFilesNameTheLine) {
       {hash + " acme root", "line 1: unknown role \"root\""},
       {hash + " - submitter", "line 1: submitter and admin tokens need a tenant"},
       {hash + " a admin\n" + hash + " b admin", "line 2: the same token hash appears twice"},
+      {hash + " .. submitter", "line 1: tenant \"..\" is not 1 to 128 characters"},
+      {"\n" + hash + " a/b admin", "line 2: tenant \"a/b\" is not"},
+      {hash + " " + std::string(129, 'a') + " submitter", "line 1: tenant \""},
   };
   for (const Case& c : cases) {
     auto auth = TokenAuthenticator::FromText(c.text);
@@ -71,6 +74,9 @@ TEST(TokenAuthenticatorTest, MalformedFilesNameTheLine) {
     EXPECT_NE(std::string(auth.status().message()).find(c.message_part), std::string::npos)
         << auth.status();
   }
+  // A worker's tenant field is ignored, so any word is accepted there.
+  EXPECT_TRUE(TokenAuthenticator::FromText(hash + " ../x worker").ok());
+  EXPECT_TRUE(TokenAuthenticator::FromText(hash + " team_a-1.prod submitter").ok());
   EXPECT_EQ(TokenAuthenticator::FromFile("/nonexistent/tokens").status().code(),
             absl::StatusCode::kNotFound);
 }
