@@ -186,7 +186,8 @@ std::unique_ptr<Quantd> Quantd::Start(const QuantdOptions& o) {
   argv.push_back("--allowed-uri-roots=" + Join(o.allowed_uri_roots.value_or(DefaultRoots())));
   for (const auto& f : o.extra_flags) argv.push_back(f);
   q->process_ = Process::Start(argv, o.data_dir + "/quantd.log");
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  // A ceiling for a hang only: a loaded machine starts quantd slowly.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(600);
   while (std::chrono::steady_clock::now() < deadline) {
     std::ifstream in(port_file);
     std::string addr;
@@ -256,17 +257,39 @@ bool IsTerminal(quantd::v1::JobState s) {
 }
 
 quantd::v1::Job WaitForJob(quantd::v1::QuantizationService::Stub& api, const std::string& name,
-                           std::chrono::seconds timeout) {
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
+                           std::chrono::seconds stall) {
   quantd::v1::Job job;
-  while (std::chrono::steady_clock::now() < deadline) {
+  std::string last;  // what the job looked like when it last moved
+  auto moved = std::chrono::steady_clock::now();
+  while (true) {
     grpc::ClientContext ctx;
     quantd::v1::GetJobRequest req;
     req.set_name(name);
     if (api.GetJob(&ctx, req, &job).ok() && IsTerminal(job.state())) return job;
+    const std::string now = std::to_string(job.state()) + "/" + std::to_string(job.attempt()) +
+                            "/" + std::to_string(job.progress().stage()) + "/" +
+                            std::to_string(job.progress().block()) + "/" +
+                            std::to_string(static_cast<int>(job.progress().percent()));
+    if (now != last) {
+      last = now;
+      moved = std::chrono::steady_clock::now();
+    } else if (std::chrono::steady_clock::now() - moved > stall) {
+      ADD_FAILURE() << name << " did not move for " << stall.count() << " s (state "
+                    << quantd::v1::JobState_Name(job.state()) << ")";
+      return job;
+    }
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
-  return job;
+}
+
+bool WaitUntil(const std::function<bool()>& done, std::chrono::seconds ceiling,
+               std::chrono::milliseconds poll) {
+  const auto deadline = std::chrono::steady_clock::now() + ceiling;
+  while (!done()) {
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::sleep_for(poll);
+  }
+  return true;
 }
 
 }  // namespace quantd::e2e

@@ -11,6 +11,7 @@
 #include <sys/types.h>
 
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -35,7 +36,8 @@ class Process {
   pid_t pid() const { return pid_; }
   bool Running();
   // Sends `sig`, waits up to `timeout` for exit; returns the wait status or -1.
-  int Stop(int sig, std::chrono::milliseconds timeout = std::chrono::seconds(20));
+  // The default is a ceiling for a hang, not a measure of how fast it stops.
+  int Stop(int sig, std::chrono::milliseconds timeout = std::chrono::seconds(120));
   std::string Log() const;
 
  private:
@@ -100,9 +102,17 @@ std::unique_ptr<Process> StartWorker(const std::string& address, const std::stri
 CommandResult Quantctl(const std::string& address, const std::vector<std::string>& args,
                        std::chrono::seconds timeout = kWaitCeiling);
 
-// Polls GetJob until the job is in a terminal state or `timeout` passes.
+// Polls GetJob until the job is in a terminal state. Gives up (returning the
+// job as last seen) only when it has not moved (state, attempt, stage, block,
+// percent) for `stall`: a slow or loaded machine only makes it take longer.
 quantd::v1::Job WaitForJob(quantd::v1::QuantizationService::Stub& api, const std::string& name,
-                           std::chrono::seconds timeout = kWaitCeiling);
+                           std::chrono::seconds stall = std::chrono::seconds(300));
+
+// Calls `done` every `poll` until it returns true (true) or `ceiling`
+// passes (false). The ceiling only catches a hang; make it generous.
+bool WaitUntil(const std::function<bool()>& done,
+               std::chrono::seconds ceiling = std::chrono::seconds(600),
+               std::chrono::milliseconds poll = std::chrono::milliseconds(20));
 
 bool IsTerminal(quantd::v1::JobState s);
 

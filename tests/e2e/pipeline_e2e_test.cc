@@ -258,13 +258,11 @@ TEST_F(PipelineE2eTest, CancelDuringStaticCalibrationStopsAtABlockBoundaryLeavin
     ASSERT_TRUE(api->CreateJob(&ctx, req, &job).ok());
   }
   // Wait until the block loop (calibration + rounding) is past block 1.
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
-  while (std::chrono::steady_clock::now() < deadline) {
+  WaitUntil([&] {
     job = GetJob(*api, job.name());
-    if (job.progress().stage() == quantd::v1::QUANTIZE && job.progress().block() >= 2) break;
-    if (IsTerminal(job.state())) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
+    return (job.progress().stage() == quantd::v1::QUANTIZE && job.progress().block() >= 2) ||
+           IsTerminal(job.state());
+  });
   ASSERT_EQ(job.state(), quantd::v1::RUNNING);
   {
     grpc::ClientContext ctx;

@@ -248,17 +248,13 @@ TEST(ServiceE2eTest, KilledWorkerLosesItsLeaseAndTheJobCompletesOnAttempt2) {
   const std::string name = LastLine(r.stdout_text);
   auto first = StartWorker(quantd->address(), data, "w-first");
   // Wait until the first worker is mid-job (its progress reached the quantized blocks).
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
   Job job;
-  while (std::chrono::steady_clock::now() < deadline) {
-    grpc::ClientContext ctx;
-    quantd::v1::GetJobRequest req;
-    req.set_name(name);
-    ASSERT_TRUE(api->GetJob(&ctx, req, &job).ok());
-    // Every block is checkpointed once evaluation starts.
-    if (job.state() == quantd::v1::RUNNING && job.progress().stage() == quantd::v1::EVALUATE) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
+  // Every block is checkpointed once evaluation starts.
+  WaitUntil([&] {
+    job = GetJob(*api, name);
+    return IsTerminal(job.state()) ||
+           (job.state() == quantd::v1::RUNNING && job.progress().stage() == quantd::v1::EVALUATE);
+  });
   ASSERT_EQ(job.state(), quantd::v1::RUNNING) << first->Log();
   EXPECT_EQ(job.worker(), "w-first");
   ASSERT_NE(first->Stop(SIGKILL), -1);
