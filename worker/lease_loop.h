@@ -32,7 +32,8 @@ class JobContext {
   // Latest progress: sent with heartbeats, and as a (throttled) event.
   virtual void SetProgress(const quantd::v1::Progress& progress) = 0;
   // True once the job was cancelled or the lease was lost; the executor
-  // stops at its next safe point (a block boundary).
+  // stops within one iteration of whatever loop it is in (its
+  // CancellationScope, worker/common/cancellation.h).
   virtual bool CancelRequested() const = 0;
 };
 

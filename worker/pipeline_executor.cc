@@ -11,6 +11,7 @@
 #include "worker/export/artifact.h"
 #include "worker/export/hf_files.h"
 #include "worker/io/uri/model_files.h"
+#include "worker/common/cancellation.h"
 #include "worker/job_translation.h"
 #include "worker/pipeline/job_spec_check.h"
 #include "worker/pipeline/quantization_job.h"
@@ -178,6 +179,9 @@ StatusOr<pipeline::JobOptions> PipelineExecutor::BuildOptions(const quantd::v1::
 
 ExecutionOutcome PipelineExecutor::Execute(const quantd::v1::Job& job, JobContext& ctx) {
   ExecutionOutcome out;
+  // A cancel or a lost lease (ctx) stops every long loop below, the spec
+  // check and planning included, not only the block loop.
+  CancellationScope scope([&ctx] { return ctx.CancelRequested(); });
   // The frontend checked the spec at CreateJob; check again, since this
   // worker may be a different build than the frontend.
   out.status = pipeline::CheckJobSpec(job.spec());

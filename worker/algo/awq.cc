@@ -8,6 +8,7 @@
 
 #include "worker/algo/block_hooks.h"
 #include "worker/algo/channel_scaling.h"
+#include "worker/common/cancellation.h"
 #include "worker/common/squared_error.h"
 #include "worker/quant/fake_quant.h"
 
@@ -138,6 +139,7 @@ StatusOr<at::Tensor> AwqSearchScales(const at::Tensor& x, const std::vector<at::
     double best = std::numeric_limits<double>::infinity();
     at::Tensor best_scales;
     for (int k = 0; k < options.grid; ++k) {
+      if (StopRequested()) return CancelledStatus("searching AWQ scales");
       const double alpha = static_cast<double>(k) / options.grid;
       at::Tensor s = GridScales(xbar, alpha);
       double total = 0;
@@ -189,6 +191,7 @@ StatusOr<at::Tensor> AwqSearchClip(const at::Tensor& x, const at::Tensor& w,
     at::Tensor wf = w.to(at::kFloat);
     std::vector<at::Tensor> bests;
     for (int64_t r0 = 0; r0 < rows; r0 += chunk) {
+      if (StopRequested()) return CancelledStatus("searching AWQ clipping ranges");
       const int64_t c = std::min(chunk, rows - r0);
       at::Tensor wg = wf.narrow(0, r0, c).reshape({c, groups, gs});
       at::Tensor org_max = wg.abs().amax(-1, /*keepdim=*/true);  // [c, G, 1]
@@ -283,6 +286,11 @@ Status AwqAlgorithm::Apply(pipeline::BlockAlgorithmContext& ctx) {
       double best = std::numeric_limits<double>::infinity();
       Status failed;
       for (int k = 0; k < options_.grid && failed.ok(); ++k) {
+        // Each grid point runs the block: a cancel stops between them.
+        if (StopRequested()) {
+          failed = CancelledStatus("searching AWQ scales for " + w.group->linears[0]);
+          break;
+        }
         const double alpha = static_cast<double>(k) / options_.grid;
         at::Tensor s = GridScales(xbar, alpha);
         for (size_t i = 0; i < w.targets.size() && failed.ok(); ++i) {
@@ -338,6 +346,7 @@ Status AwqAlgorithm::Apply(pipeline::BlockAlgorithmContext& ctx) {
       if (ctx.observer.CancelRequested()) return CancelledError("cancelled");
       const at::Tensor& x = caps.inputs.at(w.group->linears[0]);
       for (size_t i = 0; i < w.targets.size(); ++i) {
+        if (StopRequested()) return CancelledStatus("clipping " + w.targets[i]->name());
         models::Linear* l = w.targets[i];
         const at::ScalarType t = l->weight().scalar_type();
         at::Tensor weight = l->weight().to(at::kFloat);

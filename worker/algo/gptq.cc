@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "worker/algo/block_hooks.h"
+#include "worker/common/cancellation.h"
 #include "worker/quant/fake_quant.h"
 #include "worker/quant/int_quant.h"
 
@@ -231,7 +232,7 @@ class GptqRun {
       QD_ASSIGN_OR_RETURN(qt, TensorLoop(wt.to(device_), hinv, row_loss));
     } else {
       qt = at::empty_like(wt);
-      HostLoop(wt, qt, hinv, row_loss);
+      QD_RETURN_IF_ERROR(HostLoop(wt, qt, hinv, row_loss));
     }
 
     at::Tensor q = qt.t();
@@ -263,8 +264,8 @@ class GptqRun {
 
   // Integer specs on the CPU: blocks of columns through IntegerBlock, each
   // followed by the lazy batch update of every later column.
-  void HostLoop(at::Tensor& wt, at::Tensor& qt, const at::Tensor& hinv,
-                std::vector<double>& row_loss) {
+  Status HostLoop(at::Tensor& wt, at::Tensor& qt, const at::Tensor& hinv,
+                  std::vector<double>& row_loss) {
     const int64_t rows = rows_, cols = cols_;
     const int64_t bs = std::max<int64_t>(1, opt_.block_size);
     at::Tensor err = at::empty({std::min(bs, cols), rows}, at::kFloat);
@@ -273,6 +274,7 @@ class GptqRun {
     float* q = qt.data_ptr<float>();
     float* e = err.data_ptr<float>();
     for (int64_t i1 = 0; i1 < cols; i1 += bs) {
+      if (StopRequested()) return StoppedAt(i1);
       const int64_t i2 = std::min(i1 + bs, cols), count = i2 - i1;
       IntegerBlock(w, q, e, hi, i1, i2, row_loss);
       if (i2 < cols) {
@@ -281,6 +283,14 @@ class GptqRun {
                     /*beta=*/1, /*alpha=*/-1);
       }
     }
+    return OkStatus();
+  }
+
+  // A large layer's column loop takes long on a CPU: a job's cancel or lost
+  // lease stops it between column blocks.
+  Status StoppedAt(int64_t column) const {
+    return CancelledStatus("running GPTQ at column " + std::to_string(column) + " of " +
+                           std::to_string(cols_));
   }
 
   // Integer specs: rows are independent, so each thread runs the whole block
@@ -366,6 +376,7 @@ class GptqRun {
     const at::Tensor diag = hinv.diagonal().contiguous();
     const at::Tensor diag_sq = diag.to(at::kDouble).square();
     for (int64_t i1 = 0; i1 < cols; i1 += bs) {
+      if (StopRequested()) return StoppedAt(i1);
       const int64_t i2 = std::min(i1 + bs, cols), count = i2 - i1;
       for (int64_t p = i1; p < i2; ++p) {
         const int64_t g = GroupOf(p);

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "worker/common/cancellation.h"
 #include "worker/quant/fake_quant.h"
 
 namespace quantd::algo {
@@ -389,6 +390,26 @@ TEST(GptqTest, ActOrderGroupsAreRunsOfPermutedColumns) {
     EXPECT_LT((codes - codes.round()).abs().max().item<float>(), 1e-3);
     EXPECT_GE(codes.round().min().item<float>(), -8);
     EXPECT_LE(codes.round().max().item<float>(), 7);
+  }
+}
+
+// A job's cancel stops GPTQ's column loop between column blocks, in both
+// loops (worker/common/cancellation.h).
+TEST(GptqTest, CancelStopsBetweenColumnBlocks) {
+  at::manual_seed(5);
+  const at::Tensor w = at::randn({48, 160}) * 0.05;
+  const at::Tensor h = HessianOf(RandomInputs(10, 64, 160, 3));
+  GptqOptions opt;
+  opt.block_size = 64;  // column blocks at 0, 64 and 128
+  for (bool tensor_ops : {false, true}) {
+    int checks = 0;
+    CancellationScope scope([&checks] { return ++checks == 2; });
+    const quant::QuantSpec spec = IntSpec(quant::DataType::kInt4, true);
+    auto r = tensor_ops ? GptqQuantizeWeightWithTensorOps(w, h, spec, opt)
+                        : GptqQuantizeWeight(w, h, spec, opt);
+    EXPECT_EQ(r.status().code(), StatusCode::kCancelled) << tensor_ops;
+    EXPECT_NE(r.status().message().find("running GPTQ at column 64 of 160"), std::string::npos)
+        << r.status();
   }
 }
 

@@ -8,6 +8,7 @@
 
 #include "worker/algo/activation_quant.h"
 #include "worker/algo/channel_scaling.h"
+#include "worker/common/cancellation.h"
 #include "worker/common/name_pattern.h"
 
 namespace quantd::algo {
@@ -183,6 +184,10 @@ Status AutoSmoothQuantAlgorithm::Apply(pipeline::BlockAlgorithmContext& ctx) {
     at::Tensor best_scales;
     for (double alpha : alphas) {
       before.Restore();
+      // Each alpha runs the quantized block: a cancel stops between them.
+      if (StopRequested()) {
+        return CancelledStatus("searching AutoSmoothQuant alphas for " + g.group->linears[0]);
+      }
       auto s = SmoothQuantScales(absmax, WeightsOf(g), alpha, options_.scale_clamp_min);
       if (!s.ok()) return Status(s.status()).Prepend("group of " + g.group->linears[0] + ": ");
       QD_RETURN_IF_ERROR(FoldChannelScales(ctx.block, *g.group, *s));

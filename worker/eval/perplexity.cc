@@ -36,21 +36,35 @@ struct Stream {
   std::vector<at::Tensor> hidden;
 };
 
-Status EmbedAll(Stream& s, const std::vector<at::Tensor>& batches) {
+bool Stop(const EvalOptions& options) { return options.cancelled && options.cancelled(); }
+
+// Where the evaluation stopped: batch `batch` (0-based) of `batches`.
+Status StoppedAt(const std::string& what, size_t batch, size_t batches) {
+  return CancelledError("evaluation cancelled " + what + ", before batch " +
+                        std::to_string(batch + 1) + " of " + std::to_string(batches));
+}
+
+Status EmbedAll(Stream& s, const std::vector<at::Tensor>& batches, const EvalOptions& options) {
   if (!s.model->embed || !s.model->load_block || !s.model->load_head) {
     return InvalidArgumentError("BlockwiseModel is missing a loader");
   }
   for (const auto& ids : batches) {
+    if (Stop(options)) return StoppedAt("in the embedding", s.hidden.size(), batches.size());
     QD_ASSIGN_OR_RETURN(at::Tensor h, s.model->embed(ids));
     s.hidden.push_back(std::move(h));
   }
   return OkStatus();
 }
 
-Status RunBlock(Stream& s, int64_t index) {
+// One block over every batch; the cancel check runs before each batch, as a
+// large model's block over hundreds of windows takes minutes.
+Status RunBlock(Stream& s, int64_t index, const EvalOptions& options) {
   QD_ASSIGN_OR_RETURN(auto block, s.model->load_block(index));
-  for (auto& h : s.hidden) {
-    QD_ASSIGN_OR_RETURN(h, block->Forward(h));
+  for (size_t b = 0; b < s.hidden.size(); ++b) {
+    if (Stop(options)) {
+      return StoppedAt("in block " + std::to_string(index + 1), b, s.hidden.size());
+    }
+    QD_ASSIGN_OR_RETURN(s.hidden[b], block->Forward(s.hidden[b]));
   }
   return OkStatus();  // the block's weights are freed here
 }
@@ -64,11 +78,11 @@ Status RunBlocks(std::vector<Stream*> streams, const EvalOptions& options) {
     }
   }
   for (int64_t i = 0; i < n; ++i) {
-    if (options.cancelled && options.cancelled()) {
-      return CancelledError("evaluation cancelled before block " + std::to_string(i) + " of " +
+    if (Stop(options)) {
+      return CancelledError("evaluation cancelled before block " + std::to_string(i + 1) + " of " +
                             std::to_string(n));
     }
-    for (Stream* s : streams) QD_RETURN_IF_ERROR(RunBlock(*s, i));
+    for (Stream* s : streams) QD_RETURN_IF_ERROR(RunBlock(*s, i, options));
     if (options.on_progress) options.on_progress({i + 1, n});
   }
   return OkStatus();
@@ -114,6 +128,7 @@ Status Reduce(const Stream& ref, const Stream* cand, const std::vector<at::Tenso
   const int64_t rows_per_slice = std::max<int64_t>(1, options.max_logit_elements / vocab);
   try {
     for (size_t b = 0; b < batches.size(); ++b) {
+      if (Stop(options)) return StoppedAt("in the head", b, batches.size());
       const int64_t t = batches[b].size(1);
       const at::Tensor targets =
           batches[b].narrow(1, 1, t - 1).reshape({-1}).to(ref.hidden[b].device());
@@ -165,7 +180,7 @@ StatusOr<PerplexityResult> EvaluatePerplexity(const BlockwiseModel& model,
                                               const EvalOptions& options) {
   const std::vector<at::Tensor> batches = MakeBatches(windows, options.batch_size);
   Stream s{&model, {}};
-  QD_RETURN_IF_ERROR(EmbedAll(s, batches));
+  QD_RETURN_IF_ERROR(EmbedAll(s, batches, options));
   QD_RETURN_IF_ERROR(RunBlocks({&s}, options));
   Reduction red;
   QD_RETURN_IF_ERROR(Reduce(s, nullptr, batches, options, red));
@@ -178,8 +193,8 @@ StatusOr<ComparisonResult> CompareModels(const BlockwiseModel& reference,
   const std::vector<at::Tensor> batches = MakeBatches(windows, options.batch_size);
   Stream ref{&reference, {}};
   Stream cand{&candidate, {}};
-  QD_RETURN_IF_ERROR(EmbedAll(ref, batches));
-  QD_RETURN_IF_ERROR(EmbedAll(cand, batches));
+  QD_RETURN_IF_ERROR(EmbedAll(ref, batches, options));
+  QD_RETURN_IF_ERROR(EmbedAll(cand, batches, options));
   QD_RETURN_IF_ERROR(RunBlocks({&ref, &cand}, options));
   Reduction red;
   QD_RETURN_IF_ERROR(Reduce(ref, &cand, batches, options, red));

@@ -41,7 +41,8 @@ struct EvalOptions {
   double kl_percentile = 99.0;
   // Called after every block.
   std::function<void(const EvalProgress&)> on_progress;
-  // Checked before every block; true stops with CANCELLED.
+  // Checked before every block and before every batch of windows in a
+  // block, the embedding and the head; true stops with CANCELLED.
   std::function<bool()> cancelled;
 };
 

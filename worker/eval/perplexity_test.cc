@@ -112,8 +112,35 @@ TEST_F(PerplexityTest, ReportsProgressAndStopsWhenCancelled) {
   opts.cancelled = [&]() { return loads == 2; };
   auto r = EvaluatePerplexity(counted, w, opts);
   EXPECT_EQ(r.status().code(), StatusCode::kCancelled);
-  EXPECT_THAT(r.status().message(), ::testing::HasSubstr("before block 2 of 5"));
+  // Block 2 was loaded, then the check before its first batch stopped it.
+  EXPECT_THAT(r.status().message(), ::testing::HasSubstr("in block 2, before batch 1 of 1"));
   EXPECT_EQ(loads, 2);
+}
+
+// A block over many windows stops between batches, not at the block's end.
+TEST_F(PerplexityTest, StopsBetweenTheBatchesOfABlock) {
+  const EvalWindows w = Windows(64, 20);
+  EvalOptions opts;
+  opts.batch_size = 1;  // 20 batches
+  int checks = 0;
+  // Checks 1-20 precede the 20 embeddings, 21 block 1, 22-41 its batches:
+  // the 30th is the one before block 1's 9th batch.
+  opts.cancelled = [&]() { return ++checks == 30; };
+  auto r = EvaluatePerplexity(FromCausalLM(*model_), w, opts);
+  EXPECT_EQ(r.status().code(), StatusCode::kCancelled);
+  EXPECT_THAT(r.status().message(), ::testing::HasSubstr("in block 1, before batch 9 of 20"));
+  EXPECT_EQ(checks, 30);
+
+  // And in the head, after every block ran.
+  checks = 0;
+  int stop_at = 0;
+  opts.on_progress = [&](const EvalProgress& p) {
+    if (p.block == p.num_blocks) stop_at = checks + 3;
+  };
+  opts.cancelled = [&]() { return stop_at > 0 && ++checks >= stop_at; };
+  r = EvaluatePerplexity(FromCausalLM(*model_), w, opts);
+  EXPECT_EQ(r.status().code(), StatusCode::kCancelled);
+  EXPECT_THAT(r.status().message(), ::testing::HasSubstr("in the head, before batch 3 of 20"));
 }
 
 TEST_F(PerplexityTest, ComparisonMatchesDirectComputation) {

@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "gtest/gtest.h"
+#include "worker/common/cancellation.h"
 #include "worker/common/sha256.h"
 #include "worker/export/quark_config.h"
 #include "worker/export/testing/in_memory_quantized_model.h"
@@ -247,6 +248,29 @@ TEST_F(ExporterTest, RefusalsNameTheFormatAndLeaveNothing) {
   ASSERT_TRUE(replaced.ok()) << replaced.status();
   EXPECT_FALSE(fs::exists(out_ / "config.json"));
   EXPECT_TRUE(fs::exists(out_ / "model.gguf"));
+}
+
+// A cancel (the job's CancellationScope) stops every format between tensors
+// or blocks, and the staging directory goes with it.
+TEST_F(ExporterTest, CancelStopsEachFormatMidWayAndLeavesNothing) {
+  auto model = Quantize(Spec(DataType::kInt8, QScheme::kPerChannel), false);
+  ASSERT_NE(model, nullptr);
+  ExportOptions o;
+  o.output_dir = out_.string();
+  for (ExportFormat f : {ExportFormat::kHfFakeQuantized, ExportFormat::kHfQuark,
+                         ExportFormat::kGguf, ExportFormat::kOnnxQdq}) {
+    int checks = 0;
+    CancellationScope scope([&checks] { return ++checks > 3; });
+    auto r = ExportModel(*model, f, o);
+    ASSERT_FALSE(r.ok()) << ExportFormatName(f);
+    EXPECT_EQ(r.status().code(), StatusCode::kCancelled) << r.status();
+    EXPECT_NE(r.status().message().find("exporting"), std::string::npos) << r.status();
+    EXPECT_EQ(checks, 4) << ExportFormatName(f) << ": stopped at the first check that said so";
+    EXPECT_FALSE(fs::exists(out_)) << ExportFormatName(f);
+    for (const auto& e : fs::directory_iterator(out_.parent_path()))
+      EXPECT_NE(e.path().filename().string().rfind(out_.filename().string(), 0), 0u)
+          << "left behind: " << e.path();
+  }
 }
 
 }  // namespace

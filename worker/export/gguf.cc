@@ -9,6 +9,7 @@
 #include <mutex>
 #include <set>
 
+#include "worker/common/cancellation.h"
 #include "worker/export/export_support.h"
 #include "worker/export/hf_files.h"
 #include "worker/export/quantized_values_source.h"
@@ -188,6 +189,9 @@ StatusOr<GgufExportResult> ExportGguf(const QuantizedModel& model,
     gguf::GgufTensorEncoding enc;
     auto values = [m, name, tick](GgmlType t) {
       return [m, name, tick, t](const gguf::GgufLayoutFn& f, std::vector<uint8_t>* b) {
+        // Tensors are encoded one by one as the file is written: a cancel
+        // stops between them, and the staging directory goes with `staged`.
+        if (StopRequested()) return CancelledStatus("exporting " + name);
         Status s = EncodeValues(*m, name, t, f, b);
         tick();
         return s;
@@ -226,6 +230,7 @@ StatusOr<GgufExportResult> ExportGguf(const QuantizedModel& model,
         const QuantSpec spec = *layer->weight;
         enc.encode = [m, module, spec, target, notes, tick](const gguf::GgufLayoutFn& f,
                                                             std::vector<uint8_t>* b) {
+          if (StopRequested()) return CancelledStatus("exporting " + module);
           Status s = EncodeCodes(*m, module, spec, target, f, b, notes.get());
           tick();
           return s;

@@ -4,6 +4,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
+#include "worker/common/cancellation.h"
 #include "worker/export/hf_files.h"
 #include "worker/io/safetensors/safetensors_format.h"
 #include "worker/io/safetensors/safetensors_writer.h"
@@ -36,6 +37,9 @@ StatusOr<Artifact> ExportHfFakeQuantized(const io::TensorSource& original,
   for (const auto& [file, tensors] : by_file) {
     QD_ASSIGN_OR_RETURN(auto writer, io::SafetensorsWriter::Create((dir / file).string()));
     for (const auto& name : tensors) {
+      // A large model's export writes for minutes: a cancel stops it, and
+      // the staging directory goes with `staged`.
+      if (StopRequested()) return CancelledStatus("exporting " + name);
       const io::TensorInfo* info = original.Find(name);
       auto st = io::ParseSafetensorsDtype(info->dtype);
       if (!st) return DataLossError(name + ": unknown dtype " + info->dtype);

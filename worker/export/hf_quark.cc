@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "worker/common/cancellation.h"
 #include "worker/export/export_support.h"
 #include "worker/export/hf_files.h"
 #include "worker/export/quark_tensors.h"
@@ -130,6 +131,7 @@ StatusOr<Artifact> ExportHfQuark(const QuantizedModel& model, const HfQuarkExpor
   const std::vector<std::string> names = original.Names();
   int done = 0;
   for (const std::string& name : names) {
+    if (StopRequested()) return CancelledStatus("exporting " + name);
     const io::TensorInfo* info = original.Find(name);
     if (info == nullptr) return InternalError("hf_quark: " + name + " vanished from the input");
     const std::string module = ModuleOf(name, ".weight");

@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <limits>
 
+#include "worker/common/cancellation.h"
 #include "worker/export/export_support.h"
 #include "worker/export/onnx_proto.h"
 #include "worker/models/layer_shapes.h"
@@ -107,6 +108,7 @@ class LlamaGraph {
                           {Attribute{"axis", int64_t{0}}});
     const int total = static_cast<int>(c_.num_hidden_layers) + 1;
     for (int64_t i = 0; i < c_.num_hidden_layers; ++i) {
+      if (StopRequested()) return CancelledStatus("exporting block " + std::to_string(i + 1));
       QD_ASSIGN_OR_RETURN(h, Block(i, h));
       if (progress) progress(static_cast<int>(i) + 1, total);
     }

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "worker/common/cancellation.h"
+
 namespace quantd::models {
 
 std::vector<Linear*> DecoderBlock::linears() const {
@@ -102,6 +104,13 @@ StatusOr<at::Tensor> DecoderBlock::Run(const at::Tensor& hidden, Output output) 
                       hidden.options().dtype(options_.dtype).pinned_memory(hidden.is_pinned()));
     }
     for (int64_t i = 0; i < b; i += per_chunk) {
+      // A block over a large calibration set runs for minutes: a job's
+      // cancel or lost lease stops it between sub-batches.
+      if (StopRequested()) {
+        return CancelledStatus("running " + where.substr(0, where.size() - 2) + " (sub-batch " +
+                               std::to_string(i / per_chunk + 1) + " of " +
+                               std::to_string((b + per_chunk - 1) / per_chunk) + ")");
+      }
       const int64_t n = std::min(per_chunk, b - i);
       at::Tensor part = x.narrow(0, i, n);
       if (streamed) part = part.to(options_.device, options_.dtype, /*non_blocking=*/true);

@@ -1,7 +1,8 @@
 // JobObserver: how the engine reports a running job to whoever runs it (the
 // worker's lease loop, or the standalone CLI's progress bar), and how it
-// learns that it should stop. The pipeline checks CancelRequested() at every
-// block boundary, its safe point.
+// learns that it should stop. RunQuantizationJob installs CancelRequested()
+// as the thread's CancellationScope (worker/common/cancellation.h), so every
+// long loop of the engine checks it, not only the block boundaries.
 #ifndef QUANTD_WORKER_PIPELINE_JOB_OBSERVER_H_
 #define QUANTD_WORKER_PIPELINE_JOB_OBSERVER_H_
 

@@ -12,6 +12,7 @@
 #include <mutex>
 #include <set>
 
+#include "worker/common/cancellation.h"
 #include "worker/common/squared_error.h"
 #include "worker/common/torch_compat.h"
 #include "worker/eval/blockwise_model.h"
@@ -167,7 +168,9 @@ class QuantizationJob {
   Status Load() {
     if (opt_.scratch_dir.empty()) return InternalError("JobOptions.scratch_dir is required");
     QD_ASSIGN_OR_RETURN(model_, models::OpenCausalLM(opt_.model_dir, opt_.model_options));
+    if (obs_.CancelRequested()) return CancelledStatus("opening the model");
     QD_ASSIGN_OR_RETURN(tokenizer_, io::LoadTokenizerFromDir(opt_.model_dir));
+    if (obs_.CancelRequested()) return CancelledStatus("loading the tokenizer");
     QD_ASSIGN_OR_RETURN(scratch_, ScratchStore::Create(opt_.scratch_dir));
     quantized_weights_ = std::make_shared<io::OverlaySource>(
         std::shared_ptr<const io::TensorSource>(scratch_.get(), [](const io::TensorSource*) {}),
@@ -190,6 +193,9 @@ class QuantizationJob {
     std::string first;
     int quantized = 0;
     for (const auto& layer : models::ListLinearLayers(model_->config())) {
+      // Matching every module name against every pattern is the planning
+      // work that grows with the config: checked layer by layer.
+      if (obs_.CancelRequested()) return CancelledStatus("planning layer " + layer.name);
       LayerPlan plan = opt_.planner(layer.name, layer.type);
       if (opt_.kv_cache && layer.block >= 0 && IsKvProjection(layer.name))
         plan.output = opt_.kv_cache;
@@ -236,6 +242,7 @@ class QuantizationJob {
   Status PlanEmbedding(int* quantized) {
     const models::EmbeddingInfo& info = model_->layout().token_embedding;
     if (info.name.empty()) return OkStatus();
+    if (obs_.CancelRequested()) return CancelledStatus("planning layer " + info.name);
     embedding_plan_ = opt_.planner(info.name, "Embedding");
     LayerPlan& plan = embedding_plan_;
     // A name glob that also matches linears may carry activation specs; the
@@ -337,7 +344,9 @@ class QuantizationJob {
     dopt.text_field = opt_.evaluation.text_field;
     QD_ASSIGN_OR_RETURN(io::Dataset data, io::LoadDataset(opt_.evaluation.dataset_path, dopt));
     eval_dataset_name_ = data.name;
+    // Tokenizing stops at the job's cancellation scope (RunQuantizationJob).
     QD_ASSIGN_OR_RETURN(std::vector<int32_t> ids, data.TextTokens(*tokenizer_));
+    if (obs_.CancelRequested()) return CancelledStatus("tokenizing the evaluation data");
     eval::WindowOptions wopt;
     wopt.n_ctx = opt_.evaluation.n_ctx;
     wopt.max_windows = opt_.evaluation.max_windows;
@@ -354,6 +363,7 @@ class QuantizationJob {
       dopt.text_field = opt_.calibration.text_field;
       QD_ASSIGN_OR_RETURN(io::Dataset data, io::LoadDataset(opt_.calibration.dataset_path, dopt));
       QD_ASSIGN_OR_RETURN(std::vector<int32_t> stream, data.TokenStream(*tokenizer_));
+      if (obs_.CancelRequested()) return CancelledStatus("tokenizing the calibration data");
       io::CalibrationOptions copt;
       copt.method = opt_.calibration.sampling;
       copt.num_samples = opt_.calibration.num_samples;
@@ -852,6 +862,9 @@ class QuantizationJob {
 }  // namespace
 
 JobOutcome RunQuantizationJob(const JobOptions& options, JobObserver& observer) {
+  // Every long loop below, however deep, stops when the observer asks
+  // (worker/common/cancellation.h).
+  CancellationScope scope([&observer] { return observer.CancelRequested(); });
   QuantizationJob job(options, observer);
   return job.Run();
 }

@@ -207,6 +207,45 @@ TEST_F(QuantizationJobTest, CancelStopsAtBlockBoundaryWithoutArtifacts) {
   EXPECT_FALSE(fs::exists(root_ / "out"));
 }
 
+// Planning matches every layer name against the config; a cancel during it
+// stops the job at the next layer, before any block runs.
+TEST_F(QuantizationJobTest, CancelDuringPlanningStopsAtTheNextLayer) {
+  const auto spec = IntWeightSpec(quant::DataType::kInt8, quant::QScheme::kPerTensor, true);
+  RecordingObserver obs;
+  int planned = 0;
+  LayerPlanner planner = [&](const std::string& name, const std::string& type) {
+    if (++planned == 3) obs.cancel = true;
+    return AllBlockLinears(spec)(name, type);
+  };
+  JobOutcome out = RunQuantizationJob(Options(planner), obs);
+  EXPECT_TRUE(out.cancelled);
+  EXPECT_EQ(out.status.code(), StatusCode::kCancelled);
+  EXPECT_NE(out.status.message().find("planning layer"), std::string::npos) << out.status;
+  EXPECT_EQ(planned, 3);
+  EXPECT_TRUE(obs.blocks.empty());
+  EXPECT_FALSE(fs::exists(root_ / "out"));
+}
+
+// A cancel once evaluation starts stops it (before its first batch here),
+// with no perplexity and nothing exported.
+TEST_F(QuantizationJobTest, CancelDuringEvaluationStopsWithoutResultOrArtifacts) {
+  const auto spec = IntWeightSpec(quant::DataType::kInt8, quant::QScheme::kPerTensor, true);
+  class CancelOnEvaluate : public RecordingObserver {
+   public:
+    void OnProgress(const ProgressInfo& p) override {
+      RecordingObserver::OnProgress(p);
+      if (p.stage == Stage::kEvaluate) cancel = true;
+    }
+  } obs;
+  JobOutcome out = RunQuantizationJob(Options(AllBlockLinears(spec)), obs);
+  EXPECT_TRUE(out.cancelled);
+  EXPECT_EQ(out.status.code(), StatusCode::kCancelled);
+  EXPECT_EQ(obs.blocks.size(), 5u);  // quantization had finished
+  EXPECT_FALSE(out.report.float_perplexity.has_value());
+  EXPECT_FALSE(out.report.quantized_perplexity.has_value());
+  EXPECT_FALSE(fs::exists(root_ / "out"));
+}
+
 // QuantEmbedding: layer_type "Embedding" fake-quantizes the token table;
 // stories260K ties lm_head to it, and the head keeps the float weight (as in
 // the reference, whose QuantEmbedding quantizes in its own forward), so the

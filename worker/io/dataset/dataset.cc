@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "worker/common/bounded_json.h"
+#include "worker/common/cancellation.h"
 
 namespace quantd::io {
 namespace {
@@ -48,7 +49,10 @@ Status ParseJsonl(std::string_view content, const std::string& name, const Datas
                   Dataset& d) {
   size_t line_no = 0;
   size_t pos = 0;
+  // Millions of lines: a job's cancel stops the parse (cancellation.h).
+  CancellationPoller poller(256);
   while (pos < content.size()) {
+    if (poller.Due()) return CancelledStatus("reading dataset " + name);
     size_t end = content.find('\n', pos);
     if (end == std::string_view::npos) end = content.size();
     std::string_view line = content.substr(pos, end - pos);
@@ -141,7 +145,12 @@ std::string Dataset::JoinedText() const {
 }
 
 StatusOr<std::vector<int32_t>> Dataset::TextTokens(const Tokenizer& tokenizer) const {
-  if (!pretokenized()) return tokenizer.Encode(JoinedText());
+  if (!pretokenized()) {
+    std::vector<int32_t> ids = tokenizer.Encode(JoinedText());
+    // Encode returns part of the ids when the job's scope asked it to stop.
+    if (StopRequested()) return CancelledStatus("tokenizing dataset " + name);
+    return ids;
+  }
   std::vector<int32_t> out;
   for (const auto& row : id_rows) {
     for (int32_t id : row) {

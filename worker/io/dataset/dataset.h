@@ -55,7 +55,8 @@ struct Dataset {
 
 // NOT_FOUND for a missing file; INVALID_ARGUMENT naming the file and line
 // for malformed content or a missing field; RESOURCE_EXHAUSTED past
-// max_bytes.
+// max_bytes; CANCELLED when the thread's CancellationScope asks to stop
+// (worker/common/cancellation.h; TextTokens and TokenStream likewise).
 StatusOr<Dataset> LoadDataset(const std::string& path, const DatasetOptions& options = {});
 // Parses content already in memory; `name` names it in errors and results.
 StatusOr<Dataset> ParseDataset(std::string_view content, DatasetFormat format,

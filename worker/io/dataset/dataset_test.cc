@@ -5,6 +5,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "worker/common/cancellation.h"
 
 namespace quantd::io {
 namespace {
@@ -124,6 +125,24 @@ TEST(DatasetTest, MalformedInputNamesFileAndLine) {
   small.max_bytes = 10;
   EXPECT_EQ(LoadDataset("tests/data/c4-sample.jsonl", small).status().code(),
             StatusCode::kResourceExhausted);
+}
+
+// Under a job's CancellationScope that asks to stop, a long JSONL parse and
+// tokenizing stop with CANCELLED (the parse within 256 lines).
+TEST(DatasetTest, StopsWhenTheJobIsCancelled) {
+  bool stop = false;
+  CancellationScope scope([&stop] { return stop; });
+  auto wikitext = LoadDataset("tests/data/wikitext2-test.jsonl");
+  ASSERT_TRUE(wikitext.ok()) << wikitext.status();
+  ByteTokenizer tok(true);
+  ASSERT_TRUE(wikitext->TokenStream(tok).ok());
+  stop = true;
+  auto cancelled = LoadDataset("tests/data/wikitext2-test.jsonl");
+  EXPECT_EQ(cancelled.status().code(), StatusCode::kCancelled);
+  EXPECT_THAT(cancelled.status().message(), HasSubstr("reading dataset wikitext2-test.jsonl"));
+  auto tokens = wikitext->TokenStream(tok);
+  EXPECT_EQ(tokens.status().code(), StatusCode::kCancelled);
+  EXPECT_THAT(tokens.status().message(), HasSubstr("tokenizing dataset wikitext2-test.jsonl"));
 }
 
 }  // namespace

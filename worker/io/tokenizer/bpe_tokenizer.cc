@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <queue>
 
+#include "worker/common/cancellation.h"
 #include "worker/io/tokenizer/byte_level.h"
 
 namespace quantd::io {
@@ -143,8 +144,12 @@ void BpeTokenizer::EncodeWord(std::string_view word_bytes, std::vector<int32_t>*
 
 std::vector<int32_t> BpeTokenizer::Encode(std::string_view text) const {
   std::vector<int32_t> out;
+  // A dataset of gigabytes is one text: a job's cancel stops between words
+  // (the ids so far are returned; see Tokenizer::Encode).
+  CancellationPoller poller;
+  bool stopped = false;
   auto encode_plain = [&](std::string_view plain) {
-    if (plain.empty()) return;
+    if (plain.empty() || stopped) return;
     std::string normalized;
     if (options_.normalizer) {
       normalized = options_.normalizer(plain);
@@ -155,11 +160,17 @@ std::vector<int32_t> BpeTokenizer::Encode(std::string_view text) const {
       prefixed = " " + std::string(plain);
       plain = prefixed;
     }
-    for (std::string_view word : pretokenizer_->Split(plain)) EncodeWord(word, &out);
+    for (std::string_view word : pretokenizer_->Split(plain)) {
+      if (poller.Due()) {
+        stopped = true;
+        return;
+      }
+      EncodeWord(word, &out);
+    }
   };
   auto is_space = [](char c) { return c == ' ' || (c >= '\t' && c <= '\r'); };
   size_t pos = 0, plain_start = 0;
-  while (pos < text.size() && !added_.empty()) {
+  while (pos < text.size() && !added_.empty() && !stopped) {
     const BpeAddedToken* matched = nullptr;
     size_t matched_len = 0;
     for (const auto& [content, added] : added_) {

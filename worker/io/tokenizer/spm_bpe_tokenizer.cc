@@ -4,6 +4,7 @@
 #include <queue>
 #include <unordered_map>
 
+#include "worker/common/cancellation.h"
 #include "worker/io/tokenizer/byte_level.h"
 
 namespace quantd::io {
@@ -103,7 +104,11 @@ std::vector<int32_t> SpmBpeTokenizer::Encode(std::string_view raw) const {
     rev_merge[std::string(s)] = {left, right};
   };
   for (size_t i = 1; i < sym.size(); ++i) add(static_cast<int>(i) - 1, static_cast<int>(i));
+  // The whole text merges in one queue: a job's cancel stops the merging
+  // (nothing is returned; see Tokenizer::Encode).
+  CancellationPoller poller(4096);
   while (!queue.empty()) {
+    if (poller.Due()) return {};
     const Bigram b = queue.top();
     queue.pop();
     Symbol& l = sym[b.left];

@@ -20,7 +20,10 @@ class Tokenizer {
 
   // Token ids of `text`, exactly as the model's reference tokenizer gives
   // them, without BOS/EOS (a SentencePiece dummy prefix is applied when the
-  // model's normalizer asks for it).
+  // model's normalizer asks for it). Under a CancellationScope that asks to
+  // stop (worker/common/cancellation.h), the BPE tokenizers return early with
+  // part of the ids: a caller that may run under one checks StopRequested()
+  // after Encode and discards them.
   virtual std::vector<int32_t> Encode(std::string_view text) const = 0;
   virtual std::string Decode(const std::vector<int32_t>& ids) const = 0;
   // -1 when the vocabulary has none.
