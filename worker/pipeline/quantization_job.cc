@@ -96,6 +96,12 @@ class ProgressTracker {
 
 Status Cancelled() { return Status(StatusCode::kCancelled, "cancelled", "CANCELLED"); }
 
+// A stop from deep in a loop keeps its message, which says where the job
+// stopped (e.g. "evaluation cancelled in block 2, before batch 9 of 50").
+Status Cancelled(const Status& from) {
+  return Status(StatusCode::kCancelled, from.message(), "CANCELLED");
+}
+
 class QuantizationJob {
  public:
   QuantizationJob(const JobOptions& opt, JobObserver& obs)
@@ -446,7 +452,7 @@ class QuantizationJob {
         Status s = algo->Apply(ctx);
         if (!s.ok())
           return s.code() == StatusCode::kCancelled
-                     ? Cancelled()
+                     ? Cancelled(s)
                      : s.Prepend(std::string(algo->name()) + ", block " + std::to_string(i + 1) +
                                  ": ");
       }
@@ -722,7 +728,7 @@ class QuantizationJob {
     auto cmp = eval::CompareModels(float_model, quant_model, *windows_, eopt);
     if (cmp.ok() && !act_error->ok()) return *act_error;
     if (!cmp.ok()) {
-      if (cmp.status().code() == StatusCode::kCancelled) return Cancelled();
+      if (cmp.status().code() == StatusCode::kCancelled) return Cancelled(cmp.status());
       return cmp.status();
     }
     report_.float_perplexity = cmp->reference;

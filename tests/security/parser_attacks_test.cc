@@ -1,0 +1,258 @@
+// Issue 17's attacks on what quantd and its worker parse, replayed against
+// one real quantd (tokens on, roots on, one supervised local worker): deep
+// JSON in the job's Quark config, in a model's config.json, in
+// tokenizer.json and in a dataset line; a backtracking `re:` exclude (also
+// behind a percent-encoded model path) and a deeply nested one; an
+// oversized spec, after which the same tenant's list, get, watch and cancel
+// still work. quantd must refuse with an error naming the field or fail the
+// job with a clear error, never crash, hang or crash-loop the worker; the
+// other tenant is still served and no job is left stuck.
+#include <filesystem>
+
+#include "gtest/gtest.h"
+#include "tests/security/security_harness.h"
+
+namespace quantd::security {
+namespace {
+
+namespace fs = std::filesystem;
+using quantd::v1::Job;
+using quantd::v1::JobSpec;
+
+// "A few hundred thousand '['".
+constexpr size_t kDeep = 300000;
+
+class ParserAttacksTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    root_ = new std::string(e2e::TempDir("security_parsers"));
+    tokens_ = new Tokens(WriteTokens(*root_));
+    CopyModel(*root_ + "/models/stories260K");
+    fs::create_directories(*root_ + "/out");
+    log_ = new std::string();
+    // A worker killed by a parser would lose its lease after 10 s (and be
+    // restarted by the supervisor): the attempt count then shows it.
+    server_ = Server::Start(*root_ + "/data",
+                            {"--auth-tokens=" + tokens_->file,
+                             "--allowed-uri-roots=file://" + *root_ + "/models,file://" + *root_ +
+                                 "/out",
+                             "--local-workers=1", "--lease-duration=10s",
+                             "--worker-binary=" + e2e::Runfile("worker/quantd-worker")},
+                            log_)
+                  .release();
+    if (server_ == nullptr) return;
+    Client beta(server_->address(), tokens_->beta);
+    canary_ = new std::string();
+    Job job;
+    if (beta.Create(FastSpec(Model()), &job).ok()) *canary_ = job.name();
+  }
+
+  static void TearDownTestSuite() {
+    delete server_;
+    server_ = nullptr;
+  }
+
+  void SetUp() override {
+    ASSERT_NE(server_, nullptr) << "quantd did not start:\n" << *log_;
+    ASSERT_FALSE(canary_->empty()) << "tenant beta could not create its job";
+  }
+
+  void TearDown() override {
+    if (server_ == nullptr) return;
+    EXPECT_TRUE(server_->process().Running()) << "quantd died:\n" << server_->Log();
+    Client beta(server_->address(), tokens_->beta);
+    EXPECT_TRUE(beta.List().ok());
+    const grpc::Status get = beta.Get(*canary_);
+    EXPECT_TRUE(get.ok()) << Describe(get);
+    Client acme = Acme();
+    for (const std::string& name : created_) {
+      const Job job = acme.WaitTerminal(name);
+      EXPECT_TRUE(e2e::IsTerminal(job.state())) << name;
+    }
+  }
+
+  static std::string Model() { return *root_ + "/models/stories260K"; }
+  Client Acme() { return Client(server_->address(), tokens_->acme); }
+
+  // Creates as acme; an accepted job is waited for and returned in `job`.
+  grpc::Status Submit(const JobSpec& spec, Job* job) {
+    Client acme = Acme();
+    const grpc::Status s = acme.Create(spec, job);
+    if (s.ok()) {
+      created_.push_back(job->name());
+      *job = acme.WaitTerminal(job->name());
+    }
+    return s;
+  }
+
+  // A job on a bad input file: it fails on its first attempt with an error
+  // naming the file (the worker neither crashed nor retried), or is refused.
+  void ExpectFailsNaming(const JobSpec& spec, const std::string& file) {
+    Job job;
+    const grpc::Status s = Submit(spec, &job);
+    if (!s.ok()) {
+      EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << Describe(s);
+      EXPECT_NE(s.error_message().find(file), std::string::npos) << Describe(s);
+      return;
+    }
+    EXPECT_EQ(job.state(), quantd::v1::FAILED);
+    EXPECT_EQ(job.attempt(), 1) << "the worker died on it: " << job.error().message();
+    EXPECT_NE(job.error().message().find(file), std::string::npos) << job.error().message();
+    EXPECT_NE(job.error().code(), static_cast<int>(grpc::StatusCode::ABORTED))
+        << job.error().message();
+  }
+
+  static std::string* root_;
+  static Tokens* tokens_;
+  static Server* server_;
+  static std::string* log_;
+  static std::string* canary_;
+  std::vector<std::string> created_;
+};
+
+std::string* ParserAttacksTest::root_ = nullptr;
+Tokens* ParserAttacksTest::tokens_ = nullptr;
+Server* ParserAttacksTest::server_ = nullptr;
+std::string* ParserAttacksTest::log_ = nullptr;
+std::string* ParserAttacksTest::canary_ = nullptr;
+
+TEST_F(ParserAttacksTest, DeepJsonInTheJobsQuarkConfigIsRefused) {
+  const std::string head =
+      R"({"quant_method": "quark", "global_quant_config": {"weight": {"dtype": "int8",)"
+      R"( "qscheme": "per_channel", "ch_axis": 0, "symmetric": true}}, "unknown": )";
+  // Unclosed (300 000 deep, over the spec size limit too) and closed (under it).
+  for (const std::string& json :
+       {head + Repeat('[', kDeep), head + Repeat('[', 100000) + Repeat(']', 100000) + "}"}) {
+    JobSpec spec = FastSpec(Model());
+    spec.mutable_quantization()->set_quark_json(json);
+    Job job;
+    const grpc::Status s = Submit(spec, &job);
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << Describe(s);
+    EXPECT_TRUE(NamesField(s, "spec.quantization.quark_json")) << Describe(s);
+  }
+  // An object nesting as deep.
+  JobSpec spec = FastSpec(Model());
+  std::string objects = head;
+  for (int i = 0; i < 50000; ++i) objects += "{\"a\":";
+  spec.mutable_quantization()->set_quark_json(objects);
+  Job job;
+  const grpc::Status s = Submit(spec, &job);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << Describe(s);
+  EXPECT_TRUE(NamesField(s, "spec.quantization.quark_json")) << Describe(s);
+}
+
+TEST_F(ParserAttacksTest, DeepJsonInAModelsConfigJsonFailsTheJobNotTheWorker) {
+  const std::string model = *root_ + "/models/deep-config";
+  CopyModel(model);
+  WriteFile(model + "/config.json", R"({"model_type": "llama", "x": )" + Repeat('[', kDeep));
+  ExpectFailsNaming(FastSpec(model), "config.json");
+}
+
+TEST_F(ParserAttacksTest, DeepJsonInTokenizerJsonFailsTheJobNotTheWorker) {
+  const std::string model = *root_ + "/models/deep-tokenizer";
+  CopyModel(model);
+  fs::remove(model + "/tokenizer.model");  // so tokenizer.json is read
+  WriteFile(model + "/tokenizer.json", R"({"model": {"type": "BPE", "vocab": )" +
+                                           Repeat('[', kDeep));
+  ExpectFailsNaming(FastSpec(model), "tokenizer.json");
+}
+
+TEST_F(ParserAttacksTest, DeepJsonInADatasetLineFailsTheJobNotTheWorker) {
+  const std::string data = *root_ + "/models/deep.jsonl";
+  WriteFile(data, "{\"text\": \"Once upon a time there was a tiny model.\"}\n" +
+                      Repeat('[', kDeep) + "\n");
+  JobSpec spec = FastSpec(Model());
+  spec.mutable_calibration()->set_dataset_uri("file://" + data);
+  spec.mutable_calibration()->set_num_samples(1);
+  spec.mutable_calibration()->set_seq_len(8);
+  ExpectFailsNaming(spec, "deep.jsonl");
+}
+
+// Exponential on a backtracking engine, linear on RE2: CreateJob answers,
+// and a job that is accepted ends.
+TEST_F(ParserAttacksTest, ABacktrackingExcludeNeitherHangsQuantdNorTheWorker) {
+  const std::string pattern = "re:(?:[a-z0-9_.]|[a-z0-9_.])*!";
+  JobSpec by_scheme = FastSpec(Model());
+  by_scheme.mutable_quantization()->add_exclude(pattern);
+  JobSpec by_json = FastSpec(Model());
+  by_json.mutable_quantization()->set_quark_json(
+      R"({"quant_method": "quark", "global_quant_config": {"weight": {"dtype": "int8",)"
+      R"( "qscheme": "per_channel", "ch_axis": 0, "symmetric": true}}, "exclude": [")" +
+      pattern + R"("]})");
+  // Behind a percent-encoded model path ("260" encoded), which once skipped
+  // the frontend's check and left the worker spinning.
+  JobSpec encoded = by_scheme;
+  encoded.set_model_uri("file://" + *root_ + "/models/stories%32%36%30K");
+  for (const JobSpec& spec : {by_scheme, by_json, encoded}) {
+    SCOPED_TRACE(spec.model_uri());
+    Job job;
+    const grpc::Status s = Submit(spec, &job);
+    ASSERT_NE(s.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED) << "CreateJob hung";
+    if (s.ok()) {
+      // Nothing matches "...!", so every layer is quantized.
+      EXPECT_EQ(job.state(), quantd::v1::SUCCEEDED) << job.error().message();
+    } else {
+      EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << Describe(s);
+      EXPECT_TRUE(NamesField(s, "spec.quantization")) << Describe(s);
+    }
+  }
+}
+
+TEST_F(ParserAttacksTest, ADeeplyNestedRegexIsRefusedOrHarmless) {
+  for (const std::string& pattern :
+       {"re:" + Repeat('(', 20000) + "a" + Repeat(')', 20000),
+        "re:" + Repeat('(', 20000) + "a",  // unbalanced as well
+        "re:(a*)*(b*)*(c*)*(d*)*(e*)*$"}) {
+    JobSpec spec = FastSpec(Model());
+    spec.mutable_quantization()->add_exclude(pattern);
+    Job job;
+    const grpc::Status s = Submit(spec, &job);
+    ASSERT_NE(s.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED) << "CreateJob hung";
+    if (s.ok()) {
+      EXPECT_TRUE(e2e::IsTerminal(job.state()));
+    } else {
+      EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << Describe(s);
+      EXPECT_TRUE(NamesField(s, "spec.quantization.exclude[0]")) << Describe(s);
+    }
+  }
+}
+
+// A 12 MiB config once was stored, and from then on every get, list, watch
+// and cancel of the tenant failed with "Received message larger than max".
+TEST_F(ParserAttacksTest, AnOversizedSpecIsRefusedAndTheTenantIsStillServed) {
+  Client acme = Acme();
+  Job before;
+  ASSERT_TRUE(acme.Create(FastSpec(Model()), &before).ok());
+  created_.push_back(before.name());
+  for (size_t bytes : {size_t{12} << 20, size_t{300} << 10}) {
+    SCOPED_TRACE(bytes);
+    JobSpec spec = FastSpec(Model());
+    spec.mutable_quantization()->set_quark_json(
+        R"({"quant_method": "quark", "global_quant_config": {"weight": {"dtype": "int8",)"
+        R"( "qscheme": "per_channel", "ch_axis": 0, "symmetric": true}}, "notes": ")" +
+        Repeat('x', bytes) + "\"}");
+    Job job;
+    const grpc::Status s = Submit(spec, &job);
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << Describe(s);
+    EXPECT_TRUE(NamesField(s, "spec.quantization.quark_json")) << Describe(s);
+  }
+  // The same tenant: list, get, watch and cancel.
+  quantd::v1::ListJobsResponse listed;
+  grpc::Status s = acme.List(&listed);
+  ASSERT_TRUE(s.ok()) << Describe(s);
+  EXPECT_GE(listed.jobs_size(), 1);
+  s = acme.Get(before.name());
+  EXPECT_TRUE(s.ok()) << Describe(s);
+  const Job done = acme.WaitTerminal(before.name());
+  std::vector<quantd::v1::JobEvent> events;
+  s = acme.Events(before.name(), &events);
+  EXPECT_TRUE(s.ok()) << Describe(s);
+  EXPECT_FALSE(events.empty());
+  s = acme.Cancel(before.name());
+  // A finished job cannot be cancelled: answered, not broken.
+  EXPECT_TRUE(s.ok() || s.error_code() == grpc::StatusCode::FAILED_PRECONDITION) << Describe(s);
+  EXPECT_TRUE(e2e::IsTerminal(done.state()));
+}
+
+}  // namespace
+}  // namespace quantd::security
