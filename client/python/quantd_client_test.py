@@ -45,7 +45,9 @@ def run_example(address: str, *args: str) -> subprocess.CompletedProcess:
         ["/usr/bin/python3", EXAMPLE, "--server", address, *args],
         capture_output=True,
         text=True,
-        timeout=240,
+        # A ceiling for a hang, not a budget: the example runs a whole job,
+        # which takes minutes on a loaded machine.
+        timeout=1800,
         env=env,
     )
 

@@ -28,7 +28,7 @@ def quantctl(*args: str, home: str, env=None) -> subprocess.CompletedProcess:
         [QUANTCTL, *args],
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=600,  # a ceiling for a hang, not a budget
         env={**clean, "HOME": home, **(env or {})},
     )
 

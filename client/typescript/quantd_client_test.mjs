@@ -54,7 +54,8 @@ async function startQuantd(name, { localWorkers = 0, extraFlags = [] } = {}) {
     for (let i = 0; i < 400 && !exited; ++i) await sleep(50);
     if (!exited) child.kill("SIGKILL");
   };
-  for (let i = 0; i < 1200; ++i) {
+  // Up to 10 minutes: a ceiling for a hang; a loaded machine starts slowly.
+  for (let i = 0; i < 12000; ++i) {
     if (existsSync(portFile)) {
       const address = readFileSync(portFile, "utf8").split("\n")[0];
       if (address) return { address, dataDir, stop, log };
@@ -70,7 +71,9 @@ function runExample(address, ...args) {
   return spawnSync(
     process.execPath,
     [path.join(here, "examples", "quantize_stories.mjs"), "--server", address, ...args],
-    { encoding: "utf8", timeout: 240_000 },
+    // A ceiling for a hang, not a budget: the example runs a whole job,
+    // which takes minutes on a loaded machine.
+    { encoding: "utf8", timeout: 1_800_000 },
   );
 }
 

@@ -90,7 +90,7 @@ class LiveQuantd:
                 start_new_session=True,
                 env={**os.environ, **(env or {})},
             )
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + 600  # a ceiling for a hang; slow machines start slowly
         self.address = ""
         while time.monotonic() < deadline:
             if os.path.exists(port_file):
@@ -113,7 +113,7 @@ class LiveQuantd:
             return
         self.process.send_signal(signal.SIGTERM)
         try:
-            self.process.wait(timeout=20)
+            self.process.wait(timeout=120)
         except subprocess.TimeoutExpired:
             os.killpg(self.process.pid, signal.SIGKILL)
             self.process.wait()
