@@ -206,7 +206,7 @@ TEST_F(ParserAttacksTest, ADeeplyNestedRegexIsRefusedOrHarmless) {
   for (const std::string& pattern :
        {"re:" + Repeat('(', 20000) + "a" + Repeat(')', 20000),
         "re:" + Repeat('(', 20000) + "a",  // unbalanced as well
-        "re:(a*)*(b*)*(c*)*(d*)*(e*)*$"}) {
+        std::string("re:(a*)*(b*)*(c*)*(d*)*(e*)*$")}) {
     JobSpec spec = FastSpec(Model());
     spec.mutable_quantization()->add_exclude(pattern);
     Job job;
