@@ -39,7 +39,10 @@ class LeaseAttacksTest : public ::testing::Test {
                              // Heartbeats every 3 s: a cancel reaches the
                              // worker within a fraction of the evaluation.
                              "--lease-duration=9s",
-                             "--worker-binary=" + e2e::Runfile("worker/quantd-worker")},
+                             "--worker-binary=" + e2e::Runfile("worker/quantd-worker"),
+                             // The tiny model needs no intra-op threads; one
+                             // keeps jobs steady beside the test's own threads.
+                             "--worker-arg=--threads=1"},
                             log_)
                   .release();
   }
@@ -49,7 +52,10 @@ class LeaseAttacksTest : public ::testing::Test {
     server_ = nullptr;
   }
 
-  void SetUp() override { ASSERT_NE(server_, nullptr) << "quantd did not start:\n" << *log_; }
+  void SetUp() override {
+    ASSERT_NE(server_, nullptr) << "quantd did not start:\n" << *log_;
+    ASSERT_TRUE(server_->Revive(log_)) << "quantd does not start again:\n" << *log_;
+  }
 
   void TearDown() override {
     if (server_ == nullptr) return;

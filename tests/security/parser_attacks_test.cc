@@ -37,7 +37,10 @@ class ParserAttacksTest : public ::testing::Test {
                              "--allowed-uri-roots=file://" + *root_ + "/models,file://" + *root_ +
                                  "/out",
                              "--local-workers=1", "--lease-duration=10s",
-                             "--worker-binary=" + e2e::Runfile("worker/quantd-worker")},
+                             "--worker-binary=" + e2e::Runfile("worker/quantd-worker"),
+                             // The tiny model needs no intra-op threads; one
+                             // keeps jobs steady beside the test's own threads.
+                             "--worker-arg=--threads=1"},
                             log_)
                   .release();
     if (server_ == nullptr) return;
@@ -54,6 +57,8 @@ class ParserAttacksTest : public ::testing::Test {
 
   void SetUp() override {
     ASSERT_NE(server_, nullptr) << "quantd did not start:\n" << *log_;
+    // An earlier attack that killed quantd failed its own test.
+    ASSERT_TRUE(server_->Revive(log_)) << "quantd does not start again:\n" << *log_;
     ASSERT_FALSE(canary_->empty()) << "tenant beta could not create its job";
   }
 
@@ -85,9 +90,10 @@ class ParserAttacksTest : public ::testing::Test {
     return s;
   }
 
-  // A job on a bad input file: it fails on its first attempt with an error
-  // naming the file (the worker neither crashed nor retried), or is refused.
-  void ExpectFailsNaming(const JobSpec& spec, const std::string& file) {
+  // A job on a hostile input file: refused, or run on its first attempt
+  // (the worker neither crashed nor retried) to a failure naming the file,
+  // or harmlessly to success.
+  void ExpectFailsNamingOrHarmless(const JobSpec& spec, const std::string& file) {
     Job job;
     const grpc::Status s = Submit(spec, &job);
     if (!s.ok()) {
@@ -95,11 +101,12 @@ class ParserAttacksTest : public ::testing::Test {
       EXPECT_NE(s.error_message().find(file), std::string::npos) << Describe(s);
       return;
     }
-    EXPECT_EQ(job.state(), quantd::v1::FAILED);
     EXPECT_EQ(job.attempt(), 1) << "the worker died on it: " << job.error().message();
-    EXPECT_NE(job.error().message().find(file), std::string::npos) << job.error().message();
     EXPECT_NE(job.error().code(), static_cast<int>(grpc::StatusCode::ABORTED))
         << job.error().message();
+    if (job.state() == quantd::v1::SUCCEEDED) return;
+    EXPECT_EQ(job.state(), quantd::v1::FAILED);
+    EXPECT_NE(job.error().message().find(file), std::string::npos) << job.error().message();
   }
 
   static std::string* root_;
@@ -141,31 +148,56 @@ TEST_F(ParserAttacksTest, DeepJsonInTheJobsQuarkConfigIsRefused) {
   EXPECT_TRUE(NamesField(s, "spec.quantization.quark_json")) << Describe(s);
 }
 
+// Valid JSON nesting `depth` deep (a parser that builds it recurses when
+// it frees it), and the same left open.
+std::vector<std::string> DeepValues(size_t depth) {
+  return {Repeat('[', depth) + Repeat(']', depth), Repeat('[', depth)};
+}
+
+// `json` (an object) with one more key holding `deep`.
+std::string WithDeepKey(const std::string& json, const std::string& deep) {
+  const size_t close = json.rfind('}');
+  return json.substr(0, close) + ", \"x\": " + deep + "}\n";
+}
+
+// The model's own config.json with an unknown key nesting deep: read when
+// the model is opened, and again when its config is exported.
 TEST_F(ParserAttacksTest, DeepJsonInAModelsConfigJsonFailsTheJobNotTheWorker) {
-  const std::string model = *root_ + "/models/deep-config";
-  CopyModel(model);
-  WriteFile(model + "/config.json", R"({"model_type": "llama", "x": )" + Repeat('[', kDeep));
-  ExpectFailsNaming(FastSpec(model), "config.json");
+  int i = 0;
+  for (const std::string& deep : DeepValues(kDeep)) {
+    const std::string model = *root_ + "/models/deep-config-" + std::to_string(i++);
+    CopyModel(model);
+    WriteFile(model + "/config.json", WithDeepKey(ReadFile(model + "/config.json"), deep));
+    ExpectFailsNamingOrHarmless(FastSpec(model), "config.json");
+  }
 }
 
 TEST_F(ParserAttacksTest, DeepJsonInTokenizerJsonFailsTheJobNotTheWorker) {
-  const std::string model = *root_ + "/models/deep-tokenizer";
-  CopyModel(model);
-  fs::remove(model + "/tokenizer.model");  // so tokenizer.json is read
-  WriteFile(model + "/tokenizer.json", R"({"model": {"type": "BPE", "vocab": )" +
-                                           Repeat('[', kDeep));
-  ExpectFailsNaming(FastSpec(model), "tokenizer.json");
+  int i = 0;
+  for (const std::string& deep : DeepValues(kDeep)) {
+    const std::string model = *root_ + "/models/deep-tokenizer-" + std::to_string(i++);
+    CopyModel(model);
+    fs::remove(model + "/tokenizer.model");  // so tokenizer.json is read
+    WriteFile(model + "/tokenizer.json",
+              R"({"model": {"type": "BPE", "vocab": {}, "merges": []}, "x": )" + deep + "}");
+    ExpectFailsNamingOrHarmless(FastSpec(model), "tokenizer.json");
+  }
 }
 
 TEST_F(ParserAttacksTest, DeepJsonInADatasetLineFailsTheJobNotTheWorker) {
-  const std::string data = *root_ + "/models/deep.jsonl";
-  WriteFile(data, "{\"text\": \"Once upon a time there was a tiny model.\"}\n" +
-                      Repeat('[', kDeep) + "\n");
-  JobSpec spec = FastSpec(Model());
-  spec.mutable_calibration()->set_dataset_uri("file://" + data);
-  spec.mutable_calibration()->set_num_samples(1);
-  spec.mutable_calibration()->set_seq_len(8);
-  ExpectFailsNaming(spec, "deep.jsonl");
+  int i = 0;
+  for (const std::string& deep : DeepValues(kDeep)) {
+    const std::string name = "deep-" + std::to_string(i++) + ".jsonl";
+    const std::string data = *root_ + "/models/" + name;
+    WriteFile(data, "{\"text\": \"Once upon a time there was a tiny model.\"}\n"
+                    "{\"text\": \"It was quantized.\", \"meta\": " +
+                        deep + "}\n");
+    JobSpec spec = FastSpec(Model());
+    spec.mutable_calibration()->set_dataset_uri("file://" + data);
+    spec.mutable_calibration()->set_num_samples(1);
+    spec.mutable_calibration()->set_seq_len(8);
+    ExpectFailsNamingOrHarmless(spec, name);
+  }
 }
 
 // Exponential on a backtracking engine, linear on RE2: CreateJob answers,

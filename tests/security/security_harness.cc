@@ -61,30 +61,43 @@ Tokens WriteTokens(const std::string& dir) {
 std::unique_ptr<Server> Server::Start(const std::string& data_dir,
                                       const std::vector<std::string>& flags, std::string* log) {
   auto server = std::unique_ptr<Server>(new Server());
-  const std::string port_file = data_dir + "/port";
-  fs::create_directories(data_dir);
+  server->data_dir_ = data_dir;
+  server->flags_ = flags;
+  if (!server->Launch(log)) return nullptr;
+  return server;
+}
+
+bool Server::Revive(std::string* log) {
+  if (process_->Running()) return true;
+  return Launch(log);
+}
+
+bool Server::Launch(std::string* log) {
+  const std::string port_file = data_dir_ + "/port";
+  fs::create_directories(data_dir_);
   fs::remove(port_file);
+  address_.clear();
   std::vector<std::string> argv = {e2e::Runfile("server/quantd"), "--listen=127.0.0.1:0",
-                                   "--data-dir=" + data_dir, "--port-file=" + port_file};
-  argv.insert(argv.end(), flags.begin(), flags.end());
-  server->process_ = e2e::Process::Start(argv, data_dir + "/quantd.log");
+                                   "--data-dir=" + data_dir_, "--port-file=" + port_file};
+  argv.insert(argv.end(), flags_.begin(), flags_.end());
+  process_ = e2e::Process::Start(argv, data_dir_ + "/quantd.log");
   // A ceiling for a hang only: a loaded machine starts quantd slowly.
-  const bool serving = e2e::WaitUntil(
+  e2e::WaitUntil(
       [&] {
         std::ifstream in(port_file);
         std::string addr;
         if (in && std::getline(in, addr) && !addr.empty()) {
-          server->address_ = addr;
+          address_ = addr;
           return true;
         }
-        return !server->process_->Running();
+        return !process_->Running();
       },
       std::chrono::seconds(600), std::chrono::milliseconds(50));
-  if (!serving || server->address_.empty()) {
-    if (log != nullptr) *log = server->process_->Log();
-    return nullptr;
+  if (address_.empty()) {
+    if (log != nullptr) *log = process_->Log();
+    return false;
   }
-  return server;
+  return true;
 }
 
 Client::Client(const std::string& address, std::string token)
@@ -168,7 +181,8 @@ Job Client::WaitTerminal(const std::string& name, std::chrono::seconds stall) {
 }
 
 std::string Reason(const grpc::Status& s) {
-  for (const auto& any : Details(s).details()) {
+  const google::rpc::Status details = Details(s);
+  for (const auto& any : details.details()) {
     google::rpc::ErrorInfo info;
     if (any.UnpackTo(&info)) return info.reason();
   }
@@ -177,7 +191,8 @@ std::string Reason(const grpc::Status& s) {
 
 std::vector<std::string> Violations(const grpc::Status& s) {
   std::vector<std::string> out;
-  for (const auto& any : Details(s).details()) {
+  const google::rpc::Status details = Details(s);
+  for (const auto& any : details.details()) {
     google::rpc::BadRequest bad;
     if (!any.UnpackTo(&bad)) continue;
     for (const auto& v : bad.field_violations()) out.push_back(v.field() + ": " + v.description());

@@ -46,8 +46,15 @@ class Server {
   const std::string& address() const { return address_; }
   e2e::Process& process() { return *process_; }
   std::string Log() const { return process_->Log(); }
+  // When an attack killed quantd, starts it again (same flags and data) so
+  // that the next attack is judged on its own; false if it cannot start.
+  bool Revive(std::string* log = nullptr);
 
  private:
+  bool Launch(std::string* log);
+
+  std::string data_dir_;
+  std::vector<std::string> flags_;
   std::unique_ptr<e2e::Process> process_;
   std::string address_;
 };

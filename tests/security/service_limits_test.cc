@@ -31,7 +31,11 @@ JobSpec QueuedSpec(const std::string& dir) {
   return spec;
 }
 
+// The roots of QueuedSpec's model and an output directory (both made here:
+// quantd refuses roots that do not exist).
 std::vector<std::string> RootsFlag(const std::string& dir) {
+  fs::create_directories(dir + "/models");
+  fs::create_directories(dir + "/out");
   return {"--allowed-uri-roots=file://" + dir + "/models,file://" + dir + "/out"};
 }
 
