@@ -168,6 +168,7 @@ TEST(ServiceLimitsTest, SigtermEndsQuantdWhileHandlersAreBusy) {
   auto watch = OpenWatch(client, queued.name());
   ASSERT_TRUE(watch->open);
 
+  ASSERT_TRUE(server->process().Running()) << "quantd died before SIGTERM:\n" << server->Log();
   const auto start = std::chrono::steady_clock::now();
   kill(server->process().pid(), SIGTERM);
   const bool exited = e2e::WaitUntil([&] { return !server->process().Running(); },
