@@ -113,7 +113,7 @@ TEST(ServiceLimitsTest, OneTenantCannotHoldEveryWatchSlot) {
 TEST(ServiceLimitsTest, NoTokensOnANonLoopbackAddressNeedsInsecure) {
   const std::string dir = e2e::TempDir("security_listen");
   const Tokens tokens = WriteTokens(dir);
-  for (const std::string& listen : {"0.0.0.0:0", "[::]:0"}) {
+  for (const std::string listen : {"0.0.0.0:0", "[::]:0"}) {
     SCOPED_TRACE(listen);
     std::string log;
     auto refused = Server::Start(dir + "/refused", {"--listen=" + listen}, &log);
