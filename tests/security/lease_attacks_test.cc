@@ -21,48 +21,15 @@ namespace fs = std::filesystem;
 using quantd::v1::Job;
 using quantd::v1::JobSpec;
 
-class LeaseAttacksTest : public ::testing::Test {
+class LeaseAttacksTest : public SuiteFixture {
  protected:
+  // Heartbeats every 3 s: a cancel reaches the worker within a fraction of
+  // the evaluation.
   static void SetUpTestSuite() {
-    root_ = new std::string(e2e::TempDir("security_leases"));
-    tokens_ = new Tokens(WriteTokens(*root_));
-    CopyModel(*root_ + "/models/stories260K");
-    fs::copy_file(fs::canonical(e2e::Runfile("tests/data/tinystories-sample.txt")),
-                  *root_ + "/models/eval.txt");
-    fs::create_directories(*root_ + "/out");
-    log_ = new std::string();
-    server_ = Server::Start(*root_ + "/data",
-                            {"--auth-tokens=" + tokens_->file,
-                             "--allowed-uri-roots=file://" + *root_ + "/models,file://" + *root_ +
-                                 "/out",
-                             "--local-workers=1",
-                             // Heartbeats every 3 s: a cancel reaches the
-                             // worker within a fraction of the evaluation.
-                             "--lease-duration=9s",
-                             "--worker-binary=" + e2e::Runfile("worker/quantd-worker"),
-                             // The tiny model needs no intra-op threads; one
-                             // keeps jobs steady beside the test's own threads.
-                             "--worker-arg=--threads=1"},
-                            log_)
-                  .release();
+    StartSuite("security_leases", {"out"}, {"out"}, {"--lease-duration=9s"});
   }
 
-  static void TearDownTestSuite() {
-    delete server_;
-    server_ = nullptr;
-  }
-
-  void SetUp() override {
-    ASSERT_NE(server_, nullptr) << "quantd did not start:\n" << *log_;
-    ASSERT_TRUE(server_->Revive(log_)) << "quantd does not start again:\n" << *log_;
-  }
-
-  void TearDown() override {
-    if (server_ == nullptr) return;
-    EXPECT_TRUE(server_->process().Running()) << "quantd died:\n" << server_->Log();
-    Client beta(server_->address(), tokens_->beta);
-    EXPECT_TRUE(beta.List().ok());
-  }
+  void TearDown() override { ExpectOthersServed(); }
 
   // A job that evaluates every window of the sample text at n_ctx 128
   // (~800 windows): long enough to be attacked while it runs.
@@ -92,17 +59,7 @@ class LeaseAttacksTest : public ::testing::Test {
     }
     return lease;
   }
-
-  static std::string* root_;
-  static Tokens* tokens_;
-  static Server* server_;
-  static std::string* log_;
 };
-
-std::string* LeaseAttacksTest::root_ = nullptr;
-Tokens* LeaseAttacksTest::tokens_ = nullptr;
-Server* LeaseAttacksTest::server_ = nullptr;
-std::string* LeaseAttacksTest::log_ = nullptr;
 
 TEST_F(LeaseAttacksTest, AForgedCompleteJobIsRefusedAndTheRealResultStands) {
   Client acme(server_->address(), tokens_->acme);
@@ -136,7 +93,8 @@ TEST_F(LeaseAttacksTest, AForgedCompleteJobIsRefusedAndTheRealResultStands) {
   };
   const std::vector<Caller> callers = {
       // Another worker credential with a guessed lease: not its lease.
-      {"another worker credential", tokens_->attacker,
+      {"another worker credential",
+       tokens_->attacker,
        {grpc::StatusCode::FAILED_PRECONDITION, grpc::StatusCode::PERMISSION_DENIED}},
       // Admins no longer call the WorkerService.
       {"the admin credential", tokens_->admin, {grpc::StatusCode::PERMISSION_DENIED}},

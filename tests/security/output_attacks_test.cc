@@ -29,48 +29,18 @@ namespace fs = std::filesystem;
 using quantd::v1::Job;
 using quantd::v1::JobSpec;
 
-class OutputAttacksTest : public ::testing::Test {
+class OutputAttacksTest : public SuiteFixture {
  protected:
+  // out/{tenant} exists literally too: a quantd without tenant roots then
+  // starts, and the attacks are judged against it.
   static void SetUpTestSuite() {
-    root_ = new std::string(e2e::TempDir("security_outputs"));
-    tokens_ = new Tokens(WriteTokens(*root_));
-    CopyModel(*root_ + "/models/stories260K");
-    fs::copy_file(fs::canonical(e2e::Runfile("tests/data/tinystories-sample.txt")),
-                  *root_ + "/models/eval.txt");
-    // out/{tenant} exists literally too: a quantd without tenant roots
-    // then starts, and the attacks are judged against it.
-    for (const char* d : {"/out/acme", "/out/beta", "/out/{tenant}", "/shared"})
-      fs::create_directories(*root_ + d);
-    log_ = new std::string();
-    server_ = Server::Start(*root_ + "/data",
-                            {"--auth-tokens=" + tokens_->file,
-                             "--allowed-uri-roots=file://" + *root_ + "/models,file://" + *root_ +
-                                 "/out/{tenant}/,file://" + *root_ + "/shared",
-                             "--local-workers=1",
-                             "--worker-binary=" + e2e::Runfile("worker/quantd-worker"),
-                             // The tiny model needs no intra-op threads; one
-                             // keeps jobs steady beside the test's own threads.
-                             "--worker-arg=--threads=1"},
-                            log_)
-                  .release();
-    if (server_ == nullptr) return;
-    // Tenant beta's own job, read back after every attack.
-    Client beta(server_->address(), tokens_->beta);
-    canary_ = new std::string();
-    Job job;
-    const grpc::Status s = beta.Create(FastSpec(Model()), &job);
-    if (s.ok()) *canary_ = job.name();
-  }
-
-  static void TearDownTestSuite() {
-    delete server_;
-    server_ = nullptr;
+    StartSuite("security_outputs", {"out/acme", "out/beta", "out/{tenant}", "shared"},
+               {"out/{tenant}/", "shared"});
   }
 
   void SetUp() override {
-    ASSERT_NE(server_, nullptr) << "quantd did not start:\n" << *log_;
-    ASSERT_TRUE(server_->Revive(log_)) << "quantd does not start again:\n" << *log_;
-    ASSERT_FALSE(canary_->empty()) << "tenant beta could not create its job";
+    SuiteFixture::SetUp();
+    if (HasFatalFailure()) return;
     // A fresh victim for every attack, so that each is judged on its own.
     fs::remove_all(Victim());
     WriteFile(Victim() + "/keep.txt", "the victim's own file\n");
@@ -81,30 +51,18 @@ class OutputAttacksTest : public ::testing::Test {
   // The checks every attack ends with.
   void TearDown() override {
     if (server_ == nullptr) return;
-    EXPECT_TRUE(server_->process().Running()) << "quantd died:\n" << server_->Log();
+    ExpectOthersServed();
     EXPECT_EQ(TreeDigest(Victim()), victim_before_) << "the victim changed";
-    // The other tenant is still served.
-    Client beta(server_->address(), tokens_->beta);
-    quantd::v1::ListJobsResponse listed;
-    const grpc::Status list = beta.List(&listed);
-    EXPECT_TRUE(list.ok()) << Describe(list);
-    Job canary;
-    const grpc::Status get = beta.Get(*canary_, &canary);
-    EXPECT_TRUE(get.ok()) << Describe(get);
     // No job of this attack is left stuck.
-    Client acme(server_->address(), tokens_->acme);
+    Client acme = Acme(), beta = Beta();
     for (const auto& [name, client] : created_) {
       const Job job = (client == 'a' ? acme : beta).WaitTerminal(name);
       EXPECT_TRUE(e2e::IsTerminal(job.state())) << name;
     }
   }
 
-  static std::string Model() { return *root_ + "/models/stories260K"; }
   static std::string Victim() { return *root_ + "/victim"; }
   static std::string Shared() { return *root_ + "/shared"; }
-
-  Client Acme() { return Client(server_->address(), tokens_->acme); }
-  Client Beta() { return Client(server_->address(), tokens_->beta); }
 
   // Creates the job as acme ('a') or beta ('b'); an accepted job is waited
   // for (its damage, if any, is then on disk) and returned in `job`.
@@ -139,20 +97,9 @@ class OutputAttacksTest : public ::testing::Test {
     EXPECT_TRUE(NamesField(s, "spec.export.output_uri")) << Describe(s);
   }
 
-  static std::string* root_;
-  static Tokens* tokens_;
-  static Server* server_;
-  static std::string* log_;
-  static std::string* canary_;
   std::map<std::string, std::string> victim_before_;
   std::vector<std::pair<std::string, char>> created_;
 };
-
-std::string* OutputAttacksTest::root_ = nullptr;
-Tokens* OutputAttacksTest::tokens_ = nullptr;
-Server* OutputAttacksTest::server_ = nullptr;
-std::string* OutputAttacksTest::log_ = nullptr;
-std::string* OutputAttacksTest::canary_ = nullptr;
 
 // file:///srv/out?/../victim passed a frontend that cut at '?' and was
 // normalised by the worker to /srv/victim.
@@ -288,12 +235,12 @@ TEST_F(OutputAttacksTest, OverwriteOfADirectoryQuantdDidNotWriteIsRefused) {
 // the owner marker says whose it is).
 TEST_F(OutputAttacksTest, AnotherTenantsOutputCanBeNeitherOverwrittenNorRead) {
   Job beta_job;
-  ASSERT_TRUE(Submit('b', FastSpec(Model(), "file://" + *root_ + "/out/beta/result"), &beta_job)
-                  .ok());
+  ASSERT_TRUE(
+      Submit('b', FastSpec(Model(), "file://" + *root_ + "/out/beta/result"), &beta_job).ok());
   ASSERT_EQ(beta_job.state(), quantd::v1::SUCCEEDED) << beta_job.error().message();
   Job shared_job;
-  ASSERT_TRUE(Submit('b', FastSpec(Model(), "file://" + Shared() + "/beta-result"), &shared_job)
-                  .ok());
+  ASSERT_TRUE(
+      Submit('b', FastSpec(Model(), "file://" + Shared() + "/beta-result"), &shared_job).ok());
   ASSERT_EQ(shared_job.state(), quantd::v1::SUCCEEDED) << shared_job.error().message();
   const auto beta_before = TreeDigest(*root_ + "/out/beta");
   const auto shared_before = TreeDigest(Shared() + "/beta-result");

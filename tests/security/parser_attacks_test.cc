@@ -22,62 +22,23 @@ using quantd::v1::JobSpec;
 // "A few hundred thousand '['".
 constexpr size_t kDeep = 300000;
 
-class ParserAttacksTest : public ::testing::Test {
+class ParserAttacksTest : public SuiteFixture {
  protected:
+  // A worker killed by a parser would lose its lease after 10 s (and be
+  // restarted by the supervisor): the attempt count then shows it.
   static void SetUpTestSuite() {
-    root_ = new std::string(e2e::TempDir("security_parsers"));
-    tokens_ = new Tokens(WriteTokens(*root_));
-    CopyModel(*root_ + "/models/stories260K");
-    fs::create_directories(*root_ + "/out");
-    log_ = new std::string();
-    // A worker killed by a parser would lose its lease after 10 s (and be
-    // restarted by the supervisor): the attempt count then shows it.
-    server_ = Server::Start(*root_ + "/data",
-                            {"--auth-tokens=" + tokens_->file,
-                             "--allowed-uri-roots=file://" + *root_ + "/models,file://" + *root_ +
-                                 "/out",
-                             "--local-workers=1", "--lease-duration=10s",
-                             "--worker-binary=" + e2e::Runfile("worker/quantd-worker"),
-                             // The tiny model needs no intra-op threads; one
-                             // keeps jobs steady beside the test's own threads.
-                             "--worker-arg=--threads=1"},
-                            log_)
-                  .release();
-    if (server_ == nullptr) return;
-    Client beta(server_->address(), tokens_->beta);
-    canary_ = new std::string();
-    Job job;
-    if (beta.Create(FastSpec(Model()), &job).ok()) *canary_ = job.name();
-  }
-
-  static void TearDownTestSuite() {
-    delete server_;
-    server_ = nullptr;
-  }
-
-  void SetUp() override {
-    ASSERT_NE(server_, nullptr) << "quantd did not start:\n" << *log_;
-    // An earlier attack that killed quantd failed its own test.
-    ASSERT_TRUE(server_->Revive(log_)) << "quantd does not start again:\n" << *log_;
-    ASSERT_FALSE(canary_->empty()) << "tenant beta could not create its job";
+    StartSuite("security_parsers", {"out"}, {"out"}, {"--lease-duration=10s"});
   }
 
   void TearDown() override {
     if (server_ == nullptr) return;
-    EXPECT_TRUE(server_->process().Running()) << "quantd died:\n" << server_->Log();
-    Client beta(server_->address(), tokens_->beta);
-    EXPECT_TRUE(beta.List().ok());
-    const grpc::Status get = beta.Get(*canary_);
-    EXPECT_TRUE(get.ok()) << Describe(get);
+    ExpectOthersServed();
     Client acme = Acme();
     for (const std::string& name : created_) {
       const Job job = acme.WaitTerminal(name);
       EXPECT_TRUE(e2e::IsTerminal(job.state())) << name;
     }
   }
-
-  static std::string Model() { return *root_ + "/models/stories260K"; }
-  Client Acme() { return Client(server_->address(), tokens_->acme); }
 
   // Creates as acme; an accepted job is waited for and returned in `job`.
   grpc::Status Submit(const JobSpec& spec, Job* job) {
@@ -109,19 +70,8 @@ class ParserAttacksTest : public ::testing::Test {
     EXPECT_NE(job.error().message().find(file), std::string::npos) << job.error().message();
   }
 
-  static std::string* root_;
-  static Tokens* tokens_;
-  static Server* server_;
-  static std::string* log_;
-  static std::string* canary_;
   std::vector<std::string> created_;
 };
-
-std::string* ParserAttacksTest::root_ = nullptr;
-Tokens* ParserAttacksTest::tokens_ = nullptr;
-Server* ParserAttacksTest::server_ = nullptr;
-std::string* ParserAttacksTest::log_ = nullptr;
-std::string* ParserAttacksTest::canary_ = nullptr;
 
 TEST_F(ParserAttacksTest, DeepJsonInTheJobsQuarkConfigIsRefused) {
   const std::string head =
@@ -189,9 +139,10 @@ TEST_F(ParserAttacksTest, DeepJsonInADatasetLineFailsTheJobNotTheWorker) {
   for (const std::string& deep : DeepValues(kDeep)) {
     const std::string name = "deep-" + std::to_string(i++) + ".jsonl";
     const std::string data = *root_ + "/models/" + name;
-    WriteFile(data, "{\"text\": \"Once upon a time there was a tiny model.\"}\n"
-                    "{\"text\": \"It was quantized.\", \"meta\": " +
-                        deep + "}\n");
+    WriteFile(data,
+              "{\"text\": \"Once upon a time there was a tiny model.\"}\n"
+              "{\"text\": \"It was quantized.\", \"meta\": " +
+                  deep + "}\n");
     JobSpec spec = FastSpec(Model());
     spec.mutable_calibration()->set_dataset_uri("file://" + data);
     spec.mutable_calibration()->set_num_samples(1);
@@ -235,10 +186,9 @@ TEST_F(ParserAttacksTest, ABacktrackingExcludeNeitherHangsQuantdNorTheWorker) {
 }
 
 TEST_F(ParserAttacksTest, ADeeplyNestedRegexIsRefusedOrHarmless) {
-  for (const std::string& pattern :
-       {"re:" + Repeat('(', 20000) + "a" + Repeat(')', 20000),
-        "re:" + Repeat('(', 20000) + "a",  // unbalanced as well
-        std::string("re:(a*)*(b*)*(c*)*(d*)*(e*)*$")}) {
+  for (const std::string& pattern : {"re:" + Repeat('(', 20000) + "a" + Repeat(')', 20000),
+                                     "re:" + Repeat('(', 20000) + "a",  // unbalanced as well
+                                     std::string("re:(a*)*(b*)*(c*)*(d*)*(e*)*$")}) {
     JobSpec spec = FastSpec(Model());
     spec.mutable_quantization()->add_exclude(pattern);
     Job job;

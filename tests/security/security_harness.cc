@@ -229,8 +229,7 @@ std::map<std::string, std::string> TreeDigest(const std::string& root) {
   };
   out["/"] = describe(root);
   if (out["/"] != "dir") return out;
-  for (auto it = fs::recursive_directory_iterator(root, ec); it != fs::end(it);
-       it.increment(ec)) {
+  for (auto it = fs::recursive_directory_iterator(root, ec); it != fs::end(it); it.increment(ec)) {
     out[fs::relative(it->path(), root).string()] = describe(it->path());
   }
   return out;
@@ -269,5 +268,56 @@ quantd::v1::JobSpec FastSpec(const std::string& model, const std::string& output
 }
 
 std::string Repeat(char c, size_t n) { return std::string(n, c); }
+
+std::string* SuiteFixture::root_ = nullptr;
+Tokens* SuiteFixture::tokens_ = nullptr;
+Server* SuiteFixture::server_ = nullptr;
+std::string* SuiteFixture::log_ = nullptr;
+std::string* SuiteFixture::canary_ = nullptr;
+
+void SuiteFixture::StartSuite(const std::string& name, const std::vector<std::string>& dirs,
+                              const std::vector<std::string>& roots,
+                              const std::vector<std::string>& flags) {
+  root_ = new std::string(e2e::TempDir(name));
+  tokens_ = new Tokens(WriteTokens(*root_));
+  log_ = new std::string();
+  canary_ = new std::string();
+  CopyModel(Model());
+  fs::copy_file(fs::canonical(e2e::Runfile("tests/data/tinystories-sample.txt")),
+                *root_ + "/models/eval.txt");
+  std::string roots_flag = "--allowed-uri-roots=file://" + *root_ + "/models";
+  for (const std::string& r : roots) roots_flag += ",file://" + *root_ + "/" + r;
+  for (const std::string& d : dirs) fs::create_directories(*root_ + "/" + d);
+  std::vector<std::string> argv = {
+      "--auth-tokens=" + tokens_->file, roots_flag, "--local-workers=1",
+      "--worker-binary=" + e2e::Runfile("worker/quantd-worker"), "--worker-arg=--threads=1"};
+  argv.insert(argv.end(), flags.begin(), flags.end());
+  server_ = Server::Start(*root_ + "/data", argv, log_).release();
+  if (server_ == nullptr) return;
+  Job job;
+  if (Client(server_->address(), tokens_->beta).Create(FastSpec(Model()), &job).ok())
+    *canary_ = job.name();
+}
+
+void SuiteFixture::TearDownTestSuite() {
+  delete server_;
+  server_ = nullptr;
+}
+
+void SuiteFixture::SetUp() {
+  ASSERT_NE(server_, nullptr) << "quantd did not start:\n" << *log_;
+  ASSERT_TRUE(server_->Revive(log_)) << "quantd does not start again:\n" << *log_;
+  ASSERT_FALSE(canary_->empty()) << "tenant beta could not create its job";
+}
+
+void SuiteFixture::ExpectOthersServed() {
+  if (server_ == nullptr) return;
+  EXPECT_TRUE(server_->process().Running()) << "quantd died:\n" << server_->Log();
+  Client beta = Beta();
+  const grpc::Status list = beta.List();
+  EXPECT_TRUE(list.ok()) << Describe(list);
+  const grpc::Status get = beta.Get(*canary_);
+  EXPECT_TRUE(get.ok()) << Describe(get);
+}
 
 }  // namespace quantd::security

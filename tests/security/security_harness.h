@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "gtest/gtest.h"
 #include "quantd/v1/quantization_service.grpc.pb.h"
 #include "quantd/v1/worker_service.grpc.pb.h"
 #include "tests/e2e/harness.h"
@@ -114,6 +115,40 @@ quantd::v1::JobSpec FastSpec(const std::string& model, const std::string& output
 
 // n times `c`.
 std::string Repeat(char c, size_t n);
+
+// The fixture of a test file whose cases share one quantd: tokens on, one
+// supervised local worker (one intra-op thread: the tiny model needs no
+// more, and jobs stay steady beside the test's own threads), a copy of
+// stories260K at Model() and the sample text at <root>/models/eval.txt.
+// quantd is revived between cases, so an attack that killed it fails only
+// its own case; tenant beta's job (the canary) is read back after each.
+class SuiteFixture : public ::testing::Test {
+ protected:
+  // Call from SetUpTestSuite: a temp root named `name`, the directories
+  // `dirs` (relative to it) made, quantd started with
+  // --allowed-uri-roots=file://<root>/models plus file://<root>/<r> for
+  // each of `roots`, and `flags`.
+  static void StartSuite(const std::string& name, const std::vector<std::string>& dirs,
+                         const std::vector<std::string>& roots,
+                         const std::vector<std::string>& flags = {});
+  static void TearDownTestSuite();
+
+  // quantd serves (revived if need be) and the canary exists.
+  void SetUp() override;
+  // quantd is alive and tenant beta is still served: it lists its jobs and
+  // reads its canary.
+  void ExpectOthersServed();
+
+  static std::string Model() { return *root_ + "/models/stories260K"; }
+  Client Acme() { return Client(server_->address(), tokens_->acme); }
+  Client Beta() { return Client(server_->address(), tokens_->beta); }
+
+  static std::string* root_;
+  static Tokens* tokens_;
+  static Server* server_;
+  static std::string* log_;
+  static std::string* canary_;  // "" when beta could not create it
+};
 
 }  // namespace quantd::security
 

@@ -1,8 +1,8 @@
 // Issue 17's attacks on the service as a whole, each against its own quantd
 // (they need their own flags): one tenant holding every WatchJob slot;
-// quantd listening on all interfaces without tokens; SIGTERM while handlers
-// are busy; and --worker-arg values with commas, which must reach a local
-// worker as one argument each.
+// quantd listening on all interfaces without tokens; a quantd started with
+// no roots; SIGTERM while handlers are busy; and --worker-arg values with
+// commas, which must reach a local worker as one argument each.
 #include <signal.h>
 
 #include <algorithm>
@@ -37,6 +37,13 @@ std::vector<std::string> RootsFlag(const std::string& dir) {
   fs::create_directories(dir + "/models");
   fs::create_directories(dir + "/out");
   return {"--allowed-uri-roots=file://" + dir + "/models,file://" + dir + "/out"};
+}
+
+// The tenant has no job: every attack above was refused before storing.
+void ListJobsResponseHasNone(Client& client) {
+  quantd::v1::ListJobsResponse list;
+  ASSERT_TRUE(client.List(&list).ok());
+  EXPECT_EQ(list.jobs_size(), 0);
 }
 
 // An open WatchJob stream: open once its first event (the replay) arrived.
@@ -135,6 +142,44 @@ TEST(ServiceLimitsTest, NoTokensOnANonLoopbackAddressNeedsInsecure) {
   ASSERT_NE(local, nullptr) << log;
 }
 
+// With no --allowed-uri-roots (the default), jobs used to read and write
+// anywhere the worker could. Now no input is allowed, an output goes only
+// under <data-dir>/artifacts/, and the startup log says so.
+TEST(ServiceLimitsTest, WithNoRootsNothingIsReadAndOutputsStayUnderTheDataDir) {
+  const std::string dir = e2e::TempDir("security_no_roots");
+  const Tokens tokens = WriteTokens(dir);
+  const std::string model = dir + "/models/stories260K";
+  CopyModel(model);
+  fs::create_directories(dir + "/out");
+  std::string log;
+  auto server = Server::Start(dir + "/data", {"--auth-tokens=" + tokens.file}, &log);
+  ASSERT_NE(server, nullptr) << log;
+  Client acme(server->address(), tokens.acme);
+  // A URI outside the roots is PERMISSION_DENIED (URI_NOT_ALLOWED), naming
+  // every such field.
+
+  const grpc::Status input = acme.Create(FastSpec(model));
+  EXPECT_EQ(input.error_code(), grpc::StatusCode::PERMISSION_DENIED) << Describe(input);
+  EXPECT_TRUE(NamesField(input, "spec.model_uri")) << Describe(input);
+
+  // Both fields at once, and a data-dir path outside artifacts/ as well.
+  for (const std::string& out : {"file://" + dir + "/out/x", "file://" + dir + "/data/x"}) {
+    SCOPED_TRACE(out);
+    const grpc::Status s = acme.Create(FastSpec(model, out));
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::PERMISSION_DENIED) << Describe(s);
+    EXPECT_TRUE(NamesField(s, "spec.model_uri")) << Describe(s);
+    EXPECT_TRUE(NamesField(s, "spec.export.output_uri")) << Describe(s);
+  }
+  EXPECT_FALSE(fs::exists(dir + "/out/x"));
+  EXPECT_FALSE(fs::exists(dir + "/data/x"));
+  ListJobsResponseHasNone(acme);
+
+  const std::string start_log = server->Log();
+  EXPECT_NE(start_log.find("uri policy"), std::string::npos) << start_log;
+  EXPECT_NE(start_log.find("every job naming a model or dataset is refused"), std::string::npos)
+      << start_log;
+}
+
 // SIGTERM ends quantd within --shutdown-grace (plus a margin for a loaded
 // machine) while a long poll, a watch and a CPU-bound CreateJob are in its
 // handlers; it used to never stop.
@@ -171,8 +216,8 @@ TEST(ServiceLimitsTest, SigtermEndsQuantdWhileHandlersAreBusy) {
   ASSERT_TRUE(server->process().Running()) << "quantd died before SIGTERM:\n" << server->Log();
   const auto start = std::chrono::steady_clock::now();
   kill(server->process().pid(), SIGTERM);
-  const bool exited = e2e::WaitUntil([&] { return !server->process().Running(); },
-                                     std::chrono::seconds(600));
+  const bool exited =
+      e2e::WaitUntil([&] { return !server->process().Running(); }, std::chrono::seconds(600));
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   std::printf("quantd exited %.1f s after SIGTERM (grace 2 s)\n", seconds);
@@ -217,11 +262,11 @@ TEST(ServiceLimitsTest, WorkerArgWithACommaReachesTheWorkerAsOneArgument) {
   fs::create_directories(dir + "/roots/b");
   const std::string roots = "--allowed-roots=" + dir + "/roots/a," + dir + "/roots/b";
   std::string log;
-  auto server = Server::Start(dir + "/data",
-                              {"--local-workers=1",
-                               "--worker-binary=" + e2e::Runfile("worker/quantd-worker"),
-                               "--worker-arg=" + roots, "--worker-arg=--lease-wait-seconds=2"},
-                              &log);
+  auto server =
+      Server::Start(dir + "/data",
+                    {"--local-workers=1", "--worker-binary=" + e2e::Runfile("worker/quantd-worker"),
+                     "--worker-arg=" + roots, "--worker-arg=--lease-wait-seconds=2"},
+                    &log);
   ASSERT_NE(server, nullptr) << log;
   std::vector<std::string> args;
   ASSERT_TRUE(e2e::WaitUntil([&] {
