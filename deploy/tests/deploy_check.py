@@ -453,6 +453,81 @@ def listen_port(value):
     return int(value.rsplit(":", 1)[1]) if value and ":" in value else None
 
 
+# Flags whose value is a file the container must find in a mounted Secret.
+SECRET_FILE_FLAGS = ("auth_tokens", "token_file", "tls_cert", "tls_key", "tls_ca",
+                     "tls_client_ca")
+PROBES = ("readinessProbe", "livenessProbe", "startupProbe")
+
+
+def probe_argv(probe):
+    """The argv of an exec probe (`sh -c "exec ..."` unwrapped), else None."""
+    command = (probe or {}).get("exec", {}).get("command")
+    if not command:
+        return None
+    argv = shlex.split(command[2]) if command[:2] == ["/bin/sh", "-c"] else list(command)
+    if argv and argv[0] == "exec":
+        argv = argv[1:]
+    return argv
+
+
+def secret_file(path, mounts, volumes):
+    """(Secret name, key) of the file `path` in a container with these
+    volumeMounts ({mountPath: mount}) and pod volumes ({name: volume});
+    key is None when the volume's items do not project that path. None when
+    no Secret volume is mounted above `path`."""
+    for mount_path, m in mounts.items():
+        prefix = mount_path.rstrip("/") + "/"
+        vol = volumes.get(m["name"], {})
+        if not path.startswith(prefix) or "secret" not in vol:
+            continue
+        rel = path[len(prefix):]
+        items = vol["secret"].get("items")
+        if items is None:
+            return vol["secret"]["secretName"], rel
+        return vol["secret"]["secretName"], next(
+            (i["key"] for i in items if i["path"] == rel), None)
+    return None
+
+
+def secret_keys_read(objects):
+    """{Secret name: keys the pods read}: secretKeyRef keys, the items of
+    Secret volumes, and the files that container args and exec probes name
+    in a whole mounted Secret. A Secret mounted but not read has no keys."""
+    read = {}
+    for _, tmpl in pod_templates(objects):
+        spec = tmpl["spec"]
+        volumes = {v["name"]: v for v in spec.get("volumes", [])}
+        for v in volumes.values():
+            if "secret" in v:
+                keys = read.setdefault(v["secret"]["secretName"], set())
+                keys.update(i["key"] for i in v["secret"].get("items", []))
+        for c in spec["containers"]:
+            for e in c.get("env", []):
+                ref = e.get("valueFrom", {}).get("secretKeyRef")
+                if ref:
+                    read.setdefault(ref["name"], set()).add(ref["key"])
+            mounts = {m["mountPath"]: m for m in c.get("volumeMounts", [])}
+            argvs = [c.get("args", [])] + [probe_argv(c.get(n)) or [] for n in PROBES]
+            for argv in argvs:
+                for flag in SECRET_FILE_FLAGS:
+                    value = flag_value(argv, flag)
+                    found = value and secret_file(value, mounts, volumes)
+                    if found and found[1] is not None:
+                        read.setdefault(found[0], set()).add(found[1])
+    return read
+
+
+def service_names(objects, tmpl):
+    """The DNS names of the Services selecting a pod template."""
+    names = []
+    for svc in by_kind(objects, "Service"):
+        if svc["spec"]["selector"].items() <= tmpl["metadata"].get("labels", {}).items():
+            n, ns = svc["metadata"]["name"], svc["metadata"].get("namespace", "default")
+            names += [n, "%s.%s" % (n, ns), "%s.%s.svc" % (n, ns),
+                      "%s.%s.svc.cluster.local" % (n, ns)]
+    return names
+
+
 def check_overlay(overlay, objects, flags, images, docs, version):
     """Checks one rendered overlay. images: image name -> (argv, user)."""
     p = Problems()
@@ -478,6 +553,11 @@ def check_overlay(overlay, objects, flags, images, docs, version):
             if "secret" in v and v["secret"]["secretName"] not in secrets:
                 p.add(w, "volume %s uses Secret %s, which does not exist" % (
                     v["name"], v["secret"]["secretName"]))
+            elif "secret" in v:
+                for item in v["secret"].get("items", []):
+                    if item["key"] not in secrets[v["secret"]["secretName"]]:
+                        p.add(w, "volume %s projects key %s of Secret %s, which does not exist"
+                              % (v["name"], item["key"], v["secret"]["secretName"]))
             if "persistentVolumeClaim" in v and v["persistentVolumeClaim"]["claimName"] not in claims:
                 p.add(w, "volume %s uses PVC %s, which does not exist" % (
                     v["name"], v["persistentVolumeClaim"]["claimName"]))
@@ -532,12 +612,23 @@ def check_overlay(overlay, objects, flags, images, docs, version):
                 if var not in env and var != "@":
                     p.add(cw, "the entrypoint reads $%s, which the container's environment lacks" % var)
             mounts = {m["mountPath"]: m for m in c.get("volumeMounts", [])}
-            for flag in ("auth_tokens", "token_file", "tls_cert", "tls_key", "tls_ca", "tls_client_ca"):
-                value = flag_value(args, flag)
-                if value and not any(value.startswith(mp.rstrip("/") + "/") and
-                                     "secret" in volumes.get(m["name"], {})
-                                     for mp, m in mounts.items()):
-                    p.add(cw, "--%s=%s is not inside a mounted Secret" % (flag, value))
+            argvs = [("", args)] + [(" " + n, probe_argv(c.get(n))) for n in PROBES
+                                    if probe_argv(c.get(n))]
+            for label, argv in argvs:
+                for flag in SECRET_FILE_FLAGS:
+                    value = flag_value(argv, flag)
+                    if not value:
+                        continue
+                    shown = flag.replace("_", "-")
+                    found = secret_file(value, mounts, volumes)
+                    if not found:
+                        p.add(cw + label, "--%s=%s is not inside a mounted Secret" % (shown, value))
+                    elif found[1] is None:
+                        p.add(cw + label, "--%s=%s: the Secret volume's items do not project it"
+                              % (shown, value))
+                    elif found[0] in secrets and found[1] not in secrets[found[0]]:
+                        p.add(cw + label, "--%s=%s reads key %s of Secret %s, which does not exist"
+                              % (shown, value, found[1], found[0]))
             for m in mounts.values():
                 if m["name"] not in volumes:
                     p.add(cw, "mounts volume %s, which the pod does not define" % m["name"])
@@ -553,9 +644,9 @@ def check_overlay(overlay, objects, flags, images, docs, version):
                                for mp in mounts):
                         p.add(cw, "--%s root %s is on no mounted volume" % (flag, root))
             if binary == "quantd":
-                check_frontend(p, cw, obj, tmpl, c, args, ports, objects)
+                check_frontend(p, cw, obj, tmpl, c, args, ports, objects, env, flags)
             else:
-                check_worker(p, cw, overlay, obj, c, args, env, flags)
+                check_worker(p, cw, overlay, obj, c, args, env, flags, volumes, secrets)
     if len(quantd_images) > 1:
         p.add(where, "quantd images use different registries or tags: %s" % sorted(quantd_images))
     for svc in by_kind(objects, "Service"):
@@ -587,7 +678,7 @@ def check_overlay(overlay, objects, flags, images, docs, version):
     return p
 
 
-def check_frontend(p, cw, obj, tmpl, c, args, ports, objects):
+def check_frontend(p, cw, obj, tmpl, c, args, ports, objects, env, flags):
     if obj["spec"].get("replicas", 1) < 2:
         p.add(cw, "the frontend needs at least 2 replicas")
     grpc_port = listen_port(flag_value(args, "listen"))
@@ -596,17 +687,44 @@ def check_frontend(p, cw, obj, tmpl, c, args, ports, objects):
         p.add(cw, "--listen port %s is not a containerPort" % grpc_port)
     if metrics_port is None or metrics_port not in ports.values():
         p.add(cw, "--metrics-listen port %s is not a containerPort" % metrics_port)
-    for probe_name in ("readinessProbe", "livenessProbe"):
-        probe = c.get(probe_name, {})
-        if "grpc" not in probe:
-            p.add(cw, "%s is not a gRPC health probe" % probe_name)
-        elif probe["grpc"]["port"] != grpc_port:
-            p.add(cw, "%s probes port %s, quantd listens on %s" % (
-                probe_name, probe["grpc"]["port"], grpc_port))
-        elif probe["grpc"].get("service", "") not in (
-                "", "quantd.v1.QuantizationService", "quantd.v1.WorkerService"):
-            p.add(cw, "%s asks for unknown health service %s" % (
-                probe_name, probe["grpc"]["service"]))
+    # TLS is on: clients and workers reach the gRPC port over TLS only.
+    if not flag_value(args, "tls_cert") or not flag_value(args, "tls_key"):
+        p.add(cw, "the frontend serves no TLS (--tls-cert and --tls-key)")
+    # So every probe is quantd-health-probe over TLS: the kubelet's native
+    # gRPC probe speaks plaintext and would fail against a TLS port. The
+    # name it verifies is the one workers dial, so one certificate serves both.
+    server_host = (env.get("QUANTD_SERVER") or "").rsplit(":", 1)[0]
+    for probe_name in PROBES:
+        probe = c.get(probe_name)
+        if probe is None:
+            if probe_name != "startupProbe":
+                p.add(cw, "no %s" % probe_name)
+            continue
+        argv = probe_argv(probe)
+        if "grpc" in probe:
+            p.add(cw, "%s is a plaintext gRPC probe; quantd serves TLS" % probe_name)
+            continue
+        if not argv or os.path.basename(argv[0]) != "quantd-health-probe":
+            p.add(cw, "%s is not an exec of quantd-health-probe" % probe_name)
+            continue
+        check_flags(p, "%s %s" % (cw, probe_name), "quantd-health-probe", argv[1:], flags)
+        port = listen_port(flag_value(argv[1:], "addr"))
+        if port != grpc_port:
+            p.add(cw, "%s probes port %s, quantd listens on %s" % (probe_name, port, grpc_port))
+        service = flag_value(argv[1:], "service") or ""
+        if service not in ("", "quantd.v1.QuantizationService", "quantd.v1.WorkerService"):
+            p.add(cw, "%s asks for unknown health service %s" % (probe_name, service))
+        if not flag_value(argv[1:], "tls_ca"):
+            p.add(cw, "%s runs without --tls-ca" % probe_name)
+        name = flag_value(argv[1:], "tls_server_name")
+        if not name:
+            p.add(cw, "%s runs without --tls-server-name" % probe_name)
+        elif name != server_host:
+            p.add(cw, "%s verifies the name %s, workers dial %s" % (probe_name, name, server_host))
+        if probe.get("timeoutSeconds", 1) * 1000 <= int(
+                flag_value(argv[1:], "timeout_ms") or 3000):
+            p.add(cw, "%s: timeoutSeconds %s ends the probe before its own deadline" % (
+                probe_name, probe.get("timeoutSeconds", 1)))
     annotations = tmpl["metadata"].get("annotations", {})
     if annotations.get("prometheus.io/scrape") != "true" or \
             annotations.get("prometheus.io/port") != str(metrics_port):
@@ -625,8 +743,19 @@ def check_frontend(p, cw, obj, tmpl, c, args, ports, objects):
                         netpol["metadata"]["name"], port))
 
 
-def check_worker(p, cw, overlay, obj, c, args, env, flags):
+def check_worker(p, cw, overlay, obj, c, args, env, flags, volumes, secrets):
     image_name, accelerator, device = OVERLAY_WORKER[overlay]
+    if not flag_value(args, "tls_ca"):
+        p.add(cw, "the worker dials quantd without TLS (no --tls-ca)")
+    for v in volumes.values():
+        if "secret" not in v or not any(m["name"] == v["name"] for m in c.get("volumeMounts", [])):
+            continue
+        items = v["secret"].get("items")
+        exposed = {i["key"] for i in items} if items is not None else secrets.get(
+            v["secret"]["secretName"], set())
+        if "tls.key" in exposed:
+            p.add(cw, "mounts tls.key of Secret %s: the server's private key in a worker" %
+                  v["secret"]["secretName"])
     if image_parts(c["image"])[1] != image_name:
         p.add(cw, "overlay %s should run image %s, got %s" % (overlay, image_name, c["image"]))
     if flag_value(args, "device") != device:
@@ -653,17 +782,95 @@ def check_worker(p, cw, overlay, obj, c, args, env, flags):
         budget = startup.get("periodSeconds", 10) * startup.get("failureThreshold", 3)
         if budget < 300:
             p.add(cw, "startupProbe allows %s s, too little for CUDA initialisation" % budget)
-        command = startup.get("exec", {}).get("command", [])
-        argv = shlex.split(command[2]) if command[:2] == ["/bin/sh", "-c"] else command
-        if argv and argv[0] == "exec":
-            argv = argv[1:]
+        argv = probe_argv(startup) or []
         check_flags(p, cw + " startupProbe", os.path.basename(argv[0]) if argv else "", argv[1:],
                     flags)
+        if not flag_value(argv[1:], "tls_ca"):
+            p.add(cw, "startupProbe runs without --tls-ca")
     if not any("ephemeral" in v or "persistentVolumeClaim" in v
                for v in obj["spec"]["template"]["spec"].get("volumes", [])
                if any(m["name"] == v["name"] and m["mountPath"] == flag_value(args, "data_dir")
                       for m in c.get("volumeMounts", []))):
         p.add(cw, "--data-dir is not on a PVC or ephemeral volume")
+
+
+# A shipped certificate must outlive any checkout that uses it.
+CERT_MIN_VALIDITY_S = 50 * 365 * 86400
+
+
+def openssl(*args, stdin=None):
+    return subprocess.run(["openssl"] + list(args), input=stdin, stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT, universal_newlines=True)
+
+
+def certificate_names(cert_path):
+    """The DNS and IP subjectAltNames of a PEM certificate."""
+    out = openssl("x509", "-in", cert_path, "-noout", "-ext", "subjectAltName").stdout
+    return set(re.findall(r"(?:DNS:|IP Address:)([^,\s]+)", out))
+
+
+def check_tls_material(p, where, files, names):
+    """files: {"cert", "key", "ca"} -> PEM paths. The certificate chains to
+    the CA, belongs to the key and names every one of `names`."""
+    r = openssl("verify", "-CAfile", files["ca"], files["cert"])
+    if r.returncode != 0:
+        p.add(where, "the certificate does not verify against ca.crt: %s" % r.stdout.strip())
+    cert_key = openssl("x509", "-in", files["cert"], "-noout", "-pubkey").stdout
+    key = openssl("pkey", "-in", files["key"], "-pubout").stdout
+    if not cert_key.strip() or cert_key != key:
+        p.add(where, "tls.key is not the key of tls.crt")
+    missing = [n for n in names if n not in certificate_names(files["cert"])]
+    if missing:
+        p.add(where, "the certificate does not name %s (it names %s)" % (
+            ", ".join(missing), sorted(certificate_names(files["cert"]))))
+
+
+def check_tls_secrets(overlay, objects):
+    """A TLS Secret the overlay ships (the dev one): valid for a long time,
+    for every name the Service, the workers and the probes use."""
+    import base64
+    import tempfile
+    p = Problems()
+    secrets = {s["metadata"]["name"]: s for s in by_kind(objects, "Secret")}
+    for obj, tmpl in pod_templates(objects):
+        spec = tmpl["spec"]
+        volumes = {v["name"]: v for v in spec.get("volumes", [])}
+        for c in spec["containers"]:
+            args = c.get("args", [])
+            if not flag_value(args, "tls_cert"):
+                continue
+            mounts = {m["mountPath"]: m for m in c.get("volumeMounts", [])}
+            want = {"cert": flag_value(args, "tls_cert"), "key": flag_value(args, "tls_key")}
+            names = set(service_names(objects, tmpl)) | {"localhost", "127.0.0.1"}
+            for n in PROBES:
+                argv = probe_argv(c.get(n)) or []
+                if flag_value(argv, "tls_ca"):
+                    want["ca"] = flag_value(argv, "tls_ca")
+                if flag_value(argv, "tls_server_name"):
+                    names.add(flag_value(argv, "tls_server_name"))
+            located = {k: secret_file(v or "", mounts, volumes) for k, v in want.items()}
+            if "ca" not in want or any(not v or v[0] not in secrets for v in located.values()):
+                continue  # the platform team's Secret: docs/deploy.md section 3
+            where = "overlays/%s Secret/%s" % (overlay, located["cert"][0])
+            with tempfile.TemporaryDirectory() as tmp:
+                files = {}
+                for k, (name, key) in located.items():
+                    data = secrets[name].get("data", {}).get(key)
+                    if data is None:
+                        p.add(where, "has no key %s" % key)
+                        continue
+                    files[k] = os.path.join(tmp, k + ".pem")
+                    with open(files[k], "wb") as f:
+                        f.write(base64.b64decode(data))
+                if len(files) < 3:
+                    continue
+                if secrets[located["cert"][0]].get("type") != "kubernetes.io/tls":
+                    p.add(where, "is not of type kubernetes.io/tls")
+                check_tls_material(p, where, files, sorted(names))
+                if openssl("x509", "-in", files["cert"], "-noout", "-checkend",
+                           str(CERT_MIN_VALIDITY_S)).returncode != 0:
+                    p.add(where, "the certificate expires within 50 years")
+    return p
 
 
 def check_autoscaling(repo, rendered_overlay, addon_objects):
@@ -799,6 +1006,7 @@ def run_all(repo, binaries):
     for overlay in OVERLAYS:
         rendered[overlay] = render(repo, "deploy/k8s/overlays/" + overlay)
         p.extend(check_overlay(overlay, rendered[overlay], flags, images, docs, version))
+        p.extend(check_tls_secrets(overlay, rendered[overlay]))
         for _, tmpl in pod_templates(rendered[overlay]):
             for c in tmpl["spec"]["containers"]:
                 if image_parts(c["image"])[1] in IMAGE_BINARY and overlay != "dev":
@@ -875,8 +1083,37 @@ def mutations_are_caught(repo, flags, lib_packages, vendor_lib_packages, images,
          "nvidia.com/gpu: 1"),
         ("nvidia", "short grace", worker(lambda o, t, c: t["spec"].update(
             terminationGracePeriodSeconds=30)), "too short"),
-        ("cpu", "probe on a wrong port", frontend(lambda o, t, c: c["readinessProbe"]["grpc"].update(
-            port=50052)), "readinessProbe probes port 50052"),
+        ("cpu", "probe on a wrong port", frontend(lambda o, t, c: c["readinessProbe"]["exec"].update(
+            command=[a.replace(":50051", ":50052") for a in c["readinessProbe"]["exec"]["command"]])),
+         "readinessProbe probes port 50052"),
+        ("cpu", "TLS flag removed", frontend(lambda o, t, c: c.update(
+            args=[a for a in c["args"] if not a.startswith("--tls-cert=")])),
+         "serves no TLS"),
+        ("nvidia", "grpc probe put back", frontend(lambda o, t, c: c.update(
+            livenessProbe={"grpc": {"port": 50051}, "periodSeconds": 10})),
+         "livenessProbe is a plaintext gRPC probe"),
+        ("amd", "probe without TLS", frontend(lambda o, t, c: c["startupProbe"]["exec"].update(
+            command=[a for a in c["startupProbe"]["exec"]["command"]
+                     if not a.startswith("--tls-ca=")])),
+         "startupProbe runs without --tls-ca"),
+        ("cpu", "probe checks another name", frontend(lambda o, t, c: c["readinessProbe"][
+            "exec"].update(command=[a.replace("--tls-server-name=quantd", "--tls-server-name=x")
+                                    for a in c["readinessProbe"]["exec"]["command"]])),
+         "verifies the name x"),
+        ("cpu", "TLS key outside a Secret", frontend(lambda o, t, c: c.update(
+            args=[a.replace("/etc/quantd/tls/", "/var/lib/quantd/") for a in c["args"]])),
+         "--tls-key=/var/lib/quantd/tls.key is not inside a mounted Secret"),
+        ("cpu", "worker without TLS", worker(lambda o, t, c: c.update(
+            args=[a for a in c["args"] if not a.startswith("--tls-ca=")])),
+         "without TLS (no --tls-ca)"),
+        ("dev", "server key in a worker", worker(lambda o, t, c: [
+            v["secret"].pop("items") for v in t["spec"]["volumes"]
+            if v.get("secret", {}).get("secretName") == "quantd-tls"]),
+         "mounts tls.key of Secret quantd-tls"),
+        ("nvidia", "worker startupProbe without TLS", worker(lambda o, t, c: c[
+            "startupProbe"]["exec"].update(command=[a.replace("--tls-ca=/etc/quantd/tls/ca.crt", "")
+                                                    for a in c["startupProbe"]["exec"]["command"]])),
+         "startupProbe runs without --tls-ca"),
         ("cpu", "missing Secret", frontend(lambda o, t, c: t["spec"]["volumes"][0]["secret"].update(
             secretName="quantd-tokens")), "Secret quantd-tokens"),
         ("dev", "missing Secret key", frontend(lambda o, t, c: c["env"][0]["valueFrom"]["secretKeyRef"]
@@ -896,7 +1133,47 @@ def mutations_are_caught(repo, flags, lib_packages, vendor_lib_packages, images,
         found = check_overlay(overlay, mutated(overlay, edit), flags, images, docs, version)
         if not any(expected in item for item in found.items):
             p.add("self-test", "overlay %s with %s passed (%s)" % (overlay, label, found.items))
+
+    # The dev overlay's TLS Secret, broken: another certificate, a short one.
+    def tls_secret(edit):
+        objects = [o for o in yaml.safe_load_all(yaml.safe_dump_all(rendered["dev"])) if o]
+        for s in by_kind(objects, "Secret"):
+            if s["metadata"]["name"] == "quantd-tls":
+                edit(s["data"])
+        return objects
+
+    short = short_lived_certificate()
+    secret_mutations = [
+        ("the CA as the server certificate", lambda d: d.update({"tls.crt": d["ca.crt"]}),
+         "tls.key is not the key of tls.crt"),
+        ("a certificate for other names", lambda d: d.update(short),
+         "does not name 127.0.0.1, localhost, quantd,"),
+        ("a certificate of a month", lambda d: d.update(short), "expires within 50 years"),
+    ]
+    for label, edit, expected in secret_mutations:
+        found = check_tls_secrets("dev", tls_secret(edit))
+        if not any(expected in item for item in found.items):
+            p.add("self-test", "overlays/dev with %s passed (%s)" % (label, found.items))
     return p
+
+
+def short_lived_certificate():
+    """Base64 tls.crt, tls.key and ca.crt of a self-signed certificate for
+    other.example, valid for 30 days."""
+    import base64
+    import tempfile
+    with tempfile.TemporaryDirectory() as tmp:
+        key, crt = os.path.join(tmp, "k.pem"), os.path.join(tmp, "c.pem")
+        r = openssl("req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
+                    "-nodes", "-days", "30", "-subj", "/CN=other.example", "-addext",
+                    "subjectAltName=DNS:other.example", "-keyout", key, "-out", crt)
+        if r.returncode != 0:
+            raise RuntimeError("openssl req failed: " + r.stdout)
+        data = {}
+        for k, path in (("tls.crt", crt), ("tls.key", key), ("ca.crt", crt)):
+            with open(path, "rb") as f:
+                data[k] = base64.b64encode(f.read()).decode()
+        return data
 
 
 def main(argv):

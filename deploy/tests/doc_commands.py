@@ -28,6 +28,13 @@ per command:
   openssl / printf / echo / rm ...   the token snippet runs as written, and
                                      quantd starts with the tokens file it
                                      writes (--auth-tokens)
+  openssl req|x509, printf > tls.ext the TLS snippets run as written, in
+                                     order, in one directory; each leaves a
+                                     tls.crt that chains to ca.crt, matches
+                                     tls.key and names every name the
+                                     manifests dial, and quantd serves TLS
+                                     with it (quantd-health-probe verifies
+                                     each name, refuses another)
 
 usage: doc_commands.py --repo DIR --binary NAME=PATH ... --sdk DIR
 """
@@ -138,17 +145,12 @@ class Context:
                 if o["kind"] == kind and o["metadata"]["name"] == name]
 
     def secret_refs(self):
-        """{secret name: set of keys read (None: mounted whole)}."""
-        refs = {}
-        text = repr(self.objects)
-        for m in re.finditer(r"'secretKeyRef': \{'key': '([^']+)', 'name': '([^']+)'", text):
-            refs.setdefault(m.group(2), set()).add(m.group(1))
-        for m in re.finditer(r"'secretKeyRef': \{'name': '([^']+)', 'key': '([^']+)'", text):
-            refs.setdefault(m.group(1), set()).add(m.group(2))
-        for m in re.finditer(r"'secretName': '([^']+)'", text):
-            refs.setdefault(m.group(1), set()).add(None)
-        for m in re.finditer(r"'secretRef': \{'name': '([^']+)'", text):
-            refs.setdefault(m.group(1), set()).add(None)
+        """{secret name: set of keys the pods read} (secretKeyRef keys,
+        projected items, files that args and probes name in a mounted
+        Secret); KEDA's secretRef reads the Secret whole."""
+        refs = dc.secret_keys_read(self.objects)
+        for m in re.finditer(r"'secretRef': \{'name': '([^']+)'", repr(self.objects)):
+            refs.setdefault(m.group(1), set())
         return refs
 
 
@@ -203,7 +205,7 @@ def check_kubectl(ctx, argv, p, where):
         if read is None:
             p.add(where, "no manifest reads secret %s" % name)
         else:
-            missing = {k for k in read if k is not None} - keys
+            missing = read - keys
             if missing:
                 p.add(where, "the manifests read %s from %s, which this command does not create"
                       % (sorted(missing), name))
@@ -374,6 +376,107 @@ def check_token_snippet(ctx, text, p, where):
             p.add(where, "quantd does not start with the snippet's tokens file:\n" + out[-1500:])
 
 
+def is_tls_command(cmd):
+    """The openssl commands that make quantd's CA, key and certificate, and
+    the printf that writes their extensions file."""
+    return bool(re.match(r"^openssl (req|x509)\b", cmd) or
+                re.match(r"^printf .*> tls\.ext$", cmd))
+
+
+def tls_names(ctx):
+    """Every name the frontend's certificate must carry: its Service's DNS
+    names, the host workers dial (QUANTD_SERVER), the probes'
+    --tls-server-name, and localhost / 127.0.0.1 for kubectl port-forward."""
+    names = {"localhost", "127.0.0.1"}
+    for _, tmpl in dc.pod_templates(ctx.objects):
+        for c in tmpl["spec"]["containers"]:
+            if not dc.flag_value(c.get("args", []), "tls_cert"):
+                continue
+            names.update(dc.service_names(ctx.objects, tmpl))
+            server = dc.container_env(c, ctx.objects).get("QUANTD_SERVER", "")
+            names.add(server.rsplit(":", 1)[0])
+            for n in dc.PROBES:
+                name = dc.flag_value(dc.probe_argv(c.get(n)) or [], "tls_server_name")
+                if name:
+                    names.add(name)
+    return sorted(n for n in names if n)
+
+
+def start_quantd(ctx, tmp, extra):
+    """quantd on 127.0.0.1 with `extra` flags; (process, its HOST:PORT or None)."""
+    port_file = os.path.join(tmp, "port")
+    if os.path.exists(port_file):
+        os.remove(port_file)
+    proc = subprocess.Popen([ctx.binaries["quantd"], "--listen=127.0.0.1:0",
+                             "--port-file=" + port_file, "--data-dir=" + tmp] + extra,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            universal_newlines=True)
+    # A ceiling for a hang only: a loaded machine starts quantd slowly.
+    deadline = time.monotonic() + 600
+    while time.monotonic() < deadline and proc.poll() is None and not os.path.exists(port_file):
+        time.sleep(0.1)
+    address = None
+    if proc.poll() is None and os.path.exists(port_file):
+        with open(port_file) as f:
+            address = f.read().strip()
+    return proc, address
+
+
+def check_tls_snippets(ctx, text, p, where):
+    """Runs the doc's TLS commands as written, run after run in one
+    directory (the CA of the first run signs the renewals), and after each
+    run checks what it left: the certificate chains to ca.crt, belongs to
+    tls.key and names every name the manifests use, and quantd serves TLS
+    with it, which quantd-health-probe verifies under each of those names
+    (and refuses under another)."""
+    runs, last = [], None
+    for i, (_, cmd) in enumerate(doc_commands(text)):
+        if is_tls_command(cmd):
+            if last != i - 1:
+                runs.append([])
+            runs[-1].append(cmd)
+            last = i
+    if not runs:
+        p.add(where, "the TLS snippet is missing")
+        return
+    names = tls_names(ctx)
+    with tempfile.TemporaryDirectory() as tmp:
+        for n, run in enumerate(runs, 1):
+            w = "%s, run %d" % (where, n)
+            r = subprocess.run(["bash", "-euo", "pipefail", "-c", "\n".join(run)], cwd=tmp,
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                               universal_newlines=True)
+            if r.returncode != 0:
+                p.add(w, "the TLS commands fail:\n" + r.stdout[-1500:])
+                return
+            files = {k: os.path.join(tmp, f) for k, f in
+                     (("cert", "tls.crt"), ("key", "tls.key"), ("ca", "ca.crt"))}
+            absent = [f for f in files.values() if not os.path.exists(f)]
+            if absent:
+                p.add(w, "the TLS commands leave no %s" % ", ".join(absent))
+                return
+            dc.check_tls_material(p, w, files, names)
+            proc, address = start_quantd(ctx, tmp, ["--tls-cert=" + files["cert"],
+                                                    "--tls-key=" + files["key"]])
+            try:
+                if address is None:
+                    p.add(w, "quantd does not start with the snippet's certificate")
+                    continue
+                for name in names + ["other.example"]:
+                    code = subprocess.run(
+                        [ctx.binaries["quantd-health-probe"], "--addr=" + address,
+                         "--tls-ca=" + files["ca"], "--tls-server-name=" + name],
+                        stdout=subprocess.PIPE, stderr=subprocess.STDOUT).returncode
+                    if (code == 0) != (name != "other.example"):
+                        p.add(w, "quantd-health-probe --tls-server-name=%s exits %d" % (name, code))
+            finally:
+                if proc.poll() is None:
+                    proc.send_signal(signal.SIGTERM)
+                out = proc.communicate(timeout=600)[0]
+                if address is None:
+                    p.add(w, "quantd:\n" + out[-1500:])
+
+
 def check_doc(ctx, doc, text):
     p = dc.Problems()
     for line, cmd in doc_commands(text):
@@ -411,6 +514,8 @@ def check_doc(ctx, doc, text):
                 p.add(where, "no check for this command")
     if "WORKER_TOKEN=" in text:
         check_token_snippet(ctx, text, p, doc + " (token snippet)")
+    if any(is_tls_command(cmd) for _, cmd in doc_commands(text)):
+        check_tls_snippets(ctx, text, p, doc + " (TLS snippet)")
     return p
 
 
@@ -444,6 +549,15 @@ def main():
         ("  echo \"$(printf %s \"$ADMIN_TOKEN\" | sha256sum | cut -d' ' -f1)  ops  admin\"",
          "  echo \"$(printf %s \"$ADMIN_TOKEN\" | sha256sum)  ops  admin\"",
          "does not start"),
+        ("DNS:quantd,DNS:quantd.quantd,", "DNS:quantd.quantd,",
+         "the certificate does not name quantd "),
+        (" --from-file=ca.crt=ca.crt", "",
+         "the manifests read ['ca.crt'] from quantd-tls, which this command does not create"),
+        ("-CA ca.crt -CAkey ca.key -CAcreateserial -days 397", "-signkey tls.key -days 397",
+         "does not verify against ca.crt"),
+        ("--server 127.0.0.1:50051 \\\n  --token \"$ADMIN_TOKEN\" --tls-ca ca.crt",
+         "--server 127.0.0.1:50051 \\\n  --token \"$ADMIN_TOKEN\" --tls-ca-file ca.crt",
+         "lists no --tls-ca-file"),
     ]
     for old, new, expect in mutations:
         if old not in deploy_md:

@@ -1,7 +1,9 @@
 """The deployment as a local cluster of processes (issue 10's cluster test).
 
 PostgreSQL, two quantd frontends and three workers run as processes with the
-args, environment and secrets overlays/dev gives their pods (the lease
+args, environment and secrets overlays/dev gives their pods: TLS on (the
+frontends serve the dev certificate, workers and the SDK verify it with the
+dev CA, readiness is the rendered exec probe), and the lease
 duration shortened from the ConfigMap's 60 s to 20 s, so that the killed
 worker's job is re-leased soon while a heartbeat delayed by a loaded machine
 still renews the lease). 30 jobs are submitted through the Python SDK, and meanwhile:
@@ -187,7 +189,7 @@ def main(argv):
             start("quantd-%d" % i, [binaries["quantd"]] + fargv, fenv)
         probe = binaries["quantd-health-probe"]
         for g, _ in ports:
-            wait_for(lambda: subprocess.run([probe, "--addr=127.0.0.1:%d" % g],
+            wait_for(lambda: subprocess.run(dev.probe("quantd", "readinessProbe", probe, g),
                                             stdout=subprocess.DEVNULL).returncode == 0,
                      CEILING, "frontend on port %d" % g)
         addresses = ["127.0.0.1:%d" % g for g, _ in ports]
@@ -218,7 +220,10 @@ def main(argv):
         for i, f in enumerate([0, 0, 1]):
             start_worker("worker-%d" % i, f)
 
-        client = quantd_client.Client(addresses[0], token=ADMIN_TOKEN)
+        # TLS as a client outside the cluster sees it: the dev CA, and the
+        # address dialed (127.0.0.1) is a name the dev certificate carries.
+        client = quantd_client.Client(addresses[0], token=ADMIN_TOKEN, tls=quantd_client.TlsOptions(
+            ca_file=os.path.join(dev.root, "etc/quantd/tls/ca.crt")))
         spec = {
             "modelUri": "file://" + os.path.join(models, "stories260K"),
             "quantization": {"scheme": "w_int8_per_channel_sym"},

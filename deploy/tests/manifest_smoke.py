@@ -5,10 +5,14 @@ containers' args and environment (ConfigMap values, Secret keys, $(VAR)
 expansion, the worker image's `--server=$QUANTD_SERVER` entrypoint) become
 command lines, with the pod paths mapped into a temporary directory and the
 PostgreSQL host pointed at a throwaway local cluster. Then:
-  * the frontend's readiness probe service answers SERVING (quantd-health-probe),
-    and /metrics on the annotated port reports the PostgreSQL store;
-  * the worker authenticates with the dev worker token against the dev token
-    file (quantd_workers reaches 1), and its startupProbe command succeeds;
+  * quantd serves TLS with the dev Secret's certificate: the frontend's
+    readiness, liveness and startup probes, run as the rendered exec
+    commands (quantd-health-probe with the dev CA), succeed, and a plaintext
+    health check fails; /metrics on the annotated port (plaintext) reports
+    the PostgreSQL store;
+  * the worker authenticates over TLS (--tls-ca, the projected ca.crt) with
+    the dev worker token against the dev token file (quantd_workers reaches
+    1), and its startupProbe command succeeds;
   * KEDA's queue query runs on the schema quantd migrated;
   * on SIGTERM the frontend turns NOT_SERVING and exits 0 within
     --shutdown-grace.
@@ -156,16 +160,23 @@ class DevOverlay:
         for d in ("var/lib/quantd/artifacts", "models", "etc/quantd/auth", "etc/quantd/worker"):
             os.makedirs(os.path.join(self.root, d))
 
-        # Secret volumes: files named by their keys under the mount path.
+        # Secret volumes: files named by their keys (or by the volume's
+        # items, which project only the keys they list) under the mount path.
         for name, (obj, tmpl) in self.pods.items():
             for c in tmpl["spec"]["containers"]:
                 for m in c.get("volumeMounts", []):
                     vol = next((v for v in tmpl["spec"].get("volumes", [])
                                 if v["name"] == m["name"]), {})
                     if "secret" in vol:
+                        os.makedirs(self.remap(m["mountPath"]), exist_ok=True)
+                        items = vol["secret"].get("items")
                         for (sname, key), value in self.secrets.items():
-                            if sname == vol["secret"]["secretName"]:
-                                with open(self.remap(m["mountPath"]) + "/" + key, "w") as f:
+                            if sname != vol["secret"]["secretName"]:
+                                continue
+                            paths = [key] if items is None else [
+                                i["path"] for i in items if i["key"] == key]
+                            for path in paths:
+                                with open(self.remap(m["mountPath"]) + "/" + path, "w") as f:
                                     f.write(value)
         self.pg = Postgres(self.work)
         self.pg_login = tuple(self.secrets[("quantd-postgres", k)]
@@ -197,6 +208,18 @@ class DevOverlay:
                                  self.images["quantd-worker-cpu"], self.remap,
                                  dict(overrides or {}, QUANTD_SERVER=server))
 
+    def probe(self, pod, probe_name, probe_binary, grpc_port=None):
+        """The argv of a rendered exec probe of `pod`, run here: the image's
+        quantd-health-probe replaced by `probe_binary`, pod paths mapped, and
+        the frontend's port 50051 moved to `grpc_port` as frontend() does."""
+        _, tmpl = self.pods[pod]
+        command = tmpl["spec"]["containers"][0][probe_name]["exec"]["command"]
+        argv = [self.remap(w.replace("/usr/local/bin/quantd-health-probe", probe_binary))
+                for w in command]
+        if grpc_port is not None:
+            argv = [w.replace(":50051", ":%d" % grpc_port) for w in argv]
+        return argv
+
 
 def main(argv):
     parser = argparse.ArgumentParser()
@@ -213,22 +236,30 @@ def main(argv):
         pg.start(user, password, database)
         grpc_port, metrics_port = free_port(), free_port()
         fobj, ftmpl = pods["quantd"]
-        fc = ftmpl["spec"]["containers"][0]
         fargv, fenv = dev.frontend(grpc_port, metrics_port)
         quantd_log = open(os.path.join(work, "quantd.log"), "w")
         quantd = subprocess.Popen([binaries["quantd"]] + fargv, env=fenv, stderr=quantd_log,
                                   stdout=quantd_log)
         procs.append(quantd)
         probe = binaries["quantd-health-probe"]
-        ready_service = fc["readinessProbe"]["grpc"].get("service", "")
+        # The probes are the rendered exec commands (TLS, the dev CA).
+        ready_service = "readinessProbe"
 
-        def serving(service):
-            return subprocess.run([probe, "--addr=127.0.0.1:%d" % grpc_port, "--service=" + service],
+        def serving(probe_name):
+            return subprocess.run(dev.probe("quantd", probe_name, probe, grpc_port),
                                   stdout=subprocess.DEVNULL).returncode == 0
 
         wait_for(lambda: serving(ready_service) or quantd.poll() is not None, CEILING, "quantd")
         if quantd.poll() is not None:
             raise AssertionError("quantd exited: " + open(quantd_log.name).read())
+
+        for probe_name in ("livenessProbe", "startupProbe"):
+            if not serving(probe_name):
+                failures.append("the frontend's %s fails" % probe_name)
+        # The gRPC port speaks TLS only: a plaintext health check gets nothing.
+        if subprocess.run([probe, "--addr=127.0.0.1:%d" % grpc_port],
+                          stdout=subprocess.DEVNULL).returncode == 0:
+            failures.append("quantd answers a plaintext health check")
 
         def metrics():
             return urllib.request.urlopen("http://127.0.0.1:%d%s" % (
@@ -250,8 +281,7 @@ def main(argv):
         if worker.poll() is not None:
             failures.append("the worker exited: " + open(worker_log.name).read())
         # The image installs the probe in /usr/local/bin.
-        startup = [w.replace("/usr/local/bin/quantd-health-probe", probe)
-                   for w in wc["startupProbe"]["exec"]["command"]]
+        startup = dev.probe("quantd-worker", "startupProbe", probe)
         if subprocess.run(startup, env=dict(os.environ, **wenv)).returncode != 0:
             failures.append("the worker's startupProbe command fails")
 
