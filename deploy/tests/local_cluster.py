@@ -1,9 +1,7 @@
 """The deployment as a local cluster of processes (issue 10's cluster test).
 
 PostgreSQL, two quantd frontends and three workers run as processes with the
-args, environment and secrets overlays/dev gives their pods: TLS on (the
-frontends serve the dev certificate, workers and the SDK verify it with the
-dev CA, readiness is the rendered exec probe), and the lease
+args, environment and secrets overlays/dev gives their pods (the lease
 duration shortened from the ConfigMap's 60 s to 20 s, so that the killed
 worker's job is re-leased soon while a heartbeat delayed by a loaded machine
 still renews the lease). 30 jobs are submitted through the Python SDK, and meanwhile:
@@ -30,6 +28,12 @@ annotations of the rendered quantd pod template). Through its HTTP API the
 test checks that both frontends are up under their pod names, that the queue
 depth was seen above 0 while jobs waited and is 0 at the end on both, and
 that the finished-jobs counters it holds equal the frontends' own /metrics.
+
+TLS is on as in the overlay: the frontends serve the dev Secret's
+certificate, the workers verify it with its ca.crt, the Python SDK connects
+with TlsOptions(ca_file=that ca.crt), and a frontend counts as up when its
+rendered readiness probe (quantd-health-probe over TLS) passes; Prometheus
+scrapes the plaintext metrics port.
 """
 
 import argparse
