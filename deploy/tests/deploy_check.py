@@ -363,6 +363,20 @@ def check_dockerfile(repo, file_name, text, flags, lib_packages, vendor_lib_pack
     return p, argv, user
 
 
+def runtime_files(text):
+    """Paths of the files the runtime stage copies from earlier stages
+    (`COPY --from=STAGE SRC... DIR/`): what an exec probe may run."""
+    _, stages = dockerfile_stages(parse_dockerfile(text))
+    files = set()
+    for keyword, rest in stages[-1].instructions if stages else []:
+        words = rest.split()
+        if keyword == "COPY" and words and words[0].startswith("--from=") and len(words) > 2:
+            dest = words[-1]
+            for src in words[1:-1]:
+                files.add(dest + os.path.basename(src) if dest.endswith("/") else dest)
+    return files
+
+
 def entrypoint_argv(entrypoint):
     """The program and fixed flags of an ENTRYPOINT, unwrapping `sh -c`."""
     if entrypoint[:2] == ["/bin/sh", "-c"]:
@@ -596,7 +610,12 @@ def check_overlay(overlay, objects, flags, images, docs, version):
             if image_name not in images:
                 p.add(cw, "image %s has no Dockerfile in deploy/docker" % image_name)
                 continue
-            entry_argv, image_user = images[image_name]
+            entry_argv, image_user, image_files = images[image_name]
+            for n in PROBES:
+                argv = probe_argv(c.get(n))
+                if argv and argv[0].startswith("/") and argv[0] not in image_files:
+                    p.add(cw, "%s runs %s, which image %s does not ship" % (
+                        n, argv[0], image_name))
             if pod_user is not None and image_user and str(pod_user) != image_user.split(":")[0]:
                 p.add(cw, "runAsUser %s differs from the image's USER %s" % (pod_user, image_user))
             binary = IMAGE_BINARY[image_name]
@@ -997,7 +1016,7 @@ def run_all(repo, binaries):
                                                 vendor_lib_packages)
         p.extend(problems)
         if argv:
-            images[image] = (argv, user)
+            images[image] = (argv, user, runtime_files(text))
 
     version = quantd_version(repo)
     docs = read(repo, "docs/deploy.md")
@@ -1086,6 +1105,10 @@ def mutations_are_caught(repo, flags, lib_packages, vendor_lib_packages, images,
         ("cpu", "probe on a wrong port", frontend(lambda o, t, c: c["readinessProbe"]["exec"].update(
             command=[a.replace(":50051", ":50052") for a in c["readinessProbe"]["exec"]["command"]])),
          "readinessProbe probes port 50052"),
+        ("cpu", "probe the image lacks", frontend(lambda o, t, c: c["livenessProbe"][
+            "exec"].update(command=["/usr/bin/quantd-health-probe"] + c["livenessProbe"]["exec"][
+                "command"][1:])),
+         "livenessProbe runs /usr/bin/quantd-health-probe, which image quantd does not ship"),
         ("cpu", "TLS flag removed", frontend(lambda o, t, c: c.update(
             args=[a for a in c["args"] if not a.startswith("--tls-cert=")])),
          "serves no TLS"),
