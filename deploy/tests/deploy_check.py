@@ -1153,7 +1153,14 @@ def mutations_are_caught(repo, flags, lib_packages, vendor_lib_packages, images,
             "--log-level=$(QUANTD_VERBOSITY)")), "$(QUANTD_VERBOSITY)"),
     ]
     for overlay, label, edit, expected in manifest_mutations:
-        found = check_overlay(overlay, mutated(overlay, edit), flags, images, docs, version)
+        try:
+            objects = mutated(overlay, edit)
+        except (KeyError, IndexError, TypeError) as e:
+            # The real files no longer have what the mutation edits; the
+            # checks above say why.
+            p.add("self-test", "cannot make overlay %s with %s: no %s" % (overlay, label, e))
+            continue
+        found = check_overlay(overlay, objects, flags, images, docs, version)
         if not any(expected in item for item in found.items):
             p.add("self-test", "overlay %s with %s passed (%s)" % (overlay, label, found.items))
 
