@@ -51,7 +51,7 @@ quantd::v1::BlockMetrics ToProto(const pipeline::BlockReport& b) {
   quantd::v1::BlockMetrics out;
   out.set_block(b.block);
   out.set_block_count(b.block_count);
-  out.set_output_rel_mse(b.output_rel_mse);
+  if (b.output_rel_mse) out.set_output_rel_mse(*b.output_rel_mse);
   out.set_seconds(b.seconds);
   out.set_algorithm_seconds(b.algorithm_seconds);
   out.set_device_peak_allocated_bytes(b.device_peak_allocated_bytes);

@@ -207,15 +207,10 @@ void PrintStatusLine(const std::string& line) { std::cout << line << std::endl; 
 // Follows a job's event stream, reconnecting after `last sequence` when the
 // frontend restarts, then prints the final job. Returns the exit code.
 int Watch(Client& c, const std::string& name) {
-  const bool tty = isatty(STDERR_FILENO) && !c.json;
   int64_t after = 0;
   int block_count = 0;
-  quantd::v1::Progress shown;
-  bool bar_open = false;
-  auto close_bar = [&] {
-    if (bar_open) std::cerr << "\n";
-    bar_open = false;
-  };
+  ProgressDisplay bar(std::cerr, !c.json && StdoutAndStderrAreTerminals());
+  auto close_bar = [&] { bar.EndLine(); };
   auto deadline_reconnect = std::chrono::steady_clock::now() + std::chrono::minutes(10);
   while (true) {
     grpc::ClientContext ctx;
@@ -241,13 +236,7 @@ int Watch(Client& c, const std::string& name) {
         case quantd::v1::JobEvent::kProgress: {
           const auto& p = ev.progress();
           if (p.block_count() > 0) block_count = p.block_count();
-          if (tty) {
-            std::cerr << "\r" << RenderProgressBar(p) << "\033[K" << std::flush;
-            bar_open = true;
-          } else if (p.stage() != shown.stage() || p.block() != shown.block()) {
-            std::cerr << RenderProgressBar(p) << "\n";
-          }
-          shown = p;
+          bar.Show(p);
           break;
         }
         case quantd::v1::JobEvent::kLog: {

@@ -1,6 +1,7 @@
 #include "client/quantctl/render.h"
 
 #include <google/protobuf/util/time_util.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
@@ -93,8 +94,11 @@ std::string RenderBlockMetrics(const quantd::v1::BlockMetrics& b, int block_coun
       if (auto dot = worst.rfind('.'); dot != std::string::npos) worst = worst.substr(dot + 1);
     }
   }
-  std::string row = absl::StrFormat("block %2d/%-2d  out rel-mse %9.3e", b.block(), block_count,
-                                    b.output_rel_mse());
+  std::string row = absl::StrFormat("block %2d/%-2d", b.block(), block_count);
+  // Absent without calibration data; a negative value is the sentinel that
+  // older workers sent for "not measured".
+  if (b.has_output_rel_mse() && b.output_rel_mse() >= 0)
+    absl::StrAppend(&row, absl::StrFormat("  out rel-mse %9.3e", b.output_rel_mse()));
   if (n > 0)
     absl::StrAppend(
         &row, absl::StrFormat("  sqnr mean %5.1f dB  min %5.1f dB (%s)", sum / n, min_sqnr, worst));
@@ -182,6 +186,24 @@ std::string RenderJob(const quantd::v1::Job& job) {
     lines.push_back("error:      " + job.error().message());
   return absl::StrJoin(lines, "\n") + "\n";
 }
+
+void ProgressDisplay::Show(const quantd::v1::Progress& p) {
+  if (in_place_) {
+    err_ << "\r" << RenderProgressBar(p) << "\033[K" << std::flush;
+    line_open_ = true;
+  } else if (!any_ || p.stage() != shown_.stage() || p.block() != shown_.block()) {
+    err_ << RenderProgressBar(p) << std::endl;
+  }
+  any_ = true;
+  shown_ = p;
+}
+
+void ProgressDisplay::EndLine() {
+  if (line_open_) err_ << "\n" << std::flush;
+  line_open_ = false;
+}
+
+bool StdoutAndStderrAreTerminals() { return isatty(STDOUT_FILENO) && isatty(STDERR_FILENO); }
 
 std::string RenderJobTable(const std::vector<quantd::v1::Job>& jobs) {
   std::string out = absl::StrFormat("%-30s %-11s %-26s %-9s %s\n", "NAME", "STATE", "QUANTIZATION",

@@ -4,6 +4,7 @@
 #ifndef QUANTD_CLIENT_QUANTCTL_RENDER_H_
 #define QUANTD_CLIENT_QUANTCTL_RENDER_H_
 
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -17,14 +18,39 @@ std::string RenderJob(const quantd::v1::Job& job);
 std::string RenderJobTable(const std::vector<quantd::v1::Job>& jobs);
 // "[#########...........]  45% QUANTIZE block 3/5" (width counts the bar only).
 std::string RenderProgressBar(const quantd::v1::Progress& p, int width = 30);
-// One compact row of per-block metrics: block, output rel-MSE, min/mean
-// weight SQNR and the worst layer.
+// One compact row of per-block metrics: block, output rel-MSE (only when it
+// was measured: a job without calibration data has none), min/mean weight
+// SQNR and the worst layer.
 std::string RenderBlockMetrics(const quantd::v1::BlockMetrics& b, int block_count);
 // Final metrics block printed when a watched job ends.
 std::string RenderMetrics(const quantd::v1::Metrics& m);
 // The quantization the spec asks for, e.g. "w_int4_per_group_sym (group 32)".
 std::string DescribeQuantization(const quantd::v1::QuantizationSettings& q);
 std::string HumanBytes(int64_t bytes);
+
+// The live progress display of `quantctl watch` and quantd-quantize, on
+// stderr. In place (one line redrawn with \r) only when stdout and stderr
+// are both terminals: were stdout a pipe (`| tee log`), its lines would be
+// written into the middle of the bar. Otherwise one plain line per stage or
+// block. EndLine() ends a bar drawn in place; call it before printing
+// anything else and when the job ends.
+class ProgressDisplay {
+ public:
+  ProgressDisplay(std::ostream& err, bool in_place) : err_(err), in_place_(in_place) {}
+  void Show(const quantd::v1::Progress& p);
+  void EndLine();
+  bool in_place() const { return in_place_; }
+
+ private:
+  std::ostream& err_;
+  bool in_place_;
+  bool line_open_ = false;
+  bool any_ = false;
+  quantd::v1::Progress shown_;
+};
+
+// Whether this process's stdout and stderr are both terminals.
+bool StdoutAndStderrAreTerminals();
 
 }  // namespace quantd::quantctl
 

@@ -1,5 +1,7 @@
 #include "client/quantctl/render.h"
 
+#include <sstream>
+
 #include "google/protobuf/text_format.h"
 #include "gtest/gtest.h"
 
@@ -73,6 +75,59 @@ TEST(RenderTest, BlockRowNamesWorstLayer) {
   EXPECT_EQ(RenderBlockMetrics(b, 5),
             "block  2/5   out rel-mse 1.230e-03  sqnr mean  17.0 dB  min  14.0 dB (down_proj)"
             "  0.04 s");
+}
+
+// A block without calibration data has no output error: the row leaves it
+// out instead of printing a sentinel as a measurement (issue 25: "out
+// rel-mse -1.000e+00").
+TEST(RenderTest, BlockRowWithoutMeasuredErrorLeavesItOut) {
+  auto b = Parse<quantd::v1::BlockMetrics>(R"pb(
+    block: 1
+    seconds: 0.05
+    layers { name: "model.layers.0.self_attn.v_proj" weight_sqnr_db: 18.6 }
+    layers { name: "model.layers.0.mlp.up_proj" weight_sqnr_db: 20.8 }
+  )pb");
+  EXPECT_EQ(RenderBlockMetrics(b, 5),
+            "block  1/5   sqnr mean  19.7 dB  min  18.6 dB (v_proj)  0.05 s");
+  // What older workers sent for "not measured".
+  b.set_output_rel_mse(-1);
+  EXPECT_EQ(RenderBlockMetrics(b, 5),
+            "block  1/5   sqnr mean  19.7 dB  min  18.6 dB (v_proj)  0.05 s");
+  // A measured zero (the block came out exact) is a measurement.
+  b.set_output_rel_mse(0);
+  EXPECT_EQ(RenderBlockMetrics(b, 5),
+            "block  1/5   out rel-mse 0.000e+00  sqnr mean  19.7 dB  min  18.6 dB (v_proj)  0.05 s");
+}
+
+// On a terminal the bar is redrawn in place and its line is ended before
+// anything else is printed and at the end; otherwise (stdout or stderr not
+// a terminal) one plain line per stage or block, never a carriage return.
+TEST(RenderTest, ProgressDisplayInPlaceEndsItsLineAndPlainLinesOtherwise) {
+  auto p1 = Parse<quantd::v1::Progress>("stage: QUANTIZE block: 1 block_count: 5 percent: 10");
+  auto p1b = Parse<quantd::v1::Progress>("stage: QUANTIZE block: 1 block_count: 5 percent: 12");
+  auto p2 = Parse<quantd::v1::Progress>("stage: EXPORT percent: 100");
+  std::ostringstream tty;
+  ProgressDisplay live(tty, true);
+  live.Show(p1);
+  live.Show(p1b);
+  live.EndLine();
+  live.EndLine();  // nothing open: no empty line
+  live.Show(p2);
+  live.EndLine();
+  EXPECT_EQ(tty.str(),
+            "\r[###...........................]  10% QUANTIZE block 1/5\033[K"
+            "\r[####..........................]  12% QUANTIZE block 1/5\033[K\n"
+            "\r[##############################] 100% EXPORT\033[K\n");
+  std::ostringstream pipe;
+  ProgressDisplay plain(pipe, false);
+  plain.Show(p1);
+  plain.Show(p1b);  // same stage and block: no new line
+  plain.EndLine();
+  plain.Show(p2);
+  plain.EndLine();
+  EXPECT_EQ(pipe.str(),
+            "[###...........................]  10% QUANTIZE block 1/5\n"
+            "[##############################] 100% EXPORT\n");
 }
 
 TEST(RenderTest, JobSummary) {

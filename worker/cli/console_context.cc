@@ -23,18 +23,17 @@ std::string ToJson(const google::protobuf::Message& m, bool pretty) {
 
 ConsoleJobContext::ConsoleJobContext(ConsoleOptions options, std::ostream& out, std::ostream& err,
                                      const std::atomic<bool>* cancel)
-    : options_(std::move(options)), out_(out), err_(err), cancel_(cancel) {}
+    : options_(std::move(options)),
+      out_(out),
+      err_(err),
+      cancel_(cancel),
+      bar_(err, options_.tty && !options_.json) {}
 
 void ConsoleJobContext::Emit(quantd::v1::JobEvent event) {
   event.set_job(options_.job_name);
   event.set_sequence(++sequence_);
   *event.mutable_time() = TimeUtil::GetCurrentTime();
   out_ << ToJson(event, false) << std::endl;
-}
-
-void ConsoleJobContext::CloseBar() {
-  if (bar_open_) err_ << "\n";
-  bar_open_ = false;
 }
 
 void ConsoleJobContext::Report(quantd::v1::JobEvent event) {
@@ -45,7 +44,7 @@ void ConsoleJobContext::Report(quantd::v1::JobEvent event) {
   }
   switch (event.payload_case()) {
     case quantd::v1::JobEvent::kLog: {
-      CloseBar();
+      bar_.EndLine();
       const auto sev = event.log().severity();
       const char* prefix = sev == quantd::v1::WARNING ? "warning: "
                            : sev == quantd::v1::ERROR ? "error: "
@@ -54,14 +53,14 @@ void ConsoleJobContext::Report(quantd::v1::JobEvent event) {
       break;
     }
     case quantd::v1::JobEvent::kBlockMetrics: {
-      CloseBar();
+      bar_.EndLine();
       const auto& b = event.block_metrics();
       out_ << quantctl::RenderBlockMetrics(b, b.block_count() > 0 ? b.block_count() : block_count_)
            << std::endl;
       break;
     }
     case quantd::v1::JobEvent::kState:
-      CloseBar();
+      bar_.EndLine();
       out_ << "state: " << quantd::v1::JobState_Name(event.state()) << std::endl;
       break;
     default:
@@ -72,7 +71,7 @@ void ConsoleJobContext::Report(quantd::v1::JobEvent event) {
 void ConsoleJobContext::SetProgress(const quantd::v1::Progress& p) {
   std::lock_guard<std::mutex> lock(mu_);
   if (p.block_count() > 0) block_count_ = p.block_count();
-  // Like quantctl: a new line per stage / block, or a redraw on a terminal.
+  // Like quantctl: one event per stage / block.
   const bool changed = !any_progress_ || p.stage() != shown_.stage() || p.block() != shown_.block();
   if (options_.json) {
     if (changed) {
@@ -80,11 +79,8 @@ void ConsoleJobContext::SetProgress(const quantd::v1::Progress& p) {
       *ev.mutable_progress() = p;
       Emit(std::move(ev));
     }
-  } else if (options_.tty) {
-    err_ << "\r" << quantctl::RenderProgressBar(p) << "\033[K" << std::flush;
-    bar_open_ = true;
-  } else if (changed) {
-    err_ << quantctl::RenderProgressBar(p) << std::endl;
+  } else {
+    bar_.Show(p);
   }
   any_progress_ = true;
   shown_ = p;
@@ -100,7 +96,7 @@ void ConsoleJobContext::ReportState(quantd::v1::JobState state) {
 
 void ConsoleJobContext::Finish() {
   std::lock_guard<std::mutex> lock(mu_);
-  CloseBar();
+  bar_.EndLine();
   err_ << std::flush;
   out_ << std::flush;
 }

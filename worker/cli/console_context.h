@@ -14,6 +14,7 @@
 #include <ostream>
 #include <string>
 
+#include "client/quantctl/render.h"
 #include "quantd/v1/job.pb.h"
 #include "worker/lease_loop.h"
 
@@ -22,7 +23,8 @@ namespace quantd::cli {
 struct ConsoleOptions {
   std::string job_name;  // stamped on JSON events
   bool json = false;
-  bool tty = false;  // redraw the progress bar in place
+  // Redraw the progress bar in place (quantctl::StdoutAndStderrAreTerminals).
+  bool tty = false;
 };
 
 class ConsoleJobContext : public worker::JobContext {
@@ -44,7 +46,6 @@ class ConsoleJobContext : public worker::JobContext {
 
  private:
   void Emit(quantd::v1::JobEvent event);  // JSON mode; mu_ held
-  void CloseBar();                        // mu_ held
 
   ConsoleOptions options_;
   std::ostream& out_;
@@ -53,7 +54,7 @@ class ConsoleJobContext : public worker::JobContext {
   std::mutex mu_;
   int64_t sequence_ = 0;
   int block_count_ = 0;
-  bool bar_open_ = false;
+  quantctl::ProgressDisplay bar_;
   bool any_progress_ = false;
   quantd::v1::Progress shown_;
 };

@@ -57,6 +57,11 @@ grep -q '^quantize:   w_int8_per_channel_sym$' "$TMP/text.out" || fail "text sum
 grep -q "^artifact:   HF_FAKE_QUANTIZED file://$TMP/out8 " "$TMP/text.out" || fail "text artifact line"
 grep -q '^block  5/5 ' "$TMP/text.out" || fail "block metric rows"
 grep -q 'QUANTIZE block 5/5' "$TMP/text.err" || { cat "$TMP/text.err"; fail "progress lines"; }
+# No calibration data: no output error, not a -1 sentinel shown as one.
+grep -q '^block output rel-mse: not measured: no calibration data$' "$TMP/text.out" ||
+  { cat "$TMP/text.out"; fail "rel-mse not-measured line"; }
+! grep -q 'rel-mse -' "$TMP/text.out" || { cat "$TMP/text.out"; fail "a negative rel-mse printed"; }
+grep -q '^block  1/5   sqnr mean ' "$TMP/text.out" || { cat "$TMP/text.out"; fail "block row without rel-mse"; }
 
 # 3. A bad scheme is refused before running, naming the field: exit 3.
 "$BIN" --model "$MODEL" --scheme w_int5_nonsense --no-eval --output "$TMP/bad" \
@@ -104,4 +109,48 @@ grep -q '^model.embed_tokens (Embedding): int8 per_channel(axis 0) sym, weight S
 rc=$?
 [ "$rc" -eq 3 ] || { cat "$TMP/embq.err"; fail "embedding + hf_quark exit $rc, want 3"; }
 grep -q 'spec.export.formats\[0\]' "$TMP/embq.err" || { cat "$TMP/embq.err"; fail "format field"; }
+
+# 8. The progress bar on a terminal vs a pipe (python3's pty): with stdout
+#    and stderr on a terminal it is redrawn in place and every bar line is
+#    ended before the next output; with stdout piped (`| tee log`) it is
+#    plain lines, so piped lines never land inside the bar.
+"$PY" - "$BIN" "$MODEL" "$TMP" <<'PYEOF' || fail "progress on a pty vs a pipe"
+import os, pty, re, subprocess, sys, threading
+binary, model, tmp = sys.argv[1:4]
+def run(stdout_tty, tag):
+    cmd = [binary, "--model", model, "--scheme", "w_int8_per_channel_sym", "--no-eval",
+           "--output", f"{tmp}/pty-{tag}", "--data-dir", f"{tmp}/data", "--threads", "2"]
+    master, slave = pty.openpty()
+    p = subprocess.Popen(cmd, stdout=slave if stdout_tty else subprocess.PIPE, stderr=slave)
+    os.close(slave)
+    piped = []
+    if not stdout_tty:
+        t = threading.Thread(target=lambda: piped.append(p.stdout.read()))
+        t.start()
+    term = b""
+    while True:
+        try:
+            chunk = os.read(master, 65536)
+        except OSError:  # EIO: the child closed the terminal
+            break
+        if not chunk:
+            break
+        term += chunk
+    assert p.wait() == 0, (tag, term[-2000:])
+    if not stdout_tty:
+        t.join()
+    os.close(master)
+    return term, piped[0] if piped else b""
+term, _ = run(True, "tty")
+assert b"\r[" in term and b"\x1b[K" in term, term[-2000:]
+# After each redraw comes the next redraw or the end of the line.
+assert re.search(rb"\x1b\[K[^\r\n]", term) is None, term[-2000:]
+assert b"\x1b[K\r\nstate: SUCCEEDED" in term, term[-2000:]
+term, piped = run(False, "pipe")
+assert b"\x1b[K" not in term and b"\r[" not in term, term[-2000:]
+assert b"[##############################] 100% EXPORT\r\n" in term, term[-2000:]
+assert piped.startswith(b"state: RUNNING\n") and b"\x1b" not in piped, piped[:2000]
+print("progress: in place on a terminal, plain lines with stdout piped")
+PYEOF
+
 echo PASS

@@ -139,7 +139,9 @@ int Main(int argc, char** argv) {
   ConsoleOptions console;
   console.job_name = job.name();
   console.json = run->json;
-  console.tty = !run->json && isatty(STDERR_FILENO);
+  // The bar is redrawn in place only on a terminal that gets stdout too:
+  // piped stdout would land in the middle of the bar.
+  console.tty = !run->json && quantctl::StdoutAndStderrAreTerminals();
   ConsoleJobContext ctx(console, std::cout, std::cerr, &g_cancel);
   signal(SIGINT, OnSignal);
 

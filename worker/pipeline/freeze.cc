@@ -1,5 +1,7 @@
 #include "worker/pipeline/freeze.h"
 
+#include "worker/pipeline/weight_quantizer.h"
+
 #include <memory>
 #include <optional>
 #include <stdexcept>
@@ -56,8 +58,10 @@ at::Tensor UnpackNibbles(const at::Tensor& packed, int64_t numel, bool is_signed
   return at::where(v.ge(8), v - 16, v);
 }
 
-FrozenWeight::FrozenWeight(quant::QuantizedTensor weight, quant::QuantSpec spec)
-    : weight_(std::move(weight)), spec_(std::move(spec)) {
+FrozenWeight::FrozenWeight(quant::QuantizedTensor weight, quant::QuantSpec spec,
+                           std::vector<int64_t> shape)
+    : weight_(std::move(weight)), spec_(std::move(spec)), shape_(std::move(shape)) {
+  if (shape_.empty()) shape_ = weight_.codes.sizes().vec();
   if (IsFourBit(spec_.dtype) && weight_.codes.scalar_type() != at::kHalf &&
       weight_.codes.scalar_type() != at::kBFloat16) {
     code_shape_ = weight_.codes.sizes().vec();
@@ -82,13 +86,17 @@ StatusOr<at::Tensor> FrozenWeight::Dequantize(at::ScalarType dtype) const {
 
 int64_t FrozenWeight::bytes() const { return QuantizedBytes(weight_); }
 
+int64_t FrozenWeight::packed_bytes() const {
+  return QuantizedStorageBytes(shape_, spec_);
+}
+
 StatusOr<std::optional<FrozenWeight>> FreezeWeight(const at::Tensor& weight,
                                                    const quant::QuantSpec& spec,
                                                    const quant::QParams& qp,
                                                    const std::string& name) {
   QD_ASSIGN_OR_RETURN(auto q, ExactCodes(weight, spec, qp, name));
   if (!q) return std::optional<FrozenWeight>();
-  return std::optional<FrozenWeight>(FrozenWeight(std::move(*q), spec));
+  return std::optional<FrozenWeight>(FrozenWeight(std::move(*q), spec, weight.sizes().vec()));
 }
 
 at::Tensor FrozenLinearKernel::Forward(const models::Linear& layer, const at::Tensor& x) const {
@@ -102,6 +110,7 @@ FreezeReport& FreezeReport::operator+=(const FreezeReport& o) {
   layers += o.layers;
   float_bytes += o.float_bytes;
   frozen_bytes += o.frozen_bytes;
+  packed_bytes += o.packed_bytes;
   kept_float.insert(kept_float.end(), o.kept_float.begin(), o.kept_float.end());
   return *this;
 }
@@ -125,6 +134,7 @@ StatusOr<FreezeReport> FreezeBlock(models::DecoderBlock& block,
     auto kernel = std::make_shared<FrozenLinearKernel>(std::move(*frozen));
     report.float_bytes += Bytes(l->weight());
     report.frozen_bytes += kernel->bytes();
+    report.packed_bytes += kernel->packed_bytes();
     ++report.layers;
     l->SetKernel(std::move(kernel));
     l->weight() = at::Tensor();  // the codes are the weight now
@@ -205,6 +215,7 @@ StatusOr<FreezeReport> FreezeEmbedding(models::Embedding& embedding, const quant
   auto lookup = std::make_shared<FrozenEmbeddingLookup>(std::move(*q), spec, w.scalar_type());
   report.float_bytes = Bytes(w);
   report.frozen_bytes = lookup->bytes();
+  report.packed_bytes = QuantizedStorageBytes(w.sizes().vec(), spec);
   report.layers = 1;
   embedding.SetLookup(std::move(lookup));
   embedding.weight() = at::Tensor();  // the codes are the table now

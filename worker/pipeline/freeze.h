@@ -29,10 +29,16 @@ namespace quantd::pipeline {
 // low nibble. Dequantize gives back the fake-quantized weight.
 class FrozenWeight {
  public:
-  FrozenWeight(quant::QuantizedTensor weight, quant::QuantSpec spec);
+  // `shape`: the float weight's (empty: the codes').
+  FrozenWeight(quant::QuantizedTensor weight, quant::QuantSpec spec,
+               std::vector<int64_t> shape = {});
   StatusOr<at::Tensor> Dequantize(at::ScalarType dtype = at::kFloat) const;
-  // Bytes held: codes, scales, zero points, E8M0 block scales.
+  // Bytes held: codes, scales, zero points, E8M0 block scales. Codes of
+  // 2, 3, 5 and 6 bits are held one per byte.
   int64_t bytes() const;
+  // Bytes at the codes' real bit width, as model sizes count them
+  // (QuantizedStorageBytes): what a packed file of the weight takes.
+  int64_t packed_bytes() const;
   const quant::QuantSpec& spec() const { return spec_; }
 
  private:
@@ -43,6 +49,7 @@ class FrozenWeight {
   bool packed_ = false;
   std::vector<int64_t> code_shape_;
   at::ScalarType code_dtype_ = at::kByte;
+  std::vector<int64_t> shape_;  // the float weight's
 };
 
 // The frozen form of `weight` with parameters `qp` (computed from the weight
@@ -58,6 +65,7 @@ class FrozenLinearKernel final : public models::LinearKernel {
   explicit FrozenLinearKernel(FrozenWeight weight) : weight_(std::move(weight)) {}
   at::Tensor Forward(const models::Linear& layer, const at::Tensor& x) const override;
   int64_t bytes() const { return weight_.bytes(); }
+  int64_t packed_bytes() const { return weight_.packed_bytes(); }
 
  private:
   FrozenWeight weight_;
@@ -71,7 +79,8 @@ at::Tensor UnpackNibbles(const at::Tensor& packed, int64_t numel, bool is_signed
 struct FreezeReport {
   int layers = 0;            // linears frozen
   int64_t float_bytes = 0;   // their weights before
-  int64_t frozen_bytes = 0;  // their weights after
+  int64_t frozen_bytes = 0;  // their weights after, as held in memory
+  int64_t packed_bytes = 0;  // their weights at the codes' bit widths
   // Layers left in float because their codes would not dequantize to the
   // current weight bit for bit (e.g. GPTQ's act-order groups, whose
   // parameters follow a permutation the codes cannot express).

@@ -2,6 +2,7 @@
 
 #include "gtest/gtest.h"
 #include "worker/models/registry.h"
+#include "worker/pipeline/weight_quantizer.h"
 
 namespace quantd::pipeline {
 namespace {
@@ -139,6 +140,61 @@ TEST(FreezeTest, FrozenEmbeddingLooksUpTheFakeQuantizedRowsWithLessMemory) {
     EXPECT_LE(r->frozen_bytes, c.max_ratio * r->float_bytes) << r->frozen_bytes;
     EXPECT_EQ(FreezeEmbedding(e, c.spec, *qp).status().code(), StatusCode::kFailedPrecondition);
   }
+}
+
+// Model sizes and evaluation's size line count every code at its real bit
+// width (issue 25: 3-bit codes were counted as 8-bit): a [48, 64] weight
+// takes ceil(3072 * bits / 8) bytes of codes plus its parameters, float32
+// scales (and zero points when asymmetric), one E8M0 byte per MX block.
+TEST(FreezeTest, PackedBytesCountEachBitWidth) {
+  at::manual_seed(5);
+  const at::Tensor w = at::randn({48, 64}) * 0.1;
+  const int64_t numel = 48 * 64;
+  struct Case {
+    quant::QuantSpec spec;
+    int bits;
+    int64_t params;  // bytes
+  };
+  auto mx = [](DataType t) {
+    quant::QuantSpec s = Spec(t, QScheme::kPerGroup);
+    s.group_size = 32;
+    return s;
+  };
+  std::vector<Case> cases;
+  for (auto [t, bits] : {std::pair{DataType::kInt2, 2}, {DataType::kInt3, 3}, {DataType::kInt4, 4},
+                         {DataType::kInt8, 8}}) {
+    cases.push_back({Spec(t, QScheme::kPerChannel), bits, 48 * 4});
+  }
+  for (auto [t, bits] : {std::pair{DataType::kUInt2, 2}, {DataType::kUInt3, 3},
+                         {DataType::kUInt4, 4}, {DataType::kUInt8, 8}}) {
+    cases.push_back({Spec(t, QScheme::kPerChannel, false), bits, 48 * 8});
+  }
+  cases.push_back({Spec(DataType::kFp8E4M3, QScheme::kPerTensor), 8, 4});
+  cases.push_back({Spec(DataType::kFp8E5M2, QScheme::kPerChannel), 8, 48 * 4});
+  cases.push_back({mx(DataType::kMxFp4), 4, 48 * 2});
+  cases.push_back({mx(DataType::kMxFp6E3M2), 6, 48 * 2});
+  cases.push_back({mx(DataType::kMxFp6E2M3), 6, 48 * 2});
+  cases.push_back({mx(DataType::kMxFp8E4M3), 8, 48 * 2});
+  cases.push_back({mx(DataType::kMxInt8), 8, 48 * 2});
+  for (const Case& c : cases) {
+    const std::string what = quant::DescribeSpec(c.spec);
+    auto qp = quant::ComputeQParams(w, c.spec);
+    ASSERT_TRUE(qp.ok()) << what << qp.status();
+    auto fq = quant::FakeQuantize(w, c.spec, *qp);
+    ASSERT_TRUE(fq.ok()) << what;
+    auto frozen = FreezeWeight(*fq, c.spec, *qp, "w");
+    ASSERT_TRUE(frozen.ok()) << what << frozen.status();
+    ASSERT_TRUE(frozen->has_value()) << what << " kept float";
+    const int64_t want = (numel * c.bits + 7) / 8 + c.params;
+    EXPECT_EQ((*frozen)->packed_bytes(), want) << what;
+    EXPECT_EQ(QuantizedStorageBytes({48, 64}, c.spec), want) << what;
+    // Memory holds codes of at least 4 bits each, so never less.
+    EXPECT_GE((*frozen)->bytes(), want - c.params) << what;
+  }
+  // A plain float16 cast: two bytes a weight, no parameters.
+  quant::QuantSpec f16;
+  f16.dtype = DataType::kFloat16;
+  EXPECT_EQ(QuantizedStorageBytes({48, 64}, f16), numel * 2);
 }
 
 TEST(FreezeTest, NibblePackingRoundTripsSignedAndUnsignedCodes) {

@@ -6,6 +6,7 @@
 #ifndef QUANTD_WORKER_PIPELINE_JOB_OBSERVER_H_
 #define QUANTD_WORKER_PIPELINE_JOB_OBSERVER_H_
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -40,8 +41,8 @@ struct BlockReport {
   int block_count = 0;
   std::vector<LayerReport> layers;
   // ||y_q - y_f||^2 / ||y_f||^2 on the calibration (or evaluation) samples;
-  // negative when not measured.
-  double output_rel_mse = -1;
+  // unset when not measured (no calibration data).
+  std::optional<double> output_rel_mse;
   // Wall time of the block (loading wait, forward passes, algorithms,
   // quantization, handing its tensors to the scratch writer), and the part
   // spent in block algorithms (GPTQ, AWQ, ...).

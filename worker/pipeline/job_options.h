@@ -118,9 +118,12 @@ struct JobReport {
   std::vector<BlockReport> blocks;
   int64_t float_model_bytes = 0;
   int64_t quantized_model_bytes = 0;
-  // Evaluation's frozen linears: float and frozen bytes of their weights.
+  // Evaluation's frozen linears: float and frozen bytes of their weights
+  // (as held in memory, and at the codes' bit widths as
+  // quantized_model_bytes counts them).
   int64_t frozen_linear_float_bytes = 0;
   int64_t frozen_linear_bytes = 0;
+  int64_t frozen_linear_packed_bytes = 0;
   std::vector<StageTiming> stage_timings;
   std::vector<exporter::Artifact> artifacts;
 };

@@ -121,8 +121,9 @@ TEST_F(QuantizationJobTest, Int8PerChannelEndToEnd) {
   for (const auto& b : r.blocks) {
     EXPECT_EQ(b.block_count, 5);
     ASSERT_EQ(b.layers.size(), 7u);
-    EXPECT_GT(b.output_rel_mse, 0);
-    EXPECT_LT(b.output_rel_mse, 1e-2);
+    ASSERT_TRUE(b.output_rel_mse.has_value());
+    EXPECT_GT(*b.output_rel_mse, 0);
+    EXPECT_LT(*b.output_rel_mse, 1e-2);
     EXPECT_GT(b.seconds, 0);
     EXPECT_EQ(b.algorithm_seconds, 0) << "no block algorithms";
     for (const auto& l : b.layers) {
@@ -296,14 +297,59 @@ TEST_F(QuantizationJobTest, EmbeddingIsQuantizedAndTheTiedHeadKeepsTheFloatWeigh
     logged = logged || m.rfind("model.embed_tokens (Embedding): int8 per_channel(axis 0) sym, "
                                "weight SQNR ", 0) == 0;
   EXPECT_TRUE(logged);
-  // Evaluation looked rows up in the frozen table: int8 codes, a scale and a
-  // zero point per row.
-  const std::string frozen = "evaluated the frozen embedding: 128.0 KiB as float, 36.0 KiB "
-                             "real-quantized (0.281x)";
+  // Evaluation looked rows up in the frozen table: int8 codes and a scale
+  // per row, as the model size counts them (memory also held a zero point).
+  const std::string frozen = "evaluated the frozen embedding: 128.0 KiB as float, 34.0 KiB "
+                             "real-quantized (0.266x), held in memory as 36.0 KiB";
   EXPECT_NE(std::find(logs.begin(), logs.end(), frozen), logs.end());
   // int8 codes plus a scale per row instead of float32: 512 x 64 table.
   EXPECT_EQ(without.report.quantized_model_bytes - with.report.quantized_model_bytes,
             512 * 64 * 4 - (512 * 64 + 512 * 4));
+}
+
+// 3-bit codes count as 3 bits in the model size, the evaluation line and
+// the report, and those agree (issue 25: the evaluation line counted them
+// as 8 bits, the int8 figure, while the summary counted 3).
+TEST_F(QuantizationJobTest, SizesCountThreeBitCodesAtThreeBitsEverywhere) {
+  auto spec = IntWeightSpec(quant::DataType::kUInt3, quant::QScheme::kPerChannel, false);
+  RecordingObserver obs;
+  auto opt = Options(AllBlockLinears(spec));
+  opt.evaluation.max_windows = 2;
+  JobOutcome out = RunQuantizationJob(opt, obs);
+  ASSERT_TRUE(out.status.ok()) << out.status;
+  const JobReport& r = out.report;
+  // 35 linears: q/o 64x64, k/v 32x64, gate/up 172x64, down 64x172 per block;
+  // 3 bits a weight, a float32 scale and zero point per output row.
+  const int64_t weights = 5 * (2 * 64 * 64 + 2 * 32 * 64 + 3 * 64 * 172);
+  const int64_t rows = 5 * (64 + 32 + 32 + 64 + 172 + 172 + 64);
+  const int64_t packed = weights * 3 / 8 + rows * 8;
+  EXPECT_EQ(r.frozen_linear_float_bytes, weights * 4);
+  EXPECT_EQ(r.frozen_linear_packed_bytes, packed);
+  EXPECT_EQ(r.quantized_model_bytes, r.float_model_bytes - weights * 4 + packed);
+  // Memory held the codes one per byte.
+  EXPECT_EQ(r.frozen_linear_bytes, weights + rows * 8);
+  char want[200];
+  std::snprintf(want, sizeof(want),
+                "evaluated 35 frozen linears: %.1f KiB as float, %.1f KiB real-quantized (%.3fx), "
+                "held in memory as %.1f KiB",
+                weights * 4 / 1024.0, packed / 1024.0, static_cast<double>(packed) / (weights * 4),
+                (weights + rows * 8) / 1024.0);
+  EXPECT_NE(std::find(obs.logs.begin(), obs.logs.end(), std::string(want)), obs.logs.end())
+      << want;
+}
+
+// Without calibration data there is no block output to compare: the blocks
+// report no rel-MSE (not a -1 sentinel), and a log line says why.
+TEST_F(QuantizationJobTest, BlockOutputErrorIsAbsentWithoutCalibrationData) {
+  auto spec = IntWeightSpec(quant::DataType::kInt4, quant::QScheme::kPerChannel, true);
+  RecordingObserver obs;
+  JobOutcome out = RunWithoutEvaluation(AllBlockLinears(spec), obs);
+  ASSERT_TRUE(out.status.ok()) << out.status;
+  ASSERT_EQ(out.report.blocks.size(), 5u);
+  for (const auto& b : out.report.blocks) EXPECT_FALSE(b.output_rel_mse.has_value()) << b.block;
+  EXPECT_NE(std::find(obs.logs.begin(), obs.logs.end(),
+                      "block output rel-mse: not measured: no calibration data"),
+            obs.logs.end());
 }
 
 // A glob that matches the embedding too (here "*") gives it the weight spec

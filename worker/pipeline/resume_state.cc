@@ -31,7 +31,7 @@ json ToJson(const BlockReport& b) {
                       {"input_max", l.input_max}});
   return {{"block", b.block},
           {"block_count", b.block_count},
-          {"output_rel_mse", b.output_rel_mse},
+          {"output_rel_mse", b.output_rel_mse ? json(*b.output_rel_mse) : json(nullptr)},
           {"seconds", b.seconds},
           {"algorithm_seconds", b.algorithm_seconds},
           {"device_peak_allocated_bytes", b.device_peak_allocated_bytes},
@@ -43,7 +43,9 @@ BlockReport BlockFromJson(const json& j) {
   BlockReport b;
   b.block = j.at("block").get<int>();
   b.block_count = j.at("block_count").get<int>();
-  b.output_rel_mse = j.at("output_rel_mse").get<double>();
+  // null when not measured; earlier versions wrote -1 for that.
+  if (const json& e = j.at("output_rel_mse"); e.is_number() && e.get<double>() >= 0)
+    b.output_rel_mse = e.get<double>();
   // Absent from the checkpoints of earlier versions.
   b.seconds = j.value("seconds", 0.0);
   b.algorithm_seconds = j.value("algorithm_seconds", 0.0);

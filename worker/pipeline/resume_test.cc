@@ -120,7 +120,7 @@ TEST(ResumeStateTest, BlockReportsRoundTrip) {
   ASSERT_EQ(back->blocks.size(), 1u);
   const BlockReport& r = back->blocks[0];
   EXPECT_EQ(r.block_count, 32);
-  EXPECT_EQ(r.output_rel_mse, 2.6e-4);
+  EXPECT_EQ(r.output_rel_mse, std::optional<double>(2.6e-4));
   EXPECT_EQ(r.seconds, 61.5);
   EXPECT_EQ(r.algorithm_seconds, 40.25);
   EXPECT_EQ(r.device_peak_allocated_bytes, (int64_t{15} << 30) + 7);

@@ -45,6 +45,7 @@ Status ModuleWeight::Freeze(pipeline::FreezeReport& report) {
   ++report.layers;
   report.float_bytes += float_.numel() * float_.element_size();
   report.frozen_bytes += frozen->bytes();
+  report.packed_bytes += frozen->packed_bytes();
   frozen_ = std::move(frozen);
   float_ = at::Tensor();
   fake_ = at::Tensor();

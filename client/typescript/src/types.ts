@@ -113,7 +113,8 @@ export interface LayerMetrics {
 export interface BlockMetrics {
   block: number;
   layers: LayerMetrics[];
-  outputRelMse: number;
+  /** Absent when not measured (a job without calibration data). */
+  outputRelMse?: number;
   blockCount: number;
   /** Wall time of the block, and the part its block algorithms took. */
   seconds: number;
