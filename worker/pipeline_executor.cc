@@ -166,6 +166,21 @@ StatusOr<pipeline::JobOptions> PipelineExecutor::BuildOptions(const quantd::v1::
   }
   o.export_options.tenant = job.tenant();
   o.export_options.overwrite = ex.overwrite();
+  switch (ex.gguf_float_type()) {
+    case quantd::v1::GGUF_FLOAT_TYPE_UNSPECIFIED:
+    case quantd::v1::GGUF_F32:
+      o.export_options.gguf_float_type = gguf::GgmlType::kF32;
+      break;
+    case quantd::v1::GGUF_F16:
+      o.export_options.gguf_float_type = gguf::GgmlType::kF16;
+      break;
+    case quantd::v1::GGUF_BF16:
+      o.export_options.gguf_float_type = gguf::GgmlType::kBF16;
+      break;
+    default:
+      return InvalidArgumentError("spec.export.gguf_float_type: unknown value " +
+                                  std::to_string(ex.gguf_float_type()));
+  }
   o.scratch_dir = (fs::path(options_.data_dir) / "scratch" / JobId(job.name())).string();
   try {
     o.model_options.device = at::Device(options_.device);

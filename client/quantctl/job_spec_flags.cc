@@ -63,6 +63,14 @@ absl::StatusOr<quantd::v1::ExportFormat> ParseExportFormatFlag(const std::string
       absl::StrCat("--format '", f, "' is not one of hf, hf-quark, gguf, onnx"));
 }
 
+absl::StatusOr<quantd::v1::GgufFloatType> ParseGgufFloatTypeFlag(const std::string& t) {
+  if (t == "f32") return quantd::v1::GGUF_F32;
+  if (t == "f16") return quantd::v1::GGUF_F16;
+  if (t == "bf16") return quantd::v1::GGUF_BF16;
+  return absl::InvalidArgumentError(
+      absl::StrCat("--gguf-float-type '", t, "' is not one of f32, f16, bf16"));
+}
+
 std::string ToUri(const std::string& s) {
   if (s.empty() || absl::StrContains(s, "://")) return s;
   std::string path = s;
@@ -120,6 +128,11 @@ absl::Status FillJobSpec(const ParsedArgs& a, quantd::v1::JobSpec* spec) {
     ex->add_formats(*fmt);
   }
   if (a.Has("output")) ex->set_output_uri(ToUri(a.Get("output")));
+  if (a.Has("gguf-float-type")) {
+    auto t = ParseGgufFloatTypeFlag(a.Get("gguf-float-type"));
+    if (!t.ok()) return t.status();
+    ex->set_gguf_float_type(*t);
+  }
   if (a.Get("overwrite") == "true") ex->set_overwrite(true);
 
   for (const auto& kv : a.GetAll("label")) {

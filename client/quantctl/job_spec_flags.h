@@ -25,6 +25,9 @@ absl::Status FillJobSpec(const ParsedArgs& a, quantd::v1::JobSpec* spec);
 // "quark").
 absl::StatusOr<quantd::v1::ExportFormat> ParseExportFormatFlag(const std::string& name);
 
+// "f32", "f16" or "bf16": --gguf-float-type.
+absl::StatusOr<quantd::v1::GgufFloatType> ParseGgufFloatTypeFlag(const std::string& name);
+
 // A whole file; NOT_FOUND "cannot read <path>" when it cannot be opened.
 absl::StatusOr<std::string> ReadFileText(const std::string& path);
 

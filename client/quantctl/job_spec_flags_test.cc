@@ -74,6 +74,24 @@ TEST(JobSpecFlagsTest, BadFlagsAreNamed) {
   }
 }
 
+TEST(JobSpecFlagsTest, GgufFloatTypeFlag) {
+  const std::vector<std::string> base = {"submit", "--model", "/m", "--scheme", "x", "--format",
+                                         "gguf"};
+  EXPECT_EQ(Fill(base).export_().gguf_float_type(), quantd::v1::GGUF_FLOAT_TYPE_UNSPECIFIED);
+  for (const auto& [flag, want] : {std::pair{"f32", quantd::v1::GGUF_F32},
+                                   {"f16", quantd::v1::GGUF_F16},
+                                   {"bf16", quantd::v1::GGUF_BF16}}) {
+    auto argv = base;
+    argv.insert(argv.end(), {"--gguf-float-type", flag});
+    EXPECT_EQ(Fill(argv).export_().gguf_float_type(), want) << flag;
+  }
+  auto argv = base;
+  argv.insert(argv.end(), {"--gguf-float-type", "q8_0"});
+  absl::Status s;
+  Fill(argv, &s);
+  EXPECT_EQ(s.message(), "--gguf-float-type 'q8_0' is not one of f32, f16, bf16");
+}
+
 TEST(JobSpecFlagsTest, PathsBecomeUrisThatParseBackToThem) {
   char cwd[PATH_MAX];
   ASSERT_NE(getcwd(cwd, sizeof(cwd)), nullptr);

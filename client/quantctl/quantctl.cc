@@ -81,6 +81,8 @@ commands:
       --max-kl F              accuracy gate: fail when the mean KL exceeds F
       --output URI            artifact directory (default <data-dir>/artifacts/<id>)
       --format F              hf (default), hf-quark, gguf, onnx (repeatable)
+      --gguf-float-type T     gguf: type of the tensors left in float: f32
+                              (default, exact), f16 or bf16 (half the size)
       --overwrite             replace an existing output
       --device D              cpu, cuda or cuda:N (default any)
       --label K=V             job label (repeatable)

@@ -29,6 +29,8 @@ job (the same flags as `quantctl submit`):
   --max-kl F              accuracy gate: fail when the mean KL exceeds F
   --output DIR            artifact directory (default <data-dir>/artifacts/<id>)
   --format F              hf (default), hf-quark, gguf, onnx (repeatable)
+  --gguf-float-type T     gguf: type of the tensors left in float: f32
+                          (default, exact), f16 or bf16 (half the size)
   --overwrite             replace an existing output
 
 local run:
@@ -52,7 +54,8 @@ absl::StatusOr<quantctl::ParsedArgs> ParseQuantizeArgs(const std::vector<std::st
       "model",         "scheme",        "config",           "group-size", "exclude",
       "calib",         "calib-samples", "calib-seq-len",    "eval",       "n-ctx",
       "eval-windows",  "output",        "format",           "device",     "threads",
-      "output-format", "data-dir",      "max-ppl-increase", "max-kl", "activation-offload"};
+      "output-format", "data-dir",      "max-ppl-increase", "max-kl", "activation-offload",
+      "gguf-float-type"};
   static const std::set<std::string> kBoolFlags = {"overwrite", "no-eval", "fp8-kv-cache",
                                                    "keep-scratch", "help"};
   auto parsed = quantctl::ParseArgs(argv, kValueFlags, kBoolFlags);

@@ -153,4 +153,27 @@ assert piped.startswith(b"state: RUNNING\n") and b"\x1b" not in piped, piped[:20
 print("progress: in place on a terminal, plain lines with stdout piped")
 PYEOF
 
+# 9. GGUF: the tensors left in float are F32 unless --gguf-float-type says
+#    otherwise, and the events say which tensors went to which type.
+for t in default bf16; do
+  flag=(); [ "$t" = default ] || flag=(--gguf-float-type "$t")
+  "$BIN" --model "$MODEL" --scheme w_int8_per_channel_sym --no-eval --format gguf \
+    --exclude '*down_proj' "${flag[@]}" --output "$TMP/gguf-$t" --data-dir "$TMP/data" \
+    >"$TMP/gguf-$t.out" 2>"$TMP/gguf-$t.err"
+  rc=$?
+  [ "$rc" -eq 0 ] || { cat "$TMP/gguf-$t.err" "$TMP/gguf-$t.out"; fail "gguf $t exit $rc"; }
+done
+floats='6 float weights (model.embed_tokens.weight, model.layers.0.mlp.down_proj.weight, model.layers.1.mlp.down_proj.weight, model.layers.2.mlp.down_proj.weight, model.layers.3.mlp.down_proj.weight, model.layers.4.mlp.down_proj.weight)'
+grep -qxF "gguf F32: $floats, 11 norms and biases" "$TMP/gguf-default.out" ||
+  { cat "$TMP/gguf-default.out"; fail "gguf default F32 line"; }
+grep -qxF "gguf Q8_0: 30 quantized weights" "$TMP/gguf-default.out" || fail "gguf Q8_0 line"
+grep -qxF "gguf BF16: $floats" "$TMP/gguf-bf16.out" || { cat "$TMP/gguf-bf16.out"; fail "gguf BF16 line"; }
+grep -qxF "gguf F32: 11 norms and biases" "$TMP/gguf-bf16.out" || fail "gguf bf16 F32 line"
+# Without a GGUF export the flag would do nothing: refused, exit 3.
+"$BIN" --model "$MODEL" --scheme w_int8_per_channel_sym --no-eval --gguf-float-type f16 \
+  --output "$TMP/nogguf" --data-dir "$TMP/data" >/dev/null 2>"$TMP/nogguf.err"
+rc=$?
+[ "$rc" -eq 3 ] || { cat "$TMP/nogguf.err"; fail "--gguf-float-type without gguf exit $rc, want 3"; }
+grep -q 'spec.export.gguf_float_type: applies to the GGUF export only' "$TMP/nogguf.err" ||
+  { cat "$TMP/nogguf.err"; fail "gguf_float_type field"; }
 echo PASS

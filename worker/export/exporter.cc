@@ -51,6 +51,7 @@ StatusOr<ExportResult> ExportModel(const QuantizedModel& model, ExportFormat for
       QD_ASSIGN_OR_RETURN(GgufExportResult r, ExportGguf(model, o, progress));
       result.artifact = std::move(r.artifact);
       result.notes = std::move(r.notes);
+      result.info = std::move(r.tensor_types);
       return result;
     }
     case ExportFormat::kOnnxQdq: {

@@ -44,8 +44,8 @@ struct ExportOptions {
   std::optional<gguf::GgmlType> gguf_weight_type;
   // gguf: quantized weights whose rows are not whole 32-element blocks.
   gguf::GgmlType gguf_fallback_type = gguf::GgmlType::kF16;
-  // gguf: 2-D weights the job left in float.
-  gguf::GgmlType gguf_float_type = gguf::GgmlType::kF16;
+  // gguf: 2-D weights the job left in float: F32 (exact), F16 or BF16.
+  gguf::GgmlType gguf_float_type = gguf::GgmlType::kF32;
   // gguf: general.name; empty: the model directory's name.
   std::string model_name;
 
@@ -62,6 +62,9 @@ struct ExportResult {
   // weights requantized or written in a fallback type), one line each, for
   // the job's events. Empty for the other formats.
   std::vector<std::string> notes;
+  // What was written how, for the job's INFO events: for gguf, which
+  // tensors went to which type (GgufExportResult::tensor_types).
+  std::vector<std::string> info;
 };
 
 // INVALID_ARGUMENT (EXPORT_FORMAT_UNSUPPORTED) naming the format, the layer

@@ -64,6 +64,52 @@ struct NoteBook {
   }
 };
 
+// What kind of tensor went to a type, for the export's type summary.
+enum class TensorKind { kQuantized, kFallback, kFloat, kVector };
+
+struct TypeBook {
+  std::mutex mu;
+  std::map<std::string, GgmlType> type_of;
+  std::map<std::string, TensorKind> kind_of;
+  void Add(const std::string& name, GgmlType type, TensorKind kind) {
+    std::lock_guard<std::mutex> lock(mu);
+    type_of[name] = type;
+    kind_of[name] = kind;
+  }
+};
+
+// "gguf F32: 2 float weights (model.embed_tokens.weight, ...), 11 norms and
+// biases": per type, how many tensors of each kind; float weights and
+// fallbacks are named (the first 8), since a user may not expect them.
+std::vector<std::string> DescribeTypes(const TypeBook& book) {
+  std::map<GgmlType, std::map<TensorKind, std::vector<std::string>>> by_type;
+  for (const auto& [name, type] : book.type_of) by_type[type][book.kind_of.at(name)].push_back(name);
+  std::vector<std::string> lines;
+  for (const auto& [type, kinds] : by_type) {
+    std::string line = std::string("gguf ") + TypeName(type) + ":";
+    bool first = true;
+    for (const auto& [kind, names] : kinds) {
+      const size_t n = names.size();
+      const char* what = kind == TensorKind::kQuantized ? (n == 1 ? "quantized weight"
+                                                                  : "quantized weights")
+                         : kind == TensorKind::kFallback
+                             ? (n == 1 ? "quantized weight whose rows are not whole blocks of 32"
+                                       : "quantized weights whose rows are not whole blocks of 32")
+                         : kind == TensorKind::kFloat ? (n == 1 ? "float weight" : "float weights")
+                                                      : (n == 1 ? "norm or bias" : "norms and biases");
+      line += std::string(first ? " " : ", ") + std::to_string(n) + " " + what;
+      first = false;
+      if (kind == TensorKind::kFloat || kind == TensorKind::kFallback) {
+        line += " (";
+        for (size_t i = 0; i < n && i < 8; ++i) line += (i ? ", " : "") + names[i];
+        line += n > 8 ? ", ...)" : ")";
+      }
+    }
+    lines.push_back(line);
+  }
+  return lines;
+}
+
 bool Fp16Exact(float v) { return gguf::Fp16ToFp32(gguf::Fp32ToFp16(v)) == v; }
 
 // Writes the job's own codes of `module` as `type` blocks.
@@ -156,7 +202,8 @@ StatusOr<GgufExportResult> ExportGguf(const QuantizedModel& model,
                 "weight type"));
   QD_RETURN_IF_ERROR(
       CheckType(opt.fallback_type, {GgmlType::kF32, GgmlType::kF16}, "fallback type"));
-  QD_RETURN_IF_ERROR(CheckType(opt.float_type, {GgmlType::kF32, GgmlType::kF16}, "float type"));
+  QD_RETURN_IF_ERROR(
+      CheckType(opt.float_type, {GgmlType::kF32, GgmlType::kF16, GgmlType::kBF16}, "float type"));
   QD_RETURN_IF_ERROR(CheckExportSupport(ExportFormat::kGguf, ExportLayerSpecsOf(model)));
   QD_ASSIGN_OR_RETURN(std::string config_json,
                       ReadTextFile((fs::path(model.model_dir()) / "config.json").string()));
@@ -174,6 +221,7 @@ StatusOr<GgufExportResult> ExportGguf(const QuantizedModel& model,
   for (const auto& l : models::ListLinearLayers(model.config()))
     if (l.transposed_in_checkpoint) transposed.insert(l.name);
   auto notes = std::make_shared<NoteBook>();
+  auto types = std::make_shared<TypeBook>();
   int exact = 0;
   const int total = static_cast<int>(model.original().Names().size());
   auto done = std::make_shared<std::atomic<int>>(0);
@@ -183,7 +231,7 @@ StatusOr<GgufExportResult> ExportGguf(const QuantizedModel& model,
   const QuantizedModel* m = &model;
   const GgmlType target = opt.weight_type;
   g.tensor_encoding =
-      [&, m, target, notes, tick](
+      [&, m, target, notes, types, tick](
           const std::string& name,
           const std::vector<int64_t>& shape) -> StatusOr<std::optional<gguf::GgufTensorEncoding>> {
     gguf::GgufTensorEncoding enc;
@@ -200,6 +248,7 @@ StatusOr<GgufExportResult> ExportGguf(const QuantizedModel& model,
     if (shape.size() != 2) {
       enc.type = GgmlType::kF32;
       enc.encode = values(enc.type);
+      types->Add(name, enc.type, TensorKind::kVector);
       return std::optional<gguf::GgufTensorEncoding>(enc);
     }
     const std::string module = EndsWith(name, ".weight") ? name.substr(0, name.size() - 7) : "";
@@ -207,6 +256,7 @@ StatusOr<GgufExportResult> ExportGguf(const QuantizedModel& model,
     if (layer == nullptr || !layer->weight) {
       enc.type = opt.float_type;
       enc.encode = values(enc.type);
+      types->Add(name, enc.type, TensorKind::kFloat);
       return std::optional<gguf::GgufTensorEncoding>(enc);
     }
     const bool is_transposed = transposed.count(module) > 0;
@@ -214,6 +264,7 @@ StatusOr<GgufExportResult> ExportGguf(const QuantizedModel& model,
     if (target == GgmlType::kF32 || target == GgmlType::kF16) {
       enc.type = target;
       enc.encode = values(enc.type);
+      types->Add(name, enc.type, TensorKind::kQuantized);
     } else if (row % kBlock != 0) {
       notes->Add(std::string("GGUF ") + TypeName(target) + ": rows of " + std::to_string(row) +
                      " are not whole blocks of 32; written as " + TypeName(opt.fallback_type) +
@@ -221,8 +272,10 @@ StatusOr<GgufExportResult> ExportGguf(const QuantizedModel& model,
                  module);
       enc.type = opt.fallback_type;
       enc.encode = values(enc.type);
+      types->Add(name, enc.type, TensorKind::kFallback);
     } else {
       enc.type = target;
+      types->Add(name, enc.type, TensorKind::kQuantized);
       const std::string why =
           is_transposed ? std::string("Conv1D layout") : GgufCodesMismatch(*layer->weight, target);
       if (why.empty()) {
@@ -256,6 +309,8 @@ StatusOr<GgufExportResult> ExportGguf(const QuantizedModel& model,
   QD_ASSIGN_OR_RETURN(result.artifact,
                       DescribeArtifact(ExportFormat::kGguf, staged, opt.file_name));
   result.exact_code_tensors = exact;
+  result.tensor_types = DescribeTypes(*types);
+  result.type_of = types->type_of;
   for (const auto& [note, modules] : notes->tensors) {
     std::string line = note + ": " + std::to_string(modules.size()) + " weight" +
                        (modules.size() == 1 ? "" : "s") + " (";

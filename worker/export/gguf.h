@@ -18,11 +18,15 @@
 //    and a note says so.
 // A weight whose rows are not whole 32-element blocks (e.g. an FFN width of
 // 172) is written as `fallback_type`, and a note says so. 2-D weights the job
-// left in float are written as `float_type`; norms and biases stay F32.
+// left in float (and a quantized embedding, as its values) are written as
+// `float_type`: F32 by default, exact; F16 or BF16 halve them, as llama.cpp's
+// converter writes them. Norms and biases stay F32. `tensor_types` says
+// which tensors were written in which type.
 // The write is atomic (artifact.h): `output_dir` receives `file_name`.
 #ifndef QUANTD_WORKER_EXPORT_GGUF_H_
 #define QUANTD_WORKER_EXPORT_GGUF_H_
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -46,8 +50,9 @@ struct GgufModelExportOptions {
   gguf::GgmlType weight_type = gguf::GgmlType::kQ8_0;
   // Quantized weights whose rows are not whole blocks: F32 or F16.
   gguf::GgmlType fallback_type = gguf::GgmlType::kF16;
-  // 2-D weights the job did not quantize (embeddings, excluded layers).
-  gguf::GgmlType float_type = gguf::GgmlType::kF16;
+  // 2-D weights the job did not quantize (embeddings, excluded layers): F32,
+  // F16 or BF16.
+  gguf::GgmlType float_type = gguf::GgmlType::kF32;
 };
 
 struct GgufExportResult {
@@ -59,6 +64,12 @@ struct GgufExportResult {
   std::vector<std::string> notes;
   // Weights written with the job's own codes.
   int exact_code_tensors = 0;
+  // Which tensors went to which type, one line per type (for the job's
+  // events), e.g. "gguf F32: 1 float weight (model.embed_tokens.weight), 11
+  // norms and biases".
+  std::vector<std::string> tensor_types;
+  // The type of every tensor written, by its Hugging Face name.
+  std::map<std::string, gguf::GgmlType> type_of;
 };
 
 // INVALID_ARGUMENT for a weight_type / fallback_type / float_type outside

@@ -205,6 +205,53 @@ TEST_F(GgufExportTest, OtherSchemesAreRequantizedAndReported) {
   EXPECT_TRUE(at::equal(*back->Load(kQ), *model->Load(kQ)));
 }
 
+// The tensors a job left in float (the embedding, excluded layers) are F32
+// unless the job asks for F16 or BF16 (issue 25: they were F16 without a
+// word); the export names which tensors went to which type.
+TEST_F(GgufExportTest, FloatTensorsAreF32ByDefaultOrTheChosenTypeAndReported) {
+  auto model = Quantize(Spec(DataType::kInt8, QScheme::kPerGroup, 32, true), {"lm_head", "*down_proj"});
+  ASSERT_NE(model, nullptr);
+  const std::string floats =
+      "6 float weights (model.embed_tokens.weight, model.layers.0.mlp.down_proj.weight, "
+      "model.layers.1.mlp.down_proj.weight, model.layers.2.mlp.down_proj.weight, "
+      "model.layers.3.mlp.down_proj.weight, model.layers.4.mlp.down_proj.weight)";
+  struct Case {
+    std::optional<GgmlType> float_type;  // unset: the default
+    const char* name;
+    at::ScalarType rounding;
+    std::vector<std::string> lines;
+  };
+  const std::vector<Case> cases = {
+      {std::nullopt, "F32", at::kFloat,
+       {"gguf F32: " + floats + ", 11 norms and biases", "gguf Q8_0: 30 quantized weights"}},
+      {GgmlType::kF16, "F16", at::kHalf,
+       {"gguf F32: 11 norms and biases", "gguf F16: " + floats, "gguf Q8_0: 30 quantized weights"}},
+      {GgmlType::kBF16, "BF16", at::kBFloat16,
+       {"gguf F32: 11 norms and biases", "gguf Q8_0: 30 quantized weights",
+        "gguf BF16: " + floats}},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    GgufModelExportOptions o;
+    o.output_dir = out_.string();
+    o.overwrite = true;
+    o.weight_type = GgmlType::kQ8_0;
+    if (c.float_type) o.float_type = *c.float_type;
+    auto r = ExportGguf(*model, o);
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_EQ(r->tensor_types, c.lines);
+    auto back = ReadBack();
+    ASSERT_NE(back, nullptr);
+    for (const char* name : {kDown, "model.embed_tokens.weight"}) {
+      EXPECT_EQ(back->Find(name)->dtype, c.name) << name;
+      const at::Tensor want = model->Load(name)->to(c.rounding).to(at::kFloat);
+      EXPECT_TRUE(at::equal(*back->Load(name), want)) << name;
+    }
+    EXPECT_EQ(back->Find(kGate)->dtype, "Q8_0");
+    EXPECT_EQ(back->Find("model.norm.weight")->dtype, "F32");
+  }
+}
+
 TEST_F(GgufExportTest, RefusesWhatGgufCannotExpress) {
   QuantSpec mx;
   mx.dtype = DataType::kMxFp6E2M3;

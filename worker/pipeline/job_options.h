@@ -16,6 +16,7 @@
 #include "worker/eval/perplexity.h"
 #include "worker/export/artifact.h"
 #include "worker/io/dataset/calibration.h"
+#include "worker/io/gguf/ggml_types.h"
 #include "worker/models/model_options.h"
 #include "worker/pipeline/activation_placement.h"
 #include "worker/pipeline/block_algorithm.h"
@@ -62,6 +63,8 @@ struct ExportOptions {
   // recorded with JobOptions::job_name in the output (exporter::OutputOwner).
   std::string output_root;
   std::string tenant;
+  // gguf: the type of the 2-D tensors the job left in float (F32, F16, BF16).
+  gguf::GgmlType gguf_float_type = gguf::GgmlType::kF32;
 };
 
 struct JobOptions {

@@ -314,6 +314,14 @@ void CheckExport(SpecChecker& c, const JobSpec& spec) {
     if (!s.ok()) c.Bad(field, s.message());
   }
   if (!ex.output_uri().empty()) CheckUri(c, "spec.export.output_uri", ex.output_uri(), false);
+  if (!quantd::v1::GgufFloatType_IsValid(ex.gguf_float_type())) {
+    c.Bad("spec.export.gguf_float_type", "unknown value " + std::to_string(ex.gguf_float_type()) +
+                                             " (GGUF_F32, GGUF_F16 or GGUF_BF16)");
+  } else if (ex.gguf_float_type() != quantd::v1::GGUF_FLOAT_TYPE_UNSPECIFIED &&
+             std::find(ex.formats().begin(), ex.formats().end(), quantd::v1::GGUF) ==
+                 ex.formats().end()) {
+    c.Bad("spec.export.gguf_float_type", "applies to the GGUF export only; formats has no GGUF");
+  }
 }
 
 }  // namespace

@@ -484,3 +484,29 @@ TEST(JobSpecCheckTest, ValidationStopsAtItsBudget) {
 
 }  // namespace
 }  // namespace quantd::pipeline
+
+namespace quantd::pipeline {
+namespace {
+
+// The GGUF float type is checked like every other field: an unknown value,
+// or one set for a job that writes no GGUF (it would do nothing).
+TEST(JobSpecCheckTest, GgufFloatTypeNeedsAGgufExport) {
+  const std::string base = R"pb(
+    model_uri: "file:///models/stories260K"
+    quantization { scheme: "w_int8_per_channel_sym" }
+  )pb";
+  EXPECT_TRUE(CheckJobSpec(Parse(base + "export { formats: GGUF gguf_float_type: GGUF_BF16 }")).ok());
+  Status s = CheckJobSpec(Parse(base + "export { formats: HF_QUARK gguf_float_type: GGUF_F16 }"));
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  ASSERT_EQ(Fields(s), std::vector<std::string>{"spec.export.gguf_float_type"});
+  EXPECT_EQ(s.violations()[0].description,
+            "applies to the GGUF export only; formats has no GGUF");
+  auto spec = Parse(base + "export { formats: GGUF }");
+  spec.mutable_export_()->set_gguf_float_type(static_cast<quantd::v1::GgufFloatType>(9));
+  s = CheckJobSpec(spec);
+  ASSERT_EQ(Fields(s), std::vector<std::string>{"spec.export.gguf_float_type"});
+  EXPECT_EQ(s.violations()[0].description, "unknown value 9 (GGUF_F32, GGUF_F16 or GGUF_BF16)");
+}
+
+}  // namespace
+}  // namespace quantd::pipeline

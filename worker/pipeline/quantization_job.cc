@@ -827,13 +827,15 @@ class QuantizationJob {
       eo.output_owner = {opt_.export_options.output_root, opt_.job_name,
                          opt_.export_options.tenant};
       eo.min_kv_scale = kv_.min_kv_scale;
-      if (embedding_plan_.weight && formats[i] == exporter::ExportFormat::kGguf) {
-        // The quantized embedding is written as its values: F32 keeps them
-        // exact (F16 would round them again).
-        eo.gguf_float_type = gguf::GgmlType::kF32;
-        Log(LogLevel::kInfo,
-            "gguf: float tensors written as F32 so that the quantized "
-            "embedding's values stay exact");
+      eo.gguf_float_type = opt_.export_options.gguf_float_type;
+      if (embedding_plan_.weight && formats[i] == exporter::ExportFormat::kGguf &&
+          eo.gguf_float_type != gguf::GgmlType::kF32) {
+        // The quantized embedding is written as its values, with the float
+        // tensors: F16 / BF16 round them again.
+        Log(LogLevel::kWarning,
+            std::string("gguf: the quantized embedding is written as its values in ") +
+                gguf::GetGgmlTypeTraits(eo.gguf_float_type).name +
+                ", which rounds them (gguf float type F32 keeps them exact)");
       }
       const double base = static_cast<double>(i) / formats.size();
       auto result = exporter::ExportModel(*exported, formats[i], eo, [&](int done, int total) {
@@ -841,6 +843,7 @@ class QuantizationJob {
       });
       if (!result.ok()) return result.status();
       for (const std::string& note : result->notes) Log(LogLevel::kWarning, note);
+      for (const std::string& line : result->info) Log(LogLevel::kInfo, line);
       Log(LogLevel::kInfo, std::string("wrote ") + exporter::ExportFormatName(formats[i]) + " to " +
                                result->artifact.path);
       report_.artifacts.push_back(std::move(result->artifact));

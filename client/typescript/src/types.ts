@@ -71,6 +71,8 @@ export interface JobSpec {
     formats?: ExportFormatName[];
     outputUri?: string;
     overwrite?: boolean;
+    /** GGUF only: the type of the tensors the job left in float (default F32, exact). */
+    ggufFloatType?: "GGUF_FLOAT_TYPE_UNSPECIFIED" | "GGUF_F32" | "GGUF_F16" | "GGUF_BF16";
   };
   device?: string;
   labels?: Record<string, string>;
