@@ -13,7 +13,9 @@ absl::Status MakeError(absl::StatusCode code, absl::string_view reason, absl::st
 }
 
 absl::Status InvalidRequestError(const std::vector<FieldViolation>& violations) {
+  // The count before the list: a description may itself end in a list.
   std::string message = "invalid request";
+  if (violations.size() > 1) absl::StrAppend(&message, " (", violations.size(), " violations)");
   for (size_t i = 0; i < violations.size(); ++i) {
     absl::StrAppend(&message, i == 0 ? ": " : "; ", violations[i].field, ": ",
                     violations[i].description);

@@ -22,8 +22,10 @@ TEST(ErrorsTest, InvalidRequestListsEveryViolation) {
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(GetReason(s), "INVALID_ARGUMENT");
   EXPECT_EQ(s.message(),
-            "invalid request: spec.model_uri: must not be empty; request_id: at most 128 "
-            "characters");
+            "invalid request (2 violations): spec.model_uri: must not be empty; request_id: at "
+            "most 128 characters");
+  EXPECT_EQ(InvalidRequestError({{"spec.model_uri", "must not be empty"}}).message(),
+            "invalid request: spec.model_uri: must not be empty");
   std::vector<FieldViolation> expected = {{"spec.model_uri", "must not be empty"},
                                           {"request_id", "at most 128 characters"}};
   EXPECT_EQ(GetViolations(s), expected);

@@ -20,8 +20,10 @@ class Violations {
   }
   bool empty() const { return list_.empty(); }
   Status ToStatus() const {
-    std::string msg = first_;
-    if (list_.size() > 1) msg += " (and " + std::to_string(list_.size() - 1) + " more)";
+    // The count first, apart from the message (see job_spec_check.cc).
+    std::string msg = list_.size() > 1
+                          ? std::to_string(list_.size()) + " violations; the first: " + first_
+                          : first_;
     Status s(StatusCode::kInvalidArgument, msg, "INVALID_JOB_SPEC");
     for (const auto& [f, d] : list_) s.AddViolation(f, d);
     return s;
@@ -150,6 +152,36 @@ const std::map<std::string, Setter>& SettersFor(AlgorithmKind kind) {
     };
     m["max_shrink"] = [](const Json& j, OptionReader& r, ParsedAlgorithm& p) {
       r.Number(j, 0, 1, true, true, &p.awq.max_shrink);
+    };
+    m["model_decoder_layers"] = [](const Json& j, OptionReader& r, ParsedAlgorithm& p) {
+      if (!j.is_string() || j.get<std::string>().empty())
+        return r.Bad("must name the decoder layers' module list (\"model.layers\")");
+      p.awq.model_decoder_layers = j.get<std::string>();
+    };
+    m["scaling_layers"] = [](const Json& j, OptionReader& r, ParsedAlgorithm& p) {
+      const char* kShape =
+          "must be a list of {\"prev_op\": NAME, \"layers\": [NAME, ...], \"inp\": NAME, "
+          "\"module2inspect\": NAME} with names relative to a decoder layer";
+      if (!j.is_array()) return r.Bad(kShape);
+      std::vector<AwqScalingGroup> groups;
+      for (const Json& e : j) {
+        if (!e.is_object() || !e.contains("prev_op") || !e.at("prev_op").is_string() ||
+            !e.contains("layers") || !e.at("layers").is_array() || e.at("layers").empty())
+          return r.Bad(kShape);
+        AwqScalingGroup g;
+        g.prev_op = e.at("prev_op").get<std::string>();
+        for (const Json& l : e.at("layers")) {
+          if (!l.is_string()) return r.Bad(kShape);
+          g.layers.push_back(l.get<std::string>());
+        }
+        for (const char* key : {"inp", "module2inspect"}) {
+          if (!e.contains(key) || e.at(key).is_null()) continue;
+          if (!e.at(key).is_string()) return r.Bad(kShape);
+          (std::string(key) == "inp" ? g.inp : g.module2inspect) = e.at(key).get<std::string>();
+        }
+        groups.push_back(std::move(g));
+      }
+      p.awq.scaling_layers = std::move(groups);
     };
     return m;
   }();
@@ -283,8 +315,8 @@ StatusOr<ParsedAlgorithms> ParseAlgorithmRequests(const std::vector<AlgorithmReq
             reader.Bad("must name the same algorithm as " + field + ".name");
           continue;
         }
-        if (IsLayoutKey(key)) continue;
         auto it = setters.find(key);
+        if (it == setters.end() && IsLayoutKey(key)) continue;
         if (it == setters.end()) {
           std::string known;
           for (const auto& [k, s] : setters) known += (known.empty() ? "" : ", ") + k;
@@ -346,6 +378,17 @@ AlgorithmRequest ToAlgorithmRequest(const config::AlgorithmConfig& a) {
       if (a.grid_size) o["grid_size"] = *a.grid_size;
       if (a.skip_clip_search) o["skip_clip_search"] = true;
       if (a.clip_max_tokens) o["clip_max_tokens"] = *a.clip_max_tokens;
+      if (a.model_decoder_layers) o["model_decoder_layers"] = *a.model_decoder_layers;
+      if (!a.scaling_layers.empty()) {
+        Json list = Json::array();
+        for (const config::AwqScalingLayer& l : a.scaling_layers) {
+          Json e = {{"prev_op", l.prev_op}, {"layers", l.layers}};
+          if (!l.inp.empty()) e["inp"] = l.inp;
+          if (!l.module2inspect.empty()) e["module2inspect"] = l.module2inspect;
+          list.push_back(e);
+        }
+        o["scaling_layers"] = list;
+      }
       break;
     case Kind::kSmoothQuant:
       r.name = "smoothquant";

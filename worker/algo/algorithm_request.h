@@ -11,7 +11,9 @@
 //                    act_order / desc_act, static_groups, true_sequential
 //                    (only true is supported)
 //   awq:             grid_size (>= 2; "n_grid"), skip_clip_search,
-//                    clip_max_tokens (>= 1), max_shrink (0, 1)
+//                    clip_max_tokens (>= 1), max_shrink (0, 1),
+//                    scaling_layers, model_decoder_layers (the reference's
+//                    layout keys, honoured: awq_layout.h)
 //   smoothquant:     alpha [0, 1], layer_alpha {glob: alpha}, scale_clamp_min
 //   autosmoothquant: alpha_step (0, 1], alpha_min, alpha_max [0, 1],
 //                    max_search_samples (>= 0)
@@ -21,7 +23,9 @@
 // "model_decoder_layers", "inside_layer_modules", "scaling_layers",
 // "embedding_layers", "output_layers", "backbone", "num_attention_heads",
 // "num_key_value_heads", "v_proj", "o_proj", "self_attn", "mlp") without
-// using them: quantd derives the layout from the model's layer table.
+// using them (AWQ's scaling_layers and model_decoder_layers excepted): quantd
+// derives the layout from the model's layer table. A Quark JSON config that
+// holds them gets a warning per key (config::QuantConfig::notes).
 //
 // Execution order (whatever the request order): the rotation transforms the
 // model as it is loaded; in each block the scaling algorithms (SmoothQuant,

@@ -6,6 +6,7 @@
 #include <limits>
 #include <memory>
 
+#include "worker/algo/awq_layout.h"
 #include "worker/algo/block_hooks.h"
 #include "worker/algo/channel_scaling.h"
 #include "worker/common/cancellation.h"
@@ -221,9 +222,13 @@ StatusOr<at::Tensor> AwqSearchClip(const at::Tensor& x, const at::Tensor& w,
 Status AwqAlgorithm::Apply(pipeline::BlockAlgorithmContext& ctx) {
   models::DecoderBlock& block = ctx.block;
   const auto& groups = block.groups();
+  // The config's scaling_layers (checked at submit against config.json).
+  QD_ASSIGN_OR_RETURN(const std::vector<bool> chosen,
+                      AwqGroupSelection(options_, block.layout(), "awq"));
   std::vector<GroupWork> work;
   std::vector<std::string> inputs_of, outputs_of;
   for (size_t gi = 0; gi < groups.size(); ++gi) {
+    if (!chosen[gi]) continue;  // left to the pipeline's quantizer
     GroupWork w;
     w.group = &groups[gi];
     for (const std::string& name : groups[gi].linears) {

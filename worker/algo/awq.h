@@ -1,7 +1,9 @@
 // AWQ (Lin et al., "AWQ: Activation-aware Weight Quantization for LLM
 // Compression and Acceleration"), as the reference implementations run it.
 //
-// For every linear group whose previous op can absorb a scale (Llama:
+// For every linear group (or those the options' scaling_layers name,
+// awq_layout.h; the others are left to the pipeline) whose previous op can
+// absorb a scale (Llama:
 // input_layernorm -> q,k,v; v -> o when the shapes match, i.e. no GQA;
 // post_attention_layernorm -> gate,up; up -> down):
 //  1. x̄ = per-channel mean |x| of the group's input (float block, all

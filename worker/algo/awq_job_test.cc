@@ -66,5 +66,52 @@ TEST(AwqJobTest, BeatsRoundToNearestAtW4Group32) {
   EXPECT_NEAR(scaled->quant_ppl, awq->quant_ppl, 1e-3);
 }
 
+// Issue 25: a config's scaling_layers are honoured: AWQ scales, clips and
+// quantizes the named groups only, and the attention's linears get the
+// pipeline's round-to-nearest exactly as without AWQ.
+TEST(AwqJobTest, ScalingLayersNameTheOnlyGroupsAwqTouches) {
+  StoriesJobOptions o;
+  o.num_samples = kSamples;
+  o.planner = W4G32DownPerChannel(quant::DataType::kUInt4);
+  auto rtn = RunStoriesJob(o);
+  ASSERT_TRUE(rtn.ok()) << rtn.status();
+  AwqOptions mlp_only;
+  mlp_only.model_decoder_layers = "model.layers";
+  mlp_only.scaling_layers = {{"post_attention_layernorm", {"mlp.gate_proj", "mlp.up_proj"},
+                              "mlp.gate_proj", "mlp"},
+                             {"mlp.up_proj", {"mlp.down_proj"}, "mlp.down_proj", ""}};
+  o.algorithms = {std::make_shared<AwqAlgorithm>(mlp_only)};
+  auto awq = RunStoriesJob(o);
+  ASSERT_TRUE(awq.ok()) << awq.status();
+  std::vector<std::string> scaled;
+  for (const auto& m : awq->infos)
+    if (m.rfind("AWQ ", 0) == 0) scaled.push_back(m.substr(4, m.find(':') - 4));
+  ASSERT_EQ(scaled.size(), 5u * 2);
+  for (size_t i = 0; i < scaled.size(); ++i) {
+    const std::string block = "model.layers." + std::to_string(i / 2) + ".";
+    EXPECT_EQ(scaled[i], block + (i % 2 == 0 ? "mlp.gate_proj" : "mlp.down_proj"));
+  }
+  ASSERT_EQ(awq->report.blocks.size(), rtn->report.blocks.size());
+  for (size_t b = 0; b < awq->report.blocks.size(); ++b) {
+    const auto& a = awq->report.blocks[b].layers;
+    const auto& r = rtn->report.blocks[b].layers;
+    ASSERT_EQ(a.size(), r.size());
+    for (size_t i = 0; i < a.size(); ++i) {
+      // Weight-only SQNR: the same weights, the same codes.
+      if (a[i].name.find("self_attn") != std::string::npos)
+        EXPECT_EQ(a[i].weight_sqnr_db, r[i].weight_sqnr_db) << a[i].name;
+    }
+  }
+  // A group the model cannot scale (o_proj under grouped-query attention)
+  // fails the job with the entry named.
+  AwqOptions o_proj;
+  o_proj.scaling_layers = {{"self_attn.v_proj", {"self_attn.o_proj"}, "", ""}};
+  o.algorithms = {std::make_shared<AwqAlgorithm>(o_proj)};
+  auto refused = RunStoriesJob(o);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().ToString().find("awq.scaling_layers[0].prev_op"), std::string::npos)
+      << refused.status();
+}
+
 }  // namespace
 }  // namespace quantd::algo

@@ -29,6 +29,15 @@ struct GptqOptions {
 };
 
 // ---- AWQ (awq.h) ----
+// One group to scale, named as the reference's scaling_layers entry
+// (relative to a decoder layer); awq_layout.h matches it to the model.
+struct AwqScalingGroup {
+  std::string prev_op;
+  std::vector<std::string> layers;
+  std::string inp;             // empty: the first of layers
+  std::string module2inspect;  // empty: the layers themselves
+};
+
 struct AwqOptions {
   // α takes grid values 0, 1/grid, ..., (grid - 1)/grid.
   int grid = 20;
@@ -41,6 +50,11 @@ struct AwqOptions {
   // pipeline. false: only scale and clip, and leave rounding to the
   // pipeline's round-to-nearest or to a later algorithm (GPTQ).
   bool quantize_weights = true;
+  // Only these groups are scaled, clipped and quantized here (the others are
+  // left to the pipeline); empty: every group of the block.
+  std::vector<AwqScalingGroup> scaling_layers;
+  // When set, must name the model's decoder layers ("model.layers").
+  std::string model_decoder_layers;
 };
 
 // ---- SmoothQuant and AutoSmoothQuant (smoothquant.h) ----

@@ -159,24 +159,30 @@ class ProtoReader {
     }
   }
 
-  std::optional<QuantSpec> Spec(const pb::QuantizationSpec& p, const std::string& path) {
+  std::optional<QuantSpec> Spec(const pb::QuantizationSpec& p, const std::string& path,
+                                quant::TensorRole role) {
     const size_t before = out_->size();
     QuantSpec s;
+    bool dtype_known = false;
     if (p.dtype() == pb::DATA_TYPE_UNSPECIFIED) {
       Add(path + ".dtype",
           "dtype is required (int2..int8, uint2..uint8, fp8_e4m3, fp8_e5m2, the "
           "MX formats, fp16 or bf16)");
     } else if (std::optional<DataType> t = FromP(kDataTypes, p.dtype())) {
       s.dtype = *t;
+      dtype_known = true;
     } else {
       Add(path + ".dtype", "unknown dtype value " + std::to_string(p.dtype()));
     }
+    bool qscheme_known = true;
     if (p.qscheme() == pb::QSCHEME_UNSPECIFIED) {
       // MX formats are block (per_group) formats whatever the caller says.
       if (quant::IsMxType(s.dtype)) s.qscheme = QScheme::kPerGroup;
     } else {
+      const size_t n = out_->size();
       Enum(kQSchemes, p.qscheme(), pb::QSCHEME_UNSPECIFIED, "qscheme", path + ".qscheme",
            &s.qscheme);
+      qscheme_known = out_->size() == n;
     }
     if (p.has_ch_axis()) s.ch_axis = p.ch_axis();
     if (p.has_group_size()) s.group_size = p.group_size();
@@ -195,18 +201,29 @@ class ProtoReader {
          path + ".mx_scale_mode", &s.mx_scale_mode);
     Enum(kZeroPointTypes, p.zero_point_type(), pb::ZERO_POINT_TYPE_UNSPECIFIED, "zero_point_type",
          path + ".zero_point_type", &s.zero_point_type);
-    if (out_->size() != before) return std::nullopt;
-    return s;
+    if (out_->size() == before) return s;  // validated with the config
+    // Not usable; still name the rest of its mistakes, once per field.
+    std::vector<FieldViolation> more;
+    quant::ValidatePartialSpec(s, role, path, dtype_known, qscheme_known, &more);
+    for (FieldViolation& f : more) {
+      bool seen = false;
+      for (size_t i = before; i < out_->size(); ++i) seen = seen || (*out_)[i].field == f.field;
+      if (!seen) out_->push_back(std::move(f));
+    }
+    return std::nullopt;
   }
 
   LayerQuantConfig Layer(const pb::LayerQuantConfig& p, const std::string& path) {
     LayerQuantConfig c;
-    if (p.has_input_tensors()) c.input_tensors = Spec(p.input_tensors(), path + ".input_tensors");
-    if (p.has_output_tensors()) {
-      c.output_tensors = Spec(p.output_tensors(), path + ".output_tensors");
+    using quant::TensorRole;
+    if (p.has_input_tensors()) {
+      c.input_tensors = Spec(p.input_tensors(), path + ".input_tensors", TensorRole::kInput);
     }
-    if (p.has_weight()) c.weight = Spec(p.weight(), path + ".weight");
-    if (p.has_bias()) c.bias = Spec(p.bias(), path + ".bias");
+    if (p.has_output_tensors()) {
+      c.output_tensors = Spec(p.output_tensors(), path + ".output_tensors", TensorRole::kOutput);
+    }
+    if (p.has_weight()) c.weight = Spec(p.weight(), path + ".weight", TensorRole::kWeight);
+    if (p.has_bias()) c.bias = Spec(p.bias(), path + ".bias", TensorRole::kBias);
     return c;
   }
 
@@ -374,7 +391,7 @@ pb::QuantConfig ToProto(const QuantConfig& c) {
 StatusOr<QuantSpec> SpecFromProto(const pb::QuantizationSpec& spec, const std::string& path) {
   std::vector<FieldViolation> v;
   ProtoReader reader(&v);
-  std::optional<QuantSpec> s = reader.Spec(spec, path);
+  std::optional<QuantSpec> s = reader.Spec(spec, path, quant::TensorRole::kWeight);
   if (s) quant::ValidateSpec(*s, quant::TensorRole::kWeight, path, &v);
   if (!v.empty()) return ViolationsStatus(std::move(v));
   return *s;

@@ -187,7 +187,9 @@ TEST(ResolveSettingsTest, FiveMistakesGiveFiveViolations) {
                 "spec.quantization.config.layer_type_quant_config[0].layer_type",
                 "spec.quantization.config.layer_quant_config[0].config.weight.symmetric",
                 "spec.quantization.config.layer_quant_config[1].config.weight.group_size"}));
-  EXPECT_NE(c.status().message().find("5 problems"), std::string::npos) << c.status();
+  EXPECT_NE(c.status().message().find("5 violations in the quantization config; the first: "),
+            std::string::npos)
+      << c.status();
   EXPECT_NE(c.status().violations()[2].description.find("Linaer"), std::string::npos);
 }
 

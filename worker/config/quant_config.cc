@@ -125,6 +125,19 @@ void ValidateAlgorithm(const AlgorithmConfig& a, const std::string& path,
         add("clip_max_tokens",
             "clip_max_tokens must be positive; got " + std::to_string(*a.clip_max_tokens));
       }
+      if (a.model_decoder_layers && a.model_decoder_layers->empty()) {
+        add("model_decoder_layers", "must name the decoder layers' module list (\"model.layers\")");
+      }
+      for (size_t i = 0; i < a.scaling_layers.size(); ++i) {
+        const AwqScalingLayer& l = a.scaling_layers[i];
+        const std::string at = "scaling_layers[" + std::to_string(i) + "]";
+        if (l.prev_op.empty()) add(at + ".prev_op", "names the norm or linear that absorbs the scale");
+        if (l.layers.empty()) add(at + ".layers", "names the group's linears; it is empty");
+        if (!l.inp.empty() &&
+            std::find(l.layers.begin(), l.layers.end(), l.inp) == l.layers.end()) {
+          add(at + ".inp", "'" + l.inp + "' is not one of the entry's layers");
+        }
+      }
       break;
     case AlgorithmConfig::Kind::kSmoothQuant:
       if (a.alpha && !in_range(*a.alpha, 0, 1)) {
@@ -190,7 +203,8 @@ bool AlgorithmConfig::operator==(const AlgorithmConfig& o) const {
          act_order == o.act_order && static_groups == o.static_groups && grid_size == o.grid_size &&
          skip_clip_search == o.skip_clip_search && clip_max_tokens == o.clip_max_tokens &&
          alpha == o.alpha && layer_alpha == o.layer_alpha && alpha_step == o.alpha_step &&
-         seed == o.seed && online_hadamard == o.online_hadamard;
+         seed == o.seed && online_hadamard == o.online_hadamard &&
+         scaling_layers == o.scaling_layers && model_decoder_layers == o.model_decoder_layers;
 }
 
 bool QuantConfig::operator==(const QuantConfig& o) const {
@@ -394,8 +408,8 @@ void CollectViolations(const QuantConfig& config, PathStyle style, const std::st
 Status ViolationsStatus(std::vector<FieldViolation> violations) {
   if (violations.empty()) return OkStatus();
   std::string message = std::to_string(violations.size()) +
-                        (violations.size() == 1 ? " problem" : " problems") +
-                        " in the quantization config; first: " + violations[0].field + ": " +
+                        (violations.size() == 1 ? " violation" : " violations") +
+                        " in the quantization config; the first: " + violations[0].field + ": " +
                         violations[0].description;
   Status s = InvalidArgumentError(std::move(message)).WithReason("INVALID_QUANT_CONFIG");
   for (FieldViolation& v : violations) s.AddViolation(std::move(v.field), std::move(v.description));

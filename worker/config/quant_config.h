@@ -73,6 +73,19 @@ struct TypedLayerQuantConfig {
 // The module types a config can name.
 const std::vector<std::string>& KnownLayerTypes();
 
+// One group AWQ scales, as the reference's algo_config "scaling_layers"
+// spells it; names are relative to a decoder layer ("self_attn.q_proj").
+struct AwqScalingLayer {
+  std::string prev_op;                // the norm or linear that absorbs the scale
+  std::vector<std::string> layers;    // the group's linears
+  std::string inp;                    // whose input is captured (one of layers); may be empty
+  std::string module2inspect;         // whose output the search compares; may be empty
+  bool operator==(const AwqScalingLayer& o) const {
+    return prev_op == o.prev_op && layers == o.layers && inp == o.inp &&
+           module2inspect == o.module2inspect;
+  }
+};
+
 // One algorithm; they run in the order of QuantConfig::algorithms. Unset
 // fields take the algorithm's own default (documented in quant_config.proto).
 struct AlgorithmConfig {
@@ -87,6 +100,12 @@ struct AlgorithmConfig {
   std::optional<int> grid_size;
   bool skip_clip_search = false;
   std::optional<int> clip_max_tokens;
+  // Only these groups (empty: every group of the block); checked against
+  // the model (algo/awq_layout.h).
+  std::vector<AwqScalingLayer> scaling_layers;
+  // The decoder layers' module list ("model.layers"); checked against the
+  // model.
+  std::optional<std::string> model_decoder_layers;
   // SmoothQuant
   std::optional<double> alpha;
   std::vector<std::pair<std::string, double>> layer_alpha;  // name glob -> alpha
@@ -116,6 +135,11 @@ struct QuantConfig {
   // spellings, key order), so that writing a parsed config back loses
   // nothing; opaque, maintained by quark_json.h, ignored by operator==.
   std::string reference_json;
+  // What reading the config decided that the user should hear about, one
+  // line each: keys kept (for the round trip) that take no effect, a
+  // quant_method read as another. The job's warning events; ignored by
+  // operator==.
+  std::vector<std::string> notes;
 
   bool operator==(const QuantConfig& o) const;
   bool operator!=(const QuantConfig& o) const { return !(*this == o); }

@@ -159,7 +159,7 @@ TEST(ValidateTest, EveryViolationIsReportedWithItsPath) {
                 "spec.quantization.config.exclude[0]",
                 "spec.quantization.config.algorithms[0].gptq.damp_percent",
                 "spec.quantization.config.min_kv_scale"}));
-  EXPECT_NE(s.message().find("7 problems"), std::string::npos);
+  EXPECT_NE(s.message().find("7 violations in the quantization config; the first: "), std::string::npos);
   // The reference-JSON spelling of the same paths.
   const Status j = ValidateConfig(c, PathStyle::kReferenceJson);
   EXPECT_EQ(Fields(j)[3], "layer_quant_config.*down_proj.weight.group_size");

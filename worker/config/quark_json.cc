@@ -32,6 +32,13 @@ std::optional<QuantSpec>* RoleField(LayerQuantConfig& c, const std::string& role
   return &c.bias;
 }
 
+quant::TensorRole RoleOf(const std::string& role) {
+  if (role == "input_tensors") return quant::TensorRole::kInput;
+  if (role == "output_tensors") return quant::TensorRole::kOutput;
+  if (role == "weight") return quant::TensorRole::kWeight;
+  return quant::TensorRole::kBias;
+}
+
 const std::optional<QuantSpec>& RoleField(const LayerQuantConfig& c, const std::string& role) {
   return *RoleField(const_cast<LayerQuantConfig&>(c), role);
 }
@@ -134,6 +141,19 @@ Json AlgoJson(const AlgorithmConfig& a) {
       if (a.grid_size) j["grid_size"] = *a.grid_size;
       if (a.skip_clip_search) j["skip_clip_search"] = true;
       if (a.clip_max_tokens) j["clip_max_tokens"] = *a.clip_max_tokens;
+      if (a.model_decoder_layers) j["model_decoder_layers"] = *a.model_decoder_layers;
+      if (!a.scaling_layers.empty()) {
+        Json list = Json::array();
+        for (const AwqScalingLayer& l : a.scaling_layers) {
+          Json e = Json::object();
+          e["prev_op"] = l.prev_op;
+          e["layers"] = l.layers;
+          if (!l.inp.empty()) e["inp"] = l.inp;
+          if (!l.module2inspect.empty()) e["module2inspect"] = l.module2inspect;
+          list.push_back(e);
+        }
+        j["scaling_layers"] = list;
+      }
       break;
     case AlgorithmConfig::Kind::kSmoothQuant:
       j["name"] = "smooth";
@@ -336,7 +356,7 @@ class Parser {
   }
 
   // A spec object; nullopt (with violations) when it cannot be built.
-  std::optional<QuantSpec> Spec(const Json& j, const std::string& path) {
+  std::optional<QuantSpec> Spec(const Json& j, const std::string& path, quant::TensorRole role) {
     if (j.is_array()) {
       Add(path, "a list of specs (two-stage progressive or scale quantization) is not supported");
       return std::nullopt;
@@ -352,31 +372,38 @@ class Parser {
     const std::optional<std::string> scale_format = String(j, "scale_format", path);
     const std::optional<std::string> observer = String(j, "observer_cls", path);
     const std::optional<std::string> element = String(j, "mx_element_dtype", path);
+    // An unread dtype or qscheme does not stop the other checks of the spec
+    // (quant::ValidatePartialSpec): every independent mistake is named.
+    bool dtype_known = true;
+    bool qscheme_known = true;
     if (!dtype) {
       Add(path + ".dtype", "dtype is required");
-      return std::nullopt;
+      dtype_known = false;
     }
     const bool per_group = qscheme && *qscheme == "per_group";
     const bool e8m0 = scale_format && *scale_format == "e8m0";
     const bool mx_observer = observer && *observer == "PerBlockMXObserver";
-    if (*dtype == "mx") {
+    if (!dtype) {
+    } else if (*dtype == "mx") {
       std::optional<DataType> t = element ? quant::MxTypeFromElementName(*element) : std::nullopt;
       if (!t) {
         Add(path + ".mx_element_dtype",
             "dtype \"mx\" needs mx_element_dtype fp8_e4m3, fp8_e5m2, fp6_e3m2, fp6_e2m3, fp4 or "
             "int8; got " +
                 (element ? "'" + *element + "'" : std::string("none")));
-        return std::nullopt;
+        dtype_known = false;
+      } else {
+        s.dtype = *t;
       }
-      s.dtype = *t;
     } else if (*dtype == "fp4" || *dtype == "fp6_e2m3" || *dtype == "fp6_e3m2") {
       if (scale_format && !e8m0) {
         Add(path + ".scale_format", *dtype + " with scale_format '" + *scale_format +
                                         "' (non-MX scales) is not supported; the MX formats use "
                                         "e8m0");
-        return std::nullopt;
+        dtype_known = false;
+      } else {
+        s.dtype = *quant::MxTypeFromElementName(*dtype);
       }
-      s.dtype = *quant::MxTypeFromElementName(*dtype);
     } else if ((*dtype == "fp8_e4m3" || *dtype == "fp8_e5m2") && per_group &&
                (e8m0 || mx_observer)) {
       s.dtype = *quant::MxTypeFromElementName(*dtype);
@@ -385,15 +412,16 @@ class Parser {
     } else {
       Add(path + ".dtype", "unknown dtype '" + *dtype + "'; supported: " +
                                quant::AllDataTypeNames() + ", fp4, fp6_e2m3, fp6_e3m2, mx");
-      return std::nullopt;
+      dtype_known = false;
     }
-    const bool mx = quant::IsMxType(s.dtype);
+    const bool mx = dtype_known && quant::IsMxType(s.dtype);
     if (qscheme) {
       if (std::optional<QScheme> q = quant::QSchemeFromName(*qscheme)) {
         s.qscheme = *q;
       } else {
         Add(path + ".qscheme", "unsupported qscheme '" + *qscheme +
                                    "'; supported: per_tensor, per_channel, per_group");
+        qscheme_known = false;
       }
     } else if (mx) {
       s.qscheme = QScheme::kPerGroup;
@@ -467,8 +495,20 @@ class Parser {
         scale_quant && *scale_quant) {
       Add(path + ".is_scale_quant", "quantizing the scales of another spec is not supported");
     }
-    if (out_->size() != before) return std::nullopt;
-    return s;
+    if (out_->size() == before) return s;  // validated with the config
+    // Not usable; still name the rest of its mistakes, once per field.
+    std::vector<FieldViolation> more;
+    quant::ValidatePartialSpec(s, role, prefix_ + path, dtype_known, qscheme_known, &more);
+    for (FieldViolation& f : more) {
+      const size_t dot = f.field.rfind('.');
+      const std::string name = f.field.substr(dot + 1);
+      if (name == "observer") f.field = f.field.substr(0, dot + 1) + "observer_cls";
+      if (name == "mx_scale_mode") f.field = f.field.substr(0, dot + 1) + "scale_calculation_mode";
+      bool seen = false;
+      for (size_t i = before; i < out_->size(); ++i) seen = seen || (*out_)[i].field == f.field;
+      if (!seen) out_->push_back(std::move(f));
+    }
+    return std::nullopt;
   }
 
   LayerQuantConfig Layer(const Json& j, const std::string& path) {
@@ -480,7 +520,7 @@ class Parser {
     }
     for (const char* role : kRoles) {
       if (!j.contains(role) || j.at(role).is_null()) continue;
-      *RoleField(c, role) = Spec(j.at(role), path + "." + role);
+      *RoleField(c, role) = Spec(j.at(role), path + "." + role, RoleOf(role));
     }
     return c;
   }
@@ -507,6 +547,42 @@ class Parser {
       a.grid_size = Int(j, "grid_size", path);
       a.skip_clip_search = Bool(j, "skip_clip_search", path).value_or(false);
       a.clip_max_tokens = Int(j, "clip_max_tokens", path);
+      a.model_decoder_layers = String(j, "model_decoder_layers", path);
+      if (j.contains("scaling_layers") && !j.at("scaling_layers").is_null()) {
+        const Json& list = j.at("scaling_layers");
+        if (!list.is_array()) {
+          Add(path + ".scaling_layers",
+              "expected a list of {prev_op, layers, inp, module2inspect} objects");
+        } else {
+          for (size_t i = 0; i < list.size(); ++i) {
+            const std::string at = path + ".scaling_layers[" + std::to_string(i) + "]";
+            if (!list[i].is_object()) {
+              Add(at, "expected an object with prev_op, layers, inp, module2inspect");
+              continue;
+            }
+            AwqScalingLayer l;
+            l.prev_op = String(list[i], "prev_op", at).value_or("");
+            l.inp = String(list[i], "inp", at).value_or("");
+            l.module2inspect = String(list[i], "module2inspect", at).value_or("");
+            const Json& layers = list[i].contains("layers") ? list[i].at("layers") : Json();
+            if (layers.is_null()) {
+              // empty: validation names it
+            } else if (!layers.is_array()) {
+              Add(at + ".layers", "expected a list of linear names (\"mlp.gate_proj\")");
+            } else {
+              for (const Json& name : layers) {
+                if (name.is_string()) {
+                  l.layers.push_back(name.get<std::string>());
+                } else {
+                  Add(at + ".layers", "expected a list of linear names (\"mlp.gate_proj\")");
+                  break;
+                }
+              }
+            }
+            a.scaling_layers.push_back(std::move(l));
+          }
+        }
+      }
     } else if (*name == "smooth" || *name == "smoothquant" || *name == "smooth_quant") {
       // "smooth" is the reference's name; the others are quantd's request names.
       a.kind = AlgorithmConfig::Kind::kSmoothQuant;
@@ -668,6 +744,49 @@ std::vector<FieldViolation> CheckKeptSize(const Json& record, const std::string&
   return out;
 }
 
+// The paths of the keys only the original holds (the engine does not model
+// them), in the original's order; a null or false value asks for nothing,
+// and keys that only describe ("version", a scaling entry's "help" and
+// "has_kwargs") are left out.
+std::vector<std::string> UnusedKeys(const Json& record) {
+  static const std::set<std::string> kDescriptive = {"version", "help", "has_kwargs"};
+  std::vector<std::string> out;
+  struct Todo {
+    const Json* rec;
+    std::string path;
+    std::string key;
+  };
+  std::vector<Todo> todo;
+  if (!record.is_null()) todo.push_back({&record, "", ""});
+  while (!todo.empty()) {
+    const Todo t = std::move(todo.back());
+    todo.pop_back();
+    const Json& rec = *t.rec;
+    if (rec.is_null()) continue;
+    if (rec.contains("leaf")) {
+      if (rec.at("has_o").get<bool>() && !rec.at("has_c").get<bool>() &&
+          !kDescriptive.count(t.key) && !rec.at("o").is_null() && rec.at("o") != Json(false)) {
+        out.push_back(t.path);
+      }
+    } else if (rec.contains("array")) {
+      const Json& items = rec.at("items");
+      for (size_t i = items.size(); i-- > 0;) {
+        todo.push_back({&items[i], t.path + "[" + std::to_string(i) + "]", t.key});
+      }
+    } else {
+      // Pushed in reverse so that they come out in the original's order.
+      const Json& keys = rec.at("keys");
+      const Json& order = rec.at("order");
+      for (size_t i = order.size(); i-- > 0;) {
+        const std::string key = order[i].get<std::string>();
+        if (!keys.contains(key)) continue;
+        todo.push_back({&keys.at(key), t.path.empty() ? key : t.path + "." + key, key});
+      }
+    }
+  }
+  return out;
+}
+
 }  // namespace
 
 StatusOr<QuantConfig> ParseQuarkJson(std::string_view text, const std::string& prefix) {
@@ -690,10 +809,22 @@ StatusOr<QuantConfig> ParseQuarkJson(std::string_view text, const std::string& p
   }
   std::vector<FieldViolation> violations;
   Parser parser(prefix, &violations);
-  if (j.contains("quant_method") && j.at("quant_method").is_string() &&
-      j.at("quant_method").get<std::string>() != "quark") {
-    parser.Add("quant_method", "quant_method '" + j.at("quant_method").get<std::string>() +
-                                   "' is not the reference toolkit's (\"quark\")");
+  std::vector<std::string> notes;
+  if (j.contains("quant_method") && j.at("quant_method").is_string()) {
+    const std::string method = j.at("quant_method").get<std::string>();
+    if (method == "quark_online") {
+      // Quark 0.10 writes it for vLLM's online quantization; the config is
+      // the same. quantd quantizes ahead of time, and what it exports is a
+      // quantized model: "quark" (so the original is not kept).
+      j["quant_method"] = "quark";
+      notes.push_back(prefix + "quant_method: 'quark_online' is read as 'quark': quantd "
+                               "quantizes the model ahead of time with this config, and its "
+                               "exports say \"quark\"");
+    } else if (method != "quark") {
+      parser.Add("quant_method", "quant_method '" + method +
+                                     "' is not the reference toolkit's (\"quark\" or "
+                                     "\"quark_online\")");
+    }
   }
   QuantConfig config = parser.Config(j);
   CollectViolations(config, PathStyle::kReferenceJson, prefix, &violations);
@@ -703,6 +834,12 @@ StatusOr<QuantConfig> ParseQuarkJson(std::string_view text, const std::string& p
     return ViolationsStatus(std::move(kept));
   }
   config.reference_json = record.is_null() ? "" : record.dump();
+  for (const std::string& path : UnusedKeys(record)) {
+    notes.push_back(prefix + path +
+                    ": not used by quantd (kept as written in exported configs, but it takes "
+                    "no effect)");
+  }
+  config.notes = std::move(notes);
   return config;
 }
 

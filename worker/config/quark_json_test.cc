@@ -390,3 +390,124 @@ TEST(QuarkJsonTest, UnknownKeysAreKeptOnlyUpToACap) {
 
 }  // namespace
 }  // namespace quantd::config
+
+namespace quantd::config {
+namespace {
+
+// Issue 25: one mistake of a spec (an unknown dtype, qscheme) no longer
+// hides the others of the same spec.
+TEST(QuarkJsonTest, AnUnknownDtypeDoesNotHideTheRestOfItsSpec) {
+  const char* bad = R"({
+    "quant_method": "quark",
+    "global_quant_config": {
+      "weight": {"dtype": "int5", "qscheme": "per_group", "group_size": -3, "ch_axis": 1},
+      "input_tensors": {"dtype": "int8", "qscheme": "per_group", "group_size": 32,
+                        "is_dynamic": false, "symmetric": true}
+    },
+    "layer_quant_config": {
+      "*down_proj": {
+        "weight": {"dtype": "int4", "qscheme": "per_sandwich", "symmetric": true,
+                   "group_size": 0, "observer_cls": "PerTensorMSEObserver", "is_dynamic": true},
+        "output_tensors": {"dtype": "fp4", "qscheme": "per_group", "group_size": 32,
+                           "scale_format": "e8m0", "symmetric": false, "is_dynamic": true}
+      }
+    },
+    "exclude": ["lm_head"]
+  })";
+  auto c = ParseQuarkJson(bad, "q.");
+  ASSERT_EQ(c.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(Fields(c.status()), (std::vector<std::string>{
+                                    "q.global_quant_config.weight.dtype",
+                                    "q.global_quant_config.weight.group_size",
+                                    "q.layer_quant_config.*down_proj.weight.qscheme",
+                                    "q.layer_quant_config.*down_proj.weight.observer_cls",
+                                    "q.global_quant_config.input_tensors.is_dynamic",
+                                    "q.layer_quant_config.*down_proj.output_tensors.symmetric",
+                                }));
+  const Status status = c.status();
+  const auto& v = status.violations();
+  EXPECT_NE(v[0].description.find("unknown dtype 'int5'"), std::string::npos);
+  EXPECT_EQ(v[1].description, "group_size must be positive (or -1 for the whole axis); got -3");
+  EXPECT_NE(v[3].description.find("dynamic specs use min_max"), std::string::npos);
+  EXPECT_EQ(c.status().message().rfind("6 violations in the quantization config; the first: ", 0),
+            0u)
+      << c.status().message();
+}
+
+TEST(QuarkJsonTest, QuarkOnlineIsReadAsQuarkWithANote) {
+  const char* online = R"({"quant_method": "quark_online",
+    "global_quant_config": {"weight": {"dtype": "int8", "qscheme": "per_channel", "ch_axis": 0}}})";
+  auto c = ParseQuarkJson(online, "spec.quantization.quark_json.");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->global_quant_config.weight->dtype, DataType::kInt8);
+  ASSERT_EQ(c->notes.size(), 1u);
+  EXPECT_EQ(c->notes[0].rfind("spec.quantization.quark_json.quant_method: 'quark_online' is read "
+                              "as 'quark'",
+                              0),
+            0u)
+      << c->notes[0];
+  // What quantd exports is quantized already: "quark".
+  EXPECT_EQ(Parse(WriteQuarkJson(*c)).at("quant_method"), "quark");
+  auto other = ParseQuarkJson(R"({"quant_method": "awq"})");
+  EXPECT_EQ(Fields(other.status()), std::vector<std::string>{"quant_method"});
+}
+
+TEST(QuarkJsonTest, EveryKeptKeyThatTakesNoEffectGetsANote) {
+  std::string text = MxFp4ConfigJson();
+  // Keys of newer Quark versions, set.
+  text.replace(text.rfind('}'), 1,
+               R"(, "softmax_quant_spec": {"dtype": "fp8_e4m3", "qscheme": "per_tensor"},
+               "kv_cache_post_rope": true})");
+  auto c = ParseQuarkJson(text, "p.");
+  ASSERT_TRUE(c.ok()) << c.status();
+  std::vector<std::string> keys;
+  for (const std::string& n : c->notes) {
+    EXPECT_NE(n.find(": not used by quantd (kept as written in exported configs, but it takes no "
+                     "effect)"),
+              std::string::npos)
+        << n;
+    keys.push_back(n.substr(0, n.find(':')));
+  }
+  // Null and false values ask for nothing; "version" only describes.
+  EXPECT_EQ(keys, (std::vector<std::string>{
+                      "p.export.pack_method",
+                      "p.export.weight_format",
+                      "p.global_quant_config.input_tensors.max_input_numel",
+                      "p.global_quant_config.weight.max_input_numel",
+                      "p.softmax_quant_spec",
+                      "p.kv_cache_post_rope",
+                  }));
+  // quantd's own form takes effect whole.
+  for (const std::string& name : PresetNames()) {
+    EXPECT_TRUE(MustParse(WriteQuarkJson(*PresetConfig(name))).notes.empty()) << name;
+  }
+  // export.min_kv_cache (not Quark's min_kv_scale) and export.weight_format.
+  EXPECT_EQ(MustParse(kFp8PerChannelDynamicJson).notes.size(), 2u);
+}
+
+TEST(QuarkJsonTest, AwqScalingLayersAreReadAndChecked) {
+  const QuantConfig c = MustParse(kAwqInt4Json);
+  ASSERT_EQ(c.algorithms.size(), 1u);
+  const AlgorithmConfig& a = c.algorithms[0];
+  EXPECT_EQ(a.model_decoder_layers, "model.layers");
+  ASSERT_EQ(a.scaling_layers.size(), 1u);
+  EXPECT_EQ(a.scaling_layers[0].prev_op, "input_layernorm");
+  EXPECT_EQ(a.scaling_layers[0].layers,
+            (std::vector<std::string>{"self_attn.q_proj", "self_attn.k_proj"}));
+  EXPECT_EQ(a.scaling_layers[0].inp, "self_attn.q_proj");
+  EXPECT_EQ(a.scaling_layers[0].module2inspect, "self_attn");
+  EXPECT_TRUE(c.notes.empty()) << c.notes[0];
+  auto bad = ParseQuarkJson(R"({"global_quant_config": {"weight": {"dtype": "int4"}},
+      "algo_config": [{"name": "awq", "scaling_layers": [
+        {"prev_op": "", "layers": ["mlp.down_proj"], "inp": "mlp.up_proj"}, {"layers": []}, 7]}]})");
+  EXPECT_EQ(Fields(bad.status()), (std::vector<std::string>{
+                                      "algo_config[0].scaling_layers[2]",
+                                      "algo_config[0].scaling_layers[0].prev_op",
+                                      "algo_config[0].scaling_layers[0].inp",
+                                      "algo_config[0].scaling_layers[1].prev_op",
+                                      "algo_config[0].scaling_layers[1].layers",
+                                  }));
+}
+
+}  // namespace
+}  // namespace quantd::config

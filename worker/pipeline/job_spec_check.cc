@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "worker/algo/algorithm_request.h"
+#include "worker/algo/awq_layout.h"
 #include "worker/common/bounded_json.h"
 #include "worker/common/deadline.h"
 #include "worker/config/config_proto.h"
@@ -21,6 +22,7 @@
 #include "worker/io/uri/model_files.h"
 #include "worker/io/uri/uri_parser.h"
 #include "worker/models/layer_shapes.h"
+#include "worker/models/model_config.h"
 
 namespace quantd::pipeline {
 namespace {
@@ -68,8 +70,11 @@ class SpecChecker {
   Status Result() const {
     const auto& v = bad_.violations();
     if (v.empty()) return unimplemented_;
-    std::string msg = "invalid job spec: " + v[0].field + ": " + v[0].description;
-    if (v.size() > 1) msg += " (and " + std::to_string(v.size() - 1) + " more)";
+    // The count comes first: the first violation may end in a list of
+    // allowed values, which a trailing count would seem to extend.
+    std::string msg = "invalid job spec: ";
+    if (v.size() > 1) msg += std::to_string(v.size()) + " violations; the first: ";
+    msg += v[0].field + ": " + v[0].description;
     Status s(StatusCode::kInvalidArgument, msg, "INVALID_JOB_SPEC");
     for (const auto& f : v) s.AddViolation(f.field, f.description);
     return s;
@@ -127,7 +132,7 @@ bool HasStaticActivations(const config::LayerQuantConfig& c) {
 // can read it (a file:// model on this host, of a known architecture);
 // nullopt otherwise: the worker then checks the layers when it loads the
 // model.
-std::optional<std::vector<config::LayerInfo>> ReadModelLayers(const std::string& model_uri) {
+std::optional<std::string> ReadModelConfigJson(const std::string& model_uri) {
   auto parsed = io::ParseUri(model_uri);
   if (!parsed.ok() || parsed->scheme != "file") return std::nullopt;
   // Only a config.json that stays inside the model directory (a link into
@@ -150,11 +155,23 @@ std::optional<std::vector<config::LayerInfo>> ReadModelLayers(const std::string&
     text.resize(n > 0 ? static_cast<size_t>(n) : 0);
   }
   close(fd);
-  const std::string path = parsed->path + "/config.json";
-  auto linears = models::ListLinearLayersFromConfigJson(text, path);
-  if (!linears.ok()) return std::nullopt;
+  return text;
+}
+
+std::optional<models::ModelConfig> ReadModelConfig(const std::string& model_uri) {
+  std::optional<std::string> text = ReadModelConfigJson(model_uri);
+  if (!text) return std::nullopt;
+  auto config = models::ParseModelConfig(*text, model_uri + "/config.json");
+  if (!config.ok()) return std::nullopt;
+  return *std::move(config);
+}
+
+std::optional<std::vector<config::LayerInfo>> ReadModelLayers(const std::string& model_uri) {
+  std::optional<models::ModelConfig> model = ReadModelConfig(model_uri);
+  if (!model) return std::nullopt;
+  const std::vector<models::LinearLayerInfo> linears = models::ListLinearLayers(*model);
   std::vector<config::LayerInfo> layers;
-  for (const auto& l : *linears) layers.push_back({l.name, l.type, l.out_features, l.in_features});
+  for (const auto& l : linears) layers.push_back({l.name, l.type, l.out_features, l.in_features});
   return layers;
 }
 
@@ -168,16 +185,35 @@ void CheckQuantization(SpecChecker& c, const JobSpec& spec, std::vector<std::str
     return;
   }
   const config::QuantConfig& config = *resolved;
+  // Keys that take no effect, a quant_method read as another.
+  if (warnings) warnings->insert(warnings->end(), config.notes.begin(), config.notes.end());
 
   // What the pipeline does not run yet.
   if (!config.algorithms.empty()) {
-    const Status algos =
-        algo::CheckAlgorithmRequests(algo::ToAlgorithmRequests(config.algorithms), AlgorithmsField(q));
+    const auto parsed = algo::ParseAlgorithmRequests(algo::ToAlgorithmRequests(config.algorithms),
+                                                     AlgorithmsField(q));
+    const Status algos = parsed.status();
     if (algos.code() == StatusCode::kUnimplemented) {
       c.NotBuilt(AlgorithmsField(q), algos.message());
     } else if (!algos.ok()) {
       for (const auto& v : algos.violations()) c.Bad(v.field, v.description);
       if (algos.violations().empty()) c.Bad(AlgorithmsField(q), algos.message());
+    } else {
+      // AWQ's scaling_layers against the model's groups, when its
+      // config.json is readable here (the worker checks every block).
+      std::optional<models::ModelConfig> model;
+      for (const algo::ParsedAlgorithm& p : parsed->block_algorithms) {
+        if (p.kind != algo::AlgorithmKind::kAwq ||
+            (p.awq.scaling_layers.empty() && p.awq.model_decoder_layers.empty()))
+          continue;
+        if (!model) model = ReadModelConfig(spec.model_uri());
+        if (!model || model->num_hidden_layers <= 0) break;
+        const auto chosen =
+            algo::AwqGroupSelection(p.awq, models::GetBlockLayout(*model, 0),
+                                    AlgorithmsField(q) + "[" + std::to_string(p.index) + "]");
+        const Status status = chosen.status();
+        for (const auto& v : status.violations()) c.Bad(v.field, v.description);
+      }
     }
     if (spec.calibration().dataset_uri().empty())
       c.Bad("spec.calibration.dataset_uri",

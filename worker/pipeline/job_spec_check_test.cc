@@ -51,7 +51,10 @@ TEST(JobSpecCheckTest, ListsEveryBadField) {
                         "spec.model_uri", "spec.quantization.scheme",
                         "spec.quantization.group_size", "spec.evaluation.n_ctx",
                         "spec.evaluation.max_windows", "spec.device", "spec.max_attempts"}));
-  EXPECT_NE(s.message().find("(and 6 more)"), std::string::npos) << s.message();
+  // The count leads, apart from the first violation's own words.
+  EXPECT_EQ(s.message().rfind("invalid job spec: 7 violations; the first: spec.model_uri: ", 0), 0u)
+      << s.message();
+  EXPECT_EQ(s.message().find("more)"), std::string::npos) << s.message();
 }
 
 TEST(JobSpecCheckTest, UnknownSchemeNamesTheSupportedOnes) {
@@ -480,6 +483,111 @@ TEST(JobSpecCheckTest, ValidationStopsAtItsBudget) {
             0u)
       << s;
   EXPECT_TRUE(warnings.empty());
+}
+
+// A copy of stories260K's config.json (the runfile is a link out of its
+// directory, which the check does not follow): 8 heads, 4 kv heads.
+std::string StoriesModelUri(const std::string& name) {
+  const std::filesystem::path dir = std::filesystem::path(::testing::TempDir()) / name;
+  std::filesystem::create_directories(dir);
+  std::filesystem::copy_file("models/stories260K/config.json", dir / "config.json",
+                             std::filesystem::copy_options::overwrite_existing);
+  return "file://" + dir.string();
+}
+
+// Issue 25's config: five mistakes, two of them in one spec.
+TEST(JobSpecCheckTest, FiveMistakesOfAQuarkConfigAreAllNamedAndCounted) {
+  quantd::v1::JobSpec spec;
+  spec.set_model_uri("file:///m");
+  spec.mutable_quantization()->set_quark_json(R"({
+    "quant_method": "quark",
+    "global_quant_config": {
+      "weight": {"dtype": "int5", "qscheme": "per_group", "group_size": -3, "ch_axis": 1},
+      "input_tensors": {"dtype": "int8", "qscheme": "per_group", "group_size": 32,
+                        "is_dynamic": false, "symmetric": true}
+    },
+    "layer_quant_config": {
+      "*down_proj": {
+        "weight": {"dtype": "int4", "qscheme": "per_sandwich", "symmetric": true},
+        "output_tensors": {"dtype": "fp4", "qscheme": "per_group", "group_size": 32,
+                           "scale_format": "e8m0", "symmetric": false, "is_dynamic": true}
+      }
+    },
+    "exclude": ["lm_head"]
+  })");
+  spec.mutable_calibration()->set_dataset_uri("file:///data/c.txt");
+  Status s = CheckJobSpec(spec);
+  ASSERT_EQ(s.code(), StatusCode::kInvalidArgument) << s;
+  const std::string q = "spec.quantization.quark_json.";
+  EXPECT_EQ(Fields(s), (std::vector<std::string>{
+                           q + "global_quant_config.weight.dtype",
+                           q + "global_quant_config.weight.group_size",
+                           q + "layer_quant_config.*down_proj.weight.qscheme",
+                           q + "global_quant_config.input_tensors.is_dynamic",
+                           q + "layer_quant_config.*down_proj.output_tensors.symmetric",
+                       }));
+  // The count leads; the first violation's list of dtypes ends the line.
+  EXPECT_EQ(s.message().rfind("invalid job spec: 5 violations; the first: " + q +
+                                  "global_quant_config.weight.dtype: unknown dtype 'int5'; "
+                                  "supported: int2, ",
+                              0),
+            0u)
+      << s.message();
+  EXPECT_NE(s.message().find(", fp6_e3m2, mx"), std::string::npos) << s.message();
+  EXPECT_EQ(s.message().find("more)"), std::string::npos) << s.message();
+}
+
+TEST(JobSpecCheckTest, QuarkOnlineAndKeysWithoutEffectBecomeWarnings) {
+  quantd::v1::JobSpec spec;
+  spec.set_model_uri("file:///m");
+  spec.mutable_quantization()->set_quark_json(R"({
+    "quant_method": "quark_online",
+    "global_quant_config": {"weight": {"dtype": "int4", "qscheme": "per_channel", "ch_axis": 0,
+                                       "block_size": 128}},
+    "softmax_quant_spec": {"dtype": "fp8_e4m3"},
+    "kv_cache_post_rope": true,
+    "export": {"max_input_numel": 1024}
+  })");
+  std::vector<std::string> warnings;
+  ASSERT_TRUE(CheckJobSpec(spec, &warnings).ok()) << CheckJobSpec(spec);
+  std::vector<std::string> keys;
+  for (const std::string& w : warnings) keys.push_back(w.substr(0, w.find(": ")));
+  const std::string q = "spec.quantization.quark_json.";
+  EXPECT_EQ(keys, (std::vector<std::string>{q + "quant_method",
+                                            q + "global_quant_config.weight.block_size",
+                                            q + "softmax_quant_spec", q + "kv_cache_post_rope",
+                                            q + "export.max_input_numel"}));
+  EXPECT_NE(warnings[0].find("'quark_online' is read as 'quark'"), std::string::npos);
+  EXPECT_NE(warnings[1].find("takes no effect"), std::string::npos);
+}
+
+TEST(JobSpecCheckTest, AwqScalingLayersAreCheckedAgainstTheModel) {
+  quantd::v1::JobSpec spec;
+  spec.set_model_uri(StoriesModelUri("stories260K-awq"));
+  spec.mutable_calibration()->set_dataset_uri("file:///data/c.txt");
+  auto config = [](const std::string& scaling_layers) {
+    return R"({"global_quant_config": {"weight": {"dtype": "int4", "qscheme": "per_channel",
+      "ch_axis": 0}}, "algo_config": [{"name": "awq", "model_decoder_layers": "model.layers",
+      "scaling_layers": [)" +
+           scaling_layers + "]}]}";
+  };
+  // The MLP groups: honoured.
+  spec.mutable_quantization()->set_quark_json(config(
+      R"({"prev_op": "post_attention_layernorm", "layers": ["mlp.gate_proj", "mlp.up_proj"],
+          "inp": "mlp.gate_proj", "module2inspect": "mlp"},
+         {"prev_op": "mlp.up_proj", "layers": ["mlp.down_proj"], "inp": "mlp.down_proj"})"));
+  std::vector<std::string> warnings;
+  EXPECT_TRUE(CheckJobSpec(spec, &warnings).ok()) << CheckJobSpec(spec);
+  EXPECT_TRUE(warnings.empty()) << warnings[0];
+  // v_proj -> o_proj under grouped-query attention cannot be honoured.
+  spec.mutable_quantization()->set_quark_json(
+      config(R"({"prev_op": "self_attn.v_proj", "layers": ["self_attn.o_proj"],
+                 "inp": "self_attn.o_proj"})"));
+  Status s = CheckJobSpec(spec);
+  ASSERT_EQ(s.code(), StatusCode::kInvalidArgument) << s;
+  EXPECT_EQ(Fields(s), std::vector<std::string>{
+                           "spec.quantization.quark_json.algo_config[0].scaling_layers[0].prev_op"});
+  EXPECT_NE(s.violations()[0].description.find("grouped-query attention"), std::string::npos);
 }
 
 }  // namespace

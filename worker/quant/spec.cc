@@ -431,4 +431,46 @@ void ValidateSpec(const QuantSpec& spec, TensorRole role, const std::string& pat
   }
 }
 
+void ValidatePartialSpec(const QuantSpec& spec, TensorRole role, const std::string& path,
+                         bool dtype_known, bool qscheme_known, std::vector<FieldViolation>* out) {
+  if (dtype_known && qscheme_known) return ValidateSpec(spec, role, path, out);
+  auto add = [&](const std::string& field, std::string description) {
+    out->push_back({path + "." + field, std::move(description)});
+  };
+  if (dtype_known && IsCastType(spec.dtype)) return;
+  const bool mx = dtype_known && IsMxType(spec.dtype);
+  // Known dtype, unknown qscheme: what the dtype alone decides.
+  if (mx) {
+    QuantSpec block = spec;
+    block.qscheme = QScheme::kPerGroup;
+    ValidateSpec(block, role, path, out);
+    return;
+  }
+  if (dtype_known && !spec.symmetric && !IsIntType(spec.dtype)) {
+    add("symmetric", std::string(DataTypeName(spec.dtype)) +
+                         " is symmetric (no zero point); asymmetric needs an integer dtype");
+  }
+  // Every dtype and qscheme refuses a group_size below -1; per_group 0 too.
+  if (spec.group_size.has_value() &&
+      (*spec.group_size < -1 ||
+       (*spec.group_size == 0 && qscheme_known && spec.qscheme == QScheme::kPerGroup))) {
+    add("group_size", "group_size must be positive (or -1 for the whole axis); got " +
+                          std::to_string(*spec.group_size));
+  }
+  if (spec.percentile.has_value() &&
+      !(*spec.percentile > 0.0 && *spec.percentile <= 100.0 && std::isfinite(*spec.percentile))) {
+    add("percentile", "percentile must be in (0, 100]; got " + FormatNumber(*spec.percentile));
+  }
+  if (spec.observer != ObserverType::kMinMax) {
+    if (qscheme_known && spec.qscheme != QScheme::kPerTensor) {
+      add("observer", std::string(ObserverTypeName(spec.observer)) +
+                          " observers are per_tensor (as in the reference); got " +
+                          std::string(QSchemeName(spec.qscheme)) + ", use min_max");
+    } else if (spec.is_dynamic) {
+      add("observer", std::string(ObserverTypeName(spec.observer)) +
+                          " observers calibrate a static range; dynamic specs use min_max");
+    }
+  }
+}
+
 }  // namespace quantd::quant

@@ -207,6 +207,17 @@ std::string DescribeSpec(const QuantSpec& spec);
 void ValidateSpec(const QuantSpec& spec, TensorRole role, const std::string& path,
                   std::vector<FieldViolation>* out);
 
+// For a spec a parser could only partly read (an unknown dtype or qscheme):
+// the checks that hold whatever the unread field is, so that one mistake
+// does not hide the others of the same spec. With neither unknown it is
+// ValidateSpec. Checks that depend on an unknown field are skipped: with an
+// unknown dtype a group_size below -1 (or 0 for per_group) is still wrong,
+// a percentile out of (0, 100] too, and a percentile / MSE observer on a
+// dynamic or non-per_tensor spec; what is symmetric, rounds or scales how
+// depends on the dtype.
+void ValidatePartialSpec(const QuantSpec& spec, TensorRole role, const std::string& path,
+                         bool dtype_known, bool qscheme_known, std::vector<FieldViolation>* out);
+
 }  // namespace quantd::quant
 
 #endif  // QUANTD_WORKER_QUANT_SPEC_H_
