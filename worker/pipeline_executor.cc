@@ -110,9 +110,10 @@ StatusOr<pipeline::JobOptions> PipelineExecutor::BuildOptions(const quantd::v1::
   if (!cal.text_field().empty()) o.calibration.text_field = cal.text_field();
   if (cal.has_num_samples()) o.calibration.num_samples = cal.num_samples();
   if (cal.has_seq_len()) o.calibration.seq_len = cal.seq_len();
-  o.calibration.sampling = cal.sampling() == quantd::v1::RANDOM_WINDOWS
-                               ? io::SamplingMethod::kRandomWindows
-                               : io::SamplingMethod::kConcat;
+  // SAMPLING_MODE_UNSPECIFIED keeps the engine's default (job_options.h).
+  if (cal.sampling() == quantd::v1::CONCAT) o.calibration.sampling = io::SamplingMethod::kConcat;
+  if (cal.sampling() == quantd::v1::RANDOM_WINDOWS)
+    o.calibration.sampling = io::SamplingMethod::kRandomWindows;
   o.calibration.seed = cal.seed();
   o.calibration.on_float_outputs = spec.quantization().calibrate_on_float_outputs();
 

@@ -106,6 +106,28 @@ TEST_F(PipelineExecutorTest, OutputsFollowTheRootsAndTheTenant) {
   }
 }
 
+TEST_F(PipelineExecutorTest, CalibrationSamplingUnsetKeepsTheEngineDefault) {
+  const pipeline::CalibrationOptions defaults;
+  auto job = Job("");
+  job.mutable_spec()->mutable_calibration()->set_num_samples(4);
+  auto unset = executor_->BuildOptions(job);
+  ASSERT_TRUE(unset.ok()) << unset.status();
+  EXPECT_EQ(unset->calibration.sampling, defaults.sampling);
+  EXPECT_EQ(unset->calibration.seed, defaults.seed);
+
+  job.mutable_spec()->mutable_calibration()->set_sampling(quantd::v1::CONCAT);
+  auto concat = executor_->BuildOptions(job);
+  ASSERT_TRUE(concat.ok()) << concat.status();
+  EXPECT_EQ(concat->calibration.sampling, io::SamplingMethod::kConcat);
+
+  job.mutable_spec()->mutable_calibration()->set_sampling(quantd::v1::RANDOM_WINDOWS);
+  job.mutable_spec()->mutable_calibration()->set_seed(99);
+  auto windows = executor_->BuildOptions(job);
+  ASSERT_TRUE(windows.ok()) << windows.status();
+  EXPECT_EQ(windows->calibration.sampling, io::SamplingMethod::kRandomWindows);
+  EXPECT_EQ(windows->calibration.seed, 99u);
+}
+
 TEST_F(PipelineExecutorTest, InputsOnlyUnderTheRoots) {
   auto job = Job("");
   job.mutable_spec()->set_model_uri("file://" + (base_ / "secret").string());

@@ -66,9 +66,9 @@ absl::StatusOr<ParsedArgs> ParseArgs(const std::vector<std::string>& argv,
 const std::set<std::string>& JobSpecValueFlags() {
   static const auto* flags = new std::set<std::string>{
       "model",  "scheme",       "config",           "group-size", "exclude",     "calib",
-      "calib-samples", "calib-seq-len", "eval",     "n-ctx",      "eval-windows", "max-ppl-increase",
-      "max-kl", "format",       "output",           "device",     "label",       "max-attempts",
-      "gguf-float-type"};
+      "calib-samples", "calib-seq-len", "calib-sampling", "calib-seed", "eval", "n-ctx",
+      "eval-windows", "max-ppl-increase", "max-kl", "format", "output", "device", "label",
+      "max-attempts", "gguf-float-type"};
   return *flags;
 }
 

@@ -3,15 +3,16 @@
 #include <limits.h>
 #include <unistd.h>
 
+#include <cstdint>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <utility>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
-#include "absl/strings/match.h"
 #include "worker/io/uri/uri_parser.h"
 
 namespace quantd::quantctl {
@@ -71,6 +72,13 @@ absl::StatusOr<quantd::v1::GgufFloatType> ParseGgufFloatTypeFlag(const std::stri
       absl::StrCat("--gguf-float-type '", t, "' is not one of f32, f16, bf16"));
 }
 
+absl::StatusOr<quantd::v1::SamplingMode> ParseCalibSamplingFlag(const std::string& name) {
+  if (name == "concat") return quantd::v1::CONCAT;
+  if (name == "random-windows" || name == "random_windows") return quantd::v1::RANDOM_WINDOWS;
+  return absl::InvalidArgumentError(
+      absl::StrCat("--calib-sampling '", name, "' is not one of concat, random-windows"));
+}
+
 std::string ToUri(const std::string& s) {
   if (s.empty() || absl::StrContains(s, "://")) return s;
   std::string path = s;
@@ -100,12 +108,29 @@ absl::Status FillJobSpec(const ParsedArgs& a, quantd::v1::JobSpec* spec) {
   for (const auto& e : a.GetAll("exclude")) q->add_exclude(e);
   if (a.Get("fp8-kv-cache") == "true") q->set_fp8_kv_cache(true);
 
-  if (a.Has("calib") || a.Has("calib-samples") || a.Has("calib-seq-len")) {
+  if (a.Has("calib") || a.Has("calib-samples") || a.Has("calib-seq-len") ||
+      a.Has("calib-sampling") || a.Has("calib-seed")) {
     auto* c = spec->mutable_calibration();
     c->set_dataset_uri(ToUri(a.Get("calib")));
     if (auto s = IntFlag(a, "calib-samples", [&](int n) { c->set_num_samples(n); }); !s.ok())
       return s;
     if (auto s = IntFlag(a, "calib-seq-len", [&](int n) { c->set_seq_len(n); }); !s.ok()) return s;
+    if (a.Has("calib-sampling")) {
+      auto mode = ParseCalibSamplingFlag(a.Get("calib-sampling"));
+      if (!mode.ok()) return mode.status();
+      c->set_sampling(*mode);
+    }
+    if (a.Has("calib-seed")) {
+      uint64_t seed = 0;
+      if (!absl::SimpleAtoi(a.Get("calib-seed"), &seed))
+        return absl::InvalidArgumentError(absl::StrCat(
+            "--calib-seed needs a non-negative integer, got '", a.Get("calib-seed"), "'"));
+      // A seed draws random windows; concatenated chunks have none to draw.
+      if (c->sampling() == quantd::v1::CONCAT)
+        return absl::InvalidArgumentError(
+            "--calib-seed applies to --calib-sampling random-windows, not concat");
+      c->set_seed(seed);
+    }
   }
 
   auto* ev = spec->mutable_evaluation();

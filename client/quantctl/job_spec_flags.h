@@ -28,6 +28,9 @@ absl::StatusOr<quantd::v1::ExportFormat> ParseExportFormatFlag(const std::string
 // "f32", "f16" or "bf16": --gguf-float-type.
 absl::StatusOr<quantd::v1::GgufFloatType> ParseGgufFloatTypeFlag(const std::string& name);
 
+// "concat" or "random-windows" (and the alias "random_windows").
+absl::StatusOr<quantd::v1::SamplingMode> ParseCalibSamplingFlag(const std::string& name);
+
 // A whole file; NOT_FOUND "cannot read <path>" when it cannot be opened.
 absl::StatusOr<std::string> ReadFileText(const std::string& path);
 

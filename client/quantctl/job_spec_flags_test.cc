@@ -14,21 +14,53 @@ quantd::v1::JobSpec Fill(const std::vector<std::string>& argv, absl::Status* sta
   EXPECT_TRUE(args.ok()) << args.status();
   quantd::v1::JobSpec spec;
   absl::Status s = FillJobSpec(*args, &spec);
-  if (status != nullptr) *status = s;
-  else EXPECT_TRUE(s.ok()) << s;
+  if (status != nullptr)
+    *status = s;
+  else
+    EXPECT_TRUE(s.ok()) << s;
   return spec;
 }
 
 TEST(JobSpecFlagsTest, EveryJobFlagLandsInItsSpecField) {
   char cwd[PATH_MAX];
   ASSERT_NE(getcwd(cwd, sizeof(cwd)), nullptr);
-  const auto spec = Fill({"submit", "--model", "models/m/", "--scheme", "w_int8_per_channel_sym",
-                          "--group-size", "64", "--exclude", "*down_proj", "--fp8-kv-cache",
-                          "--calib", "/data/c.txt", "--calib-samples", "16", "--calib-seq-len",
-                          "128", "--eval", "hf://org/eval", "--n-ctx", "512", "--eval-windows", "9",
-                          "--max-ppl-increase", "0.02", "--max-kl", "0.5", "--format", "gguf",
-                          "--format", "hf-quark", "--output", "/out", "--overwrite", "--label",
-                          "team=ml", "--max-attempts", "5"});
+  const auto spec = Fill({"submit",
+                          "--model",
+                          "models/m/",
+                          "--scheme",
+                          "w_int8_per_channel_sym",
+                          "--group-size",
+                          "64",
+                          "--exclude",
+                          "*down_proj",
+                          "--fp8-kv-cache",
+                          "--calib",
+                          "/data/c.txt",
+                          "--calib-samples",
+                          "16",
+                          "--calib-seq-len",
+                          "128",
+                          "--eval",
+                          "hf://org/eval",
+                          "--n-ctx",
+                          "512",
+                          "--eval-windows",
+                          "9",
+                          "--max-ppl-increase",
+                          "0.02",
+                          "--max-kl",
+                          "0.5",
+                          "--format",
+                          "gguf",
+                          "--format",
+                          "hf-quark",
+                          "--output",
+                          "/out",
+                          "--overwrite",
+                          "--label",
+                          "team=ml",
+                          "--max-attempts",
+                          "5"});
   EXPECT_EQ(spec.model_uri(), std::string("file://") + cwd + "/models/m");
   EXPECT_EQ(spec.quantization().scheme(), "w_int8_per_channel_sym");
   EXPECT_EQ(spec.quantization().group_size(), 64);
@@ -65,6 +97,13 @@ TEST(JobSpecFlagsTest, BadFlagsAreNamed) {
        "--label 'novalue' is not KEY=VALUE"},
       {{"submit", "--model", "/m", "--config", "/no/such/file.json"},
        "--config: cannot read /no/such/file.json"},
+      {{"submit", "--model", "/m", "--scheme", "x", "--calib-sampling", "shuffle"},
+       "--calib-sampling 'shuffle' is not one of concat, random-windows"},
+      {{"submit", "--model", "/m", "--scheme", "x", "--calib-seed", "-1"},
+       "--calib-seed needs a non-negative integer, got '-1'"},
+      {{"submit", "--model", "/m", "--scheme", "x", "--calib-sampling", "concat", "--calib-seed",
+        "3"},
+       "--calib-seed applies to --calib-sampling random-windows, not concat"},
   };
   for (const auto& [argv, message] : cases) {
     absl::Status s;
@@ -90,6 +129,24 @@ TEST(JobSpecFlagsTest, GgufFloatTypeFlag) {
   absl::Status s;
   Fill(argv, &s);
   EXPECT_EQ(s.message(), "--gguf-float-type 'q8_0' is not one of f32, f16, bf16");
+}
+
+TEST(JobSpecFlagsTest, CalibrationSamplingAndSeed) {
+  const auto windows =
+      Fill({"submit", "--model", "/m", "--scheme", "x", "--calib", "/c.txt", "--calib-sampling",
+            "random-windows", "--calib-seed", "18446744073709551615"});
+  EXPECT_EQ(windows.calibration().sampling(), quantd::v1::RANDOM_WINDOWS);
+  EXPECT_EQ(windows.calibration().seed(), 18446744073709551615ull);
+  const auto concat = Fill({"submit", "--model", "/m", "--scheme", "x", "--calib", "/c.txt",
+                            "--calib-sampling", "concat"});
+  EXPECT_EQ(concat.calibration().sampling(), quantd::v1::CONCAT);
+  EXPECT_EQ(concat.calibration().seed(), 0u);
+  // Neither flag: the worker's default (the proto's SAMPLING_MODE_UNSPECIFIED).
+  const auto unset = Fill({"submit", "--model", "/m", "--scheme", "x", "--calib", "/c.txt"});
+  EXPECT_EQ(unset.calibration().sampling(), quantd::v1::SAMPLING_MODE_UNSPECIFIED);
+  const auto seed_only =
+      Fill({"submit", "--model", "/m", "--scheme", "x", "--calib", "/c.txt", "--calib-seed", "7"});
+  EXPECT_EQ(seed_only.calibration().seed(), 7u);
 }
 
 TEST(JobSpecFlagsTest, PathsBecomeUrisThatParseBackToThem) {

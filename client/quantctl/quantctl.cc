@@ -73,6 +73,9 @@ commands:
       --calib URI             calibration text (file://, .txt or .jsonl)
       --calib-samples N       calibration samples (default 128)
       --calib-seq-len N       calibration sample length in tokens (default 512)
+      --calib-sampling M      random-windows (default: windows at seeded random
+                              offsets) or concat (consecutive chunks from the start)
+      --calib-seed N          seed of the random windows (default 0)
       --eval URI              evaluation text for perplexity
       --n-ctx N               perplexity window (default 256)
       --eval-windows N        score only the first N windows (default all)

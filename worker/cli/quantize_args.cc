@@ -21,6 +21,9 @@ job (the same flags as `quantctl submit`):
   --calib URI             calibration text (.txt or .jsonl)
   --calib-samples N       calibration samples (default 128)
   --calib-seq-len N       calibration sample length in tokens (default 512)
+  --calib-sampling M      random-windows (default: windows at seeded random
+                          offsets) or concat (consecutive chunks from the start)
+  --calib-seed N          seed of the random windows (default 0)
   --eval URI              evaluation text for perplexity
   --n-ctx N               perplexity window (default 256)
   --eval-windows N        score only the first N windows (default all)
@@ -52,7 +55,8 @@ Exit codes: 0 ok, 1 job FAILED/CANCELLED, 2 usage error, 3 job spec refused
 absl::StatusOr<quantctl::ParsedArgs> ParseQuantizeArgs(const std::vector<std::string>& argv) {
   static const std::set<std::string> kValueFlags = {
       "model",         "scheme",        "config",           "group-size", "exclude",
-      "calib",         "calib-samples", "calib-seq-len",    "eval",       "n-ctx",
+      "calib",         "calib-samples", "calib-seq-len",    "calib-sampling", "calib-seed",
+      "eval",          "n-ctx",
       "eval-windows",  "output",        "format",           "device",     "threads",
       "output-format", "data-dir",      "max-ppl-increase", "max-kl", "activation-offload",
       "gguf-float-type"};

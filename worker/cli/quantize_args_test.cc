@@ -34,6 +34,10 @@ TEST(QuantizeArgsTest, EveryFlagLandsInTheSpecAsQuantctlSubmitPutsIt) {
                   "16",
                   "--calib-seq-len",
                   "64",
+                  "--calib-sampling",
+                  "random-windows",
+                  "--calib-seed",
+                  "11",
                   "--eval",
                   "file:///d/eval.txt",
                   "--n-ctx",
@@ -65,6 +69,8 @@ TEST(QuantizeArgsTest, EveryFlagLandsInTheSpecAsQuantctlSubmitPutsIt) {
   EXPECT_EQ(s.calibration().dataset_uri(), "file:///d/calib.txt");
   EXPECT_EQ(s.calibration().num_samples(), 16);
   EXPECT_EQ(s.calibration().seq_len(), 64);
+  EXPECT_EQ(s.calibration().sampling(), quantd::v1::RANDOM_WINDOWS);
+  EXPECT_EQ(s.calibration().seed(), 11u);
   EXPECT_EQ(s.evaluation().dataset_uri(), "file:///d/eval.txt");
   EXPECT_EQ(s.evaluation().n_ctx(), 128);
   EXPECT_EQ(s.evaluation().max_windows(), 20);

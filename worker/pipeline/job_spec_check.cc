@@ -297,6 +297,11 @@ void CheckCalibration(SpecChecker& c, const JobSpec& spec) {
     c.Bad("spec.calibration.num_samples", "must be positive");
   if (cal.has_seq_len() && cal.seq_len() < 2)
     c.Bad("spec.calibration.seq_len", "must be at least 2");
+  if (!quantd::v1::SamplingMode_IsValid(cal.sampling()))
+    c.Bad("spec.calibration.sampling",
+          "unknown sampling mode " + std::to_string(cal.sampling()) + " (CONCAT or RANDOM_WINDOWS)");
+  if (cal.sampling() == quantd::v1::CONCAT && cal.seed() != 0)
+    c.Bad("spec.calibration.seed", "applies to RANDOM_WINDOWS sampling; CONCAT draws nothing");
 }
 
 void CheckEvaluation(SpecChecker& c, const JobSpec& spec) {

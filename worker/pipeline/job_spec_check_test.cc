@@ -616,5 +616,23 @@ TEST(JobSpecCheckTest, GgufFloatTypeNeedsAGgufExport) {
   EXPECT_EQ(s.violations()[0].description, "unknown value 9 (GGUF_F32, GGUF_F16 or GGUF_BF16)");
 }
 
+TEST(JobSpecCheckTest, UnknownCalibrationSamplingIsNamed) {
+  auto spec = Parse(R"pb(model_uri: "file:///m"
+                         quantization { scheme: "w_int8_per_channel_sym" }
+                         calibration { dataset_uri: "file:///data/c.txt" sampling: RANDOM_WINDOWS })pb");
+  EXPECT_TRUE(CheckJobSpec(spec).ok()) << CheckJobSpec(spec);
+  // An enum value a newer client may send (proto3 JSON accepts numbers).
+  spec.mutable_calibration()->set_sampling(static_cast<quantd::v1::SamplingMode>(7));
+  Status s = CheckJobSpec(spec);
+  EXPECT_EQ(Fields(s), std::vector<std::string>{"spec.calibration.sampling"});
+  EXPECT_NE(s.message().find("unknown sampling mode 7"), std::string::npos) << s.message();
+  // A seed only draws random windows.
+  spec.mutable_calibration()->set_sampling(quantd::v1::CONCAT);
+  spec.mutable_calibration()->set_seed(5);
+  EXPECT_EQ(Fields(CheckJobSpec(spec)), std::vector<std::string>{"spec.calibration.seed"});
+  spec.mutable_calibration()->clear_sampling();
+  EXPECT_TRUE(CheckJobSpec(spec).ok()) << CheckJobSpec(spec);
+}
+
 }  // namespace
 }  // namespace quantd::pipeline

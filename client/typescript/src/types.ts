@@ -55,7 +55,9 @@ export interface JobSpec {
     textField?: string;
     numSamples?: number;
     seqLen?: number;
+    // Unspecified: RANDOM_WINDOWS, the worker's default (docs/algorithms.md).
     sampling?: "SAMPLING_MODE_UNSPECIFIED" | "CONCAT" | "RANDOM_WINDOWS";
+    // Seed of RANDOM_WINDOWS; default 0.
     seed?: number;
   };
   evaluation?: {

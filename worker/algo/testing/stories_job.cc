@@ -93,15 +93,21 @@ StatusOr<StoriesJobResult> RunStoriesJob(const StoriesJobOptions& options) {
   o.planner = options.planner;
   o.quantization_config_json = R"({"quant_method": "quark"})";
   o.quantization_description = "algorithm test";
-  if (options.calibration_path.empty()) {
-    QD_ASSIGN_OR_RETURN(o.calibration.dataset_path, TinyStoriesCalibrationText());
+  if (options.calibration) {
+    o.calibration = *options.calibration;
   } else {
-    o.calibration.dataset_path = options.calibration_path;
+    o.calibration.num_samples = options.num_samples;
+    o.calibration.seq_len = options.seq_len;
+    o.calibration.sampling = io::SamplingMethod::kRandomWindows;
+    o.calibration.seed = options.seed;
   }
-  o.calibration.num_samples = options.num_samples;
-  o.calibration.seq_len = options.seq_len;
-  o.calibration.sampling = io::SamplingMethod::kRandomWindows;
-  o.calibration.seed = options.seed;
+  if (o.calibration.dataset_path.empty()) {
+    if (options.calibration_path.empty()) {
+      QD_ASSIGN_OR_RETURN(o.calibration.dataset_path, TinyStoriesCalibrationText());
+    } else {
+      o.calibration.dataset_path = options.calibration_path;
+    }
+  }
   o.evaluation.dataset_path = kEvalText;
   o.evaluation.n_ctx = options.n_ctx;
   o.evaluation.max_windows = options.eval_windows;

@@ -40,6 +40,9 @@ struct StoriesJobOptions {
   int num_samples = 32;
   int seq_len = 256;
   uint64_t seed = 7;
+  // Set: the job's calibration settings instead of the random windows above
+  // (its dataset_path, when empty, is the one above).
+  std::optional<pipeline::CalibrationOptions> calibration;
   int eval_windows = 20;
   int n_ctx = 256;
   // The job's scratch directory (quantized blocks) is left in place for the
