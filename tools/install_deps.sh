@@ -26,8 +26,9 @@ PACKAGES=(
   # deploy/ checks (//deploy:deploy_test): YAML lint; ldd/readelf come with binutils;
   # //deploy:local_cluster_test scrapes the frontends with a real Prometheus
   yamllint binutils prometheus
-  # //deploy:doc_commands_test runs docs/deploy.md's token snippet (openssl rand)
-  openssl
+  # //deploy:doc_commands_test runs docs/deploy.md's token snippet (openssl rand);
+  # //tests/docs:docs_examples_test the README's /metrics example (curl)
+  openssl curl
 )
 
 missing=()
