@@ -176,4 +176,20 @@ rc=$?
 [ "$rc" -eq 3 ] || { cat "$TMP/nogguf.err"; fail "--gguf-float-type without gguf exit $rc, want 3"; }
 grep -q 'spec.export.gguf_float_type: applies to the GGUF export only' "$TMP/nogguf.err" ||
   { cat "$TMP/nogguf.err"; fail "gguf_float_type field"; }
+# 10. What quantd says at CreateJob, quantd-quantize says too: a config key
+#     that takes no effect and quark_online are warnings, and the job runs.
+cat >"$TMP/online.json" <<'JSON'
+{"quant_method": "quark_online",
+ "global_quant_config": {"weight": {"dtype": "int8", "qscheme": "per_channel", "ch_axis": 0,
+                                    "symmetric": true}},
+ "softmax_quant_spec": {"dtype": "fp8_e4m3"}}
+JSON
+"$BIN" --model "$MODEL" --config "$TMP/online.json" --no-eval --output "$TMP/online" \
+  --data-dir "$TMP/data" >"$TMP/online.out" 2>"$TMP/online.err"
+rc=$?
+[ "$rc" -eq 0 ] || { cat "$TMP/online.err" "$TMP/online.out"; fail "quark_online exit $rc"; }
+grep -q "^warning: spec.quantization.quark_json.quant_method: 'quark_online' is read as 'quark'" \
+  "$TMP/online.out" || { cat "$TMP/online.out"; fail "quark_online warning"; }
+grep -q "^warning: spec.quantization.quark_json.softmax_quant_spec: not used by quantd" \
+  "$TMP/online.out" || { cat "$TMP/online.out"; fail "softmax_quant_spec warning"; }
 echo PASS

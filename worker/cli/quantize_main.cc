@@ -125,8 +125,11 @@ int Main(int argc, char** argv) {
   if (threads <= 0) threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   at::set_num_threads(threads);
 
-  // What quantd does at CreateJob: a bad spec is refused before it runs.
-  if (Status s = pipeline::CheckJobSpec(job.spec()); !s.ok()) return ReportRefused(s);
+  // What quantd does at CreateJob: a bad spec is refused before it runs,
+  // and what is suspicious (a glob matching no layer, a config key that
+  // takes no effect) becomes a warning once the job starts.
+  std::vector<std::string> warnings;
+  if (Status s = pipeline::CheckJobSpec(job.spec(), &warnings); !s.ok()) return ReportRefused(s);
 
   std::error_code ec;
   worker::PipelineExecutorOptions exec_opt;
@@ -151,6 +154,12 @@ int Main(int argc, char** argv) {
   job.set_attempt(1);
   job.set_worker("local");
   ctx.ReportState(quantd::v1::RUNNING);
+  for (const std::string& w : warnings) {
+    quantd::v1::JobEvent event;
+    event.mutable_log()->set_severity(quantd::v1::WARNING);
+    event.mutable_log()->set_message(w);
+    ctx.Report(std::move(event));
+  }
   worker::ExecutionOutcome outcome;
   try {
     outcome = executor.Execute(job, ctx);
