@@ -258,14 +258,25 @@ bool IsTerminal(quantd::v1::JobState s) {
 
 quantd::v1::Job WaitForJob(quantd::v1::QuantizationService::Stub& api, const std::string& name,
                            std::chrono::seconds stall) {
+  return WaitWhileJobMoves(
+      name,
+      [&](quantd::v1::Job* job) {
+        grpc::ClientContext ctx;
+        quantd::v1::GetJobRequest req;
+        req.set_name(name);
+        return api.GetJob(&ctx, req, job).ok();
+      },
+      stall);
+}
+
+quantd::v1::Job WaitWhileJobMoves(const std::string& name,
+                                  const std::function<bool(quantd::v1::Job*)>& get,
+                                  std::chrono::seconds stall) {
   quantd::v1::Job job;
   std::string last;  // what the job looked like when it last moved
   auto moved = std::chrono::steady_clock::now();
   while (true) {
-    grpc::ClientContext ctx;
-    quantd::v1::GetJobRequest req;
-    req.set_name(name);
-    if (api.GetJob(&ctx, req, &job).ok() && IsTerminal(job.state())) return job;
+    if (get(&job) && IsTerminal(job.state())) return job;
     const std::string now = std::to_string(job.state()) + "/" + std::to_string(job.attempt()) +
                             "/" + std::to_string(job.progress().stage()) + "/" +
                             std::to_string(job.progress().block()) + "/" +

@@ -108,6 +108,12 @@ CommandResult Quantctl(const std::string& address, const std::vector<std::string
 quantd::v1::Job WaitForJob(quantd::v1::QuantizationService::Stub& api, const std::string& name,
                            std::chrono::seconds stall = std::chrono::seconds(300));
 
+// The same wait with the caller's GetJob (`get` fills the job and returns
+// whether the call succeeded), e.g. one that carries a bearer token.
+quantd::v1::Job WaitWhileJobMoves(const std::string& name,
+                                  const std::function<bool(quantd::v1::Job*)>& get,
+                                  std::chrono::seconds stall);
+
 // Calls `done` every `poll` until it returns true (true) or `ceiling`
 // passes (false). The ceiling only catches a hang; make it generous.
 bool WaitUntil(const std::function<bool()>& done,

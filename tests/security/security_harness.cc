@@ -159,25 +159,8 @@ grpc::Status Client::Events(const std::string& name, std::vector<quantd::v1::Job
 }
 
 Job Client::WaitTerminal(const std::string& name, std::chrono::seconds stall) {
-  Job job;
-  std::string last;
-  auto moved = std::chrono::steady_clock::now();
-  while (true) {
-    if (Get(name, &job).ok() && e2e::IsTerminal(job.state())) return job;
-    const std::string now = std::to_string(job.state()) + "/" + std::to_string(job.attempt()) +
-                            "/" + std::to_string(job.progress().stage()) + "/" +
-                            std::to_string(job.progress().block()) + "/" +
-                            std::to_string(static_cast<int>(job.progress().percent()));
-    if (now != last) {
-      last = now;
-      moved = std::chrono::steady_clock::now();
-    } else if (std::chrono::steady_clock::now() - moved > stall) {
-      ADD_FAILURE() << name << " is stuck in " << quantd::v1::JobState_Name(job.state())
-                    << " (did not move for " << stall.count() << " s)";
-      return job;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  }
+  return e2e::WaitWhileJobMoves(
+      name, [&](Job* job) { return Get(name, job).ok(); }, stall);
 }
 
 std::string Reason(const grpc::Status& s) {
