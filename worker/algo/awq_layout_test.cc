@@ -75,7 +75,8 @@ TEST(AwqLayoutTest, EntriesThatCannotBeHonouredAreNamed) {
                                       p + "scaling_layers[1].prev_op",
                                       p + "scaling_layers[2].prev_op",
                                       p + "scaling_layers[3].module2inspect"}));
-  const auto& v = chosen.status().violations();
+  const Status s = chosen.status();
+  const auto& v = s.violations();
   EXPECT_NE(v[0].description.find("'model.layers'"), std::string::npos) << v[0].description;
   EXPECT_NE(v[1].description.find("[self_attn.q_proj, self_attn.k_proj, self_attn.v_proj] after "
                                   "input_layernorm"),
