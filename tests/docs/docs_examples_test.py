@@ -11,7 +11,8 @@ next) followed by what the command prints, stdout and stderr together as a
 terminal shows them. Every fenced block holding a `$ ` line must be marked,
 so a new example cannot escape the test. The commands run in bash, in order,
 in a directory holding the bundled model (models/), texts (tests/data/) and
-configs (docs/examples/), with `quantctl` on PATH and QUANTD_SERVER naming a
+configs (docs/examples/), the Python SDK and its example (client/python/),
+with `quantctl` on PATH and QUANTD_SERVER naming a
 quantd started for the test:
 
   tour: SQLite store, --local-workers=1 (the README's tour);
@@ -235,12 +236,16 @@ class Session:
         self.root = os.path.join(base, "main")
         self.bin = os.path.join(base, "bin")
         self.home = os.path.join(base, "home")
-        for d in (self.root, self.bin, self.home, os.path.join(self.root, "tests")):
+        for d in (self.root, self.bin, self.home, os.path.join(self.root, "tests"),
+                  os.path.join(self.root, "client")):
             os.makedirs(d, exist_ok=True)
         links = {
             os.path.join(self.root, "models"): live_quantd.runfile("models"),
             os.path.join(self.root, "tests", "data"): live_quantd.runfile("tests/data"),
             os.path.join(self.root, "docs"): live_quantd.runfile("docs"),
+            # The Python SDK with its generated code, as client/python/generate.sh
+            # leaves it in a checkout.
+            os.path.join(self.root, "client", "python"): live_quantd.runfile("client/python"),
             os.path.join(self.bin, "quantctl"): live_quantd.runfile("client/quantctl/quantctl"),
         }
         for link, target in links.items():
