@@ -24,8 +24,9 @@ What may differ between a run and the docs:
   - a line `...` stands for any number of lines;
   - `...` inside a line stands for any text;
   - job ids (also bare, as in artifact directories), timestamps, durations,
-    artifact hashes and the dates in artifact names are placeholders; a job id shown in an output and used in
-    a later command is replaced by the id of the run;
+    artifact hashes and the dates in artifact names compare as fixed tokens
+    (<id>, <time>, ...) on both sides; a job id shown in an output and used
+    in a later command is replaced by the id of the run;
   - the directory the commands run in is written /work/main, the host name
     vm;
   - runs of spaces compare as one space (column widths follow the values);
@@ -71,7 +72,8 @@ COMMAND_CEILING_S = 1800
 MARKER = re.compile(r"^<!-- docs-test: (\S+)((?: \w+=\S+)*) -->$")
 JOB_ID = re.compile(r"jobs/[0-9a-z]{26}\b")
 BARE_ID = re.compile(r"\b[0-9a-z]{26}\b")
-PLACEHOLDERS = [
+# What varies from run to run, and the token both sides compare as.
+RUN_VARYING = [
     (re.compile(r"\b\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z"), "<time>"),
     (re.compile(r"-\d{8}-\d{6}\b"), "-<date>"),
     (re.compile(r"\bsha256 [0-9a-f]{16,64}\b"), "sha256 <hash>"),
@@ -141,8 +143,8 @@ def read_blocks(root, relative):
 def normalize(line):
     line = JOB_ID.sub("jobs/<id>", line)
     line = BARE_ID.sub("<id>", line)  # e.g. the default artifact directory
-    for pattern, placeholder in PLACEHOLDERS:
-        line = pattern.sub(placeholder, line)
+    for pattern, token in RUN_VARYING:
+        line = pattern.sub(token, line)
     return " ".join(line.split())
 
 
@@ -373,7 +375,7 @@ class DocsExamplesTest(unittest.TestCase):
 
 
 class MatcherTest(unittest.TestCase):
-    def test_placeholders_tolerances_and_elisions(self):
+    def test_run_varying_text_tolerances_and_elisions(self):
         self.assertTrue(line_matches("name: jobs/01m8104jkp2hxp3v0c4r213bcp  at 2026-11-22T06:47:14Z",
                                      "name: jobs/01m8d4n9jwhjn3r5jg6nvznz86 at 2026-11-26T23:57:09Z"))
         self.assertTrue(line_matches("load 0.1s, evaluate 16.7s, ran 2 s",

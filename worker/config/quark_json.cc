@@ -1,6 +1,7 @@
 #include "worker/config/quark_json.h"
 
 #include <algorithm>
+#include <functional>
 #include <set>
 #include <utility>
 #include <vector>
@@ -680,6 +681,46 @@ class Parser {
   std::vector<FieldViolation>* out_;
 };
 
+// Calls `visit(leaf, path, key)` for every leaf of a diff record, in the
+// original's key order, with the path of the value it describes ("a.b[2]")
+// and the key it sits under. An explicit stack: the record is as deep as the
+// config, which the bounded parser limits but the walk need not recurse on.
+void ForEachLeaf(const Json& record,
+                 const std::function<void(const Json&, const std::string&, const std::string&)>&
+                     visit) {
+  struct Todo {
+    const Json* rec;
+    std::string path;
+    std::string key;
+  };
+  std::vector<Todo> todo;
+  if (!record.is_null()) todo.push_back({&record, "", ""});
+  while (!todo.empty()) {
+    const Todo t = std::move(todo.back());
+    todo.pop_back();
+    const Json& rec = *t.rec;
+    if (rec.is_null()) continue;
+    if (rec.contains("leaf")) {
+      visit(rec, t.path, t.key);
+    } else if (rec.contains("array")) {
+      const Json& items = rec.at("items");
+      for (size_t i = items.size(); i-- > 0;) {
+        todo.push_back({&items[i], t.path + "[" + std::to_string(i) + "]", t.key});
+      }
+    } else {
+      // Pushed in reverse so that they come out in the original's order;
+      // keys only the engine's side has are leaves without an original.
+      const Json& keys = rec.at("keys");
+      const Json& order = rec.at("order");
+      for (size_t i = order.size(); i-- > 0;) {
+        const std::string key = order[i].get<std::string>();
+        if (!keys.contains(key)) continue;
+        todo.push_back({&keys.at(key), t.path.empty() ? key : t.path + "." + key, key});
+      }
+    }
+  }
+}
+
 // The original values a record keeps (keys the engine does not model, and
 // values it spells differently) may hold at most kMaxKeptBytes in all: they
 // travel with the config into every export. Returns one violation per kept
@@ -691,40 +732,14 @@ std::vector<FieldViolation> CheckKeptSize(const Json& record, const std::string&
   };
   std::vector<Kept> kept;
   size_t total = 0;
-  // Explicit stack: (record, path of the value it describes, its key).
-  struct Todo {
-    const Json* rec;
-    std::string path;
-    std::string key;
-  };
-  std::vector<Todo> todo;
-  if (!record.is_null()) todo.push_back({&record, "", ""});
-  while (!todo.empty()) {
-    const Todo t = std::move(todo.back());
-    todo.pop_back();
-    const Json* rec = t.rec;
-    const std::string& path = t.path;
-    if (rec->is_null()) continue;
-    if (rec->contains("leaf")) {
-      if (rec->at("has_o").get<bool>()) {
-        // The key and its value as written; not the path, which repeats
-        // the layer globs above it.
-        const size_t bytes = t.key.size() + rec->at("o").dump().size();
-        kept.push_back({path, bytes});
-        total += bytes;
-      }
-    } else if (rec->contains("array")) {
-      const Json& items = rec->at("items");
-      for (size_t i = 0; i < items.size(); ++i) {
-        todo.push_back({&items[i], path + "[" + std::to_string(i) + "]", t.key});
-      }
-    } else {
-      const Json& keys = rec->at("keys");
-      for (auto it = keys.begin(); it != keys.end(); ++it) {
-        todo.push_back({&it.value(), path.empty() ? it.key() : path + "." + it.key(), it.key()});
-      }
-    }
-  }
+  ForEachLeaf(record, [&](const Json& leaf, const std::string& path, const std::string& key) {
+    if (!leaf.at("has_o").get<bool>()) return;
+    // The key and its value as written; not the path, which repeats the
+    // layer globs above it.
+    const size_t bytes = key.size() + leaf.at("o").dump().size();
+    kept.push_back({path, bytes});
+    total += bytes;
+  });
   std::vector<FieldViolation> out;
   if (total <= kMaxKeptBytes) return out;
   std::sort(kept.begin(), kept.end(), [](const Kept& a, const Kept& b) {
@@ -751,39 +766,12 @@ std::vector<FieldViolation> CheckKeptSize(const Json& record, const std::string&
 std::vector<std::string> UnusedKeys(const Json& record) {
   static const std::set<std::string> kDescriptive = {"version", "help", "has_kwargs"};
   std::vector<std::string> out;
-  struct Todo {
-    const Json* rec;
-    std::string path;
-    std::string key;
-  };
-  std::vector<Todo> todo;
-  if (!record.is_null()) todo.push_back({&record, "", ""});
-  while (!todo.empty()) {
-    const Todo t = std::move(todo.back());
-    todo.pop_back();
-    const Json& rec = *t.rec;
-    if (rec.is_null()) continue;
-    if (rec.contains("leaf")) {
-      if (rec.at("has_o").get<bool>() && !rec.at("has_c").get<bool>() &&
-          !kDescriptive.count(t.key) && !rec.at("o").is_null() && rec.at("o") != Json(false)) {
-        out.push_back(t.path);
-      }
-    } else if (rec.contains("array")) {
-      const Json& items = rec.at("items");
-      for (size_t i = items.size(); i-- > 0;) {
-        todo.push_back({&items[i], t.path + "[" + std::to_string(i) + "]", t.key});
-      }
-    } else {
-      // Pushed in reverse so that they come out in the original's order.
-      const Json& keys = rec.at("keys");
-      const Json& order = rec.at("order");
-      for (size_t i = order.size(); i-- > 0;) {
-        const std::string key = order[i].get<std::string>();
-        if (!keys.contains(key)) continue;
-        todo.push_back({&keys.at(key), t.path.empty() ? key : t.path + "." + key, key});
-      }
+  ForEachLeaf(record, [&](const Json& leaf, const std::string& path, const std::string& key) {
+    if (leaf.at("has_o").get<bool>() && !leaf.at("has_c").get<bool>() &&
+        !kDescriptive.count(key) && !leaf.at("o").is_null() && leaf.at("o") != Json(false)) {
+      out.push_back(path);
     }
-  }
+  });
   return out;
 }
 
