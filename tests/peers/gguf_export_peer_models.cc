@@ -7,10 +7,10 @@
 // format (F32: int8 per-channel weights written as their values), exported
 // with ExportGguf, and evaluated by the engine (QuantizedModelRunner): the
 // block-wise perplexity of the first windows of the evaluation text
-// (DESIGN.md protocol: [BOS] + n_ctx - 1 tokens per window), and for F32 the
-// greedy continuation of a prompt. Group 32 does not divide the FFN width
-// 172, so the per-group jobs leave down_proj in float (excluded), written as
-// F32.
+// (worker/eval/eval_windows.h protocol: [BOS] + n_ctx - 1 tokens per
+// window), and for F32 the greedy continuation of a prompt. Group 32 does
+// not divide the FFN width 172, so the per-group jobs leave down_proj in
+// float (excluded), written as F32.
 //
 //   gguf_export_peer_models OUT_DIR  -> OUT_DIR/manifest.json, OUT_DIR/*/model.gguf
 #include <ATen/ATen.h>

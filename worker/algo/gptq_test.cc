@@ -62,7 +62,7 @@ struct RefIntQuantizer {
     const quant::IntRange r = quant::IntRangeOf(dtype);
     return {double(r.qmin), double(r.qmax), symmetric};
   }
-  // (scale, zero point) of a run of values, per DESIGN.md. The quantizer
+  // (scale, zero point) of a run of values, per docs/quant.md. The quantizer
   // itself follows the reference toolkit's float32 semantics — it sees the
   // weights as float32, and its scale and zero point are float32 values
   // computed in float32 — while the GPTQ algorithm around it (Hessian,

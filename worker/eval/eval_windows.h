@@ -1,6 +1,6 @@
 // Perplexity windows: how a tokenized text is cut for evaluation.
 //
-// The protocol (DESIGN.md): the text is tokenized once; it is cut into
+// The protocol (docs/worker.md, "What a job does"): the text is tokenized once; it is cut into
 // non-overlapping windows of [BOS] + (n_ctx - 1) text tokens (the last one
 // may be shorter); every text token is scored, the first one of each window
 // from BOS alone. Without a BOS token, windows hold n_ctx text tokens and the
