@@ -1,5 +1,5 @@
 #!/bin/bash
-# gpu_check.sh: issue 9's one-command verification on a GPU host, also
+# gpu_check.sh: builds the engine with CMake and checks it on a GPU host, also
 # runnable on a CPU-only machine (the GPU parts are skipped, saying so).
 #
 #   LIBTORCH_HOME=$(python3 -c 'import torch,os;print(os.path.dirname(torch.__file__))') \

@@ -15,7 +15,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
-#include "client/quantctl/args.h"
+#include "client/quantctl/quantctl_args.h"
 
 namespace quantd::quantctl {
 

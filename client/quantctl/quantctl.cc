@@ -5,7 +5,6 @@
 // Commands: submit, watch, get, list, cancel. See `quantctl help` and
 // docs/quantctl.md. Exit codes: 0 ok; 1 the job ended FAILED or CANCELLED;
 // 2 usage error; 3 the server refused the request or could not be reached.
-#include <google/protobuf/util/json_util.h>
 #include <grpcpp/grpcpp.h>
 #include <unistd.h>
 
@@ -23,10 +22,10 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
-#include "client/quantctl/args.h"
+#include "client/cli_common/job_spec_flags.h"
+#include "client/cli_common/render.h"
 #include "client/quantctl/connection_settings.h"
-#include "client/quantctl/job_spec_flags.h"
-#include "client/quantctl/render.h"
+#include "client/quantctl/quantctl_args.h"
 #include "google/rpc/error_details.pb.h"
 #include "google/rpc/status.pb.h"
 #include "quantd/v1/quantization_service.grpc.pb.h"
@@ -34,6 +33,14 @@
 namespace quantd::quantctl {
 namespace {
 
+using cli_common::FillJobSpec;
+using cli_common::ProgressDisplay;
+using cli_common::ReadFileText;
+using cli_common::RenderBlockMetrics;
+using cli_common::RenderJob;
+using cli_common::RenderJobTable;
+using cli_common::StdoutAndStderrAreTerminals;
+using cli_common::ToJson;
 using quantd::v1::Job;
 using quantd::v1::QuantizationService;
 
@@ -41,67 +48,6 @@ constexpr int kExitOk = 0;
 constexpr int kExitJobFailed = 1;
 constexpr int kExitUsage = 2;
 constexpr int kExitRpc = 3;
-
-constexpr char kUsage[] = R"(quantctl: submit and follow quantd quantization jobs.
-
-usage: quantctl [global flags] <command> [flags] [args]
-
-global flags:
-  --server HOST:PORT      quantd address (default $QUANTD_SERVER, the config file's
-                          "address", or 127.0.0.1:50051)
-  -o, --output-format text|json
-                          output format (json prints proto3 JSON)
-  --token TOKEN           bearer token (default $QUANTD_TOKEN or the config file's)
-  --tls                   TLS with the system's CA roots
-  --tls-ca FILE           TLS, verifying quantd with this PEM CA bundle
-  --tls-cert FILE, --tls-key FILE
-                          client certificate and key (mTLS)
-  --tls-server-name NAME  name to verify in quantd's certificate (default: the host)
-  --quantctl-config FILE  config file (default $QUANTCTL_CONFIG, else
-                          ~/.config/quantd/quantctl.json when it exists): JSON with
-                          address, token, tls, tls_ca, tls_cert, tls_key,
-                          tls_server_name. Flags override the environment, which
-                          overrides the file.
-
-commands:
-  submit --model URI (--scheme NAME | --config FILE) [flags]
-      --group-size N          group size for per_group schemes (default 128)
-      --config FILE           quantization config: the reference toolkit's JSON
-                              (a config.json or its quantization_config object)
-      --exclude GLOB          leave matching layers in float (repeatable)
-      --fp8-kv-cache          FP8 e4m3 KV cache (needs calibration data)
-      --calib URI             calibration text (file://, .txt or .jsonl)
-      --calib-samples N       calibration samples (default 128)
-      --calib-seq-len N       calibration sample length in tokens (default 512)
-      --calib-sampling M      random-windows (default: windows at seeded random
-                              offsets) or concat (consecutive chunks from the start)
-      --calib-seed N          seed of the random windows (default 0)
-      --eval URI              evaluation text for perplexity
-      --n-ctx N               perplexity window (default 256)
-      --eval-windows N        score only the first N windows (default all)
-      --no-eval               skip evaluation
-      --max-ppl-increase F    accuracy gate: fail when ppl > float ppl * (1 + F)
-      --max-kl F              accuracy gate: fail when the mean KL exceeds F
-      --output URI            artifact directory (default <data-dir>/artifacts/<id>)
-      --format F              hf (default), hf-quark, gguf, onnx (repeatable)
-      --gguf-float-type T     gguf: type of the tensors left in float: f32
-                              (default, exact), f16 or bf16 (half the size)
-      --overwrite             replace an existing output
-      --device D              cpu, cuda or cuda:N (default any)
-      --label K=V             job label (repeatable)
-      --request-id ID         idempotency key (default random)
-      --max-attempts N        leases before the job fails (default 3)
-      --wait                  watch the job until it ends
-  watch NAME                  live progress, then the final metrics
-  get NAME                    show a job
-  list [--state S] [--label K=V] [--page-size N] [--all] [--view basic|full]
-                              basic (default) leaves out each job's quantization
-                              config and per-block metrics; full has everything
-  cancel NAME                 cancel a queued or running job
-
-URIs may be plain paths; they are turned into absolute file:// URIs.
-Exit codes: 0 ok, 1 job FAILED/CANCELLED, 2 usage error, 3 request refused or server unreachable.
-)";
 
 struct Client {
   std::unique_ptr<QuantizationService::Stub> stub;
@@ -115,18 +61,6 @@ struct Client {
     if (!token.empty()) ctx.AddMetadata("authorization", "Bearer " + token);
   }
 };
-
-std::string ToJson(const google::protobuf::Message& m, bool pretty = true) {
-  std::string out;
-  google::protobuf::util::JsonPrintOptions opt;
-  opt.add_whitespace = pretty;
-  (void)google::protobuf::util::MessageToJsonString(m, &out, opt);
-  if (!pretty) {
-    // One event per line.
-    out.erase(std::remove(out.begin(), out.end(), '\n'), out.end());
-  }
-  return out;
-}
 
 const char* CodeName(grpc::StatusCode code) {
   static const char* kNames[] = {"OK",
@@ -401,12 +335,12 @@ int Main(int argc, char** argv) {
   std::vector<std::string> args(argv + 1, argv + argc);
   auto parsed = ParseQuantctlArgs(args);
   if (!parsed.ok()) {
-    std::cerr << "quantctl: " << parsed.status().message() << "\n\n" << kUsage;
+    std::cerr << "quantctl: " << parsed.status().message() << "\n\n" << QuantctlUsage();
     return kExitUsage;
   }
   const ParsedArgs& a = *parsed;
   if (a.Has("help") || a.command.empty() || a.command == "help") {
-    std::cout << kUsage;
+    std::cout << QuantctlUsage();
     return a.command.empty() && !a.Has("help") ? kExitUsage : kExitOk;
   }
   const std::string output = a.Get("output-format", "text");
@@ -444,7 +378,7 @@ int Main(int argc, char** argv) {
   if (a.command == "get") return need_name("get") ? Get(c, name) : kExitUsage;
   if (a.command == "cancel") return need_name("cancel") ? Cancel(c, name) : kExitUsage;
   if (a.command == "list") return List(c, a);
-  std::cerr << "quantctl: unknown command '" << a.command << "'\n\n" << kUsage;
+  std::cerr << "quantctl: unknown command '" << a.command << "'\n\n" << QuantctlUsage();
   return kExitUsage;
 }
 

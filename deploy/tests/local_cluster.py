@@ -1,4 +1,4 @@
-"""The deployment as a local cluster of processes (issue 10's cluster test).
+"""The deployment as a local cluster of processes, killed and restarted under load.
 
 PostgreSQL, two quantd frontends and three workers run as processes with the
 args, environment and secrets overlays/dev gives their pods (the lease

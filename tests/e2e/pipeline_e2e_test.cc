@@ -1,4 +1,4 @@
-// Issue 5's pipeline features through the service (gRPC CreateJob on a real
+// Pipeline features through the service (gRPC CreateJob on a real
 // quantd with a worker process): the FP8 KV cache, the accuracy gate and the
 // per-block events that show what each layer got.
 #include <grpcpp/grpcpp.h>

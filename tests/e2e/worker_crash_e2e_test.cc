@@ -1,4 +1,4 @@
-// Worker crashes over a queue (issue 8's fault test): two workers drain a
+// Worker crashes over a queue (the fault test): two workers drain a
 // queue of jobs while the test kills -9 whichever worker is running a job,
 // 20 times, at random points, and starts a replacement each time. Every job
 // must end SUCCEEDED exactly once, with its attempts recorded and an artifact

@@ -1,4 +1,4 @@
-// Issue 17's attacks on the lease protocol, and work that stops, against one
+// Attacks on the lease protocol, and work that stops, against one
 // real quantd (tokens on, one supervised local worker with quantd's own
 // worker token):
 //  * a forged CompleteJob (and FailJob, Heartbeat) for a job the real

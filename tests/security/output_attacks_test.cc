@@ -1,4 +1,4 @@
-// Issue 17's attacks on where a job writes and what it copies, replayed
+// Attacks on where a job writes and what it copies, replayed
 // against one real quantd (tokens on, roots on, one supervised local
 // worker): output URIs with a query, a fragment or encoded separators, a
 // symlinked parent, a symlink swapped in while the job runs, --overwrite of

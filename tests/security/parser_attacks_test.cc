@@ -1,4 +1,4 @@
-// Issue 17's attacks on what quantd and its worker parse, replayed against
+// Attacks on what quantd and its worker parse, replayed against
 // one real quantd (tokens on, roots on, one supervised local worker): deep
 // JSON in the job's Quark config, in a model's config.json, in
 // tokenizer.json and in a dataset line; a backtracking `re:` exclude (also

@@ -3,7 +3,7 @@
 // a tenant's bearer token, the error details quantd attaches, digests of
 // victim trees, and waits on conditions.
 //
-// Every attack of issue 17 is one test case. Each asserts that the attack
+// Every attack is one test case. Each asserts that the attack
 // was refused with an error naming the field, or was harmless; that the
 // victim is byte-identical afterwards; that the frontend still serves the
 // other tenants; and that no job is left stuck.

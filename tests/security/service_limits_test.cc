@@ -1,4 +1,4 @@
-// Issue 17's attacks on the service as a whole, each against its own quantd
+// Attacks on the service as a whole, each against its own quantd
 // (they need their own flags): one tenant holding every WatchJob slot;
 // quantd listening on all interfaces without tokens; a quantd started with
 // no roots; SIGTERM while handlers are busy; and --worker-arg values with

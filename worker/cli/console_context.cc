@@ -1,25 +1,15 @@
 #include "worker/cli/console_context.h"
 
-#include <google/protobuf/util/json_util.h>
 #include <google/protobuf/util/time_util.h>
 
 #include <algorithm>
 #include <chrono>
 
-#include "client/quantctl/render.h"
+#include "client/cli_common/render.h"
 
 namespace quantd::cli {
 
 using google::protobuf::util::TimeUtil;
-
-std::string ToJson(const google::protobuf::Message& m, bool pretty) {
-  std::string out;
-  google::protobuf::util::JsonPrintOptions opt;
-  opt.add_whitespace = pretty;
-  (void)google::protobuf::util::MessageToJsonString(m, &out, opt);
-  if (!pretty) out.erase(std::remove(out.begin(), out.end(), '\n'), out.end());
-  return out;
-}
 
 ConsoleJobContext::ConsoleJobContext(ConsoleOptions options, std::ostream& out, std::ostream& err,
                                      const std::atomic<bool>* cancel)
@@ -33,7 +23,7 @@ void ConsoleJobContext::Emit(quantd::v1::JobEvent event) {
   event.set_job(options_.job_name);
   event.set_sequence(++sequence_);
   *event.mutable_time() = TimeUtil::GetCurrentTime();
-  out_ << ToJson(event, false) << std::endl;
+  out_ << cli_common::ToJson(event, false) << std::endl;
 }
 
 void ConsoleJobContext::Report(quantd::v1::JobEvent event) {
@@ -55,7 +45,8 @@ void ConsoleJobContext::Report(quantd::v1::JobEvent event) {
     case quantd::v1::JobEvent::kBlockMetrics: {
       bar_.EndLine();
       const auto& b = event.block_metrics();
-      out_ << quantctl::RenderBlockMetrics(b, b.block_count() > 0 ? b.block_count() : block_count_)
+      out_ << cli_common::RenderBlockMetrics(b,
+                                             b.block_count() > 0 ? b.block_count() : block_count_)
            << std::endl;
       break;
     }

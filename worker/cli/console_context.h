@@ -1,6 +1,6 @@
 // ConsoleJobContext: the JobContext of a local run. Where the worker sends
 // the engine's events to quantd, this prints them as `quantctl watch` shows
-// a served job (client/quantctl/render.h): a progress bar on stderr
+// a served job (client/cli_common/render.h): a progress bar on stderr
 // (redrawn in place on a terminal, one line per stage / block otherwise),
 // log lines and per-block metric rows on stdout; or, in JSON mode, one
 // proto3-JSON JobEvent per line on stdout. Cancellation comes from a flag
@@ -14,7 +14,7 @@
 #include <ostream>
 #include <string>
 
-#include "client/quantctl/render.h"
+#include "client/cli_common/render.h"
 #include "quantd/v1/job.pb.h"
 #include "worker/lease_loop.h"
 
@@ -23,7 +23,7 @@ namespace quantd::cli {
 struct ConsoleOptions {
   std::string job_name;  // stamped on JSON events
   bool json = false;
-  // Redraw the progress bar in place (quantctl::StdoutAndStderrAreTerminals).
+  // Redraw the progress bar in place (cli_common::StdoutAndStderrAreTerminals).
   bool tty = false;
 };
 
@@ -54,13 +54,10 @@ class ConsoleJobContext : public worker::JobContext {
   std::mutex mu_;
   int64_t sequence_ = 0;
   int block_count_ = 0;
-  quantctl::ProgressDisplay bar_;
+  cli_common::ProgressDisplay bar_;
   bool any_progress_ = false;
   quantd::v1::Progress shown_;
 };
-
-// proto3 JSON of a message; `pretty` false gives one line.
-std::string ToJson(const google::protobuf::Message& m, bool pretty);
 
 }  // namespace quantd::cli
 

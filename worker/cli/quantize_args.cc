@@ -1,41 +1,21 @@
 #include "worker/cli/quantize_args.h"
 
 #include "absl/strings/str_cat.h"
-#include "client/quantctl/job_spec_flags.h"
+#include "client/cli_common/job_spec_flags.h"
 
 namespace quantd::cli {
+namespace {
 
-const char kQuantizeUsage[] =
+constexpr char kUsageHead[] =
     R"(quantd-quantize: run one quantization job locally, without a server.
 
 usage: quantd-quantize --model URI (--scheme NAME | --config FILE) [flags]
 
 job (the same flags as `quantctl submit`):
-  --model URI             model directory (file:// or a plain path, hf://)
-  --scheme NAME           quantization preset, e.g. w_int4_per_group_sym
-  --config FILE           the reference toolkit's JSON (a config.json or its
-                          quantization_config object)
-  --group-size N          group size for per_group schemes (default 128)
-  --exclude GLOB          leave matching layers in float (repeatable)
-  --fp8-kv-cache          FP8 e4m3 KV cache (needs calibration data)
-  --calib URI             calibration text (.txt or .jsonl)
-  --calib-samples N       calibration samples (default 128)
-  --calib-seq-len N       calibration sample length in tokens (default 512)
-  --calib-sampling M      random-windows (default: windows at seeded random
-                          offsets) or concat (consecutive chunks from the start)
-  --calib-seed N          seed of the random windows (default 0)
-  --eval URI              evaluation text for perplexity
-  --n-ctx N               perplexity window (default 256)
-  --eval-windows N        score only the first N windows (default all)
-  --no-eval               skip evaluation
-  --max-ppl-increase F    accuracy gate: fail when ppl > float ppl * (1 + F)
-  --max-kl F              accuracy gate: fail when the mean KL exceeds F
-  --output DIR            artifact directory (default <data-dir>/artifacts/<id>)
-  --format F              hf (default), hf-quark, gguf, onnx (repeatable)
-  --gguf-float-type T     gguf: type of the tensors left in float: f32
-                          (default, exact), f16 or bf16 (half the size)
-  --overwrite             replace an existing output
+)";
 
+// After the job flags.
+constexpr char kUsageTail[] = R"(
 local run:
   --device D              cpu (default); cuda:N needs a CUDA LibTorch build
   --threads N             intra-op threads (default: one per core)
@@ -52,17 +32,35 @@ Exit codes: 0 ok, 1 job FAILED/CANCELLED, 2 usage error, 3 job spec refused
 (the field is named, as quantd's CreateJob would refuse it).
 )";
 
-absl::StatusOr<quantctl::ParsedArgs> ParseQuantizeArgs(const std::vector<std::string>& argv) {
-  static const std::set<std::string> kValueFlags = {
-      "model",         "scheme",        "config",           "group-size", "exclude",
-      "calib",         "calib-samples", "calib-seq-len",    "calib-sampling", "calib-seed",
-      "eval",          "n-ctx",
-      "eval-windows",  "output",        "format",           "device",     "threads",
-      "output-format", "data-dir",      "max-ppl-increase", "max-kl", "activation-offload",
-      "gguf-float-type"};
-  static const std::set<std::string> kBoolFlags = {"overwrite", "no-eval", "fp8-kv-cache",
-                                                   "keep-scratch", "help"};
-  auto parsed = quantctl::ParseArgs(argv, kValueFlags, kBoolFlags);
+}  // namespace
+
+std::string QuantizeUsage() {
+  return absl::StrCat(kUsageHead, cli_common::JobSpecFlagsUsage(2), kUsageTail);
+}
+
+const std::set<std::string>& QuantizeValueFlags() {
+  static const auto* flags = [] {
+    auto* f = new std::set<std::string>{"device", "threads", "output-format", "data-dir",
+                                        "activation-offload"};
+    const auto& job = cli_common::JobSpecValueFlags();
+    f->insert(job.begin(), job.end());
+    return f;
+  }();
+  return *flags;
+}
+
+const std::set<std::string>& QuantizeBoolFlags() {
+  static const auto* flags = [] {
+    auto* f = new std::set<std::string>{"keep-scratch", "help"};
+    const auto& job = cli_common::JobSpecBoolFlags();
+    f->insert(job.begin(), job.end());
+    return f;
+  }();
+  return *flags;
+}
+
+absl::StatusOr<cli_common::ParsedArgs> ParseQuantizeArgs(const std::vector<std::string>& argv) {
+  auto parsed = cli_common::ParseArgs(argv, QuantizeValueFlags(), QuantizeBoolFlags());
   if (!parsed.ok()) return parsed.status();
   // quantd-quantize has no commands: a bare word is a mistake, not a command.
   if (!parsed->command.empty())
@@ -71,7 +69,7 @@ absl::StatusOr<quantctl::ParsedArgs> ParseQuantizeArgs(const std::vector<std::st
   return parsed;
 }
 
-absl::StatusOr<LocalRunOptions> BuildRunOptions(const quantctl::ParsedArgs& a) {
+absl::StatusOr<LocalRunOptions> BuildRunOptions(const cli_common::ParsedArgs& a) {
   LocalRunOptions o;
   o.device = a.Get("device", "cpu");
   auto threads = a.GetInt("threads", 0);
@@ -91,11 +89,12 @@ absl::StatusOr<LocalRunOptions> BuildRunOptions(const quantctl::ParsedArgs& a) {
   return o;
 }
 
-absl::StatusOr<quantd::v1::Job> BuildJob(const quantctl::ParsedArgs& a, const std::string& job_id) {
+absl::StatusOr<quantd::v1::Job> BuildJob(const cli_common::ParsedArgs& a,
+                                         const std::string& job_id) {
   quantd::v1::Job job;
   job.set_name("jobs/" + job_id);
   job.set_state(quantd::v1::QUEUED);
-  if (absl::Status s = quantctl::FillJobSpec(a, job.mutable_spec()); !s.ok()) return s;
+  if (absl::Status s = cli_common::FillJobSpec(a, job.mutable_spec()); !s.ok()) return s;
   job.mutable_spec()->set_device(a.Get("device", "cpu"));
   return job;
 }

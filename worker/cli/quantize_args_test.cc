@@ -6,6 +6,8 @@
 #include <climits>
 #include <cstdio>
 #include <fstream>
+#include <set>
+#include <string>
 
 namespace quantd::cli {
 namespace {
@@ -163,6 +165,48 @@ TEST(QuantizeArgsTest, RunOptions) {
   EXPECT_NE(bad.status().message().find("-o"), std::string::npos);
   auto negative = BuildRunOptions(*ParseQuantizeArgs({"--threads", "-1"}));
   EXPECT_FALSE(negative.ok());
+}
+
+TEST(QuantizeArgsTest, TakesTheSharedJobFlagsAndItsLocalRunFlags) {
+  EXPECT_EQ(QuantizeValueFlags(), (std::set<std::string>{"model",          "scheme",
+                                                         "config",         "group-size",
+                                                         "exclude",        "calib",
+                                                         "calib-samples",  "calib-seq-len",
+                                                         "calib-sampling", "calib-seed",
+                                                         "eval",           "n-ctx",
+                                                         "eval-windows",   "output",
+                                                         "format",         "device",
+                                                         "threads",        "output-format",
+                                                         "data-dir",       "max-ppl-increase",
+                                                         "max-kl",         "activation-offload",
+                                                         "gguf-float-type"}));
+  EXPECT_EQ(QuantizeBoolFlags(), (std::set<std::string>{"overwrite", "no-eval", "fp8-kv-cache",
+                                                        "keep-scratch", "help"}));
+  // A served job's fields that a local run has no use for.
+  for (const char* flag : {"--label", "--max-attempts", "--request-id", "--wait"}) {
+    auto a = ParseQuantizeArgs({"--model", "/m", "--scheme", "x", flag, "1"});
+    EXPECT_FALSE(a.ok()) << flag;
+  }
+}
+
+// Every flag is in --help (--help aside), the job flags at the top level.
+TEST(QuantizeArgsTest, UsageListsEveryFlag) {
+  const std::string usage = QuantizeUsage();
+  std::set<std::string> flags = QuantizeValueFlags();
+  flags.insert(QuantizeBoolFlags().begin(), QuantizeBoolFlags().end());
+  flags.erase("help");
+  for (const std::string& flag : flags) {
+    const std::string spelled = "\n  --" + flag + " ";
+    const std::string aliased = "\n  -o, --" + flag + " ";
+    EXPECT_TRUE(usage.find(spelled) != std::string::npos ||
+                usage.find(aliased) != std::string::npos)
+        << flag;
+  }
+  EXPECT_NE(usage.find("job (the same flags as `quantctl submit`):\n"
+                       "  --model URI             model directory"),
+            std::string::npos);
+  EXPECT_NE(usage.find("  --overwrite             replace an existing output\n\nlocal run:\n"),
+            std::string::npos);
 }
 
 }  // namespace

@@ -5,7 +5,7 @@
 //   quantd-quantize --model models/stories260K --scheme w_int4_per_channel_sym
 //       --calib data.txt --eval data.txt --output out/ [--device cpu] [-o json]
 //
-// The flags are quantctl submit's (see kQuantizeUsage); exit codes too:
+// The flags are quantctl submit's (see QuantizeUsage); exit codes too:
 // 0 ok, 1 job FAILED or CANCELLED, 2 usage error, 3 job spec refused.
 #include <ATen/Context.h>
 #include <ATen/Parallel.h>
@@ -23,7 +23,7 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
-#include "client/quantctl/render.h"
+#include "client/cli_common/render.h"
 #include "worker/cli/console_context.h"
 #include "worker/cli/quantize_args.h"
 #include "worker/common/crash_handler.h"
@@ -98,11 +98,11 @@ int Main(int argc, char** argv) {
   std::vector<std::string> args(argv + 1, argv + argc);
   auto parsed = ParseQuantizeArgs(args);
   if (!parsed.ok()) {
-    std::cerr << "quantd-quantize: " << parsed.status().message() << "\n\n" << kQuantizeUsage;
+    std::cerr << "quantd-quantize: " << parsed.status().message() << "\n\n" << QuantizeUsage();
     return kExitUsage;
   }
   if (parsed->Has("help")) {
-    std::cout << kQuantizeUsage;
+    std::cout << QuantizeUsage();
     return kExitOk;
   }
   auto run = BuildRunOptions(*parsed);
@@ -112,7 +112,7 @@ int Main(int argc, char** argv) {
   }
   auto built = BuildJob(*parsed, RandomJobId());
   if (!built.ok()) {
-    std::cerr << "quantd-quantize: " << built.status().message() << "\n\n" << kQuantizeUsage;
+    std::cerr << "quantd-quantize: " << built.status().message() << "\n\n" << QuantizeUsage();
     return kExitUsage;
   }
   quantd::v1::Job job = *std::move(built);
@@ -144,7 +144,7 @@ int Main(int argc, char** argv) {
   console.json = run->json;
   // The bar is redrawn in place only on a terminal that gets stdout too:
   // piped stdout would land in the middle of the bar.
-  console.tty = !run->json && quantctl::StdoutAndStderrAreTerminals();
+  console.tty = !run->json && cli_common::StdoutAndStderrAreTerminals();
   ConsoleJobContext ctx(console, std::cout, std::cerr, &g_cancel);
   signal(SIGINT, OnSignal);
 
@@ -181,9 +181,9 @@ int Main(int argc, char** argv) {
   *job.mutable_end_time() = TimeUtil::GetCurrentTime();
   *job.mutable_update_time() = job.end_time();
   if (run->json) {
-    std::cout << ToJson(job, false) << std::endl;
+    std::cout << cli_common::ToJson(job, false) << std::endl;
   } else {
-    std::cout << quantctl::RenderJob(job);
+    std::cout << cli_common::RenderJob(job);
   }
   std::cerr << ResourceSummary(*device, outcome.result.metrics()) << std::endl;
   return final_state == quantd::v1::SUCCEEDED ? kExitOk : kExitJobFailed;

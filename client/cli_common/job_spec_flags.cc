@@ -1,4 +1,4 @@
-#include "client/quantctl/job_spec_flags.h"
+#include "client/cli_common/job_spec_flags.h"
 
 #include <limits.h>
 #include <unistd.h>
@@ -13,10 +13,39 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/string_view.h"
 #include "worker/io/uri/uri_parser.h"
 
-namespace quantd::quantctl {
+namespace quantd::cli_common {
 namespace {
+
+// JobSpecFlagsUsage's text at indent 0.
+constexpr char kJobSpecFlagsUsage[] = R"(
+--model URI             model directory (file:// or a plain path, hf://)
+--scheme NAME           quantization preset, e.g. w_int4_per_group_sym
+--config FILE           quantization config: the reference toolkit's JSON
+                        (a config.json or its quantization_config object)
+--group-size N          group size for per_group schemes (default 128)
+--exclude GLOB          leave matching layers in float (repeatable)
+--fp8-kv-cache          FP8 e4m3 KV cache (needs calibration data)
+--calib URI             calibration text (.txt or .jsonl)
+--calib-samples N       calibration samples (default 128)
+--calib-seq-len N       calibration sample length in tokens (default 512)
+--calib-sampling M      random-windows (default: windows at seeded random
+                        offsets) or concat (consecutive chunks from the start)
+--calib-seed N          seed of the random windows (default 0)
+--eval URI              evaluation text for perplexity
+--n-ctx N               perplexity window (default 256)
+--eval-windows N        score only the first N windows (default all)
+--no-eval               skip evaluation
+--max-ppl-increase F    accuracy gate: fail when ppl > float ppl * (1 + F)
+--max-kl F              accuracy gate: fail when the mean KL exceeds F
+--output URI            artifact directory (default <data-dir>/artifacts/<id>)
+--format F              hf (default), hf-quark, gguf, onnx (repeatable)
+--gguf-float-type T     gguf: type of the tensors left in float: f32
+                        (default, exact), f16 or bf16 (half the size)
+--overwrite             replace an existing output
+)";
 
 absl::StatusOr<double> GetDouble(const ParsedArgs& a, const std::string& name) {
   double v = 0;
@@ -46,6 +75,28 @@ absl::Status DoubleFlag(const ParsedArgs& a, const std::string& name, Setter set
 }
 
 }  // namespace
+
+const std::set<std::string>& JobSpecValueFlags() {
+  static const auto* flags = new std::set<std::string>{
+      "model",  "scheme",        "config",         "group-size",       "exclude",
+      "calib",  "calib-samples", "calib-seq-len",  "calib-sampling",   "calib-seed",
+      "eval",   "n-ctx",         "eval-windows",   "max-ppl-increase", "max-kl",
+      "format", "output",        "gguf-float-type"};
+  return *flags;
+}
+
+const std::set<std::string>& JobSpecBoolFlags() {
+  static const auto* flags = new std::set<std::string>{"overwrite", "no-eval", "fp8-kv-cache"};
+  return *flags;
+}
+
+std::string JobSpecFlagsUsage(int indent) {
+  const std::string pad(indent, ' ');
+  std::string out;
+  for (absl::string_view line : absl::StrSplit(kJobSpecFlagsUsage, '\n', absl::SkipEmpty()))
+    absl::StrAppend(&out, pad, line, "\n");
+  return out;
+}
 
 absl::StatusOr<std::string> ReadFileText(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -169,4 +220,4 @@ absl::Status FillJobSpec(const ParsedArgs& a, quantd::v1::JobSpec* spec) {
   return IntFlag(a, "max-attempts", [&](int n) { spec->set_max_attempts(n); });
 }
 
-}  // namespace quantd::quantctl
+}  // namespace quantd::cli_common

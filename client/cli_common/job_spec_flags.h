@@ -3,19 +3,33 @@
 // gate, export, labels and attempts, turned into a quantd.v1.JobSpec the same
 // way for both, so a served run and a local run of the same flags are the
 // same job. Plain paths become absolute file:// URIs.
-#ifndef QUANTD_CLIENT_QUANTCTL_JOB_SPEC_FLAGS_H_
-#define QUANTD_CLIENT_QUANTCTL_JOB_SPEC_FLAGS_H_
+#ifndef QUANTD_CLIENT_CLI_COMMON_JOB_SPEC_FLAGS_H_
+#define QUANTD_CLIENT_CLI_COMMON_JOB_SPEC_FLAGS_H_
 
+#include <set>
 #include <string>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "client/quantctl/args.h"
+#include "client/cli_common/args.h"
 #include "quantd/v1/job.pb.h"
 
-namespace quantd::quantctl {
+namespace quantd::cli_common {
 
-// Fills `spec` from the job flags of `a` (device excepted: its default
+// The job flags both binaries take (ParseArgs' two sets): those taking a
+// value, and the booleans. quantctl submit adds --device, --label and
+// --max-attempts; quantd-quantize adds --device and its local-run flags.
+const std::set<std::string>& JobSpecValueFlags();
+const std::set<std::string>& JobSpecBoolFlags();
+
+// The usage lines of JobSpecValueFlags and JobSpecBoolFlags, one flag a line
+// (a long help continues on the next), each line indented by `indent`
+// spaces and the help starting 24 columns further: both binaries print
+// this one text in their --help.
+std::string JobSpecFlagsUsage(int indent);
+
+// Fills `spec` from the job flags of `a`, and from --label and
+// --max-attempts where the caller takes them (device excepted: its default
 // differs between the callers). INVALID_ARGUMENT naming the flag for a
 // missing or malformed one, NOT_FOUND for an unreadable --config file.
 // Whether the spec is acceptable is the engine's CheckJobSpec's business.
@@ -40,6 +54,6 @@ absl::StatusOr<std::string> ReadFileText(const std::string& path);
 // same path); URIs and "" pass through.
 std::string ToUri(const std::string& path_or_uri);
 
-}  // namespace quantd::quantctl
+}  // namespace quantd::cli_common
 
-#endif  // QUANTD_CLIENT_QUANTCTL_JOB_SPEC_FLAGS_H_
+#endif  // QUANTD_CLIENT_CLI_COMMON_JOB_SPEC_FLAGS_H_

@@ -1,16 +1,18 @@
-// Text rendering for quantctl: job summaries, list tables, the live progress
-// bar and per-block metric rows. Pure functions of the protos, so they are
-// tested without a server.
-#ifndef QUANTD_CLIENT_QUANTCTL_RENDER_H_
-#define QUANTD_CLIENT_QUANTCTL_RENDER_H_
+// What quantctl and quantd-quantize print of a job: text summaries, list
+// tables, the live progress bar, per-block metric rows, and the proto3 JSON
+// of -o json. Pure functions of the protos, so they are tested without a
+// server or an engine.
+#ifndef QUANTD_CLIENT_CLI_COMMON_RENDER_H_
+#define QUANTD_CLIENT_CLI_COMMON_RENDER_H_
 
 #include <ostream>
 #include <string>
 #include <vector>
 
+#include "google/protobuf/message.h"
 #include "quantd/v1/job.pb.h"
 
-namespace quantd::quantctl {
+namespace quantd::cli_common {
 
 // Multi-line human summary of a job (state, spec, metrics, artifacts, error).
 std::string RenderJob(const quantd::v1::Job& job);
@@ -49,9 +51,13 @@ class ProgressDisplay {
   quantd::v1::Progress shown_;
 };
 
+// proto3 JSON of a message: indented when `pretty`, else on one line (one
+// event per line in a stream).
+std::string ToJson(const google::protobuf::Message& m, bool pretty = true);
+
 // Whether this process's stdout and stderr are both terminals.
 bool StdoutAndStderrAreTerminals();
 
-}  // namespace quantd::quantctl
+}  // namespace quantd::cli_common
 
-#endif  // QUANTD_CLIENT_QUANTCTL_RENDER_H_
+#endif  // QUANTD_CLIENT_CLI_COMMON_RENDER_H_

@@ -1,11 +1,11 @@
-#include "client/quantctl/render.h"
+#include "client/cli_common/render.h"
 
 #include <sstream>
 
 #include "google/protobuf/text_format.h"
 #include "gtest/gtest.h"
 
-namespace quantd::quantctl {
+namespace quantd::cli_common {
 namespace {
 
 template <typename T>
@@ -157,4 +157,4 @@ TEST(RenderTest, HumanBytes) {
 }
 
 }  // namespace
-}  // namespace quantd::quantctl
+}  // namespace quantd::cli_common

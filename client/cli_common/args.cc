@@ -1,9 +1,9 @@
-#include "client/quantctl/args.h"
+#include "client/cli_common/args.h"
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 
-namespace quantd::quantctl {
+namespace quantd::cli_common {
 
 std::string ParsedArgs::Get(const std::string& name, const std::string& def) const {
   auto it = flags.find(name);
@@ -63,43 +63,4 @@ absl::StatusOr<ParsedArgs> ParseArgs(const std::vector<std::string>& argv,
   return out;
 }
 
-const std::set<std::string>& JobSpecValueFlags() {
-  static const auto* flags = new std::set<std::string>{
-      "model",  "scheme",       "config",           "group-size", "exclude",     "calib",
-      "calib-samples", "calib-seq-len", "calib-sampling", "calib-seed", "eval", "n-ctx",
-      "eval-windows", "max-ppl-increase", "max-kl", "format", "output", "device", "label",
-      "max-attempts", "gguf-float-type"};
-  return *flags;
-}
-
-const std::set<std::string>& JobSpecBoolFlags() {
-  static const auto* flags = new std::set<std::string>{"overwrite", "no-eval", "fp8-kv-cache"};
-  return *flags;
-}
-
-const std::set<std::string>& QuantctlValueFlags() {
-  static const auto* flags = [] {
-    auto* f = new std::set<std::string>{
-        "server", "output-format", "request-id", "state", "page-size", "view",
-        // connection and credentials (connection_settings.h)
-        "token", "tls-ca", "tls-cert", "tls-key", "tls-server-name", "quantctl-config"};
-    f->insert(JobSpecValueFlags().begin(), JobSpecValueFlags().end());  // submit's job flags
-    return f;
-  }();
-  return *flags;
-}
-
-const std::set<std::string>& QuantctlBoolFlags() {
-  static const auto* flags = [] {
-    auto* f = new std::set<std::string>{"wait", "all", "help", "tls"};
-    f->insert(JobSpecBoolFlags().begin(), JobSpecBoolFlags().end());
-    return f;
-  }();
-  return *flags;
-}
-
-absl::StatusOr<ParsedArgs> ParseQuantctlArgs(const std::vector<std::string>& argv) {
-  return ParseArgs(argv, QuantctlValueFlags(), QuantctlBoolFlags());
-}
-
-}  // namespace quantd::quantctl
+}  // namespace quantd::cli_common

@@ -1,9 +1,10 @@
-// A small command-line parser for quantctl's "global flags, command, command
+// A command-line parser for the "global flags, command, command
 // flags, positional args" shape, which absl flags does not model. Flags are
 // `--name=value`, `--name value`, or bare `--name` for booleans; `-o` is an
-// alias of `--output-format` (`--output` is submit's artifact URI).
-#ifndef QUANTD_CLIENT_QUANTCTL_ARGS_H_
-#define QUANTD_CLIENT_QUANTCTL_ARGS_H_
+// alias of `--output-format` (`--output` is submit's artifact URI). quantctl
+// and quantd-quantize both parse with it, each passing the flags it takes.
+#ifndef QUANTD_CLIENT_CLI_COMMON_ARGS_H_
+#define QUANTD_CLIENT_CLI_COMMON_ARGS_H_
 
 #include <map>
 #include <optional>
@@ -13,7 +14,7 @@
 
 #include "absl/status/statusor.h"
 
-namespace quantd::quantctl {
+namespace quantd::cli_common {
 
 struct ParsedArgs {
   std::string command;
@@ -32,18 +33,6 @@ absl::StatusOr<ParsedArgs> ParseArgs(const std::vector<std::string>& argv,
                                      const std::set<std::string>& known_flags,
                                      const std::set<std::string>& bool_flags);
 
-// The job flags of `quantctl submit` and quantd-quantize (FillJobSpec in
-// job_spec_flags.h reads them): those taking a value, and the booleans.
-const std::set<std::string>& JobSpecValueFlags();
-const std::set<std::string>& JobSpecBoolFlags();
+}  // namespace quantd::cli_common
 
-// quantctl's own flags: those taking a value, and the booleans.
-const std::set<std::string>& QuantctlValueFlags();
-const std::set<std::string>& QuantctlBoolFlags();
-
-// ParseArgs with quantctl's flags.
-absl::StatusOr<ParsedArgs> ParseQuantctlArgs(const std::vector<std::string>& argv);
-
-}  // namespace quantd::quantctl
-
-#endif  // QUANTD_CLIENT_QUANTCTL_ARGS_H_
+#endif  // QUANTD_CLIENT_CLI_COMMON_ARGS_H_

@@ -1,16 +1,28 @@
-#include "client/quantctl/job_spec_flags.h"
+#include "client/cli_common/job_spec_flags.h"
 
 #include <unistd.h>
 
 #include <climits>
+#include <set>
+#include <string>
+#include <vector>
 
+#include "absl/strings/str_split.h"
 #include "gtest/gtest.h"
 
-namespace quantd::quantctl {
+namespace quantd::cli_common {
 namespace {
 
+// The job flags as `quantctl submit` takes them: the shared ones, and the
+// three FillJobSpec reads where the caller takes them.
+absl::StatusOr<ParsedArgs> ParseSubmitArgs(const std::vector<std::string>& argv) {
+  std::set<std::string> value_flags = JobSpecValueFlags();
+  value_flags.insert({"device", "label", "max-attempts"});
+  return ParseArgs(argv, value_flags, JobSpecBoolFlags());
+}
+
 quantd::v1::JobSpec Fill(const std::vector<std::string>& argv, absl::Status* status = nullptr) {
-  auto args = ParseQuantctlArgs(argv);
+  auto args = ParseSubmitArgs(argv);
   EXPECT_TRUE(args.ok()) << args.status();
   quantd::v1::JobSpec spec;
   absl::Status s = FillJobSpec(*args, &spec);
@@ -157,5 +169,25 @@ TEST(JobSpecFlagsTest, PathsBecomeUrisThatParseBackToThem) {
   EXPECT_EQ(ToUri("file:///as/is?"), "file:///as/is?");
 }
 
+// The usage text lists exactly the shared flags, each once, at the indent
+// asked for and with the help in one column.
+TEST(JobSpecFlagsTest, UsageListsEverySharedFlagOnce) {
+  std::set<std::string> want = JobSpecValueFlags();
+  want.insert(JobSpecBoolFlags().begin(), JobSpecBoolFlags().end());
+  std::multiset<std::string> listed;
+  for (absl::string_view line : absl::StrSplit(JobSpecFlagsUsage(6), '\n', absl::SkipEmpty())) {
+    ASSERT_GT(line.size(), 31u) << line;
+    EXPECT_EQ(line.substr(0, 6), "      ") << line;
+    EXPECT_NE(line[30], ' ') << "help not 24 columns after the indent: " << line;
+    EXPECT_EQ(line[29], ' ') << line;
+    if (line[6] == ' ') continue;  // a help's second line
+    ASSERT_EQ(line.substr(6, 2), "--") << line;
+    std::string flag(line.substr(8));
+    listed.insert(flag.substr(0, flag.find(' ')));
+  }
+  EXPECT_EQ(std::set<std::string>(listed.begin(), listed.end()), want);
+  EXPECT_EQ(listed.size(), want.size());  // none listed twice
+}
+
 }  // namespace
-}  // namespace quantd::quantctl
+}  // namespace quantd::cli_common

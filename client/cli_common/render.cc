@@ -1,5 +1,6 @@
-#include "client/quantctl/render.h"
+#include "client/cli_common/render.h"
 
+#include <google/protobuf/util/json_util.h>
 #include <google/protobuf/util/time_util.h>
 #include <unistd.h>
 
@@ -11,7 +12,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 
-namespace quantd::quantctl {
+namespace quantd::cli_common {
 namespace {
 
 using google::protobuf::util::TimeUtil;
@@ -203,6 +204,15 @@ void ProgressDisplay::EndLine() {
   line_open_ = false;
 }
 
+std::string ToJson(const google::protobuf::Message& m, bool pretty) {
+  std::string out;
+  google::protobuf::util::JsonPrintOptions opt;
+  opt.add_whitespace = pretty;
+  (void)google::protobuf::util::MessageToJsonString(m, &out, opt);
+  if (!pretty) out.erase(std::remove(out.begin(), out.end(), '\n'), out.end());
+  return out;
+}
+
 bool StdoutAndStderrAreTerminals() { return isatty(STDOUT_FILENO) && isatty(STDERR_FILENO); }
 
 std::string RenderJobTable(const std::vector<quantd::v1::Job>& jobs) {
@@ -219,4 +229,4 @@ std::string RenderJobTable(const std::vector<quantd::v1::Job>& jobs) {
   return out;
 }
 
-}  // namespace quantd::quantctl
+}  // namespace quantd::cli_common
