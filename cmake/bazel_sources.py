@@ -99,6 +99,9 @@ class BuildFileLoader:
             "sh_test": record("sh_test"),
             "sh_binary": record("sh_binary"),
             "genrule": record("genrule"),
+            # Fuzz targets (tools/fuzz/fuzz.bzl) need clang's libFuzzer and
+            # are Bazel-only; no binary the CMake build makes depends on one.
+            "cc_fuzz_test": ignore,
             "native": None,
         }
         with open(path) as f:

@@ -14,6 +14,13 @@ SELF="$(readlink -f "${TEST_SRCDIR}/quantd/cmake/bazel_sources.py")"
 ROOT="$(dirname "$(dirname "$SELF")")"
 [ -x "$ROOT/tools/gpu_check.sh" ] || { echo "FAIL: no tools/gpu_check.sh under $ROOT"; exit 1; }
 TMP="${TEST_TMPDIR:-$(mktemp -d)}"
+# The CMake build's source lists come from every BUILD file its binaries
+# reach: the generator must read them all (a Bazel-only macro once broke it).
+/usr/bin/python3 "$ROOT/cmake/bazel_sources.py" "$ROOT" "$TMP/bazel_targets.cmake" \
+  //worker/cli:quantd-quantize //worker:quantd-worker ||
+  { echo "FAIL: cmake/bazel_sources.py cannot read the BUILD files"; exit 1; }
+grep -qx 'quantd_cc_binary(quantd-worker' "$TMP/bazel_targets.cmake" ||
+  { echo "FAIL: no quantd-worker target generated"; exit 1; }
 args=(--build-dir "$TMP/build" --no-bench --no-tests)
 if [ "$MODE" = prebuilt ]; then
   args+=(--quantize "${TEST_SRCDIR}/quantd/worker/cli/quantd-quantize")
