@@ -8,10 +8,10 @@
 #include <filesystem>
 
 #include "worker/algo/registry.h"
-#include "worker/export/artifact.h"
-#include "worker/export/hf_files.h"
-#include "worker/io/uri/model_files.h"
 #include "worker/common/cancellation.h"
+#include "worker/export/artifact.h"
+#include "worker/export/hf/hf_files.h"
+#include "worker/io/uri/model_files.h"
 #include "worker/job_translation.h"
 #include "worker/pipeline/job_spec_check.h"
 #include "worker/pipeline/quantization_job.h"

@@ -23,9 +23,9 @@
 #include "worker/common/status.h"
 #include "worker/eval/eval_windows.h"
 #include "worker/eval/perplexity.h"
-#include "worker/export/gguf.h"
+#include "worker/export/gguf/gguf.h"
+#include "worker/export/hf/quark_config.h"
 #include "worker/export/quantized_model_runner.h"
-#include "worker/export/quark_config.h"
 #include "worker/export/testing/in_memory_quantized_model.h"
 #include "worker/io/tokenizer/load_tokenizer.h"
 

@@ -87,9 +87,9 @@
 
 #include "tests/peers/onnx_graph_edit.h"
 #include "worker/common/status.h"
-#include "worker/export/onnx_qdq.h"
+#include "worker/export/hf/quark_config.h"
+#include "worker/export/onnx/onnx_qdq.h"
 #include "worker/export/quantized_model_runner.h"
-#include "worker/export/quark_config.h"
 #include "worker/export/testing/in_memory_quantized_model.h"
 #include "worker/io/tokenizer/load_tokenizer.h"
 #include "worker/quant/fake_quant.h"

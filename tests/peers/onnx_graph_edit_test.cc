@@ -5,7 +5,7 @@
 
 #include <gtest/gtest.h>
 
-#include "worker/export/onnx_proto.h"
+#include "worker/export/onnx/onnx_proto.h"
 
 namespace quantd::peers {
 namespace {

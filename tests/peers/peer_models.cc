@@ -19,7 +19,7 @@
 #include <vector>
 
 #include "worker/common/status.h"
-#include "worker/io/gguf/gguf_export.h"
+#include "worker/export/gguf/gguf_export.h"
 #include "worker/io/gguf/gguf_file.h"
 #include "worker/io/safetensors/safetensors_source.h"
 #include "worker/io/tensor_map_source.h"

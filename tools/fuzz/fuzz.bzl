@@ -13,13 +13,15 @@ largest untrusted JSON the parsers meet in a job spec and then some), and
 `dict` gives libFuzzer tokens to splice in; //tools/fuzz:nesting.dict
 holds the brackets and keys that build deeply nested JSON.
 
-Example:
+Example (worker/io/safetensors/BUILD, beside the parser it fuzzes):
+    load("//tools/fuzz:fuzz.bzl", "cc_fuzz_test")
+
     cc_fuzz_test(
         name = "safetensors_header_fuzz_test",
         fuzzer = "safetensors_header_fuzzer.cc",
-        srcs = ["//worker/io/safetensors:format_sources"],
-        corpus = glob(["corpus/safetensors_header/*"]),
-        dict = "nesting.dict",
+        srcs = [":format_sources"],
+        corpus = glob(["header_fuzz_corpus/*"]),
+        dict = "//tools/fuzz:nesting.dict",
     )
 """
 

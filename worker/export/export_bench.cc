@@ -26,7 +26,7 @@
 #include <vector>
 
 #include "worker/export/exporter.h"
-#include "worker/export/quark_config.h"
+#include "worker/export/hf/quark_config.h"
 #include "worker/export/testing/in_memory_quantized_model.h"
 #include "worker/models/random_checkpoint.h"
 

@@ -1,9 +1,9 @@
 #include "worker/export/exporter.h"
 
 #include "worker/export/export_support.h"
-#include "worker/export/gguf.h"
-#include "worker/export/hf_quark.h"
-#include "worker/export/onnx_qdq.h"
+#include "worker/export/gguf/gguf.h"
+#include "worker/export/hf/hf_quark.h"
+#include "worker/export/onnx/onnx_qdq.h"
 
 namespace quantd::exporter {
 

@@ -17,7 +17,7 @@
 
 #include "worker/common/status.h"
 #include "worker/export/artifact.h"
-#include "worker/export/hf_fake_quant.h"
+#include "worker/export/hf/hf_fake_quant.h"
 #include "worker/export/quantized_model.h"
 #include "worker/io/gguf/ggml_types.h"
 

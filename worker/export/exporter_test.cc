@@ -14,7 +14,7 @@
 #include "gtest/gtest.h"
 #include "worker/common/cancellation.h"
 #include "worker/common/sha256.h"
-#include "worker/export/quark_config.h"
+#include "worker/export/hf/quark_config.h"
 #include "worker/export/testing/in_memory_quantized_model.h"
 #include "worker/io/gguf/gguf_tensor_source.h"
 #include "worker/io/safetensors/safetensors_source.h"

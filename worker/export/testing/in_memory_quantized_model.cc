@@ -4,8 +4,8 @@
 
 #include <utility>
 
+#include "worker/export/hf/quark_config.h"
 #include "worker/export/quantized_values_source.h"
-#include "worker/export/quark_config.h"
 #include "worker/io/safetensors/safetensors_source.h"
 #include "worker/models/layer_shapes.h"
 #include "worker/models/registry.h"

@@ -16,56 +16,66 @@ struct NamePair {
   LayoutChange change;
 };
 
+// Llama's tensor names, which Qwen2 shares (its q/k/v biases are the same
+// names with ".bias").
+const std::vector<NamePair>& LlamaGlobals() {
+  static const auto* names = new std::vector<NamePair>{
+      {"token_embd", "model.embed_tokens", LayoutChange::kNone},
+      {"output_norm", "model.norm", LayoutChange::kNone},
+      {"output", "lm_head", LayoutChange::kNone}};
+  return *names;
+}
+
+const std::vector<NamePair>& LlamaBlock() {
+  static const auto* names = new std::vector<NamePair>{
+      {"attn_norm", "input_layernorm", LayoutChange::kNone},
+      {"attn_q", "self_attn.q_proj", LayoutChange::kRopeQuery},
+      {"attn_k", "self_attn.k_proj", LayoutChange::kRopeKey},
+      {"attn_v", "self_attn.v_proj", LayoutChange::kNone},
+      {"attn_output", "self_attn.o_proj", LayoutChange::kNone},
+      {"ffn_norm", "post_attention_layernorm", LayoutChange::kNone},
+      {"ffn_gate", "mlp.gate_proj", LayoutChange::kNone},
+      {"ffn_up", "mlp.up_proj", LayoutChange::kNone},
+      {"ffn_down", "mlp.down_proj", LayoutChange::kNone}};
+  return *names;
+}
+
+const std::vector<NamePair>& Gpt2Globals() {
+  static const auto* names = new std::vector<NamePair>{
+      {"token_embd", "transformer.wte", LayoutChange::kNone},
+      {"position_embd", "transformer.wpe", LayoutChange::kNone},
+      {"output_norm", "transformer.ln_f", LayoutChange::kNone},
+      {"output", "lm_head", LayoutChange::kNone}};
+  return *names;
+}
+
+const std::vector<NamePair>& Gpt2Block() {
+  static const auto* names = new std::vector<NamePair>{
+      {"attn_norm", "ln_1", LayoutChange::kNone},
+      {"attn_qkv", "attn.c_attn", LayoutChange::kTranspose},
+      {"attn_output", "attn.c_proj", LayoutChange::kTranspose},
+      {"ffn_norm", "ln_2", LayoutChange::kNone},
+      {"ffn_up", "mlp.c_fc", LayoutChange::kTranspose},
+      {"ffn_down", "mlp.c_proj", LayoutChange::kTranspose}};
+  return *names;
+}
+
 struct ArchNames {
   const char* arch;
   const char* hf_block_prefix;  // "model.layers."
-  std::vector<NamePair> globals;
-  std::vector<NamePair> block;
+  const std::vector<NamePair>& globals;
+  const std::vector<NamePair>& block;
+  // Whether q/k rows are in llama.cpp's interleaved RoPE order; when not,
+  // the table's kRopeQuery / kRopeKey are no change.
+  bool rope_interleaved;
 };
 
 const std::vector<ArchNames>& Tables() {
   static const auto* tables = new std::vector<ArchNames>{
-      {"llama",
-       "model.layers.",
-       {{"token_embd", "model.embed_tokens", LayoutChange::kNone},
-        {"output_norm", "model.norm", LayoutChange::kNone},
-        {"output", "lm_head", LayoutChange::kNone}},
-       {{"attn_norm", "input_layernorm", LayoutChange::kNone},
-        {"attn_q", "self_attn.q_proj", LayoutChange::kRopeQuery},
-        {"attn_k", "self_attn.k_proj", LayoutChange::kRopeKey},
-        {"attn_v", "self_attn.v_proj", LayoutChange::kNone},
-        {"attn_output", "self_attn.o_proj", LayoutChange::kNone},
-        {"ffn_norm", "post_attention_layernorm", LayoutChange::kNone},
-        {"ffn_gate", "mlp.gate_proj", LayoutChange::kNone},
-        {"ffn_up", "mlp.up_proj", LayoutChange::kNone},
-        {"ffn_down", "mlp.down_proj", LayoutChange::kNone}}},
+      {"llama", "model.layers.", LlamaGlobals(), LlamaBlock(), /*rope_interleaved=*/true},
       // llama.cpp's Qwen2 converter keeps Hugging Face's rotate-half rows.
-      {"qwen2",
-       "model.layers.",
-       {{"token_embd", "model.embed_tokens", LayoutChange::kNone},
-        {"output_norm", "model.norm", LayoutChange::kNone},
-        {"output", "lm_head", LayoutChange::kNone}},
-       {{"attn_norm", "input_layernorm", LayoutChange::kNone},
-        {"attn_q", "self_attn.q_proj", LayoutChange::kNone},
-        {"attn_k", "self_attn.k_proj", LayoutChange::kNone},
-        {"attn_v", "self_attn.v_proj", LayoutChange::kNone},
-        {"attn_output", "self_attn.o_proj", LayoutChange::kNone},
-        {"ffn_norm", "post_attention_layernorm", LayoutChange::kNone},
-        {"ffn_gate", "mlp.gate_proj", LayoutChange::kNone},
-        {"ffn_up", "mlp.up_proj", LayoutChange::kNone},
-        {"ffn_down", "mlp.down_proj", LayoutChange::kNone}}},
-      {"gpt2",
-       "transformer.h.",
-       {{"token_embd", "transformer.wte", LayoutChange::kNone},
-        {"position_embd", "transformer.wpe", LayoutChange::kNone},
-        {"output_norm", "transformer.ln_f", LayoutChange::kNone},
-        {"output", "lm_head", LayoutChange::kNone}},
-       {{"attn_norm", "ln_1", LayoutChange::kNone},
-        {"attn_qkv", "attn.c_attn", LayoutChange::kTranspose},
-        {"attn_output", "attn.c_proj", LayoutChange::kTranspose},
-        {"ffn_norm", "ln_2", LayoutChange::kNone},
-        {"ffn_up", "mlp.c_fc", LayoutChange::kTranspose},
-        {"ffn_down", "mlp.c_proj", LayoutChange::kTranspose}}},
+      {"qwen2", "model.layers.", LlamaGlobals(), LlamaBlock(), /*rope_interleaved=*/false},
+      {"gpt2", "transformer.h.", Gpt2Globals(), Gpt2Block(), /*rope_interleaved=*/false},
   };
   return *tables;
 }
@@ -101,8 +111,10 @@ bool ParseBlock(std::string_view name, std::string_view prefix, std::string* ind
 }
 
 // Weights change layout; a 1-D bias only changes for the RoPE permutation.
-LayoutChange ChangeFor(const NamePair& p, std::string_view suffix) {
+LayoutChange ChangeFor(const ArchNames& t, const NamePair& p, std::string_view suffix) {
   if (p.change == LayoutChange::kTranspose && suffix != ".weight") return LayoutChange::kNone;
+  const bool rope = p.change == LayoutChange::kRopeQuery || p.change == LayoutChange::kRopeKey;
+  if (rope && !t.rope_interleaved) return LayoutChange::kNone;
   return p.change;
 }
 
@@ -244,7 +256,7 @@ std::optional<TensorNameMapping> GgufToHfTensorName(std::string_view arch,
   if (suffix.empty()) return std::nullopt;
   for (const auto& p : t->globals) {
     if (base == p.gguf)
-      return TensorNameMapping{std::string(p.hf) + std::string(suffix), ChangeFor(p, suffix)};
+      return TensorNameMapping{std::string(p.hf) + std::string(suffix), ChangeFor(*t, p, suffix)};
   }
   std::string index;
   std::string_view rest;
@@ -252,7 +264,7 @@ std::optional<TensorNameMapping> GgufToHfTensorName(std::string_view arch,
   for (const auto& p : t->block) {
     if (rest == p.gguf) {
       return TensorNameMapping{t->hf_block_prefix + index + "." + p.hf + std::string(suffix),
-                               ChangeFor(p, suffix)};
+                               ChangeFor(*t, p, suffix)};
     }
   }
   return std::nullopt;
@@ -266,7 +278,7 @@ std::optional<TensorNameMapping> HfToGgufTensorName(std::string_view arch,
   if (suffix.empty()) return std::nullopt;
   for (const auto& p : t->globals) {
     if (base == p.hf)
-      return TensorNameMapping{std::string(p.gguf) + std::string(suffix), ChangeFor(p, suffix)};
+      return TensorNameMapping{std::string(p.gguf) + std::string(suffix), ChangeFor(*t, p, suffix)};
   }
   std::string index;
   std::string_view rest;
@@ -274,7 +286,7 @@ std::optional<TensorNameMapping> HfToGgufTensorName(std::string_view arch,
   for (const auto& p : t->block) {
     if (rest == p.hf) {
       return TensorNameMapping{"blk." + index + "." + p.gguf + std::string(suffix),
-                               ChangeFor(p, suffix)};
+                               ChangeFor(*t, p, suffix)};
     }
   }
   return std::nullopt;

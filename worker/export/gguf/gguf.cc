@@ -1,0 +1,324 @@
+#include "worker/export/gguf/gguf.h"
+
+#include <c10/util/Exception.h>
+
+#include <atomic>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+
+#include "worker/common/cancellation.h"
+#include "worker/export/export_support.h"
+#include "worker/export/gguf/gguf_export.h"
+#include "worker/export/hf/hf_files.h"
+#include "worker/export/quantized_values_source.h"
+#include "worker/io/tokenizer/gguf_tokenizer.h"
+#include "worker/io/tokenizer/load_tokenizer.h"
+#include "worker/models/layer_shapes.h"
+#include "worker/quant/fake_quant.h"
+
+namespace quantd::exporter {
+
+namespace fs = std::filesystem;
+using gguf::GgmlType;
+using quant::QScheme;
+using quant::QuantSpec;
+
+namespace {
+
+constexpr int64_t kBlock = 32;
+
+const char* TypeName(GgmlType t) { return gguf::GetGgmlTypeTraits(t).name; }
+
+bool EndsWith(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() &&
+         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+// Scale or zero point of every 32-element block, [out, in / 32] float32.
+at::Tensor PerBlock(const at::Tensor& p, const QuantSpec& spec, int64_t out, int64_t in) {
+  const int64_t nb = in / kBlock;
+  at::Tensor f = p.to(at::kFloat);
+  switch (spec.qscheme) {
+    case QScheme::kPerTensor:
+      return f.reshape({1, 1}).expand({out, nb}).contiguous();
+    case QScheme::kPerChannel:
+      return f.reshape({out, 1}).expand({out, nb}).contiguous();
+    case QScheme::kPerGroup:
+      break;
+  }
+  const int64_t per_group = quant::EffectiveGroupSize(spec) / kBlock;
+  return f.reshape({out, in / quant::EffectiveGroupSize(spec)})
+      .repeat_interleave(per_group, 1)
+      .contiguous();
+}
+
+struct NoteBook {
+  std::mutex mu;
+  std::map<std::string, std::vector<std::string>> tensors;  // note -> module names
+  void Add(const std::string& note, const std::string& module) {
+    std::lock_guard<std::mutex> lock(mu);
+    tensors[note].push_back(module);
+  }
+};
+
+// What kind of tensor went to a type, for the export's type summary.
+enum class TensorKind { kQuantized, kFallback, kFloat, kVector };
+
+struct TypeBook {
+  std::mutex mu;
+  std::map<std::string, GgmlType> type_of;
+  std::map<std::string, TensorKind> kind_of;
+  void Add(const std::string& name, GgmlType type, TensorKind kind) {
+    std::lock_guard<std::mutex> lock(mu);
+    type_of[name] = type;
+    kind_of[name] = kind;
+  }
+};
+
+// "gguf F32: 2 float weights (model.embed_tokens.weight, ...), 11 norms and
+// biases": per type, how many tensors of each kind; float weights and
+// fallbacks are named (the first 8), since a user may not expect them.
+std::vector<std::string> DescribeTypes(const TypeBook& book) {
+  std::map<GgmlType, std::map<TensorKind, std::vector<std::string>>> by_type;
+  for (const auto& [name, type] : book.type_of) by_type[type][book.kind_of.at(name)].push_back(name);
+  std::vector<std::string> lines;
+  for (const auto& [type, kinds] : by_type) {
+    std::string line = std::string("gguf ") + TypeName(type) + ":";
+    bool first = true;
+    for (const auto& [kind, names] : kinds) {
+      const size_t n = names.size();
+      const char* what = kind == TensorKind::kQuantized ? (n == 1 ? "quantized weight"
+                                                                  : "quantized weights")
+                         : kind == TensorKind::kFallback
+                             ? (n == 1 ? "quantized weight whose rows are not whole blocks of 32"
+                                       : "quantized weights whose rows are not whole blocks of 32")
+                         : kind == TensorKind::kFloat ? (n == 1 ? "float weight" : "float weights")
+                                                      : (n == 1 ? "norm or bias" : "norms and biases");
+      line += std::string(first ? " " : ", ") + std::to_string(n) + " " + what;
+      first = false;
+      if (kind == TensorKind::kFloat || kind == TensorKind::kFallback) {
+        line += " (";
+        for (size_t i = 0; i < n && i < 8; ++i) line += (i ? ", " : "") + names[i];
+        line += n > 8 ? ", ...)" : ")";
+      }
+    }
+    lines.push_back(line);
+  }
+  return lines;
+}
+
+bool Fp16Exact(float v) { return gguf::Fp16ToFp32(gguf::Fp32ToFp16(v)) == v; }
+
+// Writes the job's own codes of `module` as `type` blocks.
+Status EncodeCodes(const QuantizedModel& model, const std::string& module, const QuantSpec& spec,
+                   GgmlType type, const gguf::GgufLayoutFn& to_gguf, std::vector<uint8_t>* bytes,
+                   NoteBook* notes) {
+  QD_ASSIGN_OR_RETURN(at::Tensor value, model.Load(module + ".weight"));
+  QD_ASSIGN_OR_RETURN(quant::QParams qp, model.WeightQParams(module));
+  QD_ASSIGN_OR_RETURN(quant::QuantizedTensor q, quant::RealQuantize(value, spec, qp));
+  const int64_t out = value.size(0), in = value.size(1), nb = in / kBlock;
+  at::Tensor zp_src = q.qparams.zero_point.defined() ? q.qparams.zero_point
+                                                     : at::zeros(q.qparams.scale.sizes(), at::kInt);
+  QD_ASSIGN_OR_RETURN(at::Tensor codes, to_gguf(q.codes.to(at::kInt)));
+  QD_ASSIGN_OR_RETURN(at::Tensor scale, to_gguf(PerBlock(q.qparams.scale, spec, out, in)));
+  QD_ASSIGN_OR_RETURN(at::Tensor zp, to_gguf(PerBlock(zp_src, spec, out, in)));
+  QD_ASSIGN_OR_RETURN(uint64_t size, gguf::GgmlRowBytes(type, out * in));
+  bytes->assign(size, 0);
+  const size_t block_bytes = gguf::GetGgmlTypeTraits(type).type_size;
+  const int qmin = quant::IntRangeOf(spec.dtype).qmin;
+  const int32_t* c = codes.data_ptr<int32_t>();
+  const float* s = scale.data_ptr<float>();
+  const float* z = zp.data_ptr<float>();
+  bool inexact = false;
+  for (int64_t r = 0; r < out; ++r) {
+    for (int64_t b = 0; b < nb; ++b) {
+      const int32_t* cb = c + r * in + b * kBlock;
+      const float d = s[r * nb + b];
+      const int zero = static_cast<int>(z[r * nb + b]);
+      uint8_t* dst = bytes->data() + (r * nb + b) * block_bytes;
+      if (type == GgmlType::kQ8_0) {
+        int8_t v[kBlock];
+        for (int j = 0; j < kBlock; ++j) {
+          const int x = cb[j] - zero;
+          if (x < -128 || x > 127)
+            return InternalError(module + ": code minus zero point " + std::to_string(x) +
+                                 " does not fit Q8_0");
+          v[j] = static_cast<int8_t>(x);
+        }
+        gguf::WriteBlockQ8_0(v, d, dst);
+        inexact |= !Fp16Exact(d);
+      } else if (type == GgmlType::kQ4_0) {
+        uint8_t v[kBlock];
+        for (int j = 0; j < kBlock; ++j) v[j] = static_cast<uint8_t>(cb[j] - zero + 8);
+        gguf::WriteBlockQ4_0(v, d, dst);
+        inexact |= !Fp16Exact(d);
+      } else {
+        uint8_t v[kBlock];
+        for (int j = 0; j < kBlock; ++j) v[j] = static_cast<uint8_t>(cb[j] - qmin);
+        const float m = static_cast<float>(qmin - zero) * d;
+        gguf::WriteBlockQ4_1(v, d, m, dst);
+        inexact |= !Fp16Exact(d) || !Fp16Exact(m);
+      }
+    }
+  }
+  if (inexact)
+    notes->Add(std::string("GGUF ") + TypeName(type) +
+                   ": the job's codes are kept but block scales were rounded to fp16 "
+                   "(the job's scale_type is not float16)",
+               module);
+  return OkStatus();
+}
+
+// Float values (after quantization) through ggml's QuantizeRow.
+Status EncodeValues(const QuantizedModel& model, const std::string& name, GgmlType type,
+                    const gguf::GgufLayoutFn& to_gguf, std::vector<uint8_t>* bytes) {
+  QD_ASSIGN_OR_RETURN(at::Tensor t, model.Load(name));
+  QD_ASSIGN_OR_RETURN(t, to_gguf(t.to(at::kFloat)));
+  QD_ASSIGN_OR_RETURN(uint64_t size, gguf::GgmlRowBytes(type, t.numel()));
+  bytes->resize(size);
+  return gguf::QuantizeRow(type, t.data_ptr<float>(), bytes->data(), t.numel());
+}
+
+Status CheckType(GgmlType t, std::initializer_list<GgmlType> allowed, const char* what) {
+  for (GgmlType a : allowed)
+    if (a == t) return OkStatus();
+  std::string names;
+  for (GgmlType a : allowed) names += std::string(names.empty() ? "" : ", ") + TypeName(a);
+  return InvalidArgumentError(std::string("gguf: ") + what + " " + TypeName(t) +
+                              " is not supported (supported: " + names + ")");
+}
+
+}  // namespace
+
+StatusOr<GgufExportResult> ExportGguf(const QuantizedModel& model,
+                                      const GgufModelExportOptions& opt,
+                                      const ExportProgress& progress) {
+  QD_RETURN_IF_ERROR(
+      CheckType(opt.weight_type,
+                {GgmlType::kF32, GgmlType::kF16, GgmlType::kQ8_0, GgmlType::kQ4_0, GgmlType::kQ4_1},
+                "weight type"));
+  QD_RETURN_IF_ERROR(
+      CheckType(opt.fallback_type, {GgmlType::kF32, GgmlType::kF16}, "fallback type"));
+  QD_RETURN_IF_ERROR(
+      CheckType(opt.float_type, {GgmlType::kF32, GgmlType::kF16, GgmlType::kBF16}, "float type"));
+  QD_RETURN_IF_ERROR(CheckExportSupport(ExportFormat::kGguf, ExportLayerSpecsOf(model)));
+  QD_ASSIGN_OR_RETURN(std::string config_json,
+                      ReadTextFile((fs::path(model.model_dir()) / "config.json").string()));
+  QD_ASSIGN_OR_RETURN(auto tokenizer, io::LoadTokenizerFromDir(model.model_dir()));
+
+  gguf::GgufExportOptions g;
+  g.weight_type = opt.weight_type;
+  g.model_name = opt.model_name.empty()
+                     ? fs::path(model.model_dir()).lexically_normal().filename().string()
+                     : opt.model_name;
+  if (g.model_name.empty()) g.model_name = "quantd";
+  QD_ASSIGN_OR_RETURN(g.extra_metadata, io::TokenizerGgufMetadata(*tokenizer));
+
+  std::set<std::string> transposed;
+  for (const auto& l : models::ListLinearLayers(model.config()))
+    if (l.transposed_in_checkpoint) transposed.insert(l.name);
+  auto notes = std::make_shared<NoteBook>();
+  auto types = std::make_shared<TypeBook>();
+  int exact = 0;
+  const int total = static_cast<int>(model.original().Names().size());
+  auto done = std::make_shared<std::atomic<int>>(0);
+  auto tick = [progress, done, total]() {
+    if (progress) progress(++*done, total);
+  };
+  const QuantizedModel* m = &model;
+  const GgmlType target = opt.weight_type;
+  g.tensor_encoding =
+      [&, m, target, notes, types, tick](
+          const std::string& name,
+          const std::vector<int64_t>& shape) -> StatusOr<std::optional<gguf::GgufTensorEncoding>> {
+    gguf::GgufTensorEncoding enc;
+    auto values = [m, name, tick](GgmlType t) {
+      return [m, name, tick, t](const gguf::GgufLayoutFn& f, std::vector<uint8_t>* b) {
+        // Tensors are encoded one by one as the file is written: a cancel
+        // stops between them, and the staging directory goes with `staged`.
+        if (StopRequested()) return CancelledStatus("exporting " + name);
+        Status s = EncodeValues(*m, name, t, f, b);
+        tick();
+        return s;
+      };
+    };
+    if (shape.size() != 2) {
+      enc.type = GgmlType::kF32;
+      enc.encode = values(enc.type);
+      types->Add(name, enc.type, TensorKind::kVector);
+      return std::optional<gguf::GgufTensorEncoding>(enc);
+    }
+    const std::string module = EndsWith(name, ".weight") ? name.substr(0, name.size() - 7) : "";
+    const QuantizedLayer* layer = module.empty() ? nullptr : m->FindLayer(module);
+    if (layer == nullptr || !layer->weight) {
+      enc.type = opt.float_type;
+      enc.encode = values(enc.type);
+      types->Add(name, enc.type, TensorKind::kFloat);
+      return std::optional<gguf::GgufTensorEncoding>(enc);
+    }
+    const bool is_transposed = transposed.count(module) > 0;
+    const int64_t row = is_transposed ? shape[0] : shape[1];
+    if (target == GgmlType::kF32 || target == GgmlType::kF16) {
+      enc.type = target;
+      enc.encode = values(enc.type);
+      types->Add(name, enc.type, TensorKind::kQuantized);
+    } else if (row % kBlock != 0) {
+      notes->Add(std::string("GGUF ") + TypeName(target) + ": rows of " + std::to_string(row) +
+                     " are not whole blocks of 32; written as " + TypeName(opt.fallback_type) +
+                     " values",
+                 module);
+      enc.type = opt.fallback_type;
+      enc.encode = values(enc.type);
+      types->Add(name, enc.type, TensorKind::kFallback);
+    } else {
+      enc.type = target;
+      types->Add(name, enc.type, TensorKind::kQuantized);
+      const std::string why =
+          is_transposed ? std::string("Conv1D layout") : GgufCodesMismatch(*layer->weight, target);
+      if (why.empty()) {
+        ++exact;
+        const QuantSpec spec = *layer->weight;
+        enc.encode = [m, module, spec, target, notes, tick](const gguf::GgufLayoutFn& f,
+                                                            std::vector<uint8_t>* b) {
+          if (StopRequested()) return CancelledStatus("exporting " + module);
+          Status s = EncodeCodes(*m, module, spec, target, f, b, notes.get());
+          tick();
+          return s;
+        };
+      } else {
+        notes->Add(std::string("GGUF ") + TypeName(target) +
+                       ": requantized from the job's values with ggml's reference quantizer (" +
+                       quant::DescribeSpec(*layer->weight) + ": " + why + ")",
+                   module);
+        enc.encode = values(enc.type);
+      }
+    }
+    return std::optional<gguf::GgufTensorEncoding>(enc);
+  };
+
+  QD_ASSIGN_OR_RETURN(StagedDirectory staged,
+                      StagedDirectory::Create(opt.output_dir, opt.overwrite, opt.output_owner));
+  QuantizedValuesSource source(&model);
+  QD_RETURN_IF_ERROR(gguf::WriteGgufFromHf(
+      config_json, source, g, (fs::path(staged.staging_path()) / opt.file_name).string()));
+  QD_RETURN_IF_ERROR(staged.Commit());
+  GgufExportResult result;
+  QD_ASSIGN_OR_RETURN(result.artifact,
+                      DescribeArtifact(ExportFormat::kGguf, staged, opt.file_name));
+  result.exact_code_tensors = exact;
+  result.tensor_types = DescribeTypes(*types);
+  result.type_of = types->type_of;
+  for (const auto& [note, modules] : notes->tensors) {
+    std::string line = note + ": " + std::to_string(modules.size()) + " weight" +
+                       (modules.size() == 1 ? "" : "s") + " (";
+    for (size_t i = 0; i < modules.size() && i < 3; ++i) line += (i ? ", " : "") + modules[i];
+    if (modules.size() > 3) line += ", ...";
+    result.notes.push_back(line + ")");
+  }
+  return result;
+}
+
+}  // namespace quantd::exporter

@@ -1,0 +1,267 @@
+#include "worker/export/gguf/gguf_export.h"
+
+#include <cmath>
+#include <nlohmann/json.hpp>
+
+#include "worker/common/bounded_json.h"
+#include "worker/export/gguf/gguf_writer.h"
+#include "worker/io/gguf/hf_mapping.h"
+#include "worker/io/gguf/rope_layout.h"
+
+namespace quantd::gguf {
+namespace {
+
+using nlohmann::json;
+
+struct ModelShape {
+  std::string arch;  // llama, qwen2, gpt2
+  int64_t n_head = 0;
+  int64_t n_head_kv = 0;
+  int64_t head_dim = 0;
+  bool rope_permute = false;
+};
+
+StatusOr<int64_t> Int(const json& cfg, const char* key) {
+  auto it = cfg.find(key);
+  if (it == cfg.end() || !it->is_number_integer()) {
+    return InvalidArgumentError(std::string("config.json: ") + key +
+                                " is missing or not an integer");
+  }
+  return it->get<int64_t>();
+}
+
+StatusOr<double> Number(const json& cfg, const char* key, double fallback) {
+  auto it = cfg.find(key);
+  if (it == cfg.end() || it->is_null()) return fallback;
+  if (!it->is_number())
+    return InvalidArgumentError(std::string("config.json: ") + key + " is not a number");
+  return it->get<double>();
+}
+
+// llama.cpp's rope_freqs factors for rope_scaling type llama3.
+std::vector<float> Llama3RopeFactors(const json& s, double theta, int64_t head_dim) {
+  const double factor = s.value("factor", 8.0);
+  const double low = s.value("low_freq_factor", 1.0);
+  const double high = s.value("high_freq_factor", 4.0);
+  const double old_ctx = s.value("original_max_position_embeddings", 8192);
+  const double low_wavelen = old_ctx / low;
+  const double high_wavelen = old_ctx / high;
+  std::vector<float> out;
+  for (int64_t i = 0; i < head_dim; i += 2) {
+    const double freq = 1.0 / std::pow(theta, static_cast<double>(i) / head_dim);
+    const double wavelen = 2 * M_PI / freq;
+    if (wavelen < high_wavelen) {
+      out.push_back(1.0f);
+    } else if (wavelen > low_wavelen) {
+      out.push_back(static_cast<float>(factor));
+    } else {
+      const double smooth = (old_ctx / wavelen - low) / (high - low);
+      out.push_back(static_cast<float>(1.0 / ((1 - smooth) / factor + smooth)));
+    }
+  }
+  return out;
+}
+
+StatusOr<ModelShape> AddModelMetadata(const json& cfg, GgufWriter* w,
+                                      const GgufExportOptions& options) {
+  std::string hf_arch;
+  if (cfg.contains("architectures") && cfg["architectures"].is_array() &&
+      !cfg["architectures"].empty() && cfg["architectures"][0].is_string()) {
+    hf_arch = cfg["architectures"][0].get<std::string>();
+  }
+  ModelShape shape;
+  if (hf_arch == "LlamaForCausalLM" || hf_arch == "MistralForCausalLM") {
+    shape.arch = "llama";
+    shape.rope_permute = true;
+  } else if (hf_arch == "Qwen2ForCausalLM") {
+    shape.arch = "qwen2";
+  } else if (hf_arch == "GPT2LMHeadModel") {
+    shape.arch = "gpt2";
+  } else {
+    return UnimplementedError("GGUF export of architecture '" + hf_arch +
+                              "' is not supported (supported: LlamaForCausalLM, "
+                              "MistralForCausalLM, Qwen2ForCausalLM, GPT2LMHeadModel)");
+  }
+  const std::string a = shape.arch;
+  w->Set("general.architecture", GgufValue::String(a));
+  w->Set("general.name", GgufValue::String(options.model_name));
+  // llama.cpp's llama_ftype: ALL_F32 0, MOSTLY_F16 1, MOSTLY_Q4_0 2,
+  // MOSTLY_Q4_1 3, MOSTLY_Q8_0 7, MOSTLY_BF16 32.
+  uint32_t file_type = 1;
+  switch (options.weight_type) {
+    case GgmlType::kF32:
+      file_type = 0;
+      break;
+    case GgmlType::kQ4_0:
+      file_type = 2;
+      break;
+    case GgmlType::kQ4_1:
+      file_type = 3;
+      break;
+    case GgmlType::kQ8_0:
+      file_type = 7;
+      break;
+    case GgmlType::kBF16:
+      file_type = 32;
+      break;
+    default:
+      break;
+  }
+  w->Set("general.file_type", GgufValue::Uint32(file_type));
+  auto u32 = [&](const std::string& key, int64_t v) {
+    w->Set(a + "." + key, GgufValue::Uint32(static_cast<uint32_t>(v)));
+  };
+  auto f32 = [&](const std::string& key, double v) {
+    w->Set(a + "." + key, GgufValue::Float32(static_cast<float>(v)));
+  };
+  QD_ASSIGN_OR_RETURN(int64_t vocab, Int(cfg, "vocab_size"));
+  if (a == "gpt2") {
+    QD_ASSIGN_OR_RETURN(int64_t n_embd, Int(cfg, "n_embd"));
+    QD_ASSIGN_OR_RETURN(int64_t n_layer, Int(cfg, "n_layer"));
+    QD_ASSIGN_OR_RETURN(shape.n_head, Int(cfg, "n_head"));
+    QD_ASSIGN_OR_RETURN(int64_t n_pos, Int(cfg, "n_positions"));
+    int64_t n_inner = 4 * n_embd;
+    if (cfg.contains("n_inner") && cfg["n_inner"].is_number_integer()) n_inner = cfg["n_inner"];
+    QD_ASSIGN_OR_RETURN(double eps, Number(cfg, "layer_norm_epsilon", 1e-5));
+    u32("context_length", n_pos);
+    u32("embedding_length", n_embd);
+    u32("feed_forward_length", n_inner);
+    u32("block_count", n_layer);
+    u32("attention.head_count", shape.n_head);
+    f32("attention.layer_norm_epsilon", eps);
+    u32("vocab_size", vocab);
+    return shape;
+  }
+  QD_ASSIGN_OR_RETURN(int64_t hidden, Int(cfg, "hidden_size"));
+  QD_ASSIGN_OR_RETURN(int64_t ffn, Int(cfg, "intermediate_size"));
+  QD_ASSIGN_OR_RETURN(int64_t layers, Int(cfg, "num_hidden_layers"));
+  QD_ASSIGN_OR_RETURN(shape.n_head, Int(cfg, "num_attention_heads"));
+  shape.n_head_kv = shape.n_head;
+  if (cfg.contains("num_key_value_heads") && cfg["num_key_value_heads"].is_number_integer()) {
+    shape.n_head_kv = cfg["num_key_value_heads"];
+  }
+  shape.head_dim = hidden / shape.n_head;
+  if (cfg.contains("head_dim") && cfg["head_dim"].is_number_integer())
+    shape.head_dim = cfg["head_dim"];
+  int64_t ctx = 2048;
+  if (cfg.contains("max_position_embeddings") &&
+      cfg["max_position_embeddings"].is_number_integer()) {
+    ctx = cfg["max_position_embeddings"];
+  }
+  QD_ASSIGN_OR_RETURN(double eps, Number(cfg, "rms_norm_eps", 1e-6));
+  QD_ASSIGN_OR_RETURN(double theta, Number(cfg, "rope_theta", 10000.0));
+  u32("vocab_size", vocab);
+  u32("context_length", ctx);
+  u32("embedding_length", hidden);
+  u32("block_count", layers);
+  u32("feed_forward_length", ffn);
+  u32("attention.head_count", shape.n_head);
+  u32("attention.head_count_kv", shape.n_head_kv);
+  u32("rope.dimension_count", shape.head_dim);
+  if (shape.head_dim != hidden / shape.n_head) {
+    u32("attention.key_length", shape.head_dim);
+    u32("attention.value_length", shape.head_dim);
+  }
+  f32("attention.layer_norm_rms_epsilon", eps);
+  f32("rope.freq_base", theta);
+  if (cfg.contains("rope_scaling") && cfg["rope_scaling"].is_object()) {
+    const json& s = cfg["rope_scaling"];
+    const std::string type = s.value("rope_type", s.value("type", ""));
+    if (type == "linear") {
+      w->Set(a + ".rope.scaling.type", GgufValue::String("linear"));
+      f32("rope.scaling.factor", s.value("factor", 1.0));
+    } else if (type == "llama3") {
+      auto factors = Llama3RopeFactors(s, theta, shape.head_dim);
+      const int64_t n = static_cast<int64_t>(factors.size());
+      QD_RETURN_IF_ERROR(w->AddFloatTensor("rope_freqs.weight", {n}, GgmlType::kF32, factors));
+    } else if (!type.empty() && type != "default") {
+      return UnimplementedError("GGUF export of rope_scaling type '" + type + "' is not supported");
+    }
+  }
+  return shape;
+}
+
+// Buffers HF checkpoints keep that llama.cpp has no tensor for.
+bool IsSkippedBuffer(const std::string& name) {
+  auto ends_with = [&](const char* s) {
+    const std::string suffix(s);
+    return name.size() >= suffix.size() &&
+           name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0;
+  };
+  return ends_with(".rotary_emb.inv_freq") || ends_with(".attn.bias") ||
+         ends_with(".attn.masked_bias");
+}
+
+}  // namespace
+
+Status WriteGgufFromHf(const std::string& config_json, const io::TensorSource& weights,
+                       const GgufExportOptions& options, const std::string& path) {
+  QD_ASSIGN_OR_RETURN(json cfg, ParseBoundedJson(config_json, JsonBounds{json_limits::kModelConfig},
+                                                 "config.json"));
+  if (!cfg.is_object()) return InvalidArgumentError("config.json is not a JSON object");
+  GgufWriter writer(options.alignment);
+  QD_ASSIGN_OR_RETURN(ModelShape shape, AddModelMetadata(cfg, &writer, options));
+  for (const auto& [key, value] : options.extra_metadata) writer.Set(key, value);
+
+  for (const std::string& hf_name : weights.Names()) {
+    if (IsSkippedBuffer(hf_name)) continue;
+    auto mapping = HfToGgufTensorName(shape.arch, hf_name);
+    if (!mapping && shape.arch == "gpt2") {
+      // GPT2Model checkpoints omit the "transformer." prefix.
+      mapping = HfToGgufTensorName(shape.arch, "transformer." + hf_name);
+    }
+    if (!mapping) {
+      return InvalidArgumentError("tensor " + hf_name + " of " + weights.Description() +
+                                  " has no llama.cpp name for architecture " + shape.arch);
+    }
+    const io::TensorInfo* info = weights.Find(hf_name);
+    if (!info)
+      return NotFoundError("tensor " + hf_name + " vanished from " + weights.Description());
+    std::vector<int64_t> torch_shape = info->shape;
+    if (mapping->change == LayoutChange::kTranspose && torch_shape.size() == 2) {
+      std::swap(torch_shape[0], torch_shape[1]);
+    }
+    std::vector<int64_t> ne(torch_shape.rbegin(), torch_shape.rend());
+    GgmlType type = torch_shape.size() >= 2 ? options.weight_type : GgmlType::kF32;
+    std::function<Status(const GgufLayoutFn&, std::vector<uint8_t>*)> encode;
+    if (options.tensor_encoding) {
+      QD_ASSIGN_OR_RETURN(std::optional<GgufTensorEncoding> custom,
+                          options.tensor_encoding(hf_name, info->shape));
+      if (custom) {
+        type = custom->type;
+        encode = custom->encode;
+      }
+    }
+    const LayoutChange change = mapping->change;
+    const int64_t heads = change == LayoutChange::kRopeQuery ? shape.n_head : shape.n_head_kv;
+    const bool permute = shape.rope_permute &&
+                         (change == LayoutChange::kRopeQuery || change == LayoutChange::kRopeKey);
+    GgufLayoutFn to_gguf = [change, permute, heads](const at::Tensor& hf) -> StatusOr<at::Tensor> {
+      try {
+        if (permute) return RopeHalfToInterleaved(hf, heads);
+        if (change == LayoutChange::kTranspose && hf.dim() == 2) return hf.t().contiguous();
+        return hf.contiguous();
+      } catch (const c10::Error& e) {
+        return InternalError(e.what_without_backtrace());
+      }
+    };
+    const io::TensorSource* source = &weights;
+    Status added = writer.AddTensor(
+        mapping->name, ne, type,
+        [source, hf_name, to_gguf, encode, type](std::vector<uint8_t>* bytes) -> Status {
+          if (encode) {
+            Status s = encode(to_gguf, bytes);
+            return s.Prepend(hf_name + ": ");
+          }
+          QD_ASSIGN_OR_RETURN(at::Tensor t, source->Load(hf_name, at::kFloat));
+          QD_ASSIGN_OR_RETURN(t, to_gguf(t));
+          QD_ASSIGN_OR_RETURN(uint64_t size, GgmlRowBytes(type, t.numel()));
+          bytes->resize(size);
+          return QuantizeRow(type, t.data_ptr<float>(), bytes->data(), t.numel());
+        });
+    if (!added.ok()) return added.Prepend(hf_name + " as " + GetGgmlTypeTraits(type).name + ": ");
+  }
+  return writer.Write(path);
+}
+
+}  // namespace quantd::gguf

@@ -1,0 +1,427 @@
+#include "worker/export/onnx/onnx_qdq.h"
+
+#include <c10/util/Exception.h>
+
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <limits>
+
+#include "worker/common/cancellation.h"
+#include "worker/export/export_support.h"
+#include "worker/export/onnx/onnx_proto.h"
+#include "worker/models/layer_shapes.h"
+#include "worker/models/transformer_ops.h"
+#include "worker/quant/fake_quant.h"
+
+namespace quantd::exporter {
+
+namespace fs = std::filesystem;
+using onnx::Attribute;
+using onnx::DataType;
+using quant::QScheme;
+using quant::QuantSpec;
+
+namespace {
+
+std::string Raw(const at::Tensor& t) {
+  at::Tensor c = t.contiguous();
+  return std::string(static_cast<const char*>(c.data_ptr()),
+                     static_cast<size_t>(c.numel()) * c.element_size());
+}
+
+// 4-bit codes two per byte, the first element in the low nibble (ONNX INT4 /
+// UINT4 raw_data).
+std::string RawNibbles(const at::Tensor& codes) {
+  at::Tensor c = codes.to(at::kInt).contiguous().reshape({-1});
+  const int32_t* p = c.data_ptr<int32_t>();
+  std::string out((c.numel() + 1) / 2, '\0');
+  for (int64_t i = 0; i < c.numel(); ++i) {
+    const uint8_t v = static_cast<uint8_t>(p[i] & 0x0F);
+    out[i / 2] = static_cast<char>(static_cast<uint8_t>(out[i / 2]) | (i % 2 ? v << 4 : v));
+  }
+  return out;
+}
+
+std::vector<int64_t> Dims(const at::Tensor& t) { return t.sizes().vec(); }
+
+DataType CodeType(const QuantSpec& s) {
+  switch (s.dtype) {
+    case quant::DataType::kInt8:
+      return DataType::kInt8;
+    case quant::DataType::kUInt8:
+      return DataType::kUint8;
+    case quant::DataType::kInt4:
+      return DataType::kInt4;
+    case quant::DataType::kUInt4:
+      return DataType::kUint4;
+    case quant::DataType::kFp8E5M2:
+      return DataType::kFloat8E5M2;
+    case quant::DataType::kFloat16:
+      return DataType::kFloat16;
+    case quant::DataType::kBFloat16:
+      return DataType::kBfloat16;
+    default:
+      return DataType::kFloat8E4M3FN;
+  }
+}
+
+bool Is4Bit(const QuantSpec& s) {
+  return quant::IsIntType(s.dtype) && quant::BitWidth(s.dtype) == 4;
+}
+
+struct OpsetChoice {
+  int64_t opset = 13;
+  int64_t ir_version = 7;
+};
+
+OpsetChoice ChooseOpset(const QuantizedModel& model) {
+  bool fp8 = false, blocked = false;
+  auto visit = [&](const QuantSpec& s, bool weight) {
+    if (quant::IsFp8Type(s.dtype)) fp8 = true;
+    if (Is4Bit(s) || (weight && s.qscheme == QScheme::kPerGroup)) blocked = true;
+  };
+  for (const QuantizedLayer& l : model.layers()) {
+    if (l.weight) visit(*l.weight, true);
+    if (l.input) visit(l.input->spec, false);
+    if (l.output) visit(l.output->spec, false);
+  }
+  if (blocked) return {21, 10};
+  if (fp8) return {19, 9};
+  return {13, 7};
+}
+
+class LlamaGraph {
+ public:
+  LlamaGraph(const QuantizedModel& model, const OpsetChoice& opset, int64_t max_len)
+      : m_(model), c_(model.config()), opset_(opset), max_len_(max_len), g_("quantd") {}
+
+  Status Build(const ExportProgress& progress) {
+    const models::ModelLayout layout = models::GetModelLayout(c_);
+    g_.AddInput("input_ids", DataType::kInt64, {std::string("batch"), std::string("sequence")});
+    QD_RETURN_IF_ERROR(Prelude());
+    QD_ASSIGN_OR_RETURN(at::Tensor embed, m_.Load(layout.token_embedding.name + ".weight"));
+    const std::string embed_name =
+        g_.AddInitializer(layout.token_embedding.name + ".weight", DataType::kFloat, Dims(embed),
+                          Raw(embed.to(at::kFloat)));
+    std::string h = g_.Op("Gather", "/embed/Gather", {embed_name, "input_ids"},
+                          {Attribute{"axis", int64_t{0}}});
+    const int total = static_cast<int>(c_.num_hidden_layers) + 1;
+    for (int64_t i = 0; i < c_.num_hidden_layers; ++i) {
+      if (StopRequested()) return CancelledStatus("exporting block " + std::to_string(i + 1));
+      QD_ASSIGN_OR_RETURN(h, Block(i, h));
+      if (progress) progress(static_cast<int>(i) + 1, total);
+    }
+    QD_ASSIGN_OR_RETURN(std::string x, RmsNorm(layout.final_norm.name, h));
+    const std::string head = layout.lm_head.name;
+    std::string logits;
+    if (m_.original().Find(head + ".weight") != nullptr) {
+      QD_ASSIGN_OR_RETURN(logits, Linear(head, x, /*has_bias=*/false));
+    } else {  // tied to the token embedding
+      const std::string wt = g_.Op("Transpose", "/lm_head/Transpose", {embed_name},
+                                   {Attribute{"perm", std::vector<int64_t>{1, 0}}});
+      logits = g_.Op("MatMul", "/lm_head/MatMul", {x, wt});
+    }
+    g_.OpTo("Identity", "/logits", {logits}, "logits");
+    g_.AddOutput("logits", DataType::kFloat,
+                 {std::string("batch"), std::string("sequence"), c_.vocab_size});
+    if (progress) progress(total, total);
+    return OkStatus();
+  }
+
+  onnx::GraphBuilder& graph() { return g_; }
+
+ private:
+  std::string I64(const std::string& name, std::vector<int64_t> values, bool scalar = false) {
+    at::Tensor t = at::tensor(values, at::kLong);
+    if (scalar) t = t.reshape({});
+    return g_.AddInitializer(name, DataType::kInt64, Dims(t), Raw(t));
+  }
+  std::string F32(const std::string& name, float v) {
+    at::Tensor t = at::tensor(v, at::kFloat).reshape({});
+    return g_.AddInitializer(name, DataType::kFloat, {}, Raw(t));
+  }
+
+  // Sequence length, rotary tables sliced to it, and the causal mask.
+  Status Prelude() {
+    const std::string shape = g_.Op("Shape", "/seq/Shape", {"input_ids"});
+    const std::string idx1 = I64("/const/one_scalar", {1}, true);
+    seq_len_ = g_.Op("Gather", "/seq/Gather", {shape, idx1}, {Attribute{"axis", int64_t{0}}});
+    const std::string axes0 = I64("/const/axes0", {0});
+    seq_len_1d_ = g_.Op("Unsqueeze", "/seq/Unsqueeze", {seq_len_, axes0});
+    const std::string zero1d = I64("/const/zero1d", {0});
+    try {
+      models::RotaryTables t = models::MakeRotaryTables(c_, max_len_, at::kFloat, at::kCPU);
+      const std::string cos =
+          g_.AddInitializer("/rope/cos_table", DataType::kFloat, Dims(t.cos), Raw(t.cos));
+      const std::string sin =
+          g_.AddInitializer("/rope/sin_table", DataType::kFloat, Dims(t.sin), Raw(t.sin));
+      cos_ = g_.Op("Slice", "/rope/cos", {cos, zero1d, seq_len_1d_, axes0});
+      sin_ = g_.Op("Slice", "/rope/sin", {sin, zero1d, seq_len_1d_, axes0});
+    } catch (const c10::Error& e) {
+      return InternalError(std::string("rotary tables: ") + e.what_without_backtrace());
+    }
+    const std::string zero = I64("/const/zero_scalar", {0}, true);
+    const std::string range = g_.Op("Range", "/mask/Range", {zero, seq_len_, idx1});
+    const std::string rows = g_.Op("Unsqueeze", "/mask/rows", {range, I64("/const/axes1", {1})});
+    const std::string cols = g_.Op("Unsqueeze", "/mask/cols", {range, axes0});
+    const std::string future = g_.Op("Greater", "/mask/Greater", {cols, rows});
+    mask_ = g_.Op("Where", "/mask/Where",
+                  {future, F32("/const/neg_inf", -std::numeric_limits<float>::infinity()),
+                   F32("/const/zero_f", 0.0f)});
+    head_scale_ = F32("/const/attn_scale",
+                      static_cast<float>(1.0 / std::sqrt(static_cast<double>(c_.head_dim))));
+    eps_ = F32("/const/rms_eps", static_cast<float>(c_.norm_eps));
+    half_ = I64("/const/half", {c_.head_dim / 2});
+    full_ = I64("/const/full", {c_.head_dim});
+    last_axis_ = I64("/const/last_axis", {-1});
+    return OkStatus();
+  }
+
+  StatusOr<std::string> RmsNorm(const std::string& module, const std::string& x) {
+    QD_ASSIGN_OR_RETURN(at::Tensor w, m_.Load(module + ".weight"));
+    const std::string wn =
+        g_.AddInitializer(module + ".weight", DataType::kFloat, Dims(w), Raw(w.to(at::kFloat)));
+    const std::string p = "/" + module;
+    const std::string sq = g_.Op("Mul", p + "/Square", {x, x});
+    std::string mean;
+    if (opset_.opset >= 18) {
+      mean = g_.Op("ReduceMean", p + "/ReduceMean", {sq, last_axis_},
+                   {Attribute{"keepdims", int64_t{1}}});
+    } else {
+      mean =
+          g_.Op("ReduceMean", p + "/ReduceMean", {sq},
+                {Attribute{"axes", std::vector<int64_t>{-1}}, Attribute{"keepdims", int64_t{1}}});
+    }
+    const std::string var = g_.Op("Add", p + "/AddEps", {mean, eps_});
+    const std::string inv =
+        g_.Op("Reciprocal", p + "/Reciprocal", {g_.Op("Sqrt", p + "/Sqrt", {var})});
+    const std::string normed = g_.Op("Mul", p + "/Normalize", {x, inv});
+    return g_.Op("Mul", p + "/Weight", {wn, normed});
+  }
+
+  // x -> QuantizeLinear -> DequantizeLinear with a static per-tensor quantizer.
+  StatusOr<std::string> Qdq(const std::string& prefix, const ActivationQuantizer& a,
+                            const std::string& x) {
+    if (!a.static_qparams || !a.static_qparams->scale.defined())
+      return InternalError(prefix + ": a static activation quantizer has no calibrated scale");
+    const std::string scale =
+        g_.AddInitializer(prefix + "_scale", DataType::kFloat, {},
+                          Raw(a.static_qparams->scale.to(at::kFloat).reshape({})));
+    std::string zp;
+    if (quant::IsIntType(a.spec.dtype)) {
+      at::Tensor z = a.static_qparams->zero_point.defined()
+                         ? a.static_qparams->zero_point.reshape({})
+                         : at::zeros({}, at::kInt);
+      if (Is4Bit(a.spec)) {
+        zp = g_.AddInitializer(prefix + "_zero_point", CodeType(a.spec), {}, RawNibbles(z));
+      } else {
+        zp = g_.AddInitializer(prefix + "_zero_point", CodeType(a.spec), {},
+                               Raw(z.to(quant::IsSignedInt(a.spec.dtype) ? at::kChar : at::kByte)));
+      }
+    } else {
+      zp = g_.AddInitializer(prefix + "_zero_point", CodeType(a.spec), {}, std::string(1, '\0'));
+    }
+    const std::string q = g_.Op("QuantizeLinear", prefix + "/QuantizeLinear", {x, scale, zp});
+    return g_.Op("DequantizeLinear", prefix + "/DequantizeLinear", {q, scale, zp});
+  }
+
+  // The [in, out] float weight of `module` for MatMul: DequantizeLinear of
+  // its codes, a Cast of float16 / bfloat16, or float values.
+  StatusOr<std::string> Weight(const std::string& module, const QuantizedLayer* layer) {
+    QD_ASSIGN_OR_RETURN(at::Tensor value, m_.Load(module + ".weight"));
+    const std::string name = module + ".weight";
+    if (layer == nullptr || !layer->weight) {
+      at::Tensor wt = value.to(at::kFloat).t().contiguous();
+      return g_.AddInitializer(name, DataType::kFloat, Dims(wt), Raw(wt));
+    }
+    const QuantSpec& s = *layer->weight;
+    QD_ASSIGN_OR_RETURN(quant::QParams qp, m_.WeightQParams(module));
+    QD_ASSIGN_OR_RETURN(quant::QuantizedTensor q, quant::RealQuantize(value, s, qp));
+    const std::string p = "/" + module;
+    if (quant::IsCastType(s.dtype)) {
+      at::Tensor wt = q.codes.t().contiguous();
+      const std::string w = g_.AddInitializer(name, CodeType(s), Dims(wt), Raw(wt));
+      return g_.Op("Cast", p + "/Cast", {w}, {Attribute{"to", int64_t{1}}});
+    }
+    at::Tensor codes = q.codes.t().contiguous();  // [in, out]
+    const std::string w = g_.AddInitializer(name, CodeType(s), Dims(codes),
+                                            Is4Bit(s) ? RawNibbles(codes) : Raw(codes));
+    at::Tensor scale = q.qparams.scale.to(at::kFloat);
+    at::Tensor zp = q.qparams.zero_point;
+    std::vector<Attribute> attrs;
+    if (s.qscheme == QScheme::kPerChannel) {
+      attrs.push_back({"axis", int64_t{1}});
+    } else if (s.qscheme == QScheme::kPerGroup) {
+      scale = scale.t();  // [in / gs, out]
+      if (zp.defined()) zp = zp.t();
+      attrs.push_back({"axis", int64_t{0}});
+      attrs.push_back({"block_size", static_cast<int64_t>(quant::EffectiveGroupSize(s))});
+    }
+    scale = scale.contiguous();
+    std::vector<std::string> inputs = {
+        w, g_.AddInitializer(name + "_scale", DataType::kFloat, Dims(scale), Raw(scale))};
+    if (quant::IsIntType(s.dtype)) {
+      at::Tensor z = (zp.defined() ? zp : at::zeros(scale.sizes(), at::kInt)).contiguous();
+      inputs.push_back(g_.AddInitializer(
+          name + "_zero_point", CodeType(s), Dims(z),
+          Is4Bit(s) ? RawNibbles(z)
+                    : Raw(z.to(quant::IsSignedInt(s.dtype) ? at::kChar : at::kByte))));
+    }
+    return g_.Op("DequantizeLinear", p + "/DequantizeLinear", inputs, attrs);
+  }
+
+  StatusOr<std::string> Linear(const std::string& module, const std::string& x, bool has_bias) {
+    const QuantizedLayer* layer = m_.FindLayer(module);
+    std::string in = x;
+    if (layer != nullptr && layer->input) {
+      QD_ASSIGN_OR_RETURN(in, Qdq("/" + module + "/input", *layer->input, x));
+    }
+    QD_ASSIGN_OR_RETURN(std::string w, Weight(module, layer));
+    std::string y = g_.Op("MatMul", "/" + module + "/MatMul", {in, w});
+    if (has_bias) {
+      QD_ASSIGN_OR_RETURN(at::Tensor b, m_.Load(module + ".bias"));
+      const std::string bn =
+          g_.AddInitializer(module + ".bias", DataType::kFloat, Dims(b), Raw(b.to(at::kFloat)));
+      y = g_.Op("Add", "/" + module + "/AddBias", {y, bn});
+    }
+    if (layer != nullptr && layer->output) {
+      QD_ASSIGN_OR_RETURN(y, Qdq("/" + module + "/output", *layer->output, y));
+    }
+    return y;
+  }
+
+  // [B, G, R, T, hd] Hugging Face rotate-half RoPE.
+  std::string Rope(const std::string& p, const std::string& x) {
+    const std::string zero1d = "/const/zero1d";
+    const std::string x1 = g_.Op("Slice", p + "/x1", {x, zero1d, half_, last_axis_});
+    const std::string x2 = g_.Op("Slice", p + "/x2", {x, half_, full_, last_axis_});
+    const std::string rotated =
+        g_.Op("Concat", p + "/rotate_half", {g_.Op("Neg", p + "/Neg", {x2}), x1},
+              {Attribute{"axis", int64_t{-1}}});
+    return g_.Op(
+        "Add", p + "/Add",
+        {g_.Op("Mul", p + "/MulCos", {x, cos_}), g_.Op("Mul", p + "/MulSin", {rotated, sin_})});
+  }
+
+  StatusOr<std::string> Block(int64_t i, const std::string& h) {
+    const models::BlockLayout b = models::GetBlockLayout(c_, i);
+    const std::string pre = b.prefix;  // "model.layers.3."
+    const int64_t heads = c_.num_attention_heads, kv = c_.num_key_value_heads, hd = c_.head_dim;
+    const int64_t rep = heads / kv;
+    QD_ASSIGN_OR_RETURN(std::string x, RmsNorm(pre + "input_layernorm", h));
+    QD_ASSIGN_OR_RETURN(std::string q, Linear(pre + "self_attn.q_proj", x, c_.qkv_bias));
+    QD_ASSIGN_OR_RETURN(std::string k, Linear(pre + "self_attn.k_proj", x, c_.qkv_bias));
+    QD_ASSIGN_OR_RETURN(std::string v, Linear(pre + "self_attn.v_proj", x, c_.qkv_bias));
+    const std::string p = "/" + pre + "self_attn";
+    const std::vector<int64_t> perm = {0, 2, 3, 1, 4};
+    const std::string q_shape = I64(p + "/q_shape", {0, 0, kv, rep, hd});
+    const std::string kv_shape = I64(p + "/kv_shape", {0, 0, kv, 1, hd});
+    q = g_.Op("Transpose", p + "/q_T", {g_.Op("Reshape", p + "/q_R", {q, q_shape})},
+              {Attribute{"perm", perm}});
+    k = g_.Op("Transpose", p + "/k_T", {g_.Op("Reshape", p + "/k_R", {k, kv_shape})},
+              {Attribute{"perm", perm}});
+    v = g_.Op("Transpose", p + "/v_T", {g_.Op("Reshape", p + "/v_R", {v, kv_shape})},
+              {Attribute{"perm", perm}});
+    q = Rope(p + "/q_rope", q);
+    k = Rope(p + "/k_rope", k);
+    q = g_.Op("Mul", p + "/q_scale", {q, head_scale_});
+    const std::string kt = g_.Op("Transpose", p + "/k_Tt", {k},
+                                 {Attribute{"perm", std::vector<int64_t>{0, 1, 2, 4, 3}}});
+    std::string scores = g_.Op("MatMul", p + "/QK", {q, kt});
+    scores = g_.Op("Add", p + "/Mask", {scores, mask_});
+    const std::string probs =
+        g_.Op("Softmax", p + "/Softmax", {scores}, {Attribute{"axis", int64_t{-1}}});
+    std::string attn = g_.Op("MatMul", p + "/PV", {probs, v});
+    attn = g_.Op("Transpose", p + "/out_T", {attn},
+                 {Attribute{"perm", std::vector<int64_t>{0, 3, 1, 2, 4}}});
+    attn = g_.Op("Reshape", p + "/out_R", {attn, I64(p + "/out_shape", {0, 0, heads * hd})});
+    QD_ASSIGN_OR_RETURN(std::string o, Linear(pre + "self_attn.o_proj", attn, c_.o_bias));
+    const std::string h2 = g_.Op("Add", "/" + pre + "residual_attn", {h, o});
+    QD_ASSIGN_OR_RETURN(std::string x2, RmsNorm(pre + "post_attention_layernorm", h2));
+    QD_ASSIGN_OR_RETURN(std::string gate, Linear(pre + "mlp.gate_proj", x2, c_.mlp_bias));
+    QD_ASSIGN_OR_RETURN(std::string up, Linear(pre + "mlp.up_proj", x2, c_.mlp_bias));
+    const std::string mp = "/" + pre + "mlp";
+    const std::string act =
+        g_.Op("Mul", mp + "/SiLU", {gate, g_.Op("Sigmoid", mp + "/Sigmoid", {gate})});
+    const std::string prod = g_.Op("Mul", mp + "/GateUp", {act, up});
+    QD_ASSIGN_OR_RETURN(std::string down, Linear(pre + "mlp.down_proj", prod, c_.mlp_bias));
+    return g_.Op("Add", "/" + pre + "residual_mlp", {h2, down});
+  }
+
+  const QuantizedModel& m_;
+  const models::ModelConfig& c_;
+  OpsetChoice opset_;
+  int64_t max_len_;
+  onnx::GraphBuilder g_;
+  std::string seq_len_, seq_len_1d_, cos_, sin_, mask_, head_scale_, eps_, half_, full_, last_axis_;
+};
+
+Status CheckModel(const QuantizedModel& model, int64_t max_len) {
+  const models::ModelConfig& c = model.config();
+  const std::string arch = c.architecture;
+  if (c.family != models::ArchitectureFamily::kLlama)
+    return Status(StatusCode::kUnimplemented,
+                  "onnx_qdq: architecture " + arch +
+                      " is not exported (Llama-family decoders are: LlamaForCausalLM, "
+                      "MistralForCausalLM, Qwen2ForCausalLM)",
+                  "FEATURE_NOT_BUILT");
+  if (c.hidden_act != "silu" && c.hidden_act != "swish")
+    return Status(StatusCode::kUnimplemented,
+                  "onnx_qdq: hidden_act " + c.hidden_act + " is not exported (silu is)",
+                  "FEATURE_NOT_BUILT");
+  if (c.sliding_window && *c.sliding_window < max_len)
+    return Status(StatusCode::kUnimplemented,
+                  "onnx_qdq: a sliding window of " + std::to_string(*c.sliding_window) +
+                      " positions is not exported; set max_sequence_length <= the window",
+                  "FEATURE_NOT_BUILT");
+  return CheckExportSupport(ExportFormat::kOnnxQdq, ExportLayerSpecsOf(model));
+}
+
+}  // namespace
+
+StatusOr<OnnxQdqExportResult> ExportOnnxQdq(const QuantizedModel& model,
+                                            const OnnxQdqExportOptions& opt,
+                                            const ExportProgress& progress) {
+  const int64_t max_len = opt.max_sequence_length > 0
+                              ? opt.max_sequence_length
+                              : std::min<int64_t>(model.config().max_position_embeddings > 0
+                                                      ? model.config().max_position_embeddings
+                                                      : 8192,
+                                                  8192);
+  QD_RETURN_IF_ERROR(CheckModel(model, max_len));
+  const OpsetChoice opset = ChooseOpset(model);
+  LlamaGraph graph(model, opset, max_len);
+  try {
+    QD_RETURN_IF_ERROR(graph.Build(progress));
+  } catch (const c10::Error& e) {
+    return InternalError(std::string("onnx_qdq: ") + e.what_without_backtrace());
+  }
+  QD_ASSIGN_OR_RETURN(StagedDirectory staged,
+                      StagedDirectory::Create(opt.output_dir, opt.overwrite, opt.output_owner));
+  onnx::GraphBuilder::ModelInfo info;
+  info.ir_version = opset.ir_version;
+  info.opset = opset.opset;
+  info.doc_string = "quantd ONNX QDQ export of " + model.model_dir();
+  const bool external = graph.graph().initializer_bytes() > opt.external_data_above_bytes;
+  const std::string data_name = opt.file_name + ".data";
+  QD_ASSIGN_OR_RETURN(
+      std::string bytes,
+      graph.graph().Serialize(
+          info, external ? (fs::path(staged.staging_path()) / data_name).string() : "",
+          external ? data_name : ""));
+  std::FILE* f = std::fopen((fs::path(staged.staging_path()) / opt.file_name).c_str(), "wb");
+  if (f == nullptr) return FailedPreconditionError("cannot create " + opt.file_name);
+  const bool ok = std::fwrite(bytes.data(), 1, bytes.size(), f) == bytes.size();
+  if (std::fclose(f) != 0 || !ok)
+    return Status(StatusCode::kUnavailable, "writing " + opt.file_name + " failed");
+  QD_RETURN_IF_ERROR(staged.Commit());
+  OnnxQdqExportResult result;
+  QD_ASSIGN_OR_RETURN(result.artifact,
+                      DescribeArtifact(ExportFormat::kOnnxQdq, staged, opt.file_name));
+  result.opset = opset.opset;
+  result.ir_version = opset.ir_version;
+  return result;
+}
+
+}  // namespace quantd::exporter
