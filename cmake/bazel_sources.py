@@ -103,9 +103,6 @@ class BuildFileLoader:
             # are Bazel-only; no binary the CMake build makes depends on one.
             "cc_fuzz_test": ignore,
             "native": None,
-            # An sh_test that compiles its fuzzer with clang (tools/fuzz/fuzz.bzl):
-            # no C++ target the engine links.
-            "cc_fuzz_test": ignore,
         }
         with open(path) as f:
             code = compile(f.read(), path, "exec")
