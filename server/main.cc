@@ -30,7 +30,7 @@
 #include "server/common/repeated_flags.h"
 #include "server/supervisor/worker_devices.h"
 #include "worker/common/dashed_flags.h"
-#include "worker/pipeline/job_spec_check.h"
+#include "worker/spec/job_spec_check.h"
 
 ABSL_FLAG(std::string, listen, "127.0.0.1:50051",
           "gRPC address (host:port); port 0 picks a free port");

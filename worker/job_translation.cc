@@ -1,6 +1,6 @@
 #include "worker/job_translation.h"
 
-#include "worker/pipeline/job_spec_check.h"
+#include "worker/spec/job_spec_check.h"
 
 namespace quantd::worker {
 namespace {

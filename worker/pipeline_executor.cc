@@ -13,9 +13,9 @@
 #include "worker/io/uri/model_files.h"
 #include "worker/common/cancellation.h"
 #include "worker/job_translation.h"
-#include "worker/pipeline/job_spec_check.h"
+#include "worker/spec/job_spec_check.h"
 #include "worker/pipeline/quantization_job.h"
-#include "worker/quantization_settings.h"
+#include "worker/spec/quantization_settings.h"
 
 namespace quantd::worker {
 namespace {

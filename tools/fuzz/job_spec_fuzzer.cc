@@ -14,7 +14,7 @@
 #include <unistd.h>
 
 #include "quantd/v1/job.pb.h"
-#include "worker/pipeline/job_spec_check.h"
+#include "worker/spec/job_spec_check.h"
 
 namespace {
 

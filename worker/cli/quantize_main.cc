@@ -29,7 +29,7 @@
 #include "worker/common/crash_handler.h"
 #include "worker/common/device.h"
 #include "worker/common/peak_rss.h"
-#include "worker/pipeline/job_spec_check.h"
+#include "worker/spec/job_spec_check.h"
 #include "worker/pipeline_executor.h"
 #include "worker/rpc_status.h"
 

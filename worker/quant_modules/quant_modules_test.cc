@@ -7,7 +7,7 @@
 #include "worker/quant/fake_quant.h"
 #include "worker/quant_modules/quant_conv.h"
 #include "worker/quant_modules/quant_embedding_bag.h"
-#include "worker/quantization_settings.h"
+#include "worker/spec/quantization_settings.h"
 
 namespace quantd::quant_modules {
 namespace {

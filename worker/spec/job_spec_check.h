@@ -5,8 +5,8 @@
 // not support is refused with UNIMPLEMENTED naming that field, never
 // ignored; malformed values are INVALID_ARGUMENT with one field violation
 // per bad field. Torch-free, so the frontend links it without LibTorch.
-#ifndef QUANTD_WORKER_PIPELINE_JOB_SPEC_CHECK_H_
-#define QUANTD_WORKER_PIPELINE_JOB_SPEC_CHECK_H_
+#ifndef QUANTD_WORKER_SPEC_JOB_SPEC_CHECK_H_
+#define QUANTD_WORKER_SPEC_JOB_SPEC_CHECK_H_
 
 #include <chrono>
 #include <optional>
@@ -53,4 +53,4 @@ quantd::v1::ExportFormat ExportFormatToProto(exporter::ExportFormat format);
 
 }  // namespace quantd::pipeline
 
-#endif  // QUANTD_WORKER_PIPELINE_JOB_SPEC_CHECK_H_
+#endif  // QUANTD_WORKER_SPEC_JOB_SPEC_CHECK_H_

@@ -1,4 +1,4 @@
-#include "worker/pipeline/job_spec_check.h"
+#include "worker/spec/job_spec_check.h"
 
 #include <chrono>
 #include <filesystem>

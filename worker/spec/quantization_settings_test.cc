@@ -1,4 +1,4 @@
-#include "worker/quantization_settings.h"
+#include "worker/spec/quantization_settings.h"
 
 #include <string>
 #include <vector>

@@ -1,10 +1,10 @@
-#include "worker/quantization_settings.h"
+#include "worker/spec/quantization_settings.h"
 
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <utility>
 
-#include "worker/config/config_proto.h"
+#include "worker/spec/config_proto.h"
 #include "worker/config/quark_json.h"
 
 namespace quantd::worker {

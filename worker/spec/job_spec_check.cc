@@ -1,4 +1,4 @@
-#include "worker/pipeline/job_spec_check.h"
+#include "worker/spec/job_spec_check.h"
 
 #include <fcntl.h>
 #include <limits.h>
@@ -17,7 +17,7 @@
 #include "worker/algo/awq_layout.h"
 #include "worker/common/bounded_json.h"
 #include "worker/common/deadline.h"
-#include "worker/config/config_proto.h"
+#include "worker/spec/config_proto.h"
 #include "worker/export/export_support.h"
 #include "worker/io/uri/model_files.h"
 #include "worker/io/uri/uri_parser.h"

@@ -8,8 +8,8 @@
 // CreateJob), and the planner answers each layer with config::ResolveLayer
 // (layer_quant_config globs > layer_type_quant_config > global, exclude,
 // embeddings and lm_head left in float unless named, kv-cache output specs).
-#ifndef QUANTD_WORKER_QUANTIZATION_SETTINGS_H_
-#define QUANTD_WORKER_QUANTIZATION_SETTINGS_H_
+#ifndef QUANTD_WORKER_SPEC_QUANTIZATION_SETTINGS_H_
+#define QUANTD_WORKER_SPEC_QUANTIZATION_SETTINGS_H_
 
 #include <optional>
 #include <string>
@@ -45,4 +45,4 @@ pipeline::LayerPlanner PlannerFor(config::QuantConfig config);
 
 }  // namespace quantd::worker
 
-#endif  // QUANTD_WORKER_QUANTIZATION_SETTINGS_H_
+#endif  // QUANTD_WORKER_SPEC_QUANTIZATION_SETTINGS_H_
