@@ -30,7 +30,7 @@
 #include "server/common/repeated_flags.h"
 #include "server/supervisor/worker_devices.h"
 #include "worker/common/dashed_flags.h"
-#include "worker/pipeline/job_spec_check.h"
+#include "worker/spec/resolve_job.h"
 
 ABSL_FLAG(std::string, listen, "127.0.0.1:50051",
           "gRPC address (host:port); port 0 picks a free port");
@@ -249,7 +249,7 @@ int Run(const std::vector<std::string>& worker_args, const std::vector<std::stri
       absl::ToInt64Milliseconds(absl::GetFlag(FLAGS_spec_check_budget)));
   jobs.spec_check = [spec_check_budget](const v1::JobSpec& spec,
                                         std::vector<std::string>* warnings) {
-    return FromEngineStatus(quantd::pipeline::CheckJobSpec(spec, warnings, spec_check_budget));
+    return FromEngineStatus(quantd::spec::CheckJobSpec(spec, warnings, spec_check_budget));
   };
   if (jobs.lease_duration < absl::Milliseconds(100) || jobs.default_max_attempts < 1) {
     Log(LogLevel::kError, "--lease-duration must be at least 100ms and --max-attempts at least 1");

@@ -13,9 +13,7 @@
 #include "worker/export/hf/hf_files.h"
 #include "worker/io/uri/model_files.h"
 #include "worker/job_translation.h"
-#include "worker/pipeline/job_spec_check.h"
 #include "worker/pipeline/quantization_job.h"
-#include "worker/quantization_settings.h"
 
 namespace quantd::worker {
 namespace {
@@ -85,13 +83,18 @@ StatusOr<std::string> PipelineExecutor::Resolve(const std::string& field, const 
 }
 
 StatusOr<pipeline::JobOptions> PipelineExecutor::BuildOptions(const quantd::v1::Job& job) const {
-  const auto& spec = job.spec();
+  QD_ASSIGN_OR_RETURN(spec::ResolvedJob resolved, spec::ResolveJob(job.spec()));
+  return BuildOptions(job, resolved);
+}
+
+StatusOr<pipeline::JobOptions> PipelineExecutor::BuildOptions(
+    const quantd::v1::Job& job, const spec::ResolvedJob& resolved) const {
   pipeline::JobOptions o;
-  QD_ASSIGN_OR_RETURN(o.model_dir, Resolve("spec.model_uri", spec.model_uri(), job.tenant()));
-  QD_ASSIGN_OR_RETURN(ResolvedQuantization q, ResolveQuantization(spec.quantization()));
-  o.planner = std::move(q.planner);
-  o.quantization_config_json = std::move(q.quark_json);
-  o.quantization_description = std::move(q.description);
+  QD_ASSIGN_OR_RETURN(o.model_dir, Resolve("spec.model_uri", resolved.model_uri, job.tenant()));
+  const spec::ResolvedQuantization& q = resolved.quantization;
+  o.planner = q.planner;
+  o.quantization_config_json = q.quark_json;
+  o.quantization_description = q.description;
   if (!q.config.algorithms.empty()) {
     QD_ASSIGN_OR_RETURN(algo::AlgorithmSet algorithms,
                         algo::MakeAlgorithms(algo::ToAlgorithmRequests(q.config.algorithms),
@@ -99,59 +102,41 @@ StatusOr<pipeline::JobOptions> PipelineExecutor::BuildOptions(const quantd::v1::
     for (auto& a : algorithms.block_algorithms) o.block_algorithms.push_back(std::move(a));
     o.model_transform = std::move(algorithms.model_transform);
   }
-  if (q.kv_cache) o.kv_cache = q.kv_cache;  // kv_cache_quant_config of a config or JSON
+  // kv_cache_quant_config of a config or JSON, or the FP8 KV cache.
+  o.kv_cache = q.kv_cache;
   o.min_kv_scale = q.min_kv_scale;
 
-  const auto& cal = spec.calibration();
-  if (!cal.dataset_uri().empty()) {
+  const spec::CalibrationSettings& cal = resolved.calibration;
+  if (!cal.dataset_uri.empty()) {
     QD_ASSIGN_OR_RETURN(o.calibration.dataset_path,
-                        Resolve("spec.calibration.dataset_uri", cal.dataset_uri(), job.tenant()));
+                        Resolve("spec.calibration.dataset_uri", cal.dataset_uri, job.tenant()));
   }
-  if (!cal.text_field().empty()) o.calibration.text_field = cal.text_field();
-  if (cal.has_num_samples()) o.calibration.num_samples = cal.num_samples();
-  if (cal.has_seq_len()) o.calibration.seq_len = cal.seq_len();
-  // SAMPLING_MODE_UNSPECIFIED keeps the engine's default (job_options.h).
-  if (cal.sampling() == quantd::v1::CONCAT) o.calibration.sampling = io::SamplingMethod::kConcat;
-  if (cal.sampling() == quantd::v1::RANDOM_WINDOWS)
-    o.calibration.sampling = io::SamplingMethod::kRandomWindows;
-  o.calibration.seed = cal.seed();
-  o.calibration.on_float_outputs = spec.quantization().calibrate_on_float_outputs();
+  if (cal.text_field) o.calibration.text_field = *cal.text_field;
+  if (cal.num_samples) o.calibration.num_samples = *cal.num_samples;
+  if (cal.seq_len) o.calibration.seq_len = *cal.seq_len;
+  if (cal.sampling) o.calibration.sampling = *cal.sampling;  // unset: the engine's default
+  o.calibration.seed = cal.seed;
+  o.calibration.on_float_outputs = cal.on_float_outputs;
 
-  const auto& ev = spec.evaluation();
-  o.evaluation.enabled = !ev.disabled() && !ev.dataset_uri().empty();
+  const spec::EvaluationSettings& ev = resolved.evaluation;
+  o.evaluation.enabled = ev.enabled();
   if (o.evaluation.enabled) {
     QD_ASSIGN_OR_RETURN(o.evaluation.dataset_path,
-                        Resolve("spec.evaluation.dataset_uri", ev.dataset_uri(), job.tenant()));
+                        Resolve("spec.evaluation.dataset_uri", ev.dataset_uri, job.tenant()));
   }
-  if (!ev.text_field().empty()) o.evaluation.text_field = ev.text_field();
-  if (ev.has_n_ctx()) o.evaluation.n_ctx = ev.n_ctx();
-  o.evaluation.max_windows = ev.max_windows();
-  if (ev.has_max_perplexity_increase())
-    o.evaluation.max_perplexity_increase = ev.max_perplexity_increase();
-  if (ev.has_max_kl_divergence()) o.evaluation.max_kl_divergence = ev.max_kl_divergence();
-  if (spec.quantization().fp8_kv_cache()) {
-    // Static per-tensor FP8 e4m3 on the k/v projection outputs, as the
-    // reference's FP8 KV-cache config.
-    quant::QuantSpec kv;
-    kv.dtype = quant::DataType::kFp8E4M3;
-    kv.qscheme = quant::QScheme::kPerTensor;
-    o.kv_cache = kv;
-  }
+  if (ev.text_field) o.evaluation.text_field = *ev.text_field;
+  if (ev.n_ctx) o.evaluation.n_ctx = *ev.n_ctx;
+  o.evaluation.max_windows = ev.max_windows;
+  o.evaluation.max_perplexity_increase = ev.max_perplexity_increase;
+  o.evaluation.max_kl_divergence = ev.max_kl_divergence;
 
-  const auto& ex = spec.export_();
-  o.export_options.formats.clear();
-  for (int f : ex.formats()) {
-    const std::optional<exporter::ExportFormat> format = pipeline::ExportFormatFromProto(f);
-    if (!format) return InvalidArgumentError("unknown export format " + std::to_string(f));
-    o.export_options.formats.push_back(*format);
-  }
-  if (o.export_options.formats.empty())
-    o.export_options.formats.push_back(exporter::ExportFormat::kHfFakeQuantized);
+  const spec::ExportSettings& ex = resolved.export_settings;
+  o.export_options.formats = ex.formats;
   // The output goes where the one URI parser says, and nowhere else.
   const std::string output_uri =
-      ex.output_uri().empty()
+      ex.output_uri.empty()
           ? io::PathToFileUri(options_.data_dir + "/artifacts/" + JobId(job.name()))
-          : ex.output_uri();
+          : ex.output_uri;
   if (options_.roots != nullptr) {
     auto where = options_.roots->CheckOutput(output_uri, job.tenant());
     if (!where.ok()) return Status(where.status()).Prepend("spec.export.output_uri: ");
@@ -166,22 +151,8 @@ StatusOr<pipeline::JobOptions> PipelineExecutor::BuildOptions(const quantd::v1::
     o.export_options.output_dir = parsed->path;
   }
   o.export_options.tenant = job.tenant();
-  o.export_options.overwrite = ex.overwrite();
-  switch (ex.gguf_float_type()) {
-    case quantd::v1::GGUF_FLOAT_TYPE_UNSPECIFIED:
-    case quantd::v1::GGUF_F32:
-      o.export_options.gguf_float_type = gguf::GgmlType::kF32;
-      break;
-    case quantd::v1::GGUF_F16:
-      o.export_options.gguf_float_type = gguf::GgmlType::kF16;
-      break;
-    case quantd::v1::GGUF_BF16:
-      o.export_options.gguf_float_type = gguf::GgmlType::kBF16;
-      break;
-    default:
-      return InvalidArgumentError("spec.export.gguf_float_type: unknown value " +
-                                  std::to_string(ex.gguf_float_type()));
-  }
+  o.export_options.overwrite = ex.overwrite;
+  o.export_options.gguf_float_type = ex.gguf_float_type;
   o.scratch_dir = (fs::path(options_.data_dir) / "scratch" / JobId(job.name())).string();
   try {
     o.model_options.device = at::Device(options_.device);
@@ -194,15 +165,26 @@ StatusOr<pipeline::JobOptions> PipelineExecutor::BuildOptions(const quantd::v1::
 }
 
 ExecutionOutcome PipelineExecutor::Execute(const quantd::v1::Job& job, JobContext& ctx) {
-  ExecutionOutcome out;
-  // A cancel or a lost lease (ctx) stops every long loop below, the spec
-  // check and planning included, not only the block loop.
+  // A cancel or a lost lease (ctx) stops the spec check too.
   CancellationScope scope([&ctx] { return ctx.CancelRequested(); });
-  // The frontend checked the spec at CreateJob; check again, since this
-  // worker may be a different build than the frontend.
-  out.status = pipeline::CheckJobSpec(job.spec());
-  if (!out.status.ok()) return out;
-  auto options = BuildOptions(job);
+  // The frontend checked the spec at CreateJob; resolve (and so check) it
+  // again, since this worker may be a different build than the frontend.
+  StatusOr<spec::ResolvedJob> resolved = spec::ResolveJob(job.spec());
+  if (!resolved.ok()) {
+    ExecutionOutcome out;
+    out.status = resolved.status();
+    return out;
+  }
+  return Execute(job, *resolved, ctx);
+}
+
+ExecutionOutcome PipelineExecutor::Execute(const quantd::v1::Job& job,
+                                           const spec::ResolvedJob& resolved, JobContext& ctx) {
+  ExecutionOutcome out;
+  // A cancel or a lost lease (ctx) stops every long loop below, planning
+  // included, not only the block loop.
+  CancellationScope scope([&ctx] { return ctx.CancelRequested(); });
+  auto options = BuildOptions(job, resolved);
   if (!options.ok()) {
     out.status = options.status();
     return out;
@@ -246,7 +228,7 @@ ExecutionOutcome PipelineExecutor::Execute(const quantd::v1::Job& job, JobContex
     options->model_dir = model_files->view_dir();
   }
   EventForwarder forwarder(ctx);
-  if (!job.spec().evaluation().disabled() && job.spec().evaluation().dataset_uri().empty())
+  if (!resolved.evaluation.disabled && resolved.evaluation.dataset_uri.empty())
     forwarder.OnLog(
         pipeline::LogLevel::kWarning,
         "no evaluation dataset (spec.evaluation.dataset_uri): perplexity is not measured");

@@ -1,8 +1,9 @@
 // PipelineExecutor: runs a leased job on the engine.
 //
-// It re-checks the spec, checks every URI against the worker's roots and
-// resolves the model and dataset URIs to local paths, turns the quantization settings into a
-// layer planner, runs pipeline::RunQuantizationJob in a scratch directory of
+// It resolves the spec once (spec::ResolveJob, which checks it again: this
+// worker may be a different build than the frontend), checks every URI
+// against the worker's roots and resolves the model and dataset URIs to
+// local paths, runs pipeline::RunQuantizationJob in a scratch directory of
 // its own, streams the engine's progress, block metrics and logs as job
 // events, and translates the report into the JobResult sent to quantd.
 #ifndef QUANTD_WORKER_PIPELINE_EXECUTOR_H_
@@ -16,6 +17,7 @@
 #include "worker/io/uri/uri_roots.h"
 #include "worker/lease_loop.h"
 #include "worker/pipeline/job_options.h"
+#include "worker/spec/resolve_job.h"
 
 namespace quantd::worker {
 
@@ -47,10 +49,18 @@ struct PipelineExecutorOptions {
 class PipelineExecutor : public JobExecutor {
  public:
   explicit PipelineExecutor(PipelineExecutorOptions options) : options_(std::move(options)) {}
+  // Resolves job.spec() and runs it.
   ExecutionOutcome Execute(const quantd::v1::Job& job, JobContext& ctx) override;
+  // Runs a job whose spec the caller resolved (quantd-quantize, which
+  // reports the refusal and the warnings before the run).
+  ExecutionOutcome Execute(const quantd::v1::Job& job, const spec::ResolvedJob& resolved,
+                           JobContext& ctx);
 
-  // The engine's options for a job: URIs resolved to local paths, the
-  // quantization settings resolved to a layer planner, defaults applied.
+  // The engine's options for a resolved job: URIs resolved to local paths,
+  // algorithms made for the planner, defaults applied.
+  StatusOr<pipeline::JobOptions> BuildOptions(const quantd::v1::Job& job,
+                                              const spec::ResolvedJob& resolved) const;
+  // The same after resolving job.spec().
   StatusOr<pipeline::JobOptions> BuildOptions(const quantd::v1::Job& job) const;
 
  private:

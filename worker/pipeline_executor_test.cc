@@ -68,6 +68,18 @@ class PipelineExecutorTest : public ::testing::Test {
     return job;
   }
 
+  // The options the worker builds for `job` whatever the spec check said of
+  // its output URI (as from a frontend of another build): the worker's own
+  // policy must refuse it as well.
+  StatusOr<pipeline::JobOptions> OptionsPastTheCheck(const quantd::v1::Job& job) {
+    quantd::v1::Job checked = job;
+    checked.mutable_spec()->mutable_export_()->clear_output_uri();
+    auto resolved = spec::ResolveJob(checked.spec());
+    if (!resolved.ok()) return resolved.status();
+    resolved->export_settings.output_uri = job.spec().export_().output_uri();
+    return executor_->BuildOptions(job, *resolved);
+  }
+
   fs::path base_, model_;
   std::unique_ptr<PipelineExecutor> executor_;
 };
@@ -100,9 +112,13 @@ TEST_F(PipelineExecutorTest, OutputsFollowTheRootsAndTheTenant) {
       {"file://" + (base_ / "secret/x").string(), "acme", StatusCode::kPermissionDenied},
   };
   for (const Case& c : refused) {
-    auto s = executor_->BuildOptions(Job(c.uri, c.tenant));
+    auto s = OptionsPastTheCheck(Job(c.uri, c.tenant));
     EXPECT_EQ(s.status().code(), c.code) << c.uri << " " << c.tenant << ": " << s.status();
     EXPECT_THAT(s.status().message(), HasSubstr("spec.export.output_uri")) << c.uri;
+    // Through the check, as Execute runs it: refused too, naming the field.
+    auto checked = executor_->BuildOptions(Job(c.uri, c.tenant));
+    EXPECT_FALSE(checked.ok()) << c.uri;
+    EXPECT_THAT(checked.status().message(), HasSubstr("spec.export.output_uri")) << c.uri;
   }
 }
 

@@ -29,8 +29,8 @@
 #include "worker/common/crash_handler.h"
 #include "worker/common/device.h"
 #include "worker/common/peak_rss.h"
-#include "worker/pipeline/job_spec_check.h"
 #include "worker/pipeline_executor.h"
+#include "worker/spec/resolve_job.h"
 #include "worker/rpc_status.h"
 
 namespace quantd::cli {
@@ -127,9 +127,10 @@ int Main(int argc, char** argv) {
 
   // What quantd does at CreateJob: a bad spec is refused before it runs,
   // and what is suspicious (a glob matching no layer, a config key that
-  // takes no effect) becomes a warning once the job starts.
-  std::vector<std::string> warnings;
-  if (Status s = pipeline::CheckJobSpec(job.spec(), &warnings); !s.ok()) return ReportRefused(s);
+  // takes no effect) becomes a warning once the job starts. Resolved once:
+  // the executor runs this value.
+  StatusOr<spec::ResolvedJob> resolved = spec::ResolveJob(job.spec());
+  if (!resolved.ok()) return ReportRefused(resolved.status());
 
   std::error_code ec;
   worker::PipelineExecutorOptions exec_opt;
@@ -154,7 +155,7 @@ int Main(int argc, char** argv) {
   job.set_attempt(1);
   job.set_worker("local");
   ctx.ReportState(quantd::v1::RUNNING);
-  for (const std::string& w : warnings) {
+  for (const std::string& w : resolved->warnings) {
     quantd::v1::JobEvent event;
     event.mutable_log()->set_severity(quantd::v1::WARNING);
     event.mutable_log()->set_message(w);
@@ -162,7 +163,7 @@ int Main(int argc, char** argv) {
   }
   worker::ExecutionOutcome outcome;
   try {
-    outcome = executor.Execute(job, ctx);
+    outcome = executor.Execute(job, *resolved, ctx);
   } catch (const std::exception& e) {
     // The engine returns Status; this only guards the process boundary.
     outcome.status = Status(StatusCode::kInternal, std::string("engine error: ") + e.what());

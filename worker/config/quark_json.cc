@@ -831,7 +831,11 @@ StatusOr<QuantConfig> ParseQuarkJson(std::string_view text, const std::string& p
   return config;
 }
 
-std::string WriteQuarkJson(const QuantConfig& config, int indent) {
+namespace {
+
+// The config's reference JSON value: the engine's fields, and what the
+// original JSON held that they do not model.
+Json WrittenJson(const QuantConfig& config) {
   Json j = ConfigJson(config);
   if (!config.reference_json.empty()) {
     // Written by ParseQuarkJson from a value within kMaxJsonDepth: each
@@ -841,6 +845,20 @@ std::string WriteQuarkJson(const QuantConfig& config, int indent) {
         JsonBounds{config.reference_json.size(), 2 * kMaxJsonDepth + 2}, "reference_json");
     if (record.ok()) j = Restore(j, *record);
   }
+  return j;
+}
+
+}  // namespace
+
+std::string WriteQuarkJson(const QuantConfig& config, int indent) {
+  return WrittenJson(config).dump(indent);
+}
+
+std::string WriteQuarkJsonForExport(const QuantConfig& config, const std::string& weight_format,
+                                    int indent) {
+  Json j = WrittenJson(config);
+  if (!j.contains("export") || !j["export"].is_object()) j["export"] = Json::object();
+  j["export"]["weight_format"] = weight_format;
   return j.dump(indent);
 }
 

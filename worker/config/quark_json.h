@@ -32,6 +32,12 @@ StatusOr<QuantConfig> ParseQuarkJson(std::string_view json, const std::string& p
 // for one line).
 std::string WriteQuarkJson(const QuantConfig& config, int indent = 2);
 
+// The same with export.weight_format set to `weight_format` (an export
+// object added when the config has none), as an export records the config
+// it applied: "fake_quantized" for float weights. One line by default.
+std::string WriteQuarkJsonForExport(const QuantConfig& config, const std::string& weight_format,
+                                    int indent = -1);
+
 // One spec in the reference's spelling, as a JSON string (for messages and
 // tests).
 std::string SpecToQuarkJson(const QuantSpec& spec);

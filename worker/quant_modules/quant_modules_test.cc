@@ -3,11 +3,11 @@
 #include <string>
 #include <vector>
 
-#include "quantd/v1/job.pb.h"
 #include "worker/quant/fake_quant.h"
 #include "worker/quant_modules/quant_conv.h"
 #include "worker/quant_modules/quant_embedding_bag.h"
-#include "worker/quantization_settings.h"
+#include "worker/config/quark_json.h"
+#include "worker/spec/quantization_settings.h"
 
 namespace quantd::quant_modules {
 namespace {
@@ -30,8 +30,7 @@ double MaxAbs(const at::Tensor& t) { return t.abs().max().item<double>(); }
 // The plan of a Conv2d as the service resolves it from a Quark JSON config:
 // int8 per-channel weights, static int8 per-tensor input and output.
 pipeline::LayerPlan ConvPlanFromConfig() {
-  quantd::v1::QuantizationSettings s;
-  s.set_quark_json(R"({
+  auto c = config::ParseQuarkJson(R"({
     "global_quant_config": {"weight": {"dtype": "int4", "qscheme": "per_group", "group_size": 32,
                                        "ch_axis": -1, "symmetric": true, "is_dynamic": false}},
     "layer_type_quant_config": {"Conv2d": {
@@ -41,9 +40,8 @@ pipeline::LayerPlan ConvPlanFromConfig() {
                         "is_dynamic": false},
       "output_tensors": {"dtype": "int8", "qscheme": "per_tensor", "symmetric": false,
                          "is_dynamic": false}}}})");
-  auto r = worker::ResolveQuantization(s);
-  EXPECT_TRUE(r.ok()) << r.status();
-  return r.ok() ? worker::PlannerFor(r->config)("model.conv_in", "Conv2d") : pipeline::LayerPlan();
+  EXPECT_TRUE(c.ok()) << c.status();
+  return c.ok() ? spec::PlannerFor(*c)("model.conv_in", "Conv2d") : pipeline::LayerPlan();
 }
 
 std::vector<at::Tensor> ConvBatches() {

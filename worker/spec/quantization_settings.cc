@@ -1,13 +1,12 @@
-#include "worker/quantization_settings.h"
+#include "worker/spec/quantization_settings.h"
 
 #include <memory>
-#include <nlohmann/json.hpp>
 #include <utility>
 
-#include "worker/config/config_proto.h"
 #include "worker/config/quark_json.h"
+#include "worker/spec/config_proto.h"
 
-namespace quantd::worker {
+namespace quantd::spec {
 
 pipeline::LayerPlanner PlannerFor(config::QuantConfig c) {
   auto shared = std::make_shared<const config::QuantConfig>(std::move(c));
@@ -25,15 +24,16 @@ pipeline::LayerPlanner PlannerFor(config::QuantConfig c) {
 
 StatusOr<ResolvedQuantization> ResolveQuantization(const quantd::v1::QuantizationSettings& s) {
   QD_ASSIGN_OR_RETURN(config::QuantConfig c, config::ResolveQuantizationSettings(s));
+  return ResolveQuantization(s, std::move(c));
+}
+
+ResolvedQuantization ResolveQuantization(const quantd::v1::QuantizationSettings& s,
+                                         config::QuantConfig c) {
   ResolvedQuantization r;
   r.description = config::DescribeSettings(s, c);
   // The export is fake-quantized (float weights); everything else of the
   // config, the reference JSON's own keys included, is written as given.
-  nlohmann::ordered_json j = nlohmann::ordered_json::parse(config::WriteQuarkJson(c, -1));
-  if (!j.contains("export") || !j["export"].is_object())
-    j["export"] = nlohmann::ordered_json::object();
-  j["export"]["weight_format"] = "fake_quantized";
-  r.quark_json = j.dump();
+  r.quark_json = config::WriteQuarkJsonForExport(c, "fake_quantized");
   for (const auto& kv : c.kv_cache_quant_config) {
     if (!kv.config.output_tensors) continue;
     if (!r.kv_cache) {
@@ -44,10 +44,18 @@ StatusOr<ResolvedQuantization> ResolveQuantization(const quantd::v1::Quantizatio
       break;
     }
   }
+  if (s.fp8_kv_cache()) {
+    // Static per-tensor FP8 e4m3 on the k/v projection outputs, as the
+    // reference's FP8 KV-cache config.
+    quant::QuantSpec kv;
+    kv.dtype = quant::DataType::kFp8E4M3;
+    kv.qscheme = quant::QScheme::kPerTensor;
+    r.kv_cache = kv;
+  }
   r.min_kv_scale = static_cast<float>(c.min_kv_scale);
   r.planner = PlannerFor(c);
   r.config = std::move(c);
   return r;
 }
 
-}  // namespace quantd::worker
+}  // namespace quantd::spec

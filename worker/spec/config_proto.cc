@@ -1,4 +1,4 @@
-#include "worker/config/config_proto.h"
+#include "worker/spec/config_proto.h"
 
 #include <map>
 #include <utility>

@@ -1,4 +1,4 @@
-#include "worker/pipeline/job_spec_check.h"
+#include "worker/spec/job_spec_check.h"
 
 #include <fcntl.h>
 #include <limits.h>
@@ -17,17 +17,17 @@
 #include "worker/algo/awq_layout.h"
 #include "worker/common/bounded_json.h"
 #include "worker/common/deadline.h"
-#include "worker/config/config_proto.h"
 #include "worker/export/export_support.h"
 #include "worker/io/uri/model_files.h"
 #include "worker/io/uri/uri_parser.h"
 #include "worker/models/layer_shapes.h"
 #include "worker/models/model_config.h"
+#include "worker/spec/config_proto.h"
+#include "worker/spec/export_format.h"
 
-namespace quantd::pipeline {
+namespace quantd::spec {
 namespace {
 
-using quantd::v1::ExportFormat;
 using quantd::v1::JobSpec;
 
 bool StartsWith(const std::string& s, const std::string& prefix) {
@@ -175,9 +175,10 @@ std::optional<std::vector<config::LayerInfo>> ReadModelLayers(const std::string&
   return layers;
 }
 
-void CheckQuantization(SpecChecker& c, const JobSpec& spec, std::vector<std::string>* warnings) {
+void CheckQuantization(SpecChecker& c, const JobSpec& spec,
+                       const StatusOr<config::QuantConfig>& resolved,
+                       std::vector<std::string>* warnings) {
   const auto& q = spec.quantization();
-  auto resolved = config::ResolveQuantizationSettings(q);
   if (!resolved.ok()) {
     const Status status = resolved.status();
     for (const auto& v : status.violations()) c.Bad(v.field, v.description);
@@ -340,9 +341,9 @@ std::vector<exporter::ExportLayerSpecs> ConfigExportSpecs(const config::QuantCon
   return out;
 }
 
-void CheckExport(SpecChecker& c, const JobSpec& spec) {
+void CheckExport(SpecChecker& c, const JobSpec& spec,
+                 const StatusOr<config::QuantConfig>& resolved) {
   const auto& ex = spec.export_();
-  auto resolved = config::ResolveQuantizationSettings(spec.quantization());
   for (int i = 0; i < ex.formats_size(); ++i) {
     const std::string field = "spec.export.formats[" + std::to_string(i) + "]";
     const std::optional<exporter::ExportFormat> format = ExportFormatFromProto(ex.formats(i));
@@ -367,37 +368,14 @@ void CheckExport(SpecChecker& c, const JobSpec& spec) {
 
 }  // namespace
 
-namespace {
-constexpr std::pair<quantd::v1::ExportFormat, exporter::ExportFormat> kExportFormats[] = {
-    {quantd::v1::HF_FAKE_QUANTIZED, exporter::ExportFormat::kHfFakeQuantized},
-    {quantd::v1::HF_QUARK, exporter::ExportFormat::kHfQuark},
-    {quantd::v1::GGUF, exporter::ExportFormat::kGguf},
-    {quantd::v1::ONNX_QDQ, exporter::ExportFormat::kOnnxQdq},
-};
-}  // namespace
-
-std::optional<exporter::ExportFormat> ExportFormatFromProto(int format) {
-  for (const auto& [proto, engine] : kExportFormats)
-    if (proto == format) return engine;
-  return std::nullopt;
-}
-
-quantd::v1::ExportFormat ExportFormatToProto(exporter::ExportFormat format) {
-  for (const auto& [proto, engine] : kExportFormats)
-    if (engine == format) return proto;
-  return quantd::v1::EXPORT_FORMAT_UNSPECIFIED;
-}
-
-Status CheckJobSpec(const JobSpec& spec) { return CheckJobSpec(spec, nullptr); }
-
-Status CheckJobSpec(const JobSpec& spec, std::vector<std::string>* warnings,
-                    std::chrono::milliseconds budget) {
+Status CheckResolvedJobSpec(const JobSpec& spec, const StatusOr<config::QuantConfig>& quantization,
+                            std::vector<std::string>* warnings, std::chrono::milliseconds budget) {
   SpecChecker c(budget.count() > 0 ? Deadline::After(budget) : Deadline::Never());
   CheckUri(c, "spec.model_uri", spec.model_uri(), true);
-  CheckQuantization(c, spec, warnings);
+  CheckQuantization(c, spec, quantization, warnings);
   CheckCalibration(c, spec);
   CheckEvaluation(c, spec);
-  if (!c.OutOfTime("spec.export")) CheckExport(c, spec);
+  if (!c.OutOfTime("spec.export")) CheckExport(c, spec, quantization);
   if (!ValidDevice(spec.device()))
     c.Bad("spec.device", "'" + spec.device() + "' is not one of cpu, cuda, cuda:N");
   if (spec.has_max_attempts() && (spec.max_attempts() < 1 || spec.max_attempts() > 100))
@@ -405,4 +383,4 @@ Status CheckJobSpec(const JobSpec& spec, std::vector<std::string>* warnings,
   return c.Result();
 }
 
-}  // namespace quantd::pipeline
+}  // namespace quantd::spec

@@ -8,8 +8,8 @@
 // CreateJob), and the planner answers each layer with config::ResolveLayer
 // (layer_quant_config globs > layer_type_quant_config > global, exclude,
 // embeddings and lm_head left in float unless named, kv-cache output specs).
-#ifndef QUANTD_WORKER_QUANTIZATION_SETTINGS_H_
-#define QUANTD_WORKER_QUANTIZATION_SETTINGS_H_
+#ifndef QUANTD_WORKER_SPEC_QUANTIZATION_SETTINGS_H_
+#define QUANTD_WORKER_SPEC_QUANTIZATION_SETTINGS_H_
 
 #include <optional>
 #include <string>
@@ -19,7 +19,7 @@
 #include "worker/config/quant_config.h"
 #include "worker/pipeline/layer_plan.h"
 
-namespace quantd::worker {
+namespace quantd::spec {
 
 struct ResolvedQuantization {
   pipeline::LayerPlanner planner;
@@ -30,8 +30,9 @@ struct ResolvedQuantization {
   // The resolved engine config the planner answers from.
   config::QuantConfig config;
   // The kv-cache output spec when every kv_cache_quant_config entry uses the
-  // same one (what pipeline::JobOptions::kv_cache takes), and the lower
-  // bound of kv scales.
+  // same one, or the FP8 KV cache's static per-tensor fp8_e4m3 when the
+  // settings ask for it (what pipeline::JobOptions::kv_cache takes), and
+  // the lower bound of kv scales.
   std::optional<quant::QuantSpec> kv_cache;
   float min_kv_scale = 0;
 };
@@ -40,9 +41,14 @@ struct ResolvedQuantization {
 // violation under "spec.quantization") for settings that are not valid.
 StatusOr<ResolvedQuantization> ResolveQuantization(const quantd::v1::QuantizationSettings& s);
 
+// The same for settings already resolved into `config` by
+// config::ResolveQuantizationSettings (ResolveJob resolves them once).
+ResolvedQuantization ResolveQuantization(const quantd::v1::QuantizationSettings& s,
+                                         config::QuantConfig config);
+
 // The planner of a resolved engine config (pure: ResolveLayer per call).
 pipeline::LayerPlanner PlannerFor(config::QuantConfig config);
 
-}  // namespace quantd::worker
+}  // namespace quantd::spec
 
-#endif  // QUANTD_WORKER_QUANTIZATION_SETTINGS_H_
+#endif  // QUANTD_WORKER_SPEC_QUANTIZATION_SETTINGS_H_

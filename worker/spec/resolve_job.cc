@@ -1,0 +1,92 @@
+#include "worker/spec/resolve_job.h"
+
+#include <utility>
+
+#include "worker/spec/config_proto.h"
+#include "worker/spec/export_format.h"
+
+namespace quantd::spec {
+namespace {
+
+CalibrationSettings CalibrationOf(const quantd::v1::JobSpec& spec) {
+  const auto& cal = spec.calibration();
+  CalibrationSettings out;
+  out.dataset_uri = cal.dataset_uri();
+  if (!cal.text_field().empty()) out.text_field = cal.text_field();
+  if (cal.has_num_samples()) out.num_samples = cal.num_samples();
+  if (cal.has_seq_len()) out.seq_len = cal.seq_len();
+  // SAMPLING_MODE_UNSPECIFIED keeps the engine's default.
+  if (cal.sampling() == quantd::v1::CONCAT) out.sampling = io::SamplingMethod::kConcat;
+  if (cal.sampling() == quantd::v1::RANDOM_WINDOWS)
+    out.sampling = io::SamplingMethod::kRandomWindows;
+  out.seed = cal.seed();
+  out.on_float_outputs = spec.quantization().calibrate_on_float_outputs();
+  return out;
+}
+
+EvaluationSettings EvaluationOf(const quantd::v1::JobSpec& spec) {
+  const auto& ev = spec.evaluation();
+  EvaluationSettings out;
+  out.disabled = ev.disabled();
+  out.dataset_uri = ev.dataset_uri();
+  if (!ev.text_field().empty()) out.text_field = ev.text_field();
+  if (ev.has_n_ctx()) out.n_ctx = ev.n_ctx();
+  out.max_windows = ev.max_windows();
+  if (ev.has_max_perplexity_increase()) out.max_perplexity_increase = ev.max_perplexity_increase();
+  if (ev.has_max_kl_divergence()) out.max_kl_divergence = ev.max_kl_divergence();
+  return out;
+}
+
+// The spec passed the check: every format and the GGUF float type are known.
+ExportSettings ExportOf(const quantd::v1::JobSpec& spec) {
+  const auto& ex = spec.export_();
+  ExportSettings out;
+  for (int f : ex.formats()) out.formats.push_back(*ExportFormatFromProto(f));
+  if (out.formats.empty()) out.formats.push_back(exporter::ExportFormat::kHfFakeQuantized);
+  out.output_uri = ex.output_uri();
+  out.overwrite = ex.overwrite();
+  switch (ex.gguf_float_type()) {
+    case quantd::v1::GGUF_F16:
+      out.gguf_float_type = gguf::GgmlType::kF16;
+      break;
+    case quantd::v1::GGUF_BF16:
+      out.gguf_float_type = gguf::GgmlType::kBF16;
+      break;
+    default:  // unspecified or GGUF_F32
+      out.gguf_float_type = gguf::GgmlType::kF32;
+      break;
+  }
+  return out;
+}
+
+}  // namespace
+
+StatusOr<ResolvedJob> ResolveJob(const quantd::v1::JobSpec& spec,
+                                 const ResolveJobOptions& options) {
+  // Resolved once: the check reports its violations as the spec's and, when
+  // there are none, the resolved config is the one the engine runs.
+  StatusOr<config::QuantConfig> quantization =
+      config::ResolveQuantizationSettings(spec.quantization());
+  ResolvedJob job;
+  QD_RETURN_IF_ERROR(
+      CheckResolvedJobSpec(spec, quantization, &job.warnings, options.budget));
+  job.model_uri = spec.model_uri();
+  job.quantization = ResolveQuantization(spec.quantization(), *std::move(quantization));
+  job.calibration = CalibrationOf(spec);
+  job.evaluation = EvaluationOf(spec);
+  job.export_settings = ExportOf(spec);
+  return job;
+}
+
+Status CheckJobSpec(const quantd::v1::JobSpec& spec) { return ResolveJob(spec).status(); }
+
+Status CheckJobSpec(const quantd::v1::JobSpec& spec, std::vector<std::string>* warnings,
+                    std::chrono::milliseconds budget) {
+  StatusOr<ResolvedJob> job = ResolveJob(spec, {budget});
+  if (!job.ok()) return job.status();
+  if (warnings != nullptr)
+    warnings->insert(warnings->end(), job->warnings.begin(), job->warnings.end());
+  return OkStatus();
+}
+
+}  // namespace quantd::spec
