@@ -127,53 +127,49 @@ Json LayerJson(const LayerQuantConfig& c) {
   return j;
 }
 
+// The options a source may leave unset are written only when it set them
+// (AlgorithmConfig::given).
 Json AlgoJson(const AlgorithmConfig& a) {
   Json j = Json::object();
-  switch (a.kind) {
-    case AlgorithmConfig::Kind::kGptq:
-      j["name"] = "gptq";
-      if (a.damp_percent) j["damp_percent"] = *a.damp_percent;
-      if (a.block_size) j["block_size"] = *a.block_size;
-      j["desc_act"] = a.act_order;
-      j["static_groups"] = a.static_groups;
-      break;
-    case AlgorithmConfig::Kind::kAwq:
-      j["name"] = "awq";
-      if (a.grid_size) j["grid_size"] = *a.grid_size;
-      if (a.skip_clip_search) j["skip_clip_search"] = true;
-      if (a.clip_max_tokens) j["clip_max_tokens"] = *a.clip_max_tokens;
-      if (a.model_decoder_layers) j["model_decoder_layers"] = *a.model_decoder_layers;
-      if (!a.scaling_layers.empty()) {
-        Json list = Json::array();
-        for (const AwqScalingLayer& l : a.scaling_layers) {
-          Json e = Json::object();
-          e["prev_op"] = l.prev_op;
-          e["layers"] = l.layers;
-          if (!l.inp.empty()) e["inp"] = l.inp;
-          if (!l.module2inspect.empty()) e["module2inspect"] = l.module2inspect;
-          list.push_back(e);
-        }
-        j["scaling_layers"] = list;
+  if (const auto* g = std::get_if<GptqOptions>(&a.options)) {
+    j["name"] = "gptq";
+    if (a.Given("damp_percent")) j["damp_percent"] = g->damp_percent;
+    if (a.Given("block_size")) j["block_size"] = g->block_size;
+    j["desc_act"] = g->act_order;
+    j["static_groups"] = g->static_groups;
+  } else if (const auto* w = std::get_if<AwqOptions>(&a.options)) {
+    j["name"] = "awq";
+    if (a.Given("grid_size")) j["grid_size"] = w->grid;
+    if (!w->clip) j["skip_clip_search"] = true;
+    if (a.Given("clip_max_tokens")) j["clip_max_tokens"] = w->clip_max_tokens;
+    if (a.Given("model_decoder_layers")) j["model_decoder_layers"] = w->model_decoder_layers;
+    if (!w->scaling_layers.empty()) {
+      Json list = Json::array();
+      for (const AwqScalingGroup& l : w->scaling_layers) {
+        Json e = Json::object();
+        e["prev_op"] = l.prev_op;
+        e["layers"] = l.layers;
+        if (!l.inp.empty()) e["inp"] = l.inp;
+        if (!l.module2inspect.empty()) e["module2inspect"] = l.module2inspect;
+        list.push_back(e);
       }
-      break;
-    case AlgorithmConfig::Kind::kSmoothQuant:
-      j["name"] = "smooth";
-      if (a.alpha) j["alpha"] = *a.alpha;
-      if (!a.layer_alpha.empty()) {
-        Json per_layer = Json::object();
-        for (const auto& [glob, alpha] : a.layer_alpha) per_layer[glob] = alpha;
-        j["layer_alpha"] = per_layer;
-      }
-      break;
-    case AlgorithmConfig::Kind::kAutoSmoothQuant:
-      j["name"] = "autosmoothquant";
-      if (a.alpha_step) j["alpha_step"] = *a.alpha_step;
-      break;
-    case AlgorithmConfig::Kind::kRotation:
-      j["name"] = "rotation";
-      j["r4"] = a.online_hadamard;
-      if (a.seed) j["seed"] = *a.seed;
-      break;
+      j["scaling_layers"] = list;
+    }
+  } else if (const auto* s = std::get_if<SmoothQuantOptions>(&a.options)) {
+    j["name"] = "smooth";
+    if (a.Given("alpha")) j["alpha"] = s->alpha;
+    if (!s->alpha_overrides.empty()) {
+      Json per_layer = Json::object();
+      for (const auto& [glob, alpha] : s->alpha_overrides) per_layer[glob] = alpha;
+      j["layer_alpha"] = per_layer;
+    }
+  } else if (const auto* as = std::get_if<AutoSmoothQuantOptions>(&a.options)) {
+    j["name"] = "autosmoothquant";
+    if (a.Given("alpha_step")) j["alpha_step"] = as->alpha_step;
+  } else if (const auto* r = std::get_if<RotationOptions>(&a.options)) {
+    j["name"] = "rotation";
+    j["r4"] = r->online_down_proj;
+    if (a.Given("seed")) j["seed"] = r->seed;
   }
   return j;
 }
@@ -526,6 +522,9 @@ class Parser {
     return c;
   }
 
+  // The one place where algo_config's keys map to the typed options; an
+  // option read here is also written back by AlgoJson. Keys not read here
+  // are kept for the round trip and get a "not used" note.
   std::optional<AlgorithmConfig> Algorithm(const Json& j, const std::string& path) {
     if (!j.is_object()) {
       Add(path, "expected an algorithm config object");
@@ -533,22 +532,30 @@ class Parser {
     }
     const std::optional<std::string> name = String(j, "name", path);
     AlgorithmConfig a;
+    // Sets `*target` and marks `key` given when the source holds a value.
+    auto given = [&a](const char* key, auto value, auto* target) {
+      if (!value) return;
+      *target = *value;
+      a.given.insert(key);
+    };
     if (!name) {
       Add(path + ".name", "the algorithm needs a name");
       return std::nullopt;
     } else if (*name == "gptq") {
-      a.kind = AlgorithmConfig::Kind::kGptq;
-      a.damp_percent = Number(j, "damp_percent", path);
-      a.block_size = Int(j, "block_size", path);
+      GptqOptions g;
+      given("damp_percent", Number(j, "damp_percent", path), &g.damp_percent);
+      given("block_size", Int(j, "block_size", path), &g.block_size);
       // The reference's defaults when a key is absent.
-      a.act_order = Bool(j, "desc_act", path).value_or(true);
-      a.static_groups = Bool(j, "static_groups", path).value_or(true);
+      g.act_order = Bool(j, "desc_act", path).value_or(true);
+      g.static_groups = Bool(j, "static_groups", path).value_or(true);
+      a.options = g;
     } else if (*name == "awq") {
-      a.kind = AlgorithmConfig::Kind::kAwq;
-      a.grid_size = Int(j, "grid_size", path);
-      a.skip_clip_search = Bool(j, "skip_clip_search", path).value_or(false);
-      a.clip_max_tokens = Int(j, "clip_max_tokens", path);
-      a.model_decoder_layers = String(j, "model_decoder_layers", path);
+      AwqOptions w;
+      given("grid_size", Int(j, "grid_size", path), &w.grid);
+      w.clip = !Bool(j, "skip_clip_search", path).value_or(false);
+      given("clip_max_tokens", Int(j, "clip_max_tokens", path), &w.clip_max_tokens);
+      given("model_decoder_layers", String(j, "model_decoder_layers", path),
+            &w.model_decoder_layers);
       if (j.contains("scaling_layers") && !j.at("scaling_layers").is_null()) {
         const Json& list = j.at("scaling_layers");
         if (!list.is_array()) {
@@ -561,7 +568,7 @@ class Parser {
               Add(at, "expected an object with prev_op, layers, inp, module2inspect");
               continue;
             }
-            AwqScalingLayer l;
+            AwqScalingGroup l;
             l.prev_op = String(list[i], "prev_op", at).value_or("");
             l.inp = String(list[i], "inp", at).value_or("");
             l.module2inspect = String(list[i], "module2inspect", at).value_or("");
@@ -580,32 +587,36 @@ class Parser {
                 }
               }
             }
-            a.scaling_layers.push_back(std::move(l));
+            w.scaling_layers.push_back(std::move(l));
           }
         }
       }
+      a.options = std::move(w);
     } else if (*name == "smooth" || *name == "smoothquant" || *name == "smooth_quant") {
       // "smooth" is the reference's name; the others are quantd's request names.
-      a.kind = AlgorithmConfig::Kind::kSmoothQuant;
-      a.alpha = Number(j, "alpha", path);
+      SmoothQuantOptions s;
+      given("alpha", Number(j, "alpha", path), &s.alpha);
       if (j.contains("layer_alpha") && j.at("layer_alpha").is_object()) {
         for (auto it = j.at("layer_alpha").begin(); it != j.at("layer_alpha").end(); ++it) {
           if (it.value().is_number()) {
-            a.layer_alpha.emplace_back(it.key(), it.value().get<double>());
+            s.alpha_overrides.emplace_back(it.key(), it.value().get<double>());
           } else {
             Add(path + ".layer_alpha." + it.key(), "expected a number");
           }
         }
       }
+      a.options = std::move(s);
     } else if (*name == "autosmoothquant" || *name == "auto_smooth_quant") {
-      a.kind = AlgorithmConfig::Kind::kAutoSmoothQuant;
-      a.alpha_step = Number(j, "alpha_step", path);
+      AutoSmoothQuantOptions as;
+      given("alpha_step", Number(j, "alpha_step", path), &as.alpha_step);
+      a.options = as;
     } else if (*name == "rotation" || *name == "quarot") {
-      a.kind = AlgorithmConfig::Kind::kRotation;
-      a.online_hadamard = Bool(j, "r4", path).value_or(*name == "quarot");
+      RotationOptions r;
+      r.online_down_proj = Bool(j, "r4", path).value_or(*name == "quarot");
       if (j.contains("seed") && j.at("seed").is_number_unsigned()) {
-        a.seed = j.at("seed").get<uint64_t>();
+        given("seed", std::optional<uint64_t>(j.at("seed").get<uint64_t>()), &r.seed);
       }
+      a.options = r;
     } else {
       Add(path + ".name",
           "unsupported algorithm '" + *name +
