@@ -1,18 +1,20 @@
 #include "worker/config/quark_json.h"
 
-#include <algorithm>
-#include <functional>
 #include <set>
 #include <utility>
 #include <vector>
 
 #include "nlohmann/json.hpp"
 #include "worker/common/bounded_json.h"
+#include "worker/config/quark_json_canonical.h"
+#include "worker/config/quark_json_record.h"
 
 namespace quantd::config {
 namespace {
 
-using Json = nlohmann::ordered_json;
+using quark::Json;
+using quark::kRoles;
+using quark::RoleField;
 using quant::DataType;
 using quant::MxScaleMode;
 using quant::ObserverType;
@@ -21,286 +23,11 @@ using quant::RoundMethod;
 using quant::ScaleType;
 using quant::ZeroPointType;
 
-constexpr const char* kRoles[] = {"input_tensors", "output_tensors", "weight", "bias"};
-
-// What unknown keys may hold in all (see CheckKeptSize).
-constexpr size_t kMaxKeptBytes = size_t{16} << 10;
-
-std::optional<QuantSpec>* RoleField(LayerQuantConfig& c, const std::string& role) {
-  if (role == "input_tensors") return &c.input_tensors;
-  if (role == "output_tensors") return &c.output_tensors;
-  if (role == "weight") return &c.weight;
-  return &c.bias;
-}
-
 quant::TensorRole RoleOf(const std::string& role) {
   if (role == "input_tensors") return quant::TensorRole::kInput;
   if (role == "output_tensors") return quant::TensorRole::kOutput;
   if (role == "weight") return quant::TensorRole::kWeight;
   return quant::TensorRole::kBias;
-}
-
-const std::optional<QuantSpec>& RoleField(const LayerQuantConfig& c, const std::string& role) {
-  return *RoleField(const_cast<LayerQuantConfig&>(c), role);
-}
-
-// ---------------------------------------------------------------------------
-// Engine -> reference JSON (the canonical form)
-// ---------------------------------------------------------------------------
-
-std::string ObserverClass(const QuantSpec& s) {
-  switch (s.observer) {
-    case ObserverType::kPercentile:
-      return "PerTensorPercentileObserver";
-    case ObserverType::kMse:
-      return "PerTensorMSEObserver";
-    case ObserverType::kMinMax:
-      break;
-  }
-  switch (s.qscheme) {
-    case QScheme::kPerTensor:
-      return "PerTensorMinMaxObserver";
-    case QScheme::kPerChannel:
-      return "PerChannelMinMaxObserver";
-    case QScheme::kPerGroup:
-      return "PerGroupMinMaxObserver";
-  }
-  return "PerTensorMinMaxObserver";
-}
-
-Json SpecJson(const QuantSpec& s) {
-  Json j = Json::object();
-  if (quant::IsCastType(s.dtype)) {
-    j["dtype"] = std::string(quant::DataTypeName(s.dtype));
-    for (const char* k :
-         {"is_dynamic", "qscheme", "ch_axis", "group_size", "symmetric", "round_method",
-          "scale_type", "scale_format", "scale_calculation_mode", "mx_element_dtype"}) {
-      j[k] = nullptr;
-    }
-    j["observer_cls"] = "PlaceholderObserver";
-    j["is_scale_quant"] = false;
-    return j;
-  }
-  if (quant::IsMxType(s.dtype)) {
-    const bool mxint = s.dtype == DataType::kMxInt8;
-    j["dtype"] = mxint ? "mx" : std::string(quant::ReferenceElementName(s.dtype));
-    j["is_dynamic"] = s.is_dynamic;
-    j["qscheme"] = "per_group";
-    j["ch_axis"] = quant::EffectiveChAxis(s);
-    j["group_size"] = quant::kMxBlockSize;
-    j["symmetric"] = nullptr;
-    j["round_method"] = mxint ? Json(nullptr) : Json("half_even");
-    j["scale_type"] = mxint ? Json(nullptr) : Json("float");
-    j["scale_format"] = mxint ? Json(nullptr) : Json("e8m0");
-    j["scale_calculation_mode"] = std::string(quant::MxScaleModeName(s.mx_scale_mode));
-    j["mx_element_dtype"] = mxint ? Json("int8") : Json(nullptr);
-    j["observer_cls"] = mxint ? Json(nullptr) : Json("PerBlockMXObserver");
-    j["is_scale_quant"] = false;
-    return j;
-  }
-  j["dtype"] = std::string(quant::DataTypeName(s.dtype));
-  j["is_dynamic"] = s.is_dynamic;
-  j["qscheme"] = std::string(quant::QSchemeName(s.qscheme));
-  j["ch_axis"] = s.qscheme == QScheme::kPerTensor ? Json(nullptr) : Json(quant::EffectiveChAxis(s));
-  j["group_size"] =
-      s.qscheme == QScheme::kPerGroup && s.group_size ? Json(*s.group_size) : Json(nullptr);
-  j["symmetric"] = s.symmetric;
-  j["round_method"] = std::string(quant::RoundMethodName(s.round_method));
-  j["scale_type"] = std::string(quant::ScaleTypeName(s.scale_type));
-  j["scale_format"] = quant::IsFp8Type(s.dtype) && s.qscheme == QScheme::kPerGroup ? Json("float32")
-                                                                                   : Json(nullptr);
-  j["scale_calculation_mode"] = nullptr;
-  j["mx_element_dtype"] = nullptr;
-  j["observer_cls"] = ObserverClass(s);
-  j["is_scale_quant"] = false;
-  if (s.zero_point_type == ZeroPointType::kFloat32) j["zero_point_type"] = "float32";
-  if (s.percentile) j["percentile"] = *s.percentile;
-  return j;
-}
-
-Json LayerJson(const LayerQuantConfig& c) {
-  Json j = Json::object();
-  for (const char* role : kRoles) {
-    const auto& spec = RoleField(c, role);
-    j[role] = spec ? SpecJson(*spec) : Json(nullptr);
-  }
-  return j;
-}
-
-// The options a source may leave unset are written only when it set them
-// (AlgorithmConfig::given).
-Json AlgoJson(const AlgorithmConfig& a) {
-  Json j = Json::object();
-  if (const auto* g = std::get_if<GptqOptions>(&a.options)) {
-    j["name"] = "gptq";
-    if (a.Given("damp_percent")) j["damp_percent"] = g->damp_percent;
-    if (a.Given("block_size")) j["block_size"] = g->block_size;
-    j["desc_act"] = g->act_order;
-    j["static_groups"] = g->static_groups;
-  } else if (const auto* w = std::get_if<AwqOptions>(&a.options)) {
-    j["name"] = "awq";
-    if (a.Given("grid_size")) j["grid_size"] = w->grid;
-    if (!w->clip) j["skip_clip_search"] = true;
-    if (a.Given("clip_max_tokens")) j["clip_max_tokens"] = w->clip_max_tokens;
-    if (a.Given("model_decoder_layers")) j["model_decoder_layers"] = w->model_decoder_layers;
-    if (!w->scaling_layers.empty()) {
-      Json list = Json::array();
-      for (const AwqScalingGroup& l : w->scaling_layers) {
-        Json e = Json::object();
-        e["prev_op"] = l.prev_op;
-        e["layers"] = l.layers;
-        if (!l.inp.empty()) e["inp"] = l.inp;
-        if (!l.module2inspect.empty()) e["module2inspect"] = l.module2inspect;
-        list.push_back(e);
-      }
-      j["scaling_layers"] = list;
-    }
-  } else if (const auto* s = std::get_if<SmoothQuantOptions>(&a.options)) {
-    j["name"] = "smooth";
-    if (a.Given("alpha")) j["alpha"] = s->alpha;
-    if (!s->alpha_overrides.empty()) {
-      Json per_layer = Json::object();
-      for (const auto& [glob, alpha] : s->alpha_overrides) per_layer[glob] = alpha;
-      j["layer_alpha"] = per_layer;
-    }
-  } else if (const auto* as = std::get_if<AutoSmoothQuantOptions>(&a.options)) {
-    j["name"] = "autosmoothquant";
-    if (a.Given("alpha_step")) j["alpha_step"] = as->alpha_step;
-  } else if (const auto* r = std::get_if<RotationOptions>(&a.options)) {
-    j["name"] = "rotation";
-    j["r4"] = r->online_down_proj;
-    if (a.Given("seed")) j["seed"] = r->seed;
-  }
-  return j;
-}
-
-Json ConfigJson(const QuantConfig& c) {
-  Json j = Json::object();
-  j["quant_method"] = "quark";
-  j["global_quant_config"] = LayerJson(c.global_quant_config);
-  Json types = Json::object();
-  for (const auto& t : c.layer_type_quant_config) types[t.layer_type] = LayerJson(t.config);
-  j["layer_type_quant_config"] = types;
-  Json layers = Json::object();
-  for (const auto& n : c.layer_quant_config) layers[n.pattern] = LayerJson(n.config);
-  j["layer_quant_config"] = layers;
-  Json kv = Json::object();
-  Json kv_group = Json::array();
-  for (const auto& n : c.kv_cache_quant_config) {
-    kv[n.pattern] = LayerJson(n.config);
-    kv_group.push_back(n.pattern);
-  }
-  j["kv_cache_quant_config"] = kv;
-  j["exclude"] = c.exclude;
-  if (c.algorithms.empty()) {
-    j["algo_config"] = nullptr;
-  } else {
-    Json algos = Json::array();
-    for (const auto& a : c.algorithms) algos.push_back(AlgoJson(a));
-    j["algo_config"] = algos;
-  }
-  j["quant_mode"] = "eager_mode";
-  j["export"] = Json{{"kv_cache_group", kv_group}, {"min_kv_scale", c.min_kv_scale}};
-  return j;
-}
-
-// ---------------------------------------------------------------------------
-// Preservation: what the original JSON held beyond the canonical form
-// ---------------------------------------------------------------------------
-//
-// A record mirrors the JSON tree where the two differ: objects keep their
-// original key order and per-key records, arrays of equal length per-item
-// records, and a leaf keeps both the original and the canonical value (or
-// their absence). Restoring puts the original back wherever the canonical
-// value is still the one seen at parse time.
-
-Json Diff(const Json& o, const Json& c) {
-  if (o.is_object() && c.is_object()) {
-    Json keys = Json::object();
-    std::set<std::string> seen;
-    for (auto it = o.begin(); it != o.end(); ++it) {
-      seen.insert(it.key());
-      if (c.contains(it.key())) {
-        Json sub = Diff(it.value(), c.at(it.key()));
-        if (!sub.is_null()) keys[it.key()] = sub;
-      } else {
-        keys[it.key()] = Json{{"leaf", true}, {"has_o", true}, {"o", it.value()}, {"has_c", false}};
-      }
-    }
-    for (auto it = c.begin(); it != c.end(); ++it) {
-      if (!seen.count(it.key())) {
-        keys[it.key()] = Json{{"leaf", true}, {"has_o", false}, {"has_c", true}, {"c", it.value()}};
-      }
-    }
-    Json order = Json::array();
-    for (auto it = o.begin(); it != o.end(); ++it) order.push_back(it.key());
-    Json c_order = Json::array();
-    for (auto it = c.begin(); it != c.end(); ++it) {
-      if (o.contains(it.key())) c_order.push_back(it.key());
-    }
-    if (keys.empty() && order == c_order) return nullptr;
-    return Json{{"object", true}, {"order", order}, {"keys", keys}};
-  }
-  if (o.is_array() && c.is_array() && o.size() == c.size()) {
-    Json items = Json::array();
-    bool any = false;
-    for (size_t i = 0; i < o.size(); ++i) {
-      items.push_back(Diff(o[i], c[i]));
-      any = any || !items.back().is_null();
-    }
-    return any ? Json{{"array", true}, {"items", items}} : Json(nullptr);
-  }
-  if (o == c) return nullptr;
-  return Json{{"leaf", true}, {"has_o", true}, {"o", o}, {"has_c", true}, {"c", c}};
-}
-
-Json Restore(const Json& now, const Json& rec) {
-  if (rec.is_null()) return now;
-  if (rec.contains("leaf")) {
-    return now == rec.at("c") ? rec.at("o") : now;
-  }
-  if (rec.contains("array")) {
-    const Json& items = rec.at("items");
-    if (!now.is_array() || now.size() != items.size()) return now;
-    Json out = Json::array();
-    for (size_t i = 0; i < now.size(); ++i) out.push_back(Restore(now[i], items[i]));
-    return out;
-  }
-  if (!now.is_object()) return now;
-  const Json& keys = rec.at("keys");
-  Json values = Json::object();
-  for (auto it = now.begin(); it != now.end(); ++it) {
-    if (!keys.contains(it.key())) {
-      values[it.key()] = it.value();
-      continue;
-    }
-    const Json& r = keys.at(it.key());
-    if (r.contains("leaf") && !r.at("has_o").get<bool>()) {
-      // Written by the canonical form only: drop it while it is unchanged.
-      if (r.at("has_c").get<bool>() && it.value() == r.at("c")) continue;
-      values[it.key()] = it.value();
-    } else if (r.contains("leaf") && !r.at("has_c").get<bool>()) {
-      values[it.key()] = it.value();  // the engine writes this key now; keep its value
-    } else {
-      values[it.key()] = Restore(it.value(), r);
-    }
-  }
-  for (auto it = keys.begin(); it != keys.end(); ++it) {
-    const Json& r = it.value();
-    if (r.contains("leaf") && r.at("has_o").get<bool>() && !r.at("has_c").get<bool>() &&
-        !now.contains(it.key())) {
-      values[it.key()] = r.at("o");  // only in the original
-    }
-  }
-  Json out = Json::object();
-  for (const Json& k : rec.at("order")) {
-    const std::string key = k.get<std::string>();
-    if (values.contains(key)) out[key] = values.at(key);
-  }
-  for (auto it = values.begin(); it != values.end(); ++it) {
-    if (!out.contains(it.key())) out[it.key()] = it.value();
-  }
-  return out;
 }
 
 // ---------------------------------------------------------------------------
@@ -692,100 +419,6 @@ class Parser {
   std::vector<FieldViolation>* out_;
 };
 
-// Calls `visit(leaf, path, key)` for every leaf of a diff record, in the
-// original's key order, with the path of the value it describes ("a.b[2]")
-// and the key it sits under. An explicit stack: the record is as deep as the
-// config, which the bounded parser limits but the walk need not recurse on.
-void ForEachLeaf(const Json& record,
-                 const std::function<void(const Json&, const std::string&, const std::string&)>&
-                     visit) {
-  struct Todo {
-    const Json* rec;
-    std::string path;
-    std::string key;
-  };
-  std::vector<Todo> todo;
-  if (!record.is_null()) todo.push_back({&record, "", ""});
-  while (!todo.empty()) {
-    const Todo t = std::move(todo.back());
-    todo.pop_back();
-    const Json& rec = *t.rec;
-    if (rec.is_null()) continue;
-    if (rec.contains("leaf")) {
-      visit(rec, t.path, t.key);
-    } else if (rec.contains("array")) {
-      const Json& items = rec.at("items");
-      for (size_t i = items.size(); i-- > 0;) {
-        todo.push_back({&items[i], t.path + "[" + std::to_string(i) + "]", t.key});
-      }
-    } else {
-      // Pushed in reverse so that they come out in the original's order;
-      // keys only the engine's side has are leaves without an original.
-      const Json& keys = rec.at("keys");
-      const Json& order = rec.at("order");
-      for (size_t i = order.size(); i-- > 0;) {
-        const std::string key = order[i].get<std::string>();
-        if (!keys.contains(key)) continue;
-        todo.push_back({&keys.at(key), t.path.empty() ? key : t.path + "." + key, key});
-      }
-    }
-  }
-}
-
-// The original values a record keeps (keys the engine does not model, and
-// values it spells differently) may hold at most kMaxKeptBytes in all: they
-// travel with the config into every export. Returns one violation per kept
-// key, largest first, when they hold more.
-std::vector<FieldViolation> CheckKeptSize(const Json& record, const std::string& prefix) {
-  struct Kept {
-    std::string path;
-    size_t bytes;
-  };
-  std::vector<Kept> kept;
-  size_t total = 0;
-  ForEachLeaf(record, [&](const Json& leaf, const std::string& path, const std::string& key) {
-    if (!leaf.at("has_o").get<bool>()) return;
-    // The key and its value as written; not the path, which repeats the
-    // layer globs above it.
-    const size_t bytes = key.size() + leaf.at("o").dump().size();
-    kept.push_back({path, bytes});
-    total += bytes;
-  });
-  std::vector<FieldViolation> out;
-  if (total <= kMaxKeptBytes) return out;
-  std::sort(kept.begin(), kept.end(), [](const Kept& a, const Kept& b) {
-    return a.bytes != b.bytes ? a.bytes > b.bytes : a.path < b.path;
-  });
-  constexpr size_t kNamed = 10;
-  for (size_t i = 0; i < kept.size() && i < kNamed; ++i) {
-    std::string why = "not modelled by quantd, so kept as written for the round trip (" +
-                      std::to_string(kept[i].bytes) +
-                      " bytes); such keys may hold at most " + std::to_string(kMaxKeptBytes) +
-                      " bytes in all, this config's hold " + std::to_string(total);
-    if (i + 1 == kNamed && kept.size() > kNamed) {
-      why += " (and " + std::to_string(kept.size() - kNamed) + " smaller keys)";
-    }
-    out.push_back({prefix + kept[i].path, std::move(why)});
-  }
-  return out;
-}
-
-// The paths of the keys only the original holds (the engine does not model
-// them), in the original's order; a null or false value asks for nothing,
-// and keys that only describe ("version", a scaling entry's "help" and
-// "has_kwargs") are left out.
-std::vector<std::string> UnusedKeys(const Json& record) {
-  static const std::set<std::string> kDescriptive = {"version", "help", "has_kwargs"};
-  std::vector<std::string> out;
-  ForEachLeaf(record, [&](const Json& leaf, const std::string& path, const std::string& key) {
-    if (leaf.at("has_o").get<bool>() && !leaf.at("has_c").get<bool>() &&
-        !kDescriptive.count(key) && !leaf.at("o").is_null() && leaf.at("o") != Json(false)) {
-      out.push_back(path);
-    }
-  });
-  return out;
-}
-
 }  // namespace
 
 StatusOr<QuantConfig> ParseQuarkJson(std::string_view text, const std::string& prefix) {
@@ -828,12 +461,12 @@ StatusOr<QuantConfig> ParseQuarkJson(std::string_view text, const std::string& p
   QuantConfig config = parser.Config(j);
   CollectViolations(config, PathStyle::kReferenceJson, prefix, &violations);
   if (!violations.empty()) return ViolationsStatus(std::move(violations));
-  const Json record = Diff(j, ConfigJson(config));
-  if (std::vector<FieldViolation> kept = CheckKeptSize(record, prefix); !kept.empty()) {
+  const Json record = quark::Diff(j, quark::ConfigJson(config));
+  if (std::vector<FieldViolation> kept = quark::CheckKeptSize(record, prefix); !kept.empty()) {
     return ViolationsStatus(std::move(kept));
   }
   config.reference_json = record.is_null() ? "" : record.dump();
-  for (const std::string& path : UnusedKeys(record)) {
+  for (const std::string& path : quark::UnusedKeys(record)) {
     notes.push_back(prefix + path +
                     ": not used by quantd (kept as written in exported configs, but it takes "
                     "no effect)");
@@ -843,18 +476,18 @@ StatusOr<QuantConfig> ParseQuarkJson(std::string_view text, const std::string& p
 }
 
 std::string WriteQuarkJson(const QuantConfig& config, int indent) {
-  Json j = ConfigJson(config);
+  Json j = quark::ConfigJson(config);
   if (!config.reference_json.empty()) {
     // Written by ParseQuarkJson from a value within kMaxJsonDepth: each
     // level of it is two levels of the record, plus the leaf's own.
     StatusOr<Json> record = ParseBoundedJson<Json>(
         config.reference_json,
         JsonBounds{config.reference_json.size(), 2 * kMaxJsonDepth + 2}, "reference_json");
-    if (record.ok()) j = Restore(j, *record);
+    if (record.ok()) j = quark::Restore(j, *record);
   }
   return j.dump(indent);
 }
 
-std::string SpecToQuarkJson(const QuantSpec& spec) { return SpecJson(spec).dump(); }
+std::string SpecToQuarkJson(const QuantSpec& spec) { return quark::SpecJson(spec).dump(); }
 
 }  // namespace quantd::config
