@@ -97,8 +97,7 @@ StatusOr<pipeline::JobOptions> PipelineExecutor::BuildOptions(
   o.quantization_description = q.description;
   if (!q.config.algorithms.empty()) {
     QD_ASSIGN_OR_RETURN(algo::AlgorithmSet algorithms,
-                        algo::MakeAlgorithms(algo::ToAlgorithmRequests(q.config.algorithms),
-                                             o.planner));
+                        algo::MakeAlgorithms(q.config.algorithms, o.planner));
     for (auto& a : algorithms.block_algorithms) o.block_algorithms.push_back(std::move(a));
     o.model_transform = std::move(algorithms.model_transform);
   }

@@ -29,13 +29,15 @@
 #include <string>
 #include <vector>
 
-#include "worker/algo/options.h"
 #include "worker/common/status.h"
+#include "worker/config/algorithm_options.h"
 #include "worker/pipeline/block_algorithm.h"
 #include "worker/quant/qparams.h"
 #include "worker/quant/spec.h"
 
 namespace quantd::algo {
+
+using config::AwqOptions;
 
 // AWQ's quantizer. For asymmetric integer specs with integer zero points the
 // group min / max is not widened to include 0:

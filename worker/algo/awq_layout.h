@@ -24,11 +24,14 @@
 #include <string>
 #include <vector>
 
-#include "worker/algo/options.h"
 #include "worker/common/status.h"
+#include "worker/config/algorithm_options.h"
 #include "worker/models/layer_shapes.h"
 
 namespace quantd::algo {
+
+using config::AwqOptions;
+using config::AwqScalingGroup;
 
 // One flag per block.groups entry: whether AWQ works on it. Otherwise
 // INVALID_ARGUMENT (reason INVALID_JOB_SPEC) with a violation per entry

@@ -35,13 +35,15 @@
 #include <cstdint>
 #include <string>
 
-#include "worker/algo/options.h"
 #include "worker/common/status.h"
+#include "worker/config/algorithm_options.h"
 #include "worker/pipeline/block_algorithm.h"
 #include "worker/quant/qparams.h"
 #include "worker/quant/spec.h"
 
 namespace quantd::algo {
+
+using config::GptqOptions;
 
 // The running Hessian of one linear layer's inputs, H = (2/n) sum x x^T.
 class HessianAccumulator {

@@ -1,36 +1,49 @@
 #include "worker/algo/registry.h"
 
+#include <variant>
+
 #include "worker/algo/awq.h"
 #include "worker/algo/gptq.h"
 #include "worker/algo/rotation.h"
 #include "worker/algo/smoothquant.h"
 
 namespace quantd::algo {
+namespace {
 
-StatusOr<AlgorithmSet> MakeAlgorithms(const std::vector<AlgorithmRequest>& requests,
+// One block algorithm per alternative of config::AlgorithmOptions.
+struct BlockAlgorithmFor {
+  std::unique_ptr<pipeline::BlockAlgorithm> operator()(const GptqOptions& o) const {
+    return std::make_unique<GptqAlgorithm>(o);
+  }
+  std::unique_ptr<pipeline::BlockAlgorithm> operator()(const AwqOptions& o) const {
+    return std::make_unique<AwqAlgorithm>(o);
+  }
+  std::unique_ptr<pipeline::BlockAlgorithm> operator()(const SmoothQuantOptions& o) const {
+    return std::make_unique<SmoothQuantAlgorithm>(o);
+  }
+  std::unique_ptr<pipeline::BlockAlgorithm> operator()(const AutoSmoothQuantOptions& o) const {
+    return std::make_unique<AutoSmoothQuantAlgorithm>(o);
+  }
+  // The plan keeps the rotation apart.
+  std::unique_ptr<pipeline::BlockAlgorithm> operator()(const RotationOptions&) const {
+    return nullptr;
+  }
+};
+
+}  // namespace
+
+StatusOr<AlgorithmSet> MakeAlgorithms(const std::vector<config::AlgorithmConfig>& algorithms,
                                       const pipeline::LayerPlanner& /*planner*/) {
-  QD_ASSIGN_OR_RETURN(ParsedAlgorithms parsed, ParseAlgorithmRequests(requests));
+  QD_ASSIGN_OR_RETURN(AlgorithmPlan plan, PlanAlgorithms(algorithms));
   AlgorithmSet set;
-  if (parsed.rotation)
-    set.model_transform = std::make_unique<RotationTransform>(parsed.rotation->rotation);
-  for (const ParsedAlgorithm& p : parsed.block_algorithms) {
-    switch (p.kind) {
-      case AlgorithmKind::kGptq:
-        set.block_algorithms.push_back(std::make_unique<GptqAlgorithm>(p.gptq));
-        break;
-      case AlgorithmKind::kAwq:
-        set.block_algorithms.push_back(std::make_unique<AwqAlgorithm>(p.awq));
-        break;
-      case AlgorithmKind::kSmoothQuant:
-        set.block_algorithms.push_back(std::make_unique<SmoothQuantAlgorithm>(p.smoothquant));
-        break;
-      case AlgorithmKind::kAutoSmoothQuant:
-        set.block_algorithms.push_back(
-            std::make_unique<AutoSmoothQuantAlgorithm>(p.autosmoothquant));
-        break;
-      case AlgorithmKind::kRotation:
-        return InternalError("rotation parsed as a block algorithm");
-    }
+  if (plan.rotation) {
+    set.model_transform =
+        std::make_unique<RotationTransform>(std::get<RotationOptions>(plan.rotation->options));
+  }
+  for (const PlannedAlgorithm& p : plan.block_algorithms) {
+    auto algorithm = std::visit(BlockAlgorithmFor{}, p.options);
+    if (!algorithm) return InternalError("rotation planned as a block algorithm");
+    set.block_algorithms.push_back(std::move(algorithm));
   }
   return set;
 }

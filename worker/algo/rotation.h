@@ -40,11 +40,13 @@
 #include <optional>
 
 #include "worker/algo/hadamard.h"
-#include "worker/algo/options.h"
 #include "worker/common/status.h"
+#include "worker/config/algorithm_options.h"
 #include "worker/pipeline/block_algorithm.h"
 
 namespace quantd::algo {
+
+using config::RotationOptions;
 
 class RotationTransform final : public pipeline::ModelTransform {
  public:

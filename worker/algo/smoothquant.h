@@ -28,11 +28,14 @@
 #include <utility>
 #include <vector>
 
-#include "worker/algo/options.h"
 #include "worker/common/status.h"
+#include "worker/config/algorithm_options.h"
 #include "worker/pipeline/block_algorithm.h"
 
 namespace quantd::algo {
+
+using config::SmoothQuantOptions;
+using config::AutoSmoothQuantOptions;
 
 // The SmoothQuant scales of one group: act_absmax [in] = max|x_j| over the
 // calibration tokens; weights = the group's linears ([out_i, in] each).

@@ -62,7 +62,7 @@ struct Paths {
                                       : prefix + list + "." + pattern;
   }
   std::string Exclude(size_t i) const { return prefix + "exclude[" + std::to_string(i) + "]"; }
-  std::string Algorithm(size_t i, AlgorithmConfig::Kind kind) const {
+  std::string Algorithm(size_t i, AlgorithmKind kind) const {
     return style == PathStyle::kProto ? prefix + "algorithms[" + std::to_string(i) + "]." +
                                             std::string(AlgorithmKindName(kind))
                                       : prefix + "algo_config[" + std::to_string(i) + "]";
@@ -108,61 +108,57 @@ void ValidateAlgorithm(const AlgorithmConfig& a, const std::string& path,
   auto in_range = [](double v, double lo, double hi) {
     return std::isfinite(v) && v >= lo && v <= hi;
   };
-  switch (a.kind) {
-    case AlgorithmConfig::Kind::kGptq:
-      if (a.damp_percent && !(in_range(*a.damp_percent, 0, 1) && *a.damp_percent > 0)) {
-        add("damp_percent", "damp_percent must be in (0, 1]; got " + FormatDouble(*a.damp_percent));
+  // An option the source left unset holds its default, which is valid.
+  if (const auto* g = std::get_if<GptqOptions>(&a.options)) {
+    if (!(in_range(g->damp_percent, 0, 1) && g->damp_percent > 0)) {
+      add("damp_percent", "damp_percent must be in (0, 1]; got " + FormatDouble(g->damp_percent));
+    }
+    if (g->block_size <= 0) {
+      add("block_size", "block_size must be positive; got " + std::to_string(g->block_size));
+    }
+  } else if (const auto* w = std::get_if<AwqOptions>(&a.options)) {
+    if (w->grid <= 0) {
+      add("grid_size", "grid_size must be positive; got " + std::to_string(w->grid));
+    }
+    if (w->clip_max_tokens <= 0) {
+      add("clip_max_tokens",
+          "clip_max_tokens must be positive; got " + std::to_string(w->clip_max_tokens));
+    }
+    if (a.Given("model_decoder_layers") && w->model_decoder_layers.empty()) {
+      add("model_decoder_layers", "must name the decoder layers' module list (\"model.layers\")");
+    }
+    for (size_t i = 0; i < w->scaling_layers.size(); ++i) {
+      const AwqScalingGroup& l = w->scaling_layers[i];
+      const std::string at = "scaling_layers[" + std::to_string(i) + "]";
+      if (l.prev_op.empty()) {
+        add(at + ".prev_op", "names the norm or linear that absorbs the scale");
       }
-      if (a.block_size && *a.block_size <= 0) {
-        add("block_size", "block_size must be positive; got " + std::to_string(*a.block_size));
+      if (l.layers.empty()) add(at + ".layers", "names the group's linears; it is empty");
+      if (!l.inp.empty() &&
+          std::find(l.layers.begin(), l.layers.end(), l.inp) == l.layers.end()) {
+        add(at + ".inp", "'" + l.inp + "' is not one of the entry's layers");
       }
-      break;
-    case AlgorithmConfig::Kind::kAwq:
-      if (a.grid_size && *a.grid_size <= 0) {
-        add("grid_size", "grid_size must be positive; got " + std::to_string(*a.grid_size));
+    }
+  } else if (const auto* s = std::get_if<SmoothQuantOptions>(&a.options)) {
+    if (!in_range(s->alpha, 0, 1)) {
+      add("alpha", "alpha must be in [0, 1]; got " + FormatDouble(s->alpha));
+    }
+    if (s->alpha_overrides.size() > kMaxNamePatterns) {
+      add("layer_alpha", "has " + std::to_string(s->alpha_overrides.size()) + " globs; at most " +
+                             std::to_string(kMaxNamePatterns));
+    }
+    for (const auto& [glob, alpha] : s->alpha_overrides) {
+      if (glob.empty()) add("layer_alpha", "a layer_alpha glob is empty");
+      if (Status bad = CheckGlob(glob); !bad.ok()) add("layer_alpha", bad.message());
+      if (!in_range(alpha, 0, 1)) {
+        add("layer_alpha",
+            "alpha for '" + glob + "' must be in [0, 1]; got " + FormatDouble(alpha));
       }
-      if (a.clip_max_tokens && *a.clip_max_tokens <= 0) {
-        add("clip_max_tokens",
-            "clip_max_tokens must be positive; got " + std::to_string(*a.clip_max_tokens));
-      }
-      if (a.model_decoder_layers && a.model_decoder_layers->empty()) {
-        add("model_decoder_layers", "must name the decoder layers' module list (\"model.layers\")");
-      }
-      for (size_t i = 0; i < a.scaling_layers.size(); ++i) {
-        const AwqScalingLayer& l = a.scaling_layers[i];
-        const std::string at = "scaling_layers[" + std::to_string(i) + "]";
-        if (l.prev_op.empty()) add(at + ".prev_op", "names the norm or linear that absorbs the scale");
-        if (l.layers.empty()) add(at + ".layers", "names the group's linears; it is empty");
-        if (!l.inp.empty() &&
-            std::find(l.layers.begin(), l.layers.end(), l.inp) == l.layers.end()) {
-          add(at + ".inp", "'" + l.inp + "' is not one of the entry's layers");
-        }
-      }
-      break;
-    case AlgorithmConfig::Kind::kSmoothQuant:
-      if (a.alpha && !in_range(*a.alpha, 0, 1)) {
-        add("alpha", "alpha must be in [0, 1]; got " + FormatDouble(*a.alpha));
-      }
-      if (a.layer_alpha.size() > kMaxNamePatterns) {
-        add("layer_alpha", "has " + std::to_string(a.layer_alpha.size()) + " globs; at most " +
-                               std::to_string(kMaxNamePatterns));
-      }
-      for (const auto& [glob, alpha] : a.layer_alpha) {
-        if (glob.empty()) add("layer_alpha", "a layer_alpha glob is empty");
-        if (Status s = CheckGlob(glob); !s.ok()) add("layer_alpha", s.message());
-        if (!in_range(alpha, 0, 1)) {
-          add("layer_alpha",
-              "alpha for '" + glob + "' must be in [0, 1]; got " + FormatDouble(alpha));
-        }
-      }
-      break;
-    case AlgorithmConfig::Kind::kAutoSmoothQuant:
-      if (a.alpha_step && !(in_range(*a.alpha_step, 0, 1) && *a.alpha_step > 0)) {
-        add("alpha_step", "alpha_step must be in (0, 1]; got " + FormatDouble(*a.alpha_step));
-      }
-      break;
-    case AlgorithmConfig::Kind::kRotation:
-      break;
+    }
+  } else if (const auto* as = std::get_if<AutoSmoothQuantOptions>(&a.options)) {
+    if (!(in_range(as->alpha_step, 0, 1) && as->alpha_step > 0)) {
+      add("alpha_step", "alpha_step must be in (0, 1]; got " + FormatDouble(as->alpha_step));
+    }
   }
 }
 
@@ -198,15 +194,6 @@ bool LayerQuantConfig::operator==(const LayerQuantConfig& o) const {
          SpecsEqual(bias, o.bias);
 }
 
-bool AlgorithmConfig::operator==(const AlgorithmConfig& o) const {
-  return kind == o.kind && damp_percent == o.damp_percent && block_size == o.block_size &&
-         act_order == o.act_order && static_groups == o.static_groups && grid_size == o.grid_size &&
-         skip_clip_search == o.skip_clip_search && clip_max_tokens == o.clip_max_tokens &&
-         alpha == o.alpha && layer_alpha == o.layer_alpha && alpha_step == o.alpha_step &&
-         seed == o.seed && online_hadamard == o.online_hadamard &&
-         scaling_layers == o.scaling_layers && model_decoder_layers == o.model_decoder_layers;
-}
-
 bool QuantConfig::operator==(const QuantConfig& o) const {
   return global_quant_config == o.global_quant_config &&
          layer_type_quant_config == o.layer_type_quant_config &&
@@ -219,22 +206,6 @@ const std::vector<std::string>& KnownLayerTypes() {
   static const std::vector<std::string> kTypes = {"Linear", "Embedding", "EmbeddingBag", "Conv2d",
                                                   "ConvTranspose2d"};
   return kTypes;
-}
-
-std::string_view AlgorithmKindName(AlgorithmConfig::Kind k) {
-  switch (k) {
-    case AlgorithmConfig::Kind::kGptq:
-      return "gptq";
-    case AlgorithmConfig::Kind::kAwq:
-      return "awq";
-    case AlgorithmConfig::Kind::kSmoothQuant:
-      return "smooth_quant";
-    case AlgorithmConfig::Kind::kAutoSmoothQuant:
-      return "auto_smooth_quant";
-    case AlgorithmConfig::Kind::kRotation:
-      return "rotation";
-  }
-  return "unknown";
 }
 
 bool GlobMatch(std::string_view pattern, std::string_view name) {
@@ -390,12 +361,12 @@ void CollectViolations(const QuantConfig& config, PathStyle style, const std::st
                         ", kv_cache_quant_config " + std::to_string(lists[2].second) +
                         "); at most " + std::to_string(kMaxNamePatterns)});
   }
-  std::set<AlgorithmConfig::Kind> seen_algos;
+  std::set<AlgorithmKind> seen_algos;
   for (size_t i = 0; i < config.algorithms.size(); ++i) {
     const AlgorithmConfig& a = config.algorithms[i];
-    const std::string path = paths.Algorithm(i, a.kind);
-    if (!seen_algos.insert(a.kind).second) {
-      out->push_back({path, std::string(AlgorithmKindName(a.kind)) + " is listed twice"});
+    const std::string path = paths.Algorithm(i, a.kind());
+    if (!seen_algos.insert(a.kind()).second) {
+      out->push_back({path, std::string(AlgorithmKindName(a.kind())) + " is listed twice"});
     }
     ValidateAlgorithm(a, path, out);
   }
@@ -563,7 +534,7 @@ std::string DescribeConfig(const QuantConfig& config) {
   }
   if (!config.algorithms.empty()) {
     out += "algorithms:";
-    for (const auto& a : config.algorithms) out += " " + std::string(AlgorithmKindName(a.kind));
+    for (const auto& a : config.algorithms) out += " " + std::string(AlgorithmKindName(a.kind()));
     out += "\n";
   }
   return out;

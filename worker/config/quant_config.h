@@ -26,6 +26,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -33,6 +34,7 @@
 
 #include "worker/common/deadline.h"
 #include "worker/common/status.h"
+#include "worker/config/algorithm_options.h"
 #include "worker/quant/spec.h"
 
 namespace quantd::config {
@@ -73,53 +75,25 @@ struct TypedLayerQuantConfig {
 // The module types a config can name.
 const std::vector<std::string>& KnownLayerTypes();
 
-// One group AWQ scales, as the reference's algo_config "scaling_layers"
-// spells it; names are relative to a decoder layer ("self_attn.q_proj").
-struct AwqScalingLayer {
-  std::string prev_op;                // the norm or linear that absorbs the scale
-  std::vector<std::string> layers;    // the group's linears
-  std::string inp;                    // whose input is captured (one of layers); may be empty
-  std::string module2inspect;         // whose output the search compares; may be empty
-  bool operator==(const AwqScalingLayer& o) const {
-    return prev_op == o.prev_op && layers == o.layers && inp == o.inp &&
-           module2inspect == o.module2inspect;
+// One algorithm; they run in the order of QuantConfig::algorithms (the
+// scaling ones before GPTQ: worker/algo/algorithm_plan.h). `options` holds
+// the engine's values: those the source did not set are the algorithm's
+// defaults (documented in quant_config.proto and algorithm_options.h).
+struct AlgorithmConfig {
+  AlgorithmOptions options;
+  // Which of the options that a source may leave unset it did set, by their
+  // proto field name ("damp_percent", "block_size", "grid_size",
+  // "clip_max_tokens", "model_decoder_layers", "alpha", "alpha_step",
+  // "seed"): writing the config back (ToProto, WriteQuarkJson) writes these
+  // and leaves the others out again, so an export says what the job said.
+  std::set<std::string> given;
+
+  AlgorithmKind kind() const { return KindOf(options); }
+  bool Given(const std::string& field) const { return given.count(field) > 0; }
+  bool operator==(const AlgorithmConfig& o) const {
+    return options == o.options && given == o.given;
   }
 };
-
-// One algorithm; they run in the order of QuantConfig::algorithms. Unset
-// fields take the algorithm's own default (documented in quant_config.proto).
-struct AlgorithmConfig {
-  enum class Kind { kGptq, kAwq, kSmoothQuant, kAutoSmoothQuant, kRotation };
-  Kind kind = Kind::kGptq;
-  // GPTQ
-  std::optional<double> damp_percent;
-  std::optional<int> block_size;
-  bool act_order = false;
-  bool static_groups = false;
-  // AWQ
-  std::optional<int> grid_size;
-  bool skip_clip_search = false;
-  std::optional<int> clip_max_tokens;
-  // Only these groups (empty: every group of the block); checked against
-  // the model (algo/awq_layout.h).
-  std::vector<AwqScalingLayer> scaling_layers;
-  // The decoder layers' module list ("model.layers"); checked against the
-  // model.
-  std::optional<std::string> model_decoder_layers;
-  // SmoothQuant
-  std::optional<double> alpha;
-  std::vector<std::pair<std::string, double>> layer_alpha;  // name glob -> alpha
-  // AutoSmoothQuant
-  std::optional<double> alpha_step;
-  // Rotation (QuaRot)
-  std::optional<uint64_t> seed;
-  bool online_hadamard = false;
-
-  bool operator==(const AlgorithmConfig& o) const;
-};
-
-// "gptq", "awq", "smooth_quant", "auto_smooth_quant", "rotation".
-std::string_view AlgorithmKindName(AlgorithmConfig::Kind k);
 
 struct QuantConfig {
   LayerQuantConfig global_quant_config;

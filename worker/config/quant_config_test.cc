@@ -142,9 +142,9 @@ TEST(ValidateTest, EveryViolationIsReportedWithItsPath) {
       {"*down_proj", WeightOnly(IntSpec(DataType::kInt4, QScheme::kPerGroup, -8))});       // 3
   c.layer_type_quant_config.push_back({"Linearr", WeightOnly(IntSpec(DataType::kInt8))});  // 4
   c.exclude = {""};                                                                        // 5
-  AlgorithmConfig gptq;
+  GptqOptions gptq;
   gptq.damp_percent = 2.0;  // 6
-  c.algorithms.push_back(gptq);
+  c.algorithms.push_back({gptq, {"damp_percent"}});
   c.min_kv_scale = -1;  // 7
   const Status s = ValidateConfig(c, PathStyle::kProto, "spec.quantization.config.");
   ASSERT_FALSE(s.ok());

@@ -1,18 +1,20 @@
 #include "worker/config/quark_json.h"
 
-#include <algorithm>
-#include <functional>
 #include <set>
 #include <utility>
 #include <vector>
 
 #include "nlohmann/json.hpp"
 #include "worker/common/bounded_json.h"
+#include "worker/config/quark_json_canonical.h"
+#include "worker/config/quark_json_record.h"
 
 namespace quantd::config {
 namespace {
 
-using Json = nlohmann::ordered_json;
+using quark::Json;
+using quark::kRoles;
+using quark::RoleField;
 using quant::DataType;
 using quant::MxScaleMode;
 using quant::ObserverType;
@@ -21,290 +23,11 @@ using quant::RoundMethod;
 using quant::ScaleType;
 using quant::ZeroPointType;
 
-constexpr const char* kRoles[] = {"input_tensors", "output_tensors", "weight", "bias"};
-
-// What unknown keys may hold in all (see CheckKeptSize).
-constexpr size_t kMaxKeptBytes = size_t{16} << 10;
-
-std::optional<QuantSpec>* RoleField(LayerQuantConfig& c, const std::string& role) {
-  if (role == "input_tensors") return &c.input_tensors;
-  if (role == "output_tensors") return &c.output_tensors;
-  if (role == "weight") return &c.weight;
-  return &c.bias;
-}
-
 quant::TensorRole RoleOf(const std::string& role) {
   if (role == "input_tensors") return quant::TensorRole::kInput;
   if (role == "output_tensors") return quant::TensorRole::kOutput;
   if (role == "weight") return quant::TensorRole::kWeight;
   return quant::TensorRole::kBias;
-}
-
-const std::optional<QuantSpec>& RoleField(const LayerQuantConfig& c, const std::string& role) {
-  return *RoleField(const_cast<LayerQuantConfig&>(c), role);
-}
-
-// ---------------------------------------------------------------------------
-// Engine -> reference JSON (the canonical form)
-// ---------------------------------------------------------------------------
-
-std::string ObserverClass(const QuantSpec& s) {
-  switch (s.observer) {
-    case ObserverType::kPercentile:
-      return "PerTensorPercentileObserver";
-    case ObserverType::kMse:
-      return "PerTensorMSEObserver";
-    case ObserverType::kMinMax:
-      break;
-  }
-  switch (s.qscheme) {
-    case QScheme::kPerTensor:
-      return "PerTensorMinMaxObserver";
-    case QScheme::kPerChannel:
-      return "PerChannelMinMaxObserver";
-    case QScheme::kPerGroup:
-      return "PerGroupMinMaxObserver";
-  }
-  return "PerTensorMinMaxObserver";
-}
-
-Json SpecJson(const QuantSpec& s) {
-  Json j = Json::object();
-  if (quant::IsCastType(s.dtype)) {
-    j["dtype"] = std::string(quant::DataTypeName(s.dtype));
-    for (const char* k :
-         {"is_dynamic", "qscheme", "ch_axis", "group_size", "symmetric", "round_method",
-          "scale_type", "scale_format", "scale_calculation_mode", "mx_element_dtype"}) {
-      j[k] = nullptr;
-    }
-    j["observer_cls"] = "PlaceholderObserver";
-    j["is_scale_quant"] = false;
-    return j;
-  }
-  if (quant::IsMxType(s.dtype)) {
-    const bool mxint = s.dtype == DataType::kMxInt8;
-    j["dtype"] = mxint ? "mx" : std::string(quant::ReferenceElementName(s.dtype));
-    j["is_dynamic"] = s.is_dynamic;
-    j["qscheme"] = "per_group";
-    j["ch_axis"] = quant::EffectiveChAxis(s);
-    j["group_size"] = quant::kMxBlockSize;
-    j["symmetric"] = nullptr;
-    j["round_method"] = mxint ? Json(nullptr) : Json("half_even");
-    j["scale_type"] = mxint ? Json(nullptr) : Json("float");
-    j["scale_format"] = mxint ? Json(nullptr) : Json("e8m0");
-    j["scale_calculation_mode"] = std::string(quant::MxScaleModeName(s.mx_scale_mode));
-    j["mx_element_dtype"] = mxint ? Json("int8") : Json(nullptr);
-    j["observer_cls"] = mxint ? Json(nullptr) : Json("PerBlockMXObserver");
-    j["is_scale_quant"] = false;
-    return j;
-  }
-  j["dtype"] = std::string(quant::DataTypeName(s.dtype));
-  j["is_dynamic"] = s.is_dynamic;
-  j["qscheme"] = std::string(quant::QSchemeName(s.qscheme));
-  j["ch_axis"] = s.qscheme == QScheme::kPerTensor ? Json(nullptr) : Json(quant::EffectiveChAxis(s));
-  j["group_size"] =
-      s.qscheme == QScheme::kPerGroup && s.group_size ? Json(*s.group_size) : Json(nullptr);
-  j["symmetric"] = s.symmetric;
-  j["round_method"] = std::string(quant::RoundMethodName(s.round_method));
-  j["scale_type"] = std::string(quant::ScaleTypeName(s.scale_type));
-  j["scale_format"] = quant::IsFp8Type(s.dtype) && s.qscheme == QScheme::kPerGroup ? Json("float32")
-                                                                                   : Json(nullptr);
-  j["scale_calculation_mode"] = nullptr;
-  j["mx_element_dtype"] = nullptr;
-  j["observer_cls"] = ObserverClass(s);
-  j["is_scale_quant"] = false;
-  if (s.zero_point_type == ZeroPointType::kFloat32) j["zero_point_type"] = "float32";
-  if (s.percentile) j["percentile"] = *s.percentile;
-  return j;
-}
-
-Json LayerJson(const LayerQuantConfig& c) {
-  Json j = Json::object();
-  for (const char* role : kRoles) {
-    const auto& spec = RoleField(c, role);
-    j[role] = spec ? SpecJson(*spec) : Json(nullptr);
-  }
-  return j;
-}
-
-Json AlgoJson(const AlgorithmConfig& a) {
-  Json j = Json::object();
-  switch (a.kind) {
-    case AlgorithmConfig::Kind::kGptq:
-      j["name"] = "gptq";
-      if (a.damp_percent) j["damp_percent"] = *a.damp_percent;
-      if (a.block_size) j["block_size"] = *a.block_size;
-      j["desc_act"] = a.act_order;
-      j["static_groups"] = a.static_groups;
-      break;
-    case AlgorithmConfig::Kind::kAwq:
-      j["name"] = "awq";
-      if (a.grid_size) j["grid_size"] = *a.grid_size;
-      if (a.skip_clip_search) j["skip_clip_search"] = true;
-      if (a.clip_max_tokens) j["clip_max_tokens"] = *a.clip_max_tokens;
-      if (a.model_decoder_layers) j["model_decoder_layers"] = *a.model_decoder_layers;
-      if (!a.scaling_layers.empty()) {
-        Json list = Json::array();
-        for (const AwqScalingLayer& l : a.scaling_layers) {
-          Json e = Json::object();
-          e["prev_op"] = l.prev_op;
-          e["layers"] = l.layers;
-          if (!l.inp.empty()) e["inp"] = l.inp;
-          if (!l.module2inspect.empty()) e["module2inspect"] = l.module2inspect;
-          list.push_back(e);
-        }
-        j["scaling_layers"] = list;
-      }
-      break;
-    case AlgorithmConfig::Kind::kSmoothQuant:
-      j["name"] = "smooth";
-      if (a.alpha) j["alpha"] = *a.alpha;
-      if (!a.layer_alpha.empty()) {
-        Json per_layer = Json::object();
-        for (const auto& [glob, alpha] : a.layer_alpha) per_layer[glob] = alpha;
-        j["layer_alpha"] = per_layer;
-      }
-      break;
-    case AlgorithmConfig::Kind::kAutoSmoothQuant:
-      j["name"] = "autosmoothquant";
-      if (a.alpha_step) j["alpha_step"] = *a.alpha_step;
-      break;
-    case AlgorithmConfig::Kind::kRotation:
-      j["name"] = "rotation";
-      j["r4"] = a.online_hadamard;
-      if (a.seed) j["seed"] = *a.seed;
-      break;
-  }
-  return j;
-}
-
-Json ConfigJson(const QuantConfig& c) {
-  Json j = Json::object();
-  j["quant_method"] = "quark";
-  j["global_quant_config"] = LayerJson(c.global_quant_config);
-  Json types = Json::object();
-  for (const auto& t : c.layer_type_quant_config) types[t.layer_type] = LayerJson(t.config);
-  j["layer_type_quant_config"] = types;
-  Json layers = Json::object();
-  for (const auto& n : c.layer_quant_config) layers[n.pattern] = LayerJson(n.config);
-  j["layer_quant_config"] = layers;
-  Json kv = Json::object();
-  Json kv_group = Json::array();
-  for (const auto& n : c.kv_cache_quant_config) {
-    kv[n.pattern] = LayerJson(n.config);
-    kv_group.push_back(n.pattern);
-  }
-  j["kv_cache_quant_config"] = kv;
-  j["exclude"] = c.exclude;
-  if (c.algorithms.empty()) {
-    j["algo_config"] = nullptr;
-  } else {
-    Json algos = Json::array();
-    for (const auto& a : c.algorithms) algos.push_back(AlgoJson(a));
-    j["algo_config"] = algos;
-  }
-  j["quant_mode"] = "eager_mode";
-  j["export"] = Json{{"kv_cache_group", kv_group}, {"min_kv_scale", c.min_kv_scale}};
-  return j;
-}
-
-// ---------------------------------------------------------------------------
-// Preservation: what the original JSON held beyond the canonical form
-// ---------------------------------------------------------------------------
-//
-// A record mirrors the JSON tree where the two differ: objects keep their
-// original key order and per-key records, arrays of equal length per-item
-// records, and a leaf keeps both the original and the canonical value (or
-// their absence). Restoring puts the original back wherever the canonical
-// value is still the one seen at parse time.
-
-Json Diff(const Json& o, const Json& c) {
-  if (o.is_object() && c.is_object()) {
-    Json keys = Json::object();
-    std::set<std::string> seen;
-    for (auto it = o.begin(); it != o.end(); ++it) {
-      seen.insert(it.key());
-      if (c.contains(it.key())) {
-        Json sub = Diff(it.value(), c.at(it.key()));
-        if (!sub.is_null()) keys[it.key()] = sub;
-      } else {
-        keys[it.key()] = Json{{"leaf", true}, {"has_o", true}, {"o", it.value()}, {"has_c", false}};
-      }
-    }
-    for (auto it = c.begin(); it != c.end(); ++it) {
-      if (!seen.count(it.key())) {
-        keys[it.key()] = Json{{"leaf", true}, {"has_o", false}, {"has_c", true}, {"c", it.value()}};
-      }
-    }
-    Json order = Json::array();
-    for (auto it = o.begin(); it != o.end(); ++it) order.push_back(it.key());
-    Json c_order = Json::array();
-    for (auto it = c.begin(); it != c.end(); ++it) {
-      if (o.contains(it.key())) c_order.push_back(it.key());
-    }
-    if (keys.empty() && order == c_order) return nullptr;
-    return Json{{"object", true}, {"order", order}, {"keys", keys}};
-  }
-  if (o.is_array() && c.is_array() && o.size() == c.size()) {
-    Json items = Json::array();
-    bool any = false;
-    for (size_t i = 0; i < o.size(); ++i) {
-      items.push_back(Diff(o[i], c[i]));
-      any = any || !items.back().is_null();
-    }
-    return any ? Json{{"array", true}, {"items", items}} : Json(nullptr);
-  }
-  if (o == c) return nullptr;
-  return Json{{"leaf", true}, {"has_o", true}, {"o", o}, {"has_c", true}, {"c", c}};
-}
-
-Json Restore(const Json& now, const Json& rec) {
-  if (rec.is_null()) return now;
-  if (rec.contains("leaf")) {
-    return now == rec.at("c") ? rec.at("o") : now;
-  }
-  if (rec.contains("array")) {
-    const Json& items = rec.at("items");
-    if (!now.is_array() || now.size() != items.size()) return now;
-    Json out = Json::array();
-    for (size_t i = 0; i < now.size(); ++i) out.push_back(Restore(now[i], items[i]));
-    return out;
-  }
-  if (!now.is_object()) return now;
-  const Json& keys = rec.at("keys");
-  Json values = Json::object();
-  for (auto it = now.begin(); it != now.end(); ++it) {
-    if (!keys.contains(it.key())) {
-      values[it.key()] = it.value();
-      continue;
-    }
-    const Json& r = keys.at(it.key());
-    if (r.contains("leaf") && !r.at("has_o").get<bool>()) {
-      // Written by the canonical form only: drop it while it is unchanged.
-      if (r.at("has_c").get<bool>() && it.value() == r.at("c")) continue;
-      values[it.key()] = it.value();
-    } else if (r.contains("leaf") && !r.at("has_c").get<bool>()) {
-      values[it.key()] = it.value();  // the engine writes this key now; keep its value
-    } else {
-      values[it.key()] = Restore(it.value(), r);
-    }
-  }
-  for (auto it = keys.begin(); it != keys.end(); ++it) {
-    const Json& r = it.value();
-    if (r.contains("leaf") && r.at("has_o").get<bool>() && !r.at("has_c").get<bool>() &&
-        !now.contains(it.key())) {
-      values[it.key()] = r.at("o");  // only in the original
-    }
-  }
-  Json out = Json::object();
-  for (const Json& k : rec.at("order")) {
-    const std::string key = k.get<std::string>();
-    if (values.contains(key)) out[key] = values.at(key);
-  }
-  for (auto it = values.begin(); it != values.end(); ++it) {
-    if (!out.contains(it.key())) out[it.key()] = it.value();
-  }
-  return out;
 }
 
 // ---------------------------------------------------------------------------
@@ -526,6 +249,9 @@ class Parser {
     return c;
   }
 
+  // The one place where algo_config's keys map to the typed options; an
+  // option read here is also written back by AlgoJson. Keys not read here
+  // are kept for the round trip and get a "not used" note.
   std::optional<AlgorithmConfig> Algorithm(const Json& j, const std::string& path) {
     if (!j.is_object()) {
       Add(path, "expected an algorithm config object");
@@ -533,22 +259,30 @@ class Parser {
     }
     const std::optional<std::string> name = String(j, "name", path);
     AlgorithmConfig a;
+    // Sets `*target` and marks `key` given when the source holds a value.
+    auto given = [&a](const char* key, auto value, auto* target) {
+      if (!value) return;
+      *target = *value;
+      a.given.insert(key);
+    };
     if (!name) {
       Add(path + ".name", "the algorithm needs a name");
       return std::nullopt;
     } else if (*name == "gptq") {
-      a.kind = AlgorithmConfig::Kind::kGptq;
-      a.damp_percent = Number(j, "damp_percent", path);
-      a.block_size = Int(j, "block_size", path);
+      GptqOptions g;
+      given("damp_percent", Number(j, "damp_percent", path), &g.damp_percent);
+      given("block_size", Int(j, "block_size", path), &g.block_size);
       // The reference's defaults when a key is absent.
-      a.act_order = Bool(j, "desc_act", path).value_or(true);
-      a.static_groups = Bool(j, "static_groups", path).value_or(true);
+      g.act_order = Bool(j, "desc_act", path).value_or(true);
+      g.static_groups = Bool(j, "static_groups", path).value_or(true);
+      a.options = g;
     } else if (*name == "awq") {
-      a.kind = AlgorithmConfig::Kind::kAwq;
-      a.grid_size = Int(j, "grid_size", path);
-      a.skip_clip_search = Bool(j, "skip_clip_search", path).value_or(false);
-      a.clip_max_tokens = Int(j, "clip_max_tokens", path);
-      a.model_decoder_layers = String(j, "model_decoder_layers", path);
+      AwqOptions w;
+      given("grid_size", Int(j, "grid_size", path), &w.grid);
+      w.clip = !Bool(j, "skip_clip_search", path).value_or(false);
+      given("clip_max_tokens", Int(j, "clip_max_tokens", path), &w.clip_max_tokens);
+      given("model_decoder_layers", String(j, "model_decoder_layers", path),
+            &w.model_decoder_layers);
       if (j.contains("scaling_layers") && !j.at("scaling_layers").is_null()) {
         const Json& list = j.at("scaling_layers");
         if (!list.is_array()) {
@@ -561,7 +295,7 @@ class Parser {
               Add(at, "expected an object with prev_op, layers, inp, module2inspect");
               continue;
             }
-            AwqScalingLayer l;
+            AwqScalingGroup l;
             l.prev_op = String(list[i], "prev_op", at).value_or("");
             l.inp = String(list[i], "inp", at).value_or("");
             l.module2inspect = String(list[i], "module2inspect", at).value_or("");
@@ -580,32 +314,36 @@ class Parser {
                 }
               }
             }
-            a.scaling_layers.push_back(std::move(l));
+            w.scaling_layers.push_back(std::move(l));
           }
         }
       }
+      a.options = std::move(w);
     } else if (*name == "smooth" || *name == "smoothquant" || *name == "smooth_quant") {
       // "smooth" is the reference's name; the others are quantd's request names.
-      a.kind = AlgorithmConfig::Kind::kSmoothQuant;
-      a.alpha = Number(j, "alpha", path);
+      SmoothQuantOptions s;
+      given("alpha", Number(j, "alpha", path), &s.alpha);
       if (j.contains("layer_alpha") && j.at("layer_alpha").is_object()) {
         for (auto it = j.at("layer_alpha").begin(); it != j.at("layer_alpha").end(); ++it) {
           if (it.value().is_number()) {
-            a.layer_alpha.emplace_back(it.key(), it.value().get<double>());
+            s.alpha_overrides.emplace_back(it.key(), it.value().get<double>());
           } else {
             Add(path + ".layer_alpha." + it.key(), "expected a number");
           }
         }
       }
+      a.options = std::move(s);
     } else if (*name == "autosmoothquant" || *name == "auto_smooth_quant") {
-      a.kind = AlgorithmConfig::Kind::kAutoSmoothQuant;
-      a.alpha_step = Number(j, "alpha_step", path);
+      AutoSmoothQuantOptions as;
+      given("alpha_step", Number(j, "alpha_step", path), &as.alpha_step);
+      a.options = as;
     } else if (*name == "rotation" || *name == "quarot") {
-      a.kind = AlgorithmConfig::Kind::kRotation;
-      a.online_hadamard = Bool(j, "r4", path).value_or(*name == "quarot");
+      RotationOptions r;
+      r.online_down_proj = Bool(j, "r4", path).value_or(*name == "quarot");
       if (j.contains("seed") && j.at("seed").is_number_unsigned()) {
-        a.seed = j.at("seed").get<uint64_t>();
+        given("seed", std::optional<uint64_t>(j.at("seed").get<uint64_t>()), &r.seed);
       }
+      a.options = r;
     } else {
       Add(path + ".name",
           "unsupported algorithm '" + *name +
@@ -681,100 +419,6 @@ class Parser {
   std::vector<FieldViolation>* out_;
 };
 
-// Calls `visit(leaf, path, key)` for every leaf of a diff record, in the
-// original's key order, with the path of the value it describes ("a.b[2]")
-// and the key it sits under. An explicit stack: the record is as deep as the
-// config, which the bounded parser limits but the walk need not recurse on.
-void ForEachLeaf(const Json& record,
-                 const std::function<void(const Json&, const std::string&, const std::string&)>&
-                     visit) {
-  struct Todo {
-    const Json* rec;
-    std::string path;
-    std::string key;
-  };
-  std::vector<Todo> todo;
-  if (!record.is_null()) todo.push_back({&record, "", ""});
-  while (!todo.empty()) {
-    const Todo t = std::move(todo.back());
-    todo.pop_back();
-    const Json& rec = *t.rec;
-    if (rec.is_null()) continue;
-    if (rec.contains("leaf")) {
-      visit(rec, t.path, t.key);
-    } else if (rec.contains("array")) {
-      const Json& items = rec.at("items");
-      for (size_t i = items.size(); i-- > 0;) {
-        todo.push_back({&items[i], t.path + "[" + std::to_string(i) + "]", t.key});
-      }
-    } else {
-      // Pushed in reverse so that they come out in the original's order;
-      // keys only the engine's side has are leaves without an original.
-      const Json& keys = rec.at("keys");
-      const Json& order = rec.at("order");
-      for (size_t i = order.size(); i-- > 0;) {
-        const std::string key = order[i].get<std::string>();
-        if (!keys.contains(key)) continue;
-        todo.push_back({&keys.at(key), t.path.empty() ? key : t.path + "." + key, key});
-      }
-    }
-  }
-}
-
-// The original values a record keeps (keys the engine does not model, and
-// values it spells differently) may hold at most kMaxKeptBytes in all: they
-// travel with the config into every export. Returns one violation per kept
-// key, largest first, when they hold more.
-std::vector<FieldViolation> CheckKeptSize(const Json& record, const std::string& prefix) {
-  struct Kept {
-    std::string path;
-    size_t bytes;
-  };
-  std::vector<Kept> kept;
-  size_t total = 0;
-  ForEachLeaf(record, [&](const Json& leaf, const std::string& path, const std::string& key) {
-    if (!leaf.at("has_o").get<bool>()) return;
-    // The key and its value as written; not the path, which repeats the
-    // layer globs above it.
-    const size_t bytes = key.size() + leaf.at("o").dump().size();
-    kept.push_back({path, bytes});
-    total += bytes;
-  });
-  std::vector<FieldViolation> out;
-  if (total <= kMaxKeptBytes) return out;
-  std::sort(kept.begin(), kept.end(), [](const Kept& a, const Kept& b) {
-    return a.bytes != b.bytes ? a.bytes > b.bytes : a.path < b.path;
-  });
-  constexpr size_t kNamed = 10;
-  for (size_t i = 0; i < kept.size() && i < kNamed; ++i) {
-    std::string why = "not modelled by quantd, so kept as written for the round trip (" +
-                      std::to_string(kept[i].bytes) +
-                      " bytes); such keys may hold at most " + std::to_string(kMaxKeptBytes) +
-                      " bytes in all, this config's hold " + std::to_string(total);
-    if (i + 1 == kNamed && kept.size() > kNamed) {
-      why += " (and " + std::to_string(kept.size() - kNamed) + " smaller keys)";
-    }
-    out.push_back({prefix + kept[i].path, std::move(why)});
-  }
-  return out;
-}
-
-// The paths of the keys only the original holds (the engine does not model
-// them), in the original's order; a null or false value asks for nothing,
-// and keys that only describe ("version", a scaling entry's "help" and
-// "has_kwargs") are left out.
-std::vector<std::string> UnusedKeys(const Json& record) {
-  static const std::set<std::string> kDescriptive = {"version", "help", "has_kwargs"};
-  std::vector<std::string> out;
-  ForEachLeaf(record, [&](const Json& leaf, const std::string& path, const std::string& key) {
-    if (leaf.at("has_o").get<bool>() && !leaf.at("has_c").get<bool>() &&
-        !kDescriptive.count(key) && !leaf.at("o").is_null() && leaf.at("o") != Json(false)) {
-      out.push_back(path);
-    }
-  });
-  return out;
-}
-
 }  // namespace
 
 StatusOr<QuantConfig> ParseQuarkJson(std::string_view text, const std::string& prefix) {
@@ -817,12 +461,12 @@ StatusOr<QuantConfig> ParseQuarkJson(std::string_view text, const std::string& p
   QuantConfig config = parser.Config(j);
   CollectViolations(config, PathStyle::kReferenceJson, prefix, &violations);
   if (!violations.empty()) return ViolationsStatus(std::move(violations));
-  const Json record = Diff(j, ConfigJson(config));
-  if (std::vector<FieldViolation> kept = CheckKeptSize(record, prefix); !kept.empty()) {
+  const Json record = quark::Diff(j, quark::ConfigJson(config));
+  if (std::vector<FieldViolation> kept = quark::CheckKeptSize(record, prefix); !kept.empty()) {
     return ViolationsStatus(std::move(kept));
   }
   config.reference_json = record.is_null() ? "" : record.dump();
-  for (const std::string& path : UnusedKeys(record)) {
+  for (const std::string& path : quark::UnusedKeys(record)) {
     notes.push_back(prefix + path +
                     ": not used by quantd (kept as written in exported configs, but it takes "
                     "no effect)");
@@ -836,14 +480,14 @@ namespace {
 // The config's reference JSON value: the engine's fields, and what the
 // original JSON held that they do not model.
 Json WrittenJson(const QuantConfig& config) {
-  Json j = ConfigJson(config);
+  Json j = quark::ConfigJson(config);
   if (!config.reference_json.empty()) {
     // Written by ParseQuarkJson from a value within kMaxJsonDepth: each
     // level of it is two levels of the record, plus the leaf's own.
     StatusOr<Json> record = ParseBoundedJson<Json>(
         config.reference_json,
         JsonBounds{config.reference_json.size(), 2 * kMaxJsonDepth + 2}, "reference_json");
-    if (record.ok()) j = Restore(j, *record);
+    if (record.ok()) j = quark::Restore(j, *record);
   }
   return j;
 }
@@ -862,6 +506,6 @@ std::string WriteQuarkJsonForExport(const QuantConfig& config, const std::string
   return j.dump(indent);
 }
 
-std::string SpecToQuarkJson(const QuantSpec& spec) { return SpecJson(spec).dump(); }
+std::string SpecToQuarkJson(const QuantSpec& spec) { return quark::SpecJson(spec).dump(); }
 
 }  // namespace quantd::config

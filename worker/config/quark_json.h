@@ -9,7 +9,8 @@
 // value: keys and spellings the engine does not model (export settings,
 // version, scaling_layers of an algorithm, ...) are kept in
 // QuantConfig::reference_json and restored, unless the engine field they
-// correspond to was changed in between. Torch-free.
+// correspond to was changed in between (quark_json_canonical.h writes the
+// canonical form, quark_json_record.h keeps the rest). Torch-free.
 #ifndef QUANTD_WORKER_CONFIG_QUARK_JSON_H_
 #define QUANTD_WORKER_CONFIG_QUARK_JSON_H_
 

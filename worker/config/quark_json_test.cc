@@ -209,7 +209,7 @@ TEST(QuarkJsonTest, AlgorithmsAndLayerGlobsRoundTrip) {
   EXPECT_FALSE(w.symmetric);
   EXPECT_EQ(w.zero_point_type, quant::ZeroPointType::kFloat32);
   ASSERT_EQ(c.algorithms.size(), 1u);
-  EXPECT_EQ(c.algorithms[0].kind, AlgorithmConfig::Kind::kAwq);
+  EXPECT_EQ(c.algorithms[0].kind(), AlgorithmKind::kAwq);
   EXPECT_EQ(ResolveLayer(c, "model.layers.0.mlp.down_proj", "Linear").config.weight->dtype,
             DataType::kInt8);
   EXPECT_EQ(Parse(WriteQuarkJson(c)), Parse(kAwqInt4Json));
@@ -220,14 +220,14 @@ TEST(QuarkJsonTest, AlgorithmNamesAcceptQuantdsSpellingsToo) {
     const QuantConfig c = MustParse(std::string(R"({"global_quant_config": {"weight": {"dtype": "int8"}},
         "algo_config": [{"name": ")") + name + R"(", "alpha": 0.5}]})");
     ASSERT_EQ(c.algorithms.size(), 1u) << name;
-    EXPECT_EQ(c.algorithms[0].kind, AlgorithmConfig::Kind::kSmoothQuant) << name;
-    EXPECT_EQ(c.algorithms[0].alpha, 0.5) << name;
+    EXPECT_EQ(c.algorithms[0].kind(), AlgorithmKind::kSmoothQuant) << name;
+    EXPECT_EQ(std::get<SmoothQuantOptions>(c.algorithms[0].options).alpha, 0.5) << name;
   }
   for (const char* name : {"autosmoothquant", "auto_smooth_quant"}) {
     const QuantConfig c = MustParse(std::string(R"({"global_quant_config": {"weight": {"dtype": "int8"}},
         "algo_config": [{"name": ")") + name + R"("}]})");
     ASSERT_EQ(c.algorithms.size(), 1u) << name;
-    EXPECT_EQ(c.algorithms[0].kind, AlgorithmConfig::Kind::kAutoSmoothQuant) << name;
+    EXPECT_EQ(c.algorithms[0].kind(), AlgorithmKind::kAutoSmoothQuant) << name;
   }
 }
 
@@ -488,7 +488,7 @@ TEST(QuarkJsonTest, EveryKeptKeyThatTakesNoEffectGetsANote) {
 TEST(QuarkJsonTest, AwqScalingLayersAreReadAndChecked) {
   const QuantConfig c = MustParse(kAwqInt4Json);
   ASSERT_EQ(c.algorithms.size(), 1u);
-  const AlgorithmConfig& a = c.algorithms[0];
+  const auto& a = std::get<AwqOptions>(c.algorithms[0].options);
   EXPECT_EQ(a.model_decoder_layers, "model.layers");
   ASSERT_EQ(a.scaling_layers.size(), 1u);
   EXPECT_EQ(a.scaling_layers[0].prev_op, "input_layernorm");

@@ -101,41 +101,34 @@ pb::LayerQuantConfig LayerToProto(const LayerQuantConfig& c) {
   return out;
 }
 
+// The options a source may leave unset are set only when it set them
+// (AlgorithmConfig::given).
 pb::AlgorithmConfig AlgorithmToProto(const AlgorithmConfig& a) {
   pb::AlgorithmConfig out;
-  switch (a.kind) {
-    case AlgorithmConfig::Kind::kGptq: {
-      pb::GptqConfig* g = out.mutable_gptq();
-      if (a.damp_percent) g->set_damp_percent(*a.damp_percent);
-      if (a.block_size) g->set_block_size(*a.block_size);
-      g->set_act_order(a.act_order);
-      g->set_static_groups(a.static_groups);
-      break;
+  if (const auto* g = std::get_if<GptqOptions>(&a.options)) {
+    pb::GptqConfig* p = out.mutable_gptq();
+    if (a.Given("damp_percent")) p->set_damp_percent(g->damp_percent);
+    if (a.Given("block_size")) p->set_block_size(static_cast<int32_t>(g->block_size));
+    p->set_act_order(g->act_order);
+    p->set_static_groups(g->static_groups);
+  } else if (const auto* w = std::get_if<AwqOptions>(&a.options)) {
+    pb::AwqConfig* p = out.mutable_awq();
+    if (a.Given("grid_size")) p->set_grid_size(w->grid);
+    p->set_skip_clip_search(!w->clip);
+    if (a.Given("clip_max_tokens")) {
+      p->set_clip_max_tokens(static_cast<int32_t>(w->clip_max_tokens));
     }
-    case AlgorithmConfig::Kind::kAwq: {
-      pb::AwqConfig* w = out.mutable_awq();
-      if (a.grid_size) w->set_grid_size(*a.grid_size);
-      w->set_skip_clip_search(a.skip_clip_search);
-      if (a.clip_max_tokens) w->set_clip_max_tokens(*a.clip_max_tokens);
-      break;
-    }
-    case AlgorithmConfig::Kind::kSmoothQuant: {
-      pb::SmoothQuantConfig* s = out.mutable_smooth_quant();
-      if (a.alpha) s->set_alpha(*a.alpha);
-      for (const auto& [glob, alpha] : a.layer_alpha) (*s->mutable_layer_alpha())[glob] = alpha;
-      break;
-    }
-    case AlgorithmConfig::Kind::kAutoSmoothQuant: {
-      pb::AutoSmoothQuantConfig* s = out.mutable_auto_smooth_quant();
-      if (a.alpha_step) s->set_alpha_step(*a.alpha_step);
-      break;
-    }
-    case AlgorithmConfig::Kind::kRotation: {
-      pb::RotationConfig* r = out.mutable_rotation();
-      if (a.seed) r->set_seed(*a.seed);
-      r->set_online_hadamard(a.online_hadamard);
-      break;
-    }
+  } else if (const auto* s = std::get_if<SmoothQuantOptions>(&a.options)) {
+    pb::SmoothQuantConfig* p = out.mutable_smooth_quant();
+    if (a.Given("alpha")) p->set_alpha(s->alpha);
+    for (const auto& [glob, alpha] : s->alpha_overrides) (*p->mutable_layer_alpha())[glob] = alpha;
+  } else if (const auto* as = std::get_if<AutoSmoothQuantOptions>(&a.options)) {
+    pb::AutoSmoothQuantConfig* p = out.mutable_auto_smooth_quant();
+    if (a.Given("alpha_step")) p->set_alpha_step(as->alpha_step);
+  } else if (const auto* r = std::get_if<RotationOptions>(&a.options)) {
+    pb::RotationConfig* p = out.mutable_rotation();
+    if (a.Given("seed")) p->set_seed(r->seed);
+    p->set_online_hadamard(r->online_down_proj);
   }
   return out;
 }
@@ -227,42 +220,62 @@ class ProtoReader {
     return c;
   }
 
+  // The proto's AlgorithmConfig oneof as typed options; a proto `optional`
+  // field that is set is marked given.
   std::optional<AlgorithmConfig> Algorithm(const pb::AlgorithmConfig& p, const std::string& path) {
     AlgorithmConfig a;
+    auto given = [&a](const char* field, bool has, auto value, auto* target) {
+      if (!has) return;
+      *target = value;
+      a.given.insert(field);
+    };
     switch (p.algorithm_case()) {
-      case pb::AlgorithmConfig::kGptq:
-        a.kind = AlgorithmConfig::Kind::kGptq;
-        if (p.gptq().has_damp_percent()) a.damp_percent = p.gptq().damp_percent();
-        if (p.gptq().has_block_size()) a.block_size = p.gptq().block_size();
-        a.act_order = p.gptq().act_order();
-        a.static_groups = p.gptq().static_groups();
-        break;
-      case pb::AlgorithmConfig::kAwq:
-        a.kind = AlgorithmConfig::Kind::kAwq;
-        if (p.awq().has_grid_size()) a.grid_size = p.awq().grid_size();
-        a.skip_clip_search = p.awq().skip_clip_search();
-        if (p.awq().has_clip_max_tokens()) a.clip_max_tokens = p.awq().clip_max_tokens();
-        break;
-      case pb::AlgorithmConfig::kSmoothQuant: {
-        a.kind = AlgorithmConfig::Kind::kSmoothQuant;
-        if (p.smooth_quant().has_alpha()) a.alpha = p.smooth_quant().alpha();
-        // A proto map has no order; sort by glob so the config is stable.
-        const std::map<std::string, double> sorted(p.smooth_quant().layer_alpha().begin(),
-                                                   p.smooth_quant().layer_alpha().end());
-        a.layer_alpha.assign(sorted.begin(), sorted.end());
+      case pb::AlgorithmConfig::kGptq: {
+        const pb::GptqConfig& in = p.gptq();
+        GptqOptions g;
+        given("damp_percent", in.has_damp_percent(), in.damp_percent(), &g.damp_percent);
+        given("block_size", in.has_block_size(), in.block_size(), &g.block_size);
+        g.act_order = in.act_order();
+        g.static_groups = in.static_groups();
+        a.options = g;
         break;
       }
-      case pb::AlgorithmConfig::kAutoSmoothQuant:
-        a.kind = AlgorithmConfig::Kind::kAutoSmoothQuant;
-        if (p.auto_smooth_quant().has_alpha_step()) {
-          a.alpha_step = p.auto_smooth_quant().alpha_step();
-        }
+      case pb::AlgorithmConfig::kAwq: {
+        const pb::AwqConfig& in = p.awq();
+        AwqOptions w;
+        given("grid_size", in.has_grid_size(), in.grid_size(), &w.grid);
+        w.clip = !in.skip_clip_search();
+        given("clip_max_tokens", in.has_clip_max_tokens(), in.clip_max_tokens(),
+              &w.clip_max_tokens);
+        a.options = w;
         break;
-      case pb::AlgorithmConfig::kRotation:
-        a.kind = AlgorithmConfig::Kind::kRotation;
-        if (p.rotation().has_seed()) a.seed = p.rotation().seed();
-        a.online_hadamard = p.rotation().online_hadamard();
+      }
+      case pb::AlgorithmConfig::kSmoothQuant: {
+        const pb::SmoothQuantConfig& in = p.smooth_quant();
+        SmoothQuantOptions s;
+        given("alpha", in.has_alpha(), in.alpha(), &s.alpha);
+        // A proto map has no order; sort by glob so the config is stable.
+        const std::map<std::string, double> sorted(in.layer_alpha().begin(),
+                                                   in.layer_alpha().end());
+        s.alpha_overrides.assign(sorted.begin(), sorted.end());
+        a.options = std::move(s);
         break;
+      }
+      case pb::AlgorithmConfig::kAutoSmoothQuant: {
+        const pb::AutoSmoothQuantConfig& in = p.auto_smooth_quant();
+        AutoSmoothQuantOptions as;
+        given("alpha_step", in.has_alpha_step(), in.alpha_step(), &as.alpha_step);
+        a.options = as;
+        break;
+      }
+      case pb::AlgorithmConfig::kRotation: {
+        const pb::RotationConfig& in = p.rotation();
+        RotationOptions r;
+        given("seed", in.has_seed(), in.seed(), &r.seed);
+        r.online_down_proj = in.online_hadamard();
+        a.options = r;
+        break;
+      }
       case pb::AlgorithmConfig::ALGORITHM_NOT_SET:
         Add(path, "set one of gptq, awq, smooth_quant, auto_smooth_quant, rotation");
         return std::nullopt;
@@ -285,13 +298,13 @@ class ProtoReader {
   // index in the request (unreadable entries leave gaps).
   void ValidateAlgorithms(const std::vector<std::pair<int, AlgorithmConfig>>& algos,
                           const std::string& path) {
-    std::vector<AlgorithmConfig::Kind> seen;
+    std::vector<AlgorithmKind> seen;
     for (const auto& [i, a] : algos) {
       const std::string at = path + "[" + std::to_string(i) + "]";
-      for (AlgorithmConfig::Kind k : seen) {
-        if (k == a.kind) Add(at, std::string(AlgorithmKindName(a.kind)) + " is listed twice");
+      for (AlgorithmKind k : seen) {
+        if (k == a.kind()) Add(at, std::string(AlgorithmKindName(a.kind())) + " is listed twice");
       }
-      seen.push_back(a.kind);
+      seen.push_back(a.kind());
       QuantConfig one;
       one.algorithms = {a};
       std::vector<FieldViolation> v;
@@ -499,9 +512,9 @@ StatusOr<QuantConfig> ResolveQuantizationSettings(const pb::QuantizationSettings
     reader.ValidateAlgorithms(extra, base + ".algorithms");
     for (const auto& [i, a] : extra) {
       for (const AlgorithmConfig& own : config.algorithms) {
-        if (own.kind == a.kind) {
+        if (own.kind() == a.kind()) {
           reader.Add(base + ".algorithms[" + std::to_string(i) + "]",
-                     std::string(AlgorithmKindName(a.kind)) +
+                     std::string(AlgorithmKindName(a.kind())) +
                          " is already in the config's own algorithms; set it in one place");
         }
       }
@@ -559,7 +572,7 @@ std::string DescribeSettings(const pb::QuantizationSettings& s, const QuantConfi
   }
   if (!resolved.algorithms.empty()) {
     out += ", algorithms";
-    for (const auto& a : resolved.algorithms) out += " " + std::string(AlgorithmKindName(a.kind));
+    for (const auto& a : resolved.algorithms) out += " " + std::string(AlgorithmKindName(a.kind()));
   }
   return out;
 }

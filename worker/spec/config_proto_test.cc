@@ -1,5 +1,6 @@
 #include "worker/spec/config_proto.h"
 
+#include <set>
 #include <string>
 #include <vector>
 
@@ -30,24 +31,27 @@ std::vector<std::string> Fields(const Status& s) {
 }
 
 std::vector<AlgorithmConfig> EveryAlgorithm() {
-  std::vector<AlgorithmConfig> out(5);
-  out[0].kind = AlgorithmConfig::Kind::kGptq;
-  out[0].damp_percent = 0.05;
-  out[0].block_size = 64;
-  out[0].act_order = true;
-  out[1].kind = AlgorithmConfig::Kind::kAwq;
-  out[1].grid_size = 10;
-  out[1].skip_clip_search = true;
-  out[1].clip_max_tokens = 256;
-  out[2].kind = AlgorithmConfig::Kind::kSmoothQuant;
-  out[2].alpha = 0.6;
-  out[2].layer_alpha = {{"*.mlp.*", 0.3}, {"*q_proj", 0.8}};  // sorted by glob
-  out[3].kind = AlgorithmConfig::Kind::kAutoSmoothQuant;
-  out[3].alpha_step = 0.1;
-  out[4].kind = AlgorithmConfig::Kind::kRotation;
-  out[4].seed = 7;
-  out[4].online_hadamard = true;
-  return out;
+  GptqOptions gptq;
+  gptq.damp_percent = 0.05;
+  gptq.block_size = 64;
+  gptq.act_order = true;
+  AwqOptions awq;
+  awq.grid = 10;
+  awq.clip = false;
+  awq.clip_max_tokens = 256;
+  SmoothQuantOptions smooth;
+  smooth.alpha = 0.6;
+  smooth.alpha_overrides = {{"*.mlp.*", 0.3}, {"*q_proj", 0.8}};  // sorted by glob
+  AutoSmoothQuantOptions auto_smooth;
+  auto_smooth.alpha_step = 0.1;
+  RotationOptions rotation;
+  rotation.seed = 7;
+  rotation.online_down_proj = true;
+  return {{gptq, {"damp_percent", "block_size"}},
+          {awq, {"grid_size", "clip_max_tokens"}},
+          {smooth, {"alpha"}},
+          {auto_smooth, {"alpha_step"}},
+          {rotation, {"seed"}}};
 }
 
 TEST(ConfigProtoTest, EnginePresetsSurviveProtoBothWays) {
@@ -107,8 +111,10 @@ TEST(ResolveSettingsTest, PresetWithJobLevelExtras) {
   EXPECT_EQ(c->global_quant_config.weight->group_size, 32);
   EXPECT_EQ(c->exclude, (std::vector<std::string>{"lm_head", "model.layers.0.*"}));
   ASSERT_EQ(c->algorithms.size(), 1u);
-  EXPECT_EQ(c->algorithms[0].damp_percent, 0.02);
-  EXPECT_TRUE(c->algorithms[0].act_order);
+  const auto& gptq = std::get<GptqOptions>(c->algorithms[0].options);
+  EXPECT_EQ(gptq.damp_percent, 0.02);
+  EXPECT_TRUE(gptq.act_order);
+  EXPECT_EQ(c->algorithms[0].given, std::set<std::string>{"damp_percent"});
   ASSERT_EQ(c->kv_cache_quant_config.size(), 2u);
   const ResolvedLayer v = ResolveLayer(*c, "model.layers.2.self_attn.v_proj", "Linear");
   EXPECT_EQ(v.config.output_tensors->dtype, DataType::kFp8E4M3);

@@ -13,7 +13,7 @@
 #include <utility>
 #include <vector>
 
-#include "worker/algo/algorithm_request.h"
+#include "worker/algo/algorithm_plan.h"
 #include "worker/algo/awq_layout.h"
 #include "worker/common/bounded_json.h"
 #include "worker/common/deadline.h"
@@ -191,26 +191,22 @@ void CheckQuantization(SpecChecker& c, const JobSpec& spec,
 
   // What the pipeline does not run yet.
   if (!config.algorithms.empty()) {
-    const auto parsed = algo::ParseAlgorithmRequests(algo::ToAlgorithmRequests(config.algorithms),
-                                                     AlgorithmsField(q));
-    const Status algos = parsed.status();
-    if (algos.code() == StatusCode::kUnimplemented) {
-      c.NotBuilt(AlgorithmsField(q), algos.message());
-    } else if (!algos.ok()) {
+    const auto plan = algo::PlanAlgorithms(config.algorithms, AlgorithmsField(q));
+    const Status algos = plan.status();
+    if (!algos.ok()) {
       for (const auto& v : algos.violations()) c.Bad(v.field, v.description);
       if (algos.violations().empty()) c.Bad(AlgorithmsField(q), algos.message());
     } else {
       // AWQ's scaling_layers against the model's groups, when its
       // config.json is readable here (the worker checks every block).
       std::optional<models::ModelConfig> model;
-      for (const algo::ParsedAlgorithm& p : parsed->block_algorithms) {
-        if (p.kind != algo::AlgorithmKind::kAwq ||
-            (p.awq.scaling_layers.empty() && p.awq.model_decoder_layers.empty()))
-          continue;
+      for (const algo::PlannedAlgorithm& p : plan->block_algorithms) {
+        const auto* awq = std::get_if<config::AwqOptions>(&p.options);
+        if (!awq || (awq->scaling_layers.empty() && awq->model_decoder_layers.empty())) continue;
         if (!model) model = ReadModelConfig(spec.model_uri());
         if (!model || model->num_hidden_layers <= 0) break;
         const auto chosen =
-            algo::AwqGroupSelection(p.awq, models::GetBlockLayout(*model, 0),
+            algo::AwqGroupSelection(*awq, models::GetBlockLayout(*model, 0),
                                     AlgorithmsField(q) + "[" + std::to_string(p.index) + "]");
         const Status status = chosen.status();
         for (const auto& v : status.violations()) c.Bad(v.field, v.description);
@@ -220,8 +216,8 @@ void CheckQuantization(SpecChecker& c, const JobSpec& spec,
       c.Bad("spec.calibration.dataset_uri",
             "quantization algorithms calibrate on data: set a calibration dataset");
     for (size_t i = 0; i < config.algorithms.size(); ++i) {
-      if (config.algorithms[i].kind == config::AlgorithmConfig::Kind::kRotation &&
-          config.algorithms[i].online_hadamard)
+      const auto* rotation = std::get_if<config::RotationOptions>(&config.algorithms[i].options);
+      if (rotation && rotation->online_down_proj)
         c.NotBuilt(AlgorithmsField(q) + "[" + std::to_string(i) + "]",
                    "the online Hadamard rotation (R4) transforms down_proj's input at run time, "
                    "which no export format carries (the exported model would compute something "

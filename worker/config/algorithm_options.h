@@ -1,17 +1,33 @@
-// Options of the quantization algorithms, torch-free so that request
-// validation (algorithm_request.h) and the server can use them without
-// LibTorch. Defaults are the reference toolkit's.
-#ifndef QUANTD_WORKER_ALGO_OPTIONS_H_
-#define QUANTD_WORKER_ALGO_OPTIONS_H_
+// The quantization algorithms a config can name and their options, as the
+// engine runs them (worker/algo builds one algorithm per AlgorithmOptions).
+// Defaults are the reference toolkit's. Torch-free: the config layer, the
+// server's CreateJob check and the algorithms share these types.
+//
+// How a source spells them: quant_config.proto's AlgorithmConfig oneof
+// (config_proto.h) and the reference JSON's algo_config entries
+// (quark_json.h) fill them; some options (max_shrink, scale_clamp_min,
+// alpha_min, ...) have no spelling in either and keep their defaults in a
+// job (docs/algorithms.md).
+#ifndef QUANTD_WORKER_CONFIG_ALGORITHM_OPTIONS_H_
+#define QUANTD_WORKER_CONFIG_ALGORITHM_OPTIONS_H_
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <utility>
+#include <variant>
 #include <vector>
 
-namespace quantd::algo {
+namespace quantd::config {
 
-// ---- GPTQ (gptq.h) ----
+// In the order of AlgorithmOptions' alternatives.
+enum class AlgorithmKind { kGptq, kAwq, kSmoothQuant, kAutoSmoothQuant, kRotation };
+
+// The proto's oneof field names, which field paths and messages use: "gptq",
+// "awq", "smooth_quant", "auto_smooth_quant", "rotation".
+std::string_view AlgorithmKindName(AlgorithmKind kind);
+
+// ---- GPTQ (worker/algo/gptq.h) ----
 struct GptqOptions {
   // Damping relative to mean(diag H).
   double damp_percent = 0.01;
@@ -26,16 +42,21 @@ struct GptqOptions {
   // back to round-to-nearest.
   double damp_retry_step = 0.01;
   int max_damp_retries = 10;
+
+  bool operator==(const GptqOptions& o) const;
 };
 
-// ---- AWQ (awq.h) ----
+// ---- AWQ (worker/algo/awq.h) ----
 // One group to scale, named as the reference's scaling_layers entry
-// (relative to a decoder layer); awq_layout.h matches it to the model.
+// (relative to a decoder layer, "self_attn.q_proj"); worker/algo/awq_layout.h
+// matches it to the model.
 struct AwqScalingGroup {
-  std::string prev_op;
-  std::vector<std::string> layers;
-  std::string inp;             // empty: the first of layers
-  std::string module2inspect;  // empty: the layers themselves
+  std::string prev_op;              // the norm or linear that absorbs the scale
+  std::vector<std::string> layers;  // the group's linears
+  std::string inp;                  // whose input is captured; empty: the first of layers
+  std::string module2inspect;       // whose output the search compares; empty: the layers
+
+  bool operator==(const AwqScalingGroup& o) const;
 };
 
 struct AwqOptions {
@@ -55,9 +76,11 @@ struct AwqOptions {
   std::vector<AwqScalingGroup> scaling_layers;
   // When set, must name the model's decoder layers ("model.layers").
   std::string model_decoder_layers;
+
+  bool operator==(const AwqOptions& o) const;
 };
 
-// ---- SmoothQuant and AutoSmoothQuant (smoothquant.h) ----
+// ---- SmoothQuant and AutoSmoothQuant (worker/algo/smoothquant.h) ----
 struct SmoothQuantOptions {
   double alpha = 0.5;
   // Per-layer α: the first (glob, α) whose fnmatch glob matches a module name
@@ -68,6 +91,8 @@ struct SmoothQuantOptions {
   // down_proj), as the reference's Llama mapping does; false: only the
   // groups after a norm.
   bool smooth_linear_prev_ops = true;
+
+  bool operator==(const SmoothQuantOptions& o) const;
 };
 
 struct AutoSmoothQuantOptions {
@@ -79,9 +104,11 @@ struct AutoSmoothQuantOptions {
   bool smooth_linear_prev_ops = true;
   // Search on the first this many calibration samples (0: all of them).
   int64_t max_search_samples = 0;
+
+  bool operator==(const AutoSmoothQuantOptions& o) const;
 };
 
-// ---- Rotation / QuaRot (rotation.h) ----
+// ---- Rotation / QuaRot (worker/algo/rotation.h) ----
 struct RotationOptions {
   // Seed of R1's and R2's random signs (and of the orthogonal factor of
   // orders without a Hadamard construction).
@@ -90,8 +117,18 @@ struct RotationOptions {
   bool rotate_heads = true;
   // R4: online Hadamard before down_proj (QuaRot's online_had).
   bool online_down_proj = false;
+
+  bool operator==(const RotationOptions& o) const;
 };
 
-}  // namespace quantd::algo
+// One algorithm: the alternative says which.
+using AlgorithmOptions = std::variant<GptqOptions, AwqOptions, SmoothQuantOptions,
+                                      AutoSmoothQuantOptions, RotationOptions>;
 
-#endif  // QUANTD_WORKER_ALGO_OPTIONS_H_
+inline AlgorithmKind KindOf(const AlgorithmOptions& options) {
+  return static_cast<AlgorithmKind>(options.index());
+}
+
+}  // namespace quantd::config
+
+#endif  // QUANTD_WORKER_CONFIG_ALGORITHM_OPTIONS_H_
