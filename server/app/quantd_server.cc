@@ -24,6 +24,7 @@
 #include "server/metrics/grpc_metrics_interceptor.h"
 #include "server/store/open_job_store.h"
 #include "server/uri_policy/uri_policy.h"
+#include "worker/common/status.h"
 #include "worker/io/uri/uri_roots.h"
 
 namespace quantd::server {
@@ -32,42 +33,42 @@ namespace {
 constexpr const char* kServiceNames[] = {"quantd.v1.QuantizationService",
                                          "quantd.v1.WorkerService"};
 
-absl::Status MakeDirs(const std::string& path) {
+quantd::Status MakeDirs(const std::string& path) {
   std::string partial;
   for (size_t i = 0; i <= path.size(); ++i) {
     if (i == path.size() || (path[i] == '/' && i > 0)) {
       partial = path.substr(0, i);
       if (mkdir(partial.c_str(), 0755) != 0 && errno != EEXIST) {
-        return MakeError(absl::StatusCode::kFailedPrecondition, "DATA_DIR_UNUSABLE",
+        return MakeError(quantd::StatusCode::kFailedPrecondition, "DATA_DIR_UNUSABLE",
                          absl::StrCat("cannot create ", partial, ": ", strerror(errno)));
       }
     }
   }
-  return absl::OkStatus();
+  return quantd::OkStatus();
 }
 
-absl::StatusOr<std::string> ReadPem(const std::string& path, const char* what) {
+quantd::StatusOr<std::string> ReadPem(const std::string& path, const char* what) {
   std::ifstream in(path);
   std::stringstream text;
   text << in.rdbuf();
   if (!in || text.str().empty()) {
-    return MakeError(absl::StatusCode::kFailedPrecondition, "TLS_FILE_UNREADABLE",
+    return MakeError(quantd::StatusCode::kFailedPrecondition, "TLS_FILE_UNREADABLE",
                      absl::StrCat("cannot read the ", what, " ", path));
   }
   return text.str();
 }
 
-absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> MakeCredentials(
+quantd::StatusOr<std::shared_ptr<grpc::ServerCredentials>> MakeCredentials(
     const QuantdServerOptions& options) {
   if (options.tls_cert_file.empty() && options.tls_key_file.empty()) {
     if (!options.tls_client_ca_file.empty()) {
-      return MakeError(absl::StatusCode::kInvalidArgument, "TLS_INCOMPLETE",
+      return MakeError(quantd::StatusCode::kInvalidArgument, "TLS_INCOMPLETE",
                        "--tls-client-ca needs --tls-cert and --tls-key");
     }
     return grpc::InsecureServerCredentials();
   }
   if (options.tls_cert_file.empty() || options.tls_key_file.empty()) {
-    return MakeError(absl::StatusCode::kInvalidArgument, "TLS_INCOMPLETE",
+    return MakeError(quantd::StatusCode::kInvalidArgument, "TLS_INCOMPLETE",
                      "TLS needs both --tls-cert and --tls-key");
   }
   auto cert = ReadPem(options.tls_cert_file, "TLS certificate");
@@ -136,10 +137,11 @@ std::string LocalDialAddress(const std::string& listen, int port) {
   return absl::StrCat(host, ":", port);
 }
 
-absl::StatusOr<std::unique_ptr<QuantdServer>> QuantdServer::Start(QuantdServerOptions options,
-                                                                  Clock* clock) {
+quantd::StatusOr<std::unique_ptr<QuantdServer>> QuantdServer::Start(QuantdServerOptions options,
+                                                                    Clock* clock) {
   std::unique_ptr<QuantdServer> server(new QuantdServer());
-  absl::Status started = server->Init(std::move(options), clock != nullptr ? clock : Clock::Real());
+  quantd::Status started =
+      server->Init(std::move(options), clock != nullptr ? clock : Clock::Real());
   if (!started.ok()) {
     server->Shutdown();
     return started;
@@ -147,24 +149,24 @@ absl::StatusOr<std::unique_ptr<QuantdServer>> QuantdServer::Start(QuantdServerOp
   return server;
 }
 
-absl::Status QuantdServer::Init(QuantdServerOptions options, Clock* clock) {
+quantd::Status QuantdServer::Init(QuantdServerOptions options, Clock* clock) {
   options_ = std::move(options);
   if (options_.data_dir.empty() || options_.data_dir[0] != '/') {
-    return MakeError(absl::StatusCode::kInvalidArgument, "DATA_DIR_UNUSABLE",
+    return MakeError(quantd::StatusCode::kInvalidArgument, "DATA_DIR_UNUSABLE",
                      absl::StrCat("the data directory must be an absolute path, got \"",
                                   options_.data_dir, "\""));
   }
   if (!IsLoopbackListen(options_.listen) && options_.auth_tokens_file.empty() &&
       !options_.insecure) {
     return MakeError(
-        absl::StatusCode::kFailedPrecondition, "INSECURE_LISTEN",
+        quantd::StatusCode::kFailedPrecondition, "INSECURE_LISTEN",
         absl::StrCat("refusing to listen on ", options_.listen,
                      " without --auth-tokens: anyone who can reach that address could submit, "
                      "read and cancel every job and act as a worker. Give --auth-tokens FILE, "
                      "listen on a loopback address (127.0.0.1, [::1], localhost), or pass "
                      "--insecure to accept this (e.g. behind a proxy that authenticates)"));
   }
-  absl::Status s = MakeDirs(options_.data_dir + "/artifacts");
+  quantd::Status s = MakeDirs(options_.data_dir + "/artifacts");
   if (!s.ok()) return s;
   options_.jobs.data_dir = options_.data_dir;
   if (options_.store_uri.empty()) {
@@ -173,8 +175,8 @@ absl::Status QuantdServer::Init(QuantdServerOptions options, Clock* clock) {
 
   // The URI policy always applies: with no roots, jobs read nothing and
   // write only below <data-dir>/artifacts/.
-  absl::StatusOr<UriPolicy> policy = UriPolicy::Create(options_.allowed_uri_roots,
-                                                       options_.data_dir);
+  quantd::StatusOr<UriPolicy> policy =
+      UriPolicy::Create(options_.allowed_uri_roots, options_.data_dir);
   if (!policy.ok()) return policy.status();
   options_.jobs.uri_policy = [policy = *policy](const v1::JobSpec& spec,
                                                 const std::string& tenant) {
@@ -192,7 +194,8 @@ absl::Status QuantdServer::Init(QuantdServerOptions options, Clock* clock) {
        {"note", roots.InputRoots().empty()
                     ? "no --allowed-uri-roots: every job naming a model or dataset is refused"
                     : "inputs under input_roots; outputs below output_roots"}});
-  absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> credentials = MakeCredentials(options_);
+  quantd::StatusOr<std::shared_ptr<grpc::ServerCredentials>> credentials =
+      MakeCredentials(options_);
   if (!credentials.ok()) return credentials.status();
   std::string worker_token;
   if (!options_.auth_tokens_file.empty()) {
@@ -208,7 +211,7 @@ absl::Status QuantdServer::Init(QuantdServerOptions options, Clock* clock) {
     auth_ = std::make_unique<AnonymousAuthenticator>();
   }
 
-  absl::StatusOr<std::unique_ptr<JobStore>> store = OpenJobStore(options_.store_uri);
+  quantd::StatusOr<std::unique_ptr<JobStore>> store = OpenJobStore(options_.store_uri);
   if (!store.ok()) return store.status();
   store_ = std::move(*store);
   metrics_ = std::make_unique<QuantdMetrics>(store_.get(), clock, options_.jobs.lease_duration);
@@ -241,7 +244,7 @@ absl::Status QuantdServer::Init(QuantdServerOptions options, Clock* clock) {
   grpc_server_ = builder.BuildAndStart();
   if (grpc_server_ == nullptr || port_ == 0) {
     return MakeError(
-        absl::StatusCode::kUnavailable, "LISTEN_FAILED",
+        quantd::StatusCode::kUnavailable, "LISTEN_FAILED",
         absl::StrCat("cannot listen on ", options_.listen, " (in use, or not a local address?)"));
   }
   address_ = absl::StrCat(ListenHost(options_.listen), ":", port_);
@@ -293,7 +296,7 @@ absl::Status QuantdServer::Init(QuantdServerOptions options, Clock* clock) {
        {"data_dir", options_.data_dir},
        {"lease_duration", absl::FormatDuration(options_.jobs.lease_duration)},
        {"local_workers", options_.local_workers}});
-  return absl::OkStatus();
+  return quantd::OkStatus();
 }
 
 void QuantdServer::Shutdown() {

@@ -5,12 +5,13 @@
 #include "server/common/errors.h"
 #include "server/store/postgres_job_store.h"
 #include "server/store/sqlite_job_store.h"
+#include "worker/common/status.h"
 
 namespace quantd::server {
 
-absl::StatusOr<std::unique_ptr<JobStore>> OpenJobStore(absl::string_view uri) {
+quantd::StatusOr<std::unique_ptr<JobStore>> OpenJobStore(absl::string_view uri) {
   if (absl::StartsWith(uri, "sqlite:")) {
-    absl::StatusOr<std::string> path = SqliteJobStore::PathFromUri(uri);
+    quantd::StatusOr<std::string> path = SqliteJobStore::PathFromUri(uri);
     if (!path.ok()) return path.status();
     SqliteJobStoreOptions options;
     options.path = *path;
@@ -26,7 +27,7 @@ absl::StatusOr<std::unique_ptr<JobStore>> OpenJobStore(absl::string_view uri) {
     return std::unique_ptr<JobStore>(std::move(*store));
   }
   return MakeError(
-      absl::StatusCode::kInvalidArgument, "INVALID_STORE_URI",
+      quantd::StatusCode::kInvalidArgument, "INVALID_STORE_URI",
       absl::StrCat("unknown store URI \"", uri,
                    "\"; use sqlite:///path/to/quantd.db or postgresql://user@host:port/db"));
 }

@@ -11,6 +11,7 @@
 #include "absl/strings/str_join.h"
 #include "server/common/errors.h"
 #include "server/store/record_columns.h"
+#include "worker/common/status.h"
 
 namespace quantd::server {
 namespace {
@@ -75,8 +76,8 @@ constexpr char kRecordColumns[] =
     "lease_token, lease_expire_time, last_sequence, job, lease_secret_hash, lease_holder, "
     "outcome_hash";
 
-absl::Status Unavailable(absl::string_view what) {
-  return MakeError(absl::StatusCode::kUnavailable, "STORE_UNAVAILABLE",
+quantd::Status Unavailable(absl::string_view what) {
+  return MakeError(quantd::StatusCode::kUnavailable, "STORE_UNAVAILABLE",
                    absl::StrCat("postgresql: ", what));
 }
 
@@ -147,7 +148,7 @@ class Result {
   PGresult* r_;
 };
 
-absl::StatusOr<JobRecord> ReadRecord(const Result& r, int row) {
+quantd::StatusOr<JobRecord> ReadRecord(const Result& r, int row) {
   JobRecord record;
   std::string name(r.Bytes(row, 0));
   record.request_spec = std::string(r.Bytes(row, 3));
@@ -159,7 +160,7 @@ absl::StatusOr<JobRecord> ReadRecord(const Result& r, int row) {
   record.lease_secret_hash = std::string(r.Bytes(row, 12));
   record.lease_holder = std::string(r.Bytes(row, 13));
   record.outcome_hash = std::string(r.Bytes(row, 14));
-  absl::Status parsed = ParseJobBlob(name, r.Bytes(row, 11), &record.job);
+  quantd::Status parsed = ParseJobBlob(name, r.Bytes(row, 11), &record.job);
   if (!parsed.ok()) return parsed;
   return record;
 }
@@ -191,7 +192,7 @@ class PostgresJobStore::Connection {
   Connection(PostgresJobStore* store, PGconn* conn) : store_(store), conn_(conn) {}
   ~Connection() { store_->Release(conn_, broken_); }
 
-  absl::StatusOr<Result> Exec(absl::string_view sql, const Params& params = Params()) {
+  quantd::StatusOr<Result> Exec(absl::string_view sql, const Params& params = Params()) {
     std::string text(sql);
     std::vector<const char*> values = params.values();
     std::vector<int> lengths = params.lengths();
@@ -205,19 +206,19 @@ class PostgresJobStore::Connection {
 
   // Several statements in one string (migrations), through the simple
   // query protocol, which the parameterized one does not allow.
-  absl::Status ExecScript(absl::string_view sql) {
+  quantd::Status ExecScript(absl::string_view sql) {
     std::string text(sql);
     Result result(PQexec(conn_, text.c_str()));
     PGresult* raw = result.raw();
     ExecStatusType status = raw != nullptr ? PQresultStatus(raw) : PGRES_FATAL_ERROR;
-    if (status == PGRES_COMMAND_OK || status == PGRES_TUPLES_OK) return absl::OkStatus();
+    if (status == PGRES_COMMAND_OK || status == PGRES_TUPLES_OK) return quantd::OkStatus();
     return Error(raw, text);
   }
 
   bool broken() const { return broken_; }
 
  private:
-  absl::Status Error(PGresult* raw, const std::string& sql) {
+  quantd::Status Error(PGresult* raw, const std::string& sql) {
     if (PQstatus(conn_) != CONNECTION_OK) {
       broken_ = true;
       return Unavailable(absl::StrCat("connection lost: ", PQerrorMessage(conn_)));
@@ -229,16 +230,16 @@ class PostgresJobStore::Connection {
     std::string context =
         absl::StrCat("postgresql: ", message, " (SQLSTATE ", sqlstate, ") in: ", sql.substr(0, 60));
     if (sqlstate == "40001" || sqlstate == "40P01") {
-      return MakeError(absl::StatusCode::kAborted, "STORE_CONFLICT", context);
+      return MakeError(quantd::StatusCode::kAborted, "STORE_CONFLICT", context);
     }
     if (sqlstate == "57014") {
-      return MakeError(absl::StatusCode::kDeadlineExceeded, "STORE_TIMEOUT", context);
+      return MakeError(quantd::StatusCode::kDeadlineExceeded, "STORE_TIMEOUT", context);
     }
     if (absl::StartsWith(sqlstate, "08") || absl::StartsWith(sqlstate, "57P")) {
       broken_ = true;
-      return MakeError(absl::StatusCode::kUnavailable, "STORE_UNAVAILABLE", context);
+      return MakeError(quantd::StatusCode::kUnavailable, "STORE_UNAVAILABLE", context);
     }
-    return MakeError(absl::StatusCode::kInternal, "STORE_ERROR", context);
+    return MakeError(quantd::StatusCode::kInternal, "STORE_ERROR", context);
   }
 
   PostgresJobStore* store_;
@@ -253,17 +254,17 @@ using Connection = PostgresJobStore::Connection;
 // BEGIN ... COMMIT, rolled back unless committed.
 class Transaction {
  public:
-  static absl::StatusOr<Transaction> Begin(Connection& c) {
-    absl::StatusOr<Result> r = c.Exec("BEGIN");
+  static quantd::StatusOr<Transaction> Begin(Connection& c) {
+    quantd::StatusOr<Result> r = c.Exec("BEGIN");
     if (!r.ok()) return r.status();
     return Transaction(&c);
   }
   Transaction(Transaction&& o) noexcept : c_(std::exchange(o.c_, nullptr)) {}
   ~Transaction() {
-    if (c_ != nullptr && !c_->broken()) c_->Exec("ROLLBACK").IgnoreError();
+    if (c_ != nullptr && !c_->broken()) c_->Exec("ROLLBACK").status().IgnoreError();
   }
-  absl::Status Commit() {
-    absl::StatusOr<Result> r = c_->Exec("COMMIT");
+  quantd::Status Commit() {
+    quantd::StatusOr<Result> r = c_->Exec("COMMIT");
     c_ = nullptr;
     return r.status();
   }
@@ -273,24 +274,24 @@ class Transaction {
   Connection* c_;
 };
 
-absl::Status InsertEvents(Connection& c, const std::vector<v1::JobEvent>& events) {
+quantd::Status InsertEvents(Connection& c, const std::vector<v1::JobEvent>& events) {
   for (const v1::JobEvent& event : events) {
     Params p;
     p.Text(event.job()).Int(event.sequence()).Bytes(SerializeDeterministic(event));
-    absl::StatusOr<Result> r =
+    quantd::StatusOr<Result> r =
         c.Exec("INSERT INTO job_events (name, sequence, payload) VALUES ($1, $2, $3)", p);
     if (!r.ok()) return r.status();
   }
-  return absl::OkStatus();
+  return quantd::OkStatus();
 }
 
-absl::Status WriteMutation(Connection& c, JobRecord& record, const Mutation& mutate) {
+quantd::Status WriteMutation(Connection& c, JobRecord& record, const Mutation& mutate) {
   const std::string name = record.job.name();
   JobUpdate update;
-  absl::Status s = mutate(record, update);
+  quantd::Status s = mutate(record, update);
   if (!s.ok()) return s;
-  if (!update.write) return absl::OkStatus();
-  if (record.job.name() != name) return absl::InternalError("a mutation must not rename a job");
+  if (!update.write) return quantd::OkStatus();
+  if (record.job.name() != name) return quantd::InternalError("a mutation must not rename a job");
   s = CheckWritableRecord(record);
   if (!s.ok()) return s;
   AssignEventSequences(record, update.events);
@@ -305,7 +306,7 @@ absl::Status WriteMutation(Connection& c, JobRecord& record, const Mutation& mut
       .Text(record.lease_holder)
       .Bytes(record.outcome_hash)
       .Text(name);
-  absl::StatusOr<Result> r = c.Exec(
+  quantd::StatusOr<Result> r = c.Exec(
       "UPDATE jobs SET state = $1, available_time = $2, lease_token = $3, lease_expire_time = $4, "
       "last_sequence = $5, job = $6, lease_secret_hash = $7, lease_holder = $8, "
       "outcome_hash = $9 WHERE name = $10",
@@ -316,10 +317,10 @@ absl::Status WriteMutation(Connection& c, JobRecord& record, const Mutation& mut
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<PostgresJobStore>> PostgresJobStore::Open(
+quantd::StatusOr<std::unique_ptr<PostgresJobStore>> PostgresJobStore::Open(
     const PostgresJobStoreOptions& options) {
   std::unique_ptr<PostgresJobStore> store(new PostgresJobStore(options));
-  absl::Status s = store->Migrate();
+  quantd::Status s = store->Migrate();
   if (!s.ok()) return s;
   return store;
 }
@@ -329,7 +330,7 @@ PostgresJobStore::~PostgresJobStore() {
   for (PGconn* conn : idle_) PQfinish(conn);
 }
 
-absl::StatusOr<PGconn*> PostgresJobStore::Connect() {
+quantd::StatusOr<PGconn*> PostgresJobStore::Connect() {
   // Options travel as keywords so the URI stays exactly what the operator
   // gave (libpq expands "dbname" as a URI).
   std::string connect_timeout =
@@ -351,7 +352,7 @@ absl::StatusOr<PGconn*> PostgresJobStore::Connect() {
   return conn;
 }
 
-absl::StatusOr<std::unique_ptr<PostgresJobStore::Connection>> PostgresJobStore::Acquire() {
+quantd::StatusOr<std::unique_ptr<PostgresJobStore::Connection>> PostgresJobStore::Acquire() {
   {
     absl::MutexLock lock(&mu_);
     auto available = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
@@ -359,7 +360,7 @@ absl::StatusOr<std::unique_ptr<PostgresJobStore::Connection>> PostgresJobStore::
     };
     if (!mu_.AwaitWithTimeout(absl::Condition(&available), options_.acquire_timeout)) {
       return MakeError(
-          absl::StatusCode::kUnavailable, "STORE_BUSY",
+          quantd::StatusCode::kUnavailable, "STORE_BUSY",
           absl::StrCat("all ", options_.max_connections, " PostgreSQL connections stayed busy for ",
                        absl::FormatDuration(options_.acquire_timeout)));
     }
@@ -370,7 +371,7 @@ absl::StatusOr<std::unique_ptr<PostgresJobStore::Connection>> PostgresJobStore::
     }
     ++open_;  // reserve the slot while connecting outside the lock
   }
-  absl::StatusOr<PGconn*> conn = Connect();
+  quantd::StatusOr<PGconn*> conn = Connect();
   if (!conn.ok()) {
     absl::MutexLock lock(&mu_);
     --open_;
@@ -392,7 +393,7 @@ void PostgresJobStore::Release(PGconn* conn, bool broken) {
   }
 }
 
-absl::Status PostgresJobStore::Migrate() {
+quantd::Status PostgresJobStore::Migrate() {
   auto c = Acquire();
   if (!c.ok()) return c.status();
   Connection& conn = **c;
@@ -400,7 +401,7 @@ absl::Status PostgresJobStore::Migrate() {
   lock_key.Int(kMigrationLockKey);
   auto locked = conn.Exec("SELECT pg_advisory_lock($1::bigint)", lock_key);
   if (!locked.ok()) return locked.status();
-  auto body = [&]() -> absl::Status {
+  auto body = [&]() -> quantd::Status {
     auto created = conn.Exec(
         "CREATE TABLE IF NOT EXISTS schema_migrations (version BIGINT PRIMARY KEY, "
         "description TEXT NOT NULL, applied_at BIGINT NOT NULL)");
@@ -412,13 +413,13 @@ absl::Status PostgresJobStore::Migrate() {
     int version = static_cast<int>(current->Int(0, 0));
     const int latest = kMigrations[sizeof(kMigrations) / sizeof(kMigrations[0]) - 1].version;
     if (version > latest) {
-      return MakeError(absl::StatusCode::kFailedPrecondition, "STORE_SCHEMA_TOO_NEW",
+      return MakeError(quantd::StatusCode::kFailedPrecondition, "STORE_SCHEMA_TOO_NEW",
                        absl::StrCat("the database has schema version ", version,
                                     ", newer than this quantd's ", latest));
     }
     for (const Migration& m : kMigrations) {
       if (m.version <= version) continue;
-      absl::Status applied = conn.ExecScript(m.sql);
+      quantd::Status applied = conn.ExecScript(m.sql);
       if (!applied.ok()) return applied;
       Params p;
       p.Int(m.version).Text(m.description).Int(absl::ToUnixMicros(absl::Now()));
@@ -428,13 +429,13 @@ absl::Status PostgresJobStore::Migrate() {
       if (!recorded.ok()) return recorded.status();
       version = m.version;
     }
-    absl::Status committed = tx->Commit();
+    quantd::Status committed = tx->Commit();
     if (!committed.ok()) return committed;
     schema_version_ = version;
-    return absl::OkStatus();
+    return quantd::OkStatus();
   };
-  absl::Status s = body();
-  if (!conn.broken()) conn.Exec("SELECT pg_advisory_unlock($1::bigint)", lock_key).IgnoreError();
+  quantd::Status s = body();
+  if (!conn.broken()) conn.Exec("SELECT pg_advisory_unlock($1::bigint)", lock_key).status().IgnoreError();
   return s;
 }
 
@@ -443,15 +444,15 @@ namespace {
 // Runs `body` on a pooled connection, again (on a fresh transaction) when
 // PostgreSQL aborted it for a serialization failure or deadlock.
 template <typename T, typename Body>
-absl::StatusOr<T> WithRetries(std::function<absl::StatusOr<std::unique_ptr<Connection>>()> acquire,
-                              Body body) {
-  absl::Status last;
+quantd::StatusOr<T> WithRetries(
+    std::function<quantd::StatusOr<std::unique_ptr<Connection>>()> acquire, Body body) {
+  quantd::Status last;
   for (int attempt = 0; attempt < kMaxTransactionAttempts; ++attempt) {
     auto c = acquire();
     if (!c.ok()) return c.status();
-    absl::StatusOr<T> result = body(**c);
-    if (result.ok() || result.status().code() != absl::StatusCode::kAborted ||
-        GetReason(result.status()) != "STORE_CONFLICT") {
+    quantd::StatusOr<T> result = body(**c);
+    if (result.ok() || result.status().code() != quantd::StatusCode::kAborted ||
+        (result.status()).reason() != "STORE_CONFLICT") {
       return result;
     }
     last = result.status();
@@ -461,14 +462,14 @@ absl::StatusOr<T> WithRetries(std::function<absl::StatusOr<std::unique_ptr<Conne
 
 }  // namespace
 
-absl::StatusOr<CreateJobOutcome> PostgresJobStore::CreateJob(const JobRecord& record_in,
-                                                             std::vector<v1::JobEvent> events_in,
-                                                             const CreateJobOptions& options) {
-  absl::Status valid = CheckWritableRecord(record_in);
+quantd::StatusOr<CreateJobOutcome> PostgresJobStore::CreateJob(const JobRecord& record_in,
+                                                               std::vector<v1::JobEvent> events_in,
+                                                               const CreateJobOptions& options) {
+  quantd::Status valid = CheckWritableRecord(record_in);
   if (!valid.ok()) return valid;
   return WithRetries<CreateJobOutcome>(
       [this] { return Acquire(); },
-      [&](Connection& c) -> absl::StatusOr<CreateJobOutcome> {
+      [&](Connection& c) -> quantd::StatusOr<CreateJobOutcome> {
         JobRecord record = record_in;
         std::vector<v1::JobEvent> events = events_in;
         record.last_sequence = 0;
@@ -477,7 +478,7 @@ absl::StatusOr<CreateJobOutcome> PostgresJobStore::CreateJob(const JobRecord& re
         auto tx = Transaction::Begin(c);
         if (!tx.ok()) return tx.status();
 
-        auto find_existing = [&]() -> absl::StatusOr<std::optional<JobRecord>> {
+        auto find_existing = [&]() -> quantd::StatusOr<std::optional<JobRecord>> {
           Params p;
           p.Text(job.tenant()).Text(job.request_id());
           auto r = c.Exec(absl::StrCat("SELECT ", kRecordColumns,
@@ -508,7 +509,7 @@ absl::StatusOr<CreateJobOutcome> PostgresJobStore::CreateJob(const JobRecord& re
           if (!count.ok()) return count.status();
           if (count->Int(0, 0) >= options.max_queued_per_tenant) {
             return MakeError(
-                absl::StatusCode::kResourceExhausted, "QUEUE_FULL",
+                quantd::StatusCode::kResourceExhausted, "QUEUE_FULL",
                 absl::StrCat("tenant \"", job.tenant(), "\" already has ", count->Int(0, 0),
                              " queued jobs (the limit is ", options.max_queued_per_tenant, ")"));
           }
@@ -542,10 +543,10 @@ absl::StatusOr<CreateJobOutcome> PostgresJobStore::CreateJob(const JobRecord& re
           auto existing = find_existing();
           if (!existing.ok()) return existing.status();
           if (!existing->has_value()) {
-            return MakeError(absl::StatusCode::kAborted, "STORE_CONFLICT",
+            return MakeError(quantd::StatusCode::kAborted, "STORE_CONFLICT",
                              "request_id conflict with a job that is gone");
           }
-          absl::Status committed = tx->Commit();
+          quantd::Status committed = tx->Commit();
           if (!committed.ok()) return committed;
           return CreateJobOutcome{std::move(**existing), false};
         }
@@ -555,7 +556,7 @@ absl::StatusOr<CreateJobOutcome> PostgresJobStore::CreateJob(const JobRecord& re
           auto r = c.Exec("INSERT INTO job_labels (name, key, value) VALUES ($1, $2, $3)", l);
           if (!r.ok()) return r.status();
         }
-        absl::Status s = InsertEvents(c, events);
+        quantd::Status s = InsertEvents(c, events);
         if (!s.ok()) return s;
         s = tx->Commit();
         if (!s.ok()) return s;
@@ -563,7 +564,7 @@ absl::StatusOr<CreateJobOutcome> PostgresJobStore::CreateJob(const JobRecord& re
       });
 }
 
-absl::StatusOr<JobRecord> PostgresJobStore::GetJob(absl::string_view name) {
+quantd::StatusOr<JobRecord> PostgresJobStore::GetJob(absl::string_view name) {
   auto c = Acquire();
   if (!c.ok()) return c.status();
   Params p;
@@ -574,11 +575,11 @@ absl::StatusOr<JobRecord> PostgresJobStore::GetJob(absl::string_view name) {
   return ReadRecord(*r, 0);
 }
 
-absl::StatusOr<JobRecord> PostgresJobStore::UpdateJob(absl::string_view name,
-                                                      const Mutation& mutate) {
+quantd::StatusOr<JobRecord> PostgresJobStore::UpdateJob(absl::string_view name,
+                                                        const Mutation& mutate) {
   return WithRetries<JobRecord>(
       [this] { return Acquire(); },
-      [&](Connection& c) -> absl::StatusOr<JobRecord> {
+      [&](Connection& c) -> quantd::StatusOr<JobRecord> {
         auto tx = Transaction::Begin(c);
         if (!tx.ok()) return tx.status();
         Params p;
@@ -589,7 +590,7 @@ absl::StatusOr<JobRecord> PostgresJobStore::UpdateJob(absl::string_view name,
         if (r->rows() == 0) return JobNotFoundError(name);
         auto record = ReadRecord(*r, 0);
         if (!record.ok()) return record.status();
-        absl::Status s = WriteMutation(c, *record, mutate);
+        quantd::Status s = WriteMutation(c, *record, mutate);
         if (!s.ok()) return s;
         s = tx->Commit();
         if (!s.ok()) return s;
@@ -597,12 +598,12 @@ absl::StatusOr<JobRecord> PostgresJobStore::UpdateJob(absl::string_view name,
       });
 }
 
-absl::StatusOr<std::optional<JobRecord>> PostgresJobStore::ClaimQueuedJob(const ClaimQuery& query,
-                                                                          const Mutation& mutate) {
+quantd::StatusOr<std::optional<JobRecord>> PostgresJobStore::ClaimQueuedJob(
+    const ClaimQuery& query, const Mutation& mutate) {
   if (query.devices.empty()) return std::optional<JobRecord>();
   return WithRetries<std::optional<JobRecord>>(
       [this] { return Acquire(); },
-      [&](Connection& c) -> absl::StatusOr<std::optional<JobRecord>> {
+      [&](Connection& c) -> quantd::StatusOr<std::optional<JobRecord>> {
         auto tx = Transaction::Begin(c);
         if (!tx.ok()) return tx.status();
         Params p;
@@ -618,7 +619,7 @@ absl::StatusOr<std::optional<JobRecord>> PostgresJobStore::ClaimQueuedJob(const 
         if (r->rows() == 0) return std::optional<JobRecord>();
         auto record = ReadRecord(*r, 0);
         if (!record.ok()) return record.status();
-        absl::Status s = WriteMutation(c, *record, mutate);
+        quantd::Status s = WriteMutation(c, *record, mutate);
         if (!s.ok()) return s;
         s = tx->Commit();
         if (!s.ok()) return s;
@@ -626,8 +627,8 @@ absl::StatusOr<std::optional<JobRecord>> PostgresJobStore::ClaimQueuedJob(const 
       });
 }
 
-absl::StatusOr<std::vector<std::string>> PostgresJobStore::ListExpiredLeases(absl::Time now,
-                                                                             int limit) {
+quantd::StatusOr<std::vector<std::string>> PostgresJobStore::ListExpiredLeases(absl::Time now,
+                                                                               int limit) {
   auto c = Acquire();
   if (!c.ok()) return c.status();
   Params p;
@@ -642,7 +643,7 @@ absl::StatusOr<std::vector<std::string>> PostgresJobStore::ListExpiredLeases(abs
   return names;
 }
 
-absl::StatusOr<std::vector<JobRecord>> PostgresJobStore::ListJobs(const ListJobsQuery& query) {
+quantd::StatusOr<std::vector<JobRecord>> PostgresJobStore::ListJobs(const ListJobsQuery& query) {
   std::string sql = absl::StrCat("SELECT ", kRecordColumns, " FROM jobs WHERE TRUE");
   Params p;
   int n = 0;
@@ -693,9 +694,9 @@ absl::StatusOr<std::vector<JobRecord>> PostgresJobStore::ListJobs(const ListJobs
   return out;
 }
 
-absl::StatusOr<std::vector<v1::JobEvent>> PostgresJobStore::ListEvents(absl::string_view name,
-                                                                       int64_t after_sequence,
-                                                                       int limit) {
+quantd::StatusOr<std::vector<v1::JobEvent>> PostgresJobStore::ListEvents(absl::string_view name,
+                                                                         int64_t after_sequence,
+                                                                         int limit) {
   auto c = Acquire();
   if (!c.ok()) return c.status();
   Params p;
@@ -707,14 +708,14 @@ absl::StatusOr<std::vector<v1::JobEvent>> PostgresJobStore::ListEvents(absl::str
   if (!r.ok()) return r.status();
   std::vector<v1::JobEvent> events(r->rows());
   for (int i = 0; i < r->rows(); ++i) {
-    absl::Status s = ParseEventBlob(name, r->Bytes(i, 0), &events[i]);
+    quantd::Status s = ParseEventBlob(name, r->Bytes(i, 0), &events[i]);
     if (!s.ok()) return s;
   }
   return events;
 }
 
-absl::StatusOr<int64_t> PostgresJobStore::CountJobs(const std::optional<std::string>& tenant,
-                                                    v1::JobState state) {
+quantd::StatusOr<int64_t> PostgresJobStore::CountJobs(const std::optional<std::string>& tenant,
+                                                      v1::JobState state) {
   auto c = Acquire();
   if (!c.ok()) return c.status();
   Params p;

@@ -10,6 +10,7 @@
 #include "absl/strings/str_join.h"
 #include "server/common/errors.h"
 #include "server/store/record_columns.h"
+#include "worker/common/status.h"
 
 namespace quantd::server {
 namespace {
@@ -71,16 +72,16 @@ constexpr char kRecordColumns[] =
     "lease_token, lease_expire_time, last_sequence, job, lease_secret_hash, lease_holder, "
     "outcome_hash";
 
-absl::Status SqliteError(sqlite3* db, int rc, absl::string_view what) {
+quantd::Status SqliteError(sqlite3* db, int rc, absl::string_view what) {
   const char* detail = db != nullptr ? sqlite3_errmsg(db) : sqlite3_errstr(rc);
   int primary = rc & 0xff;
-  absl::StatusCode code = absl::StatusCode::kInternal;
+  quantd::StatusCode code = quantd::StatusCode::kInternal;
   std::string reason = "STORE_ERROR";
   if (primary == SQLITE_BUSY || primary == SQLITE_LOCKED) {
-    code = absl::StatusCode::kUnavailable;
+    code = quantd::StatusCode::kUnavailable;
     reason = "STORE_BUSY";
   } else if (primary == SQLITE_CORRUPT || primary == SQLITE_NOTADB) {
-    code = absl::StatusCode::kDataLoss;
+    code = quantd::StatusCode::kDataLoss;
     reason = "STORE_CORRUPT";
   }
   return MakeError(code, reason, absl::StrCat("sqlite: ", what, ": ", detail));
@@ -89,7 +90,7 @@ absl::Status SqliteError(sqlite3* db, int rc, absl::string_view what) {
 // A prepared statement with 1-based binds and 0-based column reads.
 class Statement {
  public:
-  static absl::StatusOr<Statement> Prepare(sqlite3* db, absl::string_view sql) {
+  static quantd::StatusOr<Statement> Prepare(sqlite3* db, absl::string_view sql) {
     sqlite3_stmt* stmt = nullptr;
     int rc = sqlite3_prepare_v2(db, sql.data(), static_cast<int>(sql.size()), &stmt, nullptr);
     if (rc != SQLITE_OK) return SqliteError(db, rc, "prepare");
@@ -131,14 +132,14 @@ class Statement {
   }
 
   // True when a row is available, false when done.
-  absl::StatusOr<bool> Step() {
+  quantd::StatusOr<bool> Step() {
     int rc = sqlite3_step(stmt_);
     if (rc == SQLITE_ROW) return true;
     if (rc == SQLITE_DONE) return false;
     return SqliteError(db_, rc, "step");
   }
-  absl::Status Run() {
-    absl::StatusOr<bool> row = Step();
+  quantd::Status Run() {
+    quantd::StatusOr<bool> row = Step();
     return row.status();
   }
 
@@ -157,7 +158,7 @@ class Statement {
   sqlite3_stmt* stmt_;
 };
 
-absl::Status Exec(sqlite3* db, absl::string_view sql) {
+quantd::Status Exec(sqlite3* db, absl::string_view sql) {
   std::string copy(sql);
   char* err = nullptr;
   int rc = sqlite3_exec(db, copy.c_str(), nullptr, nullptr, &err);
@@ -166,11 +167,11 @@ absl::Status Exec(sqlite3* db, absl::string_view sql) {
     sqlite3_free(err);
     return SqliteError(nullptr, rc, absl::StrCat(sql.substr(0, 40), ": ", msg));
   }
-  return absl::OkStatus();
+  return quantd::OkStatus();
 }
 
 // Reads a row selected with kRecordColumns.
-absl::StatusOr<JobRecord> ReadRecord(Statement& stmt) {
+quantd::StatusOr<JobRecord> ReadRecord(Statement& stmt) {
   JobRecord record;
   std::string name(stmt.Bytes(0));
   record.request_spec = std::string(stmt.Bytes(3));
@@ -182,7 +183,7 @@ absl::StatusOr<JobRecord> ReadRecord(Statement& stmt) {
   record.lease_secret_hash = std::string(stmt.Bytes(12));
   record.lease_holder = std::string(stmt.Bytes(13));
   record.outcome_hash = std::string(stmt.Bytes(14));
-  absl::Status parsed = ParseJobBlob(name, stmt.Bytes(11), &record.job);
+  quantd::Status parsed = ParseJobBlob(name, stmt.Bytes(11), &record.job);
   if (!parsed.ok()) return parsed;
   return record;
 }
@@ -190,10 +191,10 @@ absl::StatusOr<JobRecord> ReadRecord(Statement& stmt) {
 // Rolls back an open transaction unless Commit() ran.
 class Transaction {
  public:
-  static absl::StatusOr<Transaction> Begin(sqlite3* db) {
+  static quantd::StatusOr<Transaction> Begin(sqlite3* db) {
     // IMMEDIATE takes the write lock up front, so a read-modify-write never
     // fails halfway with SQLITE_BUSY on upgrade.
-    absl::Status s = Exec(db, "BEGIN IMMEDIATE");
+    quantd::Status s = Exec(db, "BEGIN IMMEDIATE");
     if (!s.ok()) return s;
     return Transaction(db);
   }
@@ -201,8 +202,8 @@ class Transaction {
   ~Transaction() {
     if (db_ != nullptr) Exec(db_, "ROLLBACK").IgnoreError();
   }
-  absl::Status Commit() {
-    absl::Status s = Exec(db_, "COMMIT");
+  quantd::Status Commit() {
+    quantd::Status s = Exec(db_, "COMMIT");
     if (s.ok()) db_ = nullptr;
     return s;
   }
@@ -212,8 +213,8 @@ class Transaction {
   sqlite3* db_;
 };
 
-absl::Status InsertEvents(sqlite3* db, const std::vector<v1::JobEvent>& events) {
-  if (events.empty()) return absl::OkStatus();
+quantd::Status InsertEvents(sqlite3* db, const std::vector<v1::JobEvent>& events) {
+  if (events.empty()) return quantd::OkStatus();
   auto insert =
       Statement::Prepare(db, "INSERT INTO job_events (name, sequence, payload) VALUES (?, ?, ?)");
   if (!insert.ok()) return insert.status();
@@ -222,44 +223,44 @@ absl::Status InsertEvents(sqlite3* db, const std::vector<v1::JobEvent>& events) 
     insert->Bind(1, absl::string_view(event.job()))
         .Bind(2, static_cast<int64_t>(event.sequence()))
         .BindBlob(3, SerializeDeterministic(event));
-    absl::Status s = insert->Run();
+    quantd::Status s = insert->Run();
     if (!s.ok()) return s;
   }
-  return absl::OkStatus();
+  return quantd::OkStatus();
 }
 
-absl::StatusOr<std::optional<JobRecord>> SelectOne(Statement& stmt) {
-  absl::StatusOr<bool> row = stmt.Step();
+quantd::StatusOr<std::optional<JobRecord>> SelectOne(Statement& stmt) {
+  quantd::StatusOr<bool> row = stmt.Step();
   if (!row.ok()) return row.status();
   if (!*row) return std::optional<JobRecord>();
-  absl::StatusOr<JobRecord> record = ReadRecord(stmt);
+  quantd::StatusOr<JobRecord> record = ReadRecord(stmt);
   if (!record.ok()) return record.status();
   return std::optional<JobRecord>(std::move(*record));
 }
 
 }  // namespace
 
-absl::StatusOr<std::string> SqliteJobStore::PathFromUri(absl::string_view uri) {
+quantd::StatusOr<std::string> SqliteJobStore::PathFromUri(absl::string_view uri) {
   constexpr absl::string_view kPrefix = "sqlite://";
   if (!absl::StartsWith(uri, kPrefix) || uri.size() == kPrefix.size()) {
     return MakeError(
-        absl::StatusCode::kInvalidArgument, "INVALID_STORE_URI",
+        quantd::StatusCode::kInvalidArgument, "INVALID_STORE_URI",
         absl::StrCat("a SQLite store URI looks like sqlite:///path/to/quantd.db, got \"", uri,
                      "\""));
   }
   return std::string(uri.substr(kPrefix.size()));
 }
 
-absl::StatusOr<std::unique_ptr<SqliteJobStore>> SqliteJobStore::Open(
+quantd::StatusOr<std::unique_ptr<SqliteJobStore>> SqliteJobStore::Open(
     const SqliteJobStoreOptions& options) {
   std::unique_ptr<SqliteJobStore> store(new SqliteJobStore(options));
-  absl::StatusOr<sqlite3*> writer = store->OpenConnection();
+  quantd::StatusOr<sqlite3*> writer = store->OpenConnection();
   if (!writer.ok()) return writer.status();
   {
     absl::MutexLock lock(&store->write_mu_);
     store->writer_ = *writer;
   }
-  absl::Status migrated = store->Migrate();
+  quantd::Status migrated = store->Migrate();
   if (!migrated.ok()) return migrated;
   return store;
 }
@@ -271,7 +272,7 @@ SqliteJobStore::~SqliteJobStore() {
   for (sqlite3* db : idle_readers_) sqlite3_close_v2(db);
 }
 
-absl::StatusOr<sqlite3*> SqliteJobStore::OpenConnection() {
+quantd::StatusOr<sqlite3*> SqliteJobStore::OpenConnection() {
   sqlite3* db = nullptr;
   // NOMUTEX: every connection is used by one thread at a time (the writer
   // under write_mu_, readers borrowed from the pool).
@@ -279,7 +280,7 @@ absl::StatusOr<sqlite3*> SqliteJobStore::OpenConnection() {
       sqlite3_open_v2(options_.path.c_str(), &db,
                       SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, nullptr);
   if (rc != SQLITE_OK) {
-    absl::Status s = SqliteError(db, rc, absl::StrCat("open ", options_.path));
+    quantd::Status s = SqliteError(db, rc, absl::StrCat("open ", options_.path));
     sqlite3_close_v2(db);
     return s;
   }
@@ -288,7 +289,7 @@ absl::StatusOr<sqlite3*> SqliteJobStore::OpenConnection() {
   // acknowledged job survive a power loss, not only a process crash.
   for (const char* pragma :
        {"PRAGMA journal_mode=WAL", "PRAGMA synchronous=FULL", "PRAGMA foreign_keys=ON"}) {
-    absl::Status s = Exec(db, pragma);
+    quantd::Status s = Exec(db, pragma);
     if (!s.ok()) {
       sqlite3_close_v2(db);
       return s;
@@ -297,7 +298,7 @@ absl::StatusOr<sqlite3*> SqliteJobStore::OpenConnection() {
   return db;
 }
 
-absl::StatusOr<sqlite3*> SqliteJobStore::TakeReader() {
+quantd::StatusOr<sqlite3*> SqliteJobStore::TakeReader() {
   {
     absl::MutexLock lock(&readers_mu_);
     if (!idle_readers_.empty()) {
@@ -318,9 +319,9 @@ void SqliteJobStore::ReturnReader(sqlite3* db) {
   }
 }
 
-absl::Status SqliteJobStore::Migrate() {
+quantd::Status SqliteJobStore::Migrate() {
   absl::MutexLock lock(&write_mu_);
-  absl::Status s =
+  quantd::Status s =
       Exec(writer_,
            "CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, "
            "description TEXT NOT NULL, applied_at INTEGER NOT NULL)");
@@ -330,12 +331,12 @@ absl::Status SqliteJobStore::Migrate() {
   auto current =
       Statement::Prepare(writer_, "SELECT COALESCE(MAX(version), 0) FROM schema_migrations");
   if (!current.ok()) return current.status();
-  absl::StatusOr<bool> row = current->Step();
+  quantd::StatusOr<bool> row = current->Step();
   if (!row.ok()) return row.status();
   int version = static_cast<int>(current->Int(0));
   const int latest = kMigrations[sizeof(kMigrations) / sizeof(kMigrations[0]) - 1].version;
   if (version > latest) {
-    return MakeError(absl::StatusCode::kFailedPrecondition, "STORE_SCHEMA_TOO_NEW",
+    return MakeError(quantd::StatusCode::kFailedPrecondition, "STORE_SCHEMA_TOO_NEW",
                      absl::StrCat("database ", options_.path, " has schema version ", version,
                                   ", newer than this quantd's ", latest));
   }
@@ -357,13 +358,13 @@ absl::Status SqliteJobStore::Migrate() {
   s = tx->Commit();
   if (!s.ok()) return s;
   schema_version_ = version;
-  return absl::OkStatus();
+  return quantd::OkStatus();
 }
 
-absl::StatusOr<CreateJobOutcome> SqliteJobStore::CreateJob(const JobRecord& record_in,
-                                                           std::vector<v1::JobEvent> events,
-                                                           const CreateJobOptions& options) {
-  absl::Status valid = CheckWritableRecord(record_in);
+quantd::StatusOr<CreateJobOutcome> SqliteJobStore::CreateJob(const JobRecord& record_in,
+                                                             std::vector<v1::JobEvent> events,
+                                                             const CreateJobOptions& options) {
+  quantd::Status valid = CheckWritableRecord(record_in);
   if (!valid.ok()) return valid;
   JobRecord record = record_in;
   record.last_sequence = 0;
@@ -389,11 +390,11 @@ absl::StatusOr<CreateJobOutcome> SqliteJobStore::CreateJob(const JobRecord& reco
         Statement::Prepare(writer_, "SELECT COUNT(*) FROM jobs WHERE tenant = ? AND state = ?");
     if (!count.ok()) return count.status();
     count->Bind(1, absl::string_view(job.tenant())).Bind(2, static_cast<int64_t>(v1::QUEUED));
-    absl::StatusOr<bool> row = count->Step();
+    quantd::StatusOr<bool> row = count->Step();
     if (!row.ok()) return row.status();
     if (count->Int(0) >= options.max_queued_per_tenant) {
       return MakeError(
-          absl::StatusCode::kResourceExhausted, "QUEUE_FULL",
+          quantd::StatusCode::kResourceExhausted, "QUEUE_FULL",
           absl::StrCat("tenant \"", job.tenant(), "\" already has ", count->Int(0),
                        " queued jobs (the limit is ", options.max_queued_per_tenant, ")"));
     }
@@ -421,7 +422,7 @@ absl::StatusOr<CreateJobOutcome> SqliteJobStore::CreateJob(const JobRecord& reco
       .BindBlob(13, record.lease_secret_hash)
       .Bind(14, absl::string_view(record.lease_holder))
       .BindBlob(15, record.outcome_hash);
-  absl::Status s = insert->Run();
+  quantd::Status s = insert->Run();
   if (!s.ok()) return s;
 
   for (const auto& [key, value] : job.spec().labels()) {
@@ -441,8 +442,8 @@ absl::StatusOr<CreateJobOutcome> SqliteJobStore::CreateJob(const JobRecord& reco
   return CreateJobOutcome{std::move(record), true};
 }
 
-absl::StatusOr<JobRecord> SqliteJobStore::GetJob(absl::string_view name) {
-  absl::StatusOr<sqlite3*> db = TakeReader();
+quantd::StatusOr<JobRecord> SqliteJobStore::GetJob(absl::string_view name) {
+  quantd::StatusOr<sqlite3*> db = TakeReader();
   if (!db.ok()) return db.status();
   absl::Cleanup give_back = [&] { ReturnReader(*db); };
   auto stmt =
@@ -455,11 +456,11 @@ absl::StatusOr<JobRecord> SqliteJobStore::GetJob(absl::string_view name) {
   return std::move(**found);
 }
 
-absl::Status SqliteJobStore::ApplyMutation(JobRecord& record, const Mutation& mutate) {
+quantd::Status SqliteJobStore::ApplyMutation(JobRecord& record, const Mutation& mutate) {
   JobUpdate update;
-  absl::Status s = mutate(record, update);
+  quantd::Status s = mutate(record, update);
   if (!s.ok()) return s;
-  if (!update.write) return absl::OkStatus();
+  if (!update.write) return quantd::OkStatus();
   s = CheckWritableRecord(record);
   if (!s.ok()) return s;
   AssignEventSequences(record, update.events);
@@ -486,8 +487,8 @@ absl::Status SqliteJobStore::ApplyMutation(JobRecord& record, const Mutation& mu
   return InsertEvents(writer_, update.events);
 }
 
-absl::StatusOr<JobRecord> SqliteJobStore::UpdateJob(absl::string_view name,
-                                                    const Mutation& mutate) {
+quantd::StatusOr<JobRecord> SqliteJobStore::UpdateJob(absl::string_view name,
+                                                      const Mutation& mutate) {
   absl::MutexLock lock(&write_mu_);
   auto tx = Transaction::Begin(writer_);
   if (!tx.ok()) return tx.status();
@@ -500,18 +501,18 @@ absl::StatusOr<JobRecord> SqliteJobStore::UpdateJob(absl::string_view name,
   if (!found->has_value()) return JobNotFoundError(name);
   JobRecord record = std::move(**found);
   const std::string original_name = record.job.name();
-  absl::Status s = ApplyMutation(record, mutate);
+  quantd::Status s = ApplyMutation(record, mutate);
   if (!s.ok()) return s;
   if (record.job.name() != original_name) {
-    return absl::InternalError("a mutation must not rename a job");
+    return quantd::InternalError("a mutation must not rename a job");
   }
   s = tx->Commit();
   if (!s.ok()) return s;
   return record;
 }
 
-absl::StatusOr<std::optional<JobRecord>> SqliteJobStore::ClaimQueuedJob(const ClaimQuery& query,
-                                                                        const Mutation& mutate) {
+quantd::StatusOr<std::optional<JobRecord>> SqliteJobStore::ClaimQueuedJob(const ClaimQuery& query,
+                                                                          const Mutation& mutate) {
   if (query.devices.empty()) return std::optional<JobRecord>();
   absl::MutexLock lock(&write_mu_);
   auto tx = Transaction::Begin(writer_);
@@ -530,16 +531,16 @@ absl::StatusOr<std::optional<JobRecord>> SqliteJobStore::ClaimQueuedJob(const Cl
   if (!found.ok()) return found.status();
   if (!found->has_value()) return std::optional<JobRecord>();
   JobRecord record = std::move(**found);
-  absl::Status s = ApplyMutation(record, mutate);
+  quantd::Status s = ApplyMutation(record, mutate);
   if (!s.ok()) return s;
   s = tx->Commit();
   if (!s.ok()) return s;
   return std::optional<JobRecord>(std::move(record));
 }
 
-absl::StatusOr<std::vector<std::string>> SqliteJobStore::ListExpiredLeases(absl::Time now,
-                                                                           int limit) {
-  absl::StatusOr<sqlite3*> db = TakeReader();
+quantd::StatusOr<std::vector<std::string>> SqliteJobStore::ListExpiredLeases(absl::Time now,
+                                                                             int limit) {
+  quantd::StatusOr<sqlite3*> db = TakeReader();
   if (!db.ok()) return db.status();
   absl::Cleanup give_back = [&] { ReturnReader(*db); };
   auto stmt =
@@ -553,7 +554,7 @@ absl::StatusOr<std::vector<std::string>> SqliteJobStore::ListExpiredLeases(absl:
       .Bind(4, static_cast<int64_t>(limit));
   std::vector<std::string> names;
   while (true) {
-    absl::StatusOr<bool> row = stmt->Step();
+    quantd::StatusOr<bool> row = stmt->Step();
     if (!row.ok()) return row.status();
     if (!*row) break;
     names.emplace_back(stmt->Bytes(0));
@@ -561,7 +562,7 @@ absl::StatusOr<std::vector<std::string>> SqliteJobStore::ListExpiredLeases(absl:
   return names;
 }
 
-absl::StatusOr<std::vector<JobRecord>> SqliteJobStore::ListJobs(const ListJobsQuery& query) {
+quantd::StatusOr<std::vector<JobRecord>> SqliteJobStore::ListJobs(const ListJobsQuery& query) {
   std::string sql = absl::StrCat("SELECT ", kRecordColumns, " FROM jobs WHERE 1 = 1");
   if (query.tenant.has_value()) absl::StrAppend(&sql, " AND tenant = ?");
   if (!query.states.empty()) {
@@ -581,7 +582,7 @@ absl::StatusOr<std::vector<JobRecord>> SqliteJobStore::ListJobs(const ListJobsQu
   }
   absl::StrAppend(&sql, " ORDER BY create_time ", dir, ", name ", dir, " LIMIT ?");
 
-  absl::StatusOr<sqlite3*> db = TakeReader();
+  quantd::StatusOr<sqlite3*> db = TakeReader();
   if (!db.ok()) return db.status();
   absl::Cleanup give_back = [&] { ReturnReader(*db); };
   auto stmt = Statement::Prepare(*db, sql);
@@ -602,20 +603,20 @@ absl::StatusOr<std::vector<JobRecord>> SqliteJobStore::ListJobs(const ListJobsQu
   stmt->Bind(i++, static_cast<int64_t>(query.limit));
   std::vector<JobRecord> out;
   while (true) {
-    absl::StatusOr<bool> row = stmt->Step();
+    quantd::StatusOr<bool> row = stmt->Step();
     if (!row.ok()) return row.status();
     if (!*row) break;
-    absl::StatusOr<JobRecord> record = ReadRecord(*stmt);
+    quantd::StatusOr<JobRecord> record = ReadRecord(*stmt);
     if (!record.ok()) return record.status();
     out.push_back(std::move(*record));
   }
   return out;
 }
 
-absl::StatusOr<std::vector<v1::JobEvent>> SqliteJobStore::ListEvents(absl::string_view name,
-                                                                     int64_t after_sequence,
-                                                                     int limit) {
-  absl::StatusOr<sqlite3*> db = TakeReader();
+quantd::StatusOr<std::vector<v1::JobEvent>> SqliteJobStore::ListEvents(absl::string_view name,
+                                                                       int64_t after_sequence,
+                                                                       int limit) {
+  quantd::StatusOr<sqlite3*> db = TakeReader();
   if (!db.ok()) return db.status();
   absl::Cleanup give_back = [&] { ReturnReader(*db); };
   auto stmt = Statement::Prepare(
@@ -625,20 +626,20 @@ absl::StatusOr<std::vector<v1::JobEvent>> SqliteJobStore::ListEvents(absl::strin
   stmt->Bind(1, name).Bind(2, after_sequence).Bind(3, static_cast<int64_t>(limit));
   std::vector<v1::JobEvent> events;
   while (true) {
-    absl::StatusOr<bool> row = stmt->Step();
+    quantd::StatusOr<bool> row = stmt->Step();
     if (!row.ok()) return row.status();
     if (!*row) break;
     v1::JobEvent event;
-    absl::Status s = ParseEventBlob(name, stmt->Bytes(0), &event);
+    quantd::Status s = ParseEventBlob(name, stmt->Bytes(0), &event);
     if (!s.ok()) return s;
     events.push_back(std::move(event));
   }
   return events;
 }
 
-absl::StatusOr<int64_t> SqliteJobStore::CountJobs(const std::optional<std::string>& tenant,
-                                                  v1::JobState state) {
-  absl::StatusOr<sqlite3*> db = TakeReader();
+quantd::StatusOr<int64_t> SqliteJobStore::CountJobs(const std::optional<std::string>& tenant,
+                                                    v1::JobState state) {
+  quantd::StatusOr<sqlite3*> db = TakeReader();
   if (!db.ok()) return db.status();
   absl::Cleanup give_back = [&] { ReturnReader(*db); };
   auto stmt = Statement::Prepare(
@@ -647,7 +648,7 @@ absl::StatusOr<int64_t> SqliteJobStore::CountJobs(const std::optional<std::strin
   if (!stmt.ok()) return stmt.status();
   stmt->Bind(1, static_cast<int64_t>(state));
   if (tenant.has_value()) stmt->Bind(2, absl::string_view(*tenant));
-  absl::StatusOr<bool> row = stmt->Step();
+  quantd::StatusOr<bool> row = stmt->Step();
   if (!row.ok()) return row.status();
   return stmt->Int(0);
 }

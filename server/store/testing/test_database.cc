@@ -9,6 +9,7 @@
 #include "server/store/postgres_job_store.h"
 #include "server/store/sqlite_job_store.h"
 #include "server/store/testing/postgres_test_cluster.h"
+#include "worker/common/status.h"
 
 namespace quantd::server::testing {
 namespace {
@@ -17,7 +18,7 @@ class SqliteTestDatabase : public TestDatabase {
  public:
   SqliteTestDatabase() : path_(MakeTempDir("quantd-sqlite") + "/quantd.db") {}
   std::string uri() const override { return "sqlite://" + path_; }
-  absl::StatusOr<std::unique_ptr<JobStore>> Open() override {
+  quantd::StatusOr<std::unique_ptr<JobStore>> Open() override {
     SqliteJobStoreOptions options;
     options.path = path_;
     auto store = SqliteJobStore::Open(options);
@@ -33,7 +34,7 @@ class PostgresTestDatabase : public TestDatabase {
  public:
   explicit PostgresTestDatabase(std::string uri) : uri_(std::move(uri)) {}
   std::string uri() const override { return uri_; }
-  absl::StatusOr<std::unique_ptr<JobStore>> Open() override {
+  quantd::StatusOr<std::unique_ptr<JobStore>> Open() override {
     PostgresJobStoreOptions options;
     options.uri = uri_;
     options.max_connections = 8;
