@@ -71,16 +71,13 @@ quantd::StatusOr<std::shared_ptr<grpc::ServerCredentials>> MakeCredentials(
     return MakeError(quantd::StatusCode::kInvalidArgument, "TLS_INCOMPLETE",
                      "TLS needs both --tls-cert and --tls-key");
   }
-  auto cert = ReadPem(options.tls_cert_file, "TLS certificate");
-  if (!cert.ok()) return cert.status();
-  auto key = ReadPem(options.tls_key_file, "TLS key");
-  if (!key.ok()) return key.status();
+  QD_ASSIGN_OR_RETURN(auto cert, ReadPem(options.tls_cert_file, "TLS certificate"));
+  QD_ASSIGN_OR_RETURN(auto key, ReadPem(options.tls_key_file, "TLS key"));
   grpc::SslServerCredentialsOptions ssl;
-  ssl.pem_key_cert_pairs.push_back({*key, *cert});
+  ssl.pem_key_cert_pairs.push_back({key, cert});
   if (!options.tls_client_ca_file.empty()) {
-    auto ca = ReadPem(options.tls_client_ca_file, "client CA");
-    if (!ca.ok()) return ca.status();
-    ssl.pem_root_certs = *ca;
+    QD_ASSIGN_OR_RETURN(auto ca, ReadPem(options.tls_client_ca_file, "client CA"));
+    ssl.pem_root_certs = ca;
     ssl.client_certificate_request = GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY;
   }
   return grpc::SslServerCredentials(ssl);
@@ -166,8 +163,7 @@ quantd::Status QuantdServer::Init(QuantdServerOptions options, Clock* clock) {
                      "listen on a loopback address (127.0.0.1, [::1], localhost), or pass "
                      "--insecure to accept this (e.g. behind a proxy that authenticates)"));
   }
-  quantd::Status s = MakeDirs(options_.data_dir + "/artifacts");
-  if (!s.ok()) return s;
+  QD_RETURN_IF_ERROR(MakeDirs(options_.data_dir + "/artifacts"));
   options_.jobs.data_dir = options_.data_dir;
   if (options_.store_uri.empty()) {
     options_.store_uri = absl::StrCat("sqlite://", options_.data_dir, "/quantd.db");
@@ -175,14 +171,12 @@ quantd::Status QuantdServer::Init(QuantdServerOptions options, Clock* clock) {
 
   // The URI policy always applies: with no roots, jobs read nothing and
   // write only below <data-dir>/artifacts/.
-  quantd::StatusOr<UriPolicy> policy =
-      UriPolicy::Create(options_.allowed_uri_roots, options_.data_dir);
-  if (!policy.ok()) return policy.status();
-  options_.jobs.uri_policy = [policy = *policy](const v1::JobSpec& spec,
-                                                const std::string& tenant) {
+  QD_ASSIGN_OR_RETURN(UriPolicy policy,
+                      UriPolicy::Create(options_.allowed_uri_roots, options_.data_dir));
+  options_.jobs.uri_policy = [policy = policy](const v1::JobSpec& spec, const std::string& tenant) {
     return policy.CheckSpec(spec, tenant);
   };
-  const io::UriRoots& roots = policy->uri_roots();
+  const io::UriRoots& roots = policy.uri_roots();
   auto join = [](const std::vector<std::string>& items) {
     return items.empty() ? std::string("none") : absl::StrJoin(items, ",");
   };
@@ -194,30 +188,26 @@ quantd::Status QuantdServer::Init(QuantdServerOptions options, Clock* clock) {
        {"note", roots.InputRoots().empty()
                     ? "no --allowed-uri-roots: every job naming a model or dataset is refused"
                     : "inputs under input_roots; outputs below output_roots"}});
-  quantd::StatusOr<std::shared_ptr<grpc::ServerCredentials>> credentials =
-      MakeCredentials(options_);
-  if (!credentials.ok()) return credentials.status();
+  QD_ASSIGN_OR_RETURN(std::shared_ptr<grpc::ServerCredentials> credentials,
+                      MakeCredentials(options_));
   std::string worker_token;
   if (!options_.auth_tokens_file.empty()) {
-    auto tokens = TokenAuthenticator::FromFile(options_.auth_tokens_file);
-    if (!tokens.ok()) return tokens.status();
+    QD_ASSIGN_OR_RETURN(auto tokens, TokenAuthenticator::FromFile(options_.auth_tokens_file));
     if (options_.local_workers > 0) {
       // Local workers get a credential that lives as long as this process.
       worker_token = RandomToken();
-      (*tokens)->AddToken(worker_token, Caller{"", Role::kWorker});
+      (tokens)->AddToken(worker_token, Caller{"", Role::kWorker});
     }
-    auth_ = std::move(*tokens);
+    auth_ = std::move(tokens);
   } else {
     auth_ = std::make_unique<AnonymousAuthenticator>();
   }
 
-  quantd::StatusOr<std::unique_ptr<JobStore>> store = OpenJobStore(options_.store_uri);
-  if (!store.ok()) return store.status();
-  store_ = std::move(*store);
+  QD_ASSIGN_OR_RETURN(std::unique_ptr<JobStore> store, OpenJobStore(options_.store_uri));
+  store_ = std::move(store);
   metrics_ = std::make_unique<QuantdMetrics>(store_.get(), clock, options_.jobs.lease_duration);
   if (!options_.metrics_listen.empty()) {
-    s = metrics_->Serve(options_.metrics_listen);
-    if (!s.ok()) return s;
+    QD_RETURN_IF_ERROR(metrics_->Serve(options_.metrics_listen));
   }
   jobs_ =
       std::make_unique<JobService>(store_.get(), clock, &notifier_, metrics_.get(), options_.jobs);
@@ -233,7 +223,7 @@ quantd::Status QuantdServer::Init(QuantdServerOptions options, Clock* clock) {
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
-  builder.AddListeningPort(options_.listen, *credentials, &port_);
+  builder.AddListeningPort(options_.listen, credentials, &port_);
   builder.SetMaxReceiveMessageSize(options_.max_request_bytes);
   builder.RegisterService(quantization_service_.get());
   builder.RegisterService(worker_service_.get());
@@ -279,8 +269,7 @@ quantd::Status QuantdServer::Init(QuantdServerOptions options, Clock* clock) {
       return args;
     };
     supervisor_ = std::make_unique<LocalWorkerSupervisor>(std::move(workers));
-    s = supervisor_->Start();
-    if (!s.ok()) return s;
+    QD_RETURN_IF_ERROR(supervisor_->Start());
   }
   Log(LogLevel::kInfo, "quantd serving",
       {{"address", address_},

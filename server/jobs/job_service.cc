@@ -129,8 +129,7 @@ quantd::StatusOr<v1::Job> JobService::CreateJob(const Caller& caller,
                                                 const v1::CreateJobRequest& request) {
   if (!caller.MaySubmit()) return PermissionDenied("submit jobs");
   std::vector<std::string> warnings;
-  quantd::Status checked = CheckSpec(request, caller.tenant, &warnings);
-  if (!checked.ok()) return checked;
+  QD_RETURN_IF_ERROR(CheckSpec(request, caller.tenant, &warnings));
 
   const absl::Time now = clock_->Now();
   JobRecord record;
@@ -157,12 +156,11 @@ quantd::StatusOr<v1::Job> JobService::CreateJob(const Caller& caller,
   for (const std::string& w : warnings) first.events.push_back(LogEvent(job, v1::WARNING, w, now));
   CreateJobOptions create_options;
   create_options.max_queued_per_tenant = options_.max_queued_per_tenant;
-  quantd::StatusOr<CreateJobOutcome> outcome =
-      store_->CreateJob(record, std::move(first.events), create_options);
-  if (!outcome.ok()) return outcome.status();
+  QD_ASSIGN_OR_RETURN(CreateJobOutcome outcome,
+                      store_->CreateJob(record, std::move(first.events), create_options));
 
-  if (!outcome->created) {
-    const JobRecord& stored = outcome->record;
+  if (!outcome.created) {
+    const JobRecord& stored = outcome.record;
     if (stored.request_spec == record.request_spec) return stored.job;
     v1::JobSpec stored_spec;
     stored_spec.ParseFromString(stored.request_spec);
@@ -173,29 +171,26 @@ quantd::StatusOr<v1::Job> JobService::CreateJob(const Caller& caller,
                                   "); use a new request_id for a different job"));
   }
   notifier_->NotifyQueue();
-  if (observer_ != nullptr) observer_->JobSubmitted(outcome->record.job);
-  Log(LogLevel::kInfo, "job created", JobLogFields(outcome->record.job));
-  return outcome->record.job;
+  if (observer_ != nullptr) observer_->JobSubmitted(outcome.record.job);
+  Log(LogLevel::kInfo, "job created", JobLogFields(outcome.record.job));
+  return outcome.record.job;
 }
 
 quantd::StatusOr<JobRecord> JobService::ReadVisibleJob(const Caller& caller, absl::string_view name,
                                                        absl::string_view field) {
-  quantd::Status well_formed = CheckJobName(name, field);
-  if (!well_formed.ok()) return well_formed;
-  quantd::StatusOr<JobRecord> record = store_->GetJob(name);
-  if (!record.ok()) return record.status();
+  QD_RETURN_IF_ERROR(CheckJobName(name, field));
+  QD_ASSIGN_OR_RETURN(JobRecord record, store_->GetJob(name));
   // Another tenant's job gets the same answer as a missing one, so names
   // reveal nothing across tenants.
-  if (!caller.MaySee(record->job.tenant())) return JobNotFoundError(name);
+  if (!caller.MaySee(record.job.tenant())) return JobNotFoundError(name);
   return record;
 }
 
 quantd::StatusOr<v1::Job> JobService::GetJob(const Caller& caller,
                                              const v1::GetJobRequest& request) {
   if (!caller.MaySubmit()) return PermissionDenied("read jobs");
-  quantd::StatusOr<JobRecord> record = ReadVisibleJob(caller, request.name(), "name");
-  if (!record.ok()) return record.status();
-  return std::move(record->job);
+  QD_ASSIGN_OR_RETURN(JobRecord record, ReadVisibleJob(caller, request.name(), "name"));
+  return std::move(record.job);
 }
 
 quantd::StatusOr<v1::ListJobsResponse> JobService::ListJobs(const Caller& caller,
@@ -216,20 +211,18 @@ quantd::StatusOr<v1::ListJobsResponse> JobService::ListJobs(const Caller& caller
   const int page_size = EffectivePageSize(request.page_size());
   query.limit = page_size + 1;  // one more tells whether there is a next page
   if (!request.page_token().empty()) {
-    quantd::StatusOr<PageToken> token = DecodePageToken(request.page_token(), fingerprint);
-    if (!token.ok()) return token.status();
-    query.after = ListJobsQuery::Cursor{token->create_time, token->name};
+    QD_ASSIGN_OR_RETURN(PageToken token, DecodePageToken(request.page_token(), fingerprint));
+    query.after = ListJobsQuery::Cursor{token.create_time, token.name};
   }
-  quantd::StatusOr<std::vector<JobRecord>> records = store_->ListJobs(query);
-  if (!records.ok()) return records.status();
+  QD_ASSIGN_OR_RETURN(std::vector<JobRecord> records, store_->ListJobs(query));
 
   v1::ListJobsResponse response;
   const bool full = request.view() == v1::FULL;
-  const int available = std::min<int>(page_size, records->size());
+  const int available = std::min<int>(page_size, records.size());
   size_t bytes = 0;
   int shown = 0;
   for (; shown < available; ++shown) {
-    v1::Job& job = (*records)[shown].job;
+    v1::Job& job = (records)[shown].job;
     if (!full) ApplyBasicView(job);
     // A page stays small enough for any client to receive; the next page
     // token continues after the last job shown.
@@ -238,7 +231,7 @@ quantd::StatusOr<v1::ListJobsResponse> JobService::ListJobs(const Caller& caller
     bytes += job_bytes;
     *response.add_jobs() = std::move(job);
   }
-  if (static_cast<int>(records->size()) > shown) {
+  if (static_cast<int>(records.size()) > shown) {
     const v1::Job& last = response.jobs(shown - 1);
     response.set_next_page_token(
         EncodePageToken({FromTimestamp(last.create_time()), last.name(), fingerprint}));
@@ -249,8 +242,7 @@ quantd::StatusOr<v1::ListJobsResponse> JobService::ListJobs(const Caller& caller
 quantd::StatusOr<v1::Job> JobService::CancelJob(const Caller& caller,
                                                 const v1::CancelJobRequest& request) {
   if (!caller.MaySubmit()) return PermissionDenied("cancel jobs");
-  quantd::StatusOr<JobRecord> visible = ReadVisibleJob(caller, request.name(), "name");
-  if (!visible.ok()) return visible.status();
+  QD_RETURN_IF_ERROR(ReadVisibleJob(caller, request.name(), "name"));
 
   const absl::Time now = clock_->Now();
   quantd::StatusOr<JobRecord> updated =
@@ -298,8 +290,7 @@ quantd::Status JobService::WatchJob(const Caller& caller, const v1::WatchJobRequ
   if (request.after_sequence() < 0) {
     return InvalidRequestError({{"after_sequence", "must not be negative"}});
   }
-  quantd::StatusOr<JobRecord> visible = ReadVisibleJob(caller, request.name(), "name");
-  if (!visible.ok()) return visible.status();
+  QD_ASSIGN_OR_RETURN(JobRecord visible, ReadVisibleJob(caller, request.name(), "name"));
 
   const int active = ++active_watches_;
   absl::Cleanup release = [this] { --active_watches_; };
@@ -334,7 +325,7 @@ quantd::Status JobService::WatchJob(const Caller& caller, const v1::WatchJobRequ
   // A job's terminal state event is always the last event it gets (nothing
   // is appended after it), so seeing one ends the stream. Only a watcher
   // that resumes past it needs the job row; later polls read events alone.
-  if (IsTerminal(visible->job.state()) && visible->last_sequence <= last_sent) {
+  if (IsTerminal(visible.job.state()) && visible.last_sequence <= last_sent) {
     return quantd::OkStatus();
   }
   while (true) {
@@ -346,15 +337,14 @@ quantd::Status JobService::WatchJob(const Caller& caller, const v1::WatchJobRequ
     // Read the generation before the store, so an event committed after
     // the read below still wakes the wait.
     const uint64_t generation = subscription.Generation();
-    quantd::StatusOr<std::vector<v1::JobEvent>> events =
-        store_->ListEvents(name, last_sent, kWatchBatch);
-    if (!events.ok()) return events.status();
-    for (const v1::JobEvent& event : *events) {
+    QD_ASSIGN_OR_RETURN(std::vector<v1::JobEvent> events,
+                        store_->ListEvents(name, last_sent, kWatchBatch));
+    for (const v1::JobEvent& event : events) {
       if (!stream.send(event)) return quantd::CancelledError("the watcher went away");
       last_sent = event.sequence();
       if (event.has_state() && IsTerminal(event.state())) return quantd::OkStatus();
     }
-    if (static_cast<int>(events->size()) == kWatchBatch) continue;
+    if (static_cast<int>(events.size()) == kWatchBatch) continue;
     subscription.WaitForChange(generation, options_.poll_interval);
   }
 }

@@ -108,8 +108,7 @@ quantd::Status CheckHoldsLease(const JobRecord& record, const Caller& caller,
 quantd::Status CheckRepeatedOutcome(const JobRecord& record, const Caller& caller,
                                     const v1::Lease& lease, const std::string& secret_hash,
                                     const std::string& outcome_hash) {
-  quantd::Status held = CheckHolder(record, caller, lease, secret_hash);
-  if (!held.ok()) return held;
+  QD_RETURN_IF_ERROR(CheckHolder(record, caller, lease, secret_hash));
   if (!ConstantTimeEquals(outcome_hash, record.outcome_hash)) {
     return AlreadyEndedDifferently(record);
   }
@@ -225,9 +224,8 @@ quantd::StatusOr<v1::LeaseJobResponse> LeaseService::LeaseJob(
     const uint64_t generation = notifier_->QueueGeneration();
     const absl::Time now = clock_->Now();
     // A fresh secret for each claim; only its digest is stored.
-    quantd::StatusOr<std::string> secret = RandomHex(kLeaseSecretBytes);
-    if (!secret.ok()) return secret.status();
-    const std::string secret_hash = Sha256Digest(*secret);
+    QD_ASSIGN_OR_RETURN(std::string secret, RandomHex(kLeaseSecretBytes));
+    const std::string secret_hash = Sha256Digest(secret);
     bool undeliverable = false;
     quantd::StatusOr<std::optional<JobRecord>> claimed =
         store_->ClaimQueuedJob({devices, now}, [&](JobRecord& record, JobUpdate& update) {
@@ -251,7 +249,7 @@ quantd::StatusOr<v1::LeaseJobResponse> LeaseService::LeaseJob(
           // The exact answer this worker would have to receive.
           v1::LeaseJobResponse answer = response;
           *answer.mutable_job() = record.job;
-          *answer.mutable_lease() = MakeLease(record, *secret);
+          *answer.mutable_lease() = MakeLease(record, secret);
           const size_t bytes = answer.ByteSizeLong();
           if (bytes <= static_cast<size_t>(receive_limit)) return quantd::OkStatus();
           record = queued;
@@ -276,7 +274,7 @@ quantd::StatusOr<v1::LeaseJobResponse> LeaseService::LeaseJob(
     if (claimed->has_value()) {
       const JobRecord& record = **claimed;
       *response.mutable_job() = record.job;
-      *response.mutable_lease() = MakeLease(record, *secret);
+      *response.mutable_lease() = MakeLease(record, secret);
       notifier_->NotifyJob(record.job.name());
       Log(LogLevel::kInfo, "job leased", JobLogFields(record.job));
       return response;
@@ -290,8 +288,7 @@ quantd::StatusOr<v1::LeaseJobResponse> LeaseService::LeaseJob(
 quantd::StatusOr<v1::HeartbeatResponse> LeaseService::Heartbeat(
     const Caller& caller, const v1::HeartbeatRequest& request) {
   if (!caller.MayWork()) return PermissionDenied(caller);
-  quantd::Status shape = CheckLeaseShape(request.lease(), request.has_lease());
-  if (!shape.ok()) return shape;
+  QD_RETURN_IF_ERROR(CheckLeaseShape(request.lease(), request.has_lease()));
   std::vector<FieldViolation> violations;
   if (std::string problem = ProgressProblem(request.progress()); !problem.empty()) {
     violations.push_back({"progress", problem});
@@ -304,8 +301,7 @@ quantd::StatusOr<v1::HeartbeatResponse> LeaseService::Heartbeat(
   const absl::Time now = clock_->Now();
   quantd::StatusOr<JobRecord> updated =
       store_->UpdateJob(request.lease().job(), [&](JobRecord& record, JobUpdate&) {
-        quantd::Status held = CheckHoldsLease(record, caller, request.lease(), secret_hash);
-        if (!held.ok()) return held;
+        QD_RETURN_IF_ERROR(CheckHoldsLease(record, caller, request.lease(), secret_hash));
         record.lease_expire_time = now + options_.lease_duration;
         if (request.has_progress()) *record.job.mutable_progress() = request.progress();
         *record.job.mutable_update_time() = ToTimestamp(now);
@@ -326,8 +322,7 @@ quantd::StatusOr<v1::HeartbeatResponse> LeaseService::Heartbeat(
 quantd::StatusOr<v1::ReportEventsResponse> LeaseService::ReportEvents(
     const Caller& caller, const v1::ReportEventsRequest& request) {
   if (!caller.MayWork()) return PermissionDenied(caller);
-  quantd::Status shape = CheckLeaseShape(request.lease(), request.has_lease());
-  if (!shape.ok()) return shape;
+  QD_RETURN_IF_ERROR(CheckLeaseShape(request.lease(), request.has_lease()));
   std::vector<FieldViolation> violations;
   if (request.events_size() > options_.max_events_per_report) {
     violations.push_back({"events", absl::StrCat("at most ", options_.max_events_per_report,
@@ -367,8 +362,7 @@ quantd::StatusOr<v1::ReportEventsResponse> LeaseService::ReportEvents(
   const absl::Time now = clock_->Now();
   quantd::StatusOr<JobRecord> updated =
       store_->UpdateJob(request.lease().job(), [&](JobRecord& record, JobUpdate& update) {
-        quantd::Status held = CheckHoldsLease(record, caller, request.lease(), secret_hash);
-        if (!held.ok()) return held;
+        QD_RETURN_IF_ERROR(CheckHoldsLease(record, caller, request.lease(), secret_hash));
         for (const v1::JobEvent& in : request.events()) {
           v1::JobEvent event = in;
           if (!event.has_time()) *event.mutable_time() = ToTimestamp(now);
@@ -390,8 +384,7 @@ quantd::StatusOr<v1::ReportEventsResponse> LeaseService::ReportEvents(
 quantd::StatusOr<v1::CompleteJobResponse> LeaseService::CompleteJob(
     const Caller& caller, const v1::CompleteJobRequest& request) {
   if (!caller.MayWork()) return PermissionDenied(caller);
-  quantd::Status shape = CheckLeaseShape(request.lease(), request.has_lease());
-  if (!shape.ok()) return shape;
+  QD_RETURN_IF_ERROR(CheckLeaseShape(request.lease(), request.has_lease()));
   if (const size_t bytes = request.result().ByteSizeLong(); bytes > kMaxResultBytes) {
     return InvalidRequestError({{"result", TooLarge(bytes, kMaxResultBytes)}});
   }
@@ -410,8 +403,7 @@ quantd::StatusOr<v1::CompleteJobResponse> LeaseService::CompleteJob(
           update.write = false;
           return CheckRepeatedOutcome(record, caller, request.lease(), secret_hash, outcome_hash);
         }
-        quantd::Status held = CheckHoldsLease(record, caller, request.lease(), secret_hash);
-        if (!held.ok()) return held;
+        QD_RETURN_IF_ERROR(CheckHoldsLease(record, caller, request.lease(), secret_hash));
         record.outcome_hash = outcome_hash;
         *record.job.mutable_result() = request.result();
         record.job.mutable_progress()->set_percent(100);
@@ -440,8 +432,7 @@ quantd::StatusOr<v1::CompleteJobResponse> LeaseService::CompleteJob(
 quantd::StatusOr<v1::FailJobResponse> LeaseService::FailJob(const Caller& caller,
                                                             const v1::FailJobRequest& request) {
   if (!caller.MayWork()) return PermissionDenied(caller);
-  quantd::Status shape = CheckLeaseShape(request.lease(), request.has_lease());
-  if (!shape.ok()) return shape;
+  QD_RETURN_IF_ERROR(CheckLeaseShape(request.lease(), request.has_lease()));
   std::vector<FieldViolation> violations;
   if (const size_t bytes = request.error().ByteSizeLong(); bytes > kMaxErrorBytes) {
     violations.push_back({"error", TooLarge(bytes, kMaxErrorBytes)});
@@ -464,8 +455,7 @@ quantd::StatusOr<v1::FailJobResponse> LeaseService::FailJob(const Caller& caller
           update.write = false;  // a retry: only of the same outcome by the same worker
           return CheckRepeatedOutcome(record, caller, request.lease(), secret_hash, outcome_hash);
         }
-        quantd::Status held = CheckHoldsLease(record, caller, request.lease(), secret_hash);
-        if (!held.ok()) return held;
+        QD_RETURN_IF_ERROR(CheckHoldsLease(record, caller, request.lease(), secret_hash));
         record.outcome_hash = outcome_hash;
         google::rpc::Status error = request.error();
         if (target == v1::FAILED && error.code() == kRpcOk) {
@@ -512,10 +502,10 @@ quantd::StatusOr<int> LeaseService::ReapExpiredLeases() {
   int changed = 0;
   bool requeued = false;
   while (true) {
-    quantd::StatusOr<std::vector<std::string>> expired = store_->ListExpiredLeases(now, kReapBatch);
-    if (!expired.ok()) return expired.status();
+    QD_ASSIGN_OR_RETURN(std::vector<std::string> expired,
+                        store_->ListExpiredLeases(now, kReapBatch));
     int changed_in_batch = 0;
-    for (const std::string& name : *expired) {
+    for (const std::string& name : expired) {
       v1::JobState before = v1::JOB_STATE_UNSPECIFIED;
       bool reaped = false;
       quantd::StatusOr<JobRecord> updated = store_->UpdateJob(name, [&](JobRecord& record,
@@ -589,7 +579,7 @@ quantd::StatusOr<int> LeaseService::ReapExpiredLeases() {
       Log(LogLevel::kWarning, "lease expired", fields);
       if (updated->job.state() == v1::QUEUED) requeued = true;
     }
-    if (static_cast<int>(expired->size()) < kReapBatch || changed_in_batch == 0) break;
+    if (static_cast<int>(expired.size()) < kReapBatch || changed_in_batch == 0) break;
   }
   if (requeued) notifier_->NotifyQueue();
   return changed;

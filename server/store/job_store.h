@@ -5,8 +5,9 @@
 // The store knows rows, indexes and transactions; the job state machine
 // lives in server/jobs and reaches the store through Mutations, which the
 // store runs inside one transaction on a locked row. SQLite and PostgreSQL
-// implement the same contract, and server/store/job_store_suite.h tests it
-// against both.
+// implement the same contract (CreateJob's idempotency and QUEUE_FULL rules
+// in one place, server/store/create_job_rules.h), and
+// server/store/job_store_test.cc tests it against both.
 #ifndef QUANTD_SERVER_STORE_JOB_STORE_H_
 #define QUANTD_SERVER_STORE_JOB_STORE_H_
 

@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "server/common/errors.h"
+#include "server/store/create_job_rules.h"
 #include "server/store/record_columns.h"
 #include "worker/common/status.h"
 
@@ -160,8 +161,7 @@ quantd::StatusOr<JobRecord> ReadRecord(const Result& r, int row) {
   record.lease_secret_hash = std::string(r.Bytes(row, 12));
   record.lease_holder = std::string(r.Bytes(row, 13));
   record.outcome_hash = std::string(r.Bytes(row, 14));
-  quantd::Status parsed = ParseJobBlob(name, r.Bytes(row, 11), &record.job);
-  if (!parsed.ok()) return parsed;
+  QD_RETURN_IF_ERROR(ParseJobBlob(name, r.Bytes(row, 11), &record.job));
   return record;
 }
 
@@ -255,8 +255,7 @@ using Connection = PostgresJobStore::Connection;
 class Transaction {
  public:
   static quantd::StatusOr<Transaction> Begin(Connection& c) {
-    quantd::StatusOr<Result> r = c.Exec("BEGIN");
-    if (!r.ok()) return r.status();
+    QD_RETURN_IF_ERROR(c.Exec("BEGIN"));
     return Transaction(&c);
   }
   Transaction(Transaction&& o) noexcept : c_(std::exchange(o.c_, nullptr)) {}
@@ -278,9 +277,8 @@ quantd::Status InsertEvents(Connection& c, const std::vector<v1::JobEvent>& even
   for (const v1::JobEvent& event : events) {
     Params p;
     p.Text(event.job()).Int(event.sequence()).Bytes(SerializeDeterministic(event));
-    quantd::StatusOr<Result> r =
-        c.Exec("INSERT INTO job_events (name, sequence, payload) VALUES ($1, $2, $3)", p);
-    if (!r.ok()) return r.status();
+    QD_RETURN_IF_ERROR(
+        c.Exec("INSERT INTO job_events (name, sequence, payload) VALUES ($1, $2, $3)", p));
   }
   return quantd::OkStatus();
 }
@@ -288,12 +286,10 @@ quantd::Status InsertEvents(Connection& c, const std::vector<v1::JobEvent>& even
 quantd::Status WriteMutation(Connection& c, JobRecord& record, const Mutation& mutate) {
   const std::string name = record.job.name();
   JobUpdate update;
-  quantd::Status s = mutate(record, update);
-  if (!s.ok()) return s;
+  QD_RETURN_IF_ERROR(mutate(record, update));
   if (!update.write) return quantd::OkStatus();
   if (record.job.name() != name) return quantd::InternalError("a mutation must not rename a job");
-  s = CheckWritableRecord(record);
-  if (!s.ok()) return s;
+  QD_RETURN_IF_ERROR(CheckWritableRecord(record));
   AssignEventSequences(record, update.events);
   Params p;
   p.Int(record.job.state())
@@ -306,12 +302,12 @@ quantd::Status WriteMutation(Connection& c, JobRecord& record, const Mutation& m
       .Text(record.lease_holder)
       .Bytes(record.outcome_hash)
       .Text(name);
-  quantd::StatusOr<Result> r = c.Exec(
-      "UPDATE jobs SET state = $1, available_time = $2, lease_token = $3, lease_expire_time = $4, "
-      "last_sequence = $5, job = $6, lease_secret_hash = $7, lease_holder = $8, "
-      "outcome_hash = $9 WHERE name = $10",
-      p);
-  if (!r.ok()) return r.status();
+  QD_RETURN_IF_ERROR(
+      c.Exec("UPDATE jobs SET state = $1, available_time = $2, lease_token = $3, "
+             "lease_expire_time = $4, "
+             "last_sequence = $5, job = $6, lease_secret_hash = $7, lease_holder = $8, "
+             "outcome_hash = $9 WHERE name = $10",
+             p));
   return InsertEvents(c, update.events);
 }
 
@@ -320,8 +316,7 @@ quantd::Status WriteMutation(Connection& c, JobRecord& record, const Mutation& m
 quantd::StatusOr<std::unique_ptr<PostgresJobStore>> PostgresJobStore::Open(
     const PostgresJobStoreOptions& options) {
   std::unique_ptr<PostgresJobStore> store(new PostgresJobStore(options));
-  quantd::Status s = store->Migrate();
-  if (!s.ok()) return s;
+  QD_RETURN_IF_ERROR(store->Migrate());
   return store;
 }
 
@@ -394,23 +389,19 @@ void PostgresJobStore::Release(PGconn* conn, bool broken) {
 }
 
 quantd::Status PostgresJobStore::Migrate() {
-  auto c = Acquire();
-  if (!c.ok()) return c.status();
-  Connection& conn = **c;
+  QD_ASSIGN_OR_RETURN(auto c, Acquire());
+  Connection& conn = *c;
   Params lock_key;
   lock_key.Int(kMigrationLockKey);
-  auto locked = conn.Exec("SELECT pg_advisory_lock($1::bigint)", lock_key);
-  if (!locked.ok()) return locked.status();
+  QD_RETURN_IF_ERROR(conn.Exec("SELECT pg_advisory_lock($1::bigint)", lock_key));
   auto body = [&]() -> quantd::Status {
-    auto created = conn.Exec(
-        "CREATE TABLE IF NOT EXISTS schema_migrations (version BIGINT PRIMARY KEY, "
-        "description TEXT NOT NULL, applied_at BIGINT NOT NULL)");
-    if (!created.ok()) return created.status();
-    auto tx = Transaction::Begin(conn);
-    if (!tx.ok()) return tx.status();
-    auto current = conn.Exec("SELECT COALESCE(MAX(version), 0)::bigint FROM schema_migrations");
-    if (!current.ok()) return current.status();
-    int version = static_cast<int>(current->Int(0, 0));
+    QD_RETURN_IF_ERROR(
+        conn.Exec("CREATE TABLE IF NOT EXISTS schema_migrations (version BIGINT PRIMARY KEY, "
+                  "description TEXT NOT NULL, applied_at BIGINT NOT NULL)"));
+    QD_ASSIGN_OR_RETURN(auto tx, Transaction::Begin(conn));
+    QD_ASSIGN_OR_RETURN(
+        auto current, conn.Exec("SELECT COALESCE(MAX(version), 0)::bigint FROM schema_migrations"));
+    int version = static_cast<int>(current.Int(0, 0));
     const int latest = kMigrations[sizeof(kMigrations) / sizeof(kMigrations[0]) - 1].version;
     if (version > latest) {
       return MakeError(quantd::StatusCode::kFailedPrecondition, "STORE_SCHEMA_TOO_NEW",
@@ -419,23 +410,22 @@ quantd::Status PostgresJobStore::Migrate() {
     }
     for (const Migration& m : kMigrations) {
       if (m.version <= version) continue;
-      quantd::Status applied = conn.ExecScript(m.sql);
-      if (!applied.ok()) return applied;
+      QD_RETURN_IF_ERROR(conn.ExecScript(m.sql));
       Params p;
       p.Int(m.version).Text(m.description).Int(absl::ToUnixMicros(absl::Now()));
-      auto recorded = conn.Exec(
-          "INSERT INTO schema_migrations (version, description, applied_at) VALUES ($1, $2, $3)",
-          p);
-      if (!recorded.ok()) return recorded.status();
+      QD_RETURN_IF_ERROR(
+          conn.Exec("INSERT INTO schema_migrations (version, "
+                    "description, applied_at) VALUES ($1, $2, $3)",
+                    p));
       version = m.version;
     }
-    quantd::Status committed = tx->Commit();
-    if (!committed.ok()) return committed;
+    QD_RETURN_IF_ERROR(tx.Commit());
     schema_version_ = version;
     return quantd::OkStatus();
   };
   quantd::Status s = body();
-  if (!conn.broken()) conn.Exec("SELECT pg_advisory_unlock($1::bigint)", lock_key).status().IgnoreError();
+  if (!conn.broken())
+    conn.Exec("SELECT pg_advisory_unlock($1::bigint)", lock_key).status().IgnoreError();
   return s;
 }
 
@@ -448,9 +438,8 @@ quantd::StatusOr<T> WithRetries(
     std::function<quantd::StatusOr<std::unique_ptr<Connection>>()> acquire, Body body) {
   quantd::Status last;
   for (int attempt = 0; attempt < kMaxTransactionAttempts; ++attempt) {
-    auto c = acquire();
-    if (!c.ok()) return c.status();
-    quantd::StatusOr<T> result = body(**c);
+    QD_ASSIGN_OR_RETURN(auto c, acquire());
+    quantd::StatusOr<T> result = body(*c);
     if (result.ok() || result.status().code() != quantd::StatusCode::kAborted ||
         (result.status()).reason() != "STORE_CONFLICT") {
       return result;
@@ -465,8 +454,7 @@ quantd::StatusOr<T> WithRetries(
 quantd::StatusOr<CreateJobOutcome> PostgresJobStore::CreateJob(const JobRecord& record_in,
                                                                std::vector<v1::JobEvent> events_in,
                                                                const CreateJobOptions& options) {
-  quantd::Status valid = CheckWritableRecord(record_in);
-  if (!valid.ok()) return valid;
+  QD_RETURN_IF_ERROR(CheckWritableRecord(record_in));
   return WithRetries<CreateJobOutcome>(
       [this] { return Acquire(); },
       [&](Connection& c) -> quantd::StatusOr<CreateJobOutcome> {
@@ -475,45 +463,37 @@ quantd::StatusOr<CreateJobOutcome> PostgresJobStore::CreateJob(const JobRecord& 
         record.last_sequence = 0;
         AssignEventSequences(record, events);
         const v1::Job& job = record.job;
-        auto tx = Transaction::Begin(c);
-        if (!tx.ok()) return tx.status();
+        QD_ASSIGN_OR_RETURN(auto tx, Transaction::Begin(c));
 
         auto find_existing = [&]() -> quantd::StatusOr<std::optional<JobRecord>> {
           Params p;
           p.Text(job.tenant()).Text(job.request_id());
-          auto r = c.Exec(absl::StrCat("SELECT ", kRecordColumns,
-                                       " FROM jobs WHERE tenant = $1 AND request_id = $2"),
-                          p);
-          if (!r.ok()) return r.status();
-          if (r->rows() == 0) return std::optional<JobRecord>();
-          auto existing = ReadRecord(*r, 0);
-          if (!existing.ok()) return existing.status();
-          return std::optional<JobRecord>(std::move(*existing));
+          QD_ASSIGN_OR_RETURN(
+              auto r, c.Exec(absl::StrCat("SELECT ", kRecordColumns,
+                                          " FROM jobs WHERE tenant = $1 AND request_id = $2"),
+                             p));
+          if (r.rows() == 0) return std::optional<JobRecord>();
+          QD_ASSIGN_OR_RETURN(auto existing, ReadRecord(r, 0));
+          return std::optional<JobRecord>(std::move(existing));
         };
-        if (!job.request_id().empty()) {
-          auto existing = find_existing();
-          if (!existing.ok()) return existing.status();
-          if (existing->has_value()) return CreateJobOutcome{std::move(**existing), false};
-        }
-        if (options.max_queued_per_tenant > 0) {
-          // Serializes creates of one tenant so the count below stays true
-          // until this transaction commits.
+        CreateJobReads reads;
+        reads.find_by_request_id = find_existing;
+        reads.count_queued = [&]() -> quantd::StatusOr<int64_t> {
+          // Serializes creates of one tenant so the count stays true until
+          // this transaction commits.
           Params t;
           t.Text(job.tenant());
-          auto locked = c.Exec("SELECT pg_advisory_xact_lock(hashtext($1)::bigint)", t);
-          if (!locked.ok()) return locked.status();
+          QD_RETURN_IF_ERROR(c.Exec("SELECT pg_advisory_xact_lock(hashtext($1)::bigint)", t));
           Params p;
           p.Text(job.tenant()).Int(v1::QUEUED);
-          auto count =
-              c.Exec("SELECT COUNT(*)::bigint FROM jobs WHERE tenant = $1 AND state = $2", p);
-          if (!count.ok()) return count.status();
-          if (count->Int(0, 0) >= options.max_queued_per_tenant) {
-            return MakeError(
-                quantd::StatusCode::kResourceExhausted, "QUEUE_FULL",
-                absl::StrCat("tenant \"", job.tenant(), "\" already has ", count->Int(0, 0),
-                             " queued jobs (the limit is ", options.max_queued_per_tenant, ")"));
-          }
-        }
+          QD_ASSIGN_OR_RETURN(
+              auto count,
+              c.Exec("SELECT COUNT(*)::bigint FROM jobs WHERE tenant = $1 AND state = $2", p));
+          return count.Int(0, 0);
+        };
+        QD_ASSIGN_OR_RETURN(std::optional<CreateJobOutcome> decided,
+                            CheckCreateJob(job, options, reads));
+        if (decided.has_value()) return std::move(*decided);
         Params p;
         p.Text(job.name())
             .Text(job.tenant())
@@ -532,47 +512,42 @@ quantd::StatusOr<CreateJobOutcome> PostgresJobStore::CreateJob(const JobRecord& 
             .Bytes(record.outcome_hash);
         // ON CONFLICT waits for a concurrent insert of the same key to
         // commit and then skips ours: the unique index decides.
-        auto inserted =
+        QD_ASSIGN_OR_RETURN(
+            auto inserted,
             c.Exec(absl::StrCat("INSERT INTO jobs (", kRecordColumns,
                                 ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, "
                                 "$13, $14, $15) "
                                 "ON CONFLICT (tenant, request_id) DO NOTHING RETURNING name"),
-                   p);
-        if (!inserted.ok()) return inserted.status();
-        if (inserted->rows() == 0) {
-          auto existing = find_existing();
-          if (!existing.ok()) return existing.status();
-          if (!existing->has_value()) {
+                   p));
+        if (inserted.rows() == 0) {
+          QD_ASSIGN_OR_RETURN(auto existing, find_existing());
+          if (!existing.has_value()) {
             return MakeError(quantd::StatusCode::kAborted, "STORE_CONFLICT",
                              "request_id conflict with a job that is gone");
           }
-          quantd::Status committed = tx->Commit();
-          if (!committed.ok()) return committed;
-          return CreateJobOutcome{std::move(**existing), false};
+          QD_RETURN_IF_ERROR(tx.Commit());
+          return CreateJobOutcome{std::move(*existing), false};
         }
         for (const auto& [key, value] : job.spec().labels()) {
           Params l;
           l.Text(job.name()).Text(key).Text(value);
-          auto r = c.Exec("INSERT INTO job_labels (name, key, value) VALUES ($1, $2, $3)", l);
-          if (!r.ok()) return r.status();
+          QD_RETURN_IF_ERROR(
+              c.Exec("INSERT INTO job_labels (name, key, value) VALUES ($1, $2, $3)", l));
         }
-        quantd::Status s = InsertEvents(c, events);
-        if (!s.ok()) return s;
-        s = tx->Commit();
-        if (!s.ok()) return s;
+        QD_RETURN_IF_ERROR(InsertEvents(c, events));
+        QD_RETURN_IF_ERROR(tx.Commit());
         return CreateJobOutcome{std::move(record), true};
       });
 }
 
 quantd::StatusOr<JobRecord> PostgresJobStore::GetJob(absl::string_view name) {
-  auto c = Acquire();
-  if (!c.ok()) return c.status();
+  QD_ASSIGN_OR_RETURN(auto c, Acquire());
   Params p;
   p.Text(name);
-  auto r = (*c)->Exec(absl::StrCat("SELECT ", kRecordColumns, " FROM jobs WHERE name = $1"), p);
-  if (!r.ok()) return r.status();
-  if (r->rows() == 0) return JobNotFoundError(name);
-  return ReadRecord(*r, 0);
+  QD_ASSIGN_OR_RETURN(
+      auto r, (c)->Exec(absl::StrCat("SELECT ", kRecordColumns, " FROM jobs WHERE name = $1"), p));
+  if (r.rows() == 0) return JobNotFoundError(name);
+  return ReadRecord(r, 0);
 }
 
 quantd::StatusOr<JobRecord> PostgresJobStore::UpdateJob(absl::string_view name,
@@ -580,21 +555,17 @@ quantd::StatusOr<JobRecord> PostgresJobStore::UpdateJob(absl::string_view name,
   return WithRetries<JobRecord>(
       [this] { return Acquire(); },
       [&](Connection& c) -> quantd::StatusOr<JobRecord> {
-        auto tx = Transaction::Begin(c);
-        if (!tx.ok()) return tx.status();
+        QD_ASSIGN_OR_RETURN(auto tx, Transaction::Begin(c));
         Params p;
         p.Text(name);
-        auto r = c.Exec(
-            absl::StrCat("SELECT ", kRecordColumns, " FROM jobs WHERE name = $1 FOR UPDATE"), p);
-        if (!r.ok()) return r.status();
-        if (r->rows() == 0) return JobNotFoundError(name);
-        auto record = ReadRecord(*r, 0);
-        if (!record.ok()) return record.status();
-        quantd::Status s = WriteMutation(c, *record, mutate);
-        if (!s.ok()) return s;
-        s = tx->Commit();
-        if (!s.ok()) return s;
-        return std::move(*record);
+        QD_ASSIGN_OR_RETURN(auto r, c.Exec(absl::StrCat("SELECT ", kRecordColumns,
+                                                        " FROM jobs WHERE name = $1 FOR UPDATE"),
+                                           p));
+        if (r.rows() == 0) return JobNotFoundError(name);
+        QD_ASSIGN_OR_RETURN(auto record, ReadRecord(r, 0));
+        QD_RETURN_IF_ERROR(WriteMutation(c, record, mutate));
+        QD_RETURN_IF_ERROR(tx.Commit());
+        return std::move(record);
       });
 }
 
@@ -604,42 +575,36 @@ quantd::StatusOr<std::optional<JobRecord>> PostgresJobStore::ClaimQueuedJob(
   return WithRetries<std::optional<JobRecord>>(
       [this] { return Acquire(); },
       [&](Connection& c) -> quantd::StatusOr<std::optional<JobRecord>> {
-        auto tx = Transaction::Begin(c);
-        if (!tx.ok()) return tx.status();
+        QD_ASSIGN_OR_RETURN(auto tx, Transaction::Begin(c));
         Params p;
         p.Int(v1::QUEUED).Int(absl::ToUnixMicros(query.now)).Text(TextArray(query.devices));
         // SKIP LOCKED: a row another frontend is claiming right now is
         // passed over instead of waited for.
-        auto r = c.Exec(absl::StrCat("SELECT ", kRecordColumns,
-                                     " FROM jobs WHERE state = $1 AND available_time <= $2 AND "
-                                     "device = ANY($3::text[]) ORDER BY create_time, name "
-                                     "LIMIT 1 FOR UPDATE SKIP LOCKED"),
-                        p);
-        if (!r.ok()) return r.status();
-        if (r->rows() == 0) return std::optional<JobRecord>();
-        auto record = ReadRecord(*r, 0);
-        if (!record.ok()) return record.status();
-        quantd::Status s = WriteMutation(c, *record, mutate);
-        if (!s.ok()) return s;
-        s = tx->Commit();
-        if (!s.ok()) return s;
-        return std::optional<JobRecord>(std::move(*record));
+        QD_ASSIGN_OR_RETURN(
+            auto r, c.Exec(absl::StrCat("SELECT ", kRecordColumns,
+                                        " FROM jobs WHERE state = $1 AND available_time <= $2 AND "
+                                        "device = ANY($3::text[]) ORDER BY create_time, name "
+                                        "LIMIT 1 FOR UPDATE SKIP LOCKED"),
+                           p));
+        if (r.rows() == 0) return std::optional<JobRecord>();
+        QD_ASSIGN_OR_RETURN(auto record, ReadRecord(r, 0));
+        QD_RETURN_IF_ERROR(WriteMutation(c, record, mutate));
+        QD_RETURN_IF_ERROR(tx.Commit());
+        return std::optional<JobRecord>(std::move(record));
       });
 }
 
 quantd::StatusOr<std::vector<std::string>> PostgresJobStore::ListExpiredLeases(absl::Time now,
                                                                                int limit) {
-  auto c = Acquire();
-  if (!c.ok()) return c.status();
+  QD_ASSIGN_OR_RETURN(auto c, Acquire());
   Params p;
   p.Int(v1::RUNNING).Int(v1::CANCELLING).Int(absl::ToUnixMicros(now)).Int(limit);
-  auto r = (*c)->Exec(
-      "SELECT name FROM jobs WHERE state IN ($1, $2) AND lease_expire_time <= $3 "
-      "ORDER BY lease_expire_time, name LIMIT $4",
-      p);
-  if (!r.ok()) return r.status();
+  QD_ASSIGN_OR_RETURN(
+      auto r, (c)->Exec("SELECT name FROM jobs WHERE state IN ($1, $2) AND lease_expire_time <= $3 "
+                        "ORDER BY lease_expire_time, name LIMIT $4",
+                        p));
   std::vector<std::string> names;
-  for (int i = 0; i < r->rows(); ++i) names.emplace_back(r->Bytes(i, 0));
+  for (int i = 0; i < r.rows(); ++i) names.emplace_back(r.Bytes(i, 0));
   return names;
 }
 
@@ -681,15 +646,12 @@ quantd::StatusOr<std::vector<JobRecord>> PostgresJobStore::ListJobs(const ListJo
   // whatever the database's locale.
   absl::StrAppend(&sql, " ORDER BY create_time ", dir, ", name ", dir, " LIMIT ", next());
   p.Int(query.limit);
-  auto c = Acquire();
-  if (!c.ok()) return c.status();
-  auto r = (*c)->Exec(sql, p);
-  if (!r.ok()) return r.status();
+  QD_ASSIGN_OR_RETURN(auto c, Acquire());
+  QD_ASSIGN_OR_RETURN(auto r, (c)->Exec(sql, p));
   std::vector<JobRecord> out;
-  for (int i = 0; i < r->rows(); ++i) {
-    auto record = ReadRecord(*r, i);
-    if (!record.ok()) return record.status();
-    out.push_back(std::move(*record));
+  for (int i = 0; i < r.rows(); ++i) {
+    QD_ASSIGN_OR_RETURN(auto record, ReadRecord(r, i));
+    out.push_back(std::move(record));
   }
   return out;
 }
@@ -697,36 +659,34 @@ quantd::StatusOr<std::vector<JobRecord>> PostgresJobStore::ListJobs(const ListJo
 quantd::StatusOr<std::vector<v1::JobEvent>> PostgresJobStore::ListEvents(absl::string_view name,
                                                                          int64_t after_sequence,
                                                                          int limit) {
-  auto c = Acquire();
-  if (!c.ok()) return c.status();
+  QD_ASSIGN_OR_RETURN(auto c, Acquire());
   Params p;
   p.Text(name).Int(after_sequence).Int(limit);
-  auto r = (*c)->Exec(
-      "SELECT payload FROM job_events WHERE name = $1 AND sequence > $2 ORDER BY sequence "
-      "LIMIT $3",
-      p);
-  if (!r.ok()) return r.status();
-  std::vector<v1::JobEvent> events(r->rows());
-  for (int i = 0; i < r->rows(); ++i) {
-    quantd::Status s = ParseEventBlob(name, r->Bytes(i, 0), &events[i]);
-    if (!s.ok()) return s;
+  QD_ASSIGN_OR_RETURN(
+      auto r,
+      (c)->Exec(
+          "SELECT payload FROM job_events WHERE name = $1 AND sequence > $2 ORDER BY sequence "
+          "LIMIT $3",
+          p));
+  std::vector<v1::JobEvent> events(r.rows());
+  for (int i = 0; i < r.rows(); ++i) {
+    QD_RETURN_IF_ERROR(ParseEventBlob(name, r.Bytes(i, 0), &events[i]));
   }
   return events;
 }
 
 quantd::StatusOr<int64_t> PostgresJobStore::CountJobs(const std::optional<std::string>& tenant,
                                                       v1::JobState state) {
-  auto c = Acquire();
-  if (!c.ok()) return c.status();
+  QD_ASSIGN_OR_RETURN(auto c, Acquire());
   Params p;
   p.Int(state);
   if (tenant.has_value()) p.Text(*tenant);
-  auto r = (*c)->Exec(tenant.has_value()
-                          ? "SELECT COUNT(*)::bigint FROM jobs WHERE state = $1 AND tenant = $2"
-                          : "SELECT COUNT(*)::bigint FROM jobs WHERE state = $1",
-                      p);
-  if (!r.ok()) return r.status();
-  return r->Int(0, 0);
+  QD_ASSIGN_OR_RETURN(
+      auto r, (c)->Exec(tenant.has_value()
+                            ? "SELECT COUNT(*)::bigint FROM jobs WHERE state = $1 AND tenant = $2"
+                            : "SELECT COUNT(*)::bigint FROM jobs WHERE state = $1",
+                        p));
+  return r.Int(0, 0);
 }
 
 }  // namespace quantd::server

@@ -21,9 +21,8 @@ class SqliteTestDatabase : public TestDatabase {
   quantd::StatusOr<std::unique_ptr<JobStore>> Open() override {
     SqliteJobStoreOptions options;
     options.path = path_;
-    auto store = SqliteJobStore::Open(options);
-    if (!store.ok()) return store.status();
-    return std::unique_ptr<JobStore>(std::move(*store));
+    QD_ASSIGN_OR_RETURN(auto store, SqliteJobStore::Open(options));
+    return std::unique_ptr<JobStore>(std::move(store));
   }
 
  private:
@@ -38,9 +37,8 @@ class PostgresTestDatabase : public TestDatabase {
     PostgresJobStoreOptions options;
     options.uri = uri_;
     options.max_connections = 8;
-    auto store = PostgresJobStore::Open(options);
-    if (!store.ok()) return store.status();
-    return std::unique_ptr<JobStore>(std::move(*store));
+    QD_ASSIGN_OR_RETURN(auto store, PostgresJobStore::Open(options));
+    return std::unique_ptr<JobStore>(std::move(store));
   }
 
  private:
