@@ -570,7 +570,7 @@ TEST_F(QuantdServerTest, NonLoopbackListenNeedsTokensOrInsecure) {
   options_.listen = "0.0.0.0:0";
   auto refused = QuantdServer::Start(options_);
   EXPECT_EQ(refused.status().code(), quantd::StatusCode::kFailedPrecondition);
-  EXPECT_EQ((refused.status()).reason(), "INSECURE_LISTEN");
+  EXPECT_EQ(refused.status().reason(), "INSECURE_LISTEN");
   EXPECT_NE(refused.status().message().find("without --auth-tokens"), std::string::npos);
   EXPECT_NE(refused.status().message().find("--insecure"), std::string::npos);
   options_.listen = "[::]:0";

@@ -41,11 +41,11 @@ TEST(TokenAuthenticatorTest, MapsTokensToTenantsAndRoles) {
 
   auto missing = (*auth)->AuthenticateHeader(std::nullopt);
   EXPECT_EQ(missing.status().code(), quantd::StatusCode::kUnauthenticated);
-  EXPECT_EQ((missing.status()).reason(), "MISSING_CREDENTIALS");
+  EXPECT_EQ(missing.status().reason(), "MISSING_CREDENTIALS");
   EXPECT_EQ((*auth)->AuthenticateHeader("Basic abc").status().reason(), "MISSING_CREDENTIALS");
   auto wrong = (*auth)->AuthenticateHeader("Bearer acme-secreT");
   EXPECT_EQ(wrong.status().code(), quantd::StatusCode::kUnauthenticated);
-  EXPECT_EQ((wrong.status()).reason(), "INVALID_TOKEN");
+  EXPECT_EQ(wrong.status().reason(), "INVALID_TOKEN");
   EXPECT_EQ((*auth)->AuthenticateHeader("Bearer ").status().reason(), "MISSING_CREDENTIALS");
 
   (*auth)->AddToken("generated", Caller{"", Role::kWorker});

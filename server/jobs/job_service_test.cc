@@ -72,7 +72,7 @@ TEST_P(JobServiceTest, InvalidRequestNamesEveryBadFieldAndStoresNothing) {
   request.mutable_spec()->mutable_quantization()->set_scheme("w_int5");
   auto job = jobs_->CreateJob(Caller::Anonymous(), request);
   EXPECT_EQ(job.status().code(), quantd::StatusCode::kInvalidArgument);
-  EXPECT_EQ((job.status()).reason(), "INVALID_ARGUMENT");
+  EXPECT_EQ(job.status().reason(), "INVALID_ARGUMENT");
   EXPECT_EQ(Fields(job.status()),
             (std::vector<std::string>{"request_id", "spec.model_uri", "spec.quantization.scheme"}));
   EXPECT_EQ(*store_->CountJobs(std::nullopt, v1::QUEUED), 0);
@@ -92,7 +92,7 @@ TEST_P(JobServiceTest, EngineRefusalsPassThroughWithTheirCodeAndReason) {
   Restart();
   auto job = jobs_->CreateJob(Caller::Anonymous(), Request());
   EXPECT_EQ(job.status().code(), quantd::StatusCode::kUnimplemented);
-  EXPECT_EQ((job.status()).reason(), "FEATURE_NOT_BUILT");
+  EXPECT_EQ(job.status().reason(), "FEATURE_NOT_BUILT");
   EXPECT_EQ(Fields(job.status()), std::vector<std::string>{"spec.quantization.algorithms[0].gptq"});
 }
 
@@ -135,7 +135,7 @@ TEST_P(JobServiceTest, CreateIsIdempotentOnRequestId) {
 
   auto reuse = jobs_->CreateJob(Caller::Anonymous(), Request("file:///other", "req-1"));
   EXPECT_EQ(reuse.status().code(), quantd::StatusCode::kAlreadyExists);
-  EXPECT_EQ((reuse.status()).reason(), "REQUEST_ID_REUSED");
+  EXPECT_EQ(reuse.status().reason(), "REQUEST_ID_REUSED");
   EXPECT_EQ(reuse.status().message(),
             absl::StrCat("request_id \"req-1\" was already used for ", first->name(),
                          " with a different spec (differs in: model_uri); use a new request_id "
@@ -167,7 +167,7 @@ TEST_P(JobServiceTest, QueueLimitPerTenant) {
   Create("file:///b", acme);
   auto third = jobs_->CreateJob(acme, Request("file:///c"));
   EXPECT_EQ(third.status().code(), quantd::StatusCode::kResourceExhausted);
-  EXPECT_EQ((third.status()).reason(), "QUEUE_FULL");
+  EXPECT_EQ(third.status().reason(), "QUEUE_FULL");
   EXPECT_TRUE(jobs_->CreateJob(Caller{"globex", Role::kSubmitter}, Request()).ok());
 }
 
@@ -181,10 +181,10 @@ TEST_P(JobServiceTest, OversizedSpecIsRefusedNamingTheLargeFields) {
     request.set_request_id(std::string(129, 'r'));
     auto refused = jobs_->CreateJob(Caller::Anonymous(), request);
     EXPECT_EQ(refused.status().code(), quantd::StatusCode::kInvalidArgument);
-    EXPECT_EQ((refused.status()).reason(), "JOB_SPEC_TOO_LARGE");
+    EXPECT_EQ(refused.status().reason(), "JOB_SPEC_TOO_LARGE");
     EXPECT_EQ(Fields(refused.status()),
               (std::vector<std::string>{"request_id", "spec.quantization.quark_json"}));
-    const std::string description = (refused.status()).violations()[1].description;
+    const std::string description = refused.status().violations()[1].description;
     EXPECT_NE(description.find(absl::StrCat(bytes, " bytes make the job spec too large")),
               std::string::npos)
         << description;
@@ -324,7 +324,7 @@ TEST_P(JobServiceTest, GetRefusesMalformedUnknownAndForeignNames) {
   request.set_name("jobs/00000000000000000000000000");
   auto unknown = jobs_->GetJob(Caller::Anonymous(), request);
   EXPECT_EQ(unknown.status().code(), quantd::StatusCode::kNotFound);
-  EXPECT_EQ((unknown.status()).reason(), "JOB_NOT_FOUND");
+  EXPECT_EQ(unknown.status().reason(), "JOB_NOT_FOUND");
 
   request.set_name(job.name());
   auto foreign = jobs_->GetJob(Caller{"globex", Role::kSubmitter}, request);
@@ -415,7 +415,7 @@ TEST_P(JobServiceTest, ListPagesWithOpaqueTokensDefaultAndMaximumSize) {
   other_filter.set_page_token(page1->next_page_token());
   auto refused = jobs_->ListJobs(Caller::Anonymous(), other_filter);
   EXPECT_EQ(refused.status().code(), quantd::StatusCode::kInvalidArgument);
-  EXPECT_EQ((refused.status()).reason(), "INVALID_PAGE_TOKEN");
+  EXPECT_EQ(refused.status().reason(), "INVALID_PAGE_TOKEN");
   v1::ListJobsRequest garbage;
   garbage.set_page_token("garbage");
   EXPECT_EQ(jobs_->ListJobs(Caller::Anonymous(), garbage).status().code(),
@@ -435,7 +435,7 @@ TEST_P(JobServiceTest, CancelInEveryState) {
   // CANCELLED -> FAILED_PRECONDITION.
   auto again = jobs_->CancelJob(Caller::Anonymous(), cancel);
   EXPECT_EQ(again.status().code(), quantd::StatusCode::kFailedPrecondition);
-  EXPECT_EQ((again.status()).reason(), "JOB_ALREADY_FINISHED");
+  EXPECT_EQ(again.status().reason(), "JOB_ALREADY_FINISHED");
 
   // RUNNING -> CANCELLING; the worker learns it from its heartbeat.
   v1::Job running = Create("file:///r");

@@ -93,9 +93,9 @@ TEST_P(LeaseServiceTest, RefusesBadWorkerInfoAndNonWorkers) {
   request.mutable_worker()->set_device("tpu");
   auto refused = leases_->LeaseJob(Caller::Anonymous(), request);
   EXPECT_EQ(refused.status().code(), quantd::StatusCode::kInvalidArgument);
-  ASSERT_EQ((refused.status()).violations().size(), 2u);
-  EXPECT_EQ((refused.status()).violations()[0].field, "worker.id");
-  EXPECT_EQ((refused.status()).violations()[1].field, "worker.device");
+  ASSERT_EQ(refused.status().violations().size(), 2u);
+  EXPECT_EQ(refused.status().violations()[0].field, "worker.id");
+  EXPECT_EQ(refused.status().violations()[1].field, "worker.device");
   auto submitter = leases_->LeaseJob(Caller{"acme", Role::kSubmitter}, LeaseRequest());
   EXPECT_EQ(submitter.status().code(), quantd::StatusCode::kPermissionDenied);
   EXPECT_TRUE(leases_->LeaseJob(Caller{"", Role::kWorker}, LeaseRequest()).ok());
@@ -105,7 +105,8 @@ TEST_P(LeaseServiceTest, RefusesBadWorkerInfoAndNonWorkers) {
   auto too_long = leases_->LeaseJob(Caller::Anonymous(), long_id);
   EXPECT_EQ(too_long.status().code(), quantd::StatusCode::kInvalidArgument);
   std::vector<std::string> fields;
-  for (const auto& v : (too_long.status()).violations()) fields.push_back(v.field);
+  const quantd::Status too_long_status = too_long.status();
+  for (const auto& v : too_long_status.violations()) fields.push_back(v.field);
   EXPECT_EQ(fields, (std::vector<std::string>{"worker.id", "max_response_bytes"}));
 }
 
@@ -365,7 +366,8 @@ TEST_P(LeaseServiceTest, ReportedEventsAreNumberedAndProgressIsKept) {
   auto refused = leases_->ReportEvents(Caller::Anonymous(), bad);
   EXPECT_EQ(refused.status().code(), quantd::StatusCode::kInvalidArgument);
   std::vector<std::string> fields;
-  for (const auto& v : (refused.status()).violations()) fields.push_back(v.field);
+  const quantd::Status refused_status = refused.status();
+  for (const auto& v : refused_status.violations()) fields.push_back(v.field);
   EXPECT_EQ(fields, (std::vector<std::string>{"events[0].state", "events[1]", "events[2].result"}));
 }
 
@@ -395,7 +397,7 @@ TEST_P(LeaseServiceTest, CompleteStoresResultOnceAndRetriesAreHarmless) {
   different.mutable_result()->mutable_artifacts(0)->set_uri("file:///forged");
   auto refused = leases_->CompleteJob(Caller::Anonymous(), different);
   EXPECT_EQ(refused.status().code(), quantd::StatusCode::kFailedPrecondition);
-  EXPECT_EQ((refused.status()).reason(), "JOB_ALREADY_FINISHED");
+  EXPECT_EQ(refused.status().reason(), "JOB_ALREADY_FINISHED");
   // So is the same result with a wrong secret.
   v1::CompleteJobRequest guessed = complete;
   guessed.mutable_lease()->set_secret("ffffffffffffffffffffffffffffffff");
@@ -434,7 +436,7 @@ TEST_P(LeaseServiceTest, FailStoresErrorAndPartialResult) {
   other_error.mutable_error()->set_message("something else");
   auto refused = leases_->FailJob(Caller::Anonymous(), other_error);
   EXPECT_EQ(refused.status().code(), quantd::StatusCode::kFailedPrecondition);
-  EXPECT_EQ((refused.status()).reason(), "JOB_ALREADY_FINISHED");
+  EXPECT_EQ(refused.status().reason(), "JOB_ALREADY_FINISHED");
   EXPECT_EQ(Get(job.name()).error().message(), fail.error().message());
 
   // A failure without an error still says something.
@@ -462,7 +464,8 @@ TEST_P(LeaseServiceTest, OversizedWorkerReportsAreRefused) {
   auto refused = leases_->ReportEvents(Caller::Anonymous(), report);
   EXPECT_EQ(refused.status().code(), quantd::StatusCode::kInvalidArgument);
   std::vector<std::string> fields;
-  for (const auto& v : (refused.status()).violations()) fields.push_back(v.field);
+  const quantd::Status refused_status = refused.status();
+  for (const auto& v : refused_status.violations()) fields.push_back(v.field);
   EXPECT_EQ(fields, (std::vector<std::string>{"events[1]", "events[2].progress"}));
   EXPECT_EQ(Events(job.name()).size(), events_before);
 
@@ -477,7 +480,7 @@ TEST_P(LeaseServiceTest, OversizedWorkerReportsAreRefused) {
   complete.mutable_result()->add_artifacts()->set_uri(std::string(kMaxResultBytes, 'u'));
   auto big_result = leases_->CompleteJob(Caller::Anonymous(), complete);
   EXPECT_EQ(big_result.status().code(), quantd::StatusCode::kInvalidArgument);
-  EXPECT_EQ((big_result.status()).violations().at(0).field, "result");
+  EXPECT_EQ(big_result.status().violations().at(0).field, "result");
   v1::FailJobRequest fail;
   *fail.mutable_lease() = lease.lease();
   fail.mutable_error()->set_code(13);
@@ -485,7 +488,8 @@ TEST_P(LeaseServiceTest, OversizedWorkerReportsAreRefused) {
   *fail.mutable_result() = complete.result();
   auto big_failure = leases_->FailJob(Caller::Anonymous(), fail);
   fields.clear();
-  for (const auto& v : (big_failure.status()).violations()) fields.push_back(v.field);
+  const quantd::Status big_failure_status = big_failure.status();
+  for (const auto& v : big_failure_status.violations()) fields.push_back(v.field);
   EXPECT_EQ(fields, (std::vector<std::string>{"error", "result"}));
   EXPECT_EQ(Get(job.name()).state(), v1::RUNNING);
   EXPECT_EQ(Events(job.name()).size(), events_before);

@@ -112,8 +112,8 @@ TEST(PageTokenTest, RoundTripsAndRejectsTampering) {
 
   auto garbage = DecodePageToken("not-a-token!", fp);
   EXPECT_EQ(garbage.status().code(), quantd::StatusCode::kInvalidArgument);
-  EXPECT_EQ((garbage.status()).reason(), "INVALID_PAGE_TOKEN");
-  EXPECT_EQ((garbage.status()).violations()[0].field, "page_token");
+  EXPECT_EQ(garbage.status().reason(), "INVALID_PAGE_TOKEN");
+  EXPECT_EQ(garbage.status().violations()[0].field, "page_token");
   EXPECT_FALSE(DecodePageToken(encoded.substr(0, encoded.size() / 2), fp).ok());
 
   // The same token with another filter or order is refused.

@@ -109,7 +109,7 @@ TEST_P(JobStoreSuite, CreateThenGetReturnsEveryField) {
 TEST_P(JobStoreSuite, UnknownJobIsNotFoundWithReason) {
   auto got = store_->GetJob("jobs/missing");
   EXPECT_EQ(got.status().code(), quantd::StatusCode::kNotFound);
-  EXPECT_EQ((got.status()).reason(), "JOB_NOT_FOUND");
+  EXPECT_EQ(got.status().reason(), "JOB_NOT_FOUND");
   auto updated =
       store_->UpdateJob("jobs/missing", [](JobRecord&, JobUpdate&) { return quantd::OkStatus(); });
   EXPECT_EQ(updated.status().code(), quantd::StatusCode::kNotFound);
@@ -216,7 +216,7 @@ TEST_P(JobStoreSuite, QueuedLimitPerTenant) {
   EXPECT_TRUE(store_->CreateJob(NewRecord("q2", kT0, "acme", "r2"), {}, options)->created);
   auto full = store_->CreateJob(NewRecord("q3", kT0, "acme", "r3"), {}, options);
   EXPECT_EQ(full.status().code(), quantd::StatusCode::kResourceExhausted);
-  EXPECT_EQ((full.status()).reason(), "QUEUE_FULL");
+  EXPECT_EQ(full.status().reason(), "QUEUE_FULL");
   // A retry of a stored job is still answered.
   auto retry = store_->CreateJob(NewRecord("q4", kT0, "acme", "r1"), {}, options);
   ASSERT_TRUE(retry.ok());
@@ -243,7 +243,7 @@ TEST_P(JobStoreSuite, FailedMutationWritesNothing) {
     return MakeError(quantd::StatusCode::kFailedPrecondition, "STALE_LEASE", "no");
   });
   EXPECT_EQ(failed.status().code(), quantd::StatusCode::kFailedPrecondition);
-  EXPECT_EQ((failed.status()).reason(), "STALE_LEASE");
+  EXPECT_EQ(failed.status().reason(), "STALE_LEASE");
   EXPECT_EQ(store_->GetJob("jobs/m1")->job.state(), v1::QUEUED);
   EXPECT_EQ(store_->ListEvents("jobs/m1", 0, 10)->size(), 1u);
 

@@ -1,9 +1,7 @@
 #include "server/store/postgres_job_store.h"
 
-#include <endian.h>
 #include <postgresql/libpq-fe.h>
 
-#include <cstring>
 #include <utility>
 
 #include "absl/strings/match.h"
@@ -11,11 +9,16 @@
 #include "absl/strings/str_join.h"
 #include "server/common/errors.h"
 #include "server/store/create_job_rules.h"
+#include "server/store/postgres_wire.h"
 #include "server/store/record_columns.h"
 #include "worker/common/status.h"
 
 namespace quantd::server {
 namespace {
+
+using postgres::Params;
+using postgres::Result;
+using postgres::TextArray;
 
 struct Migration {
   int version;
@@ -82,73 +85,6 @@ quantd::Status Unavailable(absl::string_view what) {
                    absl::StrCat("postgresql: ", what));
 }
 
-// Statement parameters: text, except bytea, which goes binary.
-class Params {
- public:
-  Params& Text(absl::string_view v) { return Add(std::string(v), 0); }
-  Params& Int(int64_t v) { return Add(absl::StrCat(v), 0); }
-  Params& Bytes(std::string v) { return Add(std::move(v), 1); }
-  Params& Null() {
-    values_.emplace_back();
-    formats_.push_back(0);
-    null_.push_back(true);
-    return *this;
-  }
-  Params& OptText(const std::optional<std::string>& v) { return v ? Text(*v) : Null(); }
-  Params& OptInt(std::optional<int64_t> v) { return v ? Int(*v) : Null(); }
-
-  int size() const { return static_cast<int>(values_.size()); }
-  // Pointers into this object; valid while it lives unchanged.
-  std::vector<const char*> values() const {
-    std::vector<const char*> out;
-    for (size_t i = 0; i < values_.size(); ++i)
-      out.push_back(null_[i] ? nullptr : values_[i].data());
-    return out;
-  }
-  std::vector<int> lengths() const {
-    std::vector<int> out;
-    for (const auto& v : values_) out.push_back(static_cast<int>(v.size()));
-    return out;
-  }
-  const std::vector<int>& formats() const { return formats_; }
-
- private:
-  Params& Add(std::string v, int format) {
-    values_.push_back(std::move(v));
-    formats_.push_back(format);
-    null_.push_back(false);
-    return *this;
-  }
-  std::vector<std::string> values_;
-  std::vector<int> formats_;
-  std::vector<bool> null_;
-};
-
-// A result in binary format: BIGINT columns are 8 big-endian bytes.
-class Result {
- public:
-  explicit Result(PGresult* r) : r_(r) {}
-  Result(Result&& o) noexcept : r_(std::exchange(o.r_, nullptr)) {}
-  Result(const Result&) = delete;
-  ~Result() {
-    if (r_ != nullptr) PQclear(r_);
-  }
-  int rows() const { return PQntuples(r_); }
-  PGresult* raw() const { return r_; }
-  bool IsNull(int row, int col) const { return PQgetisnull(r_, row, col) != 0; }
-  absl::string_view Bytes(int row, int col) const {
-    return absl::string_view(PQgetvalue(r_, row, col), PQgetlength(r_, row, col));
-  }
-  int64_t Int(int row, int col) const {
-    uint64_t be = 0;
-    std::memcpy(&be, PQgetvalue(r_, row, col), sizeof(be));
-    return static_cast<int64_t>(be64toh(be));
-  }
-
- private:
-  PGresult* r_;
-};
-
 quantd::StatusOr<JobRecord> ReadRecord(const Result& r, int row) {
   JobRecord record;
   std::string name(r.Bytes(row, 0));
@@ -163,21 +99,6 @@ quantd::StatusOr<JobRecord> ReadRecord(const Result& r, int row) {
   record.outcome_hash = std::string(r.Bytes(row, 14));
   QD_RETURN_IF_ERROR(ParseJobBlob(name, r.Bytes(row, 11), &record.job));
   return record;
-}
-
-// A PostgreSQL text[] literal.
-std::string TextArray(const std::vector<std::string>& items) {
-  std::vector<std::string> quoted;
-  for (const std::string& item : items) {
-    std::string q = "\"";
-    for (char c : item) {
-      if (c == '"' || c == '\\') q.push_back('\\');
-      q.push_back(c);
-    }
-    q.push_back('"');
-    quoted.push_back(std::move(q));
-  }
-  return absl::StrCat("{", absl::StrJoin(quoted, ","), "}");
 }
 
 int64_t AvailableMicros(const JobRecord& record) {
@@ -441,7 +362,7 @@ quantd::StatusOr<T> WithRetries(
     QD_ASSIGN_OR_RETURN(auto c, acquire());
     quantd::StatusOr<T> result = body(*c);
     if (result.ok() || result.status().code() != quantd::StatusCode::kAborted ||
-        (result.status()).reason() != "STORE_CONFLICT") {
+        result.status().reason() != "STORE_CONFLICT") {
       return result;
     }
     last = result.status();

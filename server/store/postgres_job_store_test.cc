@@ -64,7 +64,7 @@ TEST_F(PostgresJobStoreTest, OpensThroughTheStoreUri) {
             "1,2");
   auto unknown = OpenJobStore("mysql://x");
   EXPECT_EQ(unknown.status().code(), quantd::StatusCode::kInvalidArgument);
-  EXPECT_EQ((unknown.status()).reason(), "INVALID_STORE_URI");
+  EXPECT_EQ(unknown.status().reason(), "INVALID_STORE_URI");
 }
 
 TEST_F(PostgresJobStoreTest, UnreachableServerIsUnavailable) {
@@ -73,7 +73,7 @@ TEST_F(PostgresJobStoreTest, UnreachableServerIsUnavailable) {
   options.connect_timeout = absl::Seconds(1);
   auto store = PostgresJobStore::Open(options);
   EXPECT_EQ(store.status().code(), quantd::StatusCode::kUnavailable);
-  EXPECT_EQ((store.status()).reason(), "STORE_UNAVAILABLE");
+  EXPECT_EQ(store.status().reason(), "STORE_UNAVAILABLE");
   EXPECT_NE(store.status().message().find("cannot connect"), std::string::npos);
 }
 
@@ -151,7 +151,7 @@ TEST_F(PostgresJobStoreTest, RefusesSchemaNewerThanTheBinary) {
   Query(uri_, "INSERT INTO schema_migrations VALUES (42, 'future', 0)");
   auto store = PostgresJobStore::Open({uri_});
   EXPECT_EQ(store.status().code(), quantd::StatusCode::kFailedPrecondition);
-  EXPECT_EQ((store.status()).reason(), "STORE_SCHEMA_TOO_NEW");
+  EXPECT_EQ(store.status().reason(), "STORE_SCHEMA_TOO_NEW");
 }
 
 TEST_F(PostgresJobStoreTest, RecoversAfterItsConnectionsAreKilled) {
@@ -169,7 +169,7 @@ TEST_F(PostgresJobStoreTest, RecoversAfterItsConnectionsAreKilled) {
   quantd::StatusOr<JobRecord> first = (*store)->GetJob("jobs/a");
   if (!first.ok()) {
     EXPECT_EQ(first.status().code(), quantd::StatusCode::kUnavailable) << first.status();
-    EXPECT_EQ((first.status()).reason(), "STORE_UNAVAILABLE");
+    EXPECT_EQ(first.status().reason(), "STORE_UNAVAILABLE");
   }
   auto again = (*store)->GetJob("jobs/a");
   ASSERT_TRUE(again.ok()) << again.status();

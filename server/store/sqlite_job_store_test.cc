@@ -41,7 +41,7 @@ TEST(SqliteJobStoreTest, PathFromUri) {
   EXPECT_EQ(*SqliteJobStore::PathFromUri("sqlite://data/q.db"), "data/q.db");
   auto bad = SqliteJobStore::PathFromUri("postgresql://x");
   EXPECT_EQ(bad.status().code(), quantd::StatusCode::kInvalidArgument);
-  EXPECT_EQ((bad.status()).reason(), "INVALID_STORE_URI");
+  EXPECT_EQ(bad.status().reason(), "INVALID_STORE_URI");
   EXPECT_FALSE(SqliteJobStore::PathFromUri("sqlite://").ok());
 }
 
@@ -123,7 +123,7 @@ TEST(SqliteJobStoreTest, RefusesSchemaNewerThanTheBinary) {
   Execute(path, "INSERT INTO schema_migrations VALUES (99, 'from the future', 0)");
   auto store = SqliteJobStore::Open({path});
   EXPECT_EQ(store.status().code(), quantd::StatusCode::kFailedPrecondition);
-  EXPECT_EQ((store.status()).reason(), "STORE_SCHEMA_TOO_NEW");
+  EXPECT_EQ(store.status().reason(), "STORE_SCHEMA_TOO_NEW");
 }
 
 TEST(SqliteJobStoreTest, CorruptJobBlobIsDataLossNotACrash) {
@@ -137,7 +137,7 @@ TEST(SqliteJobStoreTest, CorruptJobBlobIsDataLossNotACrash) {
   Execute(path, "UPDATE jobs SET job = x'ffffffff' WHERE name = 'jobs/c1'");
   auto got = (*store)->GetJob("jobs/c1");
   EXPECT_EQ(got.status().code(), quantd::StatusCode::kDataLoss);
-  EXPECT_EQ((got.status()).reason(), "STORE_CORRUPT");
+  EXPECT_EQ(got.status().reason(), "STORE_CORRUPT");
 }
 
 TEST(SqliteJobStoreTest, UnopenablePathIsAnError) {
