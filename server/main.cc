@@ -25,11 +25,11 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "server/app/quantd_server.h"
-#include "server/common/engine_status.h"
 #include "server/common/json_log.h"
 #include "server/common/repeated_flags.h"
 #include "server/supervisor/worker_devices.h"
 #include "worker/common/dashed_flags.h"
+#include "worker/common/status.h"
 #include "worker/spec/resolve_job.h"
 
 ABSL_FLAG(std::string, listen, "127.0.0.1:50051",
@@ -245,18 +245,18 @@ int Run(const std::vector<std::string>& worker_args, const std::vector<std::stri
   jobs.max_queued_per_tenant = absl::GetFlag(FLAGS_max_queued_per_tenant);
   jobs.max_concurrent_watches = absl::GetFlag(FLAGS_max_concurrent_watches);
   jobs.max_watches_per_tenant = absl::GetFlag(FLAGS_max_watches_per_tenant);
-  const auto spec_check_budget = std::chrono::milliseconds(
-      absl::ToInt64Milliseconds(absl::GetFlag(FLAGS_spec_check_budget)));
+  const auto spec_check_budget =
+      std::chrono::milliseconds(absl::ToInt64Milliseconds(absl::GetFlag(FLAGS_spec_check_budget)));
   jobs.spec_check = [spec_check_budget](const v1::JobSpec& spec,
                                         std::vector<std::string>* warnings) {
-    return FromEngineStatus(quantd::spec::CheckJobSpec(spec, warnings, spec_check_budget));
+    return quantd::spec::CheckJobSpec(spec, warnings, spec_check_budget);
   };
   if (jobs.lease_duration < absl::Milliseconds(100) || jobs.default_max_attempts < 1) {
     Log(LogLevel::kError, "--lease-duration must be at least 100ms and --max-attempts at least 1");
     return 2;
   }
 
-  absl::StatusOr<std::unique_ptr<QuantdServer>> server = QuantdServer::Start(options);
+  quantd::StatusOr<std::unique_ptr<QuantdServer>> server = QuantdServer::Start(options);
   if (!server.ok()) {
     Log(LogLevel::kError, "quantd could not start", {{"error", server.status().ToString()}});
     return 1;

@@ -4,14 +4,14 @@
 
 namespace quantd {
 
-google::rpc::Status ToRpcStatus(const Status& status) {
+google::rpc::Status ToRpcStatus(const Status& status, ErrorInfoPolicy policy) {
   google::rpc::Status out;
   out.set_code(static_cast<int>(status.code()));
   out.set_message(status.message());
   if (status.ok()) return out;
-  if (!status.reason().empty()) {
+  if (!status.reason().empty() || policy == ErrorInfoPolicy::kAlways) {
     google::rpc::ErrorInfo info;
-    info.set_reason(status.reason());
+    info.set_reason(status.reason().empty() ? StatusCodeName(status.code()) : status.reason());
     info.set_domain(kErrorDomain);
     out.add_details()->PackFrom(info);
   }

@@ -1,7 +1,9 @@
-// Converts the engine's quantd::Status to and from google.rpc.Status, the
-// form errors take on the wire (WorkerService.FailJob, Job.error). The reason
-// travels as google.rpc.ErrorInfo (domain "quantd") and field violations as
-// google.rpc.BadRequest, both packed in `details`.
+// The one place where quantd::Status (worker/common/status.h) becomes a
+// google.rpc.Status, the form errors take on the wire, and back. The worker
+// uses it for WorkerService.FailJob; the server uses it for Job.error and,
+// through server/grpc/status_conversion.h, for grpc-status-details-bin.
+// The reason travels as google.rpc.ErrorInfo (domain "quantd") and field
+// violations as google.rpc.BadRequest, in that order, packed in `details`.
 #ifndef QUANTD_WORKER_RPC_STATUS_H_
 #define QUANTD_WORKER_RPC_STATUS_H_
 
@@ -12,7 +14,19 @@ namespace quantd {
 
 inline constexpr char kErrorDomain[] = "quantd";
 
-google::rpc::Status ToRpcStatus(const Status& status);
+// When a non-OK status gets an ErrorInfo detail.
+enum class ErrorInfoPolicy {
+  // Only when the status names a reason (the worker's FailJob error).
+  kWhenReasonSet,
+  // Always, with the code's name (e.g. "NOT_FOUND") when the status names no
+  // reason: clients of quantd's own RPCs always find a reason in details[0].
+  kAlways,
+};
+
+google::rpc::Status ToRpcStatus(const Status& status,
+                                ErrorInfoPolicy policy = ErrorInfoPolicy::kWhenReasonSet);
+// Reads the ErrorInfo reason and BadRequest violations back; other details
+// are dropped.
 Status FromRpcStatus(const google::rpc::Status& status);
 
 }  // namespace quantd

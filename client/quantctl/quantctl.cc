@@ -29,6 +29,7 @@
 #include "google/rpc/error_details.pb.h"
 #include "google/rpc/status.pb.h"
 #include "quantd/v1/quantization_service.grpc.pb.h"
+#include "worker/common/status.h"
 
 namespace quantd::quantctl {
 namespace {
@@ -62,26 +63,9 @@ struct Client {
   }
 };
 
+// The one table of code names (worker/common/status.h).
 const char* CodeName(grpc::StatusCode code) {
-  static const char* kNames[] = {"OK",
-                                 "CANCELLED",
-                                 "UNKNOWN",
-                                 "INVALID_ARGUMENT",
-                                 "DEADLINE_EXCEEDED",
-                                 "NOT_FOUND",
-                                 "ALREADY_EXISTS",
-                                 "PERMISSION_DENIED",
-                                 "RESOURCE_EXHAUSTED",
-                                 "FAILED_PRECONDITION",
-                                 "ABORTED",
-                                 "OUT_OF_RANGE",
-                                 "UNIMPLEMENTED",
-                                 "INTERNAL",
-                                 "UNAVAILABLE",
-                                 "DATA_LOSS",
-                                 "UNAUTHENTICATED"};
-  int i = static_cast<int>(code);
-  return i >= 0 && i <= 16 ? kNames[i] : "UNKNOWN";
+  return quantd::StatusCodeName(static_cast<quantd::StatusCode>(code));
 }
 
 // Prints a refused request with its reason and every field violation.
@@ -108,7 +92,6 @@ std::string RandomRequestId() {
   std::mt19937_64 gen(rd());
   return absl::StrCat("quantctl-", absl::Hex(gen(), absl::kZeroPad16));
 }
-
 
 absl::StatusOr<quantd::v1::CreateJobRequest> BuildCreateRequest(const ParsedArgs& a) {
   quantd::v1::CreateJobRequest req;

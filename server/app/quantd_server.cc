@@ -24,6 +24,7 @@
 #include "server/metrics/grpc_metrics_interceptor.h"
 #include "server/store/open_job_store.h"
 #include "server/uri_policy/uri_policy.h"
+#include "worker/common/status.h"
 #include "worker/io/uri/uri_roots.h"
 
 namespace quantd::server {
@@ -32,54 +33,51 @@ namespace {
 constexpr const char* kServiceNames[] = {"quantd.v1.QuantizationService",
                                          "quantd.v1.WorkerService"};
 
-absl::Status MakeDirs(const std::string& path) {
+quantd::Status MakeDirs(const std::string& path) {
   std::string partial;
   for (size_t i = 0; i <= path.size(); ++i) {
     if (i == path.size() || (path[i] == '/' && i > 0)) {
       partial = path.substr(0, i);
       if (mkdir(partial.c_str(), 0755) != 0 && errno != EEXIST) {
-        return MakeError(absl::StatusCode::kFailedPrecondition, "DATA_DIR_UNUSABLE",
+        return MakeError(quantd::StatusCode::kFailedPrecondition, "DATA_DIR_UNUSABLE",
                          absl::StrCat("cannot create ", partial, ": ", strerror(errno)));
       }
     }
   }
-  return absl::OkStatus();
+  return quantd::OkStatus();
 }
 
-absl::StatusOr<std::string> ReadPem(const std::string& path, const char* what) {
+quantd::StatusOr<std::string> ReadPem(const std::string& path, const char* what) {
   std::ifstream in(path);
   std::stringstream text;
   text << in.rdbuf();
   if (!in || text.str().empty()) {
-    return MakeError(absl::StatusCode::kFailedPrecondition, "TLS_FILE_UNREADABLE",
+    return MakeError(quantd::StatusCode::kFailedPrecondition, "TLS_FILE_UNREADABLE",
                      absl::StrCat("cannot read the ", what, " ", path));
   }
   return text.str();
 }
 
-absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> MakeCredentials(
+quantd::StatusOr<std::shared_ptr<grpc::ServerCredentials>> MakeCredentials(
     const QuantdServerOptions& options) {
   if (options.tls_cert_file.empty() && options.tls_key_file.empty()) {
     if (!options.tls_client_ca_file.empty()) {
-      return MakeError(absl::StatusCode::kInvalidArgument, "TLS_INCOMPLETE",
+      return MakeError(quantd::StatusCode::kInvalidArgument, "TLS_INCOMPLETE",
                        "--tls-client-ca needs --tls-cert and --tls-key");
     }
     return grpc::InsecureServerCredentials();
   }
   if (options.tls_cert_file.empty() || options.tls_key_file.empty()) {
-    return MakeError(absl::StatusCode::kInvalidArgument, "TLS_INCOMPLETE",
+    return MakeError(quantd::StatusCode::kInvalidArgument, "TLS_INCOMPLETE",
                      "TLS needs both --tls-cert and --tls-key");
   }
-  auto cert = ReadPem(options.tls_cert_file, "TLS certificate");
-  if (!cert.ok()) return cert.status();
-  auto key = ReadPem(options.tls_key_file, "TLS key");
-  if (!key.ok()) return key.status();
+  QD_ASSIGN_OR_RETURN(auto cert, ReadPem(options.tls_cert_file, "TLS certificate"));
+  QD_ASSIGN_OR_RETURN(auto key, ReadPem(options.tls_key_file, "TLS key"));
   grpc::SslServerCredentialsOptions ssl;
-  ssl.pem_key_cert_pairs.push_back({*key, *cert});
+  ssl.pem_key_cert_pairs.push_back({key, cert});
   if (!options.tls_client_ca_file.empty()) {
-    auto ca = ReadPem(options.tls_client_ca_file, "client CA");
-    if (!ca.ok()) return ca.status();
-    ssl.pem_root_certs = *ca;
+    QD_ASSIGN_OR_RETURN(auto ca, ReadPem(options.tls_client_ca_file, "client CA"));
+    ssl.pem_root_certs = ca;
     ssl.client_certificate_request = GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY;
   }
   return grpc::SslServerCredentials(ssl);
@@ -136,10 +134,11 @@ std::string LocalDialAddress(const std::string& listen, int port) {
   return absl::StrCat(host, ":", port);
 }
 
-absl::StatusOr<std::unique_ptr<QuantdServer>> QuantdServer::Start(QuantdServerOptions options,
-                                                                  Clock* clock) {
+quantd::StatusOr<std::unique_ptr<QuantdServer>> QuantdServer::Start(QuantdServerOptions options,
+                                                                    Clock* clock) {
   std::unique_ptr<QuantdServer> server(new QuantdServer());
-  absl::Status started = server->Init(std::move(options), clock != nullptr ? clock : Clock::Real());
+  quantd::Status started =
+      server->Init(std::move(options), clock != nullptr ? clock : Clock::Real());
   if (!started.ok()) {
     server->Shutdown();
     return started;
@@ -147,25 +146,24 @@ absl::StatusOr<std::unique_ptr<QuantdServer>> QuantdServer::Start(QuantdServerOp
   return server;
 }
 
-absl::Status QuantdServer::Init(QuantdServerOptions options, Clock* clock) {
+quantd::Status QuantdServer::Init(QuantdServerOptions options, Clock* clock) {
   options_ = std::move(options);
   if (options_.data_dir.empty() || options_.data_dir[0] != '/') {
-    return MakeError(absl::StatusCode::kInvalidArgument, "DATA_DIR_UNUSABLE",
+    return MakeError(quantd::StatusCode::kInvalidArgument, "DATA_DIR_UNUSABLE",
                      absl::StrCat("the data directory must be an absolute path, got \"",
                                   options_.data_dir, "\""));
   }
   if (!IsLoopbackListen(options_.listen) && options_.auth_tokens_file.empty() &&
       !options_.insecure) {
     return MakeError(
-        absl::StatusCode::kFailedPrecondition, "INSECURE_LISTEN",
+        quantd::StatusCode::kFailedPrecondition, "INSECURE_LISTEN",
         absl::StrCat("refusing to listen on ", options_.listen,
                      " without --auth-tokens: anyone who can reach that address could submit, "
                      "read and cancel every job and act as a worker. Give --auth-tokens FILE, "
                      "listen on a loopback address (127.0.0.1, [::1], localhost), or pass "
                      "--insecure to accept this (e.g. behind a proxy that authenticates)"));
   }
-  absl::Status s = MakeDirs(options_.data_dir + "/artifacts");
-  if (!s.ok()) return s;
+  QD_RETURN_IF_ERROR(MakeDirs(options_.data_dir + "/artifacts"));
   options_.jobs.data_dir = options_.data_dir;
   if (options_.store_uri.empty()) {
     options_.store_uri = absl::StrCat("sqlite://", options_.data_dir, "/quantd.db");
@@ -173,14 +171,12 @@ absl::Status QuantdServer::Init(QuantdServerOptions options, Clock* clock) {
 
   // The URI policy always applies: with no roots, jobs read nothing and
   // write only below <data-dir>/artifacts/.
-  absl::StatusOr<UriPolicy> policy = UriPolicy::Create(options_.allowed_uri_roots,
-                                                       options_.data_dir);
-  if (!policy.ok()) return policy.status();
-  options_.jobs.uri_policy = [policy = *policy](const v1::JobSpec& spec,
-                                                const std::string& tenant) {
+  QD_ASSIGN_OR_RETURN(UriPolicy policy,
+                      UriPolicy::Create(options_.allowed_uri_roots, options_.data_dir));
+  options_.jobs.uri_policy = [policy = policy](const v1::JobSpec& spec, const std::string& tenant) {
     return policy.CheckSpec(spec, tenant);
   };
-  const io::UriRoots& roots = policy->uri_roots();
+  const io::UriRoots& roots = policy.uri_roots();
   auto join = [](const std::vector<std::string>& items) {
     return items.empty() ? std::string("none") : absl::StrJoin(items, ",");
   };
@@ -192,29 +188,26 @@ absl::Status QuantdServer::Init(QuantdServerOptions options, Clock* clock) {
        {"note", roots.InputRoots().empty()
                     ? "no --allowed-uri-roots: every job naming a model or dataset is refused"
                     : "inputs under input_roots; outputs below output_roots"}});
-  absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> credentials = MakeCredentials(options_);
-  if (!credentials.ok()) return credentials.status();
+  QD_ASSIGN_OR_RETURN(std::shared_ptr<grpc::ServerCredentials> credentials,
+                      MakeCredentials(options_));
   std::string worker_token;
   if (!options_.auth_tokens_file.empty()) {
-    auto tokens = TokenAuthenticator::FromFile(options_.auth_tokens_file);
-    if (!tokens.ok()) return tokens.status();
+    QD_ASSIGN_OR_RETURN(auto tokens, TokenAuthenticator::FromFile(options_.auth_tokens_file));
     if (options_.local_workers > 0) {
       // Local workers get a credential that lives as long as this process.
       worker_token = RandomToken();
-      (*tokens)->AddToken(worker_token, Caller{"", Role::kWorker});
+      (tokens)->AddToken(worker_token, Caller{"", Role::kWorker});
     }
-    auth_ = std::move(*tokens);
+    auth_ = std::move(tokens);
   } else {
     auth_ = std::make_unique<AnonymousAuthenticator>();
   }
 
-  absl::StatusOr<std::unique_ptr<JobStore>> store = OpenJobStore(options_.store_uri);
-  if (!store.ok()) return store.status();
-  store_ = std::move(*store);
+  QD_ASSIGN_OR_RETURN(std::unique_ptr<JobStore> store, OpenJobStore(options_.store_uri));
+  store_ = std::move(store);
   metrics_ = std::make_unique<QuantdMetrics>(store_.get(), clock, options_.jobs.lease_duration);
   if (!options_.metrics_listen.empty()) {
-    s = metrics_->Serve(options_.metrics_listen);
-    if (!s.ok()) return s;
+    QD_RETURN_IF_ERROR(metrics_->Serve(options_.metrics_listen));
   }
   jobs_ =
       std::make_unique<JobService>(store_.get(), clock, &notifier_, metrics_.get(), options_.jobs);
@@ -230,7 +223,7 @@ absl::Status QuantdServer::Init(QuantdServerOptions options, Clock* clock) {
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
-  builder.AddListeningPort(options_.listen, *credentials, &port_);
+  builder.AddListeningPort(options_.listen, credentials, &port_);
   builder.SetMaxReceiveMessageSize(options_.max_request_bytes);
   builder.RegisterService(quantization_service_.get());
   builder.RegisterService(worker_service_.get());
@@ -241,7 +234,7 @@ absl::Status QuantdServer::Init(QuantdServerOptions options, Clock* clock) {
   grpc_server_ = builder.BuildAndStart();
   if (grpc_server_ == nullptr || port_ == 0) {
     return MakeError(
-        absl::StatusCode::kUnavailable, "LISTEN_FAILED",
+        quantd::StatusCode::kUnavailable, "LISTEN_FAILED",
         absl::StrCat("cannot listen on ", options_.listen, " (in use, or not a local address?)"));
   }
   address_ = absl::StrCat(ListenHost(options_.listen), ":", port_);
@@ -276,8 +269,7 @@ absl::Status QuantdServer::Init(QuantdServerOptions options, Clock* clock) {
       return args;
     };
     supervisor_ = std::make_unique<LocalWorkerSupervisor>(std::move(workers));
-    s = supervisor_->Start();
-    if (!s.ok()) return s;
+    QD_RETURN_IF_ERROR(supervisor_->Start());
   }
   Log(LogLevel::kInfo, "quantd serving",
       {{"address", address_},
@@ -293,7 +285,7 @@ absl::Status QuantdServer::Init(QuantdServerOptions options, Clock* clock) {
        {"data_dir", options_.data_dir},
        {"lease_duration", absl::FormatDuration(options_.jobs.lease_duration)},
        {"local_workers", options_.local_workers}});
-  return absl::OkStatus();
+  return quantd::OkStatus();
 }
 
 void QuantdServer::Shutdown() {

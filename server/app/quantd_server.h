@@ -12,7 +12,6 @@
 #include <string>
 #include <vector>
 
-#include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "server/common/clock.h"
 #include "server/grpc/authenticator.h"
@@ -27,6 +26,7 @@
 #include "server/metrics/quantd_metrics.h"
 #include "server/store/job_store.h"
 #include "server/supervisor/local_worker_supervisor.h"
+#include "worker/common/status.h"
 
 namespace quantd::server {
 
@@ -90,8 +90,8 @@ class QuantdServer {
   // Opens the store, starts the reaper, the gRPC server and the local
   // workers. Errors name what failed (store, listen address, worker binary).
   // `clock` is not owned (nullptr: the real clock).
-  static absl::StatusOr<std::unique_ptr<QuantdServer>> Start(QuantdServerOptions options,
-                                                             Clock* clock = nullptr);
+  static quantd::StatusOr<std::unique_ptr<QuantdServer>> Start(QuantdServerOptions options,
+                                                               Clock* clock = nullptr);
   ~QuantdServer();  // Shutdown()
 
   // Stops accepting work: health turns NOT_SERVING, waiting LeaseJob and
@@ -117,7 +117,7 @@ class QuantdServer {
 
  private:
   QuantdServer() = default;
-  absl::Status Init(QuantdServerOptions options, Clock* clock);
+  quantd::Status Init(QuantdServerOptions options, Clock* clock);
 
   QuantdServerOptions options_;
   std::string address_;

@@ -29,6 +29,7 @@
 #include "server/common/errors.h"
 #include "server/common/json_log.h"
 #include "server/store/testing/test_database.h"
+#include "worker/common/status.h"
 
 namespace quantd::server {
 namespace {
@@ -522,7 +523,7 @@ TEST_F(QuantdServerTest, TlsAndMutualTls) {
 
   QuantdServerOptions half = options_;
   half.tls_key_file.clear();
-  EXPECT_EQ(QuantdServer::Start(half).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(QuantdServer::Start(half).status().code(), quantd::StatusCode::kInvalidArgument);
 }
 
 TEST_F(QuantdServerTest, RequestQueueAndUriLimits) {
@@ -568,12 +569,12 @@ TEST(ListenTest, LoopbackAddresses) {
 TEST_F(QuantdServerTest, NonLoopbackListenNeedsTokensOrInsecure) {
   options_.listen = "0.0.0.0:0";
   auto refused = QuantdServer::Start(options_);
-  EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_EQ(GetReason(refused.status()), "INSECURE_LISTEN");
+  EXPECT_EQ(refused.status().code(), quantd::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(refused.status().reason(), "INSECURE_LISTEN");
   EXPECT_NE(refused.status().message().find("without --auth-tokens"), std::string::npos);
   EXPECT_NE(refused.status().message().find("--insecure"), std::string::npos);
   options_.listen = "[::]:0";
-  EXPECT_EQ(GetReason(QuantdServer::Start(options_).status()), "INSECURE_LISTEN");
+  EXPECT_EQ(QuantdServer::Start(options_).status().reason(), "INSECURE_LISTEN");
 
   options_.listen = "0.0.0.0:0";
   options_.insecure = true;

@@ -13,13 +13,14 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "server/common/errors.h"
+#include "worker/common/status.h"
 #include "worker/io/uri/uri_roots.h"
 
 namespace quantd::server {
 namespace {
 
-absl::Status Unauthenticated(absl::string_view reason, absl::string_view message) {
-  return MakeError(absl::StatusCode::kUnauthenticated, reason, message);
+quantd::Status Unauthenticated(absl::string_view reason, absl::string_view message) {
+  return MakeError(quantd::StatusCode::kUnauthenticated, reason, message);
 }
 
 bool IsSha256Hex(absl::string_view s) {
@@ -45,24 +46,24 @@ std::string Sha256Hex(absl::string_view data) {
   return out;
 }
 
-absl::StatusOr<std::unique_ptr<TokenAuthenticator>> TokenAuthenticator::FromFile(
+quantd::StatusOr<std::unique_ptr<TokenAuthenticator>> TokenAuthenticator::FromFile(
     const std::string& path) {
   std::ifstream in(path);
   if (!in) {
-    return MakeError(absl::StatusCode::kNotFound, "TOKEN_FILE_UNREADABLE",
+    return MakeError(quantd::StatusCode::kNotFound, "TOKEN_FILE_UNREADABLE",
                      absl::StrCat("cannot read the token file ", path));
   }
   std::stringstream text;
   text << in.rdbuf();
   auto parsed = FromText(text.str());
   if (!parsed.ok()) {
-    absl::Status s = parsed.status();
-    return absl::Status(s.code(), absl::StrCat(path, ": ", s.message()));
+    quantd::Status s = parsed.status();
+    return quantd::Status(s.code(), absl::StrCat(path, ": ", s.message()));
   }
   return parsed;
 }
 
-absl::StatusOr<std::unique_ptr<TokenAuthenticator>> TokenAuthenticator::FromText(
+quantd::StatusOr<std::unique_ptr<TokenAuthenticator>> TokenAuthenticator::FromText(
     absl::string_view text) {
   std::unique_ptr<TokenAuthenticator> auth(new TokenAuthenticator());
   int line_number = 0;
@@ -73,7 +74,7 @@ absl::StatusOr<std::unique_ptr<TokenAuthenticator>> TokenAuthenticator::FromText
         absl::StrSplit(line, absl::ByAnyChar(" \t\r"), absl::SkipEmpty());
     if (fields.empty()) continue;
     auto bad = [&](absl::string_view why) {
-      return MakeError(absl::StatusCode::kInvalidArgument, "INVALID_TOKEN_FILE",
+      return MakeError(quantd::StatusCode::kInvalidArgument, "INVALID_TOKEN_FILE",
                        absl::StrCat("line ", line_number, ": ", why,
                                     " (expected: <sha256 hex> <tenant> <submitter|admin|worker>)"));
     };
@@ -124,14 +125,14 @@ int TokenAuthenticator::size() {
   return static_cast<int>(by_hash_.size());
 }
 
-absl::StatusOr<Caller> TokenAuthenticator::Authenticate(const grpc::ServerContext& context) {
+quantd::StatusOr<Caller> TokenAuthenticator::Authenticate(const grpc::ServerContext& context) {
   const auto& metadata = context.client_metadata();
   auto it = metadata.find("authorization");
   if (it == metadata.end()) return AuthenticateHeader(std::nullopt);
   return AuthenticateHeader(absl::string_view(it->second.data(), it->second.size()));
 }
 
-absl::StatusOr<Caller> TokenAuthenticator::AuthenticateHeader(
+quantd::StatusOr<Caller> TokenAuthenticator::AuthenticateHeader(
     std::optional<absl::string_view> authorization) {
   if (!authorization.has_value()) {
     return Unauthenticated("MISSING_CREDENTIALS",

@@ -17,10 +17,10 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
-#include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "server/grpc/authenticator.h"
+#include "worker/common/status.h"
 
 namespace quantd::server {
 
@@ -31,19 +31,19 @@ class TokenAuthenticator : public Authenticator {
  public:
   // Parses a token file. INVALID_ARGUMENT naming the line for a malformed
   // entry; NOT_FOUND when the file cannot be read.
-  static absl::StatusOr<std::unique_ptr<TokenAuthenticator>> FromFile(const std::string& path);
-  static absl::StatusOr<std::unique_ptr<TokenAuthenticator>> FromText(absl::string_view text);
+  static quantd::StatusOr<std::unique_ptr<TokenAuthenticator>> FromFile(const std::string& path);
+  static quantd::StatusOr<std::unique_ptr<TokenAuthenticator>> FromText(absl::string_view text);
 
   // Registers a token known in plain text (quantd's generated credential
   // for its own local workers). The caller's identity is set from the token.
   void AddToken(absl::string_view token, const Caller& caller);
 
   // Reads the call's "authorization" metadata.
-  absl::StatusOr<Caller> Authenticate(const grpc::ServerContext& context) override;
+  quantd::StatusOr<Caller> Authenticate(const grpc::ServerContext& context) override;
 
   // The same, from the header value (nullopt: no header). UNAUTHENTICATED
   // with reason MISSING_CREDENTIALS or INVALID_TOKEN.
-  absl::StatusOr<Caller> AuthenticateHeader(std::optional<absl::string_view> authorization);
+  quantd::StatusOr<Caller> AuthenticateHeader(std::optional<absl::string_view> authorization);
 
   int size();
 

@@ -2,6 +2,7 @@
 
 #include "gtest/gtest.h"
 #include "server/common/errors.h"
+#include "worker/common/status.h"
 
 namespace quantd::server {
 namespace {
@@ -39,13 +40,13 @@ TEST(TokenAuthenticatorTest, MapsTokensToTenantsAndRoles) {
   EXPECT_TRUE(worker->MayWork());
 
   auto missing = (*auth)->AuthenticateHeader(std::nullopt);
-  EXPECT_EQ(missing.status().code(), absl::StatusCode::kUnauthenticated);
-  EXPECT_EQ(GetReason(missing.status()), "MISSING_CREDENTIALS");
-  EXPECT_EQ(GetReason((*auth)->AuthenticateHeader("Basic abc").status()), "MISSING_CREDENTIALS");
+  EXPECT_EQ(missing.status().code(), quantd::StatusCode::kUnauthenticated);
+  EXPECT_EQ(missing.status().reason(), "MISSING_CREDENTIALS");
+  EXPECT_EQ((*auth)->AuthenticateHeader("Basic abc").status().reason(), "MISSING_CREDENTIALS");
   auto wrong = (*auth)->AuthenticateHeader("Bearer acme-secreT");
-  EXPECT_EQ(wrong.status().code(), absl::StatusCode::kUnauthenticated);
-  EXPECT_EQ(GetReason(wrong.status()), "INVALID_TOKEN");
-  EXPECT_EQ(GetReason((*auth)->AuthenticateHeader("Bearer ").status()), "MISSING_CREDENTIALS");
+  EXPECT_EQ(wrong.status().code(), quantd::StatusCode::kUnauthenticated);
+  EXPECT_EQ(wrong.status().reason(), "INVALID_TOKEN");
+  EXPECT_EQ((*auth)->AuthenticateHeader("Bearer ").status().reason(), "MISSING_CREDENTIALS");
 
   (*auth)->AddToken("generated", Caller{"", Role::kWorker});
   EXPECT_EQ((*auth)->AuthenticateHeader("Bearer generated")->role, Role::kWorker);
@@ -70,7 +71,7 @@ TEST(TokenAuthenticatorTest, MalformedFilesNameTheLine) {
   };
   for (const Case& c : cases) {
     auto auth = TokenAuthenticator::FromText(c.text);
-    EXPECT_EQ(auth.status().code(), absl::StatusCode::kInvalidArgument) << c.text;
+    EXPECT_EQ(auth.status().code(), quantd::StatusCode::kInvalidArgument) << c.text;
     EXPECT_NE(std::string(auth.status().message()).find(c.message_part), std::string::npos)
         << auth.status();
   }
@@ -78,7 +79,7 @@ TEST(TokenAuthenticatorTest, MalformedFilesNameTheLine) {
   EXPECT_TRUE(TokenAuthenticator::FromText(hash + " ../x worker").ok());
   EXPECT_TRUE(TokenAuthenticator::FromText(hash + " team_a-1.prod submitter").ok());
   EXPECT_EQ(TokenAuthenticator::FromFile("/nonexistent/tokens").status().code(),
-            absl::StatusCode::kNotFound);
+            quantd::StatusCode::kNotFound);
 }
 
 }  // namespace

@@ -4,11 +4,12 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "worker/common/status.h"
 
 namespace quantd::server {
 
-absl::StatusOr<std::vector<std::string>> TakeRepeatedFlag(std::vector<std::string>& args,
-                                                          absl::string_view name) {
+quantd::StatusOr<std::vector<std::string>> TakeRepeatedFlag(std::vector<std::string>& args,
+                                                            absl::string_view name) {
   std::string dashed = absl::StrCat("--", name);
   std::string underscored = dashed;
   std::replace(underscored.begin() + 2, underscored.end(), '-', '_');
@@ -26,7 +27,7 @@ absl::StatusOr<std::vector<std::string>> TakeRepeatedFlag(std::vector<std::strin
     for (const std::string& spelling : {dashed, underscored}) {
       if (arg == spelling) {
         if (i + 1 >= args.size()) {
-          return absl::InvalidArgumentError(absl::StrCat(dashed, " needs a value"));
+          return quantd::InvalidArgumentError(absl::StrCat(dashed, " needs a value"));
         }
         values.push_back(args[++i]);
         matched = true;

@@ -9,8 +9,8 @@
 #include <string>
 #include <vector>
 
-#include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "worker/common/status.h"
 
 namespace quantd::server {
 
@@ -19,8 +19,8 @@ namespace quantd::server {
 // returns the values in order, each exactly as given (commas included).
 // `name` is written with dashes; the underscore spelling matches too.
 // INVALID_ARGUMENT when the last argument is the flag without a value.
-absl::StatusOr<std::vector<std::string>> TakeRepeatedFlag(std::vector<std::string>& args,
-                                                          absl::string_view name);
+quantd::StatusOr<std::vector<std::string>> TakeRepeatedFlag(std::vector<std::string>& args,
+                                                            absl::string_view name);
 
 }  // namespace quantd::server
 

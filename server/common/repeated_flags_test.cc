@@ -1,6 +1,7 @@
 #include "server/common/repeated_flags.h"
 
 #include "gtest/gtest.h"
+#include "worker/common/status.h"
 
 namespace quantd::server {
 namespace {
@@ -36,7 +37,7 @@ TEST(RepeatedFlagsTest, AbsentFlagLeavesArgsAlone) {
 TEST(RepeatedFlagsTest, MissingValueIsAnError) {
   std::vector<std::string> args = {"quantd", "--local-worker-env"};
   auto values = TakeRepeatedFlag(args, "local-worker-env");
-  EXPECT_EQ(values.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(values.status().code(), quantd::StatusCode::kInvalidArgument);
   EXPECT_NE(values.status().message().find("--local-worker-env needs a value"), std::string::npos);
 }
 

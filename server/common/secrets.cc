@@ -10,17 +10,18 @@
 
 #include "absl/strings/str_cat.h"
 #include "server/common/errors.h"
+#include "worker/common/status.h"
 
 namespace quantd::server {
 
-absl::StatusOr<std::string> RandomHex(int bytes) {
+quantd::StatusOr<std::string> RandomHex(int bytes) {
   std::vector<unsigned char> buf(bytes);
   size_t filled = 0;
   while (filled < buf.size()) {
     ssize_t n = getrandom(buf.data() + filled, buf.size() - filled, 0);
     if (n < 0) {
       if (errno == EINTR) continue;
-      return MakeError(absl::StatusCode::kInternal, "RANDOMNESS_UNAVAILABLE",
+      return MakeError(quantd::StatusCode::kInternal, "RANDOMNESS_UNAVAILABLE",
                        absl::StrCat("getrandom failed: ", strerror(errno)));
     }
     filled += static_cast<size_t>(n);

@@ -6,15 +6,15 @@
 
 #include <string>
 
-#include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "worker/common/status.h"
 
 namespace quantd::server {
 
 // `bytes` random bytes from getrandom(2), as 2 * bytes lowercase hex
 // digits. INTERNAL (reason RANDOMNESS_UNAVAILABLE) if the kernel cannot
 // supply them; never a weaker source.
-absl::StatusOr<std::string> RandomHex(int bytes);
+quantd::StatusOr<std::string> RandomHex(int bytes);
 
 // The 32-byte (binary) SHA-256 digest of `data`.
 std::string Sha256Digest(absl::string_view data);

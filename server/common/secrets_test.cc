@@ -4,6 +4,7 @@
 
 #include "absl/strings/escaping.h"
 #include "gtest/gtest.h"
+#include "worker/common/status.h"
 
 namespace quantd::server {
 namespace {
@@ -11,7 +12,7 @@ namespace {
 TEST(SecretsTest, RandomHexHasTheAskedBitsAndDoesNotRepeat) {
   std::set<std::string> seen;
   for (int i = 0; i < 1000; ++i) {
-    absl::StatusOr<std::string> secret = RandomHex(16);
+    quantd::StatusOr<std::string> secret = RandomHex(16);
     ASSERT_TRUE(secret.ok()) << secret.status();
     ASSERT_EQ(secret->size(), 32u);
     for (char c : *secret) EXPECT_TRUE(std::isxdigit(c) && !std::isupper(c)) << *secret;

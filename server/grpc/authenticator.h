@@ -7,8 +7,8 @@
 
 #include <grpcpp/server_context.h>
 
-#include "absl/status/statusor.h"
 #include "server/jobs/caller.h"
+#include "worker/common/status.h"
 
 namespace quantd::server {
 
@@ -16,13 +16,13 @@ class Authenticator {
  public:
   virtual ~Authenticator() = default;
   // UNAUTHENTICATED when the call carries no valid credential.
-  virtual absl::StatusOr<Caller> Authenticate(const grpc::ServerContext& context) = 0;
+  virtual quantd::StatusOr<Caller> Authenticate(const grpc::ServerContext& context) = 0;
 };
 
 // Authentication off: every call is Caller::Anonymous().
 class AnonymousAuthenticator : public Authenticator {
  public:
-  absl::StatusOr<Caller> Authenticate(const grpc::ServerContext&) override {
+  quantd::StatusOr<Caller> Authenticate(const grpc::ServerContext&) override {
     return Caller::Anonymous();
   }
 };

@@ -2,6 +2,7 @@
 
 #include "server/grpc/respond.h"
 #include "server/grpc/status_conversion.h"
+#include "worker/common/status.h"
 
 namespace quantd::server {
 
@@ -35,7 +36,7 @@ grpc::Status QuantizationServiceImpl::CancelJob(grpc::ServerContext* context,
 grpc::Status QuantizationServiceImpl::WatchJob(grpc::ServerContext* context,
                                                const v1::WatchJobRequest* request,
                                                grpc::ServerWriter<v1::JobEvent>* writer) {
-  absl::StatusOr<Caller> caller = auth_->Authenticate(*context);
+  quantd::StatusOr<Caller> caller = auth_->Authenticate(*context);
   if (!caller.ok()) return ToGrpcStatus(caller.status());
   WatchStream stream;
   // Write blocks under HTTP/2 flow control while the reader is slow; only

@@ -9,14 +9,15 @@
 
 #include "server/grpc/authenticator.h"
 #include "server/grpc/status_conversion.h"
+#include "worker/common/status.h"
 
 namespace quantd::server {
 
-// `call(const Caller&)` returns absl::StatusOr<Response>.
+// `call(const Caller&)` returns quantd::StatusOr<Response>.
 template <typename Response, typename Call>
 grpc::Status Respond(Authenticator* auth, grpc::ServerContext* context, Response* response,
                      Call call) {
-  absl::StatusOr<Caller> caller = auth->Authenticate(*context);
+  quantd::StatusOr<Caller> caller = auth->Authenticate(*context);
   if (!caller.ok()) return ToGrpcStatus(caller.status());
   auto result = call(*caller);
   if (!result.ok()) return ToGrpcStatus(result.status());

@@ -18,6 +18,7 @@
 #include "server/grpc/worker_service_impl.h"
 #include "server/jobs/change_notifier.h"
 #include "server/store/testing/test_database.h"
+#include "worker/common/status.h"
 
 namespace quantd::server {
 namespace {
@@ -39,11 +40,11 @@ class ServicesTest : public ::testing::Test {
     options.poll_interval = absl::Milliseconds(50);
     // Stands in for the engine's CheckJobSpec: knows one scheme, and has
     // not built GPTQ.
-    options.spec_check = [](const v1::JobSpec& spec, std::vector<std::string>*) -> absl::Status {
+    options.spec_check = [](const v1::JobSpec& spec, std::vector<std::string>*) -> quantd::Status {
       const auto& q = spec.quantization();
       if (q.algorithms_size() > 0 && q.algorithms(0).has_gptq()) {
-        absl::Status s = MakeError(absl::StatusCode::kUnimplemented, "FEATURE_NOT_BUILT",
-                                   "spec.quantization.algorithms[0].gptq is not built yet");
+        quantd::Status s = MakeError(quantd::StatusCode::kUnimplemented, "FEATURE_NOT_BUILT",
+                                     "spec.quantization.algorithms[0].gptq is not built yet");
         AddViolations(s, {{"spec.quantization.algorithms[0].gptq", "not built yet"}});
         return s;
       }
@@ -51,7 +52,7 @@ class ServicesTest : public ::testing::Test {
         return InvalidRequestError(
             {{"spec.quantization.scheme", "unknown scheme \"" + q.scheme() + "\""}});
       }
-      return absl::OkStatus();
+      return quantd::OkStatus();
     };
     jobs_ = std::make_unique<JobService>(store_.get(), Clock::Real(), &notifier_, nullptr, options);
     leases_ =
@@ -139,8 +140,8 @@ TEST_F(ServicesTest, BadRequestDetailsParseOnTheClient) {
   EXPECT_EQ(bad.field_violations(2).description(), "unknown scheme \"w_int5_nonsense\"");
 
   // The same, read back through FromGrpcStatus.
-  absl::Status back = FromGrpcStatus(status);
-  EXPECT_EQ(GetViolations(back).size(), 3u);
+  quantd::Status back = FromGrpcStatus(status);
+  EXPECT_EQ(back.violations().size(), 3u);
 }
 
 TEST_F(ServicesTest, UnimplementedFeatureIsNamed) {

@@ -1,19 +1,21 @@
 #include "server/grpc/status_conversion.h"
 
 #include "google/rpc/error_details.pb.h"
+#include "google/rpc/status.pb.h"
 #include "gtest/gtest.h"
 #include "server/common/errors.h"
+#include "worker/common/status.h"
 
 namespace quantd::server {
 namespace {
 
 TEST(StatusConversionTest, OkIsOk) {
-  EXPECT_TRUE(ToGrpcStatus(absl::OkStatus()).ok());
+  EXPECT_TRUE(ToGrpcStatus(quantd::OkStatus()).ok());
   EXPECT_TRUE(FromGrpcStatus(grpc::Status::OK).ok());
 }
 
 TEST(StatusConversionTest, BadRequestBecomesErrorInfoThenBadRequestDetails) {
-  absl::Status s =
+  quantd::Status s =
       InvalidRequestError({{"spec.model_uri", "required"}, {"request_id", "too long"}});
   grpc::Status g = ToGrpcStatus(s);
   EXPECT_EQ(g.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
@@ -33,14 +35,14 @@ TEST(StatusConversionTest, BadRequestBecomesErrorInfoThenBadRequestDetails) {
   EXPECT_EQ(bad.field_violations(0).field(), "spec.model_uri");
   EXPECT_EQ(bad.field_violations(1).description(), "too long");
 
-  absl::Status back = FromGrpcStatus(g);
-  EXPECT_EQ(back.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(GetReason(back), "INVALID_ARGUMENT");
-  EXPECT_EQ(GetViolations(back), GetViolations(s));
+  quantd::Status back = FromGrpcStatus(g);
+  EXPECT_EQ(back.code(), quantd::StatusCode::kInvalidArgument);
+  EXPECT_EQ(back.reason(), "INVALID_ARGUMENT");
+  EXPECT_EQ(back.violations(), s.violations());
 }
 
 TEST(StatusConversionTest, ErrorWithoutReasonGetsTheCodeName) {
-  grpc::Status g = ToGrpcStatus(absl::InternalError("disk on fire"));
+  grpc::Status g = ToGrpcStatus(quantd::InternalError("disk on fire"));
   google::rpc::Status proto;
   ASSERT_TRUE(proto.ParseFromString(g.error_details()));
   ASSERT_EQ(proto.details_size(), 1);
@@ -50,15 +52,15 @@ TEST(StatusConversionTest, ErrorWithoutReasonGetsTheCodeName) {
 }
 
 TEST(StatusConversionTest, ReasonIsKept) {
-  absl::Status s = MakeError(absl::StatusCode::kFailedPrecondition, "STALE_LEASE", "stale");
-  absl::Status back = FromGrpcStatus(ToGrpcStatus(s));
-  EXPECT_EQ(back.code(), absl::StatusCode::kFailedPrecondition);
+  quantd::Status s = MakeError(quantd::StatusCode::kFailedPrecondition, "STALE_LEASE", "stale");
+  quantd::Status back = FromGrpcStatus(ToGrpcStatus(s));
+  EXPECT_EQ(back.code(), quantd::StatusCode::kFailedPrecondition);
   EXPECT_EQ(back.message(), "stale");
-  EXPECT_EQ(GetReason(back), "STALE_LEASE");
+  EXPECT_EQ(back.reason(), "STALE_LEASE");
   // A status from a server without details still converts.
-  absl::Status plain = FromGrpcStatus(grpc::Status(grpc::StatusCode::UNAVAILABLE, "down"));
-  EXPECT_EQ(plain.code(), absl::StatusCode::kUnavailable);
-  EXPECT_EQ(GetReason(plain), "");
+  quantd::Status plain = FromGrpcStatus(grpc::Status(grpc::StatusCode::UNAVAILABLE, "down"));
+  EXPECT_EQ(plain.code(), quantd::StatusCode::kUnavailable);
+  EXPECT_EQ(plain.reason(), "");
 }
 
 }  // namespace

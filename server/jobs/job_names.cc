@@ -4,6 +4,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "server/common/errors.h"
+#include "worker/common/status.h"
 
 namespace quantd::server {
 namespace {
@@ -45,7 +46,7 @@ std::string JobIdGenerator::NewId(absl::Time now) {
   return id;
 }
 
-absl::Status CheckJobName(absl::string_view name, absl::string_view field) {
+quantd::Status CheckJobName(absl::string_view name, absl::string_view field) {
   std::string problem;
   if (name.empty()) {
     problem = "a job name is required, of the form jobs/{id}";
@@ -63,7 +64,7 @@ absl::Status CheckJobName(absl::string_view name, absl::string_view field) {
                              "letters, digits or '-'");
     }
   }
-  if (problem.empty()) return absl::OkStatus();
+  if (problem.empty()) return quantd::OkStatus();
   return InvalidRequestError({{std::string(field), problem}});
 }
 

@@ -10,10 +10,10 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/random/random.h"
-#include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "worker/common/status.h"
 
 namespace quantd::server {
 
@@ -36,7 +36,7 @@ class JobIdGenerator {
 // Checks that `name` is "jobs/{id}" with a well-formed id; INVALID_ARGUMENT
 // with a BadRequest naming `field` otherwise. Says nothing about whether
 // the job exists.
-absl::Status CheckJobName(absl::string_view name, absl::string_view field);
+quantd::Status CheckJobName(absl::string_view name, absl::string_view field);
 
 }  // namespace quantd::server
 

@@ -4,6 +4,7 @@
 
 #include "gtest/gtest.h"
 #include "server/common/errors.h"
+#include "worker/common/status.h"
 
 namespace quantd::server {
 namespace {
@@ -50,10 +51,10 @@ TEST(CheckJobNameTest, AcceptsJobNamesOnly) {
   EXPECT_TRUE(CheckJobName("jobs/a-1", "name").ok());
   for (const char* bad : {"", "jobs/", "job/abc", "jobs/ABC", "jobs/a b", "jobs/a/b", "jobs/../x",
                           "projects/p/jobs/a"}) {
-    absl::Status s = CheckJobName(bad, "lease.job");
-    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << bad;
-    ASSERT_EQ(GetViolations(s).size(), 1u) << bad;
-    EXPECT_EQ(GetViolations(s)[0].field, "lease.job");
+    quantd::Status s = CheckJobName(bad, "lease.job");
+    EXPECT_EQ(s.code(), quantd::StatusCode::kInvalidArgument) << bad;
+    ASSERT_EQ(s.violations().size(), 1u) << bad;
+    EXPECT_EQ(s.violations()[0].field, "lease.job");
   }
   EXPECT_FALSE(CheckJobName("jobs/" + std::string(65, 'a'), "name").ok());
 }

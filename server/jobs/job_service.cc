@@ -15,6 +15,7 @@
 #include "server/jobs/page_token.h"
 #include "server/jobs/request_validation.h"
 #include "server/store/record_columns.h"
+#include "worker/common/status.h"
 #include "worker/io/uri/uri_parser.h"
 
 namespace quantd::server {
@@ -22,8 +23,8 @@ namespace {
 
 constexpr int kWatchBatch = 256;
 
-absl::Status PermissionDenied(absl::string_view what) {
-  return MakeError(absl::StatusCode::kPermissionDenied, "PERMISSION_DENIED",
+quantd::Status PermissionDenied(absl::string_view what) {
+  return MakeError(quantd::StatusCode::kPermissionDenied, "PERMISSION_DENIED",
                    absl::StrCat("this credential may not ", what));
 }
 
@@ -83,9 +84,8 @@ JobService::JobService(JobStore* store, Clock* clock, ChangeNotifier* notifier,
       observer_(observer),
       options_(std::move(options)) {}
 
-absl::Status JobService::CheckSpec(const v1::CreateJobRequest& request,
-                                   const std::string& tenant,
-                                   std::vector<std::string>* warnings) {
+quantd::Status JobService::CheckSpec(const v1::CreateJobRequest& request, const std::string& tenant,
+                                     std::vector<std::string>* warnings) {
   std::vector<FieldViolation> violations = ValidateCreateJobRequest(request);
   if (!request.has_spec()) return InvalidRequestError(violations);
   // An oversized spec is refused before anything parses it further: it
@@ -93,7 +93,7 @@ absl::Status JobService::CheckSpec(const v1::CreateJobRequest& request,
   std::vector<FieldViolation> size = CheckJobSpecSize(request.spec());
   if (!size.empty()) {
     violations.insert(violations.end(), size.begin(), size.end());
-    absl::Status too_large = InvalidRequestError(violations);
+    quantd::Status too_large = InvalidRequestError(violations);
     SetReason(too_large, "JOB_SPEC_TOO_LARGE");
     return too_large;
   }
@@ -103,21 +103,21 @@ absl::Status JobService::CheckSpec(const v1::CreateJobRequest& request,
   // the same field are left out.
   std::set<std::string> uri_fields;
   if (options_.uri_policy) {
-    absl::Status uris = options_.uri_policy(request.spec(), tenant);
-    if (uris.code() != absl::StatusCode::kInvalidArgument && !uris.ok()) return uris;
-    for (FieldViolation& v : GetViolations(uris)) {
+    quantd::Status uris = options_.uri_policy(request.spec(), tenant);
+    if (uris.code() != quantd::StatusCode::kInvalidArgument && !uris.ok()) return uris;
+    for (const FieldViolation& v : uris.violations()) {
       uri_fields.insert(v.field);
-      violations.push_back(std::move(v));
+      violations.push_back(v);
     }
   }
   // The server's envelope problems and the engine's bad fields go out
   // together, so one answer names every bad field.
-  absl::Status engine =
-      options_.spec_check ? options_.spec_check(request.spec(), warnings) : absl::OkStatus();
+  quantd::Status engine =
+      options_.spec_check ? options_.spec_check(request.spec(), warnings) : quantd::OkStatus();
   if (!violations.empty()) {
-    if (engine.code() == absl::StatusCode::kInvalidArgument) {
-      for (FieldViolation& v : GetViolations(engine)) {
-        if (uri_fields.count(v.field) == 0) violations.push_back(std::move(v));
+    if (engine.code() == quantd::StatusCode::kInvalidArgument) {
+      for (const FieldViolation& v : engine.violations()) {
+        if (uri_fields.count(v.field) == 0) violations.push_back(v);
       }
     }
     return InvalidRequestError(violations);
@@ -125,12 +125,11 @@ absl::Status JobService::CheckSpec(const v1::CreateJobRequest& request,
   return engine;
 }
 
-absl::StatusOr<v1::Job> JobService::CreateJob(const Caller& caller,
-                                              const v1::CreateJobRequest& request) {
+quantd::StatusOr<v1::Job> JobService::CreateJob(const Caller& caller,
+                                                const v1::CreateJobRequest& request) {
   if (!caller.MaySubmit()) return PermissionDenied("submit jobs");
   std::vector<std::string> warnings;
-  absl::Status checked = CheckSpec(request, caller.tenant, &warnings);
-  if (!checked.ok()) return checked;
+  QD_RETURN_IF_ERROR(CheckSpec(request, caller.tenant, &warnings));
 
   const absl::Time now = clock_->Now();
   JobRecord record;
@@ -157,48 +156,45 @@ absl::StatusOr<v1::Job> JobService::CreateJob(const Caller& caller,
   for (const std::string& w : warnings) first.events.push_back(LogEvent(job, v1::WARNING, w, now));
   CreateJobOptions create_options;
   create_options.max_queued_per_tenant = options_.max_queued_per_tenant;
-  absl::StatusOr<CreateJobOutcome> outcome =
-      store_->CreateJob(record, std::move(first.events), create_options);
-  if (!outcome.ok()) return outcome.status();
+  QD_ASSIGN_OR_RETURN(CreateJobOutcome outcome,
+                      store_->CreateJob(record, std::move(first.events), create_options));
 
-  if (!outcome->created) {
-    const JobRecord& stored = outcome->record;
+  if (!outcome.created) {
+    const JobRecord& stored = outcome.record;
     if (stored.request_spec == record.request_spec) return stored.job;
     v1::JobSpec stored_spec;
     stored_spec.ParseFromString(stored.request_spec);
-    return MakeError(absl::StatusCode::kAlreadyExists, "REQUEST_ID_REUSED",
+    return MakeError(quantd::StatusCode::kAlreadyExists, "REQUEST_ID_REUSED",
                      absl::StrCat("request_id \"", request.request_id(), "\" was already used for ",
                                   stored.job.name(), " with a different spec (differs in: ",
                                   DescribeSpecDifference(stored_spec, request.spec()),
                                   "); use a new request_id for a different job"));
   }
   notifier_->NotifyQueue();
-  if (observer_ != nullptr) observer_->JobSubmitted(outcome->record.job);
-  Log(LogLevel::kInfo, "job created", JobLogFields(outcome->record.job));
-  return outcome->record.job;
+  if (observer_ != nullptr) observer_->JobSubmitted(outcome.record.job);
+  Log(LogLevel::kInfo, "job created", JobLogFields(outcome.record.job));
+  return outcome.record.job;
 }
 
-absl::StatusOr<JobRecord> JobService::ReadVisibleJob(const Caller& caller, absl::string_view name,
-                                                     absl::string_view field) {
-  absl::Status well_formed = CheckJobName(name, field);
-  if (!well_formed.ok()) return well_formed;
-  absl::StatusOr<JobRecord> record = store_->GetJob(name);
-  if (!record.ok()) return record.status();
+quantd::StatusOr<JobRecord> JobService::ReadVisibleJob(const Caller& caller, absl::string_view name,
+                                                       absl::string_view field) {
+  QD_RETURN_IF_ERROR(CheckJobName(name, field));
+  QD_ASSIGN_OR_RETURN(JobRecord record, store_->GetJob(name));
   // Another tenant's job gets the same answer as a missing one, so names
   // reveal nothing across tenants.
-  if (!caller.MaySee(record->job.tenant())) return JobNotFoundError(name);
+  if (!caller.MaySee(record.job.tenant())) return JobNotFoundError(name);
   return record;
 }
 
-absl::StatusOr<v1::Job> JobService::GetJob(const Caller& caller, const v1::GetJobRequest& request) {
+quantd::StatusOr<v1::Job> JobService::GetJob(const Caller& caller,
+                                             const v1::GetJobRequest& request) {
   if (!caller.MaySubmit()) return PermissionDenied("read jobs");
-  absl::StatusOr<JobRecord> record = ReadVisibleJob(caller, request.name(), "name");
-  if (!record.ok()) return record.status();
-  return std::move(record->job);
+  QD_ASSIGN_OR_RETURN(JobRecord record, ReadVisibleJob(caller, request.name(), "name"));
+  return std::move(record.job);
 }
 
-absl::StatusOr<v1::ListJobsResponse> JobService::ListJobs(const Caller& caller,
-                                                          const v1::ListJobsRequest& request) {
+quantd::StatusOr<v1::ListJobsResponse> JobService::ListJobs(const Caller& caller,
+                                                            const v1::ListJobsRequest& request) {
   if (!caller.MaySubmit()) return PermissionDenied("list jobs");
   std::vector<FieldViolation> violations = ValidateListJobsRequest(request);
   if (!violations.empty()) return InvalidRequestError(violations);
@@ -215,20 +211,18 @@ absl::StatusOr<v1::ListJobsResponse> JobService::ListJobs(const Caller& caller,
   const int page_size = EffectivePageSize(request.page_size());
   query.limit = page_size + 1;  // one more tells whether there is a next page
   if (!request.page_token().empty()) {
-    absl::StatusOr<PageToken> token = DecodePageToken(request.page_token(), fingerprint);
-    if (!token.ok()) return token.status();
-    query.after = ListJobsQuery::Cursor{token->create_time, token->name};
+    QD_ASSIGN_OR_RETURN(PageToken token, DecodePageToken(request.page_token(), fingerprint));
+    query.after = ListJobsQuery::Cursor{token.create_time, token.name};
   }
-  absl::StatusOr<std::vector<JobRecord>> records = store_->ListJobs(query);
-  if (!records.ok()) return records.status();
+  QD_ASSIGN_OR_RETURN(std::vector<JobRecord> records, store_->ListJobs(query));
 
   v1::ListJobsResponse response;
   const bool full = request.view() == v1::FULL;
-  const int available = std::min<int>(page_size, records->size());
+  const int available = std::min<int>(page_size, records.size());
   size_t bytes = 0;
   int shown = 0;
   for (; shown < available; ++shown) {
-    v1::Job& job = (*records)[shown].job;
+    v1::Job& job = (records)[shown].job;
     if (!full) ApplyBasicView(job);
     // A page stays small enough for any client to receive; the next page
     // token continues after the last job shown.
@@ -237,7 +231,7 @@ absl::StatusOr<v1::ListJobsResponse> JobService::ListJobs(const Caller& caller,
     bytes += job_bytes;
     *response.add_jobs() = std::move(job);
   }
-  if (static_cast<int>(records->size()) > shown) {
+  if (static_cast<int>(records.size()) > shown) {
     const v1::Job& last = response.jobs(shown - 1);
     response.set_next_page_token(
         EncodePageToken({FromTimestamp(last.create_time()), last.name(), fingerprint}));
@@ -245,20 +239,19 @@ absl::StatusOr<v1::ListJobsResponse> JobService::ListJobs(const Caller& caller,
   return response;
 }
 
-absl::StatusOr<v1::Job> JobService::CancelJob(const Caller& caller,
-                                              const v1::CancelJobRequest& request) {
+quantd::StatusOr<v1::Job> JobService::CancelJob(const Caller& caller,
+                                                const v1::CancelJobRequest& request) {
   if (!caller.MaySubmit()) return PermissionDenied("cancel jobs");
-  absl::StatusOr<JobRecord> visible = ReadVisibleJob(caller, request.name(), "name");
-  if (!visible.ok()) return visible.status();
+  QD_RETURN_IF_ERROR(ReadVisibleJob(caller, request.name(), "name"));
 
   const absl::Time now = clock_->Now();
-  absl::StatusOr<JobRecord> updated =
+  quantd::StatusOr<JobRecord> updated =
       store_->UpdateJob(request.name(), [&](JobRecord& record, JobUpdate& update) {
         switch (record.job.state()) {
           case v1::QUEUED:
             update.events.push_back(LogEvent(record.job, v1::INFO, "cancelled while queued", now));
             Transition(record, v1::CANCELLED, now, update);
-            return absl::OkStatus();
+            return quantd::OkStatus();
           case v1::RUNNING:
             update.events.push_back(
                 LogEvent(record.job, v1::INFO,
@@ -266,13 +259,13 @@ absl::StatusOr<v1::Job> JobService::CancelJob(const Caller& caller,
                                       " stops at its next block boundary"),
                          now));
             Transition(record, v1::CANCELLING, now, update);
-            return absl::OkStatus();
+            return quantd::OkStatus();
           case v1::CANCELLING:
             update.write = false;  // already on its way
-            return absl::OkStatus();
+            return quantd::OkStatus();
           default:
             return MakeError(
-                absl::StatusCode::kFailedPrecondition, "JOB_ALREADY_FINISHED",
+                quantd::StatusCode::kFailedPrecondition, "JOB_ALREADY_FINISHED",
                 absl::StrCat(record.job.name(), " already ended ", StateName(record.job.state()),
                              "; there is nothing to cancel"));
         }
@@ -291,19 +284,18 @@ absl::StatusOr<v1::Job> JobService::CancelJob(const Caller& caller,
   return std::move(updated->job);
 }
 
-absl::Status JobService::WatchJob(const Caller& caller, const v1::WatchJobRequest& request,
-                                  const WatchStream& stream) {
+quantd::Status JobService::WatchJob(const Caller& caller, const v1::WatchJobRequest& request,
+                                    const WatchStream& stream) {
   if (!caller.MaySubmit()) return PermissionDenied("watch jobs");
   if (request.after_sequence() < 0) {
     return InvalidRequestError({{"after_sequence", "must not be negative"}});
   }
-  absl::StatusOr<JobRecord> visible = ReadVisibleJob(caller, request.name(), "name");
-  if (!visible.ok()) return visible.status();
+  QD_ASSIGN_OR_RETURN(JobRecord visible, ReadVisibleJob(caller, request.name(), "name"));
 
   const int active = ++active_watches_;
   absl::Cleanup release = [this] { --active_watches_; };
   if (options_.max_concurrent_watches > 0 && active > options_.max_concurrent_watches) {
-    return MakeError(absl::StatusCode::kResourceExhausted, "TOO_MANY_WATCHES",
+    return MakeError(quantd::StatusCode::kResourceExhausted, "TOO_MANY_WATCHES",
                      absl::StrCat("this frontend already serves ", options_.max_concurrent_watches,
                                   " WatchJob streams; retry later or poll GetJob"));
   }
@@ -321,7 +313,7 @@ absl::Status JobService::WatchJob(const Caller& caller, const v1::WatchJobReques
   };
   if (options_.max_watches_per_tenant > 0 && tenant_active > options_.max_watches_per_tenant) {
     return MakeError(
-        absl::StatusCode::kResourceExhausted, "TOO_MANY_WATCHES",
+        quantd::StatusCode::kResourceExhausted, "TOO_MANY_WATCHES",
         absl::StrCat("tenant \"", caller.tenant, "\" already has ", options_.max_watches_per_tenant,
                      " WatchJob streams open on this frontend (the per-tenant limit, "
                      "--max-watches-per-tenant); close one, retry later or poll GetJob"));
@@ -333,27 +325,26 @@ absl::Status JobService::WatchJob(const Caller& caller, const v1::WatchJobReques
   // A job's terminal state event is always the last event it gets (nothing
   // is appended after it), so seeing one ends the stream. Only a watcher
   // that resumes past it needs the job row; later polls read events alone.
-  if (IsTerminal(visible->job.state()) && visible->last_sequence <= last_sent) {
-    return absl::OkStatus();
+  if (IsTerminal(visible.job.state()) && visible.last_sequence <= last_sent) {
+    return quantd::OkStatus();
   }
   while (true) {
-    if (stream.cancelled()) return absl::CancelledError("the watcher went away");
+    if (stream.cancelled()) return quantd::CancelledError("the watcher went away");
     if (notifier_->IsShutdown()) {
-      return MakeError(absl::StatusCode::kUnavailable, "SHUTTING_DOWN",
+      return MakeError(quantd::StatusCode::kUnavailable, "SHUTTING_DOWN",
                        "quantd is shutting down; resume with after_sequence");
     }
     // Read the generation before the store, so an event committed after
     // the read below still wakes the wait.
     const uint64_t generation = subscription.Generation();
-    absl::StatusOr<std::vector<v1::JobEvent>> events =
-        store_->ListEvents(name, last_sent, kWatchBatch);
-    if (!events.ok()) return events.status();
-    for (const v1::JobEvent& event : *events) {
-      if (!stream.send(event)) return absl::CancelledError("the watcher went away");
+    QD_ASSIGN_OR_RETURN(std::vector<v1::JobEvent> events,
+                        store_->ListEvents(name, last_sent, kWatchBatch));
+    for (const v1::JobEvent& event : events) {
+      if (!stream.send(event)) return quantd::CancelledError("the watcher went away");
       last_sent = event.sequence();
-      if (event.has_state() && IsTerminal(event.state())) return absl::OkStatus();
+      if (event.has_state() && IsTerminal(event.state())) return quantd::OkStatus();
     }
-    if (static_cast<int>(events->size()) == kWatchBatch) continue;
+    if (static_cast<int>(events.size()) == kWatchBatch) continue;
     subscription.WaitForChange(generation, options_.poll_interval);
   }
 }

@@ -11,8 +11,6 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
-#include "absl/status/status.h"
-#include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "quantd/v1/quantization_service.pb.h"
 #include "server/common/clock.h"
@@ -22,6 +20,7 @@
 #include "server/jobs/job_observer.h"
 #include "server/jobs/jobs_options.h"
 #include "server/store/job_store.h"
+#include "worker/common/status.h"
 
 namespace quantd::server {
 
@@ -47,40 +46,40 @@ class JobService {
   // was used with a different spec; RESOURCE_EXHAUSTED (QUEUE_FULL);
   // PERMISSION_DENIED for callers that may not submit. A retry with the
   // same request_id and spec returns the stored job as it is now.
-  absl::StatusOr<v1::Job> CreateJob(const Caller& caller, const v1::CreateJobRequest& request);
+  quantd::StatusOr<v1::Job> CreateJob(const Caller& caller, const v1::CreateJobRequest& request);
 
   // INVALID_ARGUMENT for a malformed name, NOT_FOUND for an unknown job or
   // one of another tenant.
-  absl::StatusOr<v1::Job> GetJob(const Caller& caller, const v1::GetJobRequest& request);
+  quantd::StatusOr<v1::Job> GetJob(const Caller& caller, const v1::GetJobRequest& request);
 
   // The caller's jobs (every tenant's for an admin), filtered by state and
   // labels, newest first unless order_by says "create_time asc". In the
   // BASIC view unless request.view is FULL; a page holds at most page_size
   // jobs and stops before passing kMaxListResponseBytes.
-  absl::StatusOr<v1::ListJobsResponse> ListJobs(const Caller& caller,
-                                                const v1::ListJobsRequest& request);
+  quantd::StatusOr<v1::ListJobsResponse> ListJobs(const Caller& caller,
+                                                  const v1::ListJobsRequest& request);
 
   // QUEUED -> CANCELLED at once; RUNNING -> CANCELLING (the worker stops at
   // its next block boundary); CANCELLING stays; a finished job is
   // FAILED_PRECONDITION (JOB_ALREADY_FINISHED).
-  absl::StatusOr<v1::Job> CancelJob(const Caller& caller, const v1::CancelJobRequest& request);
+  quantd::StatusOr<v1::Job> CancelJob(const Caller& caller, const v1::CancelJobRequest& request);
 
   // Sends the events after request.after_sequence, then follows new ones
   // until the job has ended and all its events were sent (OK). CANCELLED
   // when the reader went away; UNAVAILABLE when the server shuts down;
   // RESOURCE_EXHAUSTED (TOO_MANY_WATCHES) over the concurrent-watch limit
   // of the frontend or of the caller's tenant.
-  absl::Status WatchJob(const Caller& caller, const v1::WatchJobRequest& request,
-                        const WatchStream& stream);
+  quantd::Status WatchJob(const Caller& caller, const v1::WatchJobRequest& request,
+                          const WatchStream& stream);
 
   int active_watches() const { return active_watches_.load(); }
 
  private:
   // Reads a job the caller may see; NOT_FOUND otherwise.
-  absl::StatusOr<JobRecord> ReadVisibleJob(const Caller& caller, absl::string_view name,
-                                           absl::string_view field);
-  absl::Status CheckSpec(const v1::CreateJobRequest& request, const std::string& tenant,
-                         std::vector<std::string>* warnings);
+  quantd::StatusOr<JobRecord> ReadVisibleJob(const Caller& caller, absl::string_view name,
+                                             absl::string_view field);
+  quantd::Status CheckSpec(const v1::CreateJobRequest& request, const std::string& tenant,
+                           std::vector<std::string>* warnings);
 
   JobStore* store_;
   Clock* clock_;

@@ -11,6 +11,7 @@
 #include "server/jobs/job_transitions.h"
 #include "server/jobs/jobs_test_fixture.h"
 #include "server/jobs/request_validation.h"
+#include "worker/common/status.h"
 
 namespace quantd::server::testing {
 namespace {
@@ -23,9 +24,9 @@ std::vector<std::string> Names(const v1::ListJobsResponse& response) {
   return names;
 }
 
-std::vector<std::string> Fields(const absl::Status& status) {
+std::vector<std::string> Fields(const quantd::Status& status) {
   std::vector<std::string> fields;
-  for (const auto& v : GetViolations(status)) fields.push_back(v.field);
+  for (const auto& v : status.violations()) fields.push_back(v.field);
   return fields;
 }
 
@@ -61,7 +62,7 @@ TEST_P(JobServiceTest, ExplicitSpecValuesAreKept) {
 
 TEST_P(JobServiceTest, InvalidRequestNamesEveryBadFieldAndStoresNothing) {
   options_.spec_check = [](const v1::JobSpec& spec, std::vector<std::string>*) {
-    absl::Status s = InvalidRequestError(
+    quantd::Status s = InvalidRequestError(
         {{"spec.quantization.scheme", "unknown scheme \"" + spec.quantization().scheme() + "\""}});
     return s;
   };
@@ -70,8 +71,8 @@ TEST_P(JobServiceTest, InvalidRequestNamesEveryBadFieldAndStoresNothing) {
   request.set_request_id(std::string(200, 'x'));
   request.mutable_spec()->mutable_quantization()->set_scheme("w_int5");
   auto job = jobs_->CreateJob(Caller::Anonymous(), request);
-  EXPECT_EQ(job.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(GetReason(job.status()), "INVALID_ARGUMENT");
+  EXPECT_EQ(job.status().code(), quantd::StatusCode::kInvalidArgument);
+  EXPECT_EQ(job.status().reason(), "INVALID_ARGUMENT");
   EXPECT_EQ(Fields(job.status()),
             (std::vector<std::string>{"request_id", "spec.model_uri", "spec.quantization.scheme"}));
   EXPECT_EQ(*store_->CountJobs(std::nullopt, v1::QUEUED), 0);
@@ -83,15 +84,15 @@ TEST_P(JobServiceTest, InvalidRequestNamesEveryBadFieldAndStoresNothing) {
 
 TEST_P(JobServiceTest, EngineRefusalsPassThroughWithTheirCodeAndReason) {
   options_.spec_check = [](const v1::JobSpec&, std::vector<std::string>*) {
-    absl::Status s = MakeError(absl::StatusCode::kUnimplemented, "FEATURE_NOT_BUILT",
-                               "spec.quantization.algorithms[0].gptq: GPTQ is not built yet");
+    quantd::Status s = MakeError(quantd::StatusCode::kUnimplemented, "FEATURE_NOT_BUILT",
+                                 "spec.quantization.algorithms[0].gptq: GPTQ is not built yet");
     AddViolations(s, {{"spec.quantization.algorithms[0].gptq", "not built yet"}});
     return s;
   };
   Restart();
   auto job = jobs_->CreateJob(Caller::Anonymous(), Request());
-  EXPECT_EQ(job.status().code(), absl::StatusCode::kUnimplemented);
-  EXPECT_EQ(GetReason(job.status()), "FEATURE_NOT_BUILT");
+  EXPECT_EQ(job.status().code(), quantd::StatusCode::kUnimplemented);
+  EXPECT_EQ(job.status().reason(), "FEATURE_NOT_BUILT");
   EXPECT_EQ(Fields(job.status()), std::vector<std::string>{"spec.quantization.algorithms[0].gptq"});
 }
 
@@ -109,7 +110,7 @@ TEST_P(JobServiceTest, ValidateOnlyStoresNothing) {
 TEST_P(JobServiceTest, EngineWarningsBecomeTheJobsFirstLogEvents) {
   options_.spec_check = [](const v1::JobSpec&, std::vector<std::string>* warnings) {
     warnings->push_back("spec.quantization.exclude[0]: pattern \"*.nope\" matches no layer");
-    return absl::OkStatus();
+    return quantd::OkStatus();
   };
   Restart();
   auto job = jobs_->CreateJob(Caller::Anonymous(), Request("file:///m"));
@@ -133,8 +134,8 @@ TEST_P(JobServiceTest, CreateIsIdempotentOnRequestId) {
   EXPECT_EQ(retry->create_time().seconds(), first->create_time().seconds());
 
   auto reuse = jobs_->CreateJob(Caller::Anonymous(), Request("file:///other", "req-1"));
-  EXPECT_EQ(reuse.status().code(), absl::StatusCode::kAlreadyExists);
-  EXPECT_EQ(GetReason(reuse.status()), "REQUEST_ID_REUSED");
+  EXPECT_EQ(reuse.status().code(), quantd::StatusCode::kAlreadyExists);
+  EXPECT_EQ(reuse.status().reason(), "REQUEST_ID_REUSED");
   EXPECT_EQ(reuse.status().message(),
             absl::StrCat("request_id \"req-1\" was already used for ", first->name(),
                          " with a different spec (differs in: model_uri); use a new request_id "
@@ -165,8 +166,8 @@ TEST_P(JobServiceTest, QueueLimitPerTenant) {
   Create("file:///a", acme);
   Create("file:///b", acme);
   auto third = jobs_->CreateJob(acme, Request("file:///c"));
-  EXPECT_EQ(third.status().code(), absl::StatusCode::kResourceExhausted);
-  EXPECT_EQ(GetReason(third.status()), "QUEUE_FULL");
+  EXPECT_EQ(third.status().code(), quantd::StatusCode::kResourceExhausted);
+  EXPECT_EQ(third.status().reason(), "QUEUE_FULL");
   EXPECT_TRUE(jobs_->CreateJob(Caller{"globex", Role::kSubmitter}, Request()).ok());
 }
 
@@ -179,11 +180,11 @@ TEST_P(JobServiceTest, OversizedSpecIsRefusedNamingTheLargeFields) {
     request.mutable_spec()->mutable_quantization()->set_quark_json(std::string(bytes, '['));
     request.set_request_id(std::string(129, 'r'));
     auto refused = jobs_->CreateJob(Caller::Anonymous(), request);
-    EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
-    EXPECT_EQ(GetReason(refused.status()), "JOB_SPEC_TOO_LARGE");
+    EXPECT_EQ(refused.status().code(), quantd::StatusCode::kInvalidArgument);
+    EXPECT_EQ(refused.status().reason(), "JOB_SPEC_TOO_LARGE");
     EXPECT_EQ(Fields(refused.status()),
               (std::vector<std::string>{"request_id", "spec.quantization.quark_json"}));
-    const std::string description = GetViolations(refused.status())[1].description;
+    const std::string description = refused.status().violations()[1].description;
     EXPECT_NE(description.find(absl::StrCat(bytes, " bytes make the job spec too large")),
               std::string::npos)
         << description;
@@ -276,7 +277,7 @@ TEST_P(JobServiceTest, ListJobsBasicViewOmitsTheBulkyPartsFullHasThem) {
 
   request.set_view(static_cast<v1::JobView>(7));
   auto bad = jobs_->ListJobs(Caller::Anonymous(), request);
-  EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(bad.status().code(), quantd::StatusCode::kInvalidArgument);
   EXPECT_EQ(Fields(bad.status()), std::vector<std::string>{"view"});
 }
 
@@ -317,22 +318,22 @@ TEST_P(JobServiceTest, GetRefusesMalformedUnknownAndForeignNames) {
   v1::GetJobRequest request;
   request.set_name("not-a-name");
   auto malformed = jobs_->GetJob(Caller::Anonymous(), request);
-  EXPECT_EQ(malformed.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(malformed.status().code(), quantd::StatusCode::kInvalidArgument);
   EXPECT_EQ(Fields(malformed.status()), std::vector<std::string>{"name"});
 
   request.set_name("jobs/00000000000000000000000000");
   auto unknown = jobs_->GetJob(Caller::Anonymous(), request);
-  EXPECT_EQ(unknown.status().code(), absl::StatusCode::kNotFound);
-  EXPECT_EQ(GetReason(unknown.status()), "JOB_NOT_FOUND");
+  EXPECT_EQ(unknown.status().code(), quantd::StatusCode::kNotFound);
+  EXPECT_EQ(unknown.status().reason(), "JOB_NOT_FOUND");
 
   request.set_name(job.name());
   auto foreign = jobs_->GetJob(Caller{"globex", Role::kSubmitter}, request);
-  EXPECT_EQ(foreign.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(foreign.status().code(), quantd::StatusCode::kNotFound);
   EXPECT_EQ(foreign.status().message(), job.name() + " does not exist");
   EXPECT_TRUE(jobs_->GetJob(Caller{"acme", Role::kSubmitter}, request).ok());
   EXPECT_TRUE(jobs_->GetJob(Caller{"ops", Role::kAdmin}, request).ok());
   EXPECT_EQ(jobs_->GetJob(Caller{"acme", Role::kWorker}, request).status().code(),
-            absl::StatusCode::kPermissionDenied);
+            quantd::StatusCode::kPermissionDenied);
 }
 
 TEST_P(JobServiceTest, ListFiltersByStateAndLabelsWithinTheTenant) {
@@ -367,7 +368,7 @@ TEST_P(JobServiceTest, ListFiltersByStateAndLabelsWithinTheTenant) {
   v1::ListJobsRequest negative;
   negative.set_page_size(-5);
   auto refused = jobs_->ListJobs(acme, negative);
-  EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(refused.status().code(), quantd::StatusCode::kInvalidArgument);
   EXPECT_EQ(Fields(refused.status()), std::vector<std::string>{"page_size"});
 }
 
@@ -413,12 +414,12 @@ TEST_P(JobServiceTest, ListPagesWithOpaqueTokensDefaultAndMaximumSize) {
   other_filter.add_states(v1::QUEUED);
   other_filter.set_page_token(page1->next_page_token());
   auto refused = jobs_->ListJobs(Caller::Anonymous(), other_filter);
-  EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(GetReason(refused.status()), "INVALID_PAGE_TOKEN");
+  EXPECT_EQ(refused.status().code(), quantd::StatusCode::kInvalidArgument);
+  EXPECT_EQ(refused.status().reason(), "INVALID_PAGE_TOKEN");
   v1::ListJobsRequest garbage;
   garbage.set_page_token("garbage");
   EXPECT_EQ(jobs_->ListJobs(Caller::Anonymous(), garbage).status().code(),
-            absl::StatusCode::kInvalidArgument);
+            quantd::StatusCode::kInvalidArgument);
 }
 
 TEST_P(JobServiceTest, CancelInEveryState) {
@@ -433,8 +434,8 @@ TEST_P(JobServiceTest, CancelInEveryState) {
   EXPECT_EQ(Events(queued.name()).back().state(), v1::CANCELLED);
   // CANCELLED -> FAILED_PRECONDITION.
   auto again = jobs_->CancelJob(Caller::Anonymous(), cancel);
-  EXPECT_EQ(again.status().code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_EQ(GetReason(again.status()), "JOB_ALREADY_FINISHED");
+  EXPECT_EQ(again.status().code(), quantd::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(again.status().reason(), "JOB_ALREADY_FINISHED");
 
   // RUNNING -> CANCELLING; the worker learns it from its heartbeat.
   v1::Job running = Create("file:///r");
@@ -475,7 +476,7 @@ TEST_P(JobServiceTest, CancelInEveryState) {
     }
     cancel.set_name(job.name());
     auto refused = jobs_->CancelJob(Caller::Anonymous(), cancel);
-    EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition);
+    EXPECT_EQ(refused.status().code(), quantd::StatusCode::kFailedPrecondition);
     EXPECT_EQ(refused.status().message(),
               job.name() + (succeed ? " already ended SUCCEEDED" : " already ended FAILED") +
                   "; there is nothing to cancel");
@@ -484,7 +485,7 @@ TEST_P(JobServiceTest, CancelInEveryState) {
   v1::Job mine = Create("file:///mine", Caller{"acme", Role::kSubmitter});
   cancel.set_name(mine.name());
   EXPECT_EQ(jobs_->CancelJob(Caller{"globex", Role::kSubmitter}, cancel).status().code(),
-            absl::StatusCode::kNotFound);
+            quantd::StatusCode::kNotFound);
   EXPECT_EQ(Get(mine.name()).state(), v1::QUEUED);
 }
 
@@ -500,7 +501,7 @@ TEST_P(JobServiceTest, WatchReplaysFromSequenceThenFollowsUntilTheEnd) {
   absl::Mutex mu;
   std::vector<v1::JobEvent> received;
   absl::Notification saw_four;
-  absl::Status result;
+  quantd::Status result;
   std::thread watcher([&] {
     v1::WatchJobRequest request;
     request.set_name(job.name());
@@ -557,7 +558,7 @@ TEST_P(JobServiceTest, WatchOfAFinishedJobReplaysAndEnds) {
   EXPECT_TRUE(sequences.empty());
   request.set_after_sequence(-1);
   EXPECT_EQ(jobs_->WatchJob(Caller::Anonymous(), request, stream).code(),
-            absl::StatusCode::kInvalidArgument);
+            quantd::StatusCode::kInvalidArgument);
 }
 
 TEST_P(JobServiceTest, SlowWatcherNeverBlocksTheWorker) {
@@ -602,10 +603,10 @@ TEST_P(JobServiceTest, WatchEndsWhenTheReaderGoesAwayOrTheServerStops) {
   WatchStream gone;
   gone.send = [](const v1::JobEvent&) { return false; };
   EXPECT_EQ(jobs_->WatchJob(Caller::Anonymous(), request, gone).code(),
-            absl::StatusCode::kCancelled);
+            quantd::StatusCode::kCancelled);
 
   std::atomic<int> sent{0};
-  absl::Status result;
+  quantd::Status result;
   std::thread watcher([&] {
     WatchStream stream;
     stream.send = [&](const v1::JobEvent&) {
@@ -617,8 +618,8 @@ TEST_P(JobServiceTest, WatchEndsWhenTheReaderGoesAwayOrTheServerStops) {
   while (sent.load() == 0) absl::SleepFor(absl::Milliseconds(1));
   notifier_->Shutdown();
   watcher.join();
-  EXPECT_EQ(result.code(), absl::StatusCode::kUnavailable);
-  EXPECT_EQ(GetReason(result), "SHUTTING_DOWN");
+  EXPECT_EQ(result.code(), quantd::StatusCode::kUnavailable);
+  EXPECT_EQ(result.reason(), "SHUTTING_DOWN");
 }
 
 TEST_P(JobServiceTest, ConcurrentWatchLimit) {
@@ -641,9 +642,9 @@ TEST_P(JobServiceTest, ConcurrentWatchLimit) {
   request.set_name(job.name());
   WatchStream stream;
   stream.send = [](const v1::JobEvent&) { return true; };
-  absl::Status second = jobs_->WatchJob(Caller::Anonymous(), request, stream);
-  EXPECT_EQ(second.code(), absl::StatusCode::kResourceExhausted);
-  EXPECT_EQ(GetReason(second), "TOO_MANY_WATCHES");
+  quantd::Status second = jobs_->WatchJob(Caller::Anonymous(), request, stream);
+  EXPECT_EQ(second.code(), quantd::StatusCode::kResourceExhausted);
+  EXPECT_EQ(second.reason(), "TOO_MANY_WATCHES");
   v1::CancelJobRequest cancel;
   cancel.set_name(job.name());
   ASSERT_TRUE(jobs_->CancelJob(Caller::Anonymous(), cancel).ok());
@@ -667,7 +668,7 @@ TEST_P(JobServiceTest, WatchLimitPerTenant) {
   struct Watcher {
     absl::Notification open;
     std::atomic<bool> stop{false};
-    absl::Status result;
+    quantd::Status result;
     std::thread thread;
   };
   auto watch = [&](const Caller& caller, const std::string& name, Watcher& w) {
@@ -691,8 +692,8 @@ TEST_P(JobServiceTest, WatchLimitPerTenant) {
   ASSERT_TRUE(a2.open.WaitForNotificationWithTimeout(absl::Seconds(60)));
   watch(acme, acme_job.name(), a3);
   a3.thread.join();
-  EXPECT_EQ(a3.result.code(), absl::StatusCode::kResourceExhausted) << a3.result;
-  EXPECT_EQ(GetReason(a3.result), "TOO_MANY_WATCHES");
+  EXPECT_EQ(a3.result.code(), quantd::StatusCode::kResourceExhausted) << a3.result;
+  EXPECT_EQ((a3.result).reason(), "TOO_MANY_WATCHES");
   EXPECT_NE(a3.result.message().find("tenant \"acme\" already has 2 WatchJob streams"),
             std::string::npos)
       << a3.result;
@@ -706,14 +707,14 @@ TEST_P(JobServiceTest, WatchLimitPerTenant) {
   // acme closes one stream and may open another.
   a1.stop = true;
   a1.thread.join();
-  EXPECT_EQ(a1.result.code(), absl::StatusCode::kCancelled);
+  EXPECT_EQ(a1.result.code(), quantd::StatusCode::kCancelled);
   Watcher a4;
   watch(acme, acme_job.name(), a4);
   ASSERT_TRUE(a4.open.WaitForNotificationWithTimeout(absl::Seconds(60)));
   for (Watcher* w : {&a2, &a4, &g1}) {
     w->stop = true;
     w->thread.join();
-    EXPECT_EQ(w->result.code(), absl::StatusCode::kCancelled) << w->result;
+    EXPECT_EQ(w->result.code(), quantd::StatusCode::kCancelled) << w->result;
   }
   EXPECT_EQ(jobs_->active_watches(), 0);
 }

@@ -7,23 +7,23 @@
 #include <string>
 #include <vector>
 
-#include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "quantd/v1/job.pb.h"
+#include "worker/common/status.h"
 
 namespace quantd::server {
 
 // The URI policy (server/uri_policy) for a job of `tenant`: PERMISSION_DENIED
 // (URI_NOT_ALLOWED) or INVALID_ARGUMENT (INVALID_URI) naming every bad URI
 // field as a BadRequest violation (paths like "spec.model_uri").
-using UriCheck = std::function<absl::Status(const v1::JobSpec& spec, const std::string& tenant)>;
+using UriCheck = std::function<quantd::Status(const v1::JobSpec& spec, const std::string& tenant)>;
 // The engine's check of a job spec beyond the server's envelope checks
 // (quantization settings, export formats, features not built yet:
 // //worker/spec:resolve_job), which may also return warnings about an accepted spec
 // (e.g. an exclude pattern that matches no layer); CreateJob stores them as
 // the job's first WARNING log events.
 using EngineSpecCheck =
-    std::function<absl::Status(const v1::JobSpec& spec, std::vector<std::string>* warnings)>;
+    std::function<quantd::Status(const v1::JobSpec& spec, std::vector<std::string>* warnings)>;
 
 struct JobsOptions {
   // Absolute directory; a job without export.output_uri writes to

@@ -19,6 +19,7 @@
 #include "server/jobs/lease_reaper.h"
 #include "server/jobs/lease_service.h"
 #include "server/store/testing/test_database.h"
+#include "worker/common/status.h"
 
 namespace quantd::server::testing {
 
@@ -102,7 +103,7 @@ class JobsTest : public ::testing::TestWithParam<TestBackend> {
     return events.ok() ? *events : std::vector<v1::JobEvent>();
   }
 
-  absl::Status Heartbeat(const v1::Lease& lease, const Caller& caller = Caller::Anonymous()) {
+  quantd::Status Heartbeat(const v1::Lease& lease, const Caller& caller = Caller::Anonymous()) {
     v1::HeartbeatRequest request;
     *request.mutable_lease() = lease;
     return leases_->Heartbeat(caller, request).status();

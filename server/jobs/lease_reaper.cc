@@ -1,6 +1,7 @@
 #include "server/jobs/lease_reaper.h"
 
 #include "server/common/json_log.h"
+#include "worker/common/status.h"
 
 namespace quantd::server {
 
@@ -22,7 +23,7 @@ void LeaseReaper::Stop() {
 void LeaseReaper::Loop() {
   while (true) {
     const absl::Time start = clock_->Now();
-    absl::StatusOr<int> changed = leases_->ReapExpiredLeases();
+    quantd::StatusOr<int> changed = leases_->ReapExpiredLeases();
     if (!changed.ok()) {
       // The store may be briefly unreachable (PostgreSQL failover); the next
       // pass tries again.

@@ -15,6 +15,8 @@
 #include "server/jobs/job_transitions.h"
 #include "server/jobs/request_validation.h"
 #include "server/store/record_columns.h"
+#include "worker/common/status.h"
+#include "worker/rpc_status.h"
 
 namespace quantd::server {
 namespace {
@@ -22,45 +24,45 @@ namespace {
 using google::protobuf::util::TimeUtil;
 
 constexpr int kReapBatch = 100;
-// google.rpc.Code values (the same numbers as absl::StatusCode).
-constexpr int kRpcOk = static_cast<int>(absl::StatusCode::kOk);
-constexpr int kRpcUnknown = static_cast<int>(absl::StatusCode::kUnknown);
-constexpr int kRpcAborted = static_cast<int>(absl::StatusCode::kAborted);
-constexpr int kRpcFailedPrecondition = static_cast<int>(absl::StatusCode::kFailedPrecondition);
+// google.rpc.Code values (the same numbers as quantd::StatusCode).
+constexpr int kRpcOk = static_cast<int>(quantd::StatusCode::kOk);
+constexpr int kRpcUnknown = static_cast<int>(quantd::StatusCode::kUnknown);
+constexpr int kRpcAborted = static_cast<int>(quantd::StatusCode::kAborted);
+constexpr int kRpcFailedPrecondition = static_cast<int>(quantd::StatusCode::kFailedPrecondition);
 // Random bits of a lease secret.
 constexpr int kLeaseSecretBytes = 16;
 
-absl::Status PermissionDenied(const Caller& caller) {
+quantd::Status PermissionDenied(const Caller& caller) {
   return MakeError(
-      absl::StatusCode::kPermissionDenied, "PERMISSION_DENIED",
+      quantd::StatusCode::kPermissionDenied, "PERMISSION_DENIED",
       caller.role == Role::kAdmin
           ? "an admin credential may not call the WorkerService; workers use a worker credential"
           : "this credential may not call the WorkerService; use a worker credential");
 }
 
-absl::Status StaleLease(const JobRecord& record, int64_t token) {
-  return MakeError(absl::StatusCode::kFailedPrecondition, "STALE_LEASE",
+quantd::Status StaleLease(const JobRecord& record, int64_t token) {
+  return MakeError(quantd::StatusCode::kFailedPrecondition, "STALE_LEASE",
                    absl::StrCat("lease token ", token, " is not the current lease of ",
                                 record.job.name(), " (", StateName(record.job.state()),
                                 ", current token ", record.lease_token, "); stop working on it"));
 }
 
-absl::Status WrongSecret(const JobRecord& record, int64_t token) {
+quantd::Status WrongSecret(const JobRecord& record, int64_t token) {
   return MakeError(
-      absl::StatusCode::kFailedPrecondition, "STALE_LEASE",
+      quantd::StatusCode::kFailedPrecondition, "STALE_LEASE",
       absl::StrCat("the lease secret is not the one LeaseJob gave for lease token ", token, " of ",
                    record.job.name(), "; only the worker that took the lease may act on it"));
 }
 
-absl::Status HeldByAnotherCredential(const JobRecord& record) {
-  return MakeError(absl::StatusCode::kPermissionDenied, "LEASE_HELD_BY_ANOTHER_CREDENTIAL",
+quantd::Status HeldByAnotherCredential(const JobRecord& record) {
+  return MakeError(quantd::StatusCode::kPermissionDenied, "LEASE_HELD_BY_ANOTHER_CREDENTIAL",
                    absl::StrCat(record.job.name(),
                                 " is leased to another worker credential; only the credential "
                                 "that took the lease may act on it"));
 }
 
-absl::Status AlreadyEndedDifferently(const JobRecord& record) {
-  return MakeError(absl::StatusCode::kFailedPrecondition, "JOB_ALREADY_FINISHED",
+quantd::Status AlreadyEndedDifferently(const JobRecord& record) {
+  return MakeError(quantd::StatusCode::kFailedPrecondition, "JOB_ALREADY_FINISHED",
                    absl::StrCat(record.job.name(), " already ended ", StateName(record.job.state()),
                                 " with a different outcome; a repeated call must carry the same "
                                 "result and error"));
@@ -68,7 +70,7 @@ absl::Status AlreadyEndedDifferently(const JobRecord& record) {
 
 // The lease must be present and name a job; the secret is checked against
 // the store.
-absl::Status CheckLeaseShape(const v1::Lease& lease, bool present) {
+quantd::Status CheckLeaseShape(const v1::Lease& lease, bool present) {
   if (!present) return InvalidRequestError({{"lease", "the lease from LeaseJob is required"}});
   return CheckJobName(lease.job(), "lease.job");
 }
@@ -81,19 +83,19 @@ std::string TooLarge(size_t bytes, size_t limit) {
 // lease and `caller` is the credential that took it. The generation is
 // compared first, so a worker whose lease was taken over (by whichever
 // credential) learns it is stale; the secret in constant time.
-absl::Status CheckHolder(const JobRecord& record, const Caller& caller, const v1::Lease& lease,
-                         const std::string& secret_hash) {
+quantd::Status CheckHolder(const JobRecord& record, const Caller& caller, const v1::Lease& lease,
+                           const std::string& secret_hash) {
   if (record.lease_token != lease.token()) return StaleLease(record, lease.token());
   if (record.lease_holder != caller.identity) return HeldByAnotherCredential(record);
   if (!ConstantTimeEquals(secret_hash, record.lease_secret_hash)) {
     return WrongSecret(record, lease.token());
   }
-  return absl::OkStatus();
+  return quantd::OkStatus();
 }
 
 // The lease is current and the job is still held by a worker.
-absl::Status CheckHoldsLease(const JobRecord& record, const Caller& caller, const v1::Lease& lease,
-                             const std::string& secret_hash) {
+quantd::Status CheckHoldsLease(const JobRecord& record, const Caller& caller,
+                               const v1::Lease& lease, const std::string& secret_hash) {
   if (record.job.state() != v1::RUNNING && record.job.state() != v1::CANCELLING) {
     return StaleLease(record, lease.token());
   }
@@ -103,15 +105,14 @@ absl::Status CheckHoldsLease(const JobRecord& record, const Caller& caller, cons
 // A repeated CompleteJob/FailJob: the job already ended in `target` under
 // this lease. OK (nothing to write) only for the same holder, secret and
 // outcome.
-absl::Status CheckRepeatedOutcome(const JobRecord& record, const Caller& caller,
-                                  const v1::Lease& lease, const std::string& secret_hash,
-                                  const std::string& outcome_hash) {
-  absl::Status held = CheckHolder(record, caller, lease, secret_hash);
-  if (!held.ok()) return held;
+quantd::Status CheckRepeatedOutcome(const JobRecord& record, const Caller& caller,
+                                    const v1::Lease& lease, const std::string& secret_hash,
+                                    const std::string& outcome_hash) {
+  QD_RETURN_IF_ERROR(CheckHolder(record, caller, lease, secret_hash));
   if (!ConstantTimeEquals(outcome_hash, record.outcome_hash)) {
     return AlreadyEndedDifferently(record);
   }
-  return absl::OkStatus();
+  return quantd::OkStatus();
 }
 
 std::string ProgressProblem(const v1::Progress& progress) {
@@ -181,7 +182,7 @@ LeaseService::LeaseService(JobStore* store, Clock* clock, ChangeNotifier* notifi
       observer_(observer),
       options_(std::move(options)) {}
 
-absl::StatusOr<v1::LeaseJobResponse> LeaseService::LeaseJob(
+quantd::StatusOr<v1::LeaseJobResponse> LeaseService::LeaseJob(
     const Caller& caller, const v1::LeaseJobRequest& request,
     const std::function<bool()>& cancelled) {
   if (!caller.MayWork()) return PermissionDenied(caller);
@@ -223,11 +224,10 @@ absl::StatusOr<v1::LeaseJobResponse> LeaseService::LeaseJob(
     const uint64_t generation = notifier_->QueueGeneration();
     const absl::Time now = clock_->Now();
     // A fresh secret for each claim; only its digest is stored.
-    absl::StatusOr<std::string> secret = RandomHex(kLeaseSecretBytes);
-    if (!secret.ok()) return secret.status();
-    const std::string secret_hash = Sha256Digest(*secret);
+    QD_ASSIGN_OR_RETURN(std::string secret, RandomHex(kLeaseSecretBytes));
+    const std::string secret_hash = Sha256Digest(secret);
     bool undeliverable = false;
-    absl::StatusOr<std::optional<JobRecord>> claimed =
+    quantd::StatusOr<std::optional<JobRecord>> claimed =
         store_->ClaimQueuedJob({devices, now}, [&](JobRecord& record, JobUpdate& update) {
           const JobRecord queued = record;
           undeliverable = false;
@@ -249,14 +249,14 @@ absl::StatusOr<v1::LeaseJobResponse> LeaseService::LeaseJob(
           // The exact answer this worker would have to receive.
           v1::LeaseJobResponse answer = response;
           *answer.mutable_job() = record.job;
-          *answer.mutable_lease() = MakeLease(record, *secret);
+          *answer.mutable_lease() = MakeLease(record, secret);
           const size_t bytes = answer.ByteSizeLong();
-          if (bytes <= static_cast<size_t>(receive_limit)) return absl::OkStatus();
+          if (bytes <= static_cast<size_t>(receive_limit)) return quantd::OkStatus();
           record = queued;
           update.events.clear();
           undeliverable = true;
           FailUndeliverable(record, update, worker, bytes, receive_limit, now);
-          return absl::OkStatus();
+          return quantd::OkStatus();
         });
     if (!claimed.ok()) return claimed.status();
     if (claimed->has_value() && undeliverable) {
@@ -274,7 +274,7 @@ absl::StatusOr<v1::LeaseJobResponse> LeaseService::LeaseJob(
     if (claimed->has_value()) {
       const JobRecord& record = **claimed;
       *response.mutable_job() = record.job;
-      *response.mutable_lease() = MakeLease(record, *secret);
+      *response.mutable_lease() = MakeLease(record, secret);
       notifier_->NotifyJob(record.job.name());
       Log(LogLevel::kInfo, "job leased", JobLogFields(record.job));
       return response;
@@ -285,11 +285,10 @@ absl::StatusOr<v1::LeaseJobResponse> LeaseService::LeaseJob(
   }
 }
 
-absl::StatusOr<v1::HeartbeatResponse> LeaseService::Heartbeat(const Caller& caller,
-                                                              const v1::HeartbeatRequest& request) {
+quantd::StatusOr<v1::HeartbeatResponse> LeaseService::Heartbeat(
+    const Caller& caller, const v1::HeartbeatRequest& request) {
   if (!caller.MayWork()) return PermissionDenied(caller);
-  absl::Status shape = CheckLeaseShape(request.lease(), request.has_lease());
-  if (!shape.ok()) return shape;
+  QD_RETURN_IF_ERROR(CheckLeaseShape(request.lease(), request.has_lease()));
   std::vector<FieldViolation> violations;
   if (std::string problem = ProgressProblem(request.progress()); !problem.empty()) {
     violations.push_back({"progress", problem});
@@ -300,14 +299,13 @@ absl::StatusOr<v1::HeartbeatResponse> LeaseService::Heartbeat(const Caller& call
   if (!violations.empty()) return InvalidRequestError(violations);
   const std::string secret_hash = Sha256Digest(request.lease().secret());
   const absl::Time now = clock_->Now();
-  absl::StatusOr<JobRecord> updated =
+  quantd::StatusOr<JobRecord> updated =
       store_->UpdateJob(request.lease().job(), [&](JobRecord& record, JobUpdate&) {
-        absl::Status held = CheckHoldsLease(record, caller, request.lease(), secret_hash);
-        if (!held.ok()) return held;
+        QD_RETURN_IF_ERROR(CheckHoldsLease(record, caller, request.lease(), secret_hash));
         record.lease_expire_time = now + options_.lease_duration;
         if (request.has_progress()) *record.job.mutable_progress() = request.progress();
         *record.job.mutable_update_time() = ToTimestamp(now);
-        return absl::OkStatus();
+        return quantd::OkStatus();
       });
   if (!updated.ok()) return updated.status();
   if (observer_ != nullptr) {
@@ -321,11 +319,10 @@ absl::StatusOr<v1::HeartbeatResponse> LeaseService::Heartbeat(const Caller& call
   return response;
 }
 
-absl::StatusOr<v1::ReportEventsResponse> LeaseService::ReportEvents(
+quantd::StatusOr<v1::ReportEventsResponse> LeaseService::ReportEvents(
     const Caller& caller, const v1::ReportEventsRequest& request) {
   if (!caller.MayWork()) return PermissionDenied(caller);
-  absl::Status shape = CheckLeaseShape(request.lease(), request.has_lease());
-  if (!shape.ok()) return shape;
+  QD_RETURN_IF_ERROR(CheckLeaseShape(request.lease(), request.has_lease()));
   std::vector<FieldViolation> violations;
   if (request.events_size() > options_.max_events_per_report) {
     violations.push_back({"events", absl::StrCat("at most ", options_.max_events_per_report,
@@ -363,10 +360,9 @@ absl::StatusOr<v1::ReportEventsResponse> LeaseService::ReportEvents(
 
   const std::string secret_hash = Sha256Digest(request.lease().secret());
   const absl::Time now = clock_->Now();
-  absl::StatusOr<JobRecord> updated =
+  quantd::StatusOr<JobRecord> updated =
       store_->UpdateJob(request.lease().job(), [&](JobRecord& record, JobUpdate& update) {
-        absl::Status held = CheckHoldsLease(record, caller, request.lease(), secret_hash);
-        if (!held.ok()) return held;
+        QD_RETURN_IF_ERROR(CheckHoldsLease(record, caller, request.lease(), secret_hash));
         for (const v1::JobEvent& in : request.events()) {
           v1::JobEvent event = in;
           if (!event.has_time()) *event.mutable_time() = ToTimestamp(now);
@@ -376,7 +372,7 @@ absl::StatusOr<v1::ReportEventsResponse> LeaseService::ReportEvents(
           update.events.push_back(std::move(event));
         }
         *record.job.mutable_update_time() = ToTimestamp(now);
-        return absl::OkStatus();
+        return quantd::OkStatus();
       });
   if (!updated.ok()) return updated.status();
   notifier_->NotifyJob(updated->job.name());
@@ -385,11 +381,10 @@ absl::StatusOr<v1::ReportEventsResponse> LeaseService::ReportEvents(
   return response;
 }
 
-absl::StatusOr<v1::CompleteJobResponse> LeaseService::CompleteJob(
+quantd::StatusOr<v1::CompleteJobResponse> LeaseService::CompleteJob(
     const Caller& caller, const v1::CompleteJobRequest& request) {
   if (!caller.MayWork()) return PermissionDenied(caller);
-  absl::Status shape = CheckLeaseShape(request.lease(), request.has_lease());
-  if (!shape.ok()) return shape;
+  QD_RETURN_IF_ERROR(CheckLeaseShape(request.lease(), request.has_lease()));
   if (const size_t bytes = request.result().ByteSizeLong(); bytes > kMaxResultBytes) {
     return InvalidRequestError({{"result", TooLarge(bytes, kMaxResultBytes)}});
   }
@@ -399,7 +394,7 @@ absl::StatusOr<v1::CompleteJobResponse> LeaseService::CompleteJob(
   const std::string outcome_hash = OutcomeHash("CompleteJob", outcome);
   const absl::Time now = clock_->Now();
   bool finished_now = false;
-  absl::StatusOr<JobRecord> updated =
+  quantd::StatusOr<JobRecord> updated =
       store_->UpdateJob(request.lease().job(), [&](JobRecord& record, JobUpdate& update) {
         finished_now = false;
         if (record.job.state() == v1::SUCCEEDED && record.lease_token == request.lease().token()) {
@@ -408,8 +403,7 @@ absl::StatusOr<v1::CompleteJobResponse> LeaseService::CompleteJob(
           update.write = false;
           return CheckRepeatedOutcome(record, caller, request.lease(), secret_hash, outcome_hash);
         }
-        absl::Status held = CheckHoldsLease(record, caller, request.lease(), secret_hash);
-        if (!held.ok()) return held;
+        QD_RETURN_IF_ERROR(CheckHoldsLease(record, caller, request.lease(), secret_hash));
         record.outcome_hash = outcome_hash;
         *record.job.mutable_result() = request.result();
         record.job.mutable_progress()->set_percent(100);
@@ -421,7 +415,7 @@ absl::StatusOr<v1::CompleteJobResponse> LeaseService::CompleteJob(
         update.events.push_back(std::move(result));
         Transition(record, v1::SUCCEEDED, now, update);
         finished_now = true;
-        return absl::OkStatus();
+        return quantd::OkStatus();
       });
   if (!updated.ok()) return updated.status();
   if (finished_now) {
@@ -435,11 +429,10 @@ absl::StatusOr<v1::CompleteJobResponse> LeaseService::CompleteJob(
   return v1::CompleteJobResponse();
 }
 
-absl::StatusOr<v1::FailJobResponse> LeaseService::FailJob(const Caller& caller,
-                                                          const v1::FailJobRequest& request) {
+quantd::StatusOr<v1::FailJobResponse> LeaseService::FailJob(const Caller& caller,
+                                                            const v1::FailJobRequest& request) {
   if (!caller.MayWork()) return PermissionDenied(caller);
-  absl::Status shape = CheckLeaseShape(request.lease(), request.has_lease());
-  if (!shape.ok()) return shape;
+  QD_RETURN_IF_ERROR(CheckLeaseShape(request.lease(), request.has_lease()));
   std::vector<FieldViolation> violations;
   if (const size_t bytes = request.error().ByteSizeLong(); bytes > kMaxErrorBytes) {
     violations.push_back({"error", TooLarge(bytes, kMaxErrorBytes)});
@@ -455,15 +448,14 @@ absl::StatusOr<v1::FailJobResponse> LeaseService::FailJob(const Caller& caller,
   const absl::Time now = clock_->Now();
   const v1::JobState target = request.cancelled() ? v1::CANCELLED : v1::FAILED;
   bool finished_now = false;
-  absl::StatusOr<JobRecord> updated =
+  quantd::StatusOr<JobRecord> updated =
       store_->UpdateJob(request.lease().job(), [&](JobRecord& record, JobUpdate& update) {
         finished_now = false;
         if (record.job.state() == target && record.lease_token == request.lease().token()) {
           update.write = false;  // a retry: only of the same outcome by the same worker
           return CheckRepeatedOutcome(record, caller, request.lease(), secret_hash, outcome_hash);
         }
-        absl::Status held = CheckHoldsLease(record, caller, request.lease(), secret_hash);
-        if (!held.ok()) return held;
+        QD_RETURN_IF_ERROR(CheckHoldsLease(record, caller, request.lease(), secret_hash));
         record.outcome_hash = outcome_hash;
         google::rpc::Status error = request.error();
         if (target == v1::FAILED && error.code() == kRpcOk) {
@@ -488,7 +480,7 @@ absl::StatusOr<v1::FailJobResponse> LeaseService::FailJob(const Caller& caller,
         }
         Transition(record, target, now, update);
         finished_now = true;
-        return absl::OkStatus();
+        return quantd::OkStatus();
       });
   if (!updated.ok()) return updated.status();
   if (finished_now) {
@@ -505,19 +497,19 @@ absl::StatusOr<v1::FailJobResponse> LeaseService::FailJob(const Caller& caller,
   return v1::FailJobResponse();
 }
 
-absl::StatusOr<int> LeaseService::ReapExpiredLeases() {
+quantd::StatusOr<int> LeaseService::ReapExpiredLeases() {
   const absl::Time now = clock_->Now();
   int changed = 0;
   bool requeued = false;
   while (true) {
-    absl::StatusOr<std::vector<std::string>> expired = store_->ListExpiredLeases(now, kReapBatch);
-    if (!expired.ok()) return expired.status();
+    QD_ASSIGN_OR_RETURN(std::vector<std::string> expired,
+                        store_->ListExpiredLeases(now, kReapBatch));
     int changed_in_batch = 0;
-    for (const std::string& name : *expired) {
+    for (const std::string& name : expired) {
       v1::JobState before = v1::JOB_STATE_UNSPECIFIED;
       bool reaped = false;
-      absl::StatusOr<JobRecord> updated = store_->UpdateJob(name, [&](JobRecord& record,
-                                                                      JobUpdate& update) {
+      quantd::StatusOr<JobRecord> updated = store_->UpdateJob(name, [&](JobRecord& record,
+                                                                        JobUpdate& update) {
         v1::Job& job = record.job;
         before = job.state();
         reaped = false;
@@ -525,7 +517,7 @@ absl::StatusOr<int> LeaseService::ReapExpiredLeases() {
         // frontend's reaper may have got here first.
         if ((before != v1::RUNNING && before != v1::CANCELLING) || record.lease_expire_time > now) {
           update.write = false;
-          return absl::OkStatus();
+          return quantd::OkStatus();
         }
         reaped = true;
         record.lease_expire_time = absl::InfinitePast();
@@ -565,10 +557,10 @@ absl::StatusOr<int> LeaseService::ReapExpiredLeases() {
               now));
           Transition(record, v1::QUEUED, now, update);
         }
-        return absl::OkStatus();
+        return quantd::OkStatus();
       });
       if (!updated.ok()) {
-        if (updated.status().code() == absl::StatusCode::kNotFound) continue;
+        if (updated.status().code() == quantd::StatusCode::kNotFound) continue;
         return updated.status();
       }
       if (!reaped) continue;
@@ -587,7 +579,7 @@ absl::StatusOr<int> LeaseService::ReapExpiredLeases() {
       Log(LogLevel::kWarning, "lease expired", fields);
       if (updated->job.state() == v1::QUEUED) requeued = true;
     }
-    if (static_cast<int>(expired->size()) < kReapBatch || changed_in_batch == 0) break;
+    if (static_cast<int>(expired.size()) < kReapBatch || changed_in_batch == 0) break;
   }
   if (requeued) notifier_->NotifyQueue();
   return changed;

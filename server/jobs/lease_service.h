@@ -11,7 +11,6 @@
 
 #include <functional>
 
-#include "absl/status/statusor.h"
 #include "quantd/v1/worker_service.pb.h"
 #include "server/common/clock.h"
 #include "server/jobs/caller.h"
@@ -19,6 +18,7 @@
 #include "server/jobs/job_observer.h"
 #include "server/jobs/jobs_options.h"
 #include "server/store/job_store.h"
+#include "worker/common/status.h"
 
 namespace quantd::server {
 
@@ -38,7 +38,7 @@ class LeaseService {
   // request.wait (at most max_lease_wait) for one; returns an empty
   // response when none came, or at once when `cancelled` turns true or the
   // server shuts down.
-  absl::StatusOr<v1::LeaseJobResponse> LeaseJob(
+  quantd::StatusOr<v1::LeaseJobResponse> LeaseJob(
       const Caller& caller, const v1::LeaseJobRequest& request,
       const std::function<bool()>& cancelled = [] { return false; });
 
@@ -47,33 +47,33 @@ class LeaseService {
   // nothing when it fails: FAILED_PRECONDITION (STALE_LEASE) for a lease
   // that is not the job's current one or a wrong secret; PERMISSION_DENIED
   // (LEASE_HELD_BY_ANOTHER_CREDENTIAL) when another credential took it.
-  absl::StatusOr<v1::HeartbeatResponse> Heartbeat(const Caller& caller,
-                                                  const v1::HeartbeatRequest& request);
+  quantd::StatusOr<v1::HeartbeatResponse> Heartbeat(const Caller& caller,
+                                                    const v1::HeartbeatRequest& request);
 
   // Appends progress, log and block-metrics events (the server numbers
   // them); progress events also update Job.progress.
-  absl::StatusOr<v1::ReportEventsResponse> ReportEvents(const Caller& caller,
-                                                        const v1::ReportEventsRequest& request);
+  quantd::StatusOr<v1::ReportEventsResponse> ReportEvents(const Caller& caller,
+                                                          const v1::ReportEventsRequest& request);
 
   // RUNNING or CANCELLING -> SUCCEEDED with the result (at most
   // kMaxResultBytes). Repeating the call after it succeeded is OK only with
   // the same lease and a byte-identical result; otherwise
   // FAILED_PRECONDITION (JOB_ALREADY_FINISHED).
-  absl::StatusOr<v1::CompleteJobResponse> CompleteJob(const Caller& caller,
-                                                      const v1::CompleteJobRequest& request);
+  quantd::StatusOr<v1::CompleteJobResponse> CompleteJob(const Caller& caller,
+                                                        const v1::CompleteJobRequest& request);
 
   // -> FAILED with the error and partial result, or CANCELLED when
   // request.cancelled. Repeating it is OK only with the same lease, error,
   // result and `cancelled`.
-  absl::StatusOr<v1::FailJobResponse> FailJob(const Caller& caller,
-                                              const v1::FailJobRequest& request);
+  quantd::StatusOr<v1::FailJobResponse> FailJob(const Caller& caller,
+                                                const v1::FailJobRequest& request);
 
   // One pass of lease expiry at the clock's now: an expired RUNNING lease
   // re-queues its job (with backoff) until attempt == max_attempts, then
   // the job FAILS with LEASE_EXPIRED_MAX_ATTEMPTS; an expired CANCELLING
   // lease ends the job CANCELLED. Returns how many jobs it changed. Safe to
   // run on several frontends at once.
-  absl::StatusOr<int> ReapExpiredLeases();
+  quantd::StatusOr<int> ReapExpiredLeases();
 
   absl::Duration heartbeat_interval() const { return options_.lease_duration / 3; }
 

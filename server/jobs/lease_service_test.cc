@@ -11,6 +11,7 @@
 #include "server/jobs/job_transitions.h"
 #include "server/jobs/jobs_test_fixture.h"
 #include "server/jobs/request_validation.h"
+#include "worker/common/status.h"
 
 namespace quantd::server::testing {
 namespace {
@@ -38,9 +39,9 @@ class LeaseServiceTest : public JobsTest {
     return changed.ok() ? *changed : -1;
   }
 
-  void ExpectStale(const absl::Status& status) {
-    EXPECT_EQ(status.code(), absl::StatusCode::kFailedPrecondition) << status;
-    EXPECT_EQ(GetReason(status), "STALE_LEASE") << status;
+  void ExpectStale(const quantd::Status& status) {
+    EXPECT_EQ(status.code(), quantd::StatusCode::kFailedPrecondition) << status;
+    EXPECT_EQ(status.reason(), "STALE_LEASE") << status;
   }
 };
 
@@ -91,20 +92,21 @@ TEST_P(LeaseServiceTest, RefusesBadWorkerInfoAndNonWorkers) {
   v1::LeaseJobRequest request;
   request.mutable_worker()->set_device("tpu");
   auto refused = leases_->LeaseJob(Caller::Anonymous(), request);
-  EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
-  ASSERT_EQ(GetViolations(refused.status()).size(), 2u);
-  EXPECT_EQ(GetViolations(refused.status())[0].field, "worker.id");
-  EXPECT_EQ(GetViolations(refused.status())[1].field, "worker.device");
+  EXPECT_EQ(refused.status().code(), quantd::StatusCode::kInvalidArgument);
+  ASSERT_EQ(refused.status().violations().size(), 2u);
+  EXPECT_EQ(refused.status().violations()[0].field, "worker.id");
+  EXPECT_EQ(refused.status().violations()[1].field, "worker.device");
   auto submitter = leases_->LeaseJob(Caller{"acme", Role::kSubmitter}, LeaseRequest());
-  EXPECT_EQ(submitter.status().code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_EQ(submitter.status().code(), quantd::StatusCode::kPermissionDenied);
   EXPECT_TRUE(leases_->LeaseJob(Caller{"", Role::kWorker}, LeaseRequest()).ok());
 
   v1::LeaseJobRequest long_id = LeaseRequest(std::string(257, 'w'));
   long_id.set_max_response_bytes(1000);
   auto too_long = leases_->LeaseJob(Caller::Anonymous(), long_id);
-  EXPECT_EQ(too_long.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(too_long.status().code(), quantd::StatusCode::kInvalidArgument);
   std::vector<std::string> fields;
-  for (const auto& v : GetViolations(too_long.status())) fields.push_back(v.field);
+  const quantd::Status too_long_status = too_long.status();
+  for (const auto& v : too_long_status.violations()) fields.push_back(v.field);
   EXPECT_EQ(fields, (std::vector<std::string>{"worker.id", "max_response_bytes"}));
 }
 
@@ -115,22 +117,22 @@ TEST_P(LeaseServiceTest, AdminCredentialsCannotCallTheWorkerService) {
   const Caller admin{"ops", Role::kAdmin, "sha256:ops"};
   v1::Job job = Create();
   auto refused = leases_->LeaseJob(admin, LeaseRequest());
-  EXPECT_EQ(refused.status().code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_EQ(refused.status().code(), quantd::StatusCode::kPermissionDenied);
   EXPECT_NE(refused.status().message().find("admin credential"), std::string::npos);
   v1::LeaseJobResponse lease = Lease("w1", "cpu", WorkerCredential("w1"));
-  EXPECT_EQ(Heartbeat(lease.lease(), admin).code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_EQ(Heartbeat(lease.lease(), admin).code(), quantd::StatusCode::kPermissionDenied);
   v1::CompleteJobRequest complete;
   *complete.mutable_lease() = lease.lease();
   complete.mutable_result()->add_artifacts()->set_uri("file:///forged");
   EXPECT_EQ(leases_->CompleteJob(admin, complete).status().code(),
-            absl::StatusCode::kPermissionDenied);
+            quantd::StatusCode::kPermissionDenied);
   v1::FailJobRequest fail;
   *fail.mutable_lease() = lease.lease();
-  EXPECT_EQ(leases_->FailJob(admin, fail).status().code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_EQ(leases_->FailJob(admin, fail).status().code(), quantd::StatusCode::kPermissionDenied);
   v1::ReportEventsRequest report;
   *report.mutable_lease() = lease.lease();
   EXPECT_EQ(leases_->ReportEvents(admin, report).status().code(),
-            absl::StatusCode::kPermissionDenied);
+            quantd::StatusCode::kPermissionDenied);
   EXPECT_EQ(Get(job.name()).state(), v1::RUNNING);
   EXPECT_TRUE(Caller::Anonymous().MayWork());
 }
@@ -171,21 +173,21 @@ TEST_P(LeaseServiceTest, ForgedLeasesAndOtherCredentialsChangeNothing) {
   EXPECT_EQ(stale.message().find(lease.lease().secret()), std::string::npos);  // never echoed
 
   for (const v1::Lease& any : {lease.lease(), guessed}) {
-    absl::Status denied = Heartbeat(any, other);
-    EXPECT_EQ(denied.code(), absl::StatusCode::kPermissionDenied) << denied;
-    EXPECT_EQ(GetReason(denied), "LEASE_HELD_BY_ANOTHER_CREDENTIAL");
+    quantd::Status denied = Heartbeat(any, other);
+    EXPECT_EQ(denied.code(), quantd::StatusCode::kPermissionDenied) << denied;
+    EXPECT_EQ(denied.reason(), "LEASE_HELD_BY_ANOTHER_CREDENTIAL");
     v1::CompleteJobRequest complete;
     *complete.mutable_lease() = any;
     EXPECT_EQ(leases_->CompleteJob(other, complete).status().code(),
-              absl::StatusCode::kPermissionDenied);
+              quantd::StatusCode::kPermissionDenied);
     v1::FailJobRequest fail;
     *fail.mutable_lease() = any;
-    EXPECT_EQ(leases_->FailJob(other, fail).status().code(), absl::StatusCode::kPermissionDenied);
+    EXPECT_EQ(leases_->FailJob(other, fail).status().code(), quantd::StatusCode::kPermissionDenied);
   }
   // The anonymous caller is just another identity to a lease a worker
   // credential took.
   EXPECT_EQ(Heartbeat(lease.lease(), Caller::Anonymous()).code(),
-            absl::StatusCode::kPermissionDenied);
+            quantd::StatusCode::kPermissionDenied);
 
   v1::Job now = Get(job.name());
   EXPECT_EQ(now.state(), v1::RUNNING);
@@ -232,7 +234,7 @@ TEST_P(LeaseServiceTest, EveryLeaseHasItsOwnSecret) {
 TEST_P(LeaseServiceTest, LongPollWakesWhenAJobArrives) {
   v1::LeaseJobRequest request = LeaseRequest();
   request.mutable_wait()->set_seconds(20);
-  absl::StatusOr<v1::LeaseJobResponse> response;
+  quantd::StatusOr<v1::LeaseJobResponse> response = quantd::UnknownError("no answer yet");
   std::thread worker([&] { response = leases_->LeaseJob(Caller::Anonymous(), request); });
   absl::SleepFor(absl::Milliseconds(100));  // let the worker start waiting
   const absl::Time start = absl::Now();
@@ -253,7 +255,7 @@ TEST_P(LeaseServiceTest, LongPollGivesUpAfterItsWait) {
   EXPECT_GE(absl::Now() - start, absl::Milliseconds(190));
   request.mutable_wait()->set_seconds(-1);
   EXPECT_EQ(leases_->LeaseJob(Caller::Anonymous(), request).status().code(),
-            absl::StatusCode::kInvalidArgument);
+            quantd::StatusCode::kInvalidArgument);
   // A cancelled RPC stops waiting.
   request.mutable_wait()->set_seconds(30);
   request.mutable_wait()->set_nanos(0);
@@ -322,10 +324,10 @@ TEST_P(LeaseServiceTest, StaleAndForeignTokensChangeNothing) {
 
   v1::Lease unknown = second.lease();
   unknown.set_job("jobs/00000000000000000000000000");
-  EXPECT_EQ(Heartbeat(unknown).code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(Heartbeat(unknown).code(), quantd::StatusCode::kNotFound);
   v1::HeartbeatRequest no_lease;
   EXPECT_EQ(leases_->Heartbeat(Caller::Anonymous(), no_lease).status().code(),
-            absl::StatusCode::kInvalidArgument);
+            quantd::StatusCode::kInvalidArgument);
 }
 
 TEST_P(LeaseServiceTest, ReportedEventsAreNumberedAndProgressIsKept) {
@@ -362,9 +364,10 @@ TEST_P(LeaseServiceTest, ReportedEventsAreNumberedAndProgressIsKept) {
   bad.add_events();
   bad.add_events()->mutable_result();
   auto refused = leases_->ReportEvents(Caller::Anonymous(), bad);
-  EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(refused.status().code(), quantd::StatusCode::kInvalidArgument);
   std::vector<std::string> fields;
-  for (const auto& v : GetViolations(refused.status())) fields.push_back(v.field);
+  const quantd::Status refused_status = refused.status();
+  for (const auto& v : refused_status.violations()) fields.push_back(v.field);
   EXPECT_EQ(fields, (std::vector<std::string>{"events[0].state", "events[1]", "events[2].result"}));
 }
 
@@ -393,8 +396,8 @@ TEST_P(LeaseServiceTest, CompleteStoresResultOnceAndRetriesAreHarmless) {
   v1::CompleteJobRequest different = complete;
   different.mutable_result()->mutable_artifacts(0)->set_uri("file:///forged");
   auto refused = leases_->CompleteJob(Caller::Anonymous(), different);
-  EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_EQ(GetReason(refused.status()), "JOB_ALREADY_FINISHED");
+  EXPECT_EQ(refused.status().code(), quantd::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(refused.status().reason(), "JOB_ALREADY_FINISHED");
   // So is the same result with a wrong secret.
   v1::CompleteJobRequest guessed = complete;
   guessed.mutable_lease()->set_secret("ffffffffffffffffffffffffffffffff");
@@ -432,8 +435,8 @@ TEST_P(LeaseServiceTest, FailStoresErrorAndPartialResult) {
   v1::FailJobRequest other_error = fail;
   other_error.mutable_error()->set_message("something else");
   auto refused = leases_->FailJob(Caller::Anonymous(), other_error);
-  EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_EQ(GetReason(refused.status()), "JOB_ALREADY_FINISHED");
+  EXPECT_EQ(refused.status().code(), quantd::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(refused.status().reason(), "JOB_ALREADY_FINISHED");
   EXPECT_EQ(Get(job.name()).error().message(), fail.error().message());
 
   // A failure without an error still says something.
@@ -459,9 +462,10 @@ TEST_P(LeaseServiceTest, OversizedWorkerReportsAreRefused) {
   report.add_events()->mutable_log()->set_message(std::string(kMaxEventBytes, 'x'));
   report.add_events()->mutable_progress()->set_message(std::string(kMaxProgressBytes, 'p'));
   auto refused = leases_->ReportEvents(Caller::Anonymous(), report);
-  EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(refused.status().code(), quantd::StatusCode::kInvalidArgument);
   std::vector<std::string> fields;
-  for (const auto& v : GetViolations(refused.status())) fields.push_back(v.field);
+  const quantd::Status refused_status = refused.status();
+  for (const auto& v : refused_status.violations()) fields.push_back(v.field);
   EXPECT_EQ(fields, (std::vector<std::string>{"events[1]", "events[2].progress"}));
   EXPECT_EQ(Events(job.name()).size(), events_before);
 
@@ -469,14 +473,14 @@ TEST_P(LeaseServiceTest, OversizedWorkerReportsAreRefused) {
   *beat.mutable_lease() = lease.lease();
   beat.mutable_progress()->set_message(std::string(kMaxProgressBytes, 'p'));
   EXPECT_EQ(leases_->Heartbeat(Caller::Anonymous(), beat).status().code(),
-            absl::StatusCode::kInvalidArgument);
+            quantd::StatusCode::kInvalidArgument);
 
   v1::CompleteJobRequest complete;
   *complete.mutable_lease() = lease.lease();
   complete.mutable_result()->add_artifacts()->set_uri(std::string(kMaxResultBytes, 'u'));
   auto big_result = leases_->CompleteJob(Caller::Anonymous(), complete);
-  EXPECT_EQ(big_result.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(GetViolations(big_result.status()).at(0).field, "result");
+  EXPECT_EQ(big_result.status().code(), quantd::StatusCode::kInvalidArgument);
+  EXPECT_EQ(big_result.status().violations().at(0).field, "result");
   v1::FailJobRequest fail;
   *fail.mutable_lease() = lease.lease();
   fail.mutable_error()->set_code(13);
@@ -484,7 +488,8 @@ TEST_P(LeaseServiceTest, OversizedWorkerReportsAreRefused) {
   *fail.mutable_result() = complete.result();
   auto big_failure = leases_->FailJob(Caller::Anonymous(), fail);
   fields.clear();
-  for (const auto& v : GetViolations(big_failure.status())) fields.push_back(v.field);
+  const quantd::Status big_failure_status = big_failure.status();
+  for (const auto& v : big_failure_status.violations()) fields.push_back(v.field);
   EXPECT_EQ(fields, (std::vector<std::string>{"error", "result"}));
   EXPECT_EQ(Get(job.name()).state(), v1::RUNNING);
   EXPECT_EQ(Events(job.name()).size(), events_before);
@@ -502,7 +507,7 @@ TEST_P(LeaseServiceTest, UndeliverableLeaseFailsTheJobAndTheWorkerGetsTheNext) {
                               [](JobRecord& r, JobUpdate&) {
                                 r.job.mutable_spec()->mutable_quantization()->set_quark_json(
                                     std::string(kDefaultWorkerReceiveBytes, '['));
-                                return absl::OkStatus();
+                                return quantd::OkStatus();
                               })
                   .ok());
   v1::LeaseJobResponse lease = Lease();
@@ -512,7 +517,7 @@ TEST_P(LeaseServiceTest, UndeliverableLeaseFailsTheJobAndTheWorkerGetsTheNext) {
   v1::Job failed = Get(big.name());
   EXPECT_EQ(failed.state(), v1::FAILED);
   EXPECT_EQ(failed.attempt(), 0);  // never ran
-  EXPECT_EQ(failed.error().code(), static_cast<int>(absl::StatusCode::kFailedPrecondition));
+  EXPECT_EQ(failed.error().code(), static_cast<int>(quantd::StatusCode::kFailedPrecondition));
   EXPECT_NE(failed.error().message().find("more than worker w1 can receive (4194304 bytes)"),
             std::string::npos)
       << failed.error().message();
@@ -535,7 +540,7 @@ TEST_P(LeaseServiceTest, UndeliverableLeaseFailsTheJobAndTheWorkerGetsTheNext) {
                               [](JobRecord& r, JobUpdate&) {
                                 r.job.mutable_spec()->mutable_quantization()->set_quark_json(
                                     std::string(3 << 19, 'x'));
-                                return absl::OkStatus();
+                                return quantd::OkStatus();
                               })
                   .ok());
   v1::LeaseJobRequest small_worker = LeaseRequest("tiny");
@@ -569,7 +574,7 @@ TEST_P(LeaseServiceTest, ExpiredLeaseRequeuesWithBackoffThenFailsAtMaxAttempts) 
       clock_.Advance(absl::Milliseconds(1));
     } else {
       EXPECT_EQ(now.state(), v1::FAILED);
-      EXPECT_EQ(now.error().code(), static_cast<int>(absl::StatusCode::kAborted));
+      EXPECT_EQ(now.error().code(), static_cast<int>(quantd::StatusCode::kAborted));
       EXPECT_EQ(now.error().message(), "lease expired on worker w3, attempt 3 of 3; giving up");
       ASSERT_EQ(now.error().details_size(), 1);
       google::rpc::ErrorInfo info;

@@ -11,6 +11,7 @@
 #include "absl/strings/str_split.h"
 #include "server/common/errors.h"
 #include "server/jobs/request_validation.h"
+#include "worker/common/status.h"
 
 namespace quantd::server {
 namespace {
@@ -27,9 +28,9 @@ uint64_t Fnv1a(absl::string_view data) {
   return h;
 }
 
-absl::Status BadToken(absl::string_view why) {
-  absl::Status status = MakeError(absl::StatusCode::kInvalidArgument, "INVALID_PAGE_TOKEN",
-                                  absl::StrCat("invalid page_token: ", why));
+quantd::Status BadToken(absl::string_view why) {
+  quantd::Status status = MakeError(quantd::StatusCode::kInvalidArgument, "INVALID_PAGE_TOKEN",
+                                    absl::StrCat("invalid page_token: ", why));
   AddViolations(status, {{"page_token", std::string(why)}});
   return status;
 }
@@ -55,8 +56,8 @@ std::string EncodePageToken(const PageToken& token) {
   return absl::WebSafeBase64Escape(raw);
 }
 
-absl::StatusOr<PageToken> DecodePageToken(absl::string_view encoded,
-                                          uint64_t expected_fingerprint) {
+quantd::StatusOr<PageToken> DecodePageToken(absl::string_view encoded,
+                                            uint64_t expected_fingerprint) {
   std::string raw;
   if (!absl::WebSafeBase64Unescape(encoded, &raw)) return BadToken("not a token from ListJobs");
   std::vector<absl::string_view> parts = absl::StrSplit(raw, absl::MaxSplits('|', 3));

@@ -9,10 +9,10 @@
 #include <cstdint>
 #include <string>
 
-#include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "quantd/v1/quantization_service.pb.h"
+#include "worker/common/status.h"
 
 namespace quantd::server {
 
@@ -30,7 +30,8 @@ std::string EncodePageToken(const PageToken& token);
 
 // INVALID_ARGUMENT (reason INVALID_PAGE_TOKEN, field page_token) when the
 // token is malformed or was issued for a different query.
-absl::StatusOr<PageToken> DecodePageToken(absl::string_view encoded, uint64_t expected_fingerprint);
+quantd::StatusOr<PageToken> DecodePageToken(absl::string_view encoded,
+                                            uint64_t expected_fingerprint);
 
 }  // namespace quantd::server
 

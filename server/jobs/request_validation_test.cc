@@ -2,6 +2,7 @@
 
 #include "gtest/gtest.h"
 #include "server/jobs/page_token.h"
+#include "worker/common/status.h"
 
 namespace quantd::server {
 namespace {
@@ -110,9 +111,9 @@ TEST(PageTokenTest, RoundTripsAndRejectsTampering) {
   EXPECT_EQ(decoded->name, "jobs/01abc");
 
   auto garbage = DecodePageToken("not-a-token!", fp);
-  EXPECT_EQ(garbage.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(GetReason(garbage.status()), "INVALID_PAGE_TOKEN");
-  EXPECT_EQ(GetViolations(garbage.status())[0].field, "page_token");
+  EXPECT_EQ(garbage.status().code(), quantd::StatusCode::kInvalidArgument);
+  EXPECT_EQ(garbage.status().reason(), "INVALID_PAGE_TOKEN");
+  EXPECT_EQ(garbage.status().violations()[0].field, "page_token");
   EXPECT_FALSE(DecodePageToken(encoded.substr(0, encoded.size() / 2), fp).ok());
 
   // The same token with another filter or order is refused.
@@ -120,7 +121,7 @@ TEST(PageTokenTest, RoundTripsAndRejectsTampering) {
   other.set_order_by("create_time asc");
   EXPECT_NE(ListQueryFingerprint(other), fp);
   EXPECT_EQ(DecodePageToken(encoded, ListQueryFingerprint(other)).status().code(),
-            absl::StatusCode::kInvalidArgument);
+            quantd::StatusCode::kInvalidArgument);
   // Order of states and labels does not matter, and page_size is not part of it.
   v1::ListJobsRequest same;
   (*same.mutable_labels())["team"] = "nlp";

@@ -3,6 +3,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "server/common/errors.h"
+#include "worker/common/status.h"
 
 namespace quantd::server {
 namespace {
@@ -28,7 +29,7 @@ class GrpcMetricsInterceptor : public grpc::experimental::Interceptor {
     using grpc::experimental::InterceptionHookPoints;
     if (methods->QueryInterceptionHookPoint(InterceptionHookPoints::PRE_SEND_STATUS)) {
       grpc::Status status = methods->GetSendStatus();
-      metrics_->RpcHandled(method_, CodeName(static_cast<absl::StatusCode>(status.error_code())),
+      metrics_->RpcHandled(method_, StatusCodeName(static_cast<quantd::StatusCode>(status.error_code())),
                            absl::ToDoubleSeconds(absl::Now() - start_));
     }
     methods->Proceed();

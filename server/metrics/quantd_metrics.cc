@@ -8,6 +8,7 @@
 #include "server/common/errors.h"
 #include "server/common/json_log.h"
 #include "server/jobs/job_transitions.h"
+#include "worker/common/status.h"
 
 namespace quantd::server {
 namespace {
@@ -34,7 +35,7 @@ class QuantdMetrics::LiveGauges : public prometheus::Collectable {
                                    "Jobs waiting in the queue (QUEUED).",
                                    prometheus::MetricType::Gauge,
                                    {}};
-    absl::StatusOr<int64_t> queued = metrics_->store_->CountJobs(std::nullopt, v1::QUEUED);
+    quantd::StatusOr<int64_t> queued = metrics_->store_->CountJobs(std::nullopt, v1::QUEUED);
     if (queued.ok()) {
       prometheus::ClientMetric m;
       m.gauge.value = static_cast<double>(*queued);
@@ -169,16 +170,16 @@ void QuantdMetrics::RpcHandled(const std::string& method, const std::string& cod
   rpc_seconds_->Add({{"method", method}, {"code", code}}, kRpcBuckets).Observe(seconds);
 }
 
-absl::Status QuantdMetrics::Serve(const std::string& listen) {
+quantd::Status QuantdMetrics::Serve(const std::string& listen) {
   try {
     exposer_ = std::make_unique<prometheus::Exposer>(listen);
   } catch (const std::exception& e) {
-    return MakeError(absl::StatusCode::kUnavailable, "LISTEN_FAILED",
+    return MakeError(quantd::StatusCode::kUnavailable, "LISTEN_FAILED",
                      absl::StrCat("cannot serve /metrics on ", listen, ": ", e.what()));
   }
   exposer_->RegisterCollectable(registry_);
   exposer_->RegisterCollectable(live_);
-  return absl::OkStatus();
+  return quantd::OkStatus();
 }
 
 int QuantdMetrics::port() const {

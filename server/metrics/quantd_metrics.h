@@ -21,11 +21,11 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
-#include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "server/common/clock.h"
 #include "server/jobs/job_observer.h"
 #include "server/store/job_store.h"
+#include "worker/common/status.h"
 
 namespace quantd::server {
 
@@ -49,7 +49,7 @@ class QuantdMetrics : public JobObserver {
   void RpcHandled(const std::string& method, const std::string& code, double seconds);
 
   // Serves /metrics on `listen` (host:port; port 0 picks one).
-  absl::Status Serve(const std::string& listen);
+  quantd::Status Serve(const std::string& listen);
   // The bound port after Serve().
   int port() const;
 

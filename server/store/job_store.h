@@ -5,8 +5,9 @@
 // The store knows rows, indexes and transactions; the job state machine
 // lives in server/jobs and reaches the store through Mutations, which the
 // store runs inside one transaction on a locked row. SQLite and PostgreSQL
-// implement the same contract, and server/store/job_store_suite.h tests it
-// against both.
+// implement the same contract (CreateJob's idempotency and QUEUE_FULL rules
+// in one place, server/store/create_job_rules.h), and
+// server/store/job_store_test.cc tests it against both.
 #ifndef QUANTD_SERVER_STORE_JOB_STORE_H_
 #define QUANTD_SERVER_STORE_JOB_STORE_H_
 
@@ -17,11 +18,10 @@
 #include <utility>
 #include <vector>
 
-#include "absl/status/status.h"
-#include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "quantd/v1/job.pb.h"
+#include "worker/common/status.h"
 
 namespace quantd::server {
 
@@ -65,7 +65,7 @@ struct JobUpdate {
 
 // Runs inside the store's transaction with the row locked. A non-OK status
 // aborts the transaction: nothing is written and the store call returns it.
-using Mutation = std::function<absl::Status(JobRecord& record, JobUpdate& update)>;
+using Mutation = std::function<quantd::Status(JobRecord& record, JobUpdate& update)>;
 
 struct CreateJobOptions {
   // When > 0, refuse (RESOURCE_EXHAUSTED, reason QUEUE_FULL) a new job when
@@ -113,37 +113,38 @@ class JobStore {
   // it returns the existing job with created = false. An empty request_id
   // never matches. Uniqueness is enforced by an index, so concurrent
   // creates with one request_id store exactly one job.
-  virtual absl::StatusOr<CreateJobOutcome> CreateJob(const JobRecord& record,
-                                                     std::vector<v1::JobEvent> events,
-                                                     const CreateJobOptions& options) = 0;
+  virtual quantd::StatusOr<CreateJobOutcome> CreateJob(const JobRecord& record,
+                                                       std::vector<v1::JobEvent> events,
+                                                       const CreateJobOptions& options) = 0;
 
   // NOT_FOUND (reason JOB_NOT_FOUND) when there is no such job.
-  virtual absl::StatusOr<JobRecord> GetJob(absl::string_view name) = 0;
+  virtual quantd::StatusOr<JobRecord> GetJob(absl::string_view name) = 0;
 
   // Reads the job with its row locked, runs `mutate`, writes the record and
   // the update's events atomically, and returns the record as written.
-  virtual absl::StatusOr<JobRecord> UpdateJob(absl::string_view name, const Mutation& mutate) = 0;
+  virtual quantd::StatusOr<JobRecord> UpdateJob(absl::string_view name, const Mutation& mutate) = 0;
 
   // Atomically picks the job ClaimQuery describes (skipping rows other
   // transactions hold) and applies `mutate` to it. nullopt when none.
-  virtual absl::StatusOr<std::optional<JobRecord>> ClaimQueuedJob(const ClaimQuery& query,
-                                                                  const Mutation& mutate) = 0;
+  virtual quantd::StatusOr<std::optional<JobRecord>> ClaimQueuedJob(const ClaimQuery& query,
+                                                                    const Mutation& mutate) = 0;
 
   // Names of RUNNING or CANCELLING jobs whose lease_expire_time <= now,
   // oldest expiry first. The caller re-checks each under UpdateJob.
-  virtual absl::StatusOr<std::vector<std::string>> ListExpiredLeases(absl::Time now, int limit) = 0;
+  virtual quantd::StatusOr<std::vector<std::string>> ListExpiredLeases(absl::Time now,
+                                                                       int limit) = 0;
 
-  virtual absl::StatusOr<std::vector<JobRecord>> ListJobs(const ListJobsQuery& query) = 0;
+  virtual quantd::StatusOr<std::vector<JobRecord>> ListJobs(const ListJobsQuery& query) = 0;
 
   // Events of `name` with sequence > after_sequence, ascending, at most
   // `limit`. An unknown job has no events (empty, not an error).
-  virtual absl::StatusOr<std::vector<v1::JobEvent>> ListEvents(absl::string_view name,
-                                                               int64_t after_sequence,
-                                                               int limit) = 0;
+  virtual quantd::StatusOr<std::vector<v1::JobEvent>> ListEvents(absl::string_view name,
+                                                                 int64_t after_sequence,
+                                                                 int limit) = 0;
 
   // Jobs in `state`, of one tenant or (nullopt) of all.
-  virtual absl::StatusOr<int64_t> CountJobs(const std::optional<std::string>& tenant,
-                                            v1::JobState state) = 0;
+  virtual quantd::StatusOr<int64_t> CountJobs(const std::optional<std::string>& tenant,
+                                              v1::JobState state) = 0;
 
   // The schema version this store migrated its database to.
   virtual int SchemaVersion() const = 0;

@@ -6,12 +6,14 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "google/protobuf/util/message_differencer.h"
 #include "google/protobuf/util/time_util.h"
 #include "gtest/gtest.h"
 #include "server/common/errors.h"
 #include "server/store/record_columns.h"
 #include "server/store/testing/test_database.h"
+#include "worker/common/status.h"
 
 namespace quantd::server {
 namespace {
@@ -106,11 +108,11 @@ TEST_P(JobStoreSuite, CreateThenGetReturnsEveryField) {
 
 TEST_P(JobStoreSuite, UnknownJobIsNotFoundWithReason) {
   auto got = store_->GetJob("jobs/missing");
-  EXPECT_EQ(got.status().code(), absl::StatusCode::kNotFound);
-  EXPECT_EQ(GetReason(got.status()), "JOB_NOT_FOUND");
+  EXPECT_EQ(got.status().code(), quantd::StatusCode::kNotFound);
+  EXPECT_EQ(got.status().reason(), "JOB_NOT_FOUND");
   auto updated =
-      store_->UpdateJob("jobs/missing", [](JobRecord&, JobUpdate&) { return absl::OkStatus(); });
-  EXPECT_EQ(updated.status().code(), absl::StatusCode::kNotFound);
+      store_->UpdateJob("jobs/missing", [](JobRecord&, JobUpdate&) { return quantd::OkStatus(); });
+  EXPECT_EQ(updated.status().code(), quantd::StatusCode::kNotFound);
 }
 
 TEST_P(JobStoreSuite, EventsAreNumberedFromOneAndResumable) {
@@ -119,7 +121,7 @@ TEST_P(JobStoreSuite, EventsAreNumberedFromOneAndResumable) {
   auto updated = store_->UpdateJob("jobs/e1", [](JobRecord& record, JobUpdate& update) {
     update.events.push_back(LogEvent("second"));
     update.events.push_back(LogEvent("third"));
-    return absl::OkStatus();
+    return quantd::OkStatus();
   });
   ASSERT_TRUE(updated.ok()) << updated.status();
   EXPECT_EQ(updated->last_sequence, 4);
@@ -163,7 +165,7 @@ TEST_P(JobStoreSuite, CreateIsIdempotentOnTenantAndRequestId) {
   EXPECT_FALSE(outcome->created);
   EXPECT_EQ(outcome->record.job.name(), "jobs/i1");
   EXPECT_EQ(outcome->record.request_spec, first.request_spec);
-  EXPECT_EQ(store_->GetJob("jobs/i2").status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(store_->GetJob("jobs/i2").status().code(), quantd::StatusCode::kNotFound);
 
   // The key is per tenant, and an empty request_id is never a key.
   auto other_tenant = store_->CreateJob(NewRecord("i3", kT0, "globex", "req-7"), {}, {});
@@ -213,8 +215,8 @@ TEST_P(JobStoreSuite, QueuedLimitPerTenant) {
   EXPECT_TRUE(store_->CreateJob(NewRecord("q1", kT0, "acme", "r1"), {}, options)->created);
   EXPECT_TRUE(store_->CreateJob(NewRecord("q2", kT0, "acme", "r2"), {}, options)->created);
   auto full = store_->CreateJob(NewRecord("q3", kT0, "acme", "r3"), {}, options);
-  EXPECT_EQ(full.status().code(), absl::StatusCode::kResourceExhausted);
-  EXPECT_EQ(GetReason(full.status()), "QUEUE_FULL");
+  EXPECT_EQ(full.status().code(), quantd::StatusCode::kResourceExhausted);
+  EXPECT_EQ(full.status().reason(), "QUEUE_FULL");
   // A retry of a stored job is still answered.
   auto retry = store_->CreateJob(NewRecord("q4", kT0, "acme", "r1"), {}, options);
   ASSERT_TRUE(retry.ok());
@@ -227,7 +229,7 @@ TEST_P(JobStoreSuite, QueuedLimitPerTenant) {
                   ->UpdateJob("jobs/q1",
                               [](JobRecord& r, JobUpdate&) {
                                 r.job.set_state(v1::RUNNING);
-                                return absl::OkStatus();
+                                return quantd::OkStatus();
                               })
                   .ok());
   EXPECT_TRUE(store_->CreateJob(NewRecord("q6", kT0, "acme", "r6"), {}, options)->created);
@@ -238,17 +240,17 @@ TEST_P(JobStoreSuite, FailedMutationWritesNothing) {
   auto failed = store_->UpdateJob("jobs/m1", [](JobRecord& r, JobUpdate& update) {
     r.job.set_state(v1::RUNNING);
     update.events.push_back(StateEvent(v1::RUNNING));
-    return MakeError(absl::StatusCode::kFailedPrecondition, "STALE_LEASE", "no");
+    return MakeError(quantd::StatusCode::kFailedPrecondition, "STALE_LEASE", "no");
   });
-  EXPECT_EQ(failed.status().code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_EQ(GetReason(failed.status()), "STALE_LEASE");
+  EXPECT_EQ(failed.status().code(), quantd::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(failed.status().reason(), "STALE_LEASE");
   EXPECT_EQ(store_->GetJob("jobs/m1")->job.state(), v1::QUEUED);
   EXPECT_EQ(store_->ListEvents("jobs/m1", 0, 10)->size(), 1u);
 
   auto skipped = store_->UpdateJob("jobs/m1", [](JobRecord& r, JobUpdate& update) {
     r.job.set_state(v1::FAILED);
     update.write = false;
-    return absl::OkStatus();
+    return quantd::OkStatus();
   });
   ASSERT_TRUE(skipped.ok());
   EXPECT_EQ(store_->GetJob("jobs/m1")->job.state(), v1::QUEUED);
@@ -266,7 +268,7 @@ TEST_P(JobStoreSuite, UpdateWritesRecordAndLeaseColumns) {
     r.lease_secret_hash = kSecretHash;
     r.lease_holder = "sha256:worker-one";
     update.events.push_back(StateEvent(v1::RUNNING));
-    return absl::OkStatus();
+    return quantd::OkStatus();
   });
   ASSERT_TRUE(updated.ok()) << updated.status();
   auto got = store_->GetJob("jobs/u1");
@@ -286,7 +288,7 @@ TEST_P(JobStoreSuite, UpdateWritesRecordAndLeaseColumns) {
                               [&](JobRecord& r, JobUpdate&) {
                                 r.job.set_state(v1::SUCCEEDED);
                                 r.outcome_hash = kOutcomeHash;
-                                return absl::OkStatus();
+                                return quantd::OkStatus();
                               })
                   .ok());
   got = store_->GetJob("jobs/u1");
@@ -302,7 +304,7 @@ TEST_P(JobStoreSuite, UpdateWritesRecordAndLeaseColumns) {
     r.job.set_state(v1::RUNNING);
     r.lease_holder = "sha256:worker-two";
     r.lease_secret_hash = kOutcomeHash;
-    return absl::OkStatus();
+    return quantd::OkStatus();
   });
   ASSERT_TRUE(claimed.ok() && claimed->has_value()) << claimed.status();
   EXPECT_EQ(store_->GetJob("jobs/u2")->lease_holder, "sha256:worker-two");
@@ -319,7 +321,7 @@ TEST_P(JobStoreSuite, ClaimTakesOldestQueuedJobForTheDevice) {
 
   auto take_running = [](JobRecord& r, JobUpdate&) {
     r.job.set_state(v1::RUNNING);
-    return absl::OkStatus();
+    return quantd::OkStatus();
   };
   ClaimQuery cpu{{"", "cpu"}, kT0 + absl::Minutes(1)};
   auto first = store_->ClaimQueuedJob(cpu, take_running);
@@ -347,9 +349,9 @@ TEST_P(JobStoreSuite, FailedClaimLeavesTheJobQueued) {
   Create(NewRecord("f1", kT0));
   auto failed = store_->ClaimQueuedJob({{""}, kT0}, [](JobRecord& r, JobUpdate&) {
     r.job.set_state(v1::RUNNING);
-    return absl::InternalError("boom");
+    return quantd::InternalError("boom");
   });
-  EXPECT_EQ(failed.status().code(), absl::StatusCode::kInternal);
+  EXPECT_EQ(failed.status().code(), quantd::StatusCode::kInternal);
   EXPECT_EQ(store_->GetJob("jobs/f1")->job.state(), v1::QUEUED);
 }
 
@@ -371,7 +373,7 @@ TEST_P(JobStoreSuite, ConcurrentClaimsHandOutEachJobOnce) {
             stores[t]->ClaimQueuedJob({{""}, kT0 + absl::Hours(1)}, [&](JobRecord& r, JobUpdate&) {
               r.job.set_state(v1::RUNNING);
               r.lease_token += 1;
-              return absl::OkStatus();
+              return quantd::OkStatus();
             });
         ASSERT_TRUE(got.ok()) << got.status();
         if (!got->has_value()) return;
@@ -392,7 +394,7 @@ TEST_P(JobStoreSuite, ExpiredLeasesAreRunningOrCancellingPastExpiry) {
     return [state, expire](JobRecord& r, JobUpdate&) {
       r.job.set_state(state);
       r.lease_expire_time = expire;
-      return absl::OkStatus();
+      return quantd::OkStatus();
     };
   };
   Create(NewRecord("x1", kT0));
@@ -488,7 +490,7 @@ TEST_P(JobStoreSuite, ReopenedStoreHasEverything) {
                                 r.lease_secret_hash = kSecretHash;
                                 r.lease_holder = "anonymous";
                                 u.events.push_back(StateEvent(v1::RUNNING));
-                                return absl::OkStatus();
+                                return quantd::OkStatus();
                               })
                   .ok());
   const int version = store_->SchemaVersion();

@@ -5,28 +5,26 @@
 #include "server/common/errors.h"
 #include "server/store/postgres_job_store.h"
 #include "server/store/sqlite_job_store.h"
+#include "worker/common/status.h"
 
 namespace quantd::server {
 
-absl::StatusOr<std::unique_ptr<JobStore>> OpenJobStore(absl::string_view uri) {
+quantd::StatusOr<std::unique_ptr<JobStore>> OpenJobStore(absl::string_view uri) {
   if (absl::StartsWith(uri, "sqlite:")) {
-    absl::StatusOr<std::string> path = SqliteJobStore::PathFromUri(uri);
-    if (!path.ok()) return path.status();
+    QD_ASSIGN_OR_RETURN(std::string path, SqliteJobStore::PathFromUri(uri));
     SqliteJobStoreOptions options;
-    options.path = *path;
-    auto store = SqliteJobStore::Open(options);
-    if (!store.ok()) return store.status();
-    return std::unique_ptr<JobStore>(std::move(*store));
+    options.path = path;
+    QD_ASSIGN_OR_RETURN(auto store, SqliteJobStore::Open(options));
+    return std::unique_ptr<JobStore>(std::move(store));
   }
   if (absl::StartsWith(uri, "postgresql://") || absl::StartsWith(uri, "postgres://")) {
     PostgresJobStoreOptions options;
     options.uri = std::string(uri);
-    auto store = PostgresJobStore::Open(options);
-    if (!store.ok()) return store.status();
-    return std::unique_ptr<JobStore>(std::move(*store));
+    QD_ASSIGN_OR_RETURN(auto store, PostgresJobStore::Open(options));
+    return std::unique_ptr<JobStore>(std::move(store));
   }
   return MakeError(
-      absl::StatusCode::kInvalidArgument, "INVALID_STORE_URI",
+      quantd::StatusCode::kInvalidArgument, "INVALID_STORE_URI",
       absl::StrCat("unknown store URI \"", uri,
                    "\"; use sqlite:///path/to/quantd.db or postgresql://user@host:port/db"));
 }

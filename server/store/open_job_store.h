@@ -5,15 +5,15 @@
 
 #include <memory>
 
-#include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "server/store/job_store.h"
+#include "worker/common/status.h"
 
 namespace quantd::server {
 
 // INVALID_ARGUMENT (INVALID_STORE_URI) for an unknown scheme; otherwise the
 // backend's own errors (e.g. UNAVAILABLE when PostgreSQL is unreachable).
-absl::StatusOr<std::unique_ptr<JobStore>> OpenJobStore(absl::string_view uri);
+quantd::StatusOr<std::unique_ptr<JobStore>> OpenJobStore(absl::string_view uri);
 
 }  // namespace quantd::server
 

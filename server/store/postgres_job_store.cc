@@ -1,19 +1,24 @@
 #include "server/store/postgres_job_store.h"
 
-#include <endian.h>
 #include <postgresql/libpq-fe.h>
 
-#include <cstring>
 #include <utility>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "server/common/errors.h"
+#include "server/store/create_job_rules.h"
+#include "server/store/postgres_wire.h"
 #include "server/store/record_columns.h"
+#include "worker/common/status.h"
 
 namespace quantd::server {
 namespace {
+
+using postgres::Params;
+using postgres::Result;
+using postgres::TextArray;
 
 struct Migration {
   int version;
@@ -75,79 +80,12 @@ constexpr char kRecordColumns[] =
     "lease_token, lease_expire_time, last_sequence, job, lease_secret_hash, lease_holder, "
     "outcome_hash";
 
-absl::Status Unavailable(absl::string_view what) {
-  return MakeError(absl::StatusCode::kUnavailable, "STORE_UNAVAILABLE",
+quantd::Status Unavailable(absl::string_view what) {
+  return MakeError(quantd::StatusCode::kUnavailable, "STORE_UNAVAILABLE",
                    absl::StrCat("postgresql: ", what));
 }
 
-// Statement parameters: text, except bytea, which goes binary.
-class Params {
- public:
-  Params& Text(absl::string_view v) { return Add(std::string(v), 0); }
-  Params& Int(int64_t v) { return Add(absl::StrCat(v), 0); }
-  Params& Bytes(std::string v) { return Add(std::move(v), 1); }
-  Params& Null() {
-    values_.emplace_back();
-    formats_.push_back(0);
-    null_.push_back(true);
-    return *this;
-  }
-  Params& OptText(const std::optional<std::string>& v) { return v ? Text(*v) : Null(); }
-  Params& OptInt(std::optional<int64_t> v) { return v ? Int(*v) : Null(); }
-
-  int size() const { return static_cast<int>(values_.size()); }
-  // Pointers into this object; valid while it lives unchanged.
-  std::vector<const char*> values() const {
-    std::vector<const char*> out;
-    for (size_t i = 0; i < values_.size(); ++i)
-      out.push_back(null_[i] ? nullptr : values_[i].data());
-    return out;
-  }
-  std::vector<int> lengths() const {
-    std::vector<int> out;
-    for (const auto& v : values_) out.push_back(static_cast<int>(v.size()));
-    return out;
-  }
-  const std::vector<int>& formats() const { return formats_; }
-
- private:
-  Params& Add(std::string v, int format) {
-    values_.push_back(std::move(v));
-    formats_.push_back(format);
-    null_.push_back(false);
-    return *this;
-  }
-  std::vector<std::string> values_;
-  std::vector<int> formats_;
-  std::vector<bool> null_;
-};
-
-// A result in binary format: BIGINT columns are 8 big-endian bytes.
-class Result {
- public:
-  explicit Result(PGresult* r) : r_(r) {}
-  Result(Result&& o) noexcept : r_(std::exchange(o.r_, nullptr)) {}
-  Result(const Result&) = delete;
-  ~Result() {
-    if (r_ != nullptr) PQclear(r_);
-  }
-  int rows() const { return PQntuples(r_); }
-  PGresult* raw() const { return r_; }
-  bool IsNull(int row, int col) const { return PQgetisnull(r_, row, col) != 0; }
-  absl::string_view Bytes(int row, int col) const {
-    return absl::string_view(PQgetvalue(r_, row, col), PQgetlength(r_, row, col));
-  }
-  int64_t Int(int row, int col) const {
-    uint64_t be = 0;
-    std::memcpy(&be, PQgetvalue(r_, row, col), sizeof(be));
-    return static_cast<int64_t>(be64toh(be));
-  }
-
- private:
-  PGresult* r_;
-};
-
-absl::StatusOr<JobRecord> ReadRecord(const Result& r, int row) {
+quantd::StatusOr<JobRecord> ReadRecord(const Result& r, int row) {
   JobRecord record;
   std::string name(r.Bytes(row, 0));
   record.request_spec = std::string(r.Bytes(row, 3));
@@ -159,24 +97,8 @@ absl::StatusOr<JobRecord> ReadRecord(const Result& r, int row) {
   record.lease_secret_hash = std::string(r.Bytes(row, 12));
   record.lease_holder = std::string(r.Bytes(row, 13));
   record.outcome_hash = std::string(r.Bytes(row, 14));
-  absl::Status parsed = ParseJobBlob(name, r.Bytes(row, 11), &record.job);
-  if (!parsed.ok()) return parsed;
+  QD_RETURN_IF_ERROR(ParseJobBlob(name, r.Bytes(row, 11), &record.job));
   return record;
-}
-
-// A PostgreSQL text[] literal.
-std::string TextArray(const std::vector<std::string>& items) {
-  std::vector<std::string> quoted;
-  for (const std::string& item : items) {
-    std::string q = "\"";
-    for (char c : item) {
-      if (c == '"' || c == '\\') q.push_back('\\');
-      q.push_back(c);
-    }
-    q.push_back('"');
-    quoted.push_back(std::move(q));
-  }
-  return absl::StrCat("{", absl::StrJoin(quoted, ","), "}");
 }
 
 int64_t AvailableMicros(const JobRecord& record) {
@@ -191,7 +113,7 @@ class PostgresJobStore::Connection {
   Connection(PostgresJobStore* store, PGconn* conn) : store_(store), conn_(conn) {}
   ~Connection() { store_->Release(conn_, broken_); }
 
-  absl::StatusOr<Result> Exec(absl::string_view sql, const Params& params = Params()) {
+  quantd::StatusOr<Result> Exec(absl::string_view sql, const Params& params = Params()) {
     std::string text(sql);
     std::vector<const char*> values = params.values();
     std::vector<int> lengths = params.lengths();
@@ -205,19 +127,19 @@ class PostgresJobStore::Connection {
 
   // Several statements in one string (migrations), through the simple
   // query protocol, which the parameterized one does not allow.
-  absl::Status ExecScript(absl::string_view sql) {
+  quantd::Status ExecScript(absl::string_view sql) {
     std::string text(sql);
     Result result(PQexec(conn_, text.c_str()));
     PGresult* raw = result.raw();
     ExecStatusType status = raw != nullptr ? PQresultStatus(raw) : PGRES_FATAL_ERROR;
-    if (status == PGRES_COMMAND_OK || status == PGRES_TUPLES_OK) return absl::OkStatus();
+    if (status == PGRES_COMMAND_OK || status == PGRES_TUPLES_OK) return quantd::OkStatus();
     return Error(raw, text);
   }
 
   bool broken() const { return broken_; }
 
  private:
-  absl::Status Error(PGresult* raw, const std::string& sql) {
+  quantd::Status Error(PGresult* raw, const std::string& sql) {
     if (PQstatus(conn_) != CONNECTION_OK) {
       broken_ = true;
       return Unavailable(absl::StrCat("connection lost: ", PQerrorMessage(conn_)));
@@ -229,16 +151,16 @@ class PostgresJobStore::Connection {
     std::string context =
         absl::StrCat("postgresql: ", message, " (SQLSTATE ", sqlstate, ") in: ", sql.substr(0, 60));
     if (sqlstate == "40001" || sqlstate == "40P01") {
-      return MakeError(absl::StatusCode::kAborted, "STORE_CONFLICT", context);
+      return MakeError(quantd::StatusCode::kAborted, "STORE_CONFLICT", context);
     }
     if (sqlstate == "57014") {
-      return MakeError(absl::StatusCode::kDeadlineExceeded, "STORE_TIMEOUT", context);
+      return MakeError(quantd::StatusCode::kDeadlineExceeded, "STORE_TIMEOUT", context);
     }
     if (absl::StartsWith(sqlstate, "08") || absl::StartsWith(sqlstate, "57P")) {
       broken_ = true;
-      return MakeError(absl::StatusCode::kUnavailable, "STORE_UNAVAILABLE", context);
+      return MakeError(quantd::StatusCode::kUnavailable, "STORE_UNAVAILABLE", context);
     }
-    return MakeError(absl::StatusCode::kInternal, "STORE_ERROR", context);
+    return MakeError(quantd::StatusCode::kInternal, "STORE_ERROR", context);
   }
 
   PostgresJobStore* store_;
@@ -253,17 +175,16 @@ using Connection = PostgresJobStore::Connection;
 // BEGIN ... COMMIT, rolled back unless committed.
 class Transaction {
  public:
-  static absl::StatusOr<Transaction> Begin(Connection& c) {
-    absl::StatusOr<Result> r = c.Exec("BEGIN");
-    if (!r.ok()) return r.status();
+  static quantd::StatusOr<Transaction> Begin(Connection& c) {
+    QD_RETURN_IF_ERROR(c.Exec("BEGIN"));
     return Transaction(&c);
   }
   Transaction(Transaction&& o) noexcept : c_(std::exchange(o.c_, nullptr)) {}
   ~Transaction() {
-    if (c_ != nullptr && !c_->broken()) c_->Exec("ROLLBACK").IgnoreError();
+    if (c_ != nullptr && !c_->broken()) c_->Exec("ROLLBACK").status().IgnoreError();
   }
-  absl::Status Commit() {
-    absl::StatusOr<Result> r = c_->Exec("COMMIT");
+  quantd::Status Commit() {
+    quantd::StatusOr<Result> r = c_->Exec("COMMIT");
     c_ = nullptr;
     return r.status();
   }
@@ -273,26 +194,23 @@ class Transaction {
   Connection* c_;
 };
 
-absl::Status InsertEvents(Connection& c, const std::vector<v1::JobEvent>& events) {
+quantd::Status InsertEvents(Connection& c, const std::vector<v1::JobEvent>& events) {
   for (const v1::JobEvent& event : events) {
     Params p;
     p.Text(event.job()).Int(event.sequence()).Bytes(SerializeDeterministic(event));
-    absl::StatusOr<Result> r =
-        c.Exec("INSERT INTO job_events (name, sequence, payload) VALUES ($1, $2, $3)", p);
-    if (!r.ok()) return r.status();
+    QD_RETURN_IF_ERROR(
+        c.Exec("INSERT INTO job_events (name, sequence, payload) VALUES ($1, $2, $3)", p));
   }
-  return absl::OkStatus();
+  return quantd::OkStatus();
 }
 
-absl::Status WriteMutation(Connection& c, JobRecord& record, const Mutation& mutate) {
+quantd::Status WriteMutation(Connection& c, JobRecord& record, const Mutation& mutate) {
   const std::string name = record.job.name();
   JobUpdate update;
-  absl::Status s = mutate(record, update);
-  if (!s.ok()) return s;
-  if (!update.write) return absl::OkStatus();
-  if (record.job.name() != name) return absl::InternalError("a mutation must not rename a job");
-  s = CheckWritableRecord(record);
-  if (!s.ok()) return s;
+  QD_RETURN_IF_ERROR(mutate(record, update));
+  if (!update.write) return quantd::OkStatus();
+  if (record.job.name() != name) return quantd::InternalError("a mutation must not rename a job");
+  QD_RETURN_IF_ERROR(CheckWritableRecord(record));
   AssignEventSequences(record, update.events);
   Params p;
   p.Int(record.job.state())
@@ -305,22 +223,21 @@ absl::Status WriteMutation(Connection& c, JobRecord& record, const Mutation& mut
       .Text(record.lease_holder)
       .Bytes(record.outcome_hash)
       .Text(name);
-  absl::StatusOr<Result> r = c.Exec(
-      "UPDATE jobs SET state = $1, available_time = $2, lease_token = $3, lease_expire_time = $4, "
-      "last_sequence = $5, job = $6, lease_secret_hash = $7, lease_holder = $8, "
-      "outcome_hash = $9 WHERE name = $10",
-      p);
-  if (!r.ok()) return r.status();
+  QD_RETURN_IF_ERROR(
+      c.Exec("UPDATE jobs SET state = $1, available_time = $2, lease_token = $3, "
+             "lease_expire_time = $4, "
+             "last_sequence = $5, job = $6, lease_secret_hash = $7, lease_holder = $8, "
+             "outcome_hash = $9 WHERE name = $10",
+             p));
   return InsertEvents(c, update.events);
 }
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<PostgresJobStore>> PostgresJobStore::Open(
+quantd::StatusOr<std::unique_ptr<PostgresJobStore>> PostgresJobStore::Open(
     const PostgresJobStoreOptions& options) {
   std::unique_ptr<PostgresJobStore> store(new PostgresJobStore(options));
-  absl::Status s = store->Migrate();
-  if (!s.ok()) return s;
+  QD_RETURN_IF_ERROR(store->Migrate());
   return store;
 }
 
@@ -329,7 +246,7 @@ PostgresJobStore::~PostgresJobStore() {
   for (PGconn* conn : idle_) PQfinish(conn);
 }
 
-absl::StatusOr<PGconn*> PostgresJobStore::Connect() {
+quantd::StatusOr<PGconn*> PostgresJobStore::Connect() {
   // Options travel as keywords so the URI stays exactly what the operator
   // gave (libpq expands "dbname" as a URI).
   std::string connect_timeout =
@@ -351,7 +268,7 @@ absl::StatusOr<PGconn*> PostgresJobStore::Connect() {
   return conn;
 }
 
-absl::StatusOr<std::unique_ptr<PostgresJobStore::Connection>> PostgresJobStore::Acquire() {
+quantd::StatusOr<std::unique_ptr<PostgresJobStore::Connection>> PostgresJobStore::Acquire() {
   {
     absl::MutexLock lock(&mu_);
     auto available = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
@@ -359,7 +276,7 @@ absl::StatusOr<std::unique_ptr<PostgresJobStore::Connection>> PostgresJobStore::
     };
     if (!mu_.AwaitWithTimeout(absl::Condition(&available), options_.acquire_timeout)) {
       return MakeError(
-          absl::StatusCode::kUnavailable, "STORE_BUSY",
+          quantd::StatusCode::kUnavailable, "STORE_BUSY",
           absl::StrCat("all ", options_.max_connections, " PostgreSQL connections stayed busy for ",
                        absl::FormatDuration(options_.acquire_timeout)));
     }
@@ -370,7 +287,7 @@ absl::StatusOr<std::unique_ptr<PostgresJobStore::Connection>> PostgresJobStore::
     }
     ++open_;  // reserve the slot while connecting outside the lock
   }
-  absl::StatusOr<PGconn*> conn = Connect();
+  quantd::StatusOr<PGconn*> conn = Connect();
   if (!conn.ok()) {
     absl::MutexLock lock(&mu_);
     --open_;
@@ -392,49 +309,44 @@ void PostgresJobStore::Release(PGconn* conn, bool broken) {
   }
 }
 
-absl::Status PostgresJobStore::Migrate() {
-  auto c = Acquire();
-  if (!c.ok()) return c.status();
-  Connection& conn = **c;
+quantd::Status PostgresJobStore::Migrate() {
+  QD_ASSIGN_OR_RETURN(auto c, Acquire());
+  Connection& conn = *c;
   Params lock_key;
   lock_key.Int(kMigrationLockKey);
-  auto locked = conn.Exec("SELECT pg_advisory_lock($1::bigint)", lock_key);
-  if (!locked.ok()) return locked.status();
-  auto body = [&]() -> absl::Status {
-    auto created = conn.Exec(
-        "CREATE TABLE IF NOT EXISTS schema_migrations (version BIGINT PRIMARY KEY, "
-        "description TEXT NOT NULL, applied_at BIGINT NOT NULL)");
-    if (!created.ok()) return created.status();
-    auto tx = Transaction::Begin(conn);
-    if (!tx.ok()) return tx.status();
-    auto current = conn.Exec("SELECT COALESCE(MAX(version), 0)::bigint FROM schema_migrations");
-    if (!current.ok()) return current.status();
-    int version = static_cast<int>(current->Int(0, 0));
+  QD_RETURN_IF_ERROR(conn.Exec("SELECT pg_advisory_lock($1::bigint)", lock_key));
+  auto body = [&]() -> quantd::Status {
+    QD_RETURN_IF_ERROR(
+        conn.Exec("CREATE TABLE IF NOT EXISTS schema_migrations (version BIGINT PRIMARY KEY, "
+                  "description TEXT NOT NULL, applied_at BIGINT NOT NULL)"));
+    QD_ASSIGN_OR_RETURN(auto tx, Transaction::Begin(conn));
+    QD_ASSIGN_OR_RETURN(
+        auto current, conn.Exec("SELECT COALESCE(MAX(version), 0)::bigint FROM schema_migrations"));
+    int version = static_cast<int>(current.Int(0, 0));
     const int latest = kMigrations[sizeof(kMigrations) / sizeof(kMigrations[0]) - 1].version;
     if (version > latest) {
-      return MakeError(absl::StatusCode::kFailedPrecondition, "STORE_SCHEMA_TOO_NEW",
+      return MakeError(quantd::StatusCode::kFailedPrecondition, "STORE_SCHEMA_TOO_NEW",
                        absl::StrCat("the database has schema version ", version,
                                     ", newer than this quantd's ", latest));
     }
     for (const Migration& m : kMigrations) {
       if (m.version <= version) continue;
-      absl::Status applied = conn.ExecScript(m.sql);
-      if (!applied.ok()) return applied;
+      QD_RETURN_IF_ERROR(conn.ExecScript(m.sql));
       Params p;
       p.Int(m.version).Text(m.description).Int(absl::ToUnixMicros(absl::Now()));
-      auto recorded = conn.Exec(
-          "INSERT INTO schema_migrations (version, description, applied_at) VALUES ($1, $2, $3)",
-          p);
-      if (!recorded.ok()) return recorded.status();
+      QD_RETURN_IF_ERROR(
+          conn.Exec("INSERT INTO schema_migrations (version, "
+                    "description, applied_at) VALUES ($1, $2, $3)",
+                    p));
       version = m.version;
     }
-    absl::Status committed = tx->Commit();
-    if (!committed.ok()) return committed;
+    QD_RETURN_IF_ERROR(tx.Commit());
     schema_version_ = version;
-    return absl::OkStatus();
+    return quantd::OkStatus();
   };
-  absl::Status s = body();
-  if (!conn.broken()) conn.Exec("SELECT pg_advisory_unlock($1::bigint)", lock_key).IgnoreError();
+  quantd::Status s = body();
+  if (!conn.broken())
+    conn.Exec("SELECT pg_advisory_unlock($1::bigint)", lock_key).status().IgnoreError();
   return s;
 }
 
@@ -443,15 +355,14 @@ namespace {
 // Runs `body` on a pooled connection, again (on a fresh transaction) when
 // PostgreSQL aborted it for a serialization failure or deadlock.
 template <typename T, typename Body>
-absl::StatusOr<T> WithRetries(std::function<absl::StatusOr<std::unique_ptr<Connection>>()> acquire,
-                              Body body) {
-  absl::Status last;
+quantd::StatusOr<T> WithRetries(
+    std::function<quantd::StatusOr<std::unique_ptr<Connection>>()> acquire, Body body) {
+  quantd::Status last;
   for (int attempt = 0; attempt < kMaxTransactionAttempts; ++attempt) {
-    auto c = acquire();
-    if (!c.ok()) return c.status();
-    absl::StatusOr<T> result = body(**c);
-    if (result.ok() || result.status().code() != absl::StatusCode::kAborted ||
-        GetReason(result.status()) != "STORE_CONFLICT") {
+    QD_ASSIGN_OR_RETURN(auto c, acquire());
+    quantd::StatusOr<T> result = body(*c);
+    if (result.ok() || result.status().code() != quantd::StatusCode::kAborted ||
+        result.status().reason() != "STORE_CONFLICT") {
       return result;
     }
     last = result.status();
@@ -461,58 +372,49 @@ absl::StatusOr<T> WithRetries(std::function<absl::StatusOr<std::unique_ptr<Conne
 
 }  // namespace
 
-absl::StatusOr<CreateJobOutcome> PostgresJobStore::CreateJob(const JobRecord& record_in,
-                                                             std::vector<v1::JobEvent> events_in,
-                                                             const CreateJobOptions& options) {
-  absl::Status valid = CheckWritableRecord(record_in);
-  if (!valid.ok()) return valid;
+quantd::StatusOr<CreateJobOutcome> PostgresJobStore::CreateJob(const JobRecord& record_in,
+                                                               std::vector<v1::JobEvent> events_in,
+                                                               const CreateJobOptions& options) {
+  QD_RETURN_IF_ERROR(CheckWritableRecord(record_in));
   return WithRetries<CreateJobOutcome>(
       [this] { return Acquire(); },
-      [&](Connection& c) -> absl::StatusOr<CreateJobOutcome> {
+      [&](Connection& c) -> quantd::StatusOr<CreateJobOutcome> {
         JobRecord record = record_in;
         std::vector<v1::JobEvent> events = events_in;
         record.last_sequence = 0;
         AssignEventSequences(record, events);
         const v1::Job& job = record.job;
-        auto tx = Transaction::Begin(c);
-        if (!tx.ok()) return tx.status();
+        QD_ASSIGN_OR_RETURN(auto tx, Transaction::Begin(c));
 
-        auto find_existing = [&]() -> absl::StatusOr<std::optional<JobRecord>> {
+        auto find_existing = [&]() -> quantd::StatusOr<std::optional<JobRecord>> {
           Params p;
           p.Text(job.tenant()).Text(job.request_id());
-          auto r = c.Exec(absl::StrCat("SELECT ", kRecordColumns,
-                                       " FROM jobs WHERE tenant = $1 AND request_id = $2"),
-                          p);
-          if (!r.ok()) return r.status();
-          if (r->rows() == 0) return std::optional<JobRecord>();
-          auto existing = ReadRecord(*r, 0);
-          if (!existing.ok()) return existing.status();
-          return std::optional<JobRecord>(std::move(*existing));
+          QD_ASSIGN_OR_RETURN(
+              auto r, c.Exec(absl::StrCat("SELECT ", kRecordColumns,
+                                          " FROM jobs WHERE tenant = $1 AND request_id = $2"),
+                             p));
+          if (r.rows() == 0) return std::optional<JobRecord>();
+          QD_ASSIGN_OR_RETURN(auto existing, ReadRecord(r, 0));
+          return std::optional<JobRecord>(std::move(existing));
         };
-        if (!job.request_id().empty()) {
-          auto existing = find_existing();
-          if (!existing.ok()) return existing.status();
-          if (existing->has_value()) return CreateJobOutcome{std::move(**existing), false};
-        }
-        if (options.max_queued_per_tenant > 0) {
-          // Serializes creates of one tenant so the count below stays true
-          // until this transaction commits.
+        CreateJobReads reads;
+        reads.find_by_request_id = find_existing;
+        reads.count_queued = [&]() -> quantd::StatusOr<int64_t> {
+          // Serializes creates of one tenant so the count stays true until
+          // this transaction commits.
           Params t;
           t.Text(job.tenant());
-          auto locked = c.Exec("SELECT pg_advisory_xact_lock(hashtext($1)::bigint)", t);
-          if (!locked.ok()) return locked.status();
+          QD_RETURN_IF_ERROR(c.Exec("SELECT pg_advisory_xact_lock(hashtext($1)::bigint)", t));
           Params p;
           p.Text(job.tenant()).Int(v1::QUEUED);
-          auto count =
-              c.Exec("SELECT COUNT(*)::bigint FROM jobs WHERE tenant = $1 AND state = $2", p);
-          if (!count.ok()) return count.status();
-          if (count->Int(0, 0) >= options.max_queued_per_tenant) {
-            return MakeError(
-                absl::StatusCode::kResourceExhausted, "QUEUE_FULL",
-                absl::StrCat("tenant \"", job.tenant(), "\" already has ", count->Int(0, 0),
-                             " queued jobs (the limit is ", options.max_queued_per_tenant, ")"));
-          }
-        }
+          QD_ASSIGN_OR_RETURN(
+              auto count,
+              c.Exec("SELECT COUNT(*)::bigint FROM jobs WHERE tenant = $1 AND state = $2", p));
+          return count.Int(0, 0);
+        };
+        QD_ASSIGN_OR_RETURN(std::optional<CreateJobOutcome> decided,
+                            CheckCreateJob(job, options, reads));
+        if (decided.has_value()) return std::move(*decided);
         Params p;
         p.Text(job.name())
             .Text(job.tenant())
@@ -531,118 +433,103 @@ absl::StatusOr<CreateJobOutcome> PostgresJobStore::CreateJob(const JobRecord& re
             .Bytes(record.outcome_hash);
         // ON CONFLICT waits for a concurrent insert of the same key to
         // commit and then skips ours: the unique index decides.
-        auto inserted =
+        QD_ASSIGN_OR_RETURN(
+            auto inserted,
             c.Exec(absl::StrCat("INSERT INTO jobs (", kRecordColumns,
                                 ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, "
                                 "$13, $14, $15) "
                                 "ON CONFLICT (tenant, request_id) DO NOTHING RETURNING name"),
-                   p);
-        if (!inserted.ok()) return inserted.status();
-        if (inserted->rows() == 0) {
-          auto existing = find_existing();
-          if (!existing.ok()) return existing.status();
-          if (!existing->has_value()) {
-            return MakeError(absl::StatusCode::kAborted, "STORE_CONFLICT",
+                   p));
+        if (inserted.rows() == 0) {
+          QD_ASSIGN_OR_RETURN(auto existing, find_existing());
+          if (!existing.has_value()) {
+            return MakeError(quantd::StatusCode::kAborted, "STORE_CONFLICT",
                              "request_id conflict with a job that is gone");
           }
-          absl::Status committed = tx->Commit();
-          if (!committed.ok()) return committed;
-          return CreateJobOutcome{std::move(**existing), false};
+          QD_RETURN_IF_ERROR(tx.Commit());
+          return CreateJobOutcome{std::move(*existing), false};
         }
         for (const auto& [key, value] : job.spec().labels()) {
           Params l;
           l.Text(job.name()).Text(key).Text(value);
-          auto r = c.Exec("INSERT INTO job_labels (name, key, value) VALUES ($1, $2, $3)", l);
-          if (!r.ok()) return r.status();
+          QD_RETURN_IF_ERROR(
+              c.Exec("INSERT INTO job_labels (name, key, value) VALUES ($1, $2, $3)", l));
         }
-        absl::Status s = InsertEvents(c, events);
-        if (!s.ok()) return s;
-        s = tx->Commit();
-        if (!s.ok()) return s;
+        QD_RETURN_IF_ERROR(InsertEvents(c, events));
+        QD_RETURN_IF_ERROR(tx.Commit());
         return CreateJobOutcome{std::move(record), true};
       });
 }
 
-absl::StatusOr<JobRecord> PostgresJobStore::GetJob(absl::string_view name) {
-  auto c = Acquire();
-  if (!c.ok()) return c.status();
+quantd::StatusOr<JobRecord> PostgresJobStore::GetJob(absl::string_view name) {
+  QD_ASSIGN_OR_RETURN(auto c, Acquire());
   Params p;
   p.Text(name);
-  auto r = (*c)->Exec(absl::StrCat("SELECT ", kRecordColumns, " FROM jobs WHERE name = $1"), p);
-  if (!r.ok()) return r.status();
-  if (r->rows() == 0) return JobNotFoundError(name);
-  return ReadRecord(*r, 0);
+  QD_ASSIGN_OR_RETURN(
+      auto r, (c)->Exec(absl::StrCat("SELECT ", kRecordColumns, " FROM jobs WHERE name = $1"), p));
+  if (r.rows() == 0) return JobNotFoundError(name);
+  return ReadRecord(r, 0);
 }
 
-absl::StatusOr<JobRecord> PostgresJobStore::UpdateJob(absl::string_view name,
-                                                      const Mutation& mutate) {
+quantd::StatusOr<JobRecord> PostgresJobStore::UpdateJob(absl::string_view name,
+                                                        const Mutation& mutate) {
   return WithRetries<JobRecord>(
       [this] { return Acquire(); },
-      [&](Connection& c) -> absl::StatusOr<JobRecord> {
-        auto tx = Transaction::Begin(c);
-        if (!tx.ok()) return tx.status();
+      [&](Connection& c) -> quantd::StatusOr<JobRecord> {
+        QD_ASSIGN_OR_RETURN(auto tx, Transaction::Begin(c));
         Params p;
         p.Text(name);
-        auto r = c.Exec(
-            absl::StrCat("SELECT ", kRecordColumns, " FROM jobs WHERE name = $1 FOR UPDATE"), p);
-        if (!r.ok()) return r.status();
-        if (r->rows() == 0) return JobNotFoundError(name);
-        auto record = ReadRecord(*r, 0);
-        if (!record.ok()) return record.status();
-        absl::Status s = WriteMutation(c, *record, mutate);
-        if (!s.ok()) return s;
-        s = tx->Commit();
-        if (!s.ok()) return s;
-        return std::move(*record);
+        QD_ASSIGN_OR_RETURN(auto r, c.Exec(absl::StrCat("SELECT ", kRecordColumns,
+                                                        " FROM jobs WHERE name = $1 FOR UPDATE"),
+                                           p));
+        if (r.rows() == 0) return JobNotFoundError(name);
+        QD_ASSIGN_OR_RETURN(auto record, ReadRecord(r, 0));
+        QD_RETURN_IF_ERROR(WriteMutation(c, record, mutate));
+        QD_RETURN_IF_ERROR(tx.Commit());
+        return std::move(record);
       });
 }
 
-absl::StatusOr<std::optional<JobRecord>> PostgresJobStore::ClaimQueuedJob(const ClaimQuery& query,
-                                                                          const Mutation& mutate) {
+quantd::StatusOr<std::optional<JobRecord>> PostgresJobStore::ClaimQueuedJob(
+    const ClaimQuery& query, const Mutation& mutate) {
   if (query.devices.empty()) return std::optional<JobRecord>();
   return WithRetries<std::optional<JobRecord>>(
       [this] { return Acquire(); },
-      [&](Connection& c) -> absl::StatusOr<std::optional<JobRecord>> {
-        auto tx = Transaction::Begin(c);
-        if (!tx.ok()) return tx.status();
+      [&](Connection& c) -> quantd::StatusOr<std::optional<JobRecord>> {
+        QD_ASSIGN_OR_RETURN(auto tx, Transaction::Begin(c));
         Params p;
         p.Int(v1::QUEUED).Int(absl::ToUnixMicros(query.now)).Text(TextArray(query.devices));
         // SKIP LOCKED: a row another frontend is claiming right now is
         // passed over instead of waited for.
-        auto r = c.Exec(absl::StrCat("SELECT ", kRecordColumns,
-                                     " FROM jobs WHERE state = $1 AND available_time <= $2 AND "
-                                     "device = ANY($3::text[]) ORDER BY create_time, name "
-                                     "LIMIT 1 FOR UPDATE SKIP LOCKED"),
-                        p);
-        if (!r.ok()) return r.status();
-        if (r->rows() == 0) return std::optional<JobRecord>();
-        auto record = ReadRecord(*r, 0);
-        if (!record.ok()) return record.status();
-        absl::Status s = WriteMutation(c, *record, mutate);
-        if (!s.ok()) return s;
-        s = tx->Commit();
-        if (!s.ok()) return s;
-        return std::optional<JobRecord>(std::move(*record));
+        QD_ASSIGN_OR_RETURN(
+            auto r, c.Exec(absl::StrCat("SELECT ", kRecordColumns,
+                                        " FROM jobs WHERE state = $1 AND available_time <= $2 AND "
+                                        "device = ANY($3::text[]) ORDER BY create_time, name "
+                                        "LIMIT 1 FOR UPDATE SKIP LOCKED"),
+                           p));
+        if (r.rows() == 0) return std::optional<JobRecord>();
+        QD_ASSIGN_OR_RETURN(auto record, ReadRecord(r, 0));
+        QD_RETURN_IF_ERROR(WriteMutation(c, record, mutate));
+        QD_RETURN_IF_ERROR(tx.Commit());
+        return std::optional<JobRecord>(std::move(record));
       });
 }
 
-absl::StatusOr<std::vector<std::string>> PostgresJobStore::ListExpiredLeases(absl::Time now,
-                                                                             int limit) {
-  auto c = Acquire();
-  if (!c.ok()) return c.status();
+quantd::StatusOr<std::vector<std::string>> PostgresJobStore::ListExpiredLeases(absl::Time now,
+                                                                               int limit) {
+  QD_ASSIGN_OR_RETURN(auto c, Acquire());
   Params p;
   p.Int(v1::RUNNING).Int(v1::CANCELLING).Int(absl::ToUnixMicros(now)).Int(limit);
-  auto r = (*c)->Exec(
-      "SELECT name FROM jobs WHERE state IN ($1, $2) AND lease_expire_time <= $3 "
-      "ORDER BY lease_expire_time, name LIMIT $4",
-      p);
-  if (!r.ok()) return r.status();
+  QD_ASSIGN_OR_RETURN(
+      auto r, (c)->Exec("SELECT name FROM jobs WHERE state IN ($1, $2) AND lease_expire_time <= $3 "
+                        "ORDER BY lease_expire_time, name LIMIT $4",
+                        p));
   std::vector<std::string> names;
-  for (int i = 0; i < r->rows(); ++i) names.emplace_back(r->Bytes(i, 0));
+  for (int i = 0; i < r.rows(); ++i) names.emplace_back(r.Bytes(i, 0));
   return names;
 }
 
-absl::StatusOr<std::vector<JobRecord>> PostgresJobStore::ListJobs(const ListJobsQuery& query) {
+quantd::StatusOr<std::vector<JobRecord>> PostgresJobStore::ListJobs(const ListJobsQuery& query) {
   std::string sql = absl::StrCat("SELECT ", kRecordColumns, " FROM jobs WHERE TRUE");
   Params p;
   int n = 0;
@@ -680,52 +567,47 @@ absl::StatusOr<std::vector<JobRecord>> PostgresJobStore::ListJobs(const ListJobs
   // whatever the database's locale.
   absl::StrAppend(&sql, " ORDER BY create_time ", dir, ", name ", dir, " LIMIT ", next());
   p.Int(query.limit);
-  auto c = Acquire();
-  if (!c.ok()) return c.status();
-  auto r = (*c)->Exec(sql, p);
-  if (!r.ok()) return r.status();
+  QD_ASSIGN_OR_RETURN(auto c, Acquire());
+  QD_ASSIGN_OR_RETURN(auto r, (c)->Exec(sql, p));
   std::vector<JobRecord> out;
-  for (int i = 0; i < r->rows(); ++i) {
-    auto record = ReadRecord(*r, i);
-    if (!record.ok()) return record.status();
-    out.push_back(std::move(*record));
+  for (int i = 0; i < r.rows(); ++i) {
+    QD_ASSIGN_OR_RETURN(auto record, ReadRecord(r, i));
+    out.push_back(std::move(record));
   }
   return out;
 }
 
-absl::StatusOr<std::vector<v1::JobEvent>> PostgresJobStore::ListEvents(absl::string_view name,
-                                                                       int64_t after_sequence,
-                                                                       int limit) {
-  auto c = Acquire();
-  if (!c.ok()) return c.status();
+quantd::StatusOr<std::vector<v1::JobEvent>> PostgresJobStore::ListEvents(absl::string_view name,
+                                                                         int64_t after_sequence,
+                                                                         int limit) {
+  QD_ASSIGN_OR_RETURN(auto c, Acquire());
   Params p;
   p.Text(name).Int(after_sequence).Int(limit);
-  auto r = (*c)->Exec(
-      "SELECT payload FROM job_events WHERE name = $1 AND sequence > $2 ORDER BY sequence "
-      "LIMIT $3",
-      p);
-  if (!r.ok()) return r.status();
-  std::vector<v1::JobEvent> events(r->rows());
-  for (int i = 0; i < r->rows(); ++i) {
-    absl::Status s = ParseEventBlob(name, r->Bytes(i, 0), &events[i]);
-    if (!s.ok()) return s;
+  QD_ASSIGN_OR_RETURN(
+      auto r,
+      (c)->Exec(
+          "SELECT payload FROM job_events WHERE name = $1 AND sequence > $2 ORDER BY sequence "
+          "LIMIT $3",
+          p));
+  std::vector<v1::JobEvent> events(r.rows());
+  for (int i = 0; i < r.rows(); ++i) {
+    QD_RETURN_IF_ERROR(ParseEventBlob(name, r.Bytes(i, 0), &events[i]));
   }
   return events;
 }
 
-absl::StatusOr<int64_t> PostgresJobStore::CountJobs(const std::optional<std::string>& tenant,
-                                                    v1::JobState state) {
-  auto c = Acquire();
-  if (!c.ok()) return c.status();
+quantd::StatusOr<int64_t> PostgresJobStore::CountJobs(const std::optional<std::string>& tenant,
+                                                      v1::JobState state) {
+  QD_ASSIGN_OR_RETURN(auto c, Acquire());
   Params p;
   p.Int(state);
   if (tenant.has_value()) p.Text(*tenant);
-  auto r = (*c)->Exec(tenant.has_value()
-                          ? "SELECT COUNT(*)::bigint FROM jobs WHERE state = $1 AND tenant = $2"
-                          : "SELECT COUNT(*)::bigint FROM jobs WHERE state = $1",
-                      p);
-  if (!r.ok()) return r.status();
-  return r->Int(0, 0);
+  QD_ASSIGN_OR_RETURN(
+      auto r, (c)->Exec(tenant.has_value()
+                            ? "SELECT COUNT(*)::bigint FROM jobs WHERE state = $1 AND tenant = $2"
+                            : "SELECT COUNT(*)::bigint FROM jobs WHERE state = $1",
+                        p));
+  return r.Int(0, 0);
 }
 
 }  // namespace quantd::server

@@ -15,6 +15,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
 #include "server/store/job_store.h"
+#include "worker/common/status.h"
 
 typedef struct pg_conn PGconn;
 
@@ -36,24 +37,25 @@ class PostgresJobStore : public JobStore {
  public:
   // Connects, migrates the schema, and returns the store. UNAVAILABLE
   // (STORE_UNAVAILABLE) when the database cannot be reached.
-  static absl::StatusOr<std::unique_ptr<PostgresJobStore>> Open(
+  static quantd::StatusOr<std::unique_ptr<PostgresJobStore>> Open(
       const PostgresJobStoreOptions& options);
 
   ~PostgresJobStore() override;
 
-  absl::StatusOr<CreateJobOutcome> CreateJob(const JobRecord& record,
-                                             std::vector<v1::JobEvent> events,
-                                             const CreateJobOptions& options) override;
-  absl::StatusOr<JobRecord> GetJob(absl::string_view name) override;
-  absl::StatusOr<JobRecord> UpdateJob(absl::string_view name, const Mutation& mutate) override;
-  absl::StatusOr<std::optional<JobRecord>> ClaimQueuedJob(const ClaimQuery& query,
-                                                          const Mutation& mutate) override;
-  absl::StatusOr<std::vector<std::string>> ListExpiredLeases(absl::Time now, int limit) override;
-  absl::StatusOr<std::vector<JobRecord>> ListJobs(const ListJobsQuery& query) override;
-  absl::StatusOr<std::vector<v1::JobEvent>> ListEvents(absl::string_view name,
-                                                       int64_t after_sequence, int limit) override;
-  absl::StatusOr<int64_t> CountJobs(const std::optional<std::string>& tenant,
-                                    v1::JobState state) override;
+  quantd::StatusOr<CreateJobOutcome> CreateJob(const JobRecord& record,
+                                               std::vector<v1::JobEvent> events,
+                                               const CreateJobOptions& options) override;
+  quantd::StatusOr<JobRecord> GetJob(absl::string_view name) override;
+  quantd::StatusOr<JobRecord> UpdateJob(absl::string_view name, const Mutation& mutate) override;
+  quantd::StatusOr<std::optional<JobRecord>> ClaimQueuedJob(const ClaimQuery& query,
+                                                            const Mutation& mutate) override;
+  quantd::StatusOr<std::vector<std::string>> ListExpiredLeases(absl::Time now, int limit) override;
+  quantd::StatusOr<std::vector<JobRecord>> ListJobs(const ListJobsQuery& query) override;
+  quantd::StatusOr<std::vector<v1::JobEvent>> ListEvents(absl::string_view name,
+                                                         int64_t after_sequence,
+                                                         int limit) override;
+  quantd::StatusOr<int64_t> CountJobs(const std::optional<std::string>& tenant,
+                                      v1::JobState state) override;
   int SchemaVersion() const override { return schema_version_; }
   absl::string_view Backend() const override { return "postgresql"; }
 
@@ -64,10 +66,10 @@ class PostgresJobStore : public JobStore {
  private:
   explicit PostgresJobStore(PostgresJobStoreOptions options) : options_(std::move(options)) {}
 
-  absl::StatusOr<PGconn*> Connect();
-  absl::StatusOr<std::unique_ptr<Connection>> Acquire();
+  quantd::StatusOr<PGconn*> Connect();
+  quantd::StatusOr<std::unique_ptr<Connection>> Acquire();
   void Release(PGconn* conn, bool broken);
-  absl::Status Migrate();
+  quantd::Status Migrate();
 
   const PostgresJobStoreOptions options_;
   int schema_version_ = 0;

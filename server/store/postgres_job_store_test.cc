@@ -13,6 +13,7 @@
 #include "server/store/open_job_store.h"
 #include "server/store/record_columns.h"
 #include "server/store/testing/postgres_test_cluster.h"
+#include "worker/common/status.h"
 
 namespace quantd::server {
 namespace {
@@ -62,8 +63,8 @@ TEST_F(PostgresJobStoreTest, OpensThroughTheStoreUri) {
                   "schema_migrations"),
             "1,2");
   auto unknown = OpenJobStore("mysql://x");
-  EXPECT_EQ(unknown.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(GetReason(unknown.status()), "INVALID_STORE_URI");
+  EXPECT_EQ(unknown.status().code(), quantd::StatusCode::kInvalidArgument);
+  EXPECT_EQ(unknown.status().reason(), "INVALID_STORE_URI");
 }
 
 TEST_F(PostgresJobStoreTest, UnreachableServerIsUnavailable) {
@@ -71,8 +72,8 @@ TEST_F(PostgresJobStoreTest, UnreachableServerIsUnavailable) {
   options.uri = "postgresql://postgres@127.0.0.1:1/none";
   options.connect_timeout = absl::Seconds(1);
   auto store = PostgresJobStore::Open(options);
-  EXPECT_EQ(store.status().code(), absl::StatusCode::kUnavailable);
-  EXPECT_EQ(GetReason(store.status()), "STORE_UNAVAILABLE");
+  EXPECT_EQ(store.status().code(), quantd::StatusCode::kUnavailable);
+  EXPECT_EQ(store.status().reason(), "STORE_UNAVAILABLE");
   EXPECT_NE(store.status().message().find("cannot connect"), std::string::npos);
 }
 
@@ -139,7 +140,7 @@ CREATE TABLE job_events (name TEXT COLLATE "C" NOT NULL, sequence BIGINT NOT NUL
   auto updated = (*store)->UpdateJob("jobs/old1", [](JobRecord& r, JobUpdate&) {
     r.lease_holder = "sha256:w";
     r.lease_secret_hash = std::string(32, '\0');
-    return absl::OkStatus();
+    return quantd::OkStatus();
   });
   ASSERT_TRUE(updated.ok()) << updated.status();
   EXPECT_EQ((*store)->GetJob("jobs/old1")->lease_secret_hash, std::string(32, '\0'));
@@ -149,8 +150,8 @@ TEST_F(PostgresJobStoreTest, RefusesSchemaNewerThanTheBinary) {
   { ASSERT_TRUE(PostgresJobStore::Open({uri_}).ok()); }
   Query(uri_, "INSERT INTO schema_migrations VALUES (42, 'future', 0)");
   auto store = PostgresJobStore::Open({uri_});
-  EXPECT_EQ(store.status().code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_EQ(GetReason(store.status()), "STORE_SCHEMA_TOO_NEW");
+  EXPECT_EQ(store.status().code(), quantd::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(store.status().reason(), "STORE_SCHEMA_TOO_NEW");
 }
 
 TEST_F(PostgresJobStoreTest, RecoversAfterItsConnectionsAreKilled) {
@@ -165,10 +166,10 @@ TEST_F(PostgresJobStoreTest, RecoversAfterItsConnectionsAreKilled) {
         "'quantd' AND pid <> pg_backend_pid()");
   // The pooled connection is dead: the first call says so, and the pool
   // replaces it; nothing is lost.
-  absl::StatusOr<JobRecord> first = (*store)->GetJob("jobs/a");
+  quantd::StatusOr<JobRecord> first = (*store)->GetJob("jobs/a");
   if (!first.ok()) {
-    EXPECT_EQ(first.status().code(), absl::StatusCode::kUnavailable) << first.status();
-    EXPECT_EQ(GetReason(first.status()), "STORE_UNAVAILABLE");
+    EXPECT_EQ(first.status().code(), quantd::StatusCode::kUnavailable) << first.status();
+    EXPECT_EQ(first.status().reason(), "STORE_UNAVAILABLE");
   }
   auto again = (*store)->GetJob("jobs/a");
   ASSERT_TRUE(again.ok()) << again.status();

@@ -5,6 +5,7 @@
 #include "google/protobuf/io/zero_copy_stream_impl_lite.h"
 #include "google/protobuf/util/time_util.h"
 #include "server/common/errors.h"
+#include "worker/common/status.h"
 
 namespace quantd::server {
 
@@ -34,33 +35,33 @@ void AssignEventSequences(JobRecord& record, std::vector<v1::JobEvent>& events) 
   }
 }
 
-absl::Status CheckWritableRecord(const JobRecord& record) {
+quantd::Status CheckWritableRecord(const JobRecord& record) {
   if (record.job.name().empty()) {
-    return absl::InvalidArgumentError("a stored job needs a name");
+    return quantd::InvalidArgumentError("a stored job needs a name");
   }
   if (!v1::JobState_IsValid(record.job.state()) ||
       record.job.state() == v1::JOB_STATE_UNSPECIFIED) {
-    return absl::InvalidArgumentError(
+    return quantd::InvalidArgumentError(
         absl::StrCat("job ", record.job.name(), " has no valid state"));
   }
-  return absl::OkStatus();
+  return quantd::OkStatus();
 }
 
-absl::Status ParseJobBlob(absl::string_view name, absl::string_view blob, v1::Job* job) {
+quantd::Status ParseJobBlob(absl::string_view name, absl::string_view blob, v1::Job* job) {
   if (!job->ParseFromArray(blob.data(), static_cast<int>(blob.size()))) {
-    return MakeError(absl::StatusCode::kDataLoss, "STORE_CORRUPT",
+    return MakeError(quantd::StatusCode::kDataLoss, "STORE_CORRUPT",
                      absl::StrCat("stored job ", name, " does not parse as quantd.v1.Job"));
   }
-  return absl::OkStatus();
+  return quantd::OkStatus();
 }
 
-absl::Status ParseEventBlob(absl::string_view name, absl::string_view blob, v1::JobEvent* event) {
+quantd::Status ParseEventBlob(absl::string_view name, absl::string_view blob, v1::JobEvent* event) {
   if (!event->ParseFromArray(blob.data(), static_cast<int>(blob.size()))) {
     return MakeError(
-        absl::StatusCode::kDataLoss, "STORE_CORRUPT",
+        quantd::StatusCode::kDataLoss, "STORE_CORRUPT",
         absl::StrCat("stored event of ", name, " does not parse as quantd.v1.JobEvent"));
   }
-  return absl::OkStatus();
+  return quantd::OkStatus();
 }
 
 std::string SerializeDeterministic(const google::protobuf::Message& message) {
@@ -74,8 +75,8 @@ std::string SerializeDeterministic(const google::protobuf::Message& message) {
   return out;
 }
 
-absl::Status JobNotFoundError(absl::string_view name) {
-  return MakeError(absl::StatusCode::kNotFound, kJobNotFoundReason,
+quantd::Status JobNotFoundError(absl::string_view name) {
+  return MakeError(quantd::StatusCode::kNotFound, kJobNotFoundReason,
                    absl::StrCat(name, " does not exist"));
 }
 

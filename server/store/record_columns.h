@@ -9,10 +9,10 @@
 #include <string>
 #include <vector>
 
-#include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "server/store/job_store.h"
+#include "worker/common/status.h"
 
 namespace quantd::server {
 
@@ -32,17 +32,17 @@ absl::Time TimeFromOptionalMicros(std::optional<int64_t> micros);
 void AssignEventSequences(JobRecord& record, std::vector<v1::JobEvent>& events);
 
 // Checks what every write needs: a name and a known state.
-absl::Status CheckWritableRecord(const JobRecord& record);
+quantd::Status CheckWritableRecord(const JobRecord& record);
 
 // Parses a stored blob; DATA_LOSS naming the job when it is corrupt.
-absl::Status ParseJobBlob(absl::string_view name, absl::string_view blob, v1::Job* job);
-absl::Status ParseEventBlob(absl::string_view name, absl::string_view blob, v1::JobEvent* event);
+quantd::Status ParseJobBlob(absl::string_view name, absl::string_view blob, v1::Job* job);
+quantd::Status ParseEventBlob(absl::string_view name, absl::string_view blob, v1::JobEvent* event);
 
 // Deterministic serialization (sorted maps), for blobs and comparisons.
 std::string SerializeDeterministic(const google::protobuf::Message& message);
 
 // NOT_FOUND with reason JOB_NOT_FOUND.
-absl::Status JobNotFoundError(absl::string_view name);
+quantd::Status JobNotFoundError(absl::string_view name);
 
 }  // namespace quantd::server
 

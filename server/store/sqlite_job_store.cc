@@ -9,7 +9,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "server/common/errors.h"
+#include "server/store/create_job_rules.h"
 #include "server/store/record_columns.h"
+#include "worker/common/status.h"
 
 namespace quantd::server {
 namespace {
@@ -71,16 +73,16 @@ constexpr char kRecordColumns[] =
     "lease_token, lease_expire_time, last_sequence, job, lease_secret_hash, lease_holder, "
     "outcome_hash";
 
-absl::Status SqliteError(sqlite3* db, int rc, absl::string_view what) {
+quantd::Status SqliteError(sqlite3* db, int rc, absl::string_view what) {
   const char* detail = db != nullptr ? sqlite3_errmsg(db) : sqlite3_errstr(rc);
   int primary = rc & 0xff;
-  absl::StatusCode code = absl::StatusCode::kInternal;
+  quantd::StatusCode code = quantd::StatusCode::kInternal;
   std::string reason = "STORE_ERROR";
   if (primary == SQLITE_BUSY || primary == SQLITE_LOCKED) {
-    code = absl::StatusCode::kUnavailable;
+    code = quantd::StatusCode::kUnavailable;
     reason = "STORE_BUSY";
   } else if (primary == SQLITE_CORRUPT || primary == SQLITE_NOTADB) {
-    code = absl::StatusCode::kDataLoss;
+    code = quantd::StatusCode::kDataLoss;
     reason = "STORE_CORRUPT";
   }
   return MakeError(code, reason, absl::StrCat("sqlite: ", what, ": ", detail));
@@ -89,7 +91,7 @@ absl::Status SqliteError(sqlite3* db, int rc, absl::string_view what) {
 // A prepared statement with 1-based binds and 0-based column reads.
 class Statement {
  public:
-  static absl::StatusOr<Statement> Prepare(sqlite3* db, absl::string_view sql) {
+  static quantd::StatusOr<Statement> Prepare(sqlite3* db, absl::string_view sql) {
     sqlite3_stmt* stmt = nullptr;
     int rc = sqlite3_prepare_v2(db, sql.data(), static_cast<int>(sql.size()), &stmt, nullptr);
     if (rc != SQLITE_OK) return SqliteError(db, rc, "prepare");
@@ -131,14 +133,14 @@ class Statement {
   }
 
   // True when a row is available, false when done.
-  absl::StatusOr<bool> Step() {
+  quantd::StatusOr<bool> Step() {
     int rc = sqlite3_step(stmt_);
     if (rc == SQLITE_ROW) return true;
     if (rc == SQLITE_DONE) return false;
     return SqliteError(db_, rc, "step");
   }
-  absl::Status Run() {
-    absl::StatusOr<bool> row = Step();
+  quantd::Status Run() {
+    quantd::StatusOr<bool> row = Step();
     return row.status();
   }
 
@@ -157,7 +159,7 @@ class Statement {
   sqlite3_stmt* stmt_;
 };
 
-absl::Status Exec(sqlite3* db, absl::string_view sql) {
+quantd::Status Exec(sqlite3* db, absl::string_view sql) {
   std::string copy(sql);
   char* err = nullptr;
   int rc = sqlite3_exec(db, copy.c_str(), nullptr, nullptr, &err);
@@ -166,11 +168,11 @@ absl::Status Exec(sqlite3* db, absl::string_view sql) {
     sqlite3_free(err);
     return SqliteError(nullptr, rc, absl::StrCat(sql.substr(0, 40), ": ", msg));
   }
-  return absl::OkStatus();
+  return quantd::OkStatus();
 }
 
 // Reads a row selected with kRecordColumns.
-absl::StatusOr<JobRecord> ReadRecord(Statement& stmt) {
+quantd::StatusOr<JobRecord> ReadRecord(Statement& stmt) {
   JobRecord record;
   std::string name(stmt.Bytes(0));
   record.request_spec = std::string(stmt.Bytes(3));
@@ -182,27 +184,25 @@ absl::StatusOr<JobRecord> ReadRecord(Statement& stmt) {
   record.lease_secret_hash = std::string(stmt.Bytes(12));
   record.lease_holder = std::string(stmt.Bytes(13));
   record.outcome_hash = std::string(stmt.Bytes(14));
-  absl::Status parsed = ParseJobBlob(name, stmt.Bytes(11), &record.job);
-  if (!parsed.ok()) return parsed;
+  QD_RETURN_IF_ERROR(ParseJobBlob(name, stmt.Bytes(11), &record.job));
   return record;
 }
 
 // Rolls back an open transaction unless Commit() ran.
 class Transaction {
  public:
-  static absl::StatusOr<Transaction> Begin(sqlite3* db) {
+  static quantd::StatusOr<Transaction> Begin(sqlite3* db) {
     // IMMEDIATE takes the write lock up front, so a read-modify-write never
     // fails halfway with SQLITE_BUSY on upgrade.
-    absl::Status s = Exec(db, "BEGIN IMMEDIATE");
-    if (!s.ok()) return s;
+    QD_RETURN_IF_ERROR(Exec(db, "BEGIN IMMEDIATE"));
     return Transaction(db);
   }
   Transaction(Transaction&& o) noexcept : db_(std::exchange(o.db_, nullptr)) {}
   ~Transaction() {
     if (db_ != nullptr) Exec(db_, "ROLLBACK").IgnoreError();
   }
-  absl::Status Commit() {
-    absl::Status s = Exec(db_, "COMMIT");
+  quantd::Status Commit() {
+    quantd::Status s = Exec(db_, "COMMIT");
     if (s.ok()) db_ = nullptr;
     return s;
   }
@@ -212,55 +212,50 @@ class Transaction {
   sqlite3* db_;
 };
 
-absl::Status InsertEvents(sqlite3* db, const std::vector<v1::JobEvent>& events) {
-  if (events.empty()) return absl::OkStatus();
-  auto insert =
-      Statement::Prepare(db, "INSERT INTO job_events (name, sequence, payload) VALUES (?, ?, ?)");
-  if (!insert.ok()) return insert.status();
+quantd::Status InsertEvents(sqlite3* db, const std::vector<v1::JobEvent>& events) {
+  if (events.empty()) return quantd::OkStatus();
+  QD_ASSIGN_OR_RETURN(
+      auto insert,
+      Statement::Prepare(db, "INSERT INTO job_events (name, sequence, payload) VALUES (?, ?, ?)"));
   for (const v1::JobEvent& event : events) {
-    insert->Reset();
-    insert->Bind(1, absl::string_view(event.job()))
+    insert.Reset();
+    insert.Bind(1, absl::string_view(event.job()))
         .Bind(2, static_cast<int64_t>(event.sequence()))
         .BindBlob(3, SerializeDeterministic(event));
-    absl::Status s = insert->Run();
-    if (!s.ok()) return s;
+    QD_RETURN_IF_ERROR(insert.Run());
   }
-  return absl::OkStatus();
+  return quantd::OkStatus();
 }
 
-absl::StatusOr<std::optional<JobRecord>> SelectOne(Statement& stmt) {
-  absl::StatusOr<bool> row = stmt.Step();
-  if (!row.ok()) return row.status();
-  if (!*row) return std::optional<JobRecord>();
-  absl::StatusOr<JobRecord> record = ReadRecord(stmt);
-  if (!record.ok()) return record.status();
-  return std::optional<JobRecord>(std::move(*record));
+quantd::StatusOr<std::optional<JobRecord>> SelectOne(Statement& stmt) {
+  QD_ASSIGN_OR_RETURN(bool row, stmt.Step());
+  if (!row) return std::optional<JobRecord>();
+  QD_ASSIGN_OR_RETURN(JobRecord record, ReadRecord(stmt));
+  return std::optional<JobRecord>(std::move(record));
 }
 
 }  // namespace
 
-absl::StatusOr<std::string> SqliteJobStore::PathFromUri(absl::string_view uri) {
+quantd::StatusOr<std::string> SqliteJobStore::PathFromUri(absl::string_view uri) {
   constexpr absl::string_view kPrefix = "sqlite://";
   if (!absl::StartsWith(uri, kPrefix) || uri.size() == kPrefix.size()) {
     return MakeError(
-        absl::StatusCode::kInvalidArgument, "INVALID_STORE_URI",
+        quantd::StatusCode::kInvalidArgument, "INVALID_STORE_URI",
         absl::StrCat("a SQLite store URI looks like sqlite:///path/to/quantd.db, got \"", uri,
                      "\""));
   }
   return std::string(uri.substr(kPrefix.size()));
 }
 
-absl::StatusOr<std::unique_ptr<SqliteJobStore>> SqliteJobStore::Open(
+quantd::StatusOr<std::unique_ptr<SqliteJobStore>> SqliteJobStore::Open(
     const SqliteJobStoreOptions& options) {
   std::unique_ptr<SqliteJobStore> store(new SqliteJobStore(options));
-  absl::StatusOr<sqlite3*> writer = store->OpenConnection();
-  if (!writer.ok()) return writer.status();
+  QD_ASSIGN_OR_RETURN(sqlite3 * writer, store->OpenConnection());
   {
     absl::MutexLock lock(&store->write_mu_);
-    store->writer_ = *writer;
+    store->writer_ = writer;
   }
-  absl::Status migrated = store->Migrate();
-  if (!migrated.ok()) return migrated;
+  QD_RETURN_IF_ERROR(store->Migrate());
   return store;
 }
 
@@ -271,7 +266,7 @@ SqliteJobStore::~SqliteJobStore() {
   for (sqlite3* db : idle_readers_) sqlite3_close_v2(db);
 }
 
-absl::StatusOr<sqlite3*> SqliteJobStore::OpenConnection() {
+quantd::StatusOr<sqlite3*> SqliteJobStore::OpenConnection() {
   sqlite3* db = nullptr;
   // NOMUTEX: every connection is used by one thread at a time (the writer
   // under write_mu_, readers borrowed from the pool).
@@ -279,7 +274,7 @@ absl::StatusOr<sqlite3*> SqliteJobStore::OpenConnection() {
       sqlite3_open_v2(options_.path.c_str(), &db,
                       SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, nullptr);
   if (rc != SQLITE_OK) {
-    absl::Status s = SqliteError(db, rc, absl::StrCat("open ", options_.path));
+    quantd::Status s = SqliteError(db, rc, absl::StrCat("open ", options_.path));
     sqlite3_close_v2(db);
     return s;
   }
@@ -288,7 +283,7 @@ absl::StatusOr<sqlite3*> SqliteJobStore::OpenConnection() {
   // acknowledged job survive a power loss, not only a process crash.
   for (const char* pragma :
        {"PRAGMA journal_mode=WAL", "PRAGMA synchronous=FULL", "PRAGMA foreign_keys=ON"}) {
-    absl::Status s = Exec(db, pragma);
+    quantd::Status s = Exec(db, pragma);
     if (!s.ok()) {
       sqlite3_close_v2(db);
       return s;
@@ -297,7 +292,7 @@ absl::StatusOr<sqlite3*> SqliteJobStore::OpenConnection() {
   return db;
 }
 
-absl::StatusOr<sqlite3*> SqliteJobStore::TakeReader() {
+quantd::StatusOr<sqlite3*> SqliteJobStore::TakeReader() {
   {
     absl::MutexLock lock(&readers_mu_);
     if (!idle_readers_.empty()) {
@@ -318,93 +313,84 @@ void SqliteJobStore::ReturnReader(sqlite3* db) {
   }
 }
 
-absl::Status SqliteJobStore::Migrate() {
+quantd::Status SqliteJobStore::Migrate() {
   absl::MutexLock lock(&write_mu_);
-  absl::Status s =
+  quantd::Status s =
       Exec(writer_,
            "CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, "
            "description TEXT NOT NULL, applied_at INTEGER NOT NULL)");
   if (!s.ok()) return s;
-  auto tx = Transaction::Begin(writer_);
-  if (!tx.ok()) return tx.status();
-  auto current =
-      Statement::Prepare(writer_, "SELECT COALESCE(MAX(version), 0) FROM schema_migrations");
-  if (!current.ok()) return current.status();
-  absl::StatusOr<bool> row = current->Step();
-  if (!row.ok()) return row.status();
-  int version = static_cast<int>(current->Int(0));
+  QD_ASSIGN_OR_RETURN(auto tx, Transaction::Begin(writer_));
+  QD_ASSIGN_OR_RETURN(
+      auto current,
+      Statement::Prepare(writer_, "SELECT COALESCE(MAX(version), 0) FROM schema_migrations"));
+  QD_RETURN_IF_ERROR(current.Step());
+  int version = static_cast<int>(current.Int(0));
   const int latest = kMigrations[sizeof(kMigrations) / sizeof(kMigrations[0]) - 1].version;
   if (version > latest) {
-    return MakeError(absl::StatusCode::kFailedPrecondition, "STORE_SCHEMA_TOO_NEW",
+    return MakeError(quantd::StatusCode::kFailedPrecondition, "STORE_SCHEMA_TOO_NEW",
                      absl::StrCat("database ", options_.path, " has schema version ", version,
                                   ", newer than this quantd's ", latest));
   }
   for (const Migration& m : kMigrations) {
     if (m.version <= version) continue;
-    s = Exec(writer_, m.sql);
-    if (!s.ok()) return s;
-    auto record = Statement::Prepare(
-        writer_,
-        "INSERT INTO schema_migrations (version, description, applied_at) VALUES (?, ?, ?)");
-    if (!record.ok()) return record.status();
-    record->Bind(1, static_cast<int64_t>(m.version))
+    QD_RETURN_IF_ERROR(Exec(writer_, m.sql));
+    QD_ASSIGN_OR_RETURN(
+        auto record,
+        Statement::Prepare(
+            writer_,
+            "INSERT INTO schema_migrations (version, description, applied_at) VALUES (?, ?, ?)"));
+    record.Bind(1, static_cast<int64_t>(m.version))
         .Bind(2, absl::string_view(m.description))
         .Bind(3, absl::ToUnixMicros(absl::Now()));
-    s = record->Run();
-    if (!s.ok()) return s;
+    QD_RETURN_IF_ERROR(record.Run());
     version = m.version;
   }
-  s = tx->Commit();
-  if (!s.ok()) return s;
+  QD_RETURN_IF_ERROR(tx.Commit());
   schema_version_ = version;
-  return absl::OkStatus();
+  return quantd::OkStatus();
 }
 
-absl::StatusOr<CreateJobOutcome> SqliteJobStore::CreateJob(const JobRecord& record_in,
-                                                           std::vector<v1::JobEvent> events,
-                                                           const CreateJobOptions& options) {
-  absl::Status valid = CheckWritableRecord(record_in);
-  if (!valid.ok()) return valid;
+quantd::StatusOr<CreateJobOutcome> SqliteJobStore::CreateJob(const JobRecord& record_in,
+                                                             std::vector<v1::JobEvent> events,
+                                                             const CreateJobOptions& options) {
+  QD_RETURN_IF_ERROR(CheckWritableRecord(record_in));
   JobRecord record = record_in;
   record.last_sequence = 0;
   AssignEventSequences(record, events);
   const v1::Job& job = record.job;
 
   absl::MutexLock lock(&write_mu_);
-  auto tx = Transaction::Begin(writer_);
-  if (!tx.ok()) return tx.status();
+  QD_ASSIGN_OR_RETURN(auto tx, Transaction::Begin(writer_));
 
-  if (!job.request_id().empty()) {
-    auto existing = Statement::Prepare(
-        writer_,
-        absl::StrCat("SELECT ", kRecordColumns, " FROM jobs WHERE tenant = ? AND request_id = ?"));
-    if (!existing.ok()) return existing.status();
-    existing->Bind(1, absl::string_view(job.tenant())).Bind(2, absl::string_view(job.request_id()));
-    auto found = SelectOne(*existing);
-    if (!found.ok()) return found.status();
-    if (found->has_value()) return CreateJobOutcome{std::move(**found), false};
-  }
-  if (options.max_queued_per_tenant > 0) {
-    auto count =
-        Statement::Prepare(writer_, "SELECT COUNT(*) FROM jobs WHERE tenant = ? AND state = ?");
-    if (!count.ok()) return count.status();
-    count->Bind(1, absl::string_view(job.tenant())).Bind(2, static_cast<int64_t>(v1::QUEUED));
-    absl::StatusOr<bool> row = count->Step();
-    if (!row.ok()) return row.status();
-    if (count->Int(0) >= options.max_queued_per_tenant) {
-      return MakeError(
-          absl::StatusCode::kResourceExhausted, "QUEUE_FULL",
-          absl::StrCat("tenant \"", job.tenant(), "\" already has ", count->Int(0),
-                       " queued jobs (the limit is ", options.max_queued_per_tenant, ")"));
-    }
-  }
+  // write_mu_ makes this the only writer: the count stays true until commit.
+  CreateJobReads reads;
+  reads.find_by_request_id = [&]() -> quantd::StatusOr<std::optional<JobRecord>> {
+    QD_ASSIGN_OR_RETURN(
+        auto existing,
+        Statement::Prepare(writer_,
+                           absl::StrCat("SELECT ", kRecordColumns,
+                                        " FROM jobs WHERE tenant = ? AND request_id = ?")));
+    existing.Bind(1, absl::string_view(job.tenant())).Bind(2, absl::string_view(job.request_id()));
+    return SelectOne(existing);
+  };
+  reads.count_queued = [&]() -> quantd::StatusOr<int64_t> {
+    QD_ASSIGN_OR_RETURN(
+        auto count,
+        Statement::Prepare(writer_, "SELECT COUNT(*) FROM jobs WHERE tenant = ? AND state = ?"));
+    count.Bind(1, absl::string_view(job.tenant())).Bind(2, static_cast<int64_t>(v1::QUEUED));
+    QD_RETURN_IF_ERROR(count.Step());
+    return count.Int(0);
+  };
+  QD_ASSIGN_OR_RETURN(std::optional<CreateJobOutcome> decided, CheckCreateJob(job, options, reads));
+  if (decided.has_value()) return std::move(*decided);
 
-  auto insert =
+  QD_ASSIGN_OR_RETURN(
+      auto insert,
       Statement::Prepare(writer_, absl::StrCat("INSERT INTO jobs (", kRecordColumns,
                                                ") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, "
-                                               "?, ?, ?)"));
-  if (!insert.ok()) return insert.status();
-  insert->Bind(1, absl::string_view(job.name()))
+                                               "?, ?, ?)")));
+  insert.Bind(1, absl::string_view(job.name()))
       .Bind(2, absl::string_view(job.tenant()))
       .Bind(3, RequestIdColumn(job))
       .BindBlob(4, record.request_spec)
@@ -421,55 +407,47 @@ absl::StatusOr<CreateJobOutcome> SqliteJobStore::CreateJob(const JobRecord& reco
       .BindBlob(13, record.lease_secret_hash)
       .Bind(14, absl::string_view(record.lease_holder))
       .BindBlob(15, record.outcome_hash);
-  absl::Status s = insert->Run();
-  if (!s.ok()) return s;
+  QD_RETURN_IF_ERROR(insert.Run());
 
   for (const auto& [key, value] : job.spec().labels()) {
-    auto label =
-        Statement::Prepare(writer_, "INSERT INTO job_labels (name, key, value) VALUES (?, ?, ?)");
-    if (!label.ok()) return label.status();
-    label->Bind(1, absl::string_view(job.name()))
+    QD_ASSIGN_OR_RETURN(
+        auto label,
+        Statement::Prepare(writer_, "INSERT INTO job_labels (name, key, value) VALUES (?, ?, ?)"));
+    label.Bind(1, absl::string_view(job.name()))
         .Bind(2, absl::string_view(key))
         .Bind(3, absl::string_view(value));
-    s = label->Run();
-    if (!s.ok()) return s;
+    QD_RETURN_IF_ERROR(label.Run());
   }
-  s = InsertEvents(writer_, events);
-  if (!s.ok()) return s;
-  s = tx->Commit();
-  if (!s.ok()) return s;
+  QD_RETURN_IF_ERROR(InsertEvents(writer_, events));
+  QD_RETURN_IF_ERROR(tx.Commit());
   return CreateJobOutcome{std::move(record), true};
 }
 
-absl::StatusOr<JobRecord> SqliteJobStore::GetJob(absl::string_view name) {
-  absl::StatusOr<sqlite3*> db = TakeReader();
-  if (!db.ok()) return db.status();
-  absl::Cleanup give_back = [&] { ReturnReader(*db); };
-  auto stmt =
-      Statement::Prepare(*db, absl::StrCat("SELECT ", kRecordColumns, " FROM jobs WHERE name = ?"));
-  if (!stmt.ok()) return stmt.status();
-  stmt->Bind(1, name);
-  auto found = SelectOne(*stmt);
-  if (!found.ok()) return found.status();
-  if (!found->has_value()) return JobNotFoundError(name);
-  return std::move(**found);
+quantd::StatusOr<JobRecord> SqliteJobStore::GetJob(absl::string_view name) {
+  QD_ASSIGN_OR_RETURN(sqlite3 * db, TakeReader());
+  absl::Cleanup give_back = [&] { ReturnReader(db); };
+  QD_ASSIGN_OR_RETURN(auto stmt, Statement::Prepare(db, absl::StrCat("SELECT ", kRecordColumns,
+                                                                     " FROM jobs WHERE name = ?")));
+  stmt.Bind(1, name);
+  QD_ASSIGN_OR_RETURN(auto found, SelectOne(stmt));
+  if (!found.has_value()) return JobNotFoundError(name);
+  return std::move(*found);
 }
 
-absl::Status SqliteJobStore::ApplyMutation(JobRecord& record, const Mutation& mutate) {
+quantd::Status SqliteJobStore::ApplyMutation(JobRecord& record, const Mutation& mutate) {
   JobUpdate update;
-  absl::Status s = mutate(record, update);
-  if (!s.ok()) return s;
-  if (!update.write) return absl::OkStatus();
-  s = CheckWritableRecord(record);
-  if (!s.ok()) return s;
+  QD_RETURN_IF_ERROR(mutate(record, update));
+  if (!update.write) return quantd::OkStatus();
+  QD_RETURN_IF_ERROR(CheckWritableRecord(record));
   AssignEventSequences(record, update.events);
-  auto stmt = Statement::Prepare(
-      writer_,
-      "UPDATE jobs SET state = ?, available_time = ?, lease_token = ?, lease_expire_time = ?, "
-      "last_sequence = ?, job = ?, lease_secret_hash = ?, lease_holder = ?, outcome_hash = ? "
-      "WHERE name = ?");
-  if (!stmt.ok()) return stmt.status();
-  stmt->Bind(1, static_cast<int64_t>(record.job.state()))
+  QD_ASSIGN_OR_RETURN(
+      auto stmt,
+      Statement::Prepare(
+          writer_,
+          "UPDATE jobs SET state = ?, available_time = ?, lease_token = ?, lease_expire_time = ?, "
+          "last_sequence = ?, job = ?, lease_secret_hash = ?, lease_holder = ?, outcome_hash = ? "
+          "WHERE name = ?"));
+  stmt.Bind(1, static_cast<int64_t>(record.job.state()))
       .Bind(2, absl::ToUnixMicros(record.available_time == absl::InfinitePast()
                                       ? absl::UnixEpoch()
                                       : record.available_time))
@@ -481,87 +459,78 @@ absl::Status SqliteJobStore::ApplyMutation(JobRecord& record, const Mutation& mu
       .Bind(8, absl::string_view(record.lease_holder))
       .BindBlob(9, record.outcome_hash)
       .Bind(10, absl::string_view(record.job.name()));
-  s = stmt->Run();
-  if (!s.ok()) return s;
+  QD_RETURN_IF_ERROR(stmt.Run());
   return InsertEvents(writer_, update.events);
 }
 
-absl::StatusOr<JobRecord> SqliteJobStore::UpdateJob(absl::string_view name,
-                                                    const Mutation& mutate) {
+quantd::StatusOr<JobRecord> SqliteJobStore::UpdateJob(absl::string_view name,
+                                                      const Mutation& mutate) {
   absl::MutexLock lock(&write_mu_);
-  auto tx = Transaction::Begin(writer_);
-  if (!tx.ok()) return tx.status();
-  auto stmt = Statement::Prepare(
-      writer_, absl::StrCat("SELECT ", kRecordColumns, " FROM jobs WHERE name = ?"));
-  if (!stmt.ok()) return stmt.status();
-  stmt->Bind(1, name);
-  auto found = SelectOne(*stmt);
-  if (!found.ok()) return found.status();
-  if (!found->has_value()) return JobNotFoundError(name);
-  JobRecord record = std::move(**found);
+  QD_ASSIGN_OR_RETURN(auto tx, Transaction::Begin(writer_));
+  QD_ASSIGN_OR_RETURN(auto stmt,
+                      Statement::Prepare(writer_, absl::StrCat("SELECT ", kRecordColumns,
+                                                               " FROM jobs WHERE name = ?")));
+  stmt.Bind(1, name);
+  QD_ASSIGN_OR_RETURN(auto found, SelectOne(stmt));
+  if (!found.has_value()) return JobNotFoundError(name);
+  JobRecord record = std::move(*found);
   const std::string original_name = record.job.name();
-  absl::Status s = ApplyMutation(record, mutate);
-  if (!s.ok()) return s;
+  QD_RETURN_IF_ERROR(ApplyMutation(record, mutate));
   if (record.job.name() != original_name) {
-    return absl::InternalError("a mutation must not rename a job");
+    return quantd::InternalError("a mutation must not rename a job");
   }
-  s = tx->Commit();
-  if (!s.ok()) return s;
+  QD_RETURN_IF_ERROR(tx.Commit());
   return record;
 }
 
-absl::StatusOr<std::optional<JobRecord>> SqliteJobStore::ClaimQueuedJob(const ClaimQuery& query,
-                                                                        const Mutation& mutate) {
+quantd::StatusOr<std::optional<JobRecord>> SqliteJobStore::ClaimQueuedJob(const ClaimQuery& query,
+                                                                          const Mutation& mutate) {
   if (query.devices.empty()) return std::optional<JobRecord>();
   absl::MutexLock lock(&write_mu_);
-  auto tx = Transaction::Begin(writer_);
-  if (!tx.ok()) return tx.status();
+  QD_ASSIGN_OR_RETURN(auto tx, Transaction::Begin(writer_));
   std::vector<std::string> marks(query.devices.size(), "?");
-  auto stmt = Statement::Prepare(
-      writer_, absl::StrCat("SELECT ", kRecordColumns,
-                            " FROM jobs WHERE state = ? AND available_time <= ? AND device IN (",
-                            absl::StrJoin(marks, ", "), ") ORDER BY create_time, name LIMIT 1"));
-  if (!stmt.ok()) return stmt.status();
-  stmt->Bind(1, static_cast<int64_t>(v1::QUEUED)).Bind(2, absl::ToUnixMicros(query.now));
+  QD_ASSIGN_OR_RETURN(
+      auto stmt,
+      Statement::Prepare(
+          writer_,
+          absl::StrCat("SELECT ", kRecordColumns,
+                       " FROM jobs WHERE state = ? AND available_time <= ? AND device IN (",
+                       absl::StrJoin(marks, ", "), ") ORDER BY create_time, name LIMIT 1")));
+  stmt.Bind(1, static_cast<int64_t>(v1::QUEUED)).Bind(2, absl::ToUnixMicros(query.now));
   for (size_t i = 0; i < query.devices.size(); ++i) {
-    stmt->Bind(static_cast<int>(i) + 3, absl::string_view(query.devices[i]));
+    stmt.Bind(static_cast<int>(i) + 3, absl::string_view(query.devices[i]));
   }
-  auto found = SelectOne(*stmt);
-  if (!found.ok()) return found.status();
-  if (!found->has_value()) return std::optional<JobRecord>();
-  JobRecord record = std::move(**found);
-  absl::Status s = ApplyMutation(record, mutate);
-  if (!s.ok()) return s;
-  s = tx->Commit();
-  if (!s.ok()) return s;
+  QD_ASSIGN_OR_RETURN(auto found, SelectOne(stmt));
+  if (!found.has_value()) return std::optional<JobRecord>();
+  JobRecord record = std::move(*found);
+  QD_RETURN_IF_ERROR(ApplyMutation(record, mutate));
+  QD_RETURN_IF_ERROR(tx.Commit());
   return std::optional<JobRecord>(std::move(record));
 }
 
-absl::StatusOr<std::vector<std::string>> SqliteJobStore::ListExpiredLeases(absl::Time now,
-                                                                           int limit) {
-  absl::StatusOr<sqlite3*> db = TakeReader();
-  if (!db.ok()) return db.status();
-  absl::Cleanup give_back = [&] { ReturnReader(*db); };
-  auto stmt =
-      Statement::Prepare(*db,
+quantd::StatusOr<std::vector<std::string>> SqliteJobStore::ListExpiredLeases(absl::Time now,
+                                                                             int limit) {
+  QD_ASSIGN_OR_RETURN(sqlite3 * db, TakeReader());
+  absl::Cleanup give_back = [&] { ReturnReader(db); };
+  QD_ASSIGN_OR_RETURN(
+      auto stmt,
+      Statement::Prepare(db,
                          "SELECT name FROM jobs WHERE state IN (?, ?) AND lease_expire_time <= ? "
-                         "ORDER BY lease_expire_time, name LIMIT ?");
-  if (!stmt.ok()) return stmt.status();
-  stmt->Bind(1, static_cast<int64_t>(v1::RUNNING))
+                         "ORDER BY lease_expire_time, name LIMIT ?"));
+  stmt.Bind(1, static_cast<int64_t>(v1::RUNNING))
       .Bind(2, static_cast<int64_t>(v1::CANCELLING))
       .Bind(3, absl::ToUnixMicros(now))
       .Bind(4, static_cast<int64_t>(limit));
   std::vector<std::string> names;
   while (true) {
-    absl::StatusOr<bool> row = stmt->Step();
-    if (!row.ok()) return row.status();
-    if (!*row) break;
-    names.emplace_back(stmt->Bytes(0));
+    QD_ASSIGN_OR_RETURN(bool row, stmt.Step());
+    if (!row) break;
+    names.emplace_back(stmt.Bytes(0));
   }
   return names;
 }
 
-absl::StatusOr<std::vector<JobRecord>> SqliteJobStore::ListJobs(const ListJobsQuery& query) {
+quantd::StatusOr<std::vector<JobRecord>> SqliteJobStore::ListJobs(const ListJobsQuery& query) {
   std::string sql = absl::StrCat("SELECT ", kRecordColumns, " FROM jobs WHERE 1 = 1");
   if (query.tenant.has_value()) absl::StrAppend(&sql, " AND tenant = ?");
   if (!query.states.empty()) {
@@ -581,75 +550,66 @@ absl::StatusOr<std::vector<JobRecord>> SqliteJobStore::ListJobs(const ListJobsQu
   }
   absl::StrAppend(&sql, " ORDER BY create_time ", dir, ", name ", dir, " LIMIT ?");
 
-  absl::StatusOr<sqlite3*> db = TakeReader();
-  if (!db.ok()) return db.status();
-  absl::Cleanup give_back = [&] { ReturnReader(*db); };
-  auto stmt = Statement::Prepare(*db, sql);
-  if (!stmt.ok()) return stmt.status();
+  QD_ASSIGN_OR_RETURN(sqlite3 * db, TakeReader());
+  absl::Cleanup give_back = [&] { ReturnReader(db); };
+  QD_ASSIGN_OR_RETURN(auto stmt, Statement::Prepare(db, sql));
   int i = 1;
-  if (query.tenant.has_value()) stmt->Bind(i++, absl::string_view(*query.tenant));
-  for (v1::JobState state : query.states) stmt->Bind(i++, static_cast<int64_t>(state));
+  if (query.tenant.has_value()) stmt.Bind(i++, absl::string_view(*query.tenant));
+  for (v1::JobState state : query.states) stmt.Bind(i++, static_cast<int64_t>(state));
   for (const auto& [key, value] : query.labels) {
-    stmt->Bind(i++, absl::string_view(key));
-    stmt->Bind(i++, absl::string_view(value));
+    stmt.Bind(i++, absl::string_view(key));
+    stmt.Bind(i++, absl::string_view(value));
   }
   if (query.after.has_value()) {
     int64_t t = absl::ToUnixMicros(query.after->create_time);
-    stmt->Bind(i++, t);
-    stmt->Bind(i++, t);
-    stmt->Bind(i++, absl::string_view(query.after->name));
+    stmt.Bind(i++, t);
+    stmt.Bind(i++, t);
+    stmt.Bind(i++, absl::string_view(query.after->name));
   }
-  stmt->Bind(i++, static_cast<int64_t>(query.limit));
+  stmt.Bind(i++, static_cast<int64_t>(query.limit));
   std::vector<JobRecord> out;
   while (true) {
-    absl::StatusOr<bool> row = stmt->Step();
-    if (!row.ok()) return row.status();
-    if (!*row) break;
-    absl::StatusOr<JobRecord> record = ReadRecord(*stmt);
-    if (!record.ok()) return record.status();
-    out.push_back(std::move(*record));
+    QD_ASSIGN_OR_RETURN(bool row, stmt.Step());
+    if (!row) break;
+    QD_ASSIGN_OR_RETURN(JobRecord record, ReadRecord(stmt));
+    out.push_back(std::move(record));
   }
   return out;
 }
 
-absl::StatusOr<std::vector<v1::JobEvent>> SqliteJobStore::ListEvents(absl::string_view name,
-                                                                     int64_t after_sequence,
-                                                                     int limit) {
-  absl::StatusOr<sqlite3*> db = TakeReader();
-  if (!db.ok()) return db.status();
-  absl::Cleanup give_back = [&] { ReturnReader(*db); };
-  auto stmt = Statement::Prepare(
-      *db,
-      "SELECT payload FROM job_events WHERE name = ? AND sequence > ? ORDER BY sequence LIMIT ?");
-  if (!stmt.ok()) return stmt.status();
-  stmt->Bind(1, name).Bind(2, after_sequence).Bind(3, static_cast<int64_t>(limit));
+quantd::StatusOr<std::vector<v1::JobEvent>> SqliteJobStore::ListEvents(absl::string_view name,
+                                                                       int64_t after_sequence,
+                                                                       int limit) {
+  QD_ASSIGN_OR_RETURN(sqlite3 * db, TakeReader());
+  absl::Cleanup give_back = [&] { ReturnReader(db); };
+  QD_ASSIGN_OR_RETURN(auto stmt, Statement::Prepare(db,
+                                                    "SELECT payload FROM job_events WHERE name = ? "
+                                                    "AND sequence > ? ORDER BY sequence LIMIT ?"));
+  stmt.Bind(1, name).Bind(2, after_sequence).Bind(3, static_cast<int64_t>(limit));
   std::vector<v1::JobEvent> events;
   while (true) {
-    absl::StatusOr<bool> row = stmt->Step();
-    if (!row.ok()) return row.status();
-    if (!*row) break;
+    QD_ASSIGN_OR_RETURN(bool row, stmt.Step());
+    if (!row) break;
     v1::JobEvent event;
-    absl::Status s = ParseEventBlob(name, stmt->Bytes(0), &event);
-    if (!s.ok()) return s;
+    QD_RETURN_IF_ERROR(ParseEventBlob(name, stmt.Bytes(0), &event));
     events.push_back(std::move(event));
   }
   return events;
 }
 
-absl::StatusOr<int64_t> SqliteJobStore::CountJobs(const std::optional<std::string>& tenant,
-                                                  v1::JobState state) {
-  absl::StatusOr<sqlite3*> db = TakeReader();
-  if (!db.ok()) return db.status();
-  absl::Cleanup give_back = [&] { ReturnReader(*db); };
-  auto stmt = Statement::Prepare(
-      *db, tenant.has_value() ? "SELECT COUNT(*) FROM jobs WHERE state = ? AND tenant = ?"
-                              : "SELECT COUNT(*) FROM jobs WHERE state = ?");
-  if (!stmt.ok()) return stmt.status();
-  stmt->Bind(1, static_cast<int64_t>(state));
-  if (tenant.has_value()) stmt->Bind(2, absl::string_view(*tenant));
-  absl::StatusOr<bool> row = stmt->Step();
-  if (!row.ok()) return row.status();
-  return stmt->Int(0);
+quantd::StatusOr<int64_t> SqliteJobStore::CountJobs(const std::optional<std::string>& tenant,
+                                                    v1::JobState state) {
+  QD_ASSIGN_OR_RETURN(sqlite3 * db, TakeReader());
+  absl::Cleanup give_back = [&] { ReturnReader(db); };
+  QD_ASSIGN_OR_RETURN(
+      auto stmt,
+      Statement::Prepare(db, tenant.has_value()
+                                 ? "SELECT COUNT(*) FROM jobs WHERE state = ? AND tenant = ?"
+                                 : "SELECT COUNT(*) FROM jobs WHERE state = ?"));
+  stmt.Bind(1, static_cast<int64_t>(state));
+  if (tenant.has_value()) stmt.Bind(2, absl::string_view(*tenant));
+  QD_RETURN_IF_ERROR(stmt.Step());
+  return stmt.Int(0);
 }
 
 }  // namespace quantd::server

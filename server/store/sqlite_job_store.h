@@ -12,6 +12,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
 #include "server/store/job_store.h"
+#include "worker/common/status.h"
 
 struct sqlite3;
 
@@ -29,41 +30,43 @@ class SqliteJobStore : public JobStore {
  public:
   // Opens (or creates) the database and applies pending schema migrations.
   // FAILED_PRECONDITION when the file's schema is newer than this binary.
-  static absl::StatusOr<std::unique_ptr<SqliteJobStore>> Open(const SqliteJobStoreOptions& options);
+  static quantd::StatusOr<std::unique_ptr<SqliteJobStore>> Open(
+      const SqliteJobStoreOptions& options);
 
   // Parses "sqlite:///abs/path" or "sqlite://rel/path" into the file path.
-  static absl::StatusOr<std::string> PathFromUri(absl::string_view uri);
+  static quantd::StatusOr<std::string> PathFromUri(absl::string_view uri);
 
   ~SqliteJobStore() override;
 
-  absl::StatusOr<CreateJobOutcome> CreateJob(const JobRecord& record,
-                                             std::vector<v1::JobEvent> events,
-                                             const CreateJobOptions& options) override;
-  absl::StatusOr<JobRecord> GetJob(absl::string_view name) override;
-  absl::StatusOr<JobRecord> UpdateJob(absl::string_view name, const Mutation& mutate) override;
-  absl::StatusOr<std::optional<JobRecord>> ClaimQueuedJob(const ClaimQuery& query,
-                                                          const Mutation& mutate) override;
-  absl::StatusOr<std::vector<std::string>> ListExpiredLeases(absl::Time now, int limit) override;
-  absl::StatusOr<std::vector<JobRecord>> ListJobs(const ListJobsQuery& query) override;
-  absl::StatusOr<std::vector<v1::JobEvent>> ListEvents(absl::string_view name,
-                                                       int64_t after_sequence, int limit) override;
-  absl::StatusOr<int64_t> CountJobs(const std::optional<std::string>& tenant,
-                                    v1::JobState state) override;
+  quantd::StatusOr<CreateJobOutcome> CreateJob(const JobRecord& record,
+                                               std::vector<v1::JobEvent> events,
+                                               const CreateJobOptions& options) override;
+  quantd::StatusOr<JobRecord> GetJob(absl::string_view name) override;
+  quantd::StatusOr<JobRecord> UpdateJob(absl::string_view name, const Mutation& mutate) override;
+  quantd::StatusOr<std::optional<JobRecord>> ClaimQueuedJob(const ClaimQuery& query,
+                                                            const Mutation& mutate) override;
+  quantd::StatusOr<std::vector<std::string>> ListExpiredLeases(absl::Time now, int limit) override;
+  quantd::StatusOr<std::vector<JobRecord>> ListJobs(const ListJobsQuery& query) override;
+  quantd::StatusOr<std::vector<v1::JobEvent>> ListEvents(absl::string_view name,
+                                                         int64_t after_sequence,
+                                                         int limit) override;
+  quantd::StatusOr<int64_t> CountJobs(const std::optional<std::string>& tenant,
+                                      v1::JobState state) override;
   int SchemaVersion() const override { return schema_version_; }
   absl::string_view Backend() const override { return "sqlite"; }
 
  private:
   explicit SqliteJobStore(SqliteJobStoreOptions options) : options_(std::move(options)) {}
 
-  absl::StatusOr<sqlite3*> OpenConnection();
+  quantd::StatusOr<sqlite3*> OpenConnection();
   // Borrows a reader connection; ReturnReader gives it back.
-  absl::StatusOr<sqlite3*> TakeReader();
+  quantd::StatusOr<sqlite3*> TakeReader();
   void ReturnReader(sqlite3* db);
-  absl::Status Migrate();
+  quantd::Status Migrate();
 
   // Shared by UpdateJob and ClaimQueuedJob: runs `mutate` on `record` (read
   // inside the open transaction) and writes the result.
-  absl::Status ApplyMutation(JobRecord& record, const Mutation& mutate)
+  quantd::Status ApplyMutation(JobRecord& record, const Mutation& mutate)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mu_);
 
   const SqliteJobStoreOptions options_;

@@ -9,6 +9,7 @@
 #include "server/common/errors.h"
 #include "server/store/record_columns.h"
 #include "server/store/testing/test_database.h"
+#include "worker/common/status.h"
 
 namespace quantd::server {
 namespace {
@@ -39,8 +40,8 @@ TEST(SqliteJobStoreTest, PathFromUri) {
   EXPECT_EQ(*SqliteJobStore::PathFromUri("sqlite:///var/lib/quantd/q.db"), "/var/lib/quantd/q.db");
   EXPECT_EQ(*SqliteJobStore::PathFromUri("sqlite://data/q.db"), "data/q.db");
   auto bad = SqliteJobStore::PathFromUri("postgresql://x");
-  EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(GetReason(bad.status()), "INVALID_STORE_URI");
+  EXPECT_EQ(bad.status().code(), quantd::StatusCode::kInvalidArgument);
+  EXPECT_EQ(bad.status().reason(), "INVALID_STORE_URI");
   EXPECT_FALSE(SqliteJobStore::PathFromUri("sqlite://").ok());
 }
 
@@ -109,7 +110,7 @@ CREATE TABLE job_events (name TEXT NOT NULL, sequence INTEGER NOT NULL, payload 
   auto updated = (*store)->UpdateJob("jobs/old1", [](JobRecord& r, JobUpdate&) {
     r.lease_holder = "sha256:w";
     r.lease_secret_hash = std::string(32, '\x01');
-    return absl::OkStatus();
+    return quantd::OkStatus();
   });
   ASSERT_TRUE(updated.ok()) << updated.status();
   EXPECT_EQ((*store)->GetJob("jobs/old1")->lease_holder, "sha256:w");
@@ -121,8 +122,8 @@ TEST(SqliteJobStoreTest, RefusesSchemaNewerThanTheBinary) {
   ASSERT_TRUE(SqliteJobStore::Open({path}).ok());
   Execute(path, "INSERT INTO schema_migrations VALUES (99, 'from the future', 0)");
   auto store = SqliteJobStore::Open({path});
-  EXPECT_EQ(store.status().code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_EQ(GetReason(store.status()), "STORE_SCHEMA_TOO_NEW");
+  EXPECT_EQ(store.status().code(), quantd::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(store.status().reason(), "STORE_SCHEMA_TOO_NEW");
 }
 
 TEST(SqliteJobStoreTest, CorruptJobBlobIsDataLossNotACrash) {
@@ -135,8 +136,8 @@ TEST(SqliteJobStoreTest, CorruptJobBlobIsDataLossNotACrash) {
   ASSERT_TRUE((*store)->CreateJob(record, {}, {}).ok());
   Execute(path, "UPDATE jobs SET job = x'ffffffff' WHERE name = 'jobs/c1'");
   auto got = (*store)->GetJob("jobs/c1");
-  EXPECT_EQ(got.status().code(), absl::StatusCode::kDataLoss);
-  EXPECT_EQ(GetReason(got.status()), "STORE_CORRUPT");
+  EXPECT_EQ(got.status().code(), quantd::StatusCode::kDataLoss);
+  EXPECT_EQ(got.status().reason(), "STORE_CORRUPT");
 }
 
 TEST(SqliteJobStoreTest, UnopenablePathIsAnError) {

@@ -15,6 +15,7 @@
 #include "absl/strings/str_join.h"
 #include "server/common/errors.h"
 #include "server/common/json_log.h"
+#include "worker/common/status.h"
 
 extern char** environ;
 
@@ -49,11 +50,11 @@ LocalWorkerSupervisor::LocalWorkerSupervisor(LocalWorkerOptions options)
 
 LocalWorkerSupervisor::~LocalWorkerSupervisor() { Stop(); }
 
-absl::Status LocalWorkerSupervisor::Start() {
+quantd::Status LocalWorkerSupervisor::Start() {
   struct stat st;
   if (stat(options_.binary.c_str(), &st) != 0 || !S_ISREG(st.st_mode) ||
       access(options_.binary.c_str(), X_OK) != 0) {
-    return MakeError(absl::StatusCode::kFailedPrecondition, "WORKER_BINARY_NOT_FOUND",
+    return MakeError(quantd::StatusCode::kFailedPrecondition, "WORKER_BINARY_NOT_FOUND",
                      absl::StrCat("the worker binary \"", options_.binary,
                                   "\" is not an executable file; build //worker:quantd-worker or "
                                   "pass --worker-binary (or set QUANTD_WORKER_BINARY)"));
@@ -61,10 +62,10 @@ absl::Status LocalWorkerSupervisor::Start() {
   for (int i = 0; i < options_.count; ++i) {
     threads_.emplace_back([this, i] { Supervise(i); });
   }
-  return absl::OkStatus();
+  return quantd::OkStatus();
 }
 
-absl::StatusOr<pid_t> LocalWorkerSupervisor::Spawn(int index) {
+quantd::StatusOr<pid_t> LocalWorkerSupervisor::Spawn(int index) {
   ExecArgs exec;
   exec.storage.push_back(options_.binary);
   for (std::string& arg : options_.args(index)) exec.storage.push_back(std::move(arg));
@@ -79,7 +80,7 @@ absl::StatusOr<pid_t> LocalWorkerSupervisor::Spawn(int index) {
   // closes it (O_CLOEXEC) and the parent reads EOF.
   int report[2];
   if (pipe2(report, O_CLOEXEC) != 0) {
-    return absl::InternalError(absl::StrCat("pipe: ", strerror(errno)));
+    return quantd::InternalError(absl::StrCat("pipe: ", strerror(errno)));
   }
   const pid_t parent = getpid();
   pid_t pid = fork();
@@ -87,7 +88,7 @@ absl::StatusOr<pid_t> LocalWorkerSupervisor::Spawn(int index) {
     int err = errno;
     close(report[0]);
     close(report[1]);
-    return absl::ResourceExhaustedError(absl::StrCat("fork: ", strerror(err)));
+    return quantd::ResourceExhaustedError(absl::StrCat("fork: ", strerror(err)));
   }
   if (pid == 0) {
     // Child. Die with quantd: the kernel sends the signal when the forking
@@ -117,7 +118,7 @@ absl::StatusOr<pid_t> LocalWorkerSupervisor::Spawn(int index) {
   close(report[0]);
   if (n == sizeof(child_errno)) {
     waitpid(pid, nullptr, 0);
-    return absl::FailedPreconditionError(
+    return quantd::FailedPreconditionError(
         absl::StrCat("exec ", options_.binary, ": ", strerror(child_errno)));
   }
   return pid;
@@ -126,7 +127,7 @@ absl::StatusOr<pid_t> LocalWorkerSupervisor::Spawn(int index) {
 void LocalWorkerSupervisor::Supervise(int index) {
   absl::Duration backoff = options_.initial_backoff;
   while (!stopping_.HasBeenNotified()) {
-    absl::StatusOr<pid_t> pid;
+    quantd::StatusOr<pid_t> pid = quantd::UnknownError("not started");
     {
       // Spawn under the lock so Stop() never misses a worker that is being
       // started: it either sees the pid or we see `stopped_`.

@@ -15,11 +15,10 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
-#include "absl/status/status.h"
-#include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
+#include "worker/common/status.h"
 
 namespace quantd::server {
 
@@ -48,7 +47,7 @@ class LocalWorkerSupervisor {
 
   // Starts the workers. FAILED_PRECONDITION when the binary is not an
   // executable file (say which, and how to point quantd at one).
-  absl::Status Start();
+  quantd::Status Start();
 
   // Terminates every worker and stops restarting them. Idempotent.
   void Stop();
@@ -64,7 +63,7 @@ class LocalWorkerSupervisor {
  private:
   void Supervise(int index);
   // Forks and execs worker `index`; returns its pid or an error.
-  absl::StatusOr<pid_t> Spawn(int index);
+  quantd::StatusOr<pid_t> Spawn(int index);
 
   const LocalWorkerOptions options_;
   absl::Notification stopping_;

@@ -15,6 +15,7 @@
 #include "server/common/errors.h"
 #include "server/common/json_log.h"
 #include "server/store/testing/test_database.h"
+#include "worker/common/status.h"
 
 namespace quantd::server {
 namespace {
@@ -151,9 +152,9 @@ TEST_F(SupervisorTest, MissingBinaryIsRefusedClearly) {
   LocalWorkerOptions options = Options("serve", 1);
   options.binary = dir_ + "/no-such-worker";
   LocalWorkerSupervisor supervisor(options);
-  absl::Status status = supervisor.Start();
-  EXPECT_EQ(status.code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_EQ(GetReason(status), "WORKER_BINARY_NOT_FOUND");
+  quantd::Status status = supervisor.Start();
+  EXPECT_EQ(status.code(), quantd::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(status.reason(), "WORKER_BINARY_NOT_FOUND");
   EXPECT_NE(status.message().find("--worker-binary"), std::string::npos);
 }
 

@@ -9,6 +9,7 @@
 #include "absl/strings/str_split.h"
 #include "server/common/errors.h"
 #include "server/jobs/request_validation.h"
+#include "worker/common/status.h"
 
 namespace quantd::server {
 namespace {
@@ -43,8 +44,8 @@ std::vector<std::string> VisibleGpuDevices(std::optional<std::string> cuda_visib
   return CudaNames(static_cast<int>(nodes.size()));
 }
 
-absl::StatusOr<LocalWorkerPlan> PlanLocalWorkers(const std::string& spec, int requested,
-                                                 const std::vector<std::string>& visible_gpus) {
+quantd::StatusOr<LocalWorkerPlan> PlanLocalWorkers(const std::string& spec, int requested,
+                                                   const std::vector<std::string>& visible_gpus) {
   LocalWorkerPlan plan;
   if (requested < 0) {
     return InvalidRequestError({{"--local-workers", "must be 0 or more"}});
@@ -56,7 +57,7 @@ absl::StatusOr<LocalWorkerPlan> PlanLocalWorkers(const std::string& spec, int re
   }
   if (spec == "gpus") {
     if (visible_gpus.empty()) {
-      return MakeError(absl::StatusCode::kFailedPrecondition, "NO_GPU",
+      return MakeError(quantd::StatusCode::kFailedPrecondition, "NO_GPU",
                        "--local-worker-devices=gpus: no GPU is visible (no /dev/nvidiaN "
                        "node, or CUDA_VISIBLE_DEVICES is empty); use cpu or list devices");
     }

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "absl/status/statusor.h"
+#include "worker/common/status.h"
 
 namespace quantd::server {
 
@@ -27,8 +27,8 @@ struct LocalWorkerPlan {
 // with --local-workers `requested` (0: one per listed device, or none for
 // "cpu"). INVALID_ARGUMENT naming --local-worker-devices for a bad entry;
 // FAILED_PRECONDITION when "gpus" finds none.
-absl::StatusOr<LocalWorkerPlan> PlanLocalWorkers(const std::string& spec, int requested,
-                                                 const std::vector<std::string>& visible_gpus);
+quantd::StatusOr<LocalWorkerPlan> PlanLocalWorkers(const std::string& spec, int requested,
+                                                   const std::vector<std::string>& visible_gpus);
 
 }  // namespace quantd::server
 

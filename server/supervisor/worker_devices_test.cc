@@ -5,6 +5,8 @@
 #include <filesystem>
 #include <fstream>
 
+#include "worker/common/status.h"
+
 namespace quantd::server {
 namespace {
 
@@ -41,11 +43,11 @@ TEST(WorkerDevicesTest, PlansWorkersOverDevices) {
   EXPECT_EQ(listed->devices, (Devices{"cuda:1", "cpu"}));
 
   auto none = PlanLocalWorkers("gpus", 0, {});
-  EXPECT_EQ(none.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(none.status().code(), quantd::StatusCode::kFailedPrecondition);
   EXPECT_NE(none.status().message().find("no GPU is visible"), std::string::npos);
 
   auto bad = PlanLocalWorkers("cuda:0,gpu1", 0, {});
-  EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(bad.status().code(), quantd::StatusCode::kInvalidArgument);
   EXPECT_NE(bad.status().ToString().find("gpu1"), std::string::npos);
 }
 

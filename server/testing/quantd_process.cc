@@ -17,6 +17,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
+#include "worker/common/status.h"
 
 extern char** environ;
 
@@ -51,7 +52,7 @@ int PickFreePort() {
   return port;
 }
 
-absl::StatusOr<std::unique_ptr<QuantdProcess>> QuantdProcess::Start(
+quantd::StatusOr<std::unique_ptr<QuantdProcess>> QuantdProcess::Start(
     const QuantdProcessOptions& options) {
   static int count = 0;
   const std::string port_file = absl::StrCat(options.data_dir, ".port-", getpid(), "-", ++count);
@@ -77,7 +78,7 @@ absl::StatusOr<std::unique_ptr<QuantdProcess>> QuantdProcess::Start(
   const int spawned =
       posix_spawn(&process->pid_, argv[0], &actions, nullptr, argv.data(), envp.data());
   posix_spawn_file_actions_destroy(&actions);
-  if (spawned != 0) return absl::InternalError(absl::StrCat("cannot start ", argv[0]));
+  if (spawned != 0) return quantd::InternalError(absl::StrCat("cannot start ", argv[0]));
   for (int i = 0; i < 3000; ++i) {
     std::ifstream in(port_file);
     std::stringstream text;
@@ -92,11 +93,11 @@ absl::StatusOr<std::unique_ptr<QuantdProcess>> QuantdProcess::Start(
     int status;
     if (waitpid(process->pid_, &status, WNOHANG) == process->pid_) {
       process->pid_ = 0;
-      return absl::InternalError("quantd exited before serving (see the test log)");
+      return quantd::InternalError("quantd exited before serving (see the test log)");
     }
     absl::SleepFor(absl::Milliseconds(10));
   }
-  return absl::DeadlineExceededError("quantd did not write its port file within 30 s");
+  return quantd::DeadlineExceededError("quantd did not write its port file within 30 s");
 }
 
 QuantdProcess::~QuantdProcess() { Kill(); }

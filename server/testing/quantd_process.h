@@ -12,8 +12,8 @@
 #include <string>
 #include <vector>
 
-#include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "worker/common/status.h"
 
 namespace quantd::server::testing {
 
@@ -34,7 +34,8 @@ class QuantdProcess {
  public:
   // Starts //server:quantd (a data dependency of the test) and waits until
   // it serves.
-  static absl::StatusOr<std::unique_ptr<QuantdProcess>> Start(const QuantdProcessOptions& options);
+  static quantd::StatusOr<std::unique_ptr<QuantdProcess>> Start(
+      const QuantdProcessOptions& options);
   ~QuantdProcess();  // SIGKILL if still running
 
   // SIGTERM and wait: the exit status (-1 after 30 s).

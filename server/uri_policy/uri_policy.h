@@ -21,10 +21,9 @@
 #include <string>
 #include <vector>
 
-#include "absl/status/status.h"
-#include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "quantd/v1/job.pb.h"
+#include "worker/common/status.h"
 #include "worker/io/uri/uri_roots.h"
 
 namespace quantd::server {
@@ -35,18 +34,18 @@ class UriPolicy {
   // or "https://huggingface.co/org/"; file roots must exist (the part before
   // {tenant}, for a per-tenant root). `data_dir`: quantd's absolute data
   // directory. INVALID_ARGUMENT (INVALID_URI_ROOT) for a bad root.
-  static absl::StatusOr<UriPolicy> Create(const std::vector<std::string>& roots,
-                                          const std::string& data_dir);
+  static quantd::StatusOr<UriPolicy> Create(const std::vector<std::string>& roots,
+                                            const std::string& data_dir);
 
   // Checks every URI of a job of `tenant` (empty ones are not checked: their
   // defaults are quantd's own).
-  absl::Status CheckSpec(const v1::JobSpec& spec, const std::string& tenant) const;
+  quantd::Status CheckSpec(const v1::JobSpec& spec, const std::string& tenant) const;
 
   // One input or output URI, for the field named `field`.
-  absl::Status CheckInput(absl::string_view field, const std::string& uri,
-                          const std::string& tenant) const;
-  absl::Status CheckOutput(absl::string_view field, const std::string& uri,
-                           const std::string& tenant) const;
+  quantd::Status CheckInput(absl::string_view field, const std::string& uri,
+                            const std::string& tenant) const;
+  quantd::Status CheckOutput(absl::string_view field, const std::string& uri,
+                             const std::string& tenant) const;
 
   // The roots as configured (what local workers get as --allowed-roots).
   const std::vector<std::string>& roots() const { return roots_.roots(); }

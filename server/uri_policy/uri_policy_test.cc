@@ -8,6 +8,7 @@
 #include "gtest/gtest.h"
 #include "server/common/errors.h"
 #include "server/store/testing/test_database.h"
+#include "worker/common/status.h"
 #include "worker/export/artifact.h"
 #include "worker/io/uri/uri_roots.h"
 
@@ -39,21 +40,21 @@ class UriPolicyTest : public ::testing::Test {
   }
 
   void ExpectDenied(const std::string& uri, const std::string& why) {
-    absl::Status s = policy_->CheckInput("spec.model_uri", uri, "");
-    EXPECT_EQ(s.code(), absl::StatusCode::kPermissionDenied) << uri;
-    EXPECT_EQ(GetReason(s), "URI_NOT_ALLOWED") << uri;
+    quantd::Status s = policy_->CheckInput("spec.model_uri", uri, "");
+    EXPECT_EQ(s.code(), quantd::StatusCode::kPermissionDenied) << uri;
+    EXPECT_EQ(s.reason(), "URI_NOT_ALLOWED") << uri;
     EXPECT_NE(std::string(s.message()).find(why), std::string::npos) << s.message();
     EXPECT_EQ(std::string(s.message()).rfind("spec.model_uri: ", 0), 0u) << s.message();
-    ASSERT_EQ(GetViolations(s).size(), 1u);
-    EXPECT_EQ(GetViolations(s)[0].field, "spec.model_uri");
+    ASSERT_EQ(s.violations().size(), 1u);
+    EXPECT_EQ(s.violations()[0].field, "spec.model_uri");
   }
 
   void ExpectInvalid(const std::string& uri, const std::string& why) {
-    absl::Status s = policy_->CheckInput("spec.model_uri", uri, "");
-    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << uri;
-    EXPECT_EQ(GetReason(s), "INVALID_URI") << uri;
+    quantd::Status s = policy_->CheckInput("spec.model_uri", uri, "");
+    EXPECT_EQ(s.code(), quantd::StatusCode::kInvalidArgument) << uri;
+    EXPECT_EQ(s.reason(), "INVALID_URI") << uri;
     EXPECT_NE(std::string(s.message()).find(why), std::string::npos) << s.message();
-    ASSERT_EQ(GetViolations(s).size(), 1u);
+    ASSERT_EQ(s.violations().size(), 1u);
   }
 
   std::string base_, models_, out_, outside_, data_;
@@ -93,31 +94,31 @@ TEST_F(UriPolicyTest, RefusesEscapes) {
 }
 
 TEST_F(UriPolicyTest, OutputsGoBelowAFileRootOrTheArtifacts) {
-  for (const std::string& uri : std::vector<std::string>{"file://" + out_ + "/new/model",
-                                                         "file://" + models_ + "/q",
-                                                         "file://" + data_ + "/artifacts/mine"}) {
+  for (const std::string& uri :
+       std::vector<std::string>{"file://" + out_ + "/new/model", "file://" + models_ + "/q",
+                                "file://" + data_ + "/artifacts/mine"}) {
     EXPECT_TRUE(policy_->CheckOutput("spec.export.output_uri", uri, "").ok()) << uri;
   }
   struct Case {
     std::string uri;
-    absl::StatusCode code;
+    quantd::StatusCode code;
   };
   const Case refused[] = {
       // Issue 17: the old check cut at '?'/'#' and the worker wrote to /srv/victim.
-      {"file://" + out_ + "?/../victim", absl::StatusCode::kInvalidArgument},
-      {"file://" + out_ + "#/../victim", absl::StatusCode::kInvalidArgument},
-      {"file://" + out_ + "/%2e%2e/victim", absl::StatusCode::kPermissionDenied},
-      {"file://" + out_ + "/a%2F..%2F..%2Fvictim", absl::StatusCode::kInvalidArgument},
-      {"file://" + out_ + "/link/model", absl::StatusCode::kPermissionDenied},
-      {"file://" + out_, absl::StatusCode::kPermissionDenied},
-      {"file://" + outside_ + "/x", absl::StatusCode::kPermissionDenied},
-      {"https://huggingface.co/acme/out", absl::StatusCode::kPermissionDenied},
+      {"file://" + out_ + "?/../victim", quantd::StatusCode::kInvalidArgument},
+      {"file://" + out_ + "#/../victim", quantd::StatusCode::kInvalidArgument},
+      {"file://" + out_ + "/%2e%2e/victim", quantd::StatusCode::kPermissionDenied},
+      {"file://" + out_ + "/a%2F..%2F..%2Fvictim", quantd::StatusCode::kInvalidArgument},
+      {"file://" + out_ + "/link/model", quantd::StatusCode::kPermissionDenied},
+      {"file://" + out_, quantd::StatusCode::kPermissionDenied},
+      {"file://" + outside_ + "/x", quantd::StatusCode::kPermissionDenied},
+      {"https://huggingface.co/acme/out", quantd::StatusCode::kPermissionDenied},
   };
   for (const Case& c : refused) {
-    absl::Status s = policy_->CheckOutput("spec.export.output_uri", c.uri, "");
+    quantd::Status s = policy_->CheckOutput("spec.export.output_uri", c.uri, "");
     EXPECT_EQ(s.code(), c.code) << c.uri << ": " << s;
-    ASSERT_EQ(GetViolations(s).size(), 1u) << c.uri;
-    EXPECT_EQ(GetViolations(s)[0].field, "spec.export.output_uri");
+    ASSERT_EQ(s.violations().size(), 1u) << c.uri;
+    EXPECT_EQ(s.violations()[0].field, "spec.export.output_uri");
   }
 }
 
@@ -125,24 +126,24 @@ TEST_F(UriPolicyTest, PerTenantRoots) {
   const std::string acme = "file://" + base_ + "/tenants/acme/model";
   EXPECT_TRUE(policy_->CheckInput("spec.model_uri", acme, "acme").ok());
   EXPECT_EQ(policy_->CheckInput("spec.model_uri", acme, "globex").code(),
-            absl::StatusCode::kPermissionDenied);
+            quantd::StatusCode::kPermissionDenied);
   EXPECT_EQ(policy_->CheckInput("spec.model_uri", acme, "").code(),
-            absl::StatusCode::kPermissionDenied);
+            quantd::StatusCode::kPermissionDenied);
   EXPECT_TRUE(policy_->CheckOutput("o", "file://" + base_ + "/tenants/acme/out", "acme").ok());
   EXPECT_EQ(policy_->CheckOutput("o", "file://" + base_ + "/tenants/acme/out", "globex").code(),
-            absl::StatusCode::kPermissionDenied);
+            quantd::StatusCode::kPermissionDenied);
 }
 
 TEST_F(UriPolicyTest, WithoutRootsNoInputIsAllowed) {
   auto none = UriPolicy::Create({}, data_);
   ASSERT_TRUE(none.ok());
-  absl::Status s = none->CheckInput("spec.model_uri", "file://" + models_, "");
-  EXPECT_EQ(s.code(), absl::StatusCode::kPermissionDenied);
-  EXPECT_EQ(GetReason(s), "URI_NOT_ALLOWED");
+  quantd::Status s = none->CheckInput("spec.model_uri", "file://" + models_, "");
+  EXPECT_EQ(s.code(), quantd::StatusCode::kPermissionDenied);
+  EXPECT_EQ(s.reason(), "URI_NOT_ALLOWED");
   EXPECT_NE(std::string(s.message()).find("--allowed-uri-roots"), std::string::npos) << s;
   EXPECT_TRUE(none->CheckOutput("o", "file://" + data_ + "/artifacts/x", "").ok());
   EXPECT_EQ(none->CheckOutput("o", "file://" + out_ + "/x", "").code(),
-            absl::StatusCode::kPermissionDenied);
+            quantd::StatusCode::kPermissionDenied);
 }
 
 TEST_F(UriPolicyTest, ChecksEveryUriOfASpecAtOnce) {
@@ -152,28 +153,28 @@ TEST_F(UriPolicyTest, ChecksEveryUriOfASpecAtOnce) {
   EXPECT_TRUE(policy_->CheckSpec(spec, "").ok());
   spec.mutable_export_()->set_output_uri("file:///etc/quantd");
   spec.mutable_calibration()->set_dataset_uri("file:///root/.ssh/id_rsa");
-  absl::Status s = policy_->CheckSpec(spec, "");
-  EXPECT_EQ(s.code(), absl::StatusCode::kPermissionDenied);
-  EXPECT_EQ(GetReason(s), "URI_NOT_ALLOWED");
-  ASSERT_EQ(GetViolations(s).size(), 2u);
-  EXPECT_EQ(GetViolations(s)[0].field, "spec.calibration.dataset_uri");
-  EXPECT_EQ(GetViolations(s)[1].field, "spec.export.output_uri");
+  quantd::Status s = policy_->CheckSpec(spec, "");
+  EXPECT_EQ(s.code(), quantd::StatusCode::kPermissionDenied);
+  EXPECT_EQ(s.reason(), "URI_NOT_ALLOWED");
+  ASSERT_EQ(s.violations().size(), 2u);
+  EXPECT_EQ(s.violations()[0].field, "spec.calibration.dataset_uri");
+  EXPECT_EQ(s.violations()[1].field, "spec.export.output_uri");
 
   spec.mutable_calibration()->clear_dataset_uri();
   spec.mutable_export_()->set_output_uri("file://" + out_ + "?x");
   spec.set_model_uri("file://" + models_ + "#y");
   s = policy_->CheckSpec(spec, "");
-  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(GetReason(s), "INVALID_URI");
-  ASSERT_EQ(GetViolations(s).size(), 2u);
+  EXPECT_EQ(s.code(), quantd::StatusCode::kInvalidArgument);
+  EXPECT_EQ(s.reason(), "INVALID_URI");
+  ASSERT_EQ(s.violations().size(), 2u);
 }
 
 TEST_F(UriPolicyTest, RootsMustBeUsable) {
   EXPECT_EQ(UriPolicy::Create({"file:///no/such/root"}, data_).status().code(),
-            absl::StatusCode::kInvalidArgument);
+            quantd::StatusCode::kInvalidArgument);
   EXPECT_EQ(UriPolicy::Create({"plain/path"}, data_).status().code(),
-            absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(GetReason(UriPolicy::Create({"https:///nohost"}, data_).status()), "INVALID_URI_ROOT");
+            quantd::StatusCode::kInvalidArgument);
+  EXPECT_EQ(UriPolicy::Create({"https:///nohost"}, data_).status().reason(), "INVALID_URI_ROOT");
 }
 
 // The frontend and the worker decide with the same functions: for every URI
@@ -204,12 +205,12 @@ TEST_F(UriPolicyTest, FrontendAndWorkerAgree) {
   };
   for (const std::string tenant : {"", "acme", "globex", "../acme"}) {
     for (const std::string& uri : uris) {
-      const absl::Status front_in = policy_->CheckInput("f", uri, tenant);
+      const quantd::Status front_in = policy_->CheckInput("f", uri, tenant);
       const Status worker_in = worker_roots->CheckInput(uri, tenant);
       EXPECT_EQ(static_cast<int>(front_in.code()), static_cast<int>(worker_in.code()))
           << "input " << uri << " tenant " << tenant;
 
-      const absl::Status front_out = policy_->CheckOutput("f", uri, tenant);
+      const quantd::Status front_out = policy_->CheckOutput("f", uri, tenant);
       Status worker_out;
       auto where = worker_roots->CheckOutput(uri, tenant);
       struct stat st;

@@ -5,7 +5,9 @@
 // Abseil. This header gives it the same vocabulary as absl::Status
 // (canonical codes, ok(), code(), message()) plus what quantd's errors carry
 // across the RPC boundary: an ErrorInfo reason (UPPER_SNAKE) and BadRequest
-// field violations. worker/grpc_status.h converts it in one place.
+// field violations. It is the one status type of quantd, server included
+// (docs/design.md, "Errors"); worker/rpc_status.h converts it to and from
+// google.rpc.Status in one place.
 #ifndef QUANTD_WORKER_COMMON_STATUS_H_
 #define QUANTD_WORKER_COMMON_STATUS_H_
 
@@ -84,6 +86,15 @@ class [[nodiscard]] Status {
     return *this;
   }
 
+  // For a failure that is deliberately dropped (a best-effort ROLLBACK).
+  void IgnoreError() const {}
+
+  bool operator==(const Status& o) const {
+    return code_ == o.code_ && message_ == o.message_ && reason_ == o.reason_ &&
+           violations_ == o.violations_;
+  }
+  bool operator!=(const Status& o) const { return !(*this == o); }
+
   std::string ToString() const {
     if (ok()) return "OK";
     std::string s = std::string(StatusCodeName(code_)) + ": " + message_;
@@ -132,6 +143,17 @@ inline Status PermissionDeniedError(std::string msg) {
 inline Status UnavailableError(std::string msg) {
   return Status(StatusCode::kUnavailable, std::move(msg));
 }
+inline Status AlreadyExistsError(std::string msg) {
+  return Status(StatusCode::kAlreadyExists, std::move(msg));
+}
+inline Status AbortedError(std::string msg) { return Status(StatusCode::kAborted, std::move(msg)); }
+inline Status DeadlineExceededError(std::string msg) {
+  return Status(StatusCode::kDeadlineExceeded, std::move(msg));
+}
+inline Status UnauthenticatedError(std::string msg) {
+  return Status(StatusCode::kUnauthenticated, std::move(msg));
+}
+inline Status UnknownError(std::string msg) { return Status(StatusCode::kUnknown, std::move(msg)); }
 
 inline const char* StatusCodeName(StatusCode code) {
   switch (code) {

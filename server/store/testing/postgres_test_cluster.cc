@@ -21,6 +21,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
+#include "worker/common/status.h"
 
 namespace quantd::server::testing {
 namespace {
@@ -90,35 +91,35 @@ std::string PostgresBinDir() {
   return best;
 }
 
-absl::StatusOr<std::unique_ptr<PostgresTestCluster>> PostgresTestCluster::Start(
+quantd::StatusOr<std::unique_ptr<PostgresTestCluster>> PostgresTestCluster::Start(
     const PostgresClusterOptions& options) {
   std::unique_ptr<PostgresTestCluster> cluster(new PostgresTestCluster());
-  absl::Status s = cluster->Init(options);
+  quantd::Status s = cluster->Init(options);
   if (!s.ok()) return s;
   return cluster;
 }
 
-absl::Status PostgresTestCluster::Init(const PostgresClusterOptions& options) {
+quantd::Status PostgresTestCluster::Init(const PostgresClusterOptions& options) {
   bin_dir_ = PostgresBinDir();
   if (bin_dir_.empty()) {
-    return absl::FailedPreconditionError(
+    return quantd::FailedPreconditionError(
         "PostgreSQL server binaries not found under /usr/lib/postgresql/*/bin; run "
         "tools/install_deps.sh (Debian package postgresql)");
   }
   char pattern[] = "/tmp/quantd-pg-XXXXXX";
-  if (mkdtemp(pattern) == nullptr) return absl::InternalError("mkdtemp failed");
+  if (mkdtemp(pattern) == nullptr) return quantd::InternalError("mkdtemp failed");
   dir_ = pattern;
   uid_t uid = geteuid();
   gid_t gid = getegid();
   if (geteuid() == 0) {
     passwd* pw = getpwnam("postgres");
     if (pw == nullptr) {
-      return absl::FailedPreconditionError(
+      return quantd::FailedPreconditionError(
           "running as root needs the \"postgres\" user (from the postgresql package)");
     }
     uid = pw->pw_uid;
     gid = pw->pw_gid;
-    if (chown(dir_.c_str(), uid, gid) != 0) return absl::InternalError("chown failed");
+    if (chown(dir_.c_str(), uid, gid) != 0) return quantd::InternalError("chown failed");
   }
   const std::string data = dir_ + "/data";
   const std::string log = dir_ + "/server.log";
@@ -128,7 +129,7 @@ absl::Status PostgresTestCluster::Init(const PostgresClusterOptions& options) {
   int status = 0;
   waitpid(initdb, &status, 0);
   if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-    return absl::InternalError(absl::StrCat("initdb failed: ", ReadFile(dir_ + "/initdb.log")));
+    return quantd::InternalError(absl::StrCat("initdb failed: ", ReadFile(dir_ + "/initdb.log")));
   }
   for (int attempt = 0; attempt < 3; ++attempt) {
     port_ = FreePort();
@@ -154,7 +155,7 @@ absl::Status PostgresTestCluster::Init(const PostgresClusterOptions& options) {
     pid_ = SpawnAs(args, log, uid, gid);
     const std::string conninfo = Uri("postgres") + "?connect_timeout=2";
     for (int i = 0; i < 300; ++i) {
-      if (PQping(conninfo.c_str()) == PQPING_OK) return absl::OkStatus();
+      if (PQping(conninfo.c_str()) == PQPING_OK) return quantd::OkStatus();
       int exited = 0;
       if (waitpid(pid_, &exited, WNOHANG) == pid_) {
         pid_ = 0;
@@ -168,7 +169,7 @@ absl::Status PostgresTestCluster::Init(const PostgresClusterOptions& options) {
       pid_ = 0;
     }
   }
-  return absl::UnavailableError(absl::StrCat("PostgreSQL did not start: ", ReadFile(log)));
+  return quantd::UnavailableError(absl::StrCat("PostgreSQL did not start: ", ReadFile(log)));
 }
 
 PostgresTestCluster::~PostgresTestCluster() {
@@ -197,24 +198,24 @@ std::string PostgresTestCluster::Uri(const std::string& database) const {
   return absl::StrCat("postgresql://postgres@127.0.0.1:", port_, "/", database);
 }
 
-absl::StatusOr<std::string> PostgresTestCluster::CreateDatabase() {
+quantd::StatusOr<std::string> PostgresTestCluster::CreateDatabase() {
   std::string name = absl::StrCat("quantd_test_", getpid(), "_", ++databases_);
   PGconn* conn = PQconnectdb(Uri("postgres").c_str());
   if (PQstatus(conn) != CONNECTION_OK) {
     std::string error = PQerrorMessage(conn);
     PQfinish(conn);
-    return absl::UnavailableError(error);
+    return quantd::UnavailableError(error);
   }
   PGresult* r = PQexec(conn, absl::StrCat("CREATE DATABASE ", name).c_str());
   bool ok = PQresultStatus(r) == PGRES_COMMAND_OK;
   std::string error = PQerrorMessage(conn);
   PQclear(r);
   PQfinish(conn);
-  if (!ok) return absl::InternalError(error);
+  if (!ok) return quantd::InternalError(error);
   return Uri(name);
 }
 
-absl::StatusOr<PostgresTestCluster*> PostgresTestCluster::Shared() {
+quantd::StatusOr<PostgresTestCluster*> PostgresTestCluster::Shared() {
   static absl::Mutex mu(absl::kConstInit);
   static PostgresTestCluster* shared = nullptr;
   absl::MutexLock lock(&mu);

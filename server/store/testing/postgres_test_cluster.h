@@ -11,7 +11,7 @@
 #include <memory>
 #include <string>
 
-#include "absl/status/statusor.h"
+#include "worker/common/status.h"
 
 namespace quantd::server::testing {
 
@@ -26,16 +26,16 @@ class PostgresTestCluster {
  public:
   // FAILED_PRECONDITION naming the missing package when PostgreSQL's server
   // binaries are not installed.
-  static absl::StatusOr<std::unique_ptr<PostgresTestCluster>> Start(
+  static quantd::StatusOr<std::unique_ptr<PostgresTestCluster>> Start(
       const PostgresClusterOptions& options = {});
 
   // One cluster per process, started on first use and stopped at exit.
-  static absl::StatusOr<PostgresTestCluster*> Shared();
+  static quantd::StatusOr<PostgresTestCluster*> Shared();
 
   ~PostgresTestCluster();
 
   // A new empty database; returns its URI.
-  absl::StatusOr<std::string> CreateDatabase();
+  quantd::StatusOr<std::string> CreateDatabase();
 
   std::string Uri(const std::string& database) const;
   int port() const { return port_; }
@@ -43,7 +43,7 @@ class PostgresTestCluster {
 
  private:
   PostgresTestCluster() = default;
-  absl::Status Init(const PostgresClusterOptions& options);
+  quantd::Status Init(const PostgresClusterOptions& options);
 
   std::string bin_dir_;
   std::string dir_;

@@ -9,6 +9,7 @@
 #include "server/store/postgres_job_store.h"
 #include "server/store/sqlite_job_store.h"
 #include "server/store/testing/postgres_test_cluster.h"
+#include "worker/common/status.h"
 
 namespace quantd::server::testing {
 namespace {
@@ -17,12 +18,11 @@ class SqliteTestDatabase : public TestDatabase {
  public:
   SqliteTestDatabase() : path_(MakeTempDir("quantd-sqlite") + "/quantd.db") {}
   std::string uri() const override { return "sqlite://" + path_; }
-  absl::StatusOr<std::unique_ptr<JobStore>> Open() override {
+  quantd::StatusOr<std::unique_ptr<JobStore>> Open() override {
     SqliteJobStoreOptions options;
     options.path = path_;
-    auto store = SqliteJobStore::Open(options);
-    if (!store.ok()) return store.status();
-    return std::unique_ptr<JobStore>(std::move(*store));
+    QD_ASSIGN_OR_RETURN(auto store, SqliteJobStore::Open(options));
+    return std::unique_ptr<JobStore>(std::move(store));
   }
 
  private:
@@ -33,13 +33,12 @@ class PostgresTestDatabase : public TestDatabase {
  public:
   explicit PostgresTestDatabase(std::string uri) : uri_(std::move(uri)) {}
   std::string uri() const override { return uri_; }
-  absl::StatusOr<std::unique_ptr<JobStore>> Open() override {
+  quantd::StatusOr<std::unique_ptr<JobStore>> Open() override {
     PostgresJobStoreOptions options;
     options.uri = uri_;
     options.max_connections = 8;
-    auto store = PostgresJobStore::Open(options);
-    if (!store.ok()) return store.status();
-    return std::unique_ptr<JobStore>(std::move(*store));
+    QD_ASSIGN_OR_RETURN(auto store, PostgresJobStore::Open(options));
+    return std::unique_ptr<JobStore>(std::move(store));
   }
 
  private:

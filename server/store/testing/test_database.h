@@ -10,8 +10,8 @@
 #include <string>
 #include <vector>
 
-#include "absl/status/statusor.h"
 #include "server/store/job_store.h"
+#include "worker/common/status.h"
 
 namespace quantd::server::testing {
 
@@ -21,7 +21,7 @@ class TestDatabase {
   // The --store URI of this database.
   virtual std::string uri() const = 0;
   // A new connection (a new JobStore) to this database.
-  virtual absl::StatusOr<std::unique_ptr<JobStore>> Open() = 0;
+  virtual quantd::StatusOr<std::unique_ptr<JobStore>> Open() = 0;
 };
 
 // A backend the suites run against: a name for the test instantiation and a
