@@ -15,16 +15,16 @@ std::vector<std::string> ParsedArgs::GetAll(const std::string& name) const {
   return it == flags.end() ? std::vector<std::string>{} : it->second;
 }
 
-absl::StatusOr<int> ParsedArgs::GetInt(const std::string& name, int def) const {
+quantd::StatusOr<int> ParsedArgs::GetInt(const std::string& name, int def) const {
   if (!Has(name)) return def;
   int v = 0;
   if (!absl::SimpleAtoi(Get(name), &v))
-    return absl::InvalidArgumentError(
+    return quantd::InvalidArgumentError(
         absl::StrCat("--", name, " needs an integer, got '", Get(name), "'"));
   return v;
 }
 
-absl::StatusOr<ParsedArgs> ParseArgs(const std::vector<std::string>& argv,
+quantd::StatusOr<ParsedArgs> ParseArgs(const std::vector<std::string>& argv,
                                      const std::set<std::string>& known_flags,
                                      const std::set<std::string>& bool_flags) {
   ParsedArgs out;
@@ -41,16 +41,16 @@ absl::StatusOr<ParsedArgs> ParseArgs(const std::vector<std::string>& argv,
         has_value = true;
       }
       if (!known_flags.count(name) && !bool_flags.count(name))
-        return absl::InvalidArgumentError(absl::StrCat("unknown flag --", name));
+        return quantd::InvalidArgumentError(absl::StrCat("unknown flag --", name));
       if (bool_flags.count(name)) {
         if (has_value && value != "true" && value != "false")
-          return absl::InvalidArgumentError(absl::StrCat("--", name, " takes true or false"));
+          return quantd::InvalidArgumentError(absl::StrCat("--", name, " takes true or false"));
         out.flags[name].push_back(has_value ? value : "true");
         continue;
       }
       if (!has_value) {
         if (i + 1 >= argv.size())
-          return absl::InvalidArgumentError(absl::StrCat("--", name, " needs a value"));
+          return quantd::InvalidArgumentError(absl::StrCat("--", name, " needs a value"));
         value = argv[++i];
       }
       out.flags[name].push_back(value);

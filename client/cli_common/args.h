@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "absl/status/statusor.h"
+#include "worker/common/status.h"
 
 namespace quantd::cli_common {
 
@@ -25,11 +25,11 @@ struct ParsedArgs {
   // Last value of a flag, or `def`.
   std::string Get(const std::string& name, const std::string& def = "") const;
   std::vector<std::string> GetAll(const std::string& name) const;
-  absl::StatusOr<int> GetInt(const std::string& name, int def) const;
+  quantd::StatusOr<int> GetInt(const std::string& name, int def) const;
 };
 
 // `bool_flags` take no value. Unknown flags are an error naming them.
-absl::StatusOr<ParsedArgs> ParseArgs(const std::vector<std::string>& argv,
+quantd::StatusOr<ParsedArgs> ParseArgs(const std::vector<std::string>& argv,
                                      const std::set<std::string>& known_flags,
                                      const std::set<std::string>& bool_flags);
 

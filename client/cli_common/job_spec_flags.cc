@@ -47,31 +47,31 @@ constexpr char kJobSpecFlagsUsage[] = R"(
 --overwrite             replace an existing output
 )";
 
-absl::StatusOr<double> GetDouble(const ParsedArgs& a, const std::string& name) {
+quantd::StatusOr<double> GetDouble(const ParsedArgs& a, const std::string& name) {
   double v = 0;
   if (!absl::SimpleAtod(a.Get(name), &v))
-    return absl::InvalidArgumentError(
+    return quantd::InvalidArgumentError(
         absl::StrCat("--", name, " needs a number, got '", a.Get(name), "'"));
   return v;
 }
 
 // Sets `set(value)` from an integer flag when it is given.
 template <typename Setter>
-absl::Status IntFlag(const ParsedArgs& a, const std::string& name, Setter set) {
-  if (!a.Has(name)) return absl::OkStatus();
+quantd::Status IntFlag(const ParsedArgs& a, const std::string& name, Setter set) {
+  if (!a.Has(name)) return quantd::OkStatus();
   auto n = a.GetInt(name, 0);
   if (!n.ok()) return n.status();
   set(*n);
-  return absl::OkStatus();
+  return quantd::OkStatus();
 }
 
 template <typename Setter>
-absl::Status DoubleFlag(const ParsedArgs& a, const std::string& name, Setter set) {
-  if (!a.Has(name)) return absl::OkStatus();
+quantd::Status DoubleFlag(const ParsedArgs& a, const std::string& name, Setter set) {
+  if (!a.Has(name)) return quantd::OkStatus();
   auto f = GetDouble(a, name);
   if (!f.ok()) return f.status();
   set(*f);
-  return absl::OkStatus();
+  return quantd::OkStatus();
 }
 
 }  // namespace
@@ -98,35 +98,35 @@ std::string JobSpecFlagsUsage(int indent) {
   return out;
 }
 
-absl::StatusOr<std::string> ReadFileText(const std::string& path) {
+quantd::StatusOr<std::string> ReadFileText(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::NotFoundError(absl::StrCat("cannot read ", path));
+  if (!in) return quantd::NotFoundError(absl::StrCat("cannot read ", path));
   std::stringstream ss;
   ss << in.rdbuf();
   return ss.str();
 }
 
-absl::StatusOr<quantd::v1::ExportFormat> ParseExportFormatFlag(const std::string& f) {
+quantd::StatusOr<quantd::v1::ExportFormat> ParseExportFormatFlag(const std::string& f) {
   if (f == "hf" || f == "hf-fake-quantized") return quantd::v1::HF_FAKE_QUANTIZED;
   if (f == "hf-quark" || f == "quark") return quantd::v1::HF_QUARK;
   if (f == "gguf") return quantd::v1::GGUF;
   if (f == "onnx") return quantd::v1::ONNX_QDQ;
-  return absl::InvalidArgumentError(
+  return quantd::InvalidArgumentError(
       absl::StrCat("--format '", f, "' is not one of hf, hf-quark, gguf, onnx"));
 }
 
-absl::StatusOr<quantd::v1::GgufFloatType> ParseGgufFloatTypeFlag(const std::string& t) {
+quantd::StatusOr<quantd::v1::GgufFloatType> ParseGgufFloatTypeFlag(const std::string& t) {
   if (t == "f32") return quantd::v1::GGUF_F32;
   if (t == "f16") return quantd::v1::GGUF_F16;
   if (t == "bf16") return quantd::v1::GGUF_BF16;
-  return absl::InvalidArgumentError(
+  return quantd::InvalidArgumentError(
       absl::StrCat("--gguf-float-type '", t, "' is not one of f32, f16, bf16"));
 }
 
-absl::StatusOr<quantd::v1::SamplingMode> ParseCalibSamplingFlag(const std::string& name) {
+quantd::StatusOr<quantd::v1::SamplingMode> ParseCalibSamplingFlag(const std::string& name) {
   if (name == "concat") return quantd::v1::CONCAT;
   if (name == "random-windows" || name == "random_windows") return quantd::v1::RANDOM_WINDOWS;
-  return absl::InvalidArgumentError(
+  return quantd::InvalidArgumentError(
       absl::StrCat("--calib-sampling '", name, "' is not one of concat, random-windows"));
 }
 
@@ -142,17 +142,17 @@ std::string ToUri(const std::string& s) {
   return quantd::io::PathToFileUri(path);
 }
 
-absl::Status FillJobSpec(const ParsedArgs& a, quantd::v1::JobSpec* spec) {
-  if (!a.Has("model")) return absl::InvalidArgumentError("needs --model URI");
+quantd::Status FillJobSpec(const ParsedArgs& a, quantd::v1::JobSpec* spec) {
+  if (!a.Has("model")) return quantd::InvalidArgumentError("needs --model URI");
   spec->set_model_uri(ToUri(a.Get("model")));
 
   auto* q = spec->mutable_quantization();
   if (a.Has("scheme") == a.Has("config"))
-    return absl::InvalidArgumentError("needs exactly one of --scheme NAME or --config FILE");
+    return quantd::InvalidArgumentError("needs exactly one of --scheme NAME or --config FILE");
   if (a.Has("scheme")) q->set_scheme(a.Get("scheme"));
   if (a.Has("config")) {
     auto text = ReadFileText(a.Get("config"));
-    if (!text.ok()) return absl::NotFoundError(absl::StrCat("--config: ", text.status().message()));
+    if (!text.ok()) return quantd::NotFoundError(absl::StrCat("--config: ", text.status().message()));
     q->set_quark_json(*std::move(text));
   }
   if (auto s = IntFlag(a, "group-size", [&](int n) { q->set_group_size(n); }); !s.ok()) return s;
@@ -174,11 +174,11 @@ absl::Status FillJobSpec(const ParsedArgs& a, quantd::v1::JobSpec* spec) {
     if (a.Has("calib-seed")) {
       uint64_t seed = 0;
       if (!absl::SimpleAtoi(a.Get("calib-seed"), &seed))
-        return absl::InvalidArgumentError(absl::StrCat(
+        return quantd::InvalidArgumentError(absl::StrCat(
             "--calib-seed needs a non-negative integer, got '", a.Get("calib-seed"), "'"));
       // A seed draws random windows; concatenated chunks have none to draw.
       if (c->sampling() == quantd::v1::CONCAT)
-        return absl::InvalidArgumentError(
+        return quantd::InvalidArgumentError(
             "--calib-seed applies to --calib-sampling random-windows, not concat");
       c->set_seed(seed);
     }
@@ -214,7 +214,7 @@ absl::Status FillJobSpec(const ParsedArgs& a, quantd::v1::JobSpec* spec) {
   for (const auto& kv : a.GetAll("label")) {
     std::pair<std::string, std::string> p = absl::StrSplit(kv, absl::MaxSplits('=', 1));
     if (p.first.empty() || !absl::StrContains(kv, "="))
-      return absl::InvalidArgumentError(absl::StrCat("--label '", kv, "' is not KEY=VALUE"));
+      return quantd::InvalidArgumentError(absl::StrCat("--label '", kv, "' is not KEY=VALUE"));
     (*spec->mutable_labels())[p.first] = p.second;
   }
   return IntFlag(a, "max-attempts", [&](int n) { spec->set_max_attempts(n); });

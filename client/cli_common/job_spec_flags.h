@@ -9,8 +9,7 @@
 #include <set>
 #include <string>
 
-#include "absl/status/status.h"
-#include "absl/status/statusor.h"
+#include "worker/common/status.h"
 #include "client/cli_common/args.h"
 #include "quantd/v1/job.pb.h"
 
@@ -33,20 +32,20 @@ std::string JobSpecFlagsUsage(int indent);
 // differs between the callers). INVALID_ARGUMENT naming the flag for a
 // missing or malformed one, NOT_FOUND for an unreadable --config file.
 // Whether the spec is acceptable is the engine's CheckJobSpec's business.
-absl::Status FillJobSpec(const ParsedArgs& a, quantd::v1::JobSpec* spec);
+quantd::Status FillJobSpec(const ParsedArgs& a, quantd::v1::JobSpec* spec);
 
 // "hf", "hf-quark", "gguf" or "onnx" (and the aliases "hf-fake-quantized",
 // "quark").
-absl::StatusOr<quantd::v1::ExportFormat> ParseExportFormatFlag(const std::string& name);
+quantd::StatusOr<quantd::v1::ExportFormat> ParseExportFormatFlag(const std::string& name);
 
 // "f32", "f16" or "bf16": --gguf-float-type.
-absl::StatusOr<quantd::v1::GgufFloatType> ParseGgufFloatTypeFlag(const std::string& name);
+quantd::StatusOr<quantd::v1::GgufFloatType> ParseGgufFloatTypeFlag(const std::string& name);
 
 // "concat" or "random-windows" (and the alias "random_windows").
-absl::StatusOr<quantd::v1::SamplingMode> ParseCalibSamplingFlag(const std::string& name);
+quantd::StatusOr<quantd::v1::SamplingMode> ParseCalibSamplingFlag(const std::string& name);
 
 // A whole file; NOT_FOUND "cannot read <path>" when it cannot be opened.
-absl::StatusOr<std::string> ReadFileText(const std::string& path);
+quantd::StatusOr<std::string> ReadFileText(const std::string& path);
 
 // Plain paths become absolute file:// URIs (relative to the working
 // directory, "." and ".." resolved lexically, trailing slashes dropped, and

@@ -15,17 +15,17 @@ namespace {
 
 // The job flags as `quantctl submit` takes them: the shared ones, and the
 // three FillJobSpec reads where the caller takes them.
-absl::StatusOr<ParsedArgs> ParseSubmitArgs(const std::vector<std::string>& argv) {
+quantd::StatusOr<ParsedArgs> ParseSubmitArgs(const std::vector<std::string>& argv) {
   std::set<std::string> value_flags = JobSpecValueFlags();
   value_flags.insert({"device", "label", "max-attempts"});
   return ParseArgs(argv, value_flags, JobSpecBoolFlags());
 }
 
-quantd::v1::JobSpec Fill(const std::vector<std::string>& argv, absl::Status* status = nullptr) {
+quantd::v1::JobSpec Fill(const std::vector<std::string>& argv, quantd::Status* status = nullptr) {
   auto args = ParseSubmitArgs(argv);
   EXPECT_TRUE(args.ok()) << args.status();
   quantd::v1::JobSpec spec;
-  absl::Status s = FillJobSpec(*args, &spec);
+  quantd::Status s = FillJobSpec(*args, &spec);
   if (status != nullptr)
     *status = s;
   else
@@ -118,7 +118,7 @@ TEST(JobSpecFlagsTest, BadFlagsAreNamed) {
        "--calib-seed applies to --calib-sampling random-windows, not concat"},
   };
   for (const auto& [argv, message] : cases) {
-    absl::Status s;
+    quantd::Status s;
     Fill(argv, &s);
     EXPECT_FALSE(s.ok());
     EXPECT_EQ(s.message(), message);
@@ -138,7 +138,7 @@ TEST(JobSpecFlagsTest, GgufFloatTypeFlag) {
   }
   auto argv = base;
   argv.insert(argv.end(), {"--gguf-float-type", "q8_0"});
-  absl::Status s;
+  quantd::Status s;
   Fill(argv, &s);
   EXPECT_EQ(s.message(), "--gguf-float-type 'q8_0' is not one of f32, f16, bf16");
 }

@@ -35,11 +35,11 @@ ClientEnvironment ClientEnvironment::FromProcess() {
   return env;
 }
 
-absl::Status ApplyConfigFile(const std::string& json_text, const std::string& file_name,
+quantd::Status ApplyConfigFile(const std::string& json_text, const std::string& file_name,
                              const std::string& base_dir, ConnectionSettings& settings) {
   nlohmann::json doc = nlohmann::json::parse(json_text, nullptr, /*allow_exceptions=*/false);
   if (doc.is_discarded() || !doc.is_object()) {
-    return absl::InvalidArgumentError(
+    return quantd::InvalidArgumentError(
         absl::StrCat(file_name, ": not a JSON object (see docs/sdk.md for the keys)"));
   }
   struct StringKey {
@@ -55,7 +55,7 @@ absl::Status ApplyConfigFile(const std::string& json_text, const std::string& fi
   for (const auto& [key, value] : doc.items()) {
     if (key == "tls") {
       if (!value.is_boolean())
-        return absl::InvalidArgumentError(
+        return quantd::InvalidArgumentError(
             absl::StrCat(file_name, ": \"tls\" must be true or false"));
       settings.tls = value.get<bool>();
       continue;
@@ -65,17 +65,17 @@ absl::Status ApplyConfigFile(const std::string& json_text, const std::string& fi
       if (key == k.name) match = &k;
     }
     if (match == nullptr) {
-      return absl::InvalidArgumentError(absl::StrCat(
+      return quantd::InvalidArgumentError(absl::StrCat(
           file_name, ": unknown key \"", key,
           "\" (known: address, token, tls, tls_ca, tls_cert, tls_key, tls_server_name)"));
     }
     if (!value.is_string())
-      return absl::InvalidArgumentError(
+      return quantd::InvalidArgumentError(
           absl::StrCat(file_name, ": \"", key, "\" must be a string"));
     const std::string text = value.get<std::string>();
     *match->target = match->is_path ? ResolvePath(text, base_dir) : text;
   }
-  return absl::OkStatus();
+  return quantd::OkStatus();
 }
 
 std::string DefaultConfigPath(const ClientEnvironment& env) {
@@ -84,7 +84,7 @@ std::string DefaultConfigPath(const ClientEnvironment& env) {
   return "";
 }
 
-absl::StatusOr<ConnectionSettings> ResolveConnectionSettings(const ParsedArgs& args,
+quantd::StatusOr<ConnectionSettings> ResolveConnectionSettings(const ParsedArgs& args,
                                                              const ClientEnvironment& env) {
   ConnectionSettings settings;
   std::string config_path = args.Get("quantctl-config", env.config);
@@ -92,11 +92,11 @@ absl::StatusOr<ConnectionSettings> ResolveConnectionSettings(const ParsedArgs& a
   if (!named) config_path = DefaultConfigPath(env);
   if (!config_path.empty() && (named || fs::exists(config_path))) {
     std::ifstream in(config_path, std::ios::binary);
-    if (!in) return absl::NotFoundError(absl::StrCat("cannot read config file ", config_path));
+    if (!in) return quantd::NotFoundError(absl::StrCat("cannot read config file ", config_path));
     std::stringstream text;
     text << in.rdbuf();
     const std::string base_dir = fs::path(config_path).parent_path().string();
-    if (absl::Status s = ApplyConfigFile(text.str(), config_path, base_dir, settings); !s.ok())
+    if (quantd::Status s = ApplyConfigFile(text.str(), config_path, base_dir, settings); !s.ok())
       return s;
   }
   if (!env.server.empty()) settings.address = env.server;
@@ -109,10 +109,10 @@ absl::StatusOr<ConnectionSettings> ResolveConnectionSettings(const ParsedArgs& a
   settings.tls_key = args.Get("tls-key", settings.tls_key);
   settings.tls_server_name = args.Get("tls-server-name", settings.tls_server_name);
   if (settings.tls_cert.empty() != settings.tls_key.empty()) {
-    return absl::InvalidArgumentError(
+    return quantd::InvalidArgumentError(
         "a client certificate needs both --tls-cert and --tls-key (or tls_cert and tls_key)");
   }
-  if (settings.address.empty()) return absl::InvalidArgumentError("the server address is empty");
+  if (settings.address.empty()) return quantd::InvalidArgumentError("the server address is empty");
   return settings;
 }
 

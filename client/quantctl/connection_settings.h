@@ -14,7 +14,7 @@
 
 #include <string>
 
-#include "absl/status/statusor.h"
+#include "worker/common/status.h"
 #include "client/quantctl/quantctl_args.h"
 
 namespace quantd::quantctl {
@@ -49,7 +49,7 @@ struct ClientEnvironment {
 
 // Applies a config file's JSON text on top of `settings`; relative paths are
 // resolved against `base_dir`. Errors name the file and the bad key.
-absl::Status ApplyConfigFile(const std::string& json_text, const std::string& file_name,
+quantd::Status ApplyConfigFile(const std::string& json_text, const std::string& file_name,
                              const std::string& base_dir, ConnectionSettings& settings);
 
 // The default config file: $XDG_CONFIG_HOME/quantd/quantctl.json, else
@@ -61,7 +61,7 @@ std::string DefaultConfigPath(const ClientEnvironment& env);
 // (--server, --token, --tls, --tls-ca, --tls-cert, --tls-key,
 // --tls-server-name). A named config file that cannot be read is an error;
 // so are --tls-cert without --tls-key and the reverse.
-absl::StatusOr<ConnectionSettings> ResolveConnectionSettings(const ParsedArgs& args,
+quantd::StatusOr<ConnectionSettings> ResolveConnectionSettings(const ParsedArgs& args,
                                                              const ClientEnvironment& env);
 
 }  // namespace quantd::quantctl

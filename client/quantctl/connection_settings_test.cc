@@ -119,7 +119,7 @@ TEST(ConnectionSettingsTest, BadConfigFilesAreErrorsNamingTheProblem) {
   EXPECT_EQ(missing.status().message(), "cannot read config file " + dir + "/none.json");
 
   ConnectionSettings settings;
-  absl::Status typo = ApplyConfigFile(R"({"tokne": "x"})", "q.json", "/d", settings);
+  quantd::Status typo = ApplyConfigFile(R"({"tokne": "x"})", "q.json", "/d", settings);
   EXPECT_EQ(typo.message(),
             "q.json: unknown key \"tokne\" (known: address, token, tls, tls_ca, tls_cert, tls_key, "
             "tls_server_name)");

@@ -93,10 +93,10 @@ std::string RandomRequestId() {
   return absl::StrCat("quantctl-", absl::Hex(gen(), absl::kZeroPad16));
 }
 
-absl::StatusOr<quantd::v1::CreateJobRequest> BuildCreateRequest(const ParsedArgs& a) {
+quantd::StatusOr<quantd::v1::CreateJobRequest> BuildCreateRequest(const ParsedArgs& a) {
   quantd::v1::CreateJobRequest req;
-  if (absl::Status s = FillJobSpec(a, req.mutable_spec()); !s.ok())
-    return absl::Status(s.code(), absl::StrCat("submit ", s.message()));
+  if (quantd::Status s = FillJobSpec(a, req.mutable_spec()); !s.ok())
+    return quantd::Status(s.code(), absl::StrCat("submit ", s.message()));
   req.mutable_spec()->set_device(a.Get("device"));
   req.set_request_id(a.Has("request-id") ? a.Get("request-id") : RandomRequestId());
   return req;
@@ -104,7 +104,7 @@ absl::StatusOr<quantd::v1::CreateJobRequest> BuildCreateRequest(const ParsedArgs
 
 // A channel to the resolved address: plaintext, or TLS with the given roots
 // (system roots when none) and optional client certificate.
-absl::StatusOr<std::shared_ptr<grpc::Channel>> NewChannel(const ConnectionSettings& settings) {
+quantd::StatusOr<std::shared_ptr<grpc::Channel>> NewChannel(const ConnectionSettings& settings) {
   if (!settings.UsesTls()) {
     return grpc::CreateChannel(settings.address, grpc::InsecureChannelCredentials());
   }

@@ -75,7 +75,7 @@ const std::set<std::string>& QuantctlBoolFlags() {
   return *flags;
 }
 
-absl::StatusOr<ParsedArgs> ParseQuantctlArgs(const std::vector<std::string>& argv) {
+quantd::StatusOr<ParsedArgs> ParseQuantctlArgs(const std::vector<std::string>& argv) {
   return cli_common::ParseArgs(argv, QuantctlValueFlags(), QuantctlBoolFlags());
 }
 

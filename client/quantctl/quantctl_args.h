@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "absl/status/statusor.h"
+#include "worker/common/status.h"
 #include "client/cli_common/args.h"
 
 namespace quantd::quantctl {
@@ -20,7 +20,7 @@ const std::set<std::string>& QuantctlValueFlags();
 const std::set<std::string>& QuantctlBoolFlags();
 
 // ParseArgs with quantctl's flags.
-absl::StatusOr<ParsedArgs> ParseQuantctlArgs(const std::vector<std::string>& argv);
+quantd::StatusOr<ParsedArgs> ParseQuantctlArgs(const std::vector<std::string>& argv);
 
 // `quantctl help`: every flag, the submit job flags being
 // cli_common::JobSpecFlagsUsage's text.

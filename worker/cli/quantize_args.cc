@@ -59,42 +59,42 @@ const std::set<std::string>& QuantizeBoolFlags() {
   return *flags;
 }
 
-absl::StatusOr<cli_common::ParsedArgs> ParseQuantizeArgs(const std::vector<std::string>& argv) {
+quantd::StatusOr<cli_common::ParsedArgs> ParseQuantizeArgs(const std::vector<std::string>& argv) {
   auto parsed = cli_common::ParseArgs(argv, QuantizeValueFlags(), QuantizeBoolFlags());
   if (!parsed.ok()) return parsed.status();
   // quantd-quantize has no commands: a bare word is a mistake, not a command.
   if (!parsed->command.empty())
-    return absl::InvalidArgumentError(
+    return quantd::InvalidArgumentError(
         absl::StrCat("unexpected argument '", parsed->command, "' (flags only)"));
   return parsed;
 }
 
-absl::StatusOr<LocalRunOptions> BuildRunOptions(const cli_common::ParsedArgs& a) {
+quantd::StatusOr<LocalRunOptions> BuildRunOptions(const cli_common::ParsedArgs& a) {
   LocalRunOptions o;
   o.device = a.Get("device", "cpu");
   auto threads = a.GetInt("threads", 0);
   if (!threads.ok()) return threads.status();
-  if (*threads < 0) return absl::InvalidArgumentError("--threads must be >= 0");
+  if (*threads < 0) return quantd::InvalidArgumentError("--threads must be >= 0");
   o.threads = *threads;
   const std::string format = a.Get("output-format", "text");
   if (format != "text" && format != "json")
-    return absl::InvalidArgumentError("-o/--output-format must be text or json");
+    return quantd::InvalidArgumentError("-o/--output-format must be text or json");
   o.json = format == "json";
   o.data_dir = a.Get("data-dir", o.data_dir);
   o.keep_scratch = a.Get("keep-scratch") == "true";
   auto offload = pipeline::ParseActivationOffload(a.Get("activation-offload", "auto"));
   if (!offload.ok())
-    return absl::InvalidArgumentError("--activation-offload: " + offload.status().message());
+    return quantd::InvalidArgumentError("--activation-offload: " + offload.status().message());
   o.activation_offload = *offload;
   return o;
 }
 
-absl::StatusOr<quantd::v1::Job> BuildJob(const cli_common::ParsedArgs& a,
+quantd::StatusOr<quantd::v1::Job> BuildJob(const cli_common::ParsedArgs& a,
                                          const std::string& job_id) {
   quantd::v1::Job job;
   job.set_name("jobs/" + job_id);
   job.set_state(quantd::v1::QUEUED);
-  if (absl::Status s = cli_common::FillJobSpec(a, job.mutable_spec()); !s.ok()) return s;
+  if (quantd::Status s = cli_common::FillJobSpec(a, job.mutable_spec()); !s.ok()) return s;
   job.mutable_spec()->set_device(a.Get("device", "cpu"));
   return job;
 }

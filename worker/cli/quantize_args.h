@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "absl/status/statusor.h"
+#include "worker/common/status.h"
 #include "client/cli_common/args.h"
 #include "client/cli_common/job_spec_flags.h"
 #include "quantd/v1/job.pb.h"
@@ -25,7 +25,7 @@ const std::set<std::string>& QuantizeValueFlags();
 const std::set<std::string>& QuantizeBoolFlags();
 
 // ParseArgs with those flags; a bare word (a command) is an error.
-absl::StatusOr<cli_common::ParsedArgs> ParseQuantizeArgs(const std::vector<std::string>& argv);
+quantd::StatusOr<cli_common::ParsedArgs> ParseQuantizeArgs(const std::vector<std::string>& argv);
 
 // Settings of the local run itself (not part of the job).
 struct LocalRunOptions {
@@ -38,12 +38,12 @@ struct LocalRunOptions {
 };
 
 // Flags -> run options. INVALID_ARGUMENT naming the flag on a bad value.
-absl::StatusOr<LocalRunOptions> BuildRunOptions(const cli_common::ParsedArgs& a);
+quantd::StatusOr<LocalRunOptions> BuildRunOptions(const cli_common::ParsedArgs& a);
 
 // Flags -> the job: name "jobs/<job_id>", spec from the flags, state QUEUED.
 // INVALID_ARGUMENT naming the flag on a missing or malformed one. Whether
 // the spec is acceptable is the engine's CheckJobSpec's business, not this.
-absl::StatusOr<quantd::v1::Job> BuildJob(const cli_common::ParsedArgs& a,
+quantd::StatusOr<quantd::v1::Job> BuildJob(const cli_common::ParsedArgs& a,
                                          const std::string& job_id);
 
 // Plain paths become absolute file:// URIs (relative to the working

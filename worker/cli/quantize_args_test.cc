@@ -12,7 +12,7 @@
 namespace quantd::cli {
 namespace {
 
-absl::StatusOr<quantd::v1::Job> Job(const std::vector<std::string>& argv) {
+quantd::StatusOr<quantd::v1::Job> Job(const std::vector<std::string>& argv) {
   auto a = ParseQuantizeArgs(argv);
   if (!a.ok()) return a.status();
   return BuildJob(*a, "local-1");

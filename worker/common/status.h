@@ -216,7 +216,10 @@ class [[nodiscard]] StatusOr {
   StatusOr(U&& value) : v_(T(std::forward<U>(value))) {}  // NOLINT
 
   bool ok() const { return v_.index() == 1; }
-  Status status() const { return ok() ? Status() : std::get<0>(v_); }
+  // A reference, as absl::StatusOr gives, so that `x.status().violations()`
+  // on a named StatusOr never reads a destroyed temporary.
+  const Status& status() const& { return ok() ? OkRef() : std::get<0>(v_); }
+  Status status() && { return ok() ? Status() : std::get<0>(std::move(v_)); }
 
   const T& value() const& { return std::get<1>(v_); }
   T& value() & { return std::get<1>(v_); }
@@ -228,6 +231,10 @@ class [[nodiscard]] StatusOr {
   T* operator->() { return &value(); }
 
  private:
+  static const Status& OkRef() {
+    static const Status* const ok = new Status();
+    return *ok;
+  }
   std::variant<Status, T> v_;
 };
 
