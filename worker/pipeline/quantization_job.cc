@@ -10,10 +10,8 @@
 #include <map>
 #include <memory>
 #include <mutex>
-#include <set>
 
 #include "worker/common/cancellation.h"
-#include "worker/common/squared_error.h"
 #include "worker/common/torch_compat.h"
 #include "worker/eval/blockwise_model.h"
 #include "worker/eval/eval_windows.h"
@@ -26,9 +24,13 @@
 #include "worker/models/layer_shapes.h"
 #include "worker/models/registry.h"
 #include "worker/pipeline/activation_quantizers.h"
+#include "worker/pipeline/block_persistence.h"
 #include "worker/pipeline/block_prefetcher.h"
+#include "worker/pipeline/block_step.h"
 #include "worker/pipeline/checkpoint_pacer.h"
 #include "worker/pipeline/freeze.h"
+#include "worker/pipeline/job_metrics.h"
+#include "worker/pipeline/job_progress.h"
 #include "worker/pipeline/pipeline_quantized_model.h"
 #include "worker/pipeline/resume_state.h"
 #include "worker/pipeline/scratch_store.h"
@@ -45,70 +47,10 @@ double SecondsSince(SteadyClock::time_point start) {
   return std::chrono::duration<double>(SteadyClock::now() - start).count();
 }
 
-// Share of the whole job each stage represents, for the percent shown.
-double StageWeight(Stage s) {
-  switch (s) {
-    case Stage::kLoad:
-      return 2;
-    case Stage::kCalibrate:
-      return 10;
-    case Stage::kAlgorithms:
-      return 20;
-    case Stage::kQuantize:
-      return 12;
-    case Stage::kEvaluate:
-      return 16;
-    case Stage::kExport:
-      return 3;
-  }
-  return 1;
-}
-
-// Turns (stage, fraction of the stage) into whole-job percent over the
-// stages this job runs, and reports it.
-class ProgressTracker {
- public:
-  ProgressTracker(JobObserver& obs, std::vector<Stage> stages)
-      : obs_(obs), stages_(std::move(stages)) {
-    for (Stage s : stages_) total_ += StageWeight(s);
-  }
-  void Report(Stage stage, double fraction, int block = 0, int block_count = 0,
-              const std::string& message = "") {
-    double before = 0;
-    for (Stage s : stages_) {
-      if (s == stage) break;
-      before += StageWeight(s);
-    }
-    ProgressInfo p;
-    p.stage = stage;
-    p.block = block;
-    p.block_count = block_count;
-    p.percent = 100.0 * (before + StageWeight(stage) * std::clamp(fraction, 0.0, 1.0)) / total_;
-    p.message = message;
-    obs_.OnProgress(p);
-  }
-
- private:
-  JobObserver& obs_;
-  std::vector<Stage> stages_;
-  double total_ = 0;
-};
-
-Status Cancelled() { return Status(StatusCode::kCancelled, "cancelled", "CANCELLED"); }
-
-// A stop from deep in a loop keeps its message, which says where the job
-// stopped (e.g. "evaluation cancelled in block 2, before batch 9 of 50").
-Status Cancelled(const Status& from) {
-  return Status(StatusCode::kCancelled, from.message(), "CANCELLED");
-}
-
 class QuantizationJob {
  public:
   QuantizationJob(const JobOptions& opt, JobObserver& obs)
-      : opt_(opt),
-        obs_(obs),
-        progress_(obs, PlannedStages(opt)),
-        checkpoint_pacer_(opt.checkpoint_cheap_seconds, opt.checkpoint_work_per_cost) {
+      : opt_(opt), obs_(obs), progress_(obs, PlannedStages(opt)) {
     kv_.min_kv_scale = opt.min_kv_scale;
   }
 
@@ -142,7 +84,7 @@ class QuantizationJob {
         QD_RETURN_IF_ERROR(Timed(Stage::kEvaluate, [&] { return Evaluate(); }));
       // A rejected model is still exported (marked not accepted) so the user
       // can inspect it; the job then fails with the gate's reason.
-      const Status gate = AccuracyGate();
+      const Status gate = AccuracyGate(opt_.evaluation, report_);
       if (!opt_.export_options.formats.empty())
         QD_RETURN_IF_ERROR(Timed(Stage::kExport, [&] { return Export(); }));
       if (!gate.ok()) {
@@ -307,8 +249,8 @@ class QuantizationJob {
     QD_ASSIGN_OR_RETURN(LayerReport lr, QuantizeEmbeddingWeight(token, embedding_plan_, &qp));
     std::vector<std::pair<std::string, at::Tensor>> tensors;
     for (auto& [name, t] : stage->NamedTensors()) tensors.emplace_back(name, *t);
-    RecordQuantizedWeight(token.name(), token.weight(), *embedding_plan_.weight, qp,
-                          /*with_weight=*/false, tensors);
+    bytes_delta_ += RecordQuantizedWeight(token.name(), token.weight(), *embedding_plan_.weight, qp,
+                                          /*with_weight=*/false, FloatBytes(token.name()), tensors);
     QD_RETURN_IF_ERROR(scratch_->Put("embedding", tensors));
     char sqnr[32];
     std::snprintf(sqnr, sizeof(sqnr), "%.1f", lr.weight_sqnr_db);
@@ -320,19 +262,9 @@ class QuantizationJob {
     return OkStatus();
   }
 
-  // A quantized weight's scratch entries (the weight itself when
-  // `with_weight`, its scale and zero point) and its storage in the model
-  // size.
-  void RecordQuantizedWeight(const std::string& module, const at::Tensor& weight,
-                             const quant::QuantSpec& spec, const quant::QParams& qp,
-                             bool with_weight,
-                             std::vector<std::pair<std::string, at::Tensor>>& out) {
-    if (with_weight) out.emplace_back(module + ".weight", weight);
-    if (qp.scale.defined()) out.emplace_back(WeightScaleKey(module), qp.scale);
-    if (qp.zero_point.defined())
-      out.emplace_back(WeightZeroPointKey(module), qp.zero_point.to(at::kFloat));
-    bytes_delta_ += QuantizedStorageBytes(weight.sizes().vec(), spec) -
-                    static_cast<int64_t>(model_->weights().Find(module + ".weight")->nbytes);
+  // Bytes of `module`'s float weight in the checkpoint.
+  int64_t FloatBytes(const std::string& module) const {
+    return static_cast<int64_t>(model_->weights().Find(module + ".weight")->nbytes);
   }
 
   bool IsKvProjection(const std::string& name) const {
@@ -421,97 +353,47 @@ class QuantizationJob {
     QD_RETURN_IF_ERROR(QuantizeEmbedding());
     if (!opt_.block_algorithms.empty() && !metric_ids_.defined())
       return InvalidArgumentError("quantization algorithms need calibration data");
-    at::Tensor hidden;  // input of the current block on the quantized path
-    const int start = Resume(&hidden);
+    BlockCheckpointer checkpoint(
+        *scratch_, opt_.scratch_dir, ResumeFingerprint(opt_),
+        CheckpointPacer(opt_.checkpoint_cheap_seconds, opt_.checkpoint_work_per_cost), obs_);
+    ResumePoint resumed = checkpoint.Resume(n, plans_);
+    // Input of the current block on the quantized path; moved, so that a
+    // copy placed on the device does not keep the restored one alive.
+    at::Tensor hidden = std::move(resumed.hidden);
+    const int start = resumed.start;
+    if (start > 0) {
+      act_params_ = std::move(resumed.activation_params);
+      bytes_delta_ = resumed.bytes_delta;
+      report_.blocks = std::move(resumed.blocks);
+    }
     if (start == 0 && metric_ids_.defined()) {
       QD_ASSIGN_OR_RETURN(auto embedding, model_->LoadEmbedding(*quantized_weights_));
       QD_ASSIGN_OR_RETURN(hidden, embedding->Forward(metric_ids_));
     }
-    if (hidden.defined()) hidden = PlaceCalibrationActivations(hidden);
+    if (hidden.defined())
+      hidden = PlaceCalibrationActivations(hidden);
     else
       Log(LogLevel::kInfo, "block output rel-mse: not measured: no calibration data");
     // On a GPU the next block is read and staged while this one computes.
     BlockPrefetcher<std::unique_ptr<models::DecoderBlock>> blocks(
         [this](int i) { return model_->LoadBlock(i); }, !opt_.model_options.device.is_cpu());
+    const BlockStep step(opt_, *model_, plans_, kv_, act_params_, *scratch_, obs_);
     for (int i = start; i < n; ++i) {
-      if (obs_.CancelRequested()) return Cancelled();
+      if (obs_.CancelRequested()) return JobCancelled();
       progress_.Report(stage, static_cast<double>(i) / n, i + 1, n);
-      const auto block_start = SteadyClock::now();
-      torch_compat::ResetAllocatorPeaks(opt_.model_options.device);
-      QD_ASSIGN_OR_RETURN(auto block, blocks.Get(i, n));
-      if (opt_.model_transform) QD_RETURN_IF_ERROR(opt_.model_transform->TransformBlock(*block));
-      BlockReport br;
-      br.block = i + 1;
-      br.block_count = n;
-      at::Tensor float_out;
-      if (hidden.defined()) {
-        QD_ASSIGN_OR_RETURN(float_out, block->Forward(hidden));
-      }
-      BlockAlgorithmContext ctx{*model_, *block, hidden, opt_.planner, obs_, {}, {}};
-      const auto algorithms_start = SteadyClock::now();
-      for (const auto& algo : opt_.block_algorithms) {
-        if (obs_.CancelRequested()) return Cancelled();
-        Status s = algo->Apply(ctx);
-        if (!s.ok())
-          return s.code() == StatusCode::kCancelled
-                     ? Cancelled(s)
-                     : s.Prepend(std::string(algo->name()) + ", block " + std::to_string(i + 1) +
-                                 ": ");
-      }
-      if (!opt_.block_algorithms.empty()) br.algorithm_seconds = SecondsSince(algorithms_start);
-      std::vector<std::pair<std::string, at::Tensor>> changed;
-      for (models::Linear* linear : block->linears()) {
-        const LayerPlan& plan = plans_.at(linear->name());
-        quant::QParams qp;
-        LayerReport lr;
-        if (auto it = ctx.quantized_weights.find(linear->name());
-            it != ctx.quantized_weights.end()) {
-          qp = it->second;
-          auto ref = ctx.float_weights.find(linear->name());
-          lr = DescribeQuantizedLayer(*linear, plan,
-                                      ref == ctx.float_weights.end() ? at::Tensor() : ref->second);
-        } else {
-          QD_ASSIGN_OR_RETURN(lr, QuantizeLinearWeights(*linear, plan, &qp));
-        }
-        if (plan.weight) {
-          RecordQuantizedWeight(linear->name(), linear->weight(), *plan.weight, qp,
-                                /*with_weight=*/true, changed);
-        }
-        if (plan.bias && linear->bias().defined())
-          changed.emplace_back(linear->name() + ".bias", linear->bias());
-        br.layers.push_back(std::move(lr));
-      }
-      if (opt_.model_transform || !opt_.block_algorithms.empty()) {
-        // Transforms and algorithms may change any tensor of the block (norms
-        // absorb scales), so the whole block is kept.
-        std::set<std::string> seen;
-        for (const auto& [name, t] : changed) seen.insert(name);
-        for (auto& [name, t] : block->NamedTensors())
-          if (!seen.count(name)) changed.emplace_back(name, *t);
-      }
-      if (hidden.defined()) {
-        if (opt_.model_transform) QD_RETURN_IF_ERROR(opt_.model_transform->InstallOnline(*block));
-        QD_RETURN_IF_ERROR(QuantizeActivations(*block, hidden, br));
-        auto act_error = std::make_shared<Status>();
-        QD_RETURN_IF_ERROR(InstallActivationQuantizers(*block, plans_, act_params_, act_error));
-        // The block's input is not read again: its output may take its place.
-        QD_ASSIGN_OR_RETURN(at::Tensor quant_out, block->ForwardInPlace(hidden));
-        if (!act_error->ok()) return *act_error;
-        const SquaredError se = SumSquaredError(quant_out, float_out);
-        br.output_rel_mse = se.reference > 0 ? se.error / se.reference : 0;
-        hidden = opt_.calibration.on_float_outputs ? float_out : quant_out;
-      }
-      for (models::Linear* linear : block->linears()) AddActivationParams(linear->name(), changed);
-      // Written while the next block computes (ScratchStore::PutAsync).
-      QD_RETURN_IF_ERROR(scratch_->PutAsync(BlockFileName(i), changed));
-      br.seconds = SecondsSince(block_start);
-      if (auto a = torch_compat::DeviceAllocatorStats(opt_.model_options.device)) {
-        br.device_peak_allocated_bytes = a->peak_allocated;
-        br.device_peak_reserved_bytes = a->peak_reserved;
-      }
-      obs_.OnBlock(br);
-      report_.blocks.push_back(std::move(br));
-      QD_RETURN_IF_ERROR(Checkpoint(i + 1, n, hidden));
+      BlockWork w = step.Begin(i, n);
+      QD_ASSIGN_OR_RETURN(w.block, blocks.Get(i, n));
+      QD_RETURN_IF_ERROR(step.Transform(w));
+      QD_RETURN_IF_ERROR(step.FloatForward(w, hidden));
+      QD_RETURN_IF_ERROR(step.RunAlgorithms(w, hidden));
+      QD_RETURN_IF_ERROR(step.RoundWeights(w));
+      bytes_delta_ += w.bytes_delta;
+      QD_RETURN_IF_ERROR(step.QuantizedForward(w, hidden));
+      QD_RETURN_IF_ERROR(step.Persist(w));
+      step.Finish(w);
+      obs_.OnBlock(w.report);
+      report_.blocks.push_back(std::move(w.report));
+      QD_RETURN_IF_ERROR(checkpoint.AfterBlock(i + 1, n, hidden, bytes_delta_, report_.blocks));
     }
     QD_RETURN_IF_ERROR(scratch_->Flush());
     report_.quantized_model_bytes = report_.float_model_bytes + bytes_delta_;
@@ -535,147 +417,6 @@ class QuantizationJob {
     return hidden.device() == device ? hidden : hidden.to(device);
   }
 
-  // ---- checkpoints (resumable jobs) ----
-
-  static std::string ActivationKey(const std::string& module, const char* what) {
-    return "__quantd__/" + module + "." + what;
-  }
-
-  void AddActivationParams(const std::string& module,
-                           std::vector<std::pair<std::string, at::Tensor>>& out) const {
-    for (bool output : {false, true}) {
-      const auto& table = output ? act_params_.outputs : act_params_.inputs;
-      auto it = table.find(module);
-      if (it == table.end()) continue;
-      out.emplace_back(ActivationKey(module, output ? "output_scale" : "input_scale"),
-                       it->second.scale);
-      if (it->second.zero_point.defined())
-        out.emplace_back(ActivationKey(module, output ? "output_zero_point" : "input_zero_point"),
-                         it->second.zero_point.to(at::kFloat));
-    }
-  }
-
-  // After block `done` - 1: its file is written; save the next block's input
-  // and then the manifest, and drop the previous input.
-  // Checkpoints after block `done` of `n` when the pacer says it is due.
-  Status Checkpoint(int done, int n, const at::Tensor& hidden) {
-    if (!checkpoint_pacer_.Due(done, n, SteadyClock::now())) return OkStatus();
-    const auto start = SteadyClock::now();
-    // resume.json may only name block files that are on disk.
-    QD_RETURN_IF_ERROR(scratch_->Flush());
-    QD_RETURN_IF_ERROR(WriteCheckpoint(done, hidden));
-    checkpoint_pacer_.Record(start, SteadyClock::now());
-    if (checkpoint_pacer_.interval_seconds() > 0 && done < n) {
-      char buf[200];
-      std::snprintf(buf, sizeof(buf),
-                    "checkpoint after block %d/%d took %.1f s; the next one after %.0f s more "
-                    "work",
-                    done, n, checkpoint_pacer_.last_seconds(),
-                    checkpoint_pacer_.interval_seconds());
-      Log(LogLevel::kInfo, buf);
-    }
-    return OkStatus();
-  }
-
-  Status WriteCheckpoint(int done, const at::Tensor& hidden) {
-    ResumeState st;
-    st.fingerprint = ResumeFingerprint(opt_);
-    st.blocks_done = done;
-    st.bytes_delta = bytes_delta_;
-    st.has_hidden = hidden.defined();
-    st.blocks = report_.blocks;
-    if (st.has_hidden)
-      QD_RETURN_IF_ERROR(scratch_->PutSide(HiddenFileName(done), "hidden", hidden));
-    QD_RETURN_IF_ERROR(WriteResumeState(opt_.scratch_dir, st));
-    // The previous checkpoint's hidden states (paced: not always block
-    // done - 1; after a resume: the one it resumed from).
-    if (checkpointed_blocks_ > 0 && checkpointed_blocks_ != done) {
-      scratch_->RemoveSide(HiddenFileName(checkpointed_blocks_));
-    }
-    checkpointed_blocks_ = done;
-    return OkStatus();
-  }
-
-  // Continues from a previous attempt's checkpoint when there is a usable
-  // one for these options; returns the first block still to do.
-  int Resume(at::Tensor* hidden) {
-    const int n = static_cast<int>(model_->num_blocks());
-    std::optional<ResumeState> st = ReadResumeState(opt_.scratch_dir);
-    if (!st || st->blocks_done == 0) return 0;
-    if (st->fingerprint != ResumeFingerprint(opt_) || st->blocks_done > n) {
-      Log(LogLevel::kWarning,
-          "the scratch directory holds a checkpoint of other options; "
-          "starting over");
-      return 0;
-    }
-    Status s = RestoreCheckpoint(*st, hidden);
-    if (!s.ok()) {
-      Log(LogLevel::kWarning,
-          "cannot resume from the checkpoint (" + s.ToString() + "); starting over");
-      *hidden = at::Tensor();
-      act_params_ = ActivationParams();
-      return 0;
-    }
-    bytes_delta_ = st->bytes_delta;
-    checkpointed_blocks_ = st->blocks_done;
-    report_.blocks = st->blocks;
-    const std::string where =
-        st->blocks_done < n
-            ? "resumed at block " + std::to_string(st->blocks_done + 1) + "/" + std::to_string(n)
-            : "resumed after the last block (" + std::to_string(n) + "/" + std::to_string(n) + ")";
-    Log(LogLevel::kInfo, where + ": blocks 1-" + std::to_string(st->blocks_done) +
-                             " restored from the checkpoint of an earlier attempt");
-    return st->blocks_done;
-  }
-
-  Status RestoreCheckpoint(const ResumeState& st, at::Tensor* hidden) {
-    for (int i = 0; i < st.blocks_done; ++i) QD_RETURN_IF_ERROR(scratch_->Adopt(BlockFileName(i)));
-    if (st.has_hidden) {
-      QD_ASSIGN_OR_RETURN(*hidden, scratch_->LoadSide(HiddenFileName(st.blocks_done), "hidden"));
-    }
-    for (const auto& [module, plan] : plans_) {
-      for (bool output : {false, true}) {
-        const std::string key = ActivationKey(module, output ? "output_scale" : "input_scale");
-        if (!scratch_->Find(key)) continue;
-        quant::QParams qp;
-        QD_ASSIGN_OR_RETURN(qp.scale, scratch_->Load(key));
-        const std::string zp_key =
-            ActivationKey(module, output ? "output_zero_point" : "input_zero_point");
-        if (scratch_->Find(zp_key)) {
-          QD_ASSIGN_OR_RETURN(at::Tensor zp, scratch_->Load(zp_key));
-          const auto& spec = output ? plan.output : plan.input;
-          const bool float_zp =
-              spec && !spec->symmetric && spec->zero_point_type == quant::ZeroPointType::kFloat32;
-          qp.zero_point = float_zp ? zp : zp.to(at::kInt);
-        }
-        (output ? act_params_.outputs : act_params_.inputs)[module] = qp;
-      }
-    }
-    return OkStatus();
-  }
-
-  // Calibrates the block's static activation quantizers (inputs, outputs,
-  // KV cache) on the quantized path and reports what each layer observed.
-  Status QuantizeActivations(models::DecoderBlock& block, const at::Tensor& hidden,
-                             BlockReport& br) {
-    QD_ASSIGN_OR_RETURN(ActivationParams p, CalibrateBlockActivations(block, hidden, plans_, kv_));
-    for (auto& [name, qp] : p.inputs) act_params_.inputs[name] = qp;
-    for (auto& [name, qp] : p.outputs) act_params_.outputs[name] = qp;
-    for (auto& lr : br.layers) {
-      auto it = p.input_ranges.find(lr.name);
-      if (it == p.input_ranges.end()) continue;
-      lr.input_min = it->second.first;
-      lr.input_max = it->second.second;
-    }
-    return OkStatus();
-  }
-
-  static std::string BlockFileName(int i) {
-    char buf[32];
-    std::snprintf(buf, sizeof(buf), "block_%05d", i);
-    return buf;
-  }
-
   // ---- evaluate ----
 
   Status Evaluate() {
@@ -691,7 +432,8 @@ class QuantizationJob {
       QD_ASSIGN_OR_RETURN(quant::QParams qp, LoadWeightQParams(*quantized_weights_, token.name(),
                                                                *embedding_plan_.weight));
       QD_ASSIGN_OR_RETURN(FreezeReport r, FreezeEmbedding(token, *embedding_plan_.weight, qp));
-      if (r.layers == 1) Log(LogLevel::kInfo, "evaluated the frozen embedding: " + SizeLine(r));
+      if (r.layers == 1)
+        Log(LogLevel::kInfo, "evaluated the frozen embedding: " + FrozenSizeLine(r));
       frozen_embedding = std::move(stage);
     }
     quant_model.embed = [this, frozen_embedding](const at::Tensor& ids) -> StatusOr<at::Tensor> {
@@ -722,7 +464,7 @@ class QuantizationJob {
     auto cmp = eval::CompareModels(float_model, quant_model, *windows_, eopt);
     if (cmp.ok() && !act_error->ok()) return *act_error;
     if (!cmp.ok()) {
-      if (cmp.status().code() == StatusCode::kCancelled) return Cancelled(cmp.status());
+      if (cmp.status().code() == StatusCode::kCancelled) return JobCancelled(cmp.status());
       return cmp.status();
     }
     report_.float_perplexity = cmp->reference;
@@ -735,8 +477,8 @@ class QuantizationJob {
     report_.frozen_linear_bytes = frozen_.frozen_bytes;
     report_.frozen_linear_packed_bytes = frozen_.packed_bytes;
     if (frozen_.layers > 0)
-      Log(LogLevel::kInfo,
-          "evaluated " + std::to_string(frozen_.layers) + " frozen linears: " + SizeLine(frozen_));
+      Log(LogLevel::kInfo, "evaluated " + std::to_string(frozen_.layers) +
+                               " frozen linears: " + FrozenSizeLine(frozen_));
     if (!frozen_.kept_float.empty())
       Log(LogLevel::kInfo, std::to_string(frozen_.kept_float.size()) +
                                " quantized linears evaluated unfrozen (their parameters are not "
@@ -748,46 +490,6 @@ class QuantizationJob {
                   100.0 * (cmp->candidate.ppl / cmp->reference.ppl - 1), cmp->kl_mean);
     Log(LogLevel::kInfo, line);
     return OkStatus();
-  }
-
-  // "885.0 KiB as float, 134.1 KiB real-quantized (0.151x)": the packed
-  // size is counted as the model size is (QuantizedStorageBytes), and what
-  // evaluation held in memory is added when it differs (codes of 2, 3, 5
-  // or 6 bits are held one per byte).
-  static std::string SizeLine(const FreezeReport& r) {
-    char buf[200];
-    std::snprintf(buf, sizeof(buf), "%.1f KiB as float, %.1f KiB real-quantized (%.3fx)",
-                  r.float_bytes / 1024.0, r.packed_bytes / 1024.0,
-                  static_cast<double>(r.packed_bytes) / r.float_bytes);
-    std::string line = buf;
-    if (r.frozen_bytes != r.packed_bytes) {
-      std::snprintf(buf, sizeof(buf), ", held in memory as %.1f KiB", r.frozen_bytes / 1024.0);
-      line += buf;
-    }
-    return line;
-  }
-
-  Status AccuracyGate() const {
-    const auto& e = opt_.evaluation;
-    std::string why;
-    if (e.max_perplexity_increase && report_.float_perplexity && report_.quantized_perplexity) {
-      const double increase = report_.quantized_perplexity->ppl / report_.float_perplexity->ppl - 1;
-      if (increase > *e.max_perplexity_increase) {
-        char buf[160];
-        std::snprintf(buf, sizeof(buf), "perplexity rose %.2f%% (%.4f -> %.4f), limit %.2f%%",
-                      100 * increase, report_.float_perplexity->ppl,
-                      report_.quantized_perplexity->ppl, 100 * *e.max_perplexity_increase);
-        why = buf;
-      }
-    }
-    if (e.max_kl_divergence && report_.kl_mean && *report_.kl_mean > *e.max_kl_divergence) {
-      char buf[120];
-      std::snprintf(buf, sizeof(buf), "mean KL divergence %.5f exceeds the limit %.5f",
-                    *report_.kl_mean, *e.max_kl_divergence);
-      why += (why.empty() ? "" : "; ") + std::string(buf);
-    }
-    if (why.empty()) return OkStatus();
-    return Status(StatusCode::kFailedPrecondition, "accuracy gate: " + why, "ACCURACY_GATE");
   }
 
   // The quantized model is evaluated with real-quantized storage: each
@@ -817,7 +519,7 @@ class QuantizationJob {
         opt_.model_dir, *model_, quantized_weights_, plans_, opt_.quantization_config_json,
         act_params_.inputs, act_params_.outputs);
     for (size_t i = 0; i < formats.size(); ++i) {
-      if (obs_.CancelRequested()) return Cancelled();
+      if (obs_.CancelRequested()) return JobCancelled();
       std::string dir = opt_.export_options.output_dir;
       if (formats.size() > 1)
         dir = (fs::path(dir) / exporter::ExportFormatName(formats[i])).string();
@@ -853,7 +555,7 @@ class QuantizationJob {
 
   const JobOptions& opt_;
   JobObserver& obs_;
-  ProgressTracker progress_;
+  JobProgress progress_;
   JobReport report_;
 
   std::unique_ptr<models::CausalLM> model_;
@@ -870,8 +572,6 @@ class QuantizationJob {
   ActivationParams act_params_;  // calibrated static activation parameters
   std::mutex frozen_mu_;
   FreezeReport frozen_;  // evaluation's frozen linears
-  CheckpointPacer checkpoint_pacer_;
-  int checkpointed_blocks_ = 0;  // blocks_done of the last checkpoint on disk
 };
 
 }  // namespace

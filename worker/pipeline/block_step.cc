@@ -1,0 +1,145 @@
+#include "worker/pipeline/block_step.h"
+
+#include <set>
+#include <utility>
+
+#include "worker/common/torch_compat.h"
+#include "worker/pipeline/block_algorithm.h"
+#include "worker/pipeline/job_metrics.h"
+#include "worker/pipeline/weight_quantizer.h"
+
+namespace quantd::pipeline {
+namespace {
+
+using SteadyClock = std::chrono::steady_clock;
+
+double SecondsSince(SteadyClock::time_point start) {
+  return std::chrono::duration<double>(SteadyClock::now() - start).count();
+}
+
+}  // namespace
+
+Status JobCancelled() { return Status(StatusCode::kCancelled, "cancelled", "CANCELLED"); }
+
+Status JobCancelled(const Status& from) {
+  return Status(StatusCode::kCancelled, from.message(), "CANCELLED");
+}
+
+BlockWork BlockStep::Begin(int index, int n) const {
+  BlockWork w;
+  w.index = index;
+  w.start = SteadyClock::now();
+  torch_compat::ResetAllocatorPeaks(opt_.model_options.device);
+  w.report.block = index + 1;
+  w.report.block_count = n;
+  return w;
+}
+
+Status BlockStep::Transform(BlockWork& w) const {
+  if (opt_.model_transform) QD_RETURN_IF_ERROR(opt_.model_transform->TransformBlock(*w.block));
+  return OkStatus();
+}
+
+Status BlockStep::FloatForward(BlockWork& w, const at::Tensor& hidden) const {
+  if (hidden.defined()) {
+    QD_ASSIGN_OR_RETURN(w.float_out, w.block->Forward(hidden));
+  }
+  return OkStatus();
+}
+
+Status BlockStep::RunAlgorithms(BlockWork& w, const at::Tensor& hidden) const {
+  const int i = w.index;
+  auto& block = w.block;
+  BlockReport& br = w.report;
+  BlockAlgorithmContext ctx{model_, *block, hidden, opt_.planner, obs_, {}, {}};
+  const auto algorithms_start = SteadyClock::now();
+  for (const auto& algo : opt_.block_algorithms) {
+    if (obs_.CancelRequested()) return JobCancelled();
+    Status s = algo->Apply(ctx);
+    if (!s.ok())
+      return s.code() == StatusCode::kCancelled
+                 ? JobCancelled(s)
+                 : s.Prepend(std::string(algo->name()) + ", block " + std::to_string(i + 1) + ": ");
+  }
+  if (!opt_.block_algorithms.empty()) br.algorithm_seconds = SecondsSince(algorithms_start);
+  w.algorithm_qparams = std::move(ctx.quantized_weights);
+  w.float_weights = std::move(ctx.float_weights);
+  return OkStatus();
+}
+
+Status BlockStep::RoundWeights(BlockWork& w) const {
+  NamedTensors& changed = w.tensors;
+  for (models::Linear* linear : w.block->linears()) {
+    const LayerPlan& plan = plans_.at(linear->name());
+    quant::QParams qp;
+    LayerReport lr;
+    if (auto it = w.algorithm_qparams.find(linear->name()); it != w.algorithm_qparams.end()) {
+      qp = it->second;
+      auto ref = w.float_weights.find(linear->name());
+      lr = DescribeQuantizedLayer(*linear, plan,
+                                  ref == w.float_weights.end() ? at::Tensor() : ref->second);
+    } else {
+      QD_ASSIGN_OR_RETURN(lr, QuantizeLinearWeights(*linear, plan, &qp));
+    }
+    if (plan.weight) {
+      const auto float_bytes =
+          static_cast<int64_t>(model_.weights().Find(linear->name() + ".weight")->nbytes);
+      w.bytes_delta += RecordQuantizedWeight(linear->name(), linear->weight(), *plan.weight, qp,
+                                             /*with_weight=*/true, float_bytes, changed);
+    }
+    if (plan.bias && linear->bias().defined())
+      changed.emplace_back(linear->name() + ".bias", linear->bias());
+    w.report.layers.push_back(std::move(lr));
+  }
+  if (opt_.model_transform || !opt_.block_algorithms.empty()) {
+    // Transforms and algorithms may change any tensor of the block (norms
+    // absorb scales), so the whole block is kept.
+    std::set<std::string> seen;
+    for (const auto& [name, t] : changed) seen.insert(name);
+    for (auto& [name, t] : w.block->NamedTensors())
+      if (!seen.count(name)) changed.emplace_back(name, *t);
+  }
+  return OkStatus();
+}
+
+Status BlockStep::QuantizedForward(BlockWork& w, at::Tensor& hidden) const {
+  if (!hidden.defined()) return OkStatus();
+  models::DecoderBlock& block = *w.block;
+  if (opt_.model_transform) QD_RETURN_IF_ERROR(opt_.model_transform->InstallOnline(block));
+  // The block's static activation quantizers (inputs, outputs, KV cache),
+  // calibrated on the quantized path, and what each layer observed.
+  QD_ASSIGN_OR_RETURN(ActivationParams p, CalibrateBlockActivations(block, hidden, plans_, kv_));
+  for (auto& [name, qp] : p.inputs) act_params_.inputs[name] = qp;
+  for (auto& [name, qp] : p.outputs) act_params_.outputs[name] = qp;
+  for (auto& lr : w.report.layers) {
+    auto it = p.input_ranges.find(lr.name);
+    if (it == p.input_ranges.end()) continue;
+    lr.input_min = it->second.first;
+    lr.input_max = it->second.second;
+  }
+  auto act_error = std::make_shared<Status>();
+  QD_RETURN_IF_ERROR(InstallActivationQuantizers(block, plans_, act_params_, act_error));
+  // The block's input is not read again: its output may take its place.
+  QD_ASSIGN_OR_RETURN(at::Tensor quant_out, block.ForwardInPlace(hidden));
+  if (!act_error->ok()) return *act_error;
+  w.report.output_rel_mse = OutputRelMse(quant_out, w.float_out);
+  hidden = opt_.calibration.on_float_outputs ? w.float_out : quant_out;
+  return OkStatus();
+}
+
+Status BlockStep::Persist(BlockWork& w) const {
+  for (models::Linear* linear : w.block->linears())
+    AddActivationParams(linear->name(), act_params_, w.tensors);
+  // Written while the next block computes (ScratchStore::PutAsync).
+  return scratch_.PutAsync(BlockFileName(w.index), w.tensors);
+}
+
+void BlockStep::Finish(BlockWork& w) const {
+  w.report.seconds = SecondsSince(w.start);
+  if (auto a = torch_compat::DeviceAllocatorStats(opt_.model_options.device)) {
+    w.report.device_peak_allocated_bytes = a->peak_allocated;
+    w.report.device_peak_reserved_bytes = a->peak_reserved;
+  }
+}
+
+}  // namespace quantd::pipeline

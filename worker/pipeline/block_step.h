@@ -1,0 +1,106 @@
+// BlockStep: one decoder block of a job's quantize loop
+// (quantization_job.cc), as stages with what each reads and writes.
+// Run in this order on a BlockWork:
+//
+//   Begin             starts the block's clock and the device allocator peaks
+//   (prefetch)        the loop fills work.block (BlockPrefetcher)
+//   Transform         ModelTransform::TransformBlock (rotation)
+//   FloatForward      hidden -> work.float_out (the float block's output)
+//   RunAlgorithms     BlockAlgorithms in job order -> the weights they
+//                     quantized (work.algorithm_qparams, work.float_weights)
+//   RoundWeights      round-to-nearest of the other weights -> work.tensors,
+//                     report.layers, work.bytes_delta
+//   QuantizedForward  static activation quantizers calibrated and installed,
+//                     then hidden -> the next block's input, in place;
+//                     report.output_rel_mse
+//   Persist           static activation parameters -> work.tensors, written
+//                     to the scratch store while the next block computes
+//   Finish            report.seconds and the allocator peaks
+//
+// Without calibration samples (hidden undefined) FloatForward and
+// QuantizedForward do nothing. Checkpoints are the loop's
+// (block_persistence.h).
+#ifndef QUANTD_WORKER_PIPELINE_BLOCK_STEP_H_
+#define QUANTD_WORKER_PIPELINE_BLOCK_STEP_H_
+
+#include <ATen/ATen.h>
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+
+#include "worker/common/status.h"
+#include "worker/models/causal_lm.h"
+#include "worker/models/decoder_block.h"
+#include "worker/pipeline/activation_quantizers.h"
+#include "worker/pipeline/block_persistence.h"
+#include "worker/pipeline/job_observer.h"
+#include "worker/pipeline/job_options.h"
+#include "worker/pipeline/layer_plan.h"
+#include "worker/pipeline/scratch_store.h"
+#include "worker/quant/qparams.h"
+
+namespace quantd::pipeline {
+
+// CANCELLED at a block or stage boundary.
+Status JobCancelled();
+// A stop from deep in a loop keeps its message, which says where the job
+// stopped (e.g. "evaluation cancelled in block 2, before batch 9 of 50").
+Status JobCancelled(const Status& from);
+
+// One block on its way through the stages.
+struct BlockWork {
+  int index = 0;  // 0-based
+  std::chrono::steady_clock::time_point start;
+  std::unique_ptr<models::DecoderBlock> block;
+  at::Tensor float_out;  // undefined without calibration samples
+  // Module name -> parameters of the weights a BlockAlgorithm quantized, and
+  // those weights before it did (BlockAlgorithmContext).
+  std::map<std::string, quant::QParams> algorithm_qparams;
+  std::map<std::string, at::Tensor> float_weights;
+  NamedTensors tensors;     // what the block's scratch file holds
+  int64_t bytes_delta = 0;  // quantized minus float bytes of its weights
+  BlockReport report;
+};
+
+class BlockStep {
+ public:
+  // Job-wide inputs: `opt` (transform, algorithms, planner, calibration,
+  // device), the model, every layer's plan, the KV cache; `act_params`
+  // collects the calibrated static activation parameters; finished blocks
+  // go to `scratch`.
+  BlockStep(const JobOptions& opt, const models::CausalLM& model,
+            const std::map<std::string, LayerPlan>& plans, const KvCacheOptions& kv,
+            ActivationParams& act_params, ScratchStore& scratch, JobObserver& obs)
+      : opt_(opt),
+        model_(model),
+        plans_(plans),
+        kv_(kv),
+        act_params_(act_params),
+        scratch_(scratch),
+        obs_(obs) {}
+
+  BlockWork Begin(int index, int n) const;
+  Status Transform(BlockWork& w) const;
+  Status FloatForward(BlockWork& w, const at::Tensor& hidden) const;
+  Status RunAlgorithms(BlockWork& w, const at::Tensor& hidden) const;
+  Status RoundWeights(BlockWork& w) const;
+  Status QuantizedForward(BlockWork& w, at::Tensor& hidden) const;
+  Status Persist(BlockWork& w) const;
+  void Finish(BlockWork& w) const;
+
+ private:
+  const JobOptions& opt_;
+  const models::CausalLM& model_;
+  const std::map<std::string, LayerPlan>& plans_;
+  const KvCacheOptions& kv_;
+  ActivationParams& act_params_;
+  ScratchStore& scratch_;
+  JobObserver& obs_;
+};
+
+}  // namespace quantd::pipeline
+
+#endif  // QUANTD_WORKER_PIPELINE_BLOCK_STEP_H_
