@@ -16,6 +16,7 @@
 #include <cstring>
 #include <limits>
 
+#include "worker/quant/format_table.h"
 #include "worker/quant/spec.h"
 
 // The element helpers must inline into the kernels' loops for those to
@@ -242,11 +243,8 @@ inline float QuantizeToMinifloatRef(float v, const MinifloatFormat& f, bool sign
   return v < 0.0f || std::signbit(v) ? -m : m;
 }
 
-// The special encodings of a minifloat: e4m3fn has NaN (S.1111.111) and no
-// infinity, e5m2 is IEEE-like (infinity and NaN at exponent 31), FP6 / FP4
-// have neither.
-enum class MinifloatKind { kE4M3Fn, kE5M2, kFinite };
-
+// MinifloatKind (the special encodings, format_table.h) says which of the
+// patterns are NaN / infinity.
 // Bit pattern (sign at bit ebits + mbits) of a value on the grid, |q| <=
 // max_norm, or of NaN (the kind's NaN; 0 for the finite kinds).
 inline uint8_t EncodeMinifloat(float q, const MinifloatFormat& f, MinifloatKind kind) {

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "worker/quant/element_ops.h"
+#include "worker/quant/format_table.h"
 #include "worker/quant/kernel_args.h"
 
 namespace quantd::quant::fp8 {
@@ -55,18 +56,7 @@ at::Tensor Pow2Composed(const at::Tensor& k) {
   return ((k + 127) * 8388608).to(at::kInt).view(at::kFloat);
 }
 
-MinifloatKind KindOf(DataType t) {
-  switch (t) {
-    case DataType::kFp8E4M3:
-    case DataType::kMxFp8E4M3:
-      return MinifloatKind::kE4M3Fn;
-    case DataType::kFp8E5M2:
-    case DataType::kMxFp8E5M2:
-      return MinifloatKind::kE5M2;
-    default:
-      return MinifloatKind::kFinite;
-  }
-}
+MinifloatKind KindOf(DataType t) { return FormatOf(t).minifloat_kind; }
 
 at::Tensor RoundToMinifloatComposed(const at::Tensor& v, const MinifloatFormat& f,
                                     bool signed_zero) {

@@ -237,6 +237,19 @@ StatusOr<at::Tensor> QuantizeComposed(const at::Tensor& x, const QuantSpec& spec
   return q.reshape(x.sizes()).to(IsSignedInt(spec.dtype) ? at::kChar : at::kByte);
 }
 
+StatusOr<at::Tensor> DequantizeCodes(const at::Tensor& codes, const QuantSpec& spec,
+                                     const QParams& qp) {
+  QD_ASSIGN_OR_RETURN(KernelShape s, KernelShapeFor(codes.sizes().vec(), spec));
+  if (!qp.scale.defined() || qp.scale.numel() != s.num_params() || !qp.zero_point.defined() ||
+      qp.zero_point.numel() != s.num_params()) {
+    return InvalidArgumentError("Dequantize: scale / zero_point do not match the codes");
+  }
+  const at::Tensor q = KernelView(codes.to(at::kFloat), s);
+  const at::Tensor scale = BroadcastParam(qp.scale.to(codes.device()).to(at::kFloat), s);
+  const at::Tensor zp = BroadcastParam(qp.zero_point.to(codes.device()).to(at::kFloat), s);
+  return ((q - zp) * scale).reshape(codes.sizes());
+}
+
 float FakeQuantScalar(float x, float scale, float zero_point, const QuantSpec& spec) {
   const IntRange range = IntRangeOf(spec.dtype);
   return RefOp{static_cast<float>(range.qmin), static_cast<float>(range.qmax), spec.round_method,

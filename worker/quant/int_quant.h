@@ -50,6 +50,11 @@ StatusOr<at::Tensor> QuantizeFused(const at::Tensor& x, const QuantSpec& spec, c
 StatusOr<at::Tensor> QuantizeComposed(const at::Tensor& x, const QuantSpec& spec,
                                       const QParams& qp);
 
+// Codes and their scale / zero point back to float32 values, (q - zp) *
+// scale (any device).
+StatusOr<at::Tensor> DequantizeCodes(const at::Tensor& codes, const QuantSpec& spec,
+                                     const QParams& qp);
+
 // One element, for observers that evaluate candidate ranges.
 float FakeQuantScalar(float x, float scale, float zero_point, const QuantSpec& spec);
 

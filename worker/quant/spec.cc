@@ -6,6 +6,8 @@
 #include <sstream>
 #include <utility>
 
+#include "worker/quant/format_table.h"
+
 namespace quantd::quant {
 namespace {
 
@@ -14,36 +16,6 @@ struct NamedValue {
   std::string_view name;
   E value;
 };
-
-constexpr std::array<NamedValue<DataType>, 18> kDataTypeNames = {{
-    {"int2", DataType::kInt2},
-    {"int3", DataType::kInt3},
-    {"int4", DataType::kInt4},
-    {"int8", DataType::kInt8},
-    {"uint2", DataType::kUInt2},
-    {"uint3", DataType::kUInt3},
-    {"uint4", DataType::kUInt4},
-    {"uint8", DataType::kUInt8},
-    {"fp8_e4m3", DataType::kFp8E4M3},
-    {"fp8_e5m2", DataType::kFp8E5M2},
-    {"mxfp8_e4m3", DataType::kMxFp8E4M3},
-    {"mxfp8_e5m2", DataType::kMxFp8E5M2},
-    {"mxfp6_e3m2", DataType::kMxFp6E3M2},
-    {"mxfp6_e2m3", DataType::kMxFp6E2M3},
-    {"mxfp4", DataType::kMxFp4},
-    {"mxint8", DataType::kMxInt8},
-    {"float16", DataType::kFloat16},
-    {"bfloat16", DataType::kBFloat16},
-}};
-
-constexpr std::array<NamedValue<DataType>, 6> kMxElementNames = {{
-    {"fp8_e4m3", DataType::kMxFp8E4M3},
-    {"fp8_e5m2", DataType::kMxFp8E5M2},
-    {"fp6_e3m2", DataType::kMxFp6E3M2},
-    {"fp6_e2m3", DataType::kMxFp6E2M3},
-    {"fp4", DataType::kMxFp4},
-    {"int8", DataType::kMxInt8},
-}};
 
 constexpr std::array<NamedValue<QScheme>, 3> kQSchemeNames = {{
     {"per_tensor", QScheme::kPerTensor},
@@ -122,25 +94,20 @@ bool QuantSpec::operator==(const QuantSpec& o) const {
          zero_point_type == o.zero_point_type;
 }
 
-std::string_view DataTypeName(DataType t) { return NameOf(kDataTypeNames, t); }
+std::string_view DataTypeName(DataType t) { return FormatOf(t).name; }
 
 std::optional<DataType> DataTypeFromName(std::string_view name) {
   const std::string lowered = Lower(name);
   if (lowered == "fp16") return DataType::kFloat16;
   if (lowered == "bf16") return DataType::kBFloat16;
   if (lowered == "mxfp8") return DataType::kMxFp8E4M3;
-  return ValueOf(kDataTypeNames, lowered);
+  return FindFormatByName(lowered);
 }
 
-std::string_view ReferenceElementName(DataType t) {
-  for (const auto& nv : kMxElementNames) {
-    if (nv.value == t) return nv.name;
-  }
-  return "";
-}
+std::string_view ReferenceElementName(DataType t) { return FormatOf(t).reference_element_name; }
 
 std::optional<DataType> MxTypeFromElementName(std::string_view element) {
-  return ValueOf(kMxElementNames, element);
+  return FindMxFormatByElementName(Lower(element));
 }
 
 std::string_view QSchemeName(QScheme s) { return NameOf(kQSchemeNames, s); }
@@ -185,120 +152,22 @@ std::string_view TensorRoleName(TensorRole r) {
 
 std::string AllDataTypeNames() {
   std::string out;
-  for (const auto& nv : kDataTypeNames) {
+  for (const FormatRow& row : FormatTable()) {
     if (!out.empty()) out += ", ";
-    out += nv.name;
+    out += row.name;
   }
   return out;
 }
 
-bool IsIntType(DataType t) {
-  switch (t) {
-    case DataType::kInt2:
-    case DataType::kInt3:
-    case DataType::kInt4:
-    case DataType::kInt8:
-    case DataType::kUInt2:
-    case DataType::kUInt3:
-    case DataType::kUInt4:
-    case DataType::kUInt8:
-      return true;
-    default:
-      return false;
-  }
-}
-
-bool IsSignedInt(DataType t) {
-  return t == DataType::kInt2 || t == DataType::kInt3 || t == DataType::kInt4 ||
-         t == DataType::kInt8;
-}
-
-bool IsFp8Type(DataType t) { return t == DataType::kFp8E4M3 || t == DataType::kFp8E5M2; }
-
-bool IsMxType(DataType t) {
-  switch (t) {
-    case DataType::kMxFp8E4M3:
-    case DataType::kMxFp8E5M2:
-    case DataType::kMxFp6E3M2:
-    case DataType::kMxFp6E2M3:
-    case DataType::kMxFp4:
-    case DataType::kMxInt8:
-      return true;
-    default:
-      return false;
-  }
-}
-
-bool IsCastType(DataType t) { return t == DataType::kFloat16 || t == DataType::kBFloat16; }
-
-int BitWidth(DataType t) {
-  switch (t) {
-    case DataType::kInt2:
-    case DataType::kUInt2:
-      return 2;
-    case DataType::kInt3:
-    case DataType::kUInt3:
-      return 3;
-    case DataType::kInt4:
-    case DataType::kUInt4:
-    case DataType::kMxFp4:
-      return 4;
-    case DataType::kMxFp6E3M2:
-    case DataType::kMxFp6E2M3:
-      return 6;
-    case DataType::kFloat16:
-    case DataType::kBFloat16:
-      return 16;
-    default:
-      return 8;
-  }
-}
-
-IntRange IntRangeOf(DataType t) {
-  switch (t) {
-    case DataType::kInt2:
-      return {-2, 1};
-    case DataType::kInt3:
-      return {-4, 3};
-    case DataType::kInt4:
-      return {-8, 7};
-    case DataType::kInt8:
-      return {-128, 127};
-    case DataType::kUInt2:
-      return {0, 3};
-    case DataType::kUInt3:
-      return {0, 7};
-    case DataType::kUInt4:
-      return {0, 15};
-    case DataType::kUInt8:
-      return {0, 255};
-    case DataType::kMxInt8:
-      return {-127, 127};
-    default:
-      return {0, 0};
-  }
-}
-
-MinifloatFormat MinifloatFormatOf(DataType t) {
-  switch (t) {
-    case DataType::kFp8E4M3:
-    case DataType::kMxFp8E4M3:
-      return {4, 3, 7, 448.0f, 8};
-    case DataType::kFp8E5M2:
-    case DataType::kMxFp8E5M2:
-      return {5, 2, 15, 57344.0f, 15};
-    case DataType::kMxFp6E3M2:
-      return {3, 2, 3, 28.0f, 4};
-    case DataType::kMxFp6E2M3:
-      return {2, 3, 1, 7.5f, 2};
-    case DataType::kMxFp4:
-      return {2, 1, 1, 6.0f, 2};
-    case DataType::kMxInt8:
-      return {0, 8, 0, 127.0f, 0};
-    default:
-      return {};
-  }
-}
+// The properties of a data type are its row of the format table.
+bool IsIntType(DataType t) { return FormatOf(t).family == FormatFamily::kInt; }
+bool IsSignedInt(DataType t) { return IsIntType(t) && FormatOf(t).is_signed; }
+bool IsFp8Type(DataType t) { return FormatOf(t).family == FormatFamily::kFp8; }
+bool IsMxType(DataType t) { return FormatOf(t).family == FormatFamily::kMx; }
+bool IsCastType(DataType t) { return FormatOf(t).family == FormatFamily::kCast; }
+int BitWidth(DataType t) { return FormatOf(t).bits; }
+IntRange IntRangeOf(DataType t) { return FormatOf(t).code_range; }
+MinifloatFormat MinifloatFormatOf(DataType t) { return FormatOf(t).minifloat; }
 
 int EffectiveChAxis(const QuantSpec& spec) {
   if (spec.ch_axis.has_value()) return *spec.ch_axis;

@@ -20,7 +20,9 @@
 namespace quantd::quant {
 
 // Target data type. MX types are the OCP Microscaling formats: blocks of 32
-// elements that share a power-of-two (E8M0) scale.
+// elements that share a power-of-two (E8M0) scale. Each value has one row in
+// the format table (format_table.h), which holds its name and properties;
+// a new value needs its row there (format_table_test checks).
 enum class DataType {
   kInt2,
   kInt3,
@@ -150,7 +152,7 @@ std::string_view TensorRoleName(
 // Comma-separated list of every accepted DataTypeName, for error messages.
 std::string AllDataTypeNames();
 
-// ---- properties of data types ----
+// ---- properties of data types (lookups in format_table.h's rows) ----
 
 bool IsIntType(DataType t);    // int2..int8, uint2..uint8
 bool IsSignedInt(DataType t);  // int2..int8

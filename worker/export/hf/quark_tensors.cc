@@ -34,17 +34,12 @@ StatusOr<Kind> KindOf(const QuantSpec& s) {
     return InvalidArgumentError("hf_quark: " + name + " weights have no real_quantized packing");
   }
   if (quant::IsFp8Type(s.dtype)) return Kind::kFp8;
-  switch (s.dtype) {
-    case DataType::kMxFp4:
-      return Kind::kMxFp4;
-    case DataType::kMxFp6E2M3:
-    case DataType::kMxFp6E3M2:
-      return Kind::kMxFp6;
-    case DataType::kMxFp8E4M3:
-    case DataType::kMxFp8E5M2:
-      return Kind::kMxFp8;
-    default:
-      break;
+  // The MX minifloat elements are laid out by their width; MXINT8 has none.
+  if (quant::IsMxType(s.dtype) && quant::MinifloatFormatOf(s.dtype).ebits > 0) {
+    const int bits = quant::BitWidth(s.dtype);
+    if (bits == 4) return Kind::kMxFp4;
+    if (bits == 6) return Kind::kMxFp6;
+    return Kind::kMxFp8;
   }
   return InvalidArgumentError("hf_quark: " + name + " weights have no real_quantized layout");
 }
