@@ -30,7 +30,7 @@
 #include "server/supervisor/worker_devices.h"
 #include "worker/common/dashed_flags.h"
 #include "worker/common/status.h"
-#include "worker/spec/resolve_job.h"
+#include "worker/job_spec/resolve_job.h"
 
 ABSL_FLAG(std::string, listen, "127.0.0.1:50051",
           "gRPC address (host:port); port 0 picks a free port");
@@ -249,7 +249,7 @@ int Run(const std::vector<std::string>& worker_args, const std::vector<std::stri
       std::chrono::milliseconds(absl::ToInt64Milliseconds(absl::GetFlag(FLAGS_spec_check_budget)));
   jobs.spec_check = [spec_check_budget](const v1::JobSpec& spec,
                                         std::vector<std::string>* warnings) {
-    return quantd::spec::CheckJobSpec(spec, warnings, spec_check_budget);
+    return quantd::job_spec::CheckJobSpec(spec, warnings, spec_check_budget);
   };
   if (jobs.lease_duration < absl::Milliseconds(100) || jobs.default_max_attempts < 1) {
     Log(LogLevel::kError, "--lease-duration must be at least 100ms and --max-attempts at least 1");

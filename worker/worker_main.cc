@@ -29,8 +29,8 @@
 #include "worker/common/device.h"
 #include "worker/io/uri/uri_roots.h"
 #include "worker/pipeline/activation_offload.h"
-#include "worker/lease_loop.h"
-#include "worker/pipeline_executor.h"
+#include "worker/runner/lease_loop.h"
+#include "worker/runner/pipeline_executor.h"
 
 ABSL_FLAG(std::string, server, "127.0.0.1:50051", "quantd address (HOST:PORT) to lease jobs from");
 ABSL_FLAG(std::string, device, "cpu", "device to run on: cpu or cuda:N (cuda needs a CUDA build)");

@@ -4,7 +4,7 @@
 
 #include "google/rpc/status.pb.h"
 #include "worker/common/status.h"
-#include "worker/rpc_status.h"
+#include "worker/job_spec/rpc_status.h"
 
 namespace quantd::server {
 

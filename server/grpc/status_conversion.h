@@ -2,7 +2,7 @@
 // grpc::Status (and back, for clients and tests). The gRPC status carries a
 // serialized google.rpc.Status in its binary details
 // (grpc-status-details-bin), encoded by the one encoder in
-// worker/rpc_status.h: always an ErrorInfo (reason UPPER_SNAKE, domain
+// worker/job_spec/rpc_status.h: always an ErrorInfo (reason UPPER_SNAKE, domain
 // "quantd"; the code's name when the error named no reason) and, for bad
 // requests, a BadRequest with the field violations.
 #ifndef QUANTD_SERVER_GRPC_STATUS_CONVERSION_H_

@@ -19,7 +19,7 @@ namespace quantd::server {
 using UriCheck = std::function<quantd::Status(const v1::JobSpec& spec, const std::string& tenant)>;
 // The engine's check of a job spec beyond the server's envelope checks
 // (quantization settings, export formats, features not built yet:
-// //worker/spec:resolve_job), which may also return warnings about an accepted spec
+// //worker/job_spec:resolve_job), which may also return warnings about an accepted spec
 // (e.g. an exclude pattern that matches no layer); CreateJob stores them as
 // the job's first WARNING log events.
 using EngineSpecCheck =

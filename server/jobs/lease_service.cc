@@ -16,7 +16,7 @@
 #include "server/jobs/request_validation.h"
 #include "server/store/record_columns.h"
 #include "worker/common/status.h"
-#include "worker/rpc_status.h"
+#include "worker/job_spec/rpc_status.h"
 
 namespace quantd::server {
 namespace {

@@ -16,7 +16,7 @@
 
 #include "client/cli_common/render.h"
 #include "quantd/v1/job.pb.h"
-#include "worker/lease_loop.h"
+#include "worker/runner/lease_loop.h"
 
 namespace quantd::cli {
 

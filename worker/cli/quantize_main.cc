@@ -29,9 +29,9 @@
 #include "worker/common/crash_handler.h"
 #include "worker/common/device.h"
 #include "worker/common/peak_rss.h"
-#include "worker/pipeline_executor.h"
-#include "worker/spec/resolve_job.h"
-#include "worker/rpc_status.h"
+#include "worker/runner/pipeline_executor.h"
+#include "worker/job_spec/resolve_job.h"
+#include "worker/job_spec/rpc_status.h"
 
 namespace quantd::cli {
 namespace {
@@ -129,7 +129,7 @@ int Main(int argc, char** argv) {
   // and what is suspicious (a glob matching no layer, a config key that
   // takes no effect) becomes a warning once the job starts. Resolved once:
   // the executor runs this value.
-  StatusOr<spec::ResolvedJob> resolved = spec::ResolveJob(job.spec());
+  StatusOr<job_spec::ResolvedJob> resolved = job_spec::ResolveJob(job.spec());
   if (!resolved.ok()) return ReportRefused(resolved.status());
 
   std::error_code ec;

@@ -6,7 +6,7 @@
 // (canonical codes, ok(), code(), message()) plus what quantd's errors carry
 // across the RPC boundary: an ErrorInfo reason (UPPER_SNAKE) and BadRequest
 // field violations. It is the one status type of quantd, server included
-// (docs/design.md, "Errors"); worker/rpc_status.h converts it to and from
+// (docs/design.md, "Errors"); worker/job_spec/rpc_status.h converts it to and from
 // google.rpc.Status in one place.
 #ifndef QUANTD_WORKER_COMMON_STATUS_H_
 #define QUANTD_WORKER_COMMON_STATUS_H_

@@ -7,7 +7,7 @@
 #include "worker/quant_modules/quant_conv.h"
 #include "worker/quant_modules/quant_embedding_bag.h"
 #include "worker/config/quark_json.h"
-#include "worker/spec/quantization_settings.h"
+#include "worker/job_spec/quantization_settings.h"
 
 namespace quantd::quant_modules {
 namespace {
@@ -41,7 +41,7 @@ pipeline::LayerPlan ConvPlanFromConfig() {
       "output_tensors": {"dtype": "int8", "qscheme": "per_tensor", "symmetric": false,
                          "is_dynamic": false}}}})");
   EXPECT_TRUE(c.ok()) << c.status();
-  return c.ok() ? spec::PlannerFor(*c)("model.conv_in", "Conv2d") : pipeline::LayerPlan();
+  return c.ok() ? job_spec::PlannerFor(*c)("model.conv_in", "Conv2d") : pipeline::LayerPlan();
 }
 
 std::vector<at::Tensor> ConvBatches() {

@@ -2,7 +2,7 @@
 // server/main.cc calls it) and the worker (ResolveJob, as PipelineExecutor
 // and quantd-quantize call it) give the same answer for every spec, good or
 // bad, and the resolved value is what the separate steps used to produce.
-#include "worker/spec/resolve_job.h"
+#include "worker/job_spec/resolve_job.h"
 
 #include <string>
 #include <vector>
@@ -11,9 +11,9 @@
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "worker/config/quark_json.h"
-#include "worker/spec/config_proto.h"
+#include "worker/job_spec/config_proto.h"
 
-namespace quantd::spec {
+namespace quantd::job_spec {
 namespace {
 
 quantd::v1::JobSpec Parse(const std::string& text) {
@@ -175,4 +175,4 @@ TEST(ResolveJobTest, SettingsBecomeEngineTypes) {
 }
 
 }  // namespace
-}  // namespace quantd::spec
+}  // namespace quantd::job_spec

@@ -10,7 +10,7 @@
 #include "google/protobuf/text_format.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
-#include "worker/spec/config_proto.h"
+#include "worker/job_spec/config_proto.h"
 #include "worker/config/presets.h"
 #include "worker/config/quark_json.h"
 

@@ -8,8 +8,8 @@
 // CreateJob), and the planner answers each layer with config::ResolveLayer
 // (layer_quant_config globs > layer_type_quant_config > global, exclude,
 // embeddings and lm_head left in float unless named, kv-cache output specs).
-#ifndef QUANTD_WORKER_SPEC_QUANTIZATION_SETTINGS_H_
-#define QUANTD_WORKER_SPEC_QUANTIZATION_SETTINGS_H_
+#ifndef QUANTD_WORKER_JOB_SPEC_QUANTIZATION_SETTINGS_H_
+#define QUANTD_WORKER_JOB_SPEC_QUANTIZATION_SETTINGS_H_
 
 #include <optional>
 #include <string>
@@ -19,7 +19,7 @@
 #include "worker/config/quant_config.h"
 #include "worker/pipeline/layer_plan.h"
 
-namespace quantd::spec {
+namespace quantd::job_spec {
 
 struct ResolvedQuantization {
   pipeline::LayerPlanner planner;
@@ -49,6 +49,6 @@ ResolvedQuantization ResolveQuantization(const quantd::v1::QuantizationSettings&
 // The planner of a resolved engine config (pure: ResolveLayer per call).
 pipeline::LayerPlanner PlannerFor(config::QuantConfig config);
 
-}  // namespace quantd::spec
+}  // namespace quantd::job_spec
 
-#endif  // QUANTD_WORKER_SPEC_QUANTIZATION_SETTINGS_H_
+#endif  // QUANTD_WORKER_JOB_SPEC_QUANTIZATION_SETTINGS_H_

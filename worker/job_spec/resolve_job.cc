@@ -1,11 +1,11 @@
-#include "worker/spec/resolve_job.h"
+#include "worker/job_spec/resolve_job.h"
 
 #include <utility>
 
-#include "worker/spec/config_proto.h"
-#include "worker/spec/export_format.h"
+#include "worker/job_spec/config_proto.h"
+#include "worker/job_spec/export_format.h"
 
-namespace quantd::spec {
+namespace quantd::job_spec {
 namespace {
 
 CalibrationSettings CalibrationOf(const quantd::v1::JobSpec& spec) {
@@ -89,4 +89,4 @@ Status CheckJobSpec(const quantd::v1::JobSpec& spec, std::vector<std::string>* w
   return OkStatus();
 }
 
-}  // namespace quantd::spec
+}  // namespace quantd::job_spec

@@ -1,4 +1,4 @@
-#include "worker/rpc_status.h"
+#include "worker/job_spec/rpc_status.h"
 
 #include "google/rpc/error_details.pb.h"
 

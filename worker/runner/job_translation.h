@@ -2,8 +2,8 @@
 // (pipeline::JobOptions / JobReport / ProgressInfo / BlockReport). It lives
 // in the worker because the worker is the only place where gRPC types and
 // the engine meet.
-#ifndef QUANTD_WORKER_JOB_TRANSLATION_H_
-#define QUANTD_WORKER_JOB_TRANSLATION_H_
+#ifndef QUANTD_WORKER_RUNNER_JOB_TRANSLATION_H_
+#define QUANTD_WORKER_RUNNER_JOB_TRANSLATION_H_
 
 #include "quantd/v1/job.pb.h"
 #include "worker/pipeline/job_observer.h"
@@ -18,4 +18,4 @@ quantd::v1::JobResult ToProto(const pipeline::JobReport& r, const quantd::v1::Jo
 
 }  // namespace quantd::worker
 
-#endif  // QUANTD_WORKER_JOB_TRANSLATION_H_
+#endif  // QUANTD_WORKER_RUNNER_JOB_TRANSLATION_H_

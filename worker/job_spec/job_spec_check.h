@@ -1,13 +1,13 @@
 // Engine-side validation of a JobSpec: the checks ResolveJob
-// (worker/spec/resolve_job.h) runs, so quantd at CreateJob (before the job
+// (worker/job_spec/resolve_job.h) runs, so quantd at CreateJob (before the job
 // is stored) and the worker before it runs one give the same answer.
 //
 // It knows what the engine can do: a field naming a feature the engine does
 // not support is refused with UNIMPLEMENTED naming that field, never
 // ignored; malformed values are INVALID_ARGUMENT with one field violation
 // per bad field. Torch-free, so the frontend links it without LibTorch.
-#ifndef QUANTD_WORKER_SPEC_JOB_SPEC_CHECK_H_
-#define QUANTD_WORKER_SPEC_JOB_SPEC_CHECK_H_
+#ifndef QUANTD_WORKER_JOB_SPEC_JOB_SPEC_CHECK_H_
+#define QUANTD_WORKER_JOB_SPEC_JOB_SPEC_CHECK_H_
 
 #include <chrono>
 #include <optional>
@@ -18,14 +18,14 @@
 #include "worker/common/status.h"
 #include "worker/config/quant_config.h"
 
-namespace quantd::spec {
+namespace quantd::job_spec {
 
 // OK, INVALID_ARGUMENT (reason INVALID_JOB_SPEC, every bad field listed as a
 // violation with a path such as "spec.evaluation.n_ctx"), or UNIMPLEMENTED
 // (reason FEATURE_NOT_BUILT) naming the first unsupported field.
 //
 // The quantization settings resolve through config::ResolveQuantizationSettings
-// (worker/spec/config_proto.h: every preset, structured config and
+// (worker/job_spec/config_proto.h: every preset, structured config and
 // reference JSON, with all their violations at job-spec paths such as
 // "spec.quantization.config.layer_quant_config[0].config.weight.group_size").
 // When the model's config.json is readable here (a file:// model_uri), the
@@ -50,6 +50,6 @@ Status CheckResolvedJobSpec(const quantd::v1::JobSpec& spec,
                             std::vector<std::string>* warnings,
                             std::chrono::milliseconds budget = kDefaultSpecCheckBudget);
 
-}  // namespace quantd::spec
+}  // namespace quantd::job_spec
 
-#endif  // QUANTD_WORKER_SPEC_JOB_SPEC_CHECK_H_
+#endif  // QUANTD_WORKER_JOB_SPEC_JOB_SPEC_CHECK_H_

@@ -11,8 +11,8 @@
 // "spec.quantization.quark_json.global_quant_config.weight.dtype", ...
 //
 // Depends on the generated protos, never on LibTorch.
-#ifndef QUANTD_WORKER_SPEC_CONFIG_PROTO_H_
-#define QUANTD_WORKER_SPEC_CONFIG_PROTO_H_
+#ifndef QUANTD_WORKER_JOB_SPEC_CONFIG_PROTO_H_
+#define QUANTD_WORKER_JOB_SPEC_CONFIG_PROTO_H_
 
 #include <string>
 #include <vector>
@@ -73,4 +73,4 @@ std::string DescribeSettings(const quantd::v1::QuantizationSettings& s,
 
 }  // namespace quantd::config
 
-#endif  // QUANTD_WORKER_SPEC_CONFIG_PROTO_H_
+#endif  // QUANTD_WORKER_JOB_SPEC_CONFIG_PROTO_H_

@@ -1,4 +1,4 @@
-#include "worker/pipeline_executor.h"
+#include "worker/runner/pipeline_executor.h"
 
 #include <algorithm>
 #include <filesystem>
@@ -74,7 +74,7 @@ class PipelineExecutorTest : public ::testing::Test {
   StatusOr<pipeline::JobOptions> OptionsPastTheCheck(const quantd::v1::Job& job) {
     quantd::v1::Job checked = job;
     checked.mutable_spec()->mutable_export_()->clear_output_uri();
-    auto resolved = spec::ResolveJob(checked.spec());
+    auto resolved = job_spec::ResolveJob(checked.spec());
     if (!resolved.ok()) return resolved.status();
     resolved->export_settings.output_uri = job.spec().export_().output_uri();
     return executor_->BuildOptions(job, *resolved);

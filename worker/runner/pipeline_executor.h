@@ -1,13 +1,13 @@
 // PipelineExecutor: runs a leased job on the engine.
 //
-// It resolves the spec once (spec::ResolveJob, which checks it again: this
+// It resolves the spec once (job_spec::ResolveJob, which checks it again: this
 // worker may be a different build than the frontend), checks every URI
 // against the worker's roots and resolves the model and dataset URIs to
 // local paths, runs pipeline::RunQuantizationJob in a scratch directory of
 // its own, streams the engine's progress, block metrics and logs as job
 // events, and translates the report into the JobResult sent to quantd.
-#ifndef QUANTD_WORKER_PIPELINE_EXECUTOR_H_
-#define QUANTD_WORKER_PIPELINE_EXECUTOR_H_
+#ifndef QUANTD_WORKER_RUNNER_PIPELINE_EXECUTOR_H_
+#define QUANTD_WORKER_RUNNER_PIPELINE_EXECUTOR_H_
 
 #include <memory>
 #include <string>
@@ -15,9 +15,9 @@
 
 #include "worker/io/uri/uri.h"
 #include "worker/io/uri/uri_roots.h"
-#include "worker/lease_loop.h"
+#include "worker/runner/lease_loop.h"
 #include "worker/pipeline/job_options.h"
-#include "worker/spec/resolve_job.h"
+#include "worker/job_spec/resolve_job.h"
 
 namespace quantd::worker {
 
@@ -53,13 +53,13 @@ class PipelineExecutor : public JobExecutor {
   ExecutionOutcome Execute(const quantd::v1::Job& job, JobContext& ctx) override;
   // Runs a job whose spec the caller resolved (quantd-quantize, which
   // reports the refusal and the warnings before the run).
-  ExecutionOutcome Execute(const quantd::v1::Job& job, const spec::ResolvedJob& resolved,
+  ExecutionOutcome Execute(const quantd::v1::Job& job, const job_spec::ResolvedJob& resolved,
                            JobContext& ctx);
 
   // The engine's options for a resolved job: URIs resolved to local paths,
   // algorithms made for the planner, defaults applied.
   StatusOr<pipeline::JobOptions> BuildOptions(const quantd::v1::Job& job,
-                                              const spec::ResolvedJob& resolved) const;
+                                              const job_spec::ResolvedJob& resolved) const;
   // The same after resolving job.spec().
   StatusOr<pipeline::JobOptions> BuildOptions(const quantd::v1::Job& job) const;
 
@@ -72,4 +72,4 @@ class PipelineExecutor : public JobExecutor {
 
 }  // namespace quantd::worker
 
-#endif  // QUANTD_WORKER_PIPELINE_EXECUTOR_H_
+#endif  // QUANTD_WORKER_RUNNER_PIPELINE_EXECUTOR_H_

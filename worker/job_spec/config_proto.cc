@@ -1,4 +1,4 @@
-#include "worker/spec/config_proto.h"
+#include "worker/job_spec/config_proto.h"
 
 #include <map>
 #include <utility>

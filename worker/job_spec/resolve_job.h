@@ -9,8 +9,8 @@
 // job before it builds pipeline::JobOptions from the result, so both give
 // the same answer by construction. Torch-free; URIs stay URIs here: the
 // worker resolves them against its own roots.
-#ifndef QUANTD_WORKER_SPEC_RESOLVE_JOB_H_
-#define QUANTD_WORKER_SPEC_RESOLVE_JOB_H_
+#ifndef QUANTD_WORKER_JOB_SPEC_RESOLVE_JOB_H_
+#define QUANTD_WORKER_JOB_SPEC_RESOLVE_JOB_H_
 
 #include <chrono>
 #include <cstdint>
@@ -23,10 +23,10 @@
 #include "worker/export/artifact.h"
 #include "worker/io/dataset/calibration.h"
 #include "worker/io/gguf/ggml_types.h"
-#include "worker/spec/job_spec_check.h"
-#include "worker/spec/quantization_settings.h"
+#include "worker/job_spec/job_spec_check.h"
+#include "worker/job_spec/quantization_settings.h"
 
-namespace quantd::spec {
+namespace quantd::job_spec {
 
 // A field left unset (nullopt) keeps the engine's default
 // (worker/pipeline/job_options.h), which is kept in one place there.
@@ -89,6 +89,6 @@ Status CheckJobSpec(const quantd::v1::JobSpec& spec);
 Status CheckJobSpec(const quantd::v1::JobSpec& spec, std::vector<std::string>* warnings,
                     std::chrono::milliseconds budget = kDefaultSpecCheckBudget);
 
-}  // namespace quantd::spec
+}  // namespace quantd::job_spec
 
-#endif  // QUANTD_WORKER_SPEC_RESOLVE_JOB_H_
+#endif  // QUANTD_WORKER_JOB_SPEC_RESOLVE_JOB_H_

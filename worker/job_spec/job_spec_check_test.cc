@@ -1,4 +1,4 @@
-#include "worker/spec/resolve_job.h"
+#include "worker/job_spec/resolve_job.h"
 
 #include <chrono>
 #include <filesystem>
@@ -8,7 +8,7 @@
 #include "google/protobuf/text_format.h"
 #include "gtest/gtest.h"
 
-namespace quantd::spec {
+namespace quantd::job_spec {
 namespace {
 
 quantd::v1::JobSpec Parse(const std::string& text) {
@@ -591,9 +591,9 @@ TEST(JobSpecCheckTest, AwqScalingLayersAreCheckedAgainstTheModel) {
 }
 
 }  // namespace
-}  // namespace quantd::spec
+}  // namespace quantd::job_spec
 
-namespace quantd::spec {
+namespace quantd::job_spec {
 namespace {
 
 // The GGUF float type is checked like every other field: an unknown value,
@@ -635,4 +635,4 @@ TEST(JobSpecCheckTest, UnknownCalibrationSamplingIsNamed) {
 }
 
 }  // namespace
-}  // namespace quantd::spec
+}  // namespace quantd::job_spec

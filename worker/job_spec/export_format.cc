@@ -1,8 +1,8 @@
-#include "worker/spec/export_format.h"
+#include "worker/job_spec/export_format.h"
 
 #include <utility>
 
-namespace quantd::spec {
+namespace quantd::job_spec {
 namespace {
 
 constexpr std::pair<quantd::v1::ExportFormat, exporter::ExportFormat> kExportFormats[] = {
@@ -26,4 +26,4 @@ quantd::v1::ExportFormat ExportFormatToProto(exporter::ExportFormat format) {
   return quantd::v1::EXPORT_FORMAT_UNSPECIFIED;
 }
 
-}  // namespace quantd::spec
+}  // namespace quantd::job_spec

@@ -1,4 +1,4 @@
-#include "worker/lease_loop.h"
+#include "worker/runner/lease_loop.h"
 
 #include <google/protobuf/util/time_util.h>
 
@@ -8,7 +8,7 @@
 #include <mutex>
 #include <thread>
 
-#include "worker/rpc_status.h"
+#include "worker/job_spec/rpc_status.h"
 
 namespace quantd::worker {
 namespace {

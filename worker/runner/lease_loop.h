@@ -7,8 +7,8 @@
 // that cannot become a running job, an executor that throws, or an outcome
 // quantd refuses still ends in FailJob with the reason. The job itself runs behind JobExecutor, so
 // the loop is tested with a fake executor against an in-process WorkerService.
-#ifndef QUANTD_WORKER_LEASE_LOOP_H_
-#define QUANTD_WORKER_LEASE_LOOP_H_
+#ifndef QUANTD_WORKER_RUNNER_LEASE_LOOP_H_
+#define QUANTD_WORKER_RUNNER_LEASE_LOOP_H_
 
 #include <grpcpp/grpcpp.h>
 
@@ -94,4 +94,4 @@ class LeaseLoop {
 
 }  // namespace quantd::worker
 
-#endif  // QUANTD_WORKER_LEASE_LOOP_H_
+#endif  // QUANTD_WORKER_RUNNER_LEASE_LOOP_H_

@@ -4,8 +4,8 @@
 // through server/grpc/status_conversion.h, for grpc-status-details-bin.
 // The reason travels as google.rpc.ErrorInfo (domain "quantd") and field
 // violations as google.rpc.BadRequest, in that order, packed in `details`.
-#ifndef QUANTD_WORKER_RPC_STATUS_H_
-#define QUANTD_WORKER_RPC_STATUS_H_
+#ifndef QUANTD_WORKER_JOB_SPEC_RPC_STATUS_H_
+#define QUANTD_WORKER_JOB_SPEC_RPC_STATUS_H_
 
 #include "google/rpc/status.pb.h"
 #include "worker/common/status.h"
@@ -31,4 +31,4 @@ Status FromRpcStatus(const google::rpc::Status& status);
 
 }  // namespace quantd
 
-#endif  // QUANTD_WORKER_RPC_STATUS_H_
+#endif  // QUANTD_WORKER_JOB_SPEC_RPC_STATUS_H_

@@ -1,4 +1,4 @@
-#include "worker/spec/job_spec_check.h"
+#include "worker/job_spec/job_spec_check.h"
 
 #include <fcntl.h>
 #include <limits.h>
@@ -22,10 +22,10 @@
 #include "worker/io/uri/uri_parser.h"
 #include "worker/models/layer_shapes.h"
 #include "worker/models/model_config.h"
-#include "worker/spec/config_proto.h"
-#include "worker/spec/export_format.h"
+#include "worker/job_spec/config_proto.h"
+#include "worker/job_spec/export_format.h"
 
-namespace quantd::spec {
+namespace quantd::job_spec {
 namespace {
 
 using quantd::v1::JobSpec;
@@ -379,4 +379,4 @@ Status CheckResolvedJobSpec(const JobSpec& spec, const StatusOr<config::QuantCon
   return c.Result();
 }
 
-}  // namespace quantd::spec
+}  // namespace quantd::job_spec

@@ -1,4 +1,4 @@
-#include "worker/pipeline_executor.h"
+#include "worker/runner/pipeline_executor.h"
 
 #include <signal.h>
 #include <unistd.h>
@@ -12,7 +12,7 @@
 #include "worker/export/artifact.h"
 #include "worker/export/hf/hf_files.h"
 #include "worker/io/uri/model_files.h"
-#include "worker/job_translation.h"
+#include "worker/runner/job_translation.h"
 #include "worker/pipeline/quantization_job.h"
 
 namespace quantd::worker {
@@ -83,15 +83,15 @@ StatusOr<std::string> PipelineExecutor::Resolve(const std::string& field, const 
 }
 
 StatusOr<pipeline::JobOptions> PipelineExecutor::BuildOptions(const quantd::v1::Job& job) const {
-  QD_ASSIGN_OR_RETURN(spec::ResolvedJob resolved, spec::ResolveJob(job.spec()));
+  QD_ASSIGN_OR_RETURN(job_spec::ResolvedJob resolved, job_spec::ResolveJob(job.spec()));
   return BuildOptions(job, resolved);
 }
 
 StatusOr<pipeline::JobOptions> PipelineExecutor::BuildOptions(
-    const quantd::v1::Job& job, const spec::ResolvedJob& resolved) const {
+    const quantd::v1::Job& job, const job_spec::ResolvedJob& resolved) const {
   pipeline::JobOptions o;
   QD_ASSIGN_OR_RETURN(o.model_dir, Resolve("spec.model_uri", resolved.model_uri, job.tenant()));
-  const spec::ResolvedQuantization& q = resolved.quantization;
+  const job_spec::ResolvedQuantization& q = resolved.quantization;
   o.planner = q.planner;
   o.quantization_config_json = q.quark_json;
   o.quantization_description = q.description;
@@ -105,7 +105,7 @@ StatusOr<pipeline::JobOptions> PipelineExecutor::BuildOptions(
   o.kv_cache = q.kv_cache;
   o.min_kv_scale = q.min_kv_scale;
 
-  const spec::CalibrationSettings& cal = resolved.calibration;
+  const job_spec::CalibrationSettings& cal = resolved.calibration;
   if (!cal.dataset_uri.empty()) {
     QD_ASSIGN_OR_RETURN(o.calibration.dataset_path,
                         Resolve("spec.calibration.dataset_uri", cal.dataset_uri, job.tenant()));
@@ -117,7 +117,7 @@ StatusOr<pipeline::JobOptions> PipelineExecutor::BuildOptions(
   o.calibration.seed = cal.seed;
   o.calibration.on_float_outputs = cal.on_float_outputs;
 
-  const spec::EvaluationSettings& ev = resolved.evaluation;
+  const job_spec::EvaluationSettings& ev = resolved.evaluation;
   o.evaluation.enabled = ev.enabled();
   if (o.evaluation.enabled) {
     QD_ASSIGN_OR_RETURN(o.evaluation.dataset_path,
@@ -129,7 +129,7 @@ StatusOr<pipeline::JobOptions> PipelineExecutor::BuildOptions(
   o.evaluation.max_perplexity_increase = ev.max_perplexity_increase;
   o.evaluation.max_kl_divergence = ev.max_kl_divergence;
 
-  const spec::ExportSettings& ex = resolved.export_settings;
+  const job_spec::ExportSettings& ex = resolved.export_settings;
   o.export_options.formats = ex.formats;
   // The output goes where the one URI parser says, and nowhere else.
   const std::string output_uri =
@@ -168,7 +168,7 @@ ExecutionOutcome PipelineExecutor::Execute(const quantd::v1::Job& job, JobContex
   CancellationScope scope([&ctx] { return ctx.CancelRequested(); });
   // The frontend checked the spec at CreateJob; resolve (and so check) it
   // again, since this worker may be a different build than the frontend.
-  StatusOr<spec::ResolvedJob> resolved = spec::ResolveJob(job.spec());
+  StatusOr<job_spec::ResolvedJob> resolved = job_spec::ResolveJob(job.spec());
   if (!resolved.ok()) {
     ExecutionOutcome out;
     out.status = resolved.status();
@@ -178,7 +178,7 @@ ExecutionOutcome PipelineExecutor::Execute(const quantd::v1::Job& job, JobContex
 }
 
 ExecutionOutcome PipelineExecutor::Execute(const quantd::v1::Job& job,
-                                           const spec::ResolvedJob& resolved, JobContext& ctx) {
+                                           const job_spec::ResolvedJob& resolved, JobContext& ctx) {
   ExecutionOutcome out;
   // A cancel or a lost lease (ctx) stops every long loop below, planning
   // included, not only the block loop.

@@ -1,4 +1,4 @@
-#include "worker/spec/quantization_settings.h"
+#include "worker/job_spec/quantization_settings.h"
 
 #include <string>
 #include <vector>
@@ -7,7 +7,7 @@
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 
-namespace quantd::spec {
+namespace quantd::job_spec {
 namespace {
 
 using quant::DataType;
@@ -102,4 +102,4 @@ TEST(QuantizationSettingsTest, InvalidSettingsListEveryViolation) {
 }
 
 }  // namespace
-}  // namespace quantd::spec
+}  // namespace quantd::job_spec

@@ -1,6 +1,6 @@
-#include "worker/job_translation.h"
+#include "worker/runner/job_translation.h"
 
-#include "worker/spec/export_format.h"
+#include "worker/job_spec/export_format.h"
 
 namespace quantd::worker {
 namespace {
@@ -93,7 +93,7 @@ quantd::v1::JobResult ToProto(const pipeline::JobReport& r, const quantd::v1::Jo
   }
   for (const auto& a : r.artifacts) {
     auto* pa = out.add_artifacts();
-    pa->set_format(spec::ExportFormatToProto(a.format));
+    pa->set_format(job_spec::ExportFormatToProto(a.format));
     pa->set_uri("file://" + a.path);
     pa->set_bytes(a.bytes);
     pa->set_sha256(a.sha256);

@@ -1,4 +1,4 @@
-#include "worker/lease_loop.h"
+#include "worker/runner/lease_loop.h"
 
 #include <google/protobuf/util/time_util.h>
 #include <grpcpp/grpcpp.h>
@@ -10,7 +10,7 @@
 
 #include "google/rpc/error_details.pb.h"
 #include "gtest/gtest.h"
-#include "worker/rpc_status.h"
+#include "worker/job_spec/rpc_status.h"
 
 namespace quantd::worker {
 namespace {

@@ -14,7 +14,7 @@
 #include <unistd.h>
 
 #include "quantd/v1/job.pb.h"
-#include "worker/spec/resolve_job.h"
+#include "worker/job_spec/resolve_job.h"
 
 namespace {
 
@@ -55,7 +55,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     start = end + 1;
   }
   std::vector<std::string> warnings;
-  const quantd::Status s = quantd::spec::CheckJobSpec(spec, &warnings);
+  const quantd::Status s = quantd::job_spec::CheckJobSpec(spec, &warnings);
   switch (s.code()) {
     case quantd::StatusCode::kOk:
     case quantd::StatusCode::kInvalidArgument:

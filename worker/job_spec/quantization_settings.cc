@@ -1,12 +1,12 @@
-#include "worker/spec/quantization_settings.h"
+#include "worker/job_spec/quantization_settings.h"
 
 #include <memory>
 #include <utility>
 
 #include "worker/config/quark_json.h"
-#include "worker/spec/config_proto.h"
+#include "worker/job_spec/config_proto.h"
 
-namespace quantd::spec {
+namespace quantd::job_spec {
 
 pipeline::LayerPlanner PlannerFor(config::QuantConfig c) {
   auto shared = std::make_shared<const config::QuantConfig>(std::move(c));
@@ -58,4 +58,4 @@ ResolvedQuantization ResolveQuantization(const quantd::v1::QuantizationSettings&
   return r;
 }
 
-}  // namespace quantd::spec
+}  // namespace quantd::job_spec
