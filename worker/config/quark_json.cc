@@ -477,6 +477,14 @@ StatusOr<QuantConfig> ParseQuarkJson(std::string_view text, const std::string& p
 
 namespace {
 
+// Names in a config come from tenants (proto strings, CLI flags) and need not
+// be valid UTF-8; nlohmann's dump() throws on such bytes. They are written
+// as U+FFFD instead, so writing a config never throws (valid text is
+// written byte for byte as before).
+std::string Dump(const Json& j, int indent = -1) {
+  return j.dump(indent, ' ', false, Json::error_handler_t::replace);
+}
+
 // The config's reference JSON value: the engine's fields, and what the
 // original JSON held that they do not model.
 Json WrittenJson(const QuantConfig& config) {
@@ -495,7 +503,7 @@ Json WrittenJson(const QuantConfig& config) {
 }  // namespace
 
 std::string WriteQuarkJson(const QuantConfig& config, int indent) {
-  return WrittenJson(config).dump(indent);
+  return Dump(WrittenJson(config), indent);
 }
 
 std::string WriteQuarkJsonForExport(const QuantConfig& config, const std::string& weight_format,
@@ -503,9 +511,9 @@ std::string WriteQuarkJsonForExport(const QuantConfig& config, const std::string
   Json j = WrittenJson(config);
   if (!j.contains("export") || !j["export"].is_object()) j["export"] = Json::object();
   j["export"]["weight_format"] = weight_format;
-  return j.dump(indent);
+  return Dump(j, indent);
 }
 
-std::string SpecToQuarkJson(const QuantSpec& spec) { return quark::SpecJson(spec).dump(); }
+std::string SpecToQuarkJson(const QuantSpec& spec) { return Dump(quark::SpecJson(spec)); }
 
 }  // namespace quantd::config

@@ -174,5 +174,22 @@ TEST(ResolveJobTest, SettingsBecomeEngineTypes) {
   EXPECT_TRUE(quark->evaluation.disabled);
 }
 
+// Names come from tenants and need not be valid UTF-8 (quantd-quantize takes
+// them from argv; a proto built in process is not checked). Writing the
+// reference JSON must not throw on them: the job spec fuzzer found
+// ResolveJob aborting on an exclude glob holding the byte 0xDA.
+TEST(ResolveJobTest, NamesThatAreNotUtf8AreWrittenNotThrown) {
+  quantd::v1::JobSpec spec = Parse(kGoodSpecs[0]);
+  spec.mutable_quantization()->add_exclude(std::string("model.layers.0\xda*"));
+  StatusOr<ResolvedJob> job = ResolveJob(spec);
+  ASSERT_TRUE(job.ok()) << job.status();
+  const nlohmann::json written = nlohmann::json::parse(job->quantization.quark_json);
+  bool replaced = false;
+  for (const auto& e : written.at("exclude")) {
+    replaced |= e.get<std::string>() == "model.layers.0\xef\xbf\xbd*";  // U+FFFD
+  }
+  EXPECT_TRUE(replaced) << job->quantization.quark_json;
+}
+
 }  // namespace
 }  // namespace quantd::job_spec
