@@ -108,6 +108,8 @@ Json SpecJson(const QuantSpec& s) {
           "scale_type", "scale_format", "scale_calculation_mode", "mx_element_dtype"}) {
       j[k] = nullptr;
     }
+    // The reference toolkit's observer class for a plain cast, which
+    // observes nothing; its exports name it, and so do ours.
     j["observer_cls"] = "PlaceholderObserver";
     j["is_scale_quant"] = false;
     return j;

@@ -15,16 +15,16 @@ namespace {
 void ForEachLeaf(const Json& record,
                  const std::function<void(const Json&, const std::string&, const std::string&)>&
                      visit) {
-  struct Todo {
+  struct PendingRecord {
     const Json* rec;
     std::string path;
     std::string key;
   };
-  std::vector<Todo> todo;
-  if (!record.is_null()) todo.push_back({&record, "", ""});
-  while (!todo.empty()) {
-    const Todo t = std::move(todo.back());
-    todo.pop_back();
+  std::vector<PendingRecord> pending;
+  if (!record.is_null()) pending.push_back({&record, "", ""});
+  while (!pending.empty()) {
+    const PendingRecord t = std::move(pending.back());
+    pending.pop_back();
     const Json& rec = *t.rec;
     if (rec.is_null()) continue;
     if (rec.contains("leaf")) {
@@ -32,7 +32,7 @@ void ForEachLeaf(const Json& record,
     } else if (rec.contains("array")) {
       const Json& items = rec.at("items");
       for (size_t i = items.size(); i-- > 0;) {
-        todo.push_back({&items[i], t.path + "[" + std::to_string(i) + "]", t.key});
+        pending.push_back({&items[i], t.path + "[" + std::to_string(i) + "]", t.key});
       }
     } else {
       // Pushed in reverse so that they come out in the original's order;
@@ -42,7 +42,7 @@ void ForEachLeaf(const Json& record,
       for (size_t i = order.size(); i-- > 0;) {
         const std::string key = order[i].get<std::string>();
         if (!keys.contains(key)) continue;
-        todo.push_back({&keys.at(key), t.path.empty() ? key : t.path + "." + key, key});
+        pending.push_back({&keys.at(key), t.path.empty() ? key : t.path + "." + key, key});
       }
     }
   }
