@@ -15,6 +15,10 @@
 #include "worker/quant/fake_quant.h"
 #include "worker/quant/int_quant.h"
 
+#if defined(QUANTD_CUDA_KERNELS)
+#include "worker/algo/cuda/gptq_kernels.h"
+#endif
+
 namespace quantd::algo {
 
 HessianAccumulator::HessianAccumulator(int64_t columns)
@@ -121,12 +125,12 @@ ParamTable TableFrom(const quant::QParams& qp, int64_t rows, int64_t groups) {
   ParamTable t;
   t.rows = rows;
   t.groups = groups;
-  at::Tensor sf = qp.scale.to(at::kFloat).contiguous();
+  at::Tensor sf = qp.scale.to(at::kCPU, at::kFloat).contiguous();
   at::Tensor full = sf.dim() == 0 ? sf.expand({rows, groups}) : sf.reshape({rows, groups});
   full = full.contiguous();
   t.scale.assign(full.data_ptr<float>(), full.data_ptr<float>() + rows * groups);
   if (qp.zero_point.defined()) {
-    at::Tensor z = qp.zero_point.to(at::kFloat).contiguous();
+    at::Tensor z = qp.zero_point.to(at::kCPU, at::kFloat).contiguous();
     at::Tensor zf = z.dim() == 0 ? z.expand({rows, groups}) : z.reshape({rows, groups});
     zf = zf.contiguous();
     t.zero_point.assign(zf.data_ptr<float>(), zf.data_ptr<float>() + rows * groups);
@@ -145,19 +149,17 @@ void CopyToHost(const at::Tensor& t, std::vector<T>& v) {
 // function catches them).
 class GptqRun {
  public:
-  // `device`: where the Hessian was accumulated, and where the whole loop
-  // runs. On a GPU every column is rounded and propagated with tensor ops
-  // there (TensorLoop: a dozen small kernels per column, no host round
-  // trip); on the CPU integer specs take the row-parallel scalar loop
-  // (HostLoop) and FP8 / MX the same tensor ops. `tensor_ops` forces
-  // TensorLoop on the CPU too: both loops give the same bits there.
+  // `device`: where the Hessian was accumulated, and where the whole job
+  // runs (weight, factorisations, column loop). Integer specs take the
+  // row-parallel scalar loop on the CPU (HostLoop) and the fused kernel on a
+  // CUDA device when the build has it (FusedLoop: one kernel per block of
+  // columns); FP8, MX and the rest round and propagate each column with
+  // tensor ops (TensorLoop: a dozen small kernels per column).
+  // `tensor_ops` forces TensorLoop: each of the other loops gives its bits
+  // on the same device, and the tests hold them together.
   GptqRun(const quant::QuantSpec& spec, const GptqOptions& opt, const WeightLayout& layout,
           const at::Device& device, bool tensor_ops)
-      : spec_(spec),
-        opt_(opt),
-        layout_(layout),
-        device_(device),
-        tensor_ops_(tensor_ops || !device.is_cpu() || !layout.integer) {}
+      : spec_(spec), opt_(opt), layout_(layout), device_(device), loop_(ChooseLoop(tensor_ops)) {}
 
   StatusOr<GptqResult> Run(const at::Tensor& weight, const at::Tensor& hessian) {
     const int64_t rows = weight.size(0), cols = weight.size(1);
@@ -188,7 +190,7 @@ class GptqRun {
     }
     perm_host_.resize(cols);
     if (perm_.defined()) {
-      at::Tensor p = perm_.to(at::kLong).contiguous();
+      at::Tensor p = perm_.to(at::kCPU, at::kLong).contiguous();
       std::copy(p.data_ptr<int64_t>(), p.data_ptr<int64_t>() + cols, perm_host_.begin());
     } else {
       for (int64_t c = 0; c < cols; ++c) perm_host_[c] = c;
@@ -203,7 +205,7 @@ class GptqRun {
       why = "the damped Hessian is not positive definite";
       for (int k = 0; k <= std::max(0, opt_.max_damp_retries); ++k) {
         const double percent = opt_.damp_percent + k * opt_.damp_retry_step;
-        if (InverseCholesky(device_.is_cpu() ? h : h.to(device_), percent * mean_diag, &hinv)) {
+        if (InverseCholesky(h, percent * mean_diag, &hinv)) {
           result.damp_percent = percent;
           result.damp_retries = k;
           factored = true;
@@ -228,11 +230,13 @@ class GptqRun {
     at::Tensor wt = w.t().contiguous();
     std::vector<double> row_loss(rows, 0.0);
     at::Tensor qt;
-    if (tensor_ops_) {
-      QD_ASSIGN_OR_RETURN(qt, TensorLoop(wt.to(device_), hinv, row_loss));
-    } else {
+    if (loop_ == Loop::kHost) {
       qt = at::empty_like(wt);
       QD_RETURN_IF_ERROR(HostLoop(wt, qt, hinv, row_loss));
+    } else if (loop_ == Loop::kFused) {
+      QD_ASSIGN_OR_RETURN(qt, FusedLoop(wt, hinv, row_loss));
+    } else {
+      QD_ASSIGN_OR_RETURN(qt, TensorLoop(wt, hinv, row_loss));
     }
 
     at::Tensor q = qt.t();
@@ -251,6 +255,24 @@ class GptqRun {
   }
 
  private:
+  enum class Loop { kHost, kFused, kTensor };
+
+  Loop ChooseLoop(bool tensor_ops) const {
+    if (tensor_ops || !layout_.integer) return Loop::kTensor;
+    if (device_.is_cpu()) return Loop::kHost;
+#if defined(QUANTD_CUDA_KERNELS)
+    // The kernel fits group parameters with float32 scales only, and keeps
+    // a block of columns in shared memory.
+    const bool fits_in_loop = layout_.granularity == Granularity::kGroup && !opt_.static_groups;
+    if (device_.is_cuda() && opt_.block_size <= cuda::kMaxBlockColumns &&
+        (!fits_in_loop ||
+         quant::IntConstsFor(spec_, at::kFloat).rounding == quant::ScaleRounding::kNone)) {
+      return Loop::kFused;
+    }
+#endif
+    return Loop::kTensor;
+  }
+
   // Index into the parameter table of the column at permuted position p.
   int64_t GroupOf(int64_t p) const {
     if (layout_.granularity != Granularity::kGroup) return 0;
@@ -425,7 +447,71 @@ class GptqRun {
     CopyToHost(scale_tab, table_.scale);
     if (zp_tab.defined()) CopyToHost(zp_tab, table_.zero_point);
     CopyToHost(loss, row_loss);
-    return qt.cpu();
+    return qt;
+  }
+
+  // Integer specs on a CUDA device: each block of columns is one kernel
+  // (cuda/gptq_kernels.cu, IntegerBlock's arithmetic) and its lazy update
+  // one matmul; nothing waits on the host until the layer is done. Returns
+  // the codes' values [cols, rows] on the device.
+  StatusOr<at::Tensor> FusedLoop(at::Tensor& wt, const at::Tensor& hinv,
+                                 std::vector<double>& row_loss) {
+#if defined(QUANTD_CUDA_KERNELS)
+    const int64_t rows = rows_, cols = cols_;
+    const int64_t bs = std::max<int64_t>(1, opt_.block_size);
+    const auto on_device = [&](std::vector<float>& v) {
+      return at::from_blob(v.data(), {rows, table_.groups}, at::kFloat).to(device_);
+    };
+    at::Tensor scale_tab = on_device(table_.scale);
+    at::Tensor zp_tab = table_.zero_point.empty() ? at::Tensor() : on_device(table_.zero_point);
+    at::Tensor perm = at::from_blob(perm_host_.data(), {cols}, at::kLong).to(device_);
+    at::Tensor qt = at::empty_like(wt);
+    at::Tensor err = at::empty({std::min(bs, cols), rows}, wt.options());
+    at::Tensor loss = at::zeros({rows}, wt.options().dtype(at::kDouble));
+    const at::Tensor h = hinv.contiguous();
+    const quant::IntQParamConsts consts = quant::IntConstsFor(spec_, at::kFloat);
+    cuda::IntegerBlockArgs a;
+    a.w = wt.data_ptr<float>();
+    a.q = qt.data_ptr<float>();
+    a.err = err.data_ptr<float>();
+    a.hinv = h.data_ptr<float>();
+    a.scale = scale_tab.data_ptr<float>();
+    a.zero_point = zp_tab.defined() ? zp_tab.data_ptr<float>() : nullptr;
+    a.loss = loss.data_ptr<double>();
+    a.perm = perm.data_ptr<int64_t>();
+    a.rows = rows;
+    a.cols = cols;
+    a.groups = table_.groups;
+    a.group_mode = layout_.granularity != Granularity::kGroup ? 0 : opt_.static_groups ? 2 : 1;
+    a.group_size = layout_.group_size;
+    a.qmin = consts.qmin;
+    a.qmax = consts.qmax;
+    a.symmetric = consts.symmetric;
+    a.float_zero_point = consts.float_zero_point;
+    a.symmetric_zero_point = consts.symmetric_zero_point;
+    a.round = spec_.round_method;
+    for (int64_t i1 = 0; i1 < cols; i1 += bs) {
+      if (StopRequested()) return StoppedAt(i1);
+      const int64_t i2 = std::min(i1 + bs, cols), count = i2 - i1;
+      a.i1 = i1;
+      a.i2 = i2;
+      if (const char* e = cuda::LaunchIntegerBlock(a, wt.get_device())) {
+        return InternalError(std::string("GPTQ column kernel: ") + e);
+      }
+      if (i2 < cols) {
+        wt.narrow(0, i2, cols - i2)
+            .addmm_(h.narrow(0, i1, count).narrow(1, i2, cols - i2).t(), err.narrow(0, 0, count),
+                    /*beta=*/1, /*alpha=*/-1);
+      }
+    }
+    CopyToHost(scale_tab, table_.scale);
+    if (zp_tab.defined()) CopyToHost(zp_tab, table_.zero_point);
+    CopyToHost(loss, row_loss);
+    return qt;
+#else
+    (void)wt, (void)hinv, (void)row_loss;
+    return InternalError("GPTQ: this build has no CUDA column kernel");
+#endif
   }
 
   // The table in the spec's QParams shapes and dtypes.
@@ -456,7 +542,7 @@ class GptqRun {
   const GptqOptions& opt_;
   WeightLayout layout_;
   at::Device device_;
-  bool tensor_ops_;  // TensorLoop rather than HostLoop
+  Loop loop_;
   int64_t rows_ = 0;
   int64_t cols_ = 0;
   at::Tensor perm_;
@@ -488,10 +574,9 @@ StatusOr<GptqResult> QuantizeWeight(const at::Tensor& weight, const at::Tensor& 
   }
   QD_ASSIGN_OR_RETURN(WeightLayout layout, LayoutFor(spec, rows, cols));
   try {
-    at::Tensor w = weight.device().is_cpu() ? weight : weight.cpu();
-    at::Tensor h = hessian.device().is_cpu() ? hessian : hessian.cpu();
+    // The whole job runs where the Hessian was accumulated.
     GptqRun run(spec, options, layout, hessian.device(), tensor_ops);
-    QD_ASSIGN_OR_RETURN(GptqResult r, run.Run(w, h));
+    QD_ASSIGN_OR_RETURN(GptqResult r, run.Run(weight.to(hessian.device()), hessian));
     if (!weight.device().is_cpu()) {
       r.weight = r.weight.to(weight.device());
     }

@@ -333,6 +333,18 @@ TEST_P(GptqEquivalenceTest, SameCodesAsFloat64Reference) {
     EXPECT_LE(error_device, (1 + kMaxDeviceErrorExcess) * error_host) << p.name;
     std::printf("%-28s on %s: code agreement %.5f, output error %.6g (host %.6g)\n", p.name,
                 device.str().c_str(), agree_device, error_device, error_host);
+
+    // On the device, the integer loop (a CUDA build's fused column kernel)
+    // against the per-column tensor-op loop: the same bits.
+    auto rdt = GptqQuantizeWeightWithTensorOps(w.to(device), HessianOf(x).to(device), spec, opt);
+    ASSERT_TRUE(rdt.ok()) << rdt.status();
+    EXPECT_TRUE(at::equal(rdt->weight.cpu(), host.weight)) << p.name << " on " << device.str();
+    EXPECT_TRUE(at::equal(rdt->qparams.scale.cpu(), rd->qparams.scale.cpu())) << p.name;
+    if (rd->qparams.zero_point.defined()) {
+      EXPECT_TRUE(at::equal(rdt->qparams.zero_point.cpu(), rd->qparams.zero_point.cpu()))
+          << p.name;
+    }
+    EXPECT_EQ(rdt->loss, rd->loss) << p.name;
   }
 
   // The recorded parameters are the ones the weight was quantized with:

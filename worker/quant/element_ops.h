@@ -56,6 +56,43 @@ struct IntCodeOp {
   }
 };
 
+// ---- integer parameters from an observed range ----
+
+// The scale and zero point of one integer slot.
+struct IntSlotParams {
+  float scale;
+  float zero_point;
+};
+
+// The MinMax observer's formulas for one slot with min mn and max mx: on the
+// host (qparams.cc's IntQParamsFromMinMax) and in the GPTQ CUDA kernel, so
+// the two fit the same parameters. round_scale applies the scale's storage
+// rounding (the identity for float32 scales). The asymmetric zero point's
+// rounding clamps its input to 2^22 first, which changes nothing: the zero
+// point is clamped to [qmin, qmax] after.
+template <class RoundScaleFn>
+QD_ALWAYS_INLINE IntSlotParams IntParamsFromMinMax(float mn, float mx, float qmin, float qmax,
+                                                   bool symmetric, bool float_zero_point,
+                                                   float symmetric_zero_point,
+                                                   const RoundScaleFn& round_scale) {
+  if (!(mn <= mx)) return {1.0f, 0.0f};  // nothing observed, or NaN
+  const float min_neg = MinOf(mn, 0.0f);
+  const float max_pos = MaxOf(mx, 0.0f);
+  if (symmetric) {
+    const float amax = MaxOf(-min_neg, max_pos);
+    const float scale = round_scale(MaxOf(amax / ((qmax - qmin) / 2.0f), kScaleFloor));
+    return {scale, symmetric_zero_point};
+  }
+  if (float_zero_point) {
+    float scale = (mx - mn) / (qmax - qmin);
+    scale = round_scale(scale > kScaleFloor ? scale : 1.0f);
+    return {scale, qmin - mn / scale};
+  }
+  const float scale = round_scale(MaxOf((max_pos - min_neg) / (qmax - qmin), kScaleFloor));
+  const float zp = qmin - RoundHalfEven(ClampRoundInput(min_neg / scale));
+  return {scale, MinOf(MaxOf(zp, qmin), qmax)};
+}
+
 // ---- FP8 (scaled) ----
 
 struct Fp8FakeQuantOp {

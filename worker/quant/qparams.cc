@@ -5,6 +5,7 @@
 #include <cstring>
 #include <string>
 
+#include "worker/quant/element_ops.h"
 #include "worker/quant/scaled_kernel.h"
 
 namespace quantd::quant {
@@ -105,24 +106,10 @@ IntQParamConsts IntConstsFor(const QuantSpec& spec, at::ScalarType input_dtype) 
 }
 
 ScaleZeroPoint IntQParamsFromMinMax(float mn, float mx, const IntQParamConsts& c) {
-  if (!(mn <= mx)) return {1.0f, 0.0f};  // nothing observed, or NaN
-  const float min_neg = std::min(mn, 0.0f);
-  const float max_pos = std::max(mx, 0.0f);
-  if (c.symmetric) {
-    const float amax = std::max(-min_neg, max_pos);
-    float scale = amax / ((c.qmax - c.qmin) / 2.0f);
-    scale = RoundScale(std::max(scale, kScaleFloor), c.rounding);
-    return {scale, c.symmetric_zero_point};
-  }
-  if (c.float_zero_point) {
-    float scale = (mx - mn) / (c.qmax - c.qmin);
-    scale = RoundScale(scale > kScaleFloor ? scale : 1.0f, c.rounding);
-    return {scale, c.qmin - mn / scale};
-  }
-  float scale = (max_pos - min_neg) / (c.qmax - c.qmin);
-  scale = RoundScale(std::max(scale, kScaleFloor), c.rounding);
-  const float zp = c.qmin - std::nearbyint(min_neg / scale);
-  return {scale, std::min(std::max(zp, c.qmin), c.qmax)};
+  const element::IntSlotParams p = element::IntParamsFromMinMax(
+      mn, mx, c.qmin, c.qmax, c.symmetric, c.float_zero_point, c.symmetric_zero_point,
+      [&c](float s) { return RoundScale(s, c.rounding); });
+  return {p.scale, p.zero_point};
 }
 
 float Fp8ScaleFromMinMax(float mn, float mx, float max_norm, ScaleRounding r) {
