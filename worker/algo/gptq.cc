@@ -4,6 +4,7 @@
 #include <c10/util/Exception.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <memory>
@@ -11,6 +12,7 @@
 #include <vector>
 
 #include "worker/algo/block_hooks.h"
+#include "worker/pipeline/stage_times.h"
 #include "worker/common/cancellation.h"
 #include "worker/quant/fake_quant.h"
 #include "worker/quant/int_quant.h"
@@ -198,6 +200,14 @@ class GptqRun {
 
     GptqResult result;
     at::Tensor hinv;
+    auto clock = std::chrono::steady_clock::now();
+    const auto lap = [&clock, this] {
+      pipeline::WaitForDevice(device_);
+      const auto now = std::chrono::steady_clock::now();
+      const double s = std::chrono::duration<double>(now - clock).count();
+      clock = now;
+      return s;
+    };
     const double mean_diag = h.diagonal().mean().item<double>();
     bool factored = false;
     std::string why = "the Hessian is not finite";
@@ -213,6 +223,7 @@ class GptqRun {
         }
       }
     }
+    result.factor_seconds = lap();
     if (!factored) {
       QD_ASSIGN_OR_RETURN(quant::QParams qp, quant::ComputeQParams(weight.to(at::kFloat), spec_));
       QD_ASSIGN_OR_RETURN(at::Tensor q, quant::FakeQuantize(weight.to(at::kFloat), spec_, qp));
@@ -238,6 +249,7 @@ class GptqRun {
     } else {
       QD_ASSIGN_OR_RETURN(qt, TensorLoop(wt, hinv, row_loss));
     }
+    result.loop_seconds = lap();
 
     at::Tensor q = qt.t();
     if (perm_.defined()) q = q.index_select(1, at::argsort(perm_));
@@ -624,12 +636,15 @@ Status GptqAlgorithm::Apply(pipeline::BlockAlgorithmContext& ctx) {
     HessianAccumulator acc(targets[0].first->in_features());
     {
       ScopedHooks hooks;
-      hooks.ObserveInput(*targets[0].first, [&acc](const at::Tensor& x) {
+      hooks.ObserveInput(*targets[0].first, [&acc, &ctx](const at::Tensor& x) {
+        if (ctx.stages != nullptr) ctx.stages->Mark("gptq forward");
         Status s = acc.Add(x);
+        if (ctx.stages != nullptr) ctx.stages->Mark("gptq hessian");
         if (!s.ok()) throw std::runtime_error(s.message());
         throw models::DecoderBlock::StopPass();
       });
       QD_RETURN_IF_ERROR(block.RunHooks(ctx.inputs));
+      if (ctx.stages != nullptr) ctx.stages->Mark("gptq forward");
     }
 
     for (auto& [linear, spec] : targets) {
@@ -637,6 +652,11 @@ Status GptqAlgorithm::Apply(pipeline::BlockAlgorithmContext& ctx) {
       at::Tensor float_weight = linear->weight().clone();
       auto result = GptqQuantizeWeight(float_weight, acc.hessian(), spec, options_);
       if (!result.ok()) return Status(result.status()).Prepend("layer " + linear->name() + ": ");
+      if (ctx.stages != nullptr) {
+        ctx.stages->Add("gptq factor", result->factor_seconds);
+        ctx.stages->Add("gptq columns", result->loop_seconds);
+        ctx.stages->Mark("gptq other");
+      }
       if (result->rtn_fallback) {
         ctx.observer.OnLog(pipeline::LogLevel::kWarning, "GPTQ fell back to round-to-nearest for " +
                                                              linear->name() + ": " +

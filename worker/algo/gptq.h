@@ -85,6 +85,10 @@ struct GptqResult {
   int damp_retries = 0;
   // The reference's loss: sum over weights of (w - q)^2 / Hinv_ii^2 / 2.
   double loss = 0;
+  // Where the time went, to the end of the device's work: the damped
+  // Cholesky factorisations (retries included) and the column loop.
+  double factor_seconds = 0;
+  double loop_seconds = 0;
 };
 
 // GPTQ on one weight [out, in] with the Hessian of its inputs [in, in].

@@ -24,6 +24,7 @@
 #include "worker/models/decoder_block.h"
 #include "worker/pipeline/job_observer.h"
 #include "worker/pipeline/layer_plan.h"
+#include "worker/pipeline/stage_times.h"
 #include "worker/quant/qparams.h"
 
 namespace quantd::pipeline {
@@ -47,6 +48,10 @@ struct BlockAlgorithmContext {
   // parameters [out, G] are indexed by it, and export writes it as g_idx.
   // Absent: column c belongs to group c / group_size.
   std::map<std::string, at::Tensor> weight_group_index;
+  // Where the block's time goes: an algorithm may charge its own stages
+  // ("gptq hessian", ...); what it leaves uncharged counts as "algorithms".
+  // Null outside a job.
+  StageTimes* stages = nullptr;
 };
 
 class BlockAlgorithm {

@@ -29,6 +29,7 @@ BlockWork BlockStep::Begin(int index, int n) const {
   BlockWork w;
   w.index = index;
   w.start = SteadyClock::now();
+  w.stages = StageTimes(opt_.model_options.device);
   torch_compat::ResetAllocatorPeaks(opt_.model_options.device);
   w.report.block = index + 1;
   w.report.block_count = n;
@@ -36,13 +37,17 @@ BlockWork BlockStep::Begin(int index, int n) const {
 }
 
 Status BlockStep::Transform(BlockWork& w) const {
-  if (opt_.model_transform) QD_RETURN_IF_ERROR(opt_.model_transform->TransformBlock(*w.block));
+  if (opt_.model_transform) {
+    QD_RETURN_IF_ERROR(opt_.model_transform->TransformBlock(*w.block));
+    w.stages.Mark("transform");
+  }
   return OkStatus();
 }
 
 Status BlockStep::FloatForward(BlockWork& w, const at::Tensor& hidden) const {
   if (hidden.defined()) {
     QD_ASSIGN_OR_RETURN(w.float_out, w.block->Forward(hidden));
+    w.stages.Mark("float forward");
   }
   return OkStatus();
 }
@@ -51,7 +56,7 @@ Status BlockStep::RunAlgorithms(BlockWork& w, const at::Tensor& hidden) const {
   const int i = w.index;
   auto& block = w.block;
   BlockReport& br = w.report;
-  BlockAlgorithmContext ctx{model_, *block, hidden, opt_.planner, obs_, {}, {}};
+  BlockAlgorithmContext ctx{model_, *block, hidden, opt_.planner, obs_, {}, {}, {}, &w.stages};
   const auto algorithms_start = SteadyClock::now();
   for (const auto& algo : opt_.block_algorithms) {
     if (obs_.CancelRequested()) return JobCancelled();
@@ -61,7 +66,10 @@ Status BlockStep::RunAlgorithms(BlockWork& w, const at::Tensor& hidden) const {
                  ? JobCancelled(s)
                  : s.Prepend(std::string(algo->name()) + ", block " + std::to_string(i + 1) + ": ");
   }
-  if (!opt_.block_algorithms.empty()) br.algorithm_seconds = SecondsSince(algorithms_start);
+  if (!opt_.block_algorithms.empty()) {
+    w.stages.Mark("algorithms");
+    br.algorithm_seconds = SecondsSince(algorithms_start);
+  }
   w.algorithm_qparams = std::move(ctx.quantized_weights);
   w.float_weights = std::move(ctx.float_weights);
   return OkStatus();
@@ -91,6 +99,7 @@ Status BlockStep::RoundWeights(BlockWork& w) const {
       changed.emplace_back(linear->name() + ".bias", linear->bias());
     w.report.layers.push_back(std::move(lr));
   }
+  w.stages.Mark("round");
   if (opt_.model_transform || !opt_.block_algorithms.empty()) {
     // Transforms and algorithms may change any tensor of the block (norms
     // absorb scales), so the whole block is kept.
@@ -123,6 +132,7 @@ Status BlockStep::QuantizedForward(BlockWork& w, at::Tensor& hidden) const {
   QD_ASSIGN_OR_RETURN(at::Tensor quant_out, block.ForwardInPlace(hidden));
   if (!act_error->ok()) return *act_error;
   w.report.output_rel_mse = OutputRelMse(quant_out, w.float_out);
+  w.stages.Mark("quantized forward");
   hidden = opt_.calibration.on_float_outputs ? w.float_out : quant_out;
   return OkStatus();
 }
@@ -131,7 +141,9 @@ Status BlockStep::Persist(BlockWork& w) const {
   for (models::Linear* linear : w.block->linears())
     AddActivationParams(linear->name(), act_params_, w.tensors);
   // Written while the next block computes (ScratchStore::PutAsync).
-  return scratch_.PutAsync(BlockFileName(w.index), w.tensors);
+  QD_RETURN_IF_ERROR(scratch_.PutAsync(BlockFileName(w.index), w.tensors));
+  w.stages.Mark("scratch");
+  return OkStatus();
 }
 
 void BlockStep::Finish(BlockWork& w) const {

@@ -40,6 +40,7 @@
 #include "worker/pipeline/job_options.h"
 #include "worker/pipeline/layer_plan.h"
 #include "worker/pipeline/scratch_store.h"
+#include "worker/pipeline/stage_times.h"
 #include "worker/quant/qparams.h"
 
 namespace quantd::pipeline {
@@ -63,6 +64,7 @@ struct BlockWork {
   NamedTensors tensors;     // what the block's scratch file holds
   int64_t bytes_delta = 0;  // quantized minus float bytes of its weights
   BlockReport report;
+  StageTimes stages;  // where the block's time went (Begin starts it)
 };
 
 class BlockStep {

@@ -383,6 +383,7 @@ class QuantizationJob {
       progress_.Report(stage, static_cast<double>(i) / n, i + 1, n);
       BlockWork w = step.Begin(i, n);
       QD_ASSIGN_OR_RETURN(w.block, blocks.Get(i, n));
+      w.stages.Mark("load");
       QD_RETURN_IF_ERROR(step.Transform(w));
       QD_RETURN_IF_ERROR(step.FloatForward(w, hidden));
       QD_RETURN_IF_ERROR(step.RunAlgorithms(w, hidden));
@@ -392,6 +393,7 @@ class QuantizationJob {
       QD_RETURN_IF_ERROR(step.Persist(w));
       step.Finish(w);
       obs_.OnBlock(w.report);
+      Log(LogLevel::kInfo, "block " + std::to_string(i + 1) + " stages: " + w.stages.Render());
       report_.blocks.push_back(std::move(w.report));
       QD_RETURN_IF_ERROR(checkpoint.AfterBlock(i + 1, n, hidden, bytes_delta_, report_.blocks));
     }
