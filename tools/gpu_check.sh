@@ -13,24 +13,58 @@
 #    load); each prints its own ratios against a baseline of the same run.
 # 4. The stories260K agreement check with quantd-quantize: --device cpu vs
 #    --device cuda:0, identical artifact sha256 and |ppl difference| <= 1e-4.
+# 5. With --e2e, the end-to-end jobs at Llama-3-8B shapes (below).
 #
-# Logs go to the build dir; stdout gets a markdown report for
-# docs/performance.md (date, device, command, tables).
+# Logs go to the build dir (gpu_check-logs/, with a copy of the report in
+# report.md); stdout gets a markdown report for docs/performance.md (date,
+# device, command, tables) and, as they happen, the e2e jobs' block lines.
 #
 #   --build-dir DIR   CMake build folder (default cmake-build, in .bazelignore and .gitignore)
 #   --quantize BIN    use this quantd-quantize and skip the build (e.g. Bazel's)
+#   --make-checkpoint BIN  make_random_checkpoint for --e2e with --quantize
+#                     (default: the one beside BIN, or Bazel's layout's
+#                     ../models/make_random_checkpoint from BIN's folder)
 #   --no-bench        skip the benches (and their build)
 #   --no-tests        skip the engine tests
 #   --quick           small bench sizes (a smoke run, not figures to publish)
 #   --no-cpu-bench    skip the CPU benches (a GPU host's report needs only the GPU ones)
-#   --e2e             also the end-to-end job at Llama-3-8B shapes on cuda:0: a
-#                     random bf16 checkpoint (32 blocks, hidden 4096, 14336,
-#                     32/8 heads, vocab 128256), W4 (uint4 asym) group 128, RTN
-#                     then GPTQ; wall time, peak GPU memory, peak host RSS
+#   --e2e             also the end-to-end jobs at Llama-3-8B shapes: a random
+#                     bf16 checkpoint (hidden 4096, 14336, 32/8 heads, vocab
+#                     128256; --e2e-blocks of its blocks), W4 (uint4 asym)
+#                     group 128, GPTQ then RTN; wall time, peak GPU memory,
+#                     peak host RSS, each block line echoed as it comes, the
+#                     extrapolation to 32 blocks, GPU busy over the block
+#                     loop, the disk's cold read bandwidth beside the RTN job
+#   --e2e-blocks N    blocks of the e2e checkpoint (default 32; same shapes and
+#                     per-block work with fewer, e.g. 4 for a short window):
+#                     reported as "measured N of 32 blocks; extrapolated to
+#                     32: X s", labelled an extrapolation when N < 32 or a
+#                     job was stopped by --budget-s
 #   --e2e-samples N   calibration samples of 2048 tokens for the RTN job of
 #                     --e2e (default 16; 0 skips it)
 #   --e2e-gptq-samples N  the same for the GPTQ job (default 16; 0 skips it);
 #                     it runs first, being the figure the anchor compares with
+#   --e2e-offload     also the GPTQ job with --activation-offload host, its
+#                     peak GPU memory beside the formula's (one block's
+#                     float weights + one Hessian + one sub-batch)
+#   --e2e-device D    the e2e jobs' device (default cuda:0); cpu runs them
+#                     without a GPU (a rehearsal: GPU figures say n/a)
+#   --e2e-shape S     8b (default) or small (hidden 256, intermediate 896, 4/2
+#                     heads, vocab 512: a CPU rehearsal of the e2e part)
+#   --no-drop-cache   do not drop the page cache before the disk read and the
+#                     RTN job (by default dropped when root can write
+#                     /proc/sys/vm/drop_caches)
+#   --budget-s S      wall-clock budget of the whole script from its start: a
+#                     part starts only with its minimum left (build 60 s,
+#                     engine tests 60 s, each bench group 60 s, agreement
+#                     30 s, e2e checkpoint 30 s, each e2e job 35 s) and says
+#                     "skipped: budget" otherwise; builds, tests, benches and
+#                     e2e jobs run under timeout with 25 s kept in reserve for
+#                     the report and the archive. A job so stopped is reported
+#                     "stopped by --budget-s after K of N blocks", not failed
+#   --log-archive FILE  write a tar.gz of the logs (no checkpoints, outputs,
+#                     scratch or *.safetensors; each text log's last 2000
+#                     lines, at most 1 MiB) and print its size: a few MiB
 #   --no-agreement    skip the stories260K CPU/GPU agreement jobs
 #   --deps FILE       unpack tools/gpu_deps_bundle.sh's archive (the Debian
 #                     gRPC / protobuf / Abseil / ... the build needs) into a
@@ -39,13 +73,17 @@
 # The engine tests are the CMake-built test binaries of ENGINE_TESTS below,
 # run with QUANTD_TEST_DEVICE=cuda:0 when the GPU path is usable (tests that
 # know no device run on the CPU against this LibTorch).
-# Exit status: 0 when every part that ran passed (skipped parts do not fail).
+# Exit status: 0 when every part that ran passed (skipped parts and parts
+# stopped by --budget-s do not fail).
 set -u -o pipefail
+# Decimal points in the figures whatever the host's locale.
+export LC_NUMERIC=C
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 ARGS_SHOWN="$*"
 BUILD_DIR="$ROOT/cmake-build"
 QUANTIZE=""
+MAKE_CKPT=""
 BENCH=1
 TESTS=1
 AGREEMENT=1
@@ -55,10 +93,18 @@ CPU_BENCH=1
 E2E=0
 E2E_SAMPLES=16
 E2E_GPTQ_SAMPLES=16
+E2E_BLOCKS=32
+E2E_SHAPE=8b
+E2E_DEVICE=cuda:0
+E2E_OFFLOAD=0
+DROP_CACHE=1
+BUDGET=0
+ARCHIVE=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --build-dir) BUILD_DIR="$2"; shift 2 ;;
     --quantize) QUANTIZE="$2"; shift 2 ;;
+    --make-checkpoint) MAKE_CKPT="$2"; shift 2 ;;
     --no-bench) BENCH=0; shift ;;
     --no-tests) TESTS=0; shift ;;
     --no-agreement) AGREEMENT=0; shift ;;
@@ -68,10 +114,36 @@ while [ $# -gt 0 ]; do
     --e2e) E2E=1; shift ;;
     --e2e-samples) E2E_SAMPLES="$2"; shift 2 ;;
     --e2e-gptq-samples) E2E_GPTQ_SAMPLES="$2"; shift 2 ;;
-    -h|--help) sed -n '2,39p' "$0"; exit 0 ;;
+    --e2e-blocks) E2E_BLOCKS="$2"; shift 2 ;;
+    --e2e-shape) E2E_SHAPE="$2"; shift 2 ;;
+    --e2e-device) E2E_DEVICE="$2"; shift 2 ;;
+    --e2e-offload) E2E_OFFLOAD=1; shift ;;
+    --no-drop-cache) DROP_CACHE=0; shift ;;
+    --budget-s) BUDGET="$2"; shift 2 ;;
+    --log-archive) ARCHIVE="$2"; shift 2 ;;
+    # The header's comment, up to the first line that is not one.
+    -h|--help) awk 'NR > 1 && !/^#/ {exit} NR > 1' "$0"; exit 0 ;;
     *) echo "gpu_check.sh: unknown argument $1" >&2; exit 2 ;;
   esac
 done
+for v in "$E2E_SAMPLES" "$E2E_GPTQ_SAMPLES" "$E2E_BLOCKS" "$BUDGET"; do
+  [[ "$v" =~ ^[0-9]+$ ]] || { echo "gpu_check.sh: not a whole number: $v" >&2; exit 2; }
+done
+[ "$E2E_BLOCKS" -ge 1 ] || { echo "gpu_check.sh: --e2e-blocks must be at least 1" >&2; exit 2; }
+case "$E2E_SHAPE" in
+  8b) SHAPE_ARGS=(--hidden=4096 --intermediate=14336 --heads=32 --kv_heads=8 --vocab=128256)
+      SHAPE_FORMULA=4096,14336,32,8 CKPT_NAME=llama3-8b-random ;;
+  # The ratios of 8B (intermediate 3.5 x hidden, 2 query heads per KV head)
+  # at hidden 256; 896, not 688, so that group 128 divides down_proj's width.
+  small) SHAPE_ARGS=(--hidden=256 --intermediate=896 --heads=4 --kv_heads=2 --vocab=512)
+         SHAPE_FORMULA=256,896,4,2 CKPT_NAME=small-random ;;
+  *) echo "gpu_check.sh: --e2e-shape must be 8b or small" >&2; exit 2 ;;
+esac
+if [ -n "$ARCHIVE" ]; then
+  dir="$(cd "$(dirname "$ARCHIVE")" 2>/dev/null && pwd)" ||
+    { echo "gpu_check.sh: no folder for --log-archive $ARCHIVE" >&2; exit 2; }
+  ARCHIVE="$dir/$(basename "$ARCHIVE")"
+fi
 mkdir -p "$BUILD_DIR"
 # Absolute: the compiler and loader paths below are used from other folders.
 BUILD_DIR="$(cd "$BUILD_DIR" && pwd)"
@@ -87,6 +159,84 @@ show_crash() {  # log file
   if grep -q 'fatal signal' "$1"; then sed -n '/fatal signal/,$p' "$1" | head -40; else tail -8 "$1"; fi
   echo '```'
 }
+
+# --- Budget -----------------------------------------------------------------
+# SECONDS counts from the script's start. Every part asks budget_ok with its
+# minimum before starting; what runs gets `timeout $(budget_cap DEFAULT)`,
+# which keeps RESERVE seconds for the report, the extrapolation and the log
+# archive (0, no limit, for a DEFAULT of 0 without --budget-s).
+RESERVE=25
+MIN_BUILD=60 MIN_TESTS=60 MIN_BENCH=60 MIN_AGREE=30 MIN_CKPT=30 MIN_E2E_JOB=35
+budget_left() { echo $(( BUDGET - SECONDS )); }
+budget_ok() {  # minimum seconds
+  [ "$BUDGET" = 0 ] || [ "$(budget_left)" -ge "$1" ]
+}
+budget_cap() {  # default limit in seconds (0: none)
+  if [ "$BUDGET" = 0 ]; then echo "$1"; return; fi
+  local c=$(( $(budget_left) - RESERVE ))
+  [ "$c" -lt 1 ] && c=1
+  if [ "$1" != 0 ] && [ "$1" -lt "$c" ]; then echo "$1"; else echo "$c"; fi
+}
+# True when a command run under timeout $cap was stopped by the budget
+# (timeout's 124 or, after --kill-after, 137) rather than by its own limit.
+stopped_by_budget() {  # exit status, cap used, own default limit
+  [ "$BUDGET" != 0 ] && { [ "$1" = 124 ] || [ "$1" = 137 ]; } && { [ "$3" = 0 ] || [ "$2" -lt "$3" ]; }
+}
+skipped_budget() { echo "skipped: budget ($(budget_left) s of --budget-s $BUDGET left, $1 s needed)"; }
+
+# --- The report's copy and the log archive ------------------------------------
+# stdout also goes to $LOG/report.md (for the archive: a device's captured
+# output may keep only its tail). finish runs on every exit: the result
+# line, then the archive once tee has written everything before it.
+exec 3>&1
+exec > >(tee "$LOG/report.md" >&3)
+TEE_PID=$!
+BG_PIDS=()
+write_archive() {
+  local stage="$BUILD_DIR/gpu_check-archive" n=0 f name
+  rm -rf "$stage" && mkdir -p "$stage/gpu_check-logs" || return 1
+  # The top level's files only: the folders are checkpoints, artifacts,
+  # scratch and data.
+  for f in "$LOG"/*; do
+    [ -f "$f" ] || continue
+    name="$(basename "$f")"
+    case "$name" in *.safetensors|*.bin|*.pt|*.gguf|*.onnx) continue ;; esac
+    if grep -Iq . "$f" 2>/dev/null || [ ! -s "$f" ]; then
+      tail -n 2000 "$f" | tail -c 1048576 >"$stage/gpu_check-logs/$name"
+    elif [ "$(stat -c %s "$f")" -le 1048576 ]; then
+      cp "$f" "$stage/gpu_check-logs/$name"
+    else
+      continue
+    fi
+    n=$((n + 1))
+  done
+  tar -C "$stage" -czf "$ARCHIVE" gpu_check-logs || return 1
+  rm -rf "$stage"
+  echo "$n"
+}
+finish() {
+  local rc=$?
+  trap - EXIT
+  local pid
+  for pid in "${BG_PIDS[@]}"; do kill "$pid" 2>/dev/null; done
+  [ "$rc" != 0 ] && FAILED=1
+  echo
+  [ "$FAILED" = 0 ] && echo "result: every part that ran passed" || echo "result: **FAILURES** (logs in $LOG)"
+  exec >&3
+  wait "$TEE_PID" 2>/dev/null
+  if [ -n "$ARCHIVE" ]; then
+    local n
+    if n="$(write_archive)"; then
+      echo "log archive: $ARCHIVE, $(( ($(stat -c %s "$ARCHIVE") + 1023) / 1024 )) KiB ($n files, each text log's last 2000 lines)" |
+        tee -a "$LOG/report.md"
+    else
+      echo "log archive: **could not write $ARCHIVE**" | tee -a "$LOG/report.md"
+    fi
+  fi
+  exit "$FAILED"
+}
+trap finish EXIT
+trap 'echo; echo "gpu_check: terminated by a signal"; exit 143' TERM INT
 
 if [ -n "$DEPS" ]; then
   PREFIX="$BUILD_DIR/deps"
@@ -153,6 +303,10 @@ if [ -z "$QUANTIZE" ]; then
   if [ "$BENCH" = 1 ]; then
     for b in "${BENCHES[@]}"; do ROOTS="$ROOTS;$b"; TARGETS+=("${b##*:}"); done
   fi
+  if ! budget_ok "$MIN_BUILD"; then
+    echo "- CMake + Ninja build: $(skipped_budget "$MIN_BUILD"); nothing else can run"
+    exit 0
+  fi
   say "gpu_check: configuring CMake in $BUILD_DIR"
   start=$(date +%s)
   if ! cmake -S "$ROOT" -B "$BUILD_DIR" -G Ninja "-DQUANTD_CMAKE_ROOTS=$ROOTS" "${DEPS_CMAKE[@]}" \
@@ -161,7 +315,13 @@ if [ -z "$QUANTIZE" ]; then
     exit 1
   fi
   # -k 0: a test that fails to build is reported below; quantd-quantize must build.
-  ninja -C "$BUILD_DIR" -k 0 "${TARGETS[@]}" >"$LOG/build.log" 2>&1
+  cap=$(budget_cap 0)
+  timeout --signal=TERM --kill-after=15 "$cap" ninja -C "$BUILD_DIR" -k 0 "${TARGETS[@]}" >"$LOG/build.log" 2>&1
+  rc=$?
+  if stopped_by_budget "$rc" "$cap" 0; then
+    echo "- CMake + Ninja build: stopped by --budget-s after $(( $(date +%s) - start )) s (see $LOG/build.log); nothing else can run"
+    exit 0
+  fi
   if [ ! -x "$BUILD_DIR/quantd-quantize" ]; then
     echo; echo "**Build failed** (see $LOG/build.log):"; echo '```'; tail -30 "$LOG/build.log"; echo '```'
     exit 1
@@ -205,23 +365,62 @@ else
   fi
 fi
 
+# The end-to-end jobs' device: a GPU that passed the probe above, or the
+# CPU (a rehearsal of this part on any host).
+E2E_OK=0
+E2E_WHY=""
+if [ "$E2E" = 1 ]; then
+  if [ "$E2E_DEVICE" = cpu ] || [ "$GPU_OK" = 1 ]; then
+    E2E_OK=1
+  else
+    E2E_WHY="$GPU_WHY"
+  fi
+  if [ -n "$MAKE_CKPT" ]; then :
+  elif [ "$BUILD_DIR/quantd-quantize" = "$QUANTIZE" ]; then MAKE_CKPT="$BUILD_DIR/make_random_checkpoint"
+  elif [ -x "$(dirname "$QUANTIZE")/make_random_checkpoint" ]; then MAKE_CKPT="$(dirname "$QUANTIZE")/make_random_checkpoint"
+  else MAKE_CKPT="$(dirname "$QUANTIZE")/../models/make_random_checkpoint"
+  fi
+  if [ "$E2E_OK" = 1 ] && [ ! -x "$MAKE_CKPT" ]; then
+    E2E_OK=0; E2E_WHY="no make_random_checkpoint at $MAKE_CKPT (--make-checkpoint BIN)"
+  fi
+fi
+
 # The end-to-end checkpoint is written on the host's cores while the engine
 # tests keep the GPU busy; the benches wait for it, so that it does not
-# share the cores with their host-side work.
-CKPT="$LOG/llama3-8b-random"
+# share the cores with their host-side work. Its folder names its block
+# count, and it is written under another name first: a 4-block and a
+# 32-block checkpoint never mix, and an interrupted one is never used.
+CKPT="$LOG/${CKPT_NAME}-${E2E_BLOCKS}blocks"
 CKPT_PID=""
 CKPT_START=$(date +%s)
-if [ "$E2E" = 1 ] && [ "$GPU_OK" = 1 ] && [ ! -e "$CKPT/config.json" ]; then
-  ( "$BUILD_DIR/make_random_checkpoint" --out="$CKPT" --layers=32 --hidden=4096 \
-      --intermediate=14336 --heads=32 --kv_heads=8 --vocab=128256 --dtype=bf16 \
-      >"$LOG/make_random_checkpoint.log" 2>&1 &&
-    cp "$ROOT/models/stories260K/tokenizer.model" "$CKPT/" &&
-    echo $(( $(date +%s) - CKPT_START )) >"$LOG/make_random_checkpoint.seconds" ) &
-  CKPT_PID=$!
+CKPT_CAP=0
+if [ "$E2E_OK" = 1 ] && [ ! -e "$CKPT/config.json" ]; then
+  if budget_ok "$MIN_CKPT"; then
+    rm -rf "$CKPT.partial" "$LOG/make_random_checkpoint.seconds" "$LOG/make_random_checkpoint.stopped"
+    CKPT_CAP=$(budget_cap 0)
+    ( timeout --signal=TERM --kill-after=15 "$CKPT_CAP" "$MAKE_CKPT" --out="$CKPT.partial" \
+        --layers="$E2E_BLOCKS" "${SHAPE_ARGS[@]}" --dtype=bf16 >"$LOG/make_random_checkpoint.log" 2>&1
+      rc=$?
+      if stopped_by_budget "$rc" "$CKPT_CAP" 0; then touch "$LOG/make_random_checkpoint.stopped"; exit 1; fi
+      [ "$rc" = 0 ] && cp "$ROOT/models/stories260K/tokenizer.model" "$CKPT.partial/" &&
+        mv "$CKPT.partial" "$CKPT" &&
+        echo $(( $(date +%s) - CKPT_START )) >"$LOG/make_random_checkpoint.seconds" ) &
+    CKPT_PID=$!
+    BG_PIDS+=("$CKPT_PID")
+  else
+    E2E_OK=0; E2E_WHY="checkpoint $(skipped_budget "$MIN_CKPT")"
+  fi
 fi
 wait_for_checkpoint() {
   [ -n "$CKPT_PID" ] || return 0
-  wait "$CKPT_PID" || { echo; echo "**checkpoint generation failed** (see $LOG/make_random_checkpoint.log)"; FAILED=1; }
+  if ! wait "$CKPT_PID"; then
+    if [ -e "$LOG/make_random_checkpoint.stopped" ]; then
+      E2E_OK=0; E2E_WHY="checkpoint generation stopped by --budget-s"
+    else
+      echo; echo "**checkpoint generation failed** (see $LOG/make_random_checkpoint.log)"; FAILED=1
+      E2E_OK=0; E2E_WHY="checkpoint generation failed"
+    fi
+  fi
   CKPT_PID=""
 }
 
@@ -233,6 +432,8 @@ TEST_DEVICE=cpu
 [ "$GPU_OK" = 1 ] && TEST_DEVICE=cuda:0
 if [ "$TESTS" = 0 ]; then
   echo "skipped (--no-tests)"
+elif ! budget_ok "$MIN_TESTS"; then
+  skipped_budget "$MIN_TESTS"
 else
   SRCDIR="$BUILD_DIR/srcdir"
   mkdir -p "$SRCDIR" && ln -sfn "$ROOT" "$SRCDIR/quantd"
@@ -245,9 +446,15 @@ else
     if [ ! -x "$BUILD_DIR/$name" ]; then
       echo "| $t | **did not build** (see $LOG/build.log) |"; FAILED=1; continue
     fi
-    if (cd "$ROOT" && TEST_SRCDIR="$SRCDIR" QUANTD_TEST_DEVICE="$TEST_DEVICE" \
-          timeout 600 "$BUILD_DIR/$name" >"$LOG/$name.log" 2>&1); then
+    if ! budget_ok $((RESERVE + 10)); then echo "| $t | skipped: budget |"; continue; fi
+    cap=$(budget_cap 600)
+    (cd "$ROOT" && TEST_SRCDIR="$SRCDIR" QUANTD_TEST_DEVICE="$TEST_DEVICE" \
+          timeout "$cap" "$BUILD_DIR/$name" >"$LOG/$name.log" 2>&1)
+    rc=$?
+    if [ "$rc" = 0 ]; then
       echo "| $t | passed: $(grep -m1 -o '[0-9]* tests\? from [0-9]* test suites\? ran' "$LOG/$name.log") |"
+    elif stopped_by_budget "$rc" "$cap" 600; then
+      echo "| $t | stopped by --budget-s after $cap s |"
     else
       echo "| $t | **FAILED** ($(grep -c '^\[  FAILED  \]' "$LOG/$name.log") failures; $LOG/$name.log) |"; FAILED=1
     fi
@@ -262,15 +469,23 @@ run_bench() {  # name, args...
   echo
   echo "#### $name $*"
   echo
+  if ! budget_ok $((RESERVE + 10)); then echo "skipped: budget"; return; fi
+  local cap rc
+  cap=$(budget_cap 0)
   echo '```'
-  if ! "$bin" "$@" 2>&1 | tee "$LOG/$name.log"; then FAILED=1; echo "(exit status non-zero)"; fi
+  timeout --signal=TERM --kill-after=15 "$cap" "$bin" "$@" 2>&1 | tee "$LOG/$name.log"
+  rc=$?
+  if stopped_by_budget "$rc" "$cap" 0; then echo "(stopped by --budget-s)"
+  elif [ "$rc" != 0 ]; then FAILED=1; echo "(exit status non-zero)"; fi
   echo '```'
 }
 wait_for_checkpoint
 if [ "$BENCH" = 1 ] && [ "$BUILD_DIR/quantd-quantize" = "$QUANTIZE" ] && [ "$GPU_OK" = 1 ]; then
   echo
   echo "### Benches on cuda:0 (each ratio is against a baseline measured in the same run)"
-  if [ "$QUICK" = 1 ]; then
+  if ! budget_ok "$MIN_BENCH"; then
+    echo; skipped_budget "$MIN_BENCH"
+  elif [ "$QUICK" = 1 ]; then
     run_bench fake_quant_bench --device=cuda:0 --iters=3
     run_bench gptq_bench --device=cuda:0 --tokens=8192 --layers=4096x4096
     run_bench squared_error_bench --device=cuda:0 --melems=16
@@ -287,7 +502,9 @@ if [ "$CPU_BENCH" = 0 ]; then
   echo
   echo "skipped (--no-cpu-bench)"
 elif [ "$BENCH" = 1 ] && [ "$BUILD_DIR/quantd-quantize" = "$QUANTIZE" ]; then
-  if [ "$QUICK" = 1 ]; then
+  if ! budget_ok "$MIN_BENCH"; then
+    echo; skipped_budget "$MIN_BENCH"
+  elif [ "$QUICK" = 1 ]; then
     run_bench fake_quant_bench --iters=3
     run_bench gptq_bench --tokens=256 --layers=512x512
     run_bench blockwise_forward_bench --tokens=64 --iters=1 --hidden=512 --intermediate=1376 --heads=8 --kv_heads=8
@@ -308,13 +525,20 @@ fi
 # --- 4. stories260K agreement -------------------------------------------------
 MODEL="$ROOT/models/stories260K"
 TEXT="$ROOT/tests/data/tinystories-sample.txt"
-run_job() {  # device, outdir -> prints "sha256 ppl seconds" or fails
-  local device="$1" out="$2" start end
+# Prints "sha256 ppl seconds"; returns 1 when the job failed, 2 when
+# --budget-s stopped it.
+run_job() {  # device, outdir
+  local device="$1" out="$2" start end cap rc
   rm -rf "$out"
   start=$(date +%s.%N)
-  "$QUANTIZE" --model "$MODEL" --scheme w_int4_per_channel_sym --calib "$TEXT" --calib-samples 8 \
+  cap=$(budget_cap 0)
+  timeout --signal=TERM --kill-after=15 "$cap" \
+    "$QUANTIZE" --model "$MODEL" --scheme w_int4_per_channel_sym --calib "$TEXT" --calib-samples 8 \
     --calib-seq-len 128 --eval "$TEXT" --eval-windows 20 --output "$out" --data-dir "$LOG/data" \
-    --device "$device" -o json >"$out.json" 2>"$out.err" || return 1
+    --device "$device" -o json >"$out.json" 2>"$out.err"
+  rc=$?
+  stopped_by_budget "$rc" "$cap" 0 && return 2
+  [ "$rc" = 0 ] || return 1
   end=$(date +%s.%N)
   tail -1 "$out.json" | python3 -c '
 import json, sys
@@ -327,13 +551,20 @@ print(job["result"]["artifacts"][0]["sha256"], m["floatPerplexity"]["perplexity"
 if [ "$AGREEMENT" = 0 ]; then
   echo
   echo "### stories260K agreement: skipped (--no-agreement)"
+elif ! budget_ok "$MIN_AGREE"; then
+  echo
+  echo "### stories260K agreement: $(skipped_budget "$MIN_AGREE")"
 else
   echo
   echo "### stories260K agreement (w_int4_per_channel_sym, 20 windows)"
   echo
   echo "| device | artifact sha256 | float ppl | quantized ppl | wall s |"
   echo "|---|---|---|---|---|"
-  if cpu=$(run_job cpu "$LOG/agree-cpu"); then
+  cpu=$(run_job cpu "$LOG/agree-cpu")
+  rc=$?
+  if [ "$rc" = 2 ]; then
+    echo "| cpu | stopped by --budget-s | | | |"
+  elif [ "$rc" = 0 ]; then
     read -r cpu_sha cpu_fppl cpu_qppl cpu_s <<<"$cpu"
     echo "| cpu | \`${cpu_sha:0:16}…\` | $cpu_fppl | $cpu_qppl | $cpu_s |"
     if python3 -c "import sys; sys.exit(0 if abs($cpu_fppl - 4.8374) <= 1e-3 else 1)"; then :; else
@@ -343,8 +574,18 @@ else
     echo "| cpu | **failed** (see $LOG/agree-cpu.err) | | | |"; FAILED=1
     show_crash "$LOG/agree-cpu.err"
   fi
-  if [ "$GPU_OK" = 1 ]; then
-    if gpu=$(run_job cuda:0 "$LOG/agree-gpu"); then
+  if [ "$GPU_OK" = 1 ] && [ "$rc" = 2 ]; then
+    echo
+    echo "cuda:0 run skipped: budget"
+  elif [ "$GPU_OK" = 1 ] && ! budget_ok $((RESERVE + 10)); then
+    echo
+    echo "cuda:0 run $(skipped_budget $((RESERVE + 10)))"
+  elif [ "$GPU_OK" = 1 ]; then
+    gpu=$(run_job cuda:0 "$LOG/agree-gpu")
+    rc=$?
+    if [ "$rc" = 2 ]; then
+      echo "| cuda:0 | stopped by --budget-s | | | |"
+    elif [ "$rc" = 0 ]; then
       read -r gpu_sha gpu_fppl gpu_qppl gpu_s <<<"$gpu"
       echo "| cuda:0 | \`${gpu_sha:0:16}…\` | $gpu_fppl | $gpu_qppl | $gpu_s |"
       echo
@@ -363,78 +604,171 @@ else
   fi
 fi
 # --- 5. End to end at Llama-3-8B shapes ----------------------------------------
-# Peak GPU memory is sampled from nvidia-smi every 0.2 s (all processes on
-# the device: quantd-quantize is the only one); peak host RSS is the
-# process's VmHWM, which quantd-quantize prints as it exits.
-run_e2e() {  # label, samples, quantization args...
-  local label="$1" samples="$2"; shift 2
-  local out="$LOG/e2e-$label" smi="$LOG/e2e-$label.smi" start end peak rss
-  rm -rf "$out"
-  nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits -lms 200 >"$smi" 2>/dev/null &
-  local smi_pid=$!
-  start=$(date +%s.%N)
-  "$QUANTIZE" --model "$CKPT" --calib "$ROOT/tests/data/tinyshakespeare.txt" --calib-samples "$samples" \
-    --calib-seq-len 2048 --no-eval --format hf-quark --output "$out" --data-dir "$LOG/data" \
-    --device cuda:0 "$@" >"$out.log" 2>&1
-  local rc=$?
-  end=$(date +%s.%N)
-  kill "$smi_pid" 2>/dev/null; wait "$smi_pid" 2>/dev/null
-  peak=$(sort -n "$smi" | tail -1)
-  rss=$(sed -n 's/.*peak host RSS \([0-9.]*\) GiB.*/\1/p' "$out.log" | tail -1)
-  # Where the blocks' time went: each block line ends in "S s" or "S s (A algo)".
-  tr '\r' '\n' <"$out.log" | grep '^block ' | sed -n 's/.*  \([0-9.]*\) s\( (\([0-9.]*\) algo)\)\{0,1\}$/\1 \3/p' |
-    awk '{n++; s+=$1; a+=$2} END {if (n) printf "%d blocks, %.1f s in all (%.1f s each), %.1f s of it in algorithms\n", n, s, s/n, a}' \
-    >"$out.blocks"
-  # The allocator's largest per-block peaks ("gpu L GiB (H held)"): live
-  # tensors against what it held, next to the memory formula of docs/worker.md.
-  tr '\r' '\n' <"$out.log" | grep '^block ' | sed -n 's/.*  gpu \([0-9.]*\) GiB (\([0-9.]*\) held).*/\1 \2/p' |
-    awk '$1>l {l=$1} $2>h {h=$2} END {if (NR) printf "allocator peak per block %.1f GiB live, %.1f GiB held\n", l, h}' \
-    >>"$out.blocks"
-  if [ "$rc" = 0 ]; then
-    printf "| %s | %s x 2048 | %.1f | %s | %s |\n" "$label" "$samples" \
-      "$(python3 -c "print($end - $start)")" "$(python3 -c "print(round(${peak:-0} / 1024, 2))")" "${rss:-?}"
+# Peak GPU memory and utilization are sampled from nvidia-smi every 0.2 s
+# (all processes on the device: quantd-quantize is the only one); peak host
+# RSS is the process's VmHWM, which quantd-quantize prints as it exits.
+# tools/gpu_check_e2e.py turns a job's files into the report's lines.
+E2E_ROWS="$LOG/e2e-rows.md"
+# The page cache, dropped before the disk read and the RTN job so that
+# both read the checkpoint from the disk. Prints what it did.
+drop_cache() {
+  if [ "$DROP_CACHE" = 0 ]; then
+    echo "cache NOT dropped (--no-drop-cache)"
+  elif [ "$(id -u)" != 0 ]; then
+    echo "cache NOT dropped (not root)"
+  elif sync && { echo 3 >/proc/sys/vm/drop_caches; } 2>/dev/null; then
+    echo "cache dropped"
   else
-    printf "| %s | %s x 2048 | **failed** (exit %s) after %.1f s; %s | %s | |\n" "$label" "$samples" "$rc" \
-      "$(python3 -c "print($end - $start)")" "$out.log" "$(python3 -c "print(round(${peak:-0} / 1024, 2))")"
-    FAILED=1
-    show_crash "$out.log"
+    echo "cache NOT dropped (/proc/sys/vm/drop_caches not writable)"
   fi
+}
+# Echoes the job log's block lines (and the quantd-quantize:, GPTQ and stage
+# lines) to stdout as they come, prefixed "    ", each also to the stamps
+# file with the time it was seen. Ends when process $3 has.
+follow_log() {  # log, stamps, pid
+  local line part parts
+  tail -n +1 -s 0.2 -F --pid="$3" "$1" 2>/dev/null |
+    while IFS= read -r line; do
+      # The CLI redraws its progress with '\r' on a terminal.
+      IFS=$'\r' read -ra parts <<<"$line"
+      for part in "${parts[@]}"; do
+        case "$part" in
+          "block "*|quantd-quantize:*|*GPTQ*|*stage*)
+            echo "${EPOCHREALTIME:-$(date +%s.%N)} $part" >>"$2"
+            echo "    $part" ;;
+        esac
+      done
+    done
+}
+# One e2e job: under timeout with the budget's reserve, its block lines
+# echoed as they come, nvidia-smi sampling beside it; then its summary
+# lines, and its table row into $E2E_ROWS.
+run_e2e() {  # label, samples, [--disk-bytes B --disk-seconds S --disk-note T] [--formula F] --, quantization args...
+  local label="$1" samples="$2"; shift 2
+  local extra=()
+  while [ "$1" != -- ]; do extra+=("$1"); shift; done
+  shift
+  local out="$LOG/e2e-$label" smi="" start end rc cap status job_pid follow_pid smi_pid=""
+  echo
+  echo "#### $label: $samples x 2048 calibration tokens, $E2E_DEVICE"
+  echo
+  if ! budget_ok "$MIN_E2E_JOB"; then
+    skipped_budget "$MIN_E2E_JOB"
+    echo "| $label | $samples x 2048 | skipped: budget | | |" >>"$E2E_ROWS"
+    return
+  fi
+  rm -rf "$out" "$out.stamps"
+  : >"$out.log"
+  if [ "$E2E_DEVICE" != cpu ] && command -v nvidia-smi >/dev/null 2>&1; then
+    smi="$LOG/e2e-$label.smi"
+    local idx="${E2E_DEVICE#cuda:}"
+    [[ "$idx" =~ ^[0-9]+$ ]] || idx=0
+    TZ=UTC nvidia-smi -i "$idx" --query-gpu=timestamp,utilization.gpu,memory.used \
+      --format=csv,noheader,nounits -lms 200 >"$smi" 2>/dev/null &
+    smi_pid=$!
+    BG_PIDS+=("$smi_pid")
+  fi
+  cap=$(budget_cap 0)
+  start=${EPOCHREALTIME:-$(date +%s.%N)}
+  timeout --signal=TERM --kill-after=15 "$cap" \
+    "$QUANTIZE" --model "$CKPT" --calib "$ROOT/tests/data/tinyshakespeare.txt" --calib-samples "$samples" \
+    --calib-seq-len 2048 --no-eval --format hf-quark --output "$out" --data-dir "$LOG/data" \
+    --device "$E2E_DEVICE" "$@" >"$out.log" 2>&1 &
+  job_pid=$!
+  BG_PIDS+=("$job_pid")
+  follow_log "$out.log" "$out.stamps" "$job_pid" &
+  follow_pid=$!
+  wait "$job_pid"
+  rc=$?
+  end=${EPOCHREALTIME:-$(date +%s.%N)}
+  # tail ends within its 0.2 s poll of the job's end, after a last read.
+  wait "$follow_pid" 2>/dev/null
+  [ -n "$smi_pid" ] && { kill "$smi_pid" 2>/dev/null; wait "$smi_pid" 2>/dev/null; }
+  if [ "$rc" = 0 ]; then
+    status=ok
+  elif stopped_by_budget "$rc" "$cap" 0; then
+    status=stopped
+    # What the stopped job leaves: its scratch (blocks, activations) and
+    # a partial output.
+    rm -rf "$out" "$LOG/data/scratch"
+  else
+    status=failed
+    FAILED=1
+  fi
+  echo
+  python3 "$ROOT/tools/gpu_check_e2e.py" job --label "$label" --samples "$samples" --log "$out.log" \
+    --stamps "$out.stamps" --smi "$smi" --start "$start" --end "$end" --status "$status" --rc "$rc" \
+    --blocks "$E2E_BLOCKS" --of 32 --device "$E2E_DEVICE" --row-file "$E2E_ROWS" "${extra[@]}" ||
+    { echo "(gpu_check_e2e.py failed on $out.log)"; FAILED=1; }
+  [ "$status" = failed ] && show_crash "$out.log"
 }
 if [ "$E2E" = 1 ]; then
   echo
-  echo "### End to end, Llama-3-8B shapes (random bf16 weights), W4 uint4 asym g128, cuda:0"
-  echo
-  if [ "$GPU_OK" != 1 ]; then
-    echo "skipped: ${GPU_WHY}"
+  if [ "$E2E_SHAPE" = 8b ]; then
+    echo "### End to end, Llama-3-8B shapes (random bf16 weights, $E2E_BLOCKS of its 32 blocks), W4 uint4 asym g128, $E2E_DEVICE"
   else
-    wait_for_checkpoint
+    echo "### End to end, small shapes (hidden 256, random bf16 weights; a rehearsal: $E2E_BLOCKS of 32 blocks), W4 uint4 asym g128, $E2E_DEVICE"
+  fi
+  echo
+  wait_for_checkpoint
+  if [ "$E2E_OK" != 1 ]; then
+    echo "skipped: ${E2E_WHY}"
+  else
     if [ -e "$LOG/make_random_checkpoint.seconds" ]; then
-      echo "checkpoint: $(du -sh "$CKPT" | cut -f1) written in $(cat "$LOG/make_random_checkpoint.seconds") s"
+      echo "checkpoint: $(du -sh "$CKPT" | cut -f1) written in $(cat "$LOG/make_random_checkpoint.seconds") s ($CKPT)"
     else
-      echo "checkpoint: $(du -sh "$CKPT" | cut -f1), written by an earlier run"
+      echo "checkpoint: $(du -sh "$CKPT" | cut -f1), written by an earlier run ($CKPT)"
     fi
-    echo
-    rm -f "$LOG"/e2e-*.blocks
-    echo "| job | calibration | wall s | peak GPU GiB (device) | peak host RSS GiB |"
-    echo "|---|---|---|---|---|"
+    rm -f "$E2E_ROWS"
+    # The disk's own read bandwidth, from a cold cache, before the RTN job
+    # (before the GPTQ job when there is no RTN job), for its comparison.
+    DISK_ARGS=()
+    measure_disk() {
+      local note cap t0 t1 bytes rc secs
+      budget_ok "$MIN_E2E_JOB" || return 0
+      bytes=$(stat -c %s "$CKPT"/*.safetensors | awk '{s += $1} END {print s}')
+      note="$(drop_cache)"
+      cap=$(budget_cap 0)
+      t0=${EPOCHREALTIME:-$(date +%s.%N)}
+      timeout "$cap" cat "$CKPT"/*.safetensors >/dev/null
+      rc=$?
+      t1=${EPOCHREALTIME:-$(date +%s.%N)}
+      echo
+      if [ "$rc" != 0 ]; then echo "disk read: stopped by --budget-s"; return 0; fi
+      secs=$(awk -v a="$t0" -v b="$t1" 'BEGIN {d = b - a; if (d < 1e-6) d = 1e-6; printf "%.4f", d}')
+      local what="a cold read"
+      [ "$note" = "cache dropped" ] || what="the page cache may have served part of it"
+      awk -v b="$bytes" -v s="$secs" -v n="$note" -v w="$what" 'BEGIN {
+        printf "disk read: %.3f GB of *.safetensors in %s s, %.2f GB/s; %s: %s\n", b / 1e9, s, b / 1e9 / s, n, w }'
+      DISK_ARGS=(--disk-bytes "$bytes" --disk-seconds "$secs" --disk-note "$note")
+    }
     if [ "$E2E_GPTQ_SAMPLES" -gt 0 ]; then
       cat >"$LOG/w4_g128_gptq.json" <<'JSON'
 {"global_quant_config": {"weight": {"dtype": "uint4", "qscheme": "per_group", "ch_axis": -1,
   "group_size": 128, "symmetric": false, "is_dynamic": false}},
  "exclude": ["lm_head"], "algo_config": [{"name": "gptq", "damp_percent": 0.01}]}
 JSON
-      run_e2e gptq "$E2E_GPTQ_SAMPLES" --config "$LOG/w4_g128_gptq.json"
+      if [ "$E2E_SAMPLES" = 0 ]; then measure_disk; fi
+      run_e2e gptq "$E2E_GPTQ_SAMPLES" "${DISK_ARGS[@]}" -- --config "$LOG/w4_g128_gptq.json"
+      if [ "$E2E_OFFLOAD" = 1 ]; then
+        # ModelOptions::max_tokens_per_chunk: 8192 tokens per sub-batch.
+        run_e2e gptq-offload "$E2E_GPTQ_SAMPLES" --formula "$SHAPE_FORMULA,8192" -- \
+          --config "$LOG/w4_g128_gptq.json" --activation-offload host
+      fi
     fi
     if [ "$E2E_SAMPLES" -gt 0 ]; then
-      run_e2e rtn "$E2E_SAMPLES" --scheme w_uint4_per_group_asym --group-size 128
+      if budget_ok "$MIN_E2E_JOB"; then
+        measure_disk
+        echo
+        echo "before the RTN job: $(drop_cache)"
+      fi
+      run_e2e rtn "$E2E_SAMPLES" "${DISK_ARGS[@]}" -- --scheme w_uint4_per_group_asym --group-size 128
     fi
     echo
-    for label in gptq rtn; do
-      [ -s "$LOG/e2e-$label.blocks" ] && echo "- $label blocks: $(paste -sd ';' "$LOG/e2e-$label.blocks" | sed 's/;/; /g')"
-    done
+    echo "| job | calibration | wall s | peak GPU GiB (device) | peak host RSS GiB |"
+    echo "|---|---|---|---|---|"
+    cat "$E2E_ROWS" 2>/dev/null
   fi
 fi
 
-echo
-[ "$FAILED" = 0 ] && echo "result: every part that ran passed" || echo "result: **FAILURES** (logs in $LOG)"
 exit "$FAILED"
