@@ -66,6 +66,15 @@
 #                     scratch or *.safetensors; each text log's last 2000
 #                     lines, at most 1 MiB) and print its size: a few MiB
 #   --no-agreement    skip the stories260K CPU/GPU agreement jobs
+#   --only-tests LIST   run only these engine tests (comma-separated names,
+#                     e.g. gptq_test,device_agreement_test)
+#   --only-benches LIST  build and run only these benches (e.g. gptq_bench)
+#   --e2e-calib-dtypes LIST  the GPTQ e2e job once per calibration compute
+#                     dtype (comma-separated float32, bfloat16; default
+#                     float32), labelled gptq / gptq-bf16; the offload job
+#                     uses the first
+#   --e2e-eval-windows N  the RTN e2e job also evaluates perplexity on N
+#                     windows of n_ctx 2048 (default 0: no evaluation)
 #   --deps FILE       unpack tools/gpu_deps_bundle.sh's archive (the Debian
 #                     gRPC / protobuf / Abseil / ... the build needs) into a
 #                     private prefix: for GPU hosts without those packages
@@ -97,6 +106,10 @@ E2E_BLOCKS=32
 E2E_SHAPE=8b
 E2E_DEVICE=cuda:0
 E2E_OFFLOAD=0
+ONLY_TESTS=""
+ONLY_BENCHES=""
+E2E_CALIB_DTYPES=float32
+E2E_EVAL_WINDOWS=0
 DROP_CACHE=1
 BUDGET=0
 ARCHIVE=""
@@ -118,6 +131,10 @@ while [ $# -gt 0 ]; do
     --e2e-shape) E2E_SHAPE="$2"; shift 2 ;;
     --e2e-device) E2E_DEVICE="$2"; shift 2 ;;
     --e2e-offload) E2E_OFFLOAD=1; shift ;;
+    --only-tests) ONLY_TESTS="$2"; shift 2 ;;
+    --only-benches) ONLY_BENCHES="$2"; shift 2 ;;
+    --e2e-calib-dtypes) E2E_CALIB_DTYPES="$2"; shift 2 ;;
+    --e2e-eval-windows) E2E_EVAL_WINDOWS="$2"; shift 2 ;;
     --no-drop-cache) DROP_CACHE=0; shift ;;
     --budget-s) BUDGET="$2"; shift 2 ;;
     --log-archive) ARCHIVE="$2"; shift 2 ;;
@@ -126,7 +143,10 @@ while [ $# -gt 0 ]; do
     *) echo "gpu_check.sh: unknown argument $1" >&2; exit 2 ;;
   esac
 done
-for v in "$E2E_SAMPLES" "$E2E_GPTQ_SAMPLES" "$E2E_BLOCKS" "$BUDGET"; do
+for d in ${E2E_CALIB_DTYPES//,/ }; do
+  case "$d" in float32|bfloat16) ;; *) echo "gpu_check.sh: --e2e-calib-dtypes: '$d' is not float32 or bfloat16" >&2; exit 2 ;; esac
+done
+for v in "$E2E_SAMPLES" "$E2E_GPTQ_SAMPLES" "$E2E_BLOCKS" "$BUDGET" "$E2E_EVAL_WINDOWS"; do
   [[ "$v" =~ ^[0-9]+$ ]] || { echo "gpu_check.sh: not a whole number: $v" >&2; exit 2; }
 done
 [ "$E2E_BLOCKS" -ge 1 ] || { echo "gpu_check.sh: --e2e-blocks must be at least 1" >&2; exit 2; }
@@ -264,6 +284,13 @@ ENGINE_TESTS=(//worker/quant:device_agreement_test //worker/common:device_test
               //worker/models:llama_stories260k_test //worker/eval:perplexity_test
               //worker/pipeline:quantization_job_test //worker/pipeline:activation_placement_test
               //worker/common:squared_error_test)
+if [ -n "$ONLY_TESTS" ]; then
+  kept=()
+  for t in "${ENGINE_TESTS[@]}"; do
+    [[ ",$ONLY_TESTS," == *",${t##*:},"* ]] && kept+=("$t")
+  done
+  ENGINE_TESTS=("${kept[@]}")
+fi
 
 # --- Environment ------------------------------------------------------------
 GPU_NAME=""
@@ -288,6 +315,7 @@ for b in //worker/quant:fake_quant_bench //worker/algo:gptq_bench \
          //worker/models:blockwise_forward_bench //worker/models:model_load_bench \
          //worker/common:squared_error_bench; do
   pkg="${b#//}"; pkg="${pkg%%:*}"; name="${b##*:}"
+  [ -z "$ONLY_BENCHES" ] || [[ ",$ONLY_BENCHES," == *",$name,"* ]] || continue
   grep -q "name = \"$name\"" "$ROOT/$pkg/BUILD" 2>/dev/null && BENCHES+=("$b")
 done
 BACKEND="unknown"
@@ -491,7 +519,9 @@ if [ "$BENCH" = 1 ] && [ "$BUILD_DIR/quantd-quantize" = "$QUANTIZE" ] && [ "$GPU
     run_bench squared_error_bench --device=cuda:0 --melems=16
   else
     run_bench fake_quant_bench --device=cuda:0
-    run_bench gptq_bench --device=cuda:0 --tokens=262144 --layers=4096x4096,14336x4096,4096x14336
+    # GPTQ's time does not depend on the tokens; the accumulation scales
+    # linearly ("scaled" columns), so a quarter of the reference's suffices.
+    run_bench gptq_bench --device=cuda:0 --tokens=65536 --layers=4096x4096,14336x4096,4096x14336
     # 2 GiB per tensor: a block output's size at 8B shapes with 64 x 2048 tokens.
     run_bench squared_error_bench --device=cuda:0 --melems=512
   fi
@@ -672,7 +702,8 @@ run_e2e() {  # label, samples, [--disk-bytes B --disk-seconds S --disk-note T] [
   start=${EPOCHREALTIME:-$(date +%s.%N)}
   timeout --signal=TERM --kill-after=15 "$cap" \
     "$QUANTIZE" --model "$CKPT" --calib "$ROOT/tests/data/tinyshakespeare.txt" --calib-samples "$samples" \
-    --calib-seq-len 2048 --no-eval --format hf-quark --output "$out" --data-dir "$LOG/data" \
+    --calib-seq-len 2048 $([[ " $* " == *" --eval "* ]] || echo --no-eval) --format hf-quark \
+    --output "$out" --data-dir "$LOG/data" \
     --device "$E2E_DEVICE" "$@" >"$out.log" 2>&1 &
   job_pid=$!
   BG_PIDS+=("$job_pid")
@@ -749,11 +780,19 @@ if [ "$E2E" = 1 ]; then
  "exclude": ["lm_head"], "algo_config": [{"name": "gptq", "damp_percent": 0.01}]}
 JSON
       if [ "$E2E_SAMPLES" = 0 ]; then measure_disk; fi
-      run_e2e gptq "$E2E_GPTQ_SAMPLES" "${DISK_ARGS[@]}" -- --config "$LOG/w4_g128_gptq.json"
+    fi
+    # One GPTQ job per calibration compute dtype: the first, then the
+    # offload and RTN jobs, then the others (a budget cut falls on those).
+    gptq_label() { [ "$1" = float32 ] && echo gptq || echo gptq-bf16; }
+    read -r -a CALIB_DTYPES <<<"${E2E_CALIB_DTYPES//,/ }"
+    if [ "$E2E_GPTQ_SAMPLES" -gt 0 ]; then
+      run_e2e "$(gptq_label "${CALIB_DTYPES[0]}")" "$E2E_GPTQ_SAMPLES" "${DISK_ARGS[@]}" -- \
+        --config "$LOG/w4_g128_gptq.json" --calib-dtype "${CALIB_DTYPES[0]}"
       if [ "$E2E_OFFLOAD" = 1 ]; then
         # ModelOptions::max_tokens_per_chunk: 8192 tokens per sub-batch.
-        run_e2e gptq-offload "$E2E_GPTQ_SAMPLES" --formula "$SHAPE_FORMULA,8192" -- \
-          --config "$LOG/w4_g128_gptq.json" --activation-offload host
+        run_e2e "$(gptq_label "${CALIB_DTYPES[0]}")-offload" "$E2E_GPTQ_SAMPLES" \
+          --formula "$SHAPE_FORMULA,8192" -- \
+          --config "$LOG/w4_g128_gptq.json" --activation-offload host --calib-dtype "${CALIB_DTYPES[0]}"
       fi
     fi
     if [ "$E2E_SAMPLES" -gt 0 ]; then
@@ -762,7 +801,17 @@ JSON
         echo
         echo "before the RTN job: $(drop_cache)"
       fi
-      run_e2e rtn "$E2E_SAMPLES" "${DISK_ARGS[@]}" -- --scheme w_uint4_per_group_asym --group-size 128
+      EVAL_ARGS=()
+      if [ "$E2E_EVAL_WINDOWS" -gt 0 ]; then
+        EVAL_ARGS=(--eval "$ROOT/tests/data/tinyshakespeare.txt" --n-ctx 2048 --eval-windows "$E2E_EVAL_WINDOWS")
+      fi
+      run_e2e rtn "$E2E_SAMPLES" "${DISK_ARGS[@]}" -- --scheme w_uint4_per_group_asym --group-size 128 \
+        "${EVAL_ARGS[@]}"
+    fi
+    if [ "$E2E_GPTQ_SAMPLES" -gt 0 ]; then
+      for d in "${CALIB_DTYPES[@]:1}"; do
+        run_e2e "$(gptq_label "$d")" "$E2E_GPTQ_SAMPLES" -- --config "$LOG/w4_g128_gptq.json" --calib-dtype "$d"
+      done
     fi
     echo
     echo "| job | calibration | wall s | peak GPU GiB (device) | peak host RSS GiB |"
