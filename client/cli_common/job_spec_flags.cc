@@ -34,6 +34,8 @@ constexpr char kJobSpecFlagsUsage[] = R"(
 --calib-sampling M      random-windows (default: windows at seeded random
                         offsets) or concat (consecutive chunks from the start)
 --calib-seed N          seed of the random windows (default 0)
+--calib-dtype T         float32 (default) or bfloat16: the dtype of the
+                        calibration passes' matrix products
 --eval URI              evaluation text for perplexity
 --n-ctx N               perplexity window (default 256)
 --eval-windows N        score only the first N windows (default all)
@@ -80,6 +82,7 @@ const std::set<std::string>& JobSpecValueFlags() {
   static const auto* flags = new std::set<std::string>{
       "model",  "scheme",        "config",         "group-size",       "exclude",
       "calib",  "calib-samples", "calib-seq-len",  "calib-sampling",   "calib-seed",
+      "calib-dtype",
       "eval",   "n-ctx",         "eval-windows",   "max-ppl-increase", "max-kl",
       "format", "output",        "gguf-float-type"};
   return *flags;
@@ -123,6 +126,13 @@ quantd::StatusOr<quantd::v1::GgufFloatType> ParseGgufFloatTypeFlag(const std::st
       absl::StrCat("--gguf-float-type '", t, "' is not one of f32, f16, bf16"));
 }
 
+quantd::StatusOr<quantd::v1::ComputeDtype> ParseCalibDtypeFlag(const std::string& name) {
+  if (name == "float32") return quantd::v1::COMPUTE_FLOAT32;
+  if (name == "bfloat16") return quantd::v1::COMPUTE_BFLOAT16;
+  return quantd::InvalidArgumentError(
+      absl::StrCat("--calib-dtype '", name, "' is not one of float32, bfloat16"));
+}
+
 quantd::StatusOr<quantd::v1::SamplingMode> ParseCalibSamplingFlag(const std::string& name) {
   if (name == "concat") return quantd::v1::CONCAT;
   if (name == "random-windows" || name == "random_windows") return quantd::v1::RANDOM_WINDOWS;
@@ -160,7 +170,7 @@ quantd::Status FillJobSpec(const ParsedArgs& a, quantd::v1::JobSpec* spec) {
   if (a.Get("fp8-kv-cache") == "true") q->set_fp8_kv_cache(true);
 
   if (a.Has("calib") || a.Has("calib-samples") || a.Has("calib-seq-len") ||
-      a.Has("calib-sampling") || a.Has("calib-seed")) {
+      a.Has("calib-sampling") || a.Has("calib-seed") || a.Has("calib-dtype")) {
     auto* c = spec->mutable_calibration();
     c->set_dataset_uri(ToUri(a.Get("calib")));
     if (auto s = IntFlag(a, "calib-samples", [&](int n) { c->set_num_samples(n); }); !s.ok())
@@ -170,6 +180,11 @@ quantd::Status FillJobSpec(const ParsedArgs& a, quantd::v1::JobSpec* spec) {
       auto mode = ParseCalibSamplingFlag(a.Get("calib-sampling"));
       if (!mode.ok()) return mode.status();
       c->set_sampling(*mode);
+    }
+    if (a.Has("calib-dtype")) {
+      auto dtype = ParseCalibDtypeFlag(a.Get("calib-dtype"));
+      if (!dtype.ok()) return dtype.status();
+      c->set_compute_dtype(*dtype);
     }
     if (a.Has("calib-seed")) {
       uint64_t seed = 0;

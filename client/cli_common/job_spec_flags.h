@@ -43,6 +43,8 @@ quantd::StatusOr<quantd::v1::GgufFloatType> ParseGgufFloatTypeFlag(const std::st
 
 // "concat" or "random-windows" (and the alias "random_windows").
 quantd::StatusOr<quantd::v1::SamplingMode> ParseCalibSamplingFlag(const std::string& name);
+// --calib-dtype: float32 or bfloat16.
+quantd::StatusOr<quantd::v1::ComputeDtype> ParseCalibDtypeFlag(const std::string& name);
 
 // A whole file; NOT_FOUND "cannot read <path>" when it cannot be opened.
 quantd::StatusOr<std::string> ReadFileText(const std::string& path);

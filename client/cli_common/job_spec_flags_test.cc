@@ -116,6 +116,8 @@ TEST(JobSpecFlagsTest, BadFlagsAreNamed) {
       {{"submit", "--model", "/m", "--scheme", "x", "--calib-sampling", "concat", "--calib-seed",
         "3"},
        "--calib-seed applies to --calib-sampling random-windows, not concat"},
+      {{"submit", "--model", "/m", "--scheme", "x", "--calib-dtype", "fp16"},
+       "--calib-dtype 'fp16' is not one of float32, bfloat16"},
   };
   for (const auto& [argv, message] : cases) {
     quantd::Status s;
@@ -141,6 +143,16 @@ TEST(JobSpecFlagsTest, GgufFloatTypeFlag) {
   quantd::Status s;
   Fill(argv, &s);
   EXPECT_EQ(s.message(), "--gguf-float-type 'q8_0' is not one of f32, f16, bf16");
+}
+
+TEST(JobSpecFlagsTest, CalibrationComputeDtype) {
+  const auto bf16 = Fill({"submit", "--model", "/m", "--scheme", "x", "--calib", "/c.txt",
+                          "--calib-dtype", "bfloat16"});
+  EXPECT_EQ(bf16.calibration().compute_dtype(), quantd::v1::COMPUTE_BFLOAT16);
+  const auto f32 = Fill({"submit", "--model", "/m", "--scheme", "x", "--calib-dtype", "float32"});
+  EXPECT_EQ(f32.calibration().compute_dtype(), quantd::v1::COMPUTE_FLOAT32);
+  const auto unset = Fill({"submit", "--model", "/m", "--scheme", "x", "--calib", "/c.txt"});
+  EXPECT_EQ(unset.calibration().compute_dtype(), quantd::v1::COMPUTE_DTYPE_UNSPECIFIED);
 }
 
 TEST(JobSpecFlagsTest, CalibrationSamplingAndSeed) {

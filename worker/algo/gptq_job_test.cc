@@ -5,6 +5,7 @@
 
 #include <cstdio>
 #include <memory>
+#include <tuple>
 
 #include "gtest/gtest.h"
 #include "worker/algo/block_hooks.h"
@@ -90,6 +91,38 @@ TEST(GptqJobTest, W4Group32OnTheLayersItDivides) {
   EXPECT_LE(IncreaseRatio(rtn, gptq), 0.85);
   EXPECT_LE(IncreaseRatio(rtn, stat), 0.85);
   EXPECT_LE(IncreaseRatio(rtn, both), 0.85);
+}
+
+// Calibration passes with bfloat16 products (CalibrationOptions::
+// compute_dtype) stay within the float32 passes' bars; evaluation is float32
+// in both, so the perplexities compare directly.
+TEST(GptqJobTest, Bfloat16CalibrationStaysWithinTheBars) {
+  for (const auto& [label, dtype, bar] :
+       {std::tuple{"W3 per-channel", quant::DataType::kInt3, 0.5},
+        std::tuple{"W4 per-channel", quant::DataType::kInt4, 0.85}}) {
+    auto planner = BlockLinears(IntWeight(dtype, false));
+    StoriesJobResult rtn = RunJob(planner, nullptr);
+    StoriesJobResult f32 = RunJob(planner, Gptq());
+    StoriesJobOptions o;
+    o.planner = planner;
+    o.algorithms.push_back(Gptq());
+    pipeline::CalibrationOptions cal;
+    cal.num_samples = o.num_samples;
+    cal.seq_len = o.seq_len;
+    cal.seed = o.seed;
+    cal.compute_dtype = at::kBFloat16;
+    o.calibration = cal;
+    auto bf16 = RunStoriesJob(o);
+    ASSERT_TRUE(bf16.ok()) << bf16.status();
+    std::printf("%-16s float %.4f  rtn %.4f  gptq f32 calib %.4f (ratio %.3f)  bf16 calib %.4f "
+                "(ratio %.3f)\n",
+                label, rtn.float_ppl, rtn.quant_ppl, f32.quant_ppl, IncreaseRatio(rtn, f32),
+                bf16->quant_ppl, IncreaseRatio(rtn, *bf16));
+    EXPECT_EQ(bf16->float_ppl, f32.float_ppl) << label;
+    EXPECT_LE(IncreaseRatio(rtn, *bf16), bar) << label;
+    // The products did change: bfloat16 passes are not the float32 ones.
+    EXPECT_NE(bf16->quant_ppl, f32.quant_ppl) << label;
+  }
 }
 
 // ---- directly on one block ----

@@ -297,6 +297,10 @@ void CheckCalibration(SpecChecker& c, const JobSpec& spec) {
   if (!quantd::v1::SamplingMode_IsValid(cal.sampling()))
     c.Bad("spec.calibration.sampling",
           "unknown sampling mode " + std::to_string(cal.sampling()) + " (CONCAT or RANDOM_WINDOWS)");
+  if (!quantd::v1::ComputeDtype_IsValid(cal.compute_dtype()))
+    c.Bad("spec.calibration.compute_dtype",
+          "unknown compute dtype " + std::to_string(cal.compute_dtype()) +
+              " (COMPUTE_FLOAT32 or COMPUTE_BFLOAT16)");
   if (cal.sampling() == quantd::v1::CONCAT && cal.seed() != 0)
     c.Bad("spec.calibration.seed", "applies to RANDOM_WINDOWS sampling; CONCAT draws nothing");
 }

@@ -634,5 +634,20 @@ TEST(JobSpecCheckTest, UnknownCalibrationSamplingIsNamed) {
   EXPECT_TRUE(CheckJobSpec(spec).ok()) << CheckJobSpec(spec);
 }
 
+TEST(JobSpecCheckTest, UnknownCalibrationComputeDtypeIsNamedWithTheOtherMistakes) {
+  auto spec = Parse(R"pb(model_uri: "file:///m"
+                         quantization { scheme: "w_int8_per_channel_sym" }
+                         calibration { dataset_uri: "file:///data/c.txt" compute_dtype: COMPUTE_BFLOAT16 })pb");
+  EXPECT_TRUE(CheckJobSpec(spec).ok()) << CheckJobSpec(spec);
+  spec.mutable_calibration()->set_compute_dtype(static_cast<quantd::v1::ComputeDtype>(5));
+  spec.mutable_calibration()->set_num_samples(0);
+  Status s = CheckJobSpec(spec);
+  EXPECT_EQ(Fields(s), (std::vector<std::string>{"spec.calibration.num_samples",
+                                                 "spec.calibration.compute_dtype"}));
+  ASSERT_EQ(s.violations().size(), 2u);
+  EXPECT_EQ(s.violations()[1].description,
+            "unknown compute dtype 5 (COMPUTE_FLOAT32 or COMPUTE_BFLOAT16)");
+}
+
 }  // namespace
 }  // namespace quantd::job_spec

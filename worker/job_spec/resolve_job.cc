@@ -21,6 +21,7 @@ CalibrationSettings CalibrationOf(const quantd::v1::JobSpec& spec) {
     out.sampling = io::SamplingMethod::kRandomWindows;
   out.seed = cal.seed();
   out.on_float_outputs = spec.quantization().calibrate_on_float_outputs();
+  out.bfloat16_compute = cal.compute_dtype() == quantd::v1::COMPUTE_BFLOAT16;
   return out;
 }
 

@@ -38,6 +38,7 @@ struct CalibrationSettings {
   std::optional<io::SamplingMethod> sampling;
   uint64_t seed = 0;
   bool on_float_outputs = false;  // spec.quantization.calibrate_on_float_outputs
+  bool bfloat16_compute = false;  // spec.calibration.compute_dtype COMPUTE_BFLOAT16
 };
 
 struct EvaluationSettings {

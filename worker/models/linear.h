@@ -65,16 +65,27 @@ class Linear {
   void SetKernel(std::shared_ptr<const LinearKernel> kernel) { kernel_ = std::move(kernel); }
   const LinearKernel* kernel() const { return kernel_.get(); }
 
-  // input hooks -> kernel (or x W^T + b) -> output hooks.
+  // input hooks -> kernel (or x W^T + b, in MatmulDtype() when set) ->
+  // output hooks.
   at::Tensor Forward(const at::Tensor& x) const;
 
  private:
+  // The weight (and bias) in `t`, converted once per change of the weight.
+  const at::Tensor& WeightIn(at::ScalarType t) const;
+  const at::Tensor& BiasIn(at::ScalarType t) const;
+
   LinearLayerInfo info_;
   at::Tensor weight_;
   at::Tensor bias_;
   std::vector<LinearHook> input_hooks_;
   std::vector<LinearHook> output_hooks_;
   std::shared_ptr<const LinearKernel> kernel_;
+  // WeightIn's copies and what they were made from (the tensor and its
+  // version counter: algorithms assign new weights or change them in place).
+  mutable at::Tensor weight_copy_, weight_copy_source_;
+  mutable int64_t weight_copy_version_ = -1;
+  mutable at::Tensor bias_copy_, bias_copy_source_;
+  mutable int64_t bias_copy_version_ = -1;
 };
 
 }  // namespace quantd::models

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "worker/models/matmul_dtype.h"
+
 namespace quantd::models {
 
 std::vector<double> RopeInverseFrequencies(const ModelConfig& c) {
@@ -69,7 +71,7 @@ at::Tensor AttendRows(const at::Tensor& q, const at::Tensor& k, const at::Tensor
   at::Tensor qs = q.narrow(3, q0, rows).reshape({b, kvh, g * rows, hd});
   at::Tensor ks = k.narrow(2, 0, q1);
   at::Tensor vs = v.narrow(2, 0, q1);
-  at::Tensor scores = at::matmul(qs, ks.transpose(-1, -2));  // [b, KVH, G*rows, q1]
+  at::Tensor scores = Matmul(qs, ks.transpose(-1, -2));  // [b, KVH, G*rows, q1]
   const bool low_precision =
       scores.scalar_type() != at::kFloat && scores.scalar_type() != at::kDouble;
   if (low_precision) scores = scores.to(at::kFloat);
@@ -83,7 +85,7 @@ at::Tensor AttendRows(const at::Tensor& q, const at::Tensor& k, const at::Tensor
   scores = scores.view({b, kvh, g, rows, q1}).add_(bias).view({b, kvh, g * rows, q1});
   at::Tensor probs = at::softmax(scores, -1);
   if (low_precision) probs = probs.to(v.scalar_type());
-  return at::matmul(probs, vs).view({b, kvh, g, rows, hd});
+  return Matmul(probs, vs).view({b, kvh, g, rows, hd});
 }
 
 }  // namespace

@@ -1,9 +1,11 @@
 #include "worker/pipeline/block_step.h"
 
+#include <optional>
 #include <set>
 #include <utility>
 
 #include "worker/common/torch_compat.h"
+#include "worker/models/matmul_dtype.h"
 #include "worker/pipeline/block_algorithm.h"
 #include "worker/pipeline/job_metrics.h"
 #include "worker/pipeline/weight_quantizer.h"
@@ -15,6 +17,12 @@ using SteadyClock = std::chrono::steady_clock;
 
 double SecondsSince(SteadyClock::time_point start) {
   return std::chrono::duration<double>(SteadyClock::now() - start).count();
+}
+
+// The calibration passes' product dtype, when not the weights' own.
+std::optional<at::ScalarType> CalibrationMatmulDtype(const JobOptions& opt) {
+  if (opt.calibration.compute_dtype == opt.model_options.dtype) return std::nullopt;
+  return opt.calibration.compute_dtype;
 }
 
 }  // namespace
@@ -46,6 +54,7 @@ Status BlockStep::Transform(BlockWork& w) const {
 
 Status BlockStep::FloatForward(BlockWork& w, const at::Tensor& hidden) const {
   if (hidden.defined()) {
+    models::MatmulDtypeScope dtype(CalibrationMatmulDtype(opt_));
     QD_ASSIGN_OR_RETURN(w.float_out, w.block->Forward(hidden));
     w.stages.Mark("float forward");
   }
@@ -58,6 +67,7 @@ Status BlockStep::RunAlgorithms(BlockWork& w, const at::Tensor& hidden) const {
   BlockReport& br = w.report;
   BlockAlgorithmContext ctx{model_, *block, hidden, opt_.planner, obs_, {}, {}, {}, &w.stages};
   const auto algorithms_start = SteadyClock::now();
+  models::MatmulDtypeScope dtype(CalibrationMatmulDtype(opt_));
   for (const auto& algo : opt_.block_algorithms) {
     if (obs_.CancelRequested()) return JobCancelled();
     Status s = algo->Apply(ctx);
@@ -114,6 +124,7 @@ Status BlockStep::RoundWeights(BlockWork& w) const {
 Status BlockStep::QuantizedForward(BlockWork& w, at::Tensor& hidden) const {
   if (!hidden.defined()) return OkStatus();
   models::DecoderBlock& block = *w.block;
+  models::MatmulDtypeScope dtype(CalibrationMatmulDtype(opt_));
   if (opt_.model_transform) QD_RETURN_IF_ERROR(opt_.model_transform->InstallOnline(block));
   // The block's static activation quantizers (inputs, outputs, KV cache),
   // calibrated on the quantized path, and what each layer observed.

@@ -39,6 +39,11 @@ struct CalibrationOptions {
   // Block i+1 sees the float outputs of block i instead of the quantized
   // ones (the reference's default is the quantized outputs).
   bool on_float_outputs = false;
+  // The dtype of the matrix products of every calibration forward pass
+  // (float, quantized, and the algorithms' own; models::MatmulDtypeScope).
+  // Float32 is the reference numerics bit for bit; bfloat16 is how a bf16
+  // checkpoint computes, several times faster on a GPU.
+  at::ScalarType compute_dtype = at::kFloat;
 };
 
 struct EvaluationOptions {

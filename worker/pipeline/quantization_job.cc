@@ -415,6 +415,11 @@ class QuantizationJob {
     const ActivationPlacement place =
         PlaceActivations(opt_.activation_offload, bytes, device, QueryDeviceMemory(device));
     Log(LogLevel::kInfo, "calibration " + place.reason);
+    if (opt_.calibration.compute_dtype != opt_.model_options.dtype && device.is_cpu()) {
+      Log(LogLevel::kWarning,
+          "calibration in bfloat16 on the CPU: most CPUs have no bfloat16 matrix units, so "
+          "these passes are slower than float32 here; the option pays on a GPU");
+    }
     if (place.on_host) return ToHost(hidden);
     return hidden.device() == device ? hidden : hidden.to(device);
   }

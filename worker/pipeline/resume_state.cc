@@ -77,7 +77,9 @@ std::string ResumeFingerprint(const JobOptions& o) {
     << o.calibration.dataset_path << "|" << o.calibration.text_field << "|"
     << o.calibration.num_samples << "|" << o.calibration.seq_len << "|"
     << static_cast<int>(o.calibration.sampling) << "|" << o.calibration.seed << "|"
-    << o.calibration.on_float_outputs << "\n"
+    << o.calibration.on_float_outputs
+    // Only when not the default, so that earlier jobs' fingerprints hold.
+    << (o.calibration.compute_dtype == at::kFloat ? "" : "|bf16") << "\n"
     << o.evaluation.dataset_path << "|" << o.evaluation.n_ctx << "|" << o.evaluation.metric_windows
     << "\n"
     << (o.kv_cache ? quant::DescribeSpec(*o.kv_cache) : "") << "|" << o.min_kv_scale << "\n";

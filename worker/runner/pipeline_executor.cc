@@ -116,6 +116,7 @@ StatusOr<pipeline::JobOptions> PipelineExecutor::BuildOptions(
   if (cal.sampling) o.calibration.sampling = *cal.sampling;  // unset: the engine's default
   o.calibration.seed = cal.seed;
   o.calibration.on_float_outputs = cal.on_float_outputs;
+  if (cal.bfloat16_compute) o.calibration.compute_dtype = at::kBFloat16;
 
   const job_spec::EvaluationSettings& ev = resolved.evaluation;
   o.evaluation.enabled = ev.enabled();

@@ -59,6 +59,9 @@ export interface JobSpec {
     sampling?: "SAMPLING_MODE_UNSPECIFIED" | "CONCAT" | "RANDOM_WINDOWS";
     // Seed of RANDOM_WINDOWS; default 0.
     seed?: number;
+    // The calibration passes' matrix products: float32 (the default, the
+    // reference numerics) or bfloat16 (faster on GPUs; docs/algorithms.md).
+    computeDtype?: "COMPUTE_DTYPE_UNSPECIFIED" | "COMPUTE_FLOAT32" | "COMPUTE_BFLOAT16";
   };
   evaluation?: {
     datasetUri?: string;
