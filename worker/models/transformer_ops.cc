@@ -100,13 +100,14 @@ at::Tensor CausalSelfAttention(const at::Tensor& q, const at::Tensor& k, const a
   if (b * h * t * t <= budget) {
     return AttendRows(q5, k, v, 0, t, o).reshape({b, h, t, hd});
   }
-  // Per sample and per tile of query rows: each tile stays small enough to
-  // be reused from the allocator's free lists and caches (fresh large
-  // allocations cost more in page faults than the arithmetic), and a tile
-  // only reads the keys up to its last row, skipping most of the masked
-  // upper triangle.
-  constexpr int64_t kMaxTileRows = 64;
-  const int64_t rows = std::clamp<int64_t>(budget / std::max<int64_t>(1, h * t), 1, kMaxTileRows);
+  // Per sample and per tile of query rows: a tile only reads the keys up to
+  // its last row, skipping most of the masked upper triangle. On the CPU
+  // each tile stays small enough to be reused from the allocator's free
+  // lists and caches (fresh large allocations cost more in page faults than
+  // the arithmetic); on a GPU a tile's dozen kernel launches cost more than
+  // its arithmetic, so tiles there are as large as the budget allows.
+  const int64_t max_rows = q.is_cpu() ? 64 : t;
+  const int64_t rows = std::clamp<int64_t>(budget / std::max<int64_t>(1, h * t), 1, max_rows);
   std::vector<at::Tensor> samples;
   samples.reserve(b);
   for (int64_t i = 0; i < b; ++i) {
