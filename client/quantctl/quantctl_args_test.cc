@@ -61,6 +61,7 @@ TEST(QuantctlArgsTest, TakesItsOwnFlagsAndEveryJobFlag) {
                                                          "calib-seq-len",
                                                          "calib-sampling",
                                                          "calib-seed",
+                                                         "calib-dtype",
                                                          "eval",
                                                          "n-ctx",
                                                          "eval-windows",

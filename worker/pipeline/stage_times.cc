@@ -18,8 +18,8 @@ StageTimes::StageTimes(c10::Device device)
     : device_(device), last_(std::chrono::steady_clock::now()) {}
 
 std::vector<std::pair<std::string, double>>::iterator StageTimes::Find(const std::string& stage) {
-  auto it = std::find_if(stages_.begin(), stages_.end(),
-                         [&](const auto& s) { return s.first == stage; });
+  auto it =
+      std::find_if(stages_.begin(), stages_.end(), [&](const auto& s) { return s.first == stage; });
   if (it != stages_.end()) return it;
   stages_.emplace_back(stage, 0.0);
   return stages_.end() - 1;

@@ -21,11 +21,12 @@
 
 // The element helpers must inline into the kernels' loops for those to
 // vectorise; GCC's heuristics otherwise keep some of them out of line. Under
-// nvcc they are also device functions: the CUDA kernels
-// (worker/quant/cuda/) run the very same element code, which is what makes
-// them bit-identical to the CPU ones (built with -fmad=false, as the CPU
-// kernels are with -ffp-contract=off).
-#if defined(__CUDACC__)
+// nvcc (and hipcc) they are also device functions: the GPU kernels
+// (worker/quant/cuda/, worker/algo/cuda/) run the very same element code,
+// which is what makes them bit-identical to the CPU ones (built with
+// -fmad=false, or -ffp-contract=off under HIP, as the CPU kernels are with
+// -ffp-contract=off).
+#if defined(__CUDACC__) || defined(__HIP__)
 #define QD_HOST_DEVICE __host__ __device__
 #define QD_ALWAYS_INLINE __host__ __device__ __forceinline__
 #elif defined(__GNUC__)
@@ -39,7 +40,7 @@
 namespace quantd::quant {
 
 QD_ALWAYS_INLINE uint32_t BitsOf(float f) {
-#if defined(__CUDA_ARCH__)
+#if defined(__CUDA_ARCH__) || defined(__HIP_DEVICE_COMPILE__)
   return __float_as_uint(f);
 #else
   uint32_t u;
@@ -49,7 +50,7 @@ QD_ALWAYS_INLINE uint32_t BitsOf(float f) {
 }
 
 QD_ALWAYS_INLINE float FloatOf(uint32_t u) {
-#if defined(__CUDA_ARCH__)
+#if defined(__CUDA_ARCH__) || defined(__HIP_DEVICE_COMPILE__)
   return __uint_as_float(u);
 #else
   float f;
@@ -69,14 +70,14 @@ QD_ALWAYS_INLINE T MaxOf(T a, T b) {
   return a < b ? b : a;
 }
 QD_ALWAYS_INLINE float AbsOf(float v) {
-#if defined(__CUDA_ARCH__)
+#if defined(__CUDA_ARCH__) || defined(__HIP_DEVICE_COMPILE__)
   return fabsf(v);
 #else
   return std::fabs(v);
 #endif
 }
 QD_ALWAYS_INLINE float CopySignOf(float magnitude, float sign) {
-#if defined(__CUDA_ARCH__)
+#if defined(__CUDA_ARCH__) || defined(__HIP_DEVICE_COMPILE__)
   return copysignf(magnitude, sign);
 #else
   return std::copysign(magnitude, sign);
@@ -314,7 +315,7 @@ QD_HOST_DEVICE inline int MxScaleExponent(float amax, MxScaleMode mode, int mbit
   bool power_of_two;
   if ((bits >> 23) == 0) {  // subnormal amax
     int e = 0;
-#if defined(__CUDA_ARCH__)
+#if defined(__CUDA_ARCH__) || defined(__HIP_DEVICE_COMPILE__)
     power_of_two = frexpf(amax, &e) == 0.5f;
 #else
     power_of_two = std::frexp(amax, &e) == 0.5f;

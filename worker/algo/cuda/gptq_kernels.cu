@@ -5,10 +5,8 @@
 // the host loop's (GptqRun::IntegerBlock); built with -fmad=false
 // (CMakeLists.txt), so the codes are those of the per-column tensor-op loop
 // on the same device, bit for bit.
-#include <c10/cuda/CUDAStream.h>
-#include <cuda_runtime.h>
-
 #include "worker/algo/cuda/gptq_kernels.h"
+#include "worker/quant/cuda/gpu_runtime.h"
 #include "worker/quant/element_ops.h"
 
 namespace quantd::algo::cuda {
@@ -78,14 +76,14 @@ __global__ void IntegerBlockKernel(IntegerBlockArgs a) {
 }
 
 template <RoundMethod R, bool kFloatZp>
-void Launch(const IntegerBlockArgs& a, cudaStream_t stream) {
+void Launch(const IntegerBlockArgs& a, gpu::Stream stream) {
   const unsigned blocks = static_cast<unsigned>((a.rows + kRows - 1) / kRows);
   const size_t shared = static_cast<size_t>(a.i2 - a.i1) * kRows * sizeof(float);
   IntegerBlockKernel<R, kFloatZp><<<blocks, kRows, shared, stream>>>(a);
 }
 
 template <bool kFloatZp>
-void LaunchFor(const IntegerBlockArgs& a, cudaStream_t stream) {
+void LaunchFor(const IntegerBlockArgs& a, gpu::Stream stream) {
   switch (a.round) {
     case RoundMethod::kHalfEven:
       Launch<RoundMethod::kHalfEven, kFloatZp>(a, stream);
@@ -104,15 +102,14 @@ void LaunchFor(const IntegerBlockArgs& a, cudaStream_t stream) {
 const char* LaunchIntegerBlock(const IntegerBlockArgs& args, int device_index) {
   if (args.rows == 0 || args.i2 <= args.i1) return nullptr;
   if (args.i2 - args.i1 > kMaxBlockColumns) return "GPTQ block wider than the kernel's tile";
-  const cudaStream_t stream = c10::cuda::getCurrentCUDAStream(device_index).stream();
+  const gpu::Stream stream = gpu::CurrentStream(device_index);
   const bool float_zp = !args.symmetric && args.float_zero_point;
   if (float_zp) {
     LaunchFor<true>(args, stream);
   } else {
     LaunchFor<false>(args, stream);
   }
-  const cudaError_t err = cudaGetLastError();
-  return err == cudaSuccess ? nullptr : cudaGetErrorString(err);
+  return gpu::LastError();
 }
 
 }  // namespace quantd::algo::cuda

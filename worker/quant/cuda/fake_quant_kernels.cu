@@ -3,12 +3,10 @@
 // block (amax, shared exponent and elements in one warp). The element
 // arithmetic is element_ops.h, the code the CPU kernels run; built with
 // -fmad=false (CMakeLists.txt) the results are bit-identical to them.
-#include <c10/cuda/CUDAStream.h>
-#include <cuda_runtime.h>
-
 #include <type_traits>
 
 #include "worker/quant/cuda/fake_quant_kernels.h"
+#include "worker/quant/cuda/gpu_runtime.h"
 #include "worker/quant/element_ops.h"
 
 namespace quantd::quant::cuda {
@@ -126,7 +124,7 @@ __global__ void MxKernel(const typename Io::T* __restrict__ x, typename Io::T* _
       // Non-negative floats order as their bits: an integer max.
       uint32_t m = BitsOf(element::FiniteAbs(v));
 #pragma unroll
-      for (int off = 16; off > 0; off >>= 1) m = MaxOf(m, __shfl_xor_sync(0xffffffffu, m, off));
+      for (int off = 16; off > 0; off >>= 1) m = MaxOf(m, QD_SHFL_XOR(m, off));
       scale = BlockScale(m, a);
       if (lane == 0) a.scale_out[b] = scale;
     }
@@ -169,7 +167,7 @@ __global__ void MxKernelVec4(const typename Io::T* __restrict__ x, typename Io::
 #pragma unroll
       for (int j = 0; j < 4; ++j) m = MaxOf(m, BitsOf(element::FiniteAbs(v[j])));
 #pragma unroll
-      for (int off = 4; off > 0; off >>= 1) m = MaxOf(m, __shfl_xor_sync(0xffffffffu, m, off));
+      for (int off = 4; off > 0; off >>= 1) m = MaxOf(m, QD_SHFL_XOR(m, off));
       scale = BlockScale(m, a);
       if (live && (lane & 7u) == 0) a.scale_out[block] = scale;
     }
@@ -205,7 +203,7 @@ int VectorSlotStep(const SlotShape& s) {
 }
 
 template <class Io, class Op>
-void LaunchScaledTyped(const ScaledArgs& a, const Op& op, cudaStream_t stream) {
+void LaunchScaledTyped(const ScaledArgs& a, const Op& op, gpu::Stream stream) {
   using T = typename Io::T;
   const T* x = static_cast<const T*>(a.x);
   T* y = static_cast<T*>(a.y);
@@ -222,7 +220,7 @@ void LaunchScaledTyped(const ScaledArgs& a, const Op& op, cudaStream_t stream) {
 }
 
 template <class Io>
-void LaunchScaledOp(const ScaledArgs& a, cudaStream_t stream) {
+void LaunchScaledOp(const ScaledArgs& a, gpu::Stream stream) {
   if (a.fp8) {
     LaunchScaledTyped<Io>(a, Fp8FakeQuantOp{a.format}, stream);
     return;
@@ -266,23 +264,18 @@ void WithStorage(Storage s, const Fn& fn) {
   }
 }
 
-const char* LastError() {
-  const cudaError_t err = cudaGetLastError();
-  return err == cudaSuccess ? nullptr : cudaGetErrorString(err);
-}
-
 }  // namespace
 
 const char* LaunchScaled(const ScaledArgs& args, int device_index) {
   if (args.shape.numel == 0) return nullptr;
-  const cudaStream_t stream = c10::cuda::getCurrentCUDAStream(device_index).stream();
+  const gpu::Stream stream = gpu::CurrentStream(device_index);
   WithStorage(args.storage, [&](auto io) { LaunchScaledOp<decltype(io)>(args, stream); });
-  return LastError();
+  return gpu::LastError();
 }
 
 const char* LaunchMx(const MxArgs& args, int device_index) {
   if (args.rows == 0 || args.n == 0) return nullptr;
-  const cudaStream_t stream = c10::cuda::getCurrentCUDAStream(device_index).stream();
+  const gpu::Stream stream = gpu::CurrentStream(device_index);
   const uint32_t blocks_per_row = (args.n + 31u) / 32u;
   const uint32_t num_blocks = args.rows * blocks_per_row;
   WithStorage(args.storage, [&](auto io) {
@@ -300,7 +293,7 @@ const char* LaunchMx(const MxArgs& args, int device_index) {
           x, y, args, num_blocks, blocks_per_row);
     }
   });
-  return LastError();
+  return gpu::LastError();
 }
 
 }  // namespace quantd::quant::cuda
