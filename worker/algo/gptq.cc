@@ -12,8 +12,8 @@
 #include <vector>
 
 #include "worker/algo/block_hooks.h"
-#include "worker/pipeline/stage_times.h"
 #include "worker/common/cancellation.h"
+#include "worker/pipeline/stage_times.h"
 #include "worker/quant/fake_quant.h"
 #include "worker/quant/int_quant.h"
 
@@ -309,15 +309,30 @@ class GptqRun {
     float* e = err.data_ptr<float>();
     for (int64_t i1 = 0; i1 < cols; i1 += bs) {
       if (StopRequested()) return StoppedAt(i1);
-      const int64_t i2 = std::min(i1 + bs, cols), count = i2 - i1;
+      const int64_t i2 = std::min(i1 + bs, cols);
       IntegerBlock(w, q, e, hi, i1, i2, row_loss);
-      if (i2 < cols) {
-        wt.narrow(0, i2, cols - i2)
-            .addmm_(hinv.narrow(0, i1, count).narrow(1, i2, cols - i2).t(), err.narrow(0, 0, count),
-                    /*beta=*/1, /*alpha=*/-1);
-      }
+      LazyUpdate(wt, hinv, err, i1, i2);
     }
     return OkStatus();
+  }
+
+  // The lazy batch update after the block of columns [i1, i2): every later
+  // column takes the block's scaled errors times its rows of the inverse.
+  void LazyUpdate(at::Tensor& wt, const at::Tensor& hinv, const at::Tensor& err, int64_t i1,
+                  int64_t i2) const {
+    if (i2 >= cols_) return;
+    wt.narrow(0, i2, cols_ - i2)
+        .addmm_(hinv.narrow(0, i1, i2 - i1).narrow(1, i2, cols_ - i2).t(),
+                err.narrow(0, 0, i2 - i1),
+                /*beta=*/1, /*alpha=*/-1);
+  }
+
+  // A device loop's parameters and loss, back in table_ and row_loss.
+  void TakeBack(const at::Tensor& scale_tab, const at::Tensor& zp_tab, const at::Tensor& loss,
+                std::vector<double>& row_loss) {
+    CopyToHost(scale_tab, table_.scale);
+    if (zp_tab.defined()) CopyToHost(zp_tab, table_.zero_point);
+    CopyToHost(loss, row_loss);
   }
 
   // A large layer's column loop takes long on a CPU: a job's cancel or lost
@@ -411,7 +426,7 @@ class GptqRun {
     const at::Tensor diag_sq = diag.to(at::kDouble).square();
     for (int64_t i1 = 0; i1 < cols; i1 += bs) {
       if (StopRequested()) return StoppedAt(i1);
-      const int64_t i2 = std::min(i1 + bs, cols), count = i2 - i1;
+      const int64_t i2 = std::min(i1 + bs, cols);
       for (int64_t p = i1; p < i2; ++p) {
         const int64_t g = GroupOf(p);
         if (FitsHere(p)) {
@@ -450,15 +465,9 @@ class GptqRun {
               .sub_(hinv[p].narrow(0, p + 1, i2 - p - 1).unsqueeze(1) * ep.unsqueeze(0));
         }
       }
-      if (i2 < cols) {
-        wt.narrow(0, i2, cols - i2)
-            .addmm_(hinv.narrow(0, i1, count).narrow(1, i2, cols - i2).t(), err.narrow(0, 0, count),
-                    /*beta=*/1, /*alpha=*/-1);
-      }
+      LazyUpdate(wt, hinv, err, i1, i2);
     }
-    CopyToHost(scale_tab, table_.scale);
-    if (zp_tab.defined()) CopyToHost(zp_tab, table_.zero_point);
-    CopyToHost(loss, row_loss);
+    TakeBack(scale_tab, zp_tab, loss, row_loss);
     return qt;
   }
 
@@ -504,21 +513,15 @@ class GptqRun {
     a.round = spec_.round_method;
     for (int64_t i1 = 0; i1 < cols; i1 += bs) {
       if (StopRequested()) return StoppedAt(i1);
-      const int64_t i2 = std::min(i1 + bs, cols), count = i2 - i1;
+      const int64_t i2 = std::min(i1 + bs, cols);
       a.i1 = i1;
       a.i2 = i2;
       if (const char* e = cuda::LaunchIntegerBlock(a, wt.get_device())) {
         return InternalError(std::string("GPTQ column kernel: ") + e);
       }
-      if (i2 < cols) {
-        wt.narrow(0, i2, cols - i2)
-            .addmm_(h.narrow(0, i1, count).narrow(1, i2, cols - i2).t(), err.narrow(0, 0, count),
-                    /*beta=*/1, /*alpha=*/-1);
-      }
+      LazyUpdate(wt, h, err, i1, i2);
     }
-    CopyToHost(scale_tab, table_.scale);
-    if (zp_tab.defined()) CopyToHost(zp_tab, table_.zero_point);
-    CopyToHost(loss, row_loss);
+    TakeBack(scale_tab, zp_tab, loss, row_loss);
     return qt;
 #else
     (void)wt, (void)hinv, (void)row_loss;
