@@ -73,6 +73,9 @@
 #                     dtype (comma-separated float32, bfloat16; default
 #                     float32), labelled gptq / gptq-bf16; the offload job
 #                     uses the first
+#   --e2e-activations M  --activation-offload M for the GPTQ and RTN e2e
+#                     jobs (auto, host, device; default auto: host memory
+#                     when they need over half the GPU's free memory)
 #   --e2e-eval-windows N  the RTN e2e job also evaluates perplexity on N
 #                     windows of n_ctx 2048 (default 0: no evaluation)
 #   --deps FILE       unpack tools/gpu_deps_bundle.sh's archive (the Debian
@@ -110,6 +113,7 @@ ONLY_TESTS=""
 ONLY_BENCHES=""
 E2E_CALIB_DTYPES=float32
 E2E_EVAL_WINDOWS=0
+E2E_ACTIVATIONS=auto
 DROP_CACHE=1
 BUDGET=0
 ARCHIVE=""
@@ -135,6 +139,7 @@ while [ $# -gt 0 ]; do
     --only-benches) ONLY_BENCHES="$2"; shift 2 ;;
     --e2e-calib-dtypes) E2E_CALIB_DTYPES="$2"; shift 2 ;;
     --e2e-eval-windows) E2E_EVAL_WINDOWS="$2"; shift 2 ;;
+    --e2e-activations) E2E_ACTIVATIONS="$2"; shift 2 ;;
     --no-drop-cache) DROP_CACHE=0; shift ;;
     --budget-s) BUDGET="$2"; shift 2 ;;
     --log-archive) ARCHIVE="$2"; shift 2 ;;
@@ -143,6 +148,7 @@ while [ $# -gt 0 ]; do
     *) echo "gpu_check.sh: unknown argument $1" >&2; exit 2 ;;
   esac
 done
+case "$E2E_ACTIVATIONS" in auto|host|device) ;; *) echo "gpu_check.sh: --e2e-activations: '$E2E_ACTIVATIONS' is not auto, host or device" >&2; exit 2 ;; esac
 for d in ${E2E_CALIB_DTYPES//,/ }; do
   case "$d" in float32|bfloat16) ;; *) echo "gpu_check.sh: --e2e-calib-dtypes: '$d' is not float32 or bfloat16" >&2; exit 2 ;; esac
 done
@@ -787,7 +793,8 @@ JSON
     read -r -a CALIB_DTYPES <<<"${E2E_CALIB_DTYPES//,/ }"
     if [ "$E2E_GPTQ_SAMPLES" -gt 0 ]; then
       run_e2e "$(gptq_label "${CALIB_DTYPES[0]}")" "$E2E_GPTQ_SAMPLES" "${DISK_ARGS[@]}" -- \
-        --config "$LOG/w4_g128_gptq.json" --calib-dtype "${CALIB_DTYPES[0]}"
+        --config "$LOG/w4_g128_gptq.json" --calib-dtype "${CALIB_DTYPES[0]}" \
+        --activation-offload "$E2E_ACTIVATIONS"
       if [ "$E2E_OFFLOAD" = 1 ]; then
         # ModelOptions::max_tokens_per_chunk: 8192 tokens per sub-batch.
         run_e2e "$(gptq_label "${CALIB_DTYPES[0]}")-offload" "$E2E_GPTQ_SAMPLES" \
@@ -806,11 +813,12 @@ JSON
         EVAL_ARGS=(--eval "$ROOT/tests/data/tinyshakespeare.txt" --n-ctx 2048 --eval-windows "$E2E_EVAL_WINDOWS")
       fi
       run_e2e rtn "$E2E_SAMPLES" "${DISK_ARGS[@]}" -- --scheme w_uint4_per_group_asym --group-size 128 \
-        "${EVAL_ARGS[@]}"
+        --activation-offload "$E2E_ACTIVATIONS" "${EVAL_ARGS[@]}"
     fi
     if [ "$E2E_GPTQ_SAMPLES" -gt 0 ]; then
       for d in "${CALIB_DTYPES[@]:1}"; do
-        run_e2e "$(gptq_label "$d")" "$E2E_GPTQ_SAMPLES" -- --config "$LOG/w4_g128_gptq.json" --calib-dtype "$d"
+        run_e2e "$(gptq_label "$d")" "$E2E_GPTQ_SAMPLES" -- --config "$LOG/w4_g128_gptq.json" \
+          --calib-dtype "$d" --activation-offload "$E2E_ACTIVATIONS"
       done
     fi
     echo
