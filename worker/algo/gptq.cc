@@ -11,7 +11,6 @@
 #include <stdexcept>
 #include <vector>
 
-#include "worker/algo/block_hooks.h"
 #include "worker/common/cancellation.h"
 #include "worker/pipeline/stage_times.h"
 #include "worker/quant/fake_quant.h"
@@ -22,32 +21,6 @@
 #endif
 
 namespace quantd::algo {
-
-HessianAccumulator::HessianAccumulator(int64_t columns)
-    : h_(at::zeros({columns, columns}, at::kFloat)) {}
-
-Status HessianAccumulator::Add(const at::Tensor& x) {
-  const int64_t c = h_.size(0);
-  if (!x.defined() || x.dim() < 1 || x.size(-1) != c) {
-    return InvalidArgumentError("Hessian input must end in dimension " + std::to_string(c));
-  }
-  try {
-    const int64_t b = x.dim() >= 3 ? x.size(0) : 1;
-    if (b == 0 || x.numel() == 0) return OkStatus();
-    // The Hessian lives where the activations do (the GPU on a GPU job).
-    if (n_ == 0 && h_.device() != x.device()) h_ = h_.to(x.device());
-    at::Tensor rows = x.reshape({-1, c}).to(h_.device(), at::kFloat);
-    // The reference's running mean: rescale what is there, then add the new
-    // batch scaled by sqrt(2/n) on both sides.
-    h_.mul_(static_cast<double>(n_) / static_cast<double>(n_ + b));
-    n_ += b;
-    rows = rows * static_cast<float>(std::sqrt(2.0 / static_cast<double>(n_)));
-    h_.addmm_(rows.t(), rows);
-    return OkStatus();
-  } catch (const c10::Error& e) {
-    return InternalError(std::string("Hessian accumulation: ") + e.what_without_backtrace());
-  }
-}
 
 namespace {
 
@@ -605,6 +578,10 @@ StatusOr<GptqResult> QuantizeWeight(const at::Tensor& weight, const at::Tensor& 
 
 }  // namespace
 
+Status CheckGptqWeightSpec(const quant::QuantSpec& spec, int64_t rows, int64_t cols) {
+  return LayoutFor(spec, rows, cols).status();
+}
+
 StatusOr<GptqResult> GptqQuantizeWeight(const at::Tensor& weight, const at::Tensor& hessian,
                                         const quant::QuantSpec& spec, const GptqOptions& options) {
   return QuantizeWeight(weight, hessian, spec, options, /*tensor_ops=*/false);
@@ -615,70 +592,6 @@ StatusOr<GptqResult> GptqQuantizeWeightWithTensorOps(const at::Tensor& weight,
                                                      const quant::QuantSpec& spec,
                                                      const GptqOptions& options) {
   return QuantizeWeight(weight, hessian, spec, options, /*tensor_ops=*/true);
-}
-
-Status GptqAlgorithm::Apply(pipeline::BlockAlgorithmContext& ctx) {
-  models::DecoderBlock& block = ctx.block;
-  for (const models::LinearGroup& group : block.groups()) {
-    // The linears of a group read the same input, so one Hessian serves all.
-    std::vector<std::pair<models::Linear*, quant::QuantSpec>> targets;
-    for (const std::string& name : group.linears) {
-      models::Linear* linear = block.FindLinear(name);
-      if (linear == nullptr) return InternalError("block has no linear " + name);
-      pipeline::LayerPlan plan = ctx.planner(name, linear->info().type);
-      if (!plan.weight) continue;
-      Status ok = LayoutFor(*plan.weight, linear->out_features(), linear->in_features()).status();
-      if (!ok.ok()) return ok.Prepend("layer " + name + ": ");
-      targets.emplace_back(linear, *plan.weight);
-    }
-    if (targets.empty()) continue;
-    if (ctx.observer.CancelRequested()) return CancelledError("cancelled");
-
-    // Each sub-batch's pass stops once the group's input has been seen: the
-    // q/k/v group needs only the input norm, down_proj most of the block.
-    HessianAccumulator acc(targets[0].first->in_features());
-    {
-      ScopedHooks hooks;
-      hooks.ObserveInput(*targets[0].first, [&acc, &ctx](const at::Tensor& x) {
-        if (ctx.stages != nullptr) ctx.stages->Mark("gptq forward");
-        Status s = acc.Add(x);
-        if (ctx.stages != nullptr) ctx.stages->Mark("gptq hessian");
-        if (!s.ok()) throw std::runtime_error(s.message());
-        throw models::DecoderBlock::StopPass();
-      });
-      QD_RETURN_IF_ERROR(block.RunHooks(ctx.inputs));
-      if (ctx.stages != nullptr) ctx.stages->Mark("gptq forward");
-    }
-
-    for (auto& [linear, spec] : targets) {
-      if (ctx.observer.CancelRequested()) return CancelledError("cancelled");
-      at::Tensor float_weight = linear->weight().clone();
-      auto result = GptqQuantizeWeight(float_weight, acc.hessian(), spec, options_);
-      if (!result.ok()) return Status(result.status()).Prepend("layer " + linear->name() + ": ");
-      if (ctx.stages != nullptr) {
-        ctx.stages->Add("gptq factor", result->factor_seconds);
-        ctx.stages->Add("gptq columns", result->loop_seconds);
-        ctx.stages->Mark("gptq other");
-      }
-      if (result->rtn_fallback) {
-        ctx.observer.OnLog(pipeline::LogLevel::kWarning, "GPTQ fell back to round-to-nearest for " +
-                                                             linear->name() + ": " +
-                                                             result->fallback_reason);
-      } else if (result->damp_retries > 0) {
-        char buf[64];
-        std::snprintf(buf, sizeof(buf), "%.3f", result->damp_percent);
-        ctx.observer.OnLog(pipeline::LogLevel::kInfo,
-                           "GPTQ on " + linear->name() + " needed damping " + buf +
-                               " of mean(diag H) for a positive-definite Hessian");
-      }
-      linear->weight() = result->weight;
-      ctx.quantized_weights[linear->name()] = result->qparams;
-      ctx.float_weights[linear->name()] = float_weight;
-      if (result->group_index.defined())
-        ctx.weight_group_index[linear->name()] = result->group_index;
-    }
-  }
-  return OkStatus();
 }
 
 }  // namespace quantd::algo

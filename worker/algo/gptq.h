@@ -106,6 +106,10 @@ StatusOr<GptqResult> GptqQuantizeWeight(const at::Tensor& weight, const at::Tens
                                         const quant::QuantSpec& spec,
                                         const GptqOptions& options = {});
 
+// OK when GptqQuantizeWeight takes a [rows, cols] weight with `spec`;
+// otherwise its INVALID_ARGUMENT or UNIMPLEMENTED, checked before any work.
+Status CheckGptqWeightSpec(const quant::QuantSpec& spec, int64_t rows, int64_t cols);
+
 // GptqQuantizeWeight with the column loop a GPU runs (tensor ops per
 // column) on the Hessian's device, CPU included. On the CPU it gives the same
 // bits as GptqQuantizeWeight, whose integer loop is scalar code there; the
