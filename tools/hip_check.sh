@@ -8,11 +8,13 @@
 #
 #   tools/hip_check.sh [--arch gfx90a,gfx940,gfx908]
 #
-# A ROCm LibTorch provides c10/hip/HIPStream.h; this check compiles against
-# a stand-in declaring the one function the kernels call
-# (c10::hip::getCurrentHIPStream). Flags as for nvcc: -O3, and
-# -ffp-contract=off where nvcc has -fmad=false (no fused multiply-add, so
-# the element arithmetic rounds as the CPU kernels do).
+# A ROCm LibTorch provides c10/hip/HIPStream.h; without one, the check
+# writes a header that declares the one function the kernels call
+# (c10::hip::getCurrentHIPStream) and compiles against that: the kernels'
+# device code, the part under test, does not depend on it.
+# Flags as for nvcc: -O3, and -ffp-contract=off where nvcc has -fmad=false
+# (no fused multiply-add, so the element arithmetic rounds as the CPU
+# kernels do).
 # Exit status: 0 when every file built for every target.
 set -u -o pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -20,7 +22,7 @@ ARCHS="gfx90a,gfx940,gfx908"
 while [ $# -gt 0 ]; do
   case "$1" in
     --arch) ARCHS="$2"; shift 2 ;;
-    -h|--help) sed -n '2,16p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,18p' "$0"; exit 0 ;;
     *) echo "hip_check.sh: unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -28,7 +30,7 @@ command -v hipcc >/dev/null || { echo "hip_check.sh: no hipcc (apt-get install h
 WORK="$(mktemp -d)"
 trap 'rm -rf "$WORK"' EXIT
 mkdir -p "$WORK/include/c10/hip"
-cat >"$WORK/include/c10/hip/HIPStream.h" <<'STUB'
+cat >"$WORK/include/c10/hip/HIPStream.h" <<'HEADER'
 #pragma once
 #include <hip/hip_runtime.h>
 namespace c10::hip {
@@ -37,7 +39,7 @@ struct HIPStream {
 };
 HIPStream getCurrentHIPStream(int device_index);
 }  // namespace c10::hip
-STUB
+HEADER
 echo "hipcc: $(hipcc --version 2>/dev/null | grep -m1 -i 'version')"
 FAILED=0
 for src in "$ROOT"/worker/quant/cuda/*.cu "$ROOT"/worker/algo/cuda/*.cu; do

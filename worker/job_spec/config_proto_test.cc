@@ -9,6 +9,7 @@
 #include "gtest/gtest.h"
 #include "worker/config/presets.h"
 #include "worker/config/quark_json.h"
+#include "worker/job_spec/testing/five_mistakes.h"
 
 namespace quantd::config {
 namespace {
@@ -162,26 +163,7 @@ TEST(ResolveSettingsTest, StructuredConfigAndQuarkJsonSources) {
 }
 
 TEST(ResolveSettingsTest, FiveMistakesGiveFiveViolations) {
-  auto s = Text<pb::QuantizationSettings>(R"pb(
-    config {
-      global_quant_config {
-        weight { qscheme: PER_CHANNEL }
-        input_tensors { dtype: INT8 qscheme: PER_GROUP group_size: 32 }
-      }
-      layer_type_quant_config {
-        layer_type: "Linaer"
-        config { weight { dtype: INT8 } }
-      }
-      layer_quant_config {
-        pattern: "*down_proj"
-        config { weight { dtype: MXFP4 symmetric: false } }
-      }
-      layer_quant_config {
-        pattern: "*up_proj"
-        config { weight { dtype: INT4 qscheme: PER_GROUP group_size: -16 } }
-      }
-    }
-  )pb");
+  auto s = Text<pb::QuantizationSettings>(job_spec::testing::kFiveMistakesSettings);
   auto c = ResolveQuantizationSettings(s);
   ASSERT_FALSE(c.ok());
   EXPECT_EQ(c.status().code(), StatusCode::kInvalidArgument);

@@ -1,5 +1,3 @@
-#include "worker/job_spec/resolve_job.h"
-
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -7,6 +5,8 @@
 
 #include "google/protobuf/text_format.h"
 #include "gtest/gtest.h"
+#include "worker/job_spec/resolve_job.h"
+#include "worker/job_spec/testing/five_mistakes.h"
 
 namespace quantd::job_spec {
 namespace {
@@ -86,7 +86,8 @@ TEST(JobSpecCheckTest, ExportFormatsAreCheckedAgainstTheConfig) {
   spec.mutable_quantization()->set_scheme("w_mxfp4");
   Status s = CheckJobSpec(spec);
   ASSERT_EQ(s.code(), StatusCode::kInvalidArgument) << s;
-  EXPECT_EQ(Fields(s), (std::vector<std::string>{"spec.export.formats[2]", "spec.export.formats[3]"}));
+  EXPECT_EQ(Fields(s),
+            (std::vector<std::string>{"spec.export.formats[2]", "spec.export.formats[3]"}));
   EXPECT_NE(s.violations()[0].description.find("global_quant_config"), std::string::npos) << s;
   EXPECT_NE(s.violations()[0].description.find("gguf"), std::string::npos) << s;
 }
@@ -103,7 +104,8 @@ TEST(JobSpecCheckTest, OnlineHadamardRotationIsUnimplementedBecauseNoFormatCarri
   Status s = CheckJobSpec(spec);
   EXPECT_EQ(s.code(), StatusCode::kUnimplemented) << s;
   EXPECT_NE(s.message().find("spec.quantization.algorithms[0]"), std::string::npos) << s;
-  spec.mutable_quantization()->mutable_algorithms(0)->mutable_rotation()->set_online_hadamard(false);
+  spec.mutable_quantization()->mutable_algorithms(0)->mutable_rotation()->set_online_hadamard(
+      false);
   EXPECT_TRUE(CheckJobSpec(spec).ok()) << CheckJobSpec(spec);
 }
 
@@ -179,29 +181,8 @@ TEST(JobSpecCheckTest, ReferenceJsonForFp8WeightsActivationsAndKvCacheIsAccepted
 }
 
 TEST(JobSpecCheckTest, FiveConfigMistakesGiveFiveViolations) {
-  auto spec = Parse(R"pb(
-    model_uri: "file:///m"
-    quantization {
-      config {
-        global_quant_config {
-          weight { qscheme: PER_CHANNEL }
-          input_tensors { dtype: INT8 qscheme: PER_GROUP group_size: 32 }
-        }
-        layer_type_quant_config {
-          layer_type: "Linaer"
-          config { weight { dtype: INT8 } }
-        }
-        layer_quant_config {
-          pattern: "*down_proj"
-          config { weight { dtype: MXFP4 symmetric: false } }
-        }
-        layer_quant_config {
-          pattern: "*up_proj"
-          config { weight { dtype: INT4 qscheme: PER_GROUP group_size: -16 } }
-        }
-      }
-    }
-  )pb");
+  auto spec = Parse(std::string(R"pb(model_uri: "file:///m" quantization {)pb") +
+                    testing::kFiveMistakesSettings + "}");
   Status s = CheckJobSpec(spec);
   ASSERT_EQ(s.code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(s.reason(), "INVALID_JOB_SPEC");
@@ -282,9 +263,8 @@ TEST(JobSpecCheckTest, EmbeddingQuantizesItsWeightOnlyAndNotIntoHfQuark) {
        ->mutable_config()
        ->mutable_layer_type_quant_config(0)
        ->mutable_config()
-       ->mutable_input_tensors() = ok.quantization().config().layer_type_quant_config(0)
-                                       .config()
-                                       .weight();
+       ->mutable_input_tensors() =
+      ok.quantization().config().layer_type_quant_config(0).config().weight();
   Status s = CheckJobSpec(with_input);
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
   ASSERT_FALSE(s.violations().empty()) << s;
@@ -357,11 +337,10 @@ TEST(JobSpecCheckTest, UrisGoThroughTheOneParser) {
   spec.mutable_export_()->set_output_uri("file:///out#/../victim");
   Status s = CheckJobSpec(spec);
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
-  EXPECT_EQ(Fields(s), (std::vector<std::string>{"spec.model_uri", "spec.calibration.dataset_uri",
-                                                 "spec.evaluation.dataset_uri",
-                                                 "spec.export.output_uri"}));
+  EXPECT_EQ(Fields(s),
+            (std::vector<std::string>{"spec.model_uri", "spec.calibration.dataset_uri",
+                                      "spec.evaluation.dataset_uri", "spec.export.output_uri"}));
 }
-
 
 // ---- hostile input (issue 17): every parser and pattern bounded ----
 
@@ -381,16 +360,15 @@ TEST(JobSpecCheckTest, DeeplyNestedQuarkJsonIsRefusedWithEveryOtherViolation) {
       R"( "unknown": )" +
       Deep(100000) + "}");
   spec.mutable_quantization()->add_exclude("re:(unclosed");
-  spec.mutable_quantization()->add_exclude(
-      "re:" + std::string(100000, '(') + "a" + std::string(100000, ')'));
+  spec.mutable_quantization()->add_exclude("re:" + std::string(100000, '(') + "a" +
+                                           std::string(100000, ')'));
   const Status s = CheckJobSpec(spec);
   ASSERT_EQ(s.code(), StatusCode::kInvalidArgument) << s;
-  EXPECT_EQ(Fields(s), (std::vector<std::string>{
-                           "spec.quantization.quark_json", "spec.quantization.exclude[0]",
-                           "spec.quantization.exclude[1]", "spec.device"}))
+  EXPECT_EQ(Fields(s), (std::vector<std::string>{"spec.quantization.quark_json",
+                                                 "spec.quantization.exclude[0]",
+                                                 "spec.quantization.exclude[1]", "spec.device"}))
       << s;
-  EXPECT_EQ(Description(s, "spec.quantization.quark_json"),
-            "nests 100001 levels deep; at most 64");
+  EXPECT_EQ(Description(s, "spec.quantization.quark_json"), "nests 100001 levels deep; at most 64");
   EXPECT_NE(Description(s, "spec.quantization.exclude[0]")
                 .find("is not a valid regular expression (RE2: missing ): (unclosed)"),
             std::string::npos)
@@ -430,14 +408,16 @@ TEST(JobSpecCheckTest, BacktrackingExcludeRegexIsLinearOnRe2) {
 }
 
 TEST(JobSpecCheckTest, DeeplyNestedRegexWithinTheLengthCapCompiles) {
-  auto spec = Parse(R"pb(model_uri: "file:///m" quantization { scheme: "w_int8_per_tensor_sym" })pb");
+  auto spec = Parse(R"pb(model_uri: "file:///m"
+                         quantization { scheme: "w_int8_per_tensor_sym" })pb");
   spec.mutable_quantization()->add_exclude("re:" + std::string(500, '(') + "lm_head" +
                                            std::string(500, ')'));
   EXPECT_TRUE(CheckJobSpec(spec).ok()) << CheckJobSpec(spec);
 }
 
 TEST(JobSpecCheckTest, PatternCountAndLengthAreCapped) {
-  auto spec = Parse(R"pb(model_uri: "file:///m" quantization { scheme: "w_int8_per_tensor_sym" })pb");
+  auto spec = Parse(R"pb(model_uri: "file:///m"
+                         quantization { scheme: "w_int8_per_tensor_sym" })pb");
   // The preset's own exclude (lm_head) counts too.
   for (int i = 0; i < 1000; ++i) spec.mutable_quantization()->add_exclude("*x" + std::to_string(i));
   Status s = CheckJobSpec(spec);
@@ -456,8 +436,7 @@ TEST(JobSpecCheckTest, PatternCountAndLengthAreCapped) {
 TEST(JobSpecCheckTest, ValidationStopsAtItsBudget) {
   // 4096 blocks (28 672 linear layers) against 1000 globs (the preset's
   // lm_head and 999 slow ones): far more than 1 ms of work on any machine.
-  const std::filesystem::path dir =
-      std::filesystem::path(::testing::TempDir()) / "budget_model";
+  const std::filesystem::path dir = std::filesystem::path(::testing::TempDir()) / "budget_model";
   std::filesystem::create_directories(dir);
   std::ifstream in("models/stories260K/config.json");
   std::stringstream text;
@@ -467,7 +446,8 @@ TEST(JobSpecCheckTest, ValidationStopsAtItsBudget) {
   config.replace(config.find(layers), layers.size(), "\"num_hidden_layers\": 4096");
   std::ofstream(dir / "config.json") << config;
 
-  auto spec = Parse(R"pb(quantization { scheme: "w_int8_per_tensor_sym" } device: "tpu")pb");
+  auto spec = Parse(R"pb(quantization { scheme: "w_int8_per_tensor_sym" }
+                         device: "tpu")pb");
   spec.set_model_uri("file://" + dir.string());
   std::string slow;
   for (int i = 0; i < 60; ++i) slow += "*.";
@@ -553,10 +533,10 @@ TEST(JobSpecCheckTest, QuarkOnlineAndKeysWithoutEffectBecomeWarnings) {
   std::vector<std::string> keys;
   for (const std::string& w : warnings) keys.push_back(w.substr(0, w.find(": ")));
   const std::string q = "spec.quantization.quark_json.";
-  EXPECT_EQ(keys, (std::vector<std::string>{q + "quant_method",
-                                            q + "global_quant_config.weight.block_size",
-                                            q + "softmax_quant_spec", q + "kv_cache_post_rope",
-                                            q + "export.max_input_numel"}));
+  EXPECT_EQ(keys,
+            (std::vector<std::string>{
+                q + "quant_method", q + "global_quant_config.weight.block_size",
+                q + "softmax_quant_spec", q + "kv_cache_post_rope", q + "export.max_input_numel"}));
   EXPECT_NE(warnings[0].find("'quark_online' is read as 'quark'"), std::string::npos);
   EXPECT_NE(warnings[1].find("takes no effect"), std::string::npos);
 }
@@ -585,8 +565,9 @@ TEST(JobSpecCheckTest, AwqScalingLayersAreCheckedAgainstTheModel) {
                  "inp": "self_attn.o_proj"})"));
   Status s = CheckJobSpec(spec);
   ASSERT_EQ(s.code(), StatusCode::kInvalidArgument) << s;
-  EXPECT_EQ(Fields(s), std::vector<std::string>{
-                           "spec.quantization.quark_json.algo_config[0].scaling_layers[0].prev_op"});
+  EXPECT_EQ(Fields(s),
+            std::vector<std::string>{
+                "spec.quantization.quark_json.algo_config[0].scaling_layers[0].prev_op"});
   EXPECT_NE(s.violations()[0].description.find("grouped-query attention"), std::string::npos);
 }
 
@@ -603,12 +584,12 @@ TEST(JobSpecCheckTest, GgufFloatTypeNeedsAGgufExport) {
     model_uri: "file:///models/stories260K"
     quantization { scheme: "w_int8_per_channel_sym" }
   )pb";
-  EXPECT_TRUE(CheckJobSpec(Parse(base + "export { formats: GGUF gguf_float_type: GGUF_BF16 }")).ok());
+  EXPECT_TRUE(
+      CheckJobSpec(Parse(base + "export { formats: GGUF gguf_float_type: GGUF_BF16 }")).ok());
   Status s = CheckJobSpec(Parse(base + "export { formats: HF_QUARK gguf_float_type: GGUF_F16 }"));
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
   ASSERT_EQ(Fields(s), std::vector<std::string>{"spec.export.gguf_float_type"});
-  EXPECT_EQ(s.violations()[0].description,
-            "applies to the GGUF export only; formats has no GGUF");
+  EXPECT_EQ(s.violations()[0].description, "applies to the GGUF export only; formats has no GGUF");
   auto spec = Parse(base + "export { formats: GGUF }");
   spec.mutable_export_()->set_gguf_float_type(static_cast<quantd::v1::GgufFloatType>(9));
   s = CheckJobSpec(spec);
@@ -617,9 +598,10 @@ TEST(JobSpecCheckTest, GgufFloatTypeNeedsAGgufExport) {
 }
 
 TEST(JobSpecCheckTest, UnknownCalibrationSamplingIsNamed) {
-  auto spec = Parse(R"pb(model_uri: "file:///m"
-                         quantization { scheme: "w_int8_per_channel_sym" }
-                         calibration { dataset_uri: "file:///data/c.txt" sampling: RANDOM_WINDOWS })pb");
+  auto spec =
+      Parse(R"pb(model_uri: "file:///m"
+                 quantization { scheme: "w_int8_per_channel_sym" }
+                 calibration { dataset_uri: "file:///data/c.txt" sampling: RANDOM_WINDOWS })pb");
   EXPECT_TRUE(CheckJobSpec(spec).ok()) << CheckJobSpec(spec);
   // An enum value a newer client may send (proto3 JSON accepts numbers).
   spec.mutable_calibration()->set_sampling(static_cast<quantd::v1::SamplingMode>(7));
@@ -635,9 +617,10 @@ TEST(JobSpecCheckTest, UnknownCalibrationSamplingIsNamed) {
 }
 
 TEST(JobSpecCheckTest, UnknownCalibrationComputeDtypeIsNamedWithTheOtherMistakes) {
-  auto spec = Parse(R"pb(model_uri: "file:///m"
-                         quantization { scheme: "w_int8_per_channel_sym" }
-                         calibration { dataset_uri: "file:///data/c.txt" compute_dtype: COMPUTE_BFLOAT16 })pb");
+  auto spec = Parse(
+      R"pb(model_uri: "file:///m"
+           quantization { scheme: "w_int8_per_channel_sym" }
+           calibration { dataset_uri: "file:///data/c.txt" compute_dtype: COMPUTE_BFLOAT16 })pb");
   EXPECT_TRUE(CheckJobSpec(spec).ok()) << CheckJobSpec(spec);
   spec.mutable_calibration()->set_compute_dtype(static_cast<quantd::v1::ComputeDtype>(5));
   spec.mutable_calibration()->set_num_samples(0);

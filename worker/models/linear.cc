@@ -3,29 +3,15 @@
 #include "worker/models/matmul_dtype.h"
 
 namespace quantd::models {
-namespace {
 
-// `source` in dtype t, reusing `copy` while source is the same tensor at the
-// same version.
-const at::Tensor& CopyIn(const at::Tensor& source, at::ScalarType t, at::Tensor& copy,
-                         at::Tensor& copy_source, int64_t& copy_version) {
-  if (!copy.defined() || copy.scalar_type() != t || !copy_source.is_same(source) ||
-      copy_version != source._version()) {
-    copy = source.to(t);
-    copy_source = source;
-    copy_version = source._version();
+const at::Tensor& Linear::DtypeCopy::Of(const at::Tensor& from, at::ScalarType t) {
+  if (!copy.defined() || copy.scalar_type() != t || !source.is_same(from) ||
+      version != from._version()) {
+    copy = from.to(t);
+    source = from;
+    version = from._version();
   }
   return copy;
-}
-
-}  // namespace
-
-const at::Tensor& Linear::WeightIn(at::ScalarType t) const {
-  return CopyIn(weight_, t, weight_copy_, weight_copy_source_, weight_copy_version_);
-}
-
-const at::Tensor& Linear::BiasIn(at::ScalarType t) const {
-  return CopyIn(bias_, t, bias_copy_, bias_copy_source_, bias_copy_version_);
 }
 
 Linear::Linear(LinearLayerInfo info, at::Tensor weight, at::Tensor bias)
@@ -40,8 +26,8 @@ at::Tensor Linear::Forward(const at::Tensor& x) const {
     out = kernel_->Forward(*this, in);
   } else if (t && *t != in.scalar_type()) {
     const at::Tensor x_t = in.to(*t);
-    out = (bias_.defined() ? at::linear(x_t, WeightIn(*t), BiasIn(*t))
-                           : at::linear(x_t, WeightIn(*t)))
+    const at::Tensor& w = weight_copy_.Of(weight_, *t);
+    out = (bias_.defined() ? at::linear(x_t, w, bias_copy_.Of(bias_, *t)) : at::linear(x_t, w))
               .to(in.scalar_type());
   } else {
     out = bias_.defined() ? at::linear(in, weight_, bias_) : at::linear(in, weight_);

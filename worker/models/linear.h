@@ -70,9 +70,14 @@ class Linear {
   at::Tensor Forward(const at::Tensor& x) const;
 
  private:
-  // The weight (and bias) in `t`, converted once per change of the weight.
-  const at::Tensor& WeightIn(at::ScalarType t) const;
-  const at::Tensor& BiasIn(at::ScalarType t) const;
+  // A tensor converted to another dtype, made again only when the source
+  // changes: another tensor (an algorithm assigned a new weight) or a new
+  // version of it (one changed it in place).
+  struct DtypeCopy {
+    at::Tensor copy, source;
+    int64_t version = -1;
+    const at::Tensor& Of(const at::Tensor& from, at::ScalarType t);
+  };
 
   LinearLayerInfo info_;
   at::Tensor weight_;
@@ -80,12 +85,8 @@ class Linear {
   std::vector<LinearHook> input_hooks_;
   std::vector<LinearHook> output_hooks_;
   std::shared_ptr<const LinearKernel> kernel_;
-  // WeightIn's copies and what they were made from (the tensor and its
-  // version counter: algorithms assign new weights or change them in place).
-  mutable at::Tensor weight_copy_, weight_copy_source_;
-  mutable int64_t weight_copy_version_ = -1;
-  mutable at::Tensor bias_copy_, bias_copy_source_;
-  mutable int64_t bias_copy_version_ = -1;
+  // The weight and bias in MatmulDtype(), for Forward.
+  mutable DtypeCopy weight_copy_, bias_copy_;
 };
 
 }  // namespace quantd::models

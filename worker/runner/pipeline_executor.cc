@@ -155,14 +155,7 @@ StatusOr<pipeline::JobOptions> PipelineExecutor::BuildOptions(
   o.export_options.gguf_float_type = ex.gguf_float_type;
   o.scratch_dir = (fs::path(options_.data_dir) / "scratch" / JobId(job.name())).string();
   try {
-    o.model_options.device = at::Device(options_.device);
-    if (!o.model_options.device.is_cpu()) {
-      // One 2048-token sample of 32 heads per attention tile (512 MiB of
-      // float32 scores): the H100 8B run of docs/performance.md cut each
-      // sample into 128 tiles of 16 rows, a dozen launches each, and kept
-      // the GPU busy 29% of the block loop.
-      o.model_options.max_attention_elements = int64_t{1} << 27;
-    }
+    o.model_options = models::ModelOptions::For(at::Device(options_.device));
     o.activation_offload = options_.activation_offload;
   } catch (const c10::Error&) {
     return InvalidArgumentError("worker device '" + options_.device + "' is not a device");
