@@ -506,12 +506,24 @@ std::string WriteQuarkJson(const QuantConfig& config, int indent) {
   return Dump(WrittenJson(config), indent);
 }
 
-std::string WriteQuarkJsonForExport(const QuantConfig& config, const std::string& weight_format,
-                                    int indent) {
+namespace {
+
+Json ExportJson(const QuantConfig& config, const std::string& weight_format) {
   Json j = WrittenJson(config);
   if (!j.contains("export") || !j["export"].is_object()) j["export"] = Json::object();
   j["export"]["weight_format"] = weight_format;
-  return Dump(j, indent);
+  return j;
+}
+
+}  // namespace
+
+std::string WriteQuarkJsonForExport(const QuantConfig& config, const std::string& weight_format,
+                                    int indent) {
+  return Dump(ExportJson(config, weight_format), indent);
+}
+
+nlohmann::json QuarkJsonForExport(const QuantConfig& config, const std::string& weight_format) {
+  return nlohmann::json(ExportJson(config, weight_format));
 }
 
 std::string SpecToQuarkJson(const QuantSpec& spec) { return Dump(quark::SpecJson(spec)); }

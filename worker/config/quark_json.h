@@ -14,6 +14,7 @@
 #ifndef QUANTD_WORKER_CONFIG_QUARK_JSON_H_
 #define QUANTD_WORKER_CONFIG_QUARK_JSON_H_
 
+#include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
 
@@ -38,6 +39,9 @@ std::string WriteQuarkJson(const QuantConfig& config, int indent = 2);
 // it applied: "fake_quantized" for float weights. One line by default.
 std::string WriteQuarkJsonForExport(const QuantConfig& config, const std::string& weight_format,
                                     int indent = -1);
+// The same as a JSON value (keys sorted), for the quantization_config an
+// exporter writes into config.json.
+nlohmann::json QuarkJsonForExport(const QuantConfig& config, const std::string& weight_format);
 
 // One spec in the reference's spelling, as a JSON string (for messages and
 // tests).

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "worker/common/status.h"
+#include "worker/config/quant_config.h"
 #include "worker/export/export_support.h"
 #include "worker/io/tensor_source.h"
 #include "worker/models/model_config.h"
@@ -66,8 +67,9 @@ class QuantizedModel {
   // The exact weight parameters used for `module_name` (GPTQ fits them while
   // it runs, so they cannot be recomputed from the values).
   virtual StatusOr<quant::QParams> WeightQParams(const std::string& module_name) const = 0;
-  // The reference toolkit's JSON of the job's config (quantization_config).
-  virtual const std::string& quant_config_json() const = 0;
+  // The job's resolved config, which HF exports record as the reference
+  // toolkit's quantization_config.
+  virtual const config::QuantConfig& quant_config() const = 0;
 };
 
 // Every quantized layer's specs, for CheckExportSupport.

@@ -31,9 +31,6 @@ ResolvedQuantization ResolveQuantization(const quantd::v1::QuantizationSettings&
                                          config::QuantConfig c) {
   ResolvedQuantization r;
   r.description = config::DescribeSettings(s, c);
-  // The export is fake-quantized (float weights); everything else of the
-  // config, the reference JSON's own keys included, is written as given.
-  r.quark_json = config::WriteQuarkJsonForExport(c, "fake_quantized");
   for (const auto& kv : c.kv_cache_quant_config) {
     if (!kv.config.output_tensors) continue;
     if (!r.kv_cache) {

@@ -23,9 +23,6 @@ namespace quantd::job_spec {
 
 struct ResolvedQuantization {
   pipeline::LayerPlanner planner;
-  // The reference JSON of the config (quantization_config of exports), with
-  // export.weight_format "fake_quantized".
-  std::string quark_json;
   std::string description;
   // The resolved engine config the planner answers from.
   config::QuantConfig config;

@@ -6,6 +6,7 @@
 #include "google/protobuf/text_format.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
+#include "worker/config/quark_json.h"
 
 namespace quantd::job_spec {
 namespace {
@@ -39,7 +40,7 @@ TEST(QuantizationSettingsTest, PresetPlansLinearsAndLeavesLmHeadAndExcludesInFlo
   EXPECT_FALSE(r.planner("model.embed_tokens", "Embedding").quantized());
   EXPECT_FALSE(r.kv_cache.has_value());
   EXPECT_EQ(r.description, "w_uint4_per_group_asym (group 32)");
-  const nlohmann::json j = nlohmann::json::parse(r.quark_json);
+  const nlohmann::json j = config::QuarkJsonForExport(r.config, "fake_quantized");
   EXPECT_EQ(j.at("quant_method"), "quark");
   EXPECT_EQ(j.at("global_quant_config").at("weight").at("dtype"), "uint4");
   EXPECT_EQ(j.at("global_quant_config").at("weight").at("group_size"), 32);
@@ -86,7 +87,7 @@ TEST(QuantizationSettingsTest, ReferenceJsonWithLayerGlobsAndKvCache) {
   EXPECT_EQ(v.output->dtype, DataType::kFp8E4M3);
   ASSERT_TRUE(r->kv_cache.has_value());
   EXPECT_FLOAT_EQ(r->min_kv_scale, 0.001f);
-  const nlohmann::json j = nlohmann::json::parse(r->quark_json);
+  const nlohmann::json j = config::QuarkJsonForExport(r->config, "fake_quantized");
   EXPECT_EQ(j.at("export").at("weight_format"), "fake_quantized");
   EXPECT_EQ(j.at("export").at("kv_cache_group"), nlohmann::json({"*k_proj", "*v_proj"}));
   EXPECT_EQ(j.at("layer_quant_config").at("*down_proj").at("weight").at("dtype"), "fp4");

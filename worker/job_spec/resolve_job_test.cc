@@ -121,11 +121,14 @@ TEST(ResolveJobTest, QuantizationIsTheSettingsResolvedOnceAndWrittenOnce) {
     EXPECT_EQ(job->quantization.description, alone->description) << text;
     EXPECT_EQ(job->quantization.kv_cache, alone->kv_cache) << text;
     EXPECT_EQ(job->quantization.min_kv_scale, alone->min_kv_scale) << text;
-    // Byte for byte what the parse-and-patch round trip wrote, so exports
-    // (and their sha256s) are unchanged.
-    EXPECT_EQ(job->quantization.quark_json, RoundTripQuarkJson(job->quantization.config)) << text;
-    EXPECT_EQ(nlohmann::json::parse(job->quantization.quark_json)["export"]["weight_format"],
-              "fake_quantized");
+    // Byte for byte what the parse-and-patch round trip wrote, so resume
+    // fingerprints are unchanged; exporters take the same value unparsed.
+    const std::string written =
+        config::WriteQuarkJsonForExport(job->quantization.config, "fake_quantized");
+    EXPECT_EQ(written, RoundTripQuarkJson(job->quantization.config)) << text;
+    EXPECT_EQ(config::QuarkJsonForExport(job->quantization.config, "fake_quantized"),
+              nlohmann::json::parse(written))
+        << text;
   }
 }
 
@@ -183,12 +186,14 @@ TEST(ResolveJobTest, NamesThatAreNotUtf8AreWrittenNotThrown) {
   spec.mutable_quantization()->add_exclude(std::string("model.layers.0\xda*"));
   StatusOr<ResolvedJob> job = ResolveJob(spec);
   ASSERT_TRUE(job.ok()) << job.status();
-  const nlohmann::json written = nlohmann::json::parse(job->quantization.quark_json);
+  const std::string text =
+      config::WriteQuarkJsonForExport(job->quantization.config, "fake_quantized");
+  const nlohmann::json written = nlohmann::json::parse(text);
   bool replaced = false;
   for (const auto& e : written.at("exclude")) {
     replaced |= e.get<std::string>() == "model.layers.0\xef\xbf\xbd*";  // U+FFFD
   }
-  EXPECT_TRUE(replaced) << job->quantization.quark_json;
+  EXPECT_TRUE(replaced) << text;
 }
 
 }  // namespace

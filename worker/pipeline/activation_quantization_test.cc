@@ -54,7 +54,6 @@ class ActivationQuantizationTest : public ::testing::Test {
     JobOptions o;
     o.model_dir = "models/stories260K";
     o.planner = std::move(planner);
-    o.quantization_config_json = R"({"quant_method": "quark"})";
     o.quantization_description = name;
     o.calibration.dataset_path = "tests/data/tinyshakespeare.txt";
     o.calibration.num_samples = 8;

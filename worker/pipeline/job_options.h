@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "worker/common/status.h"
+#include "worker/config/quant_config.h"
 #include "worker/eval/perplexity.h"
 #include "worker/export/artifact.h"
 #include "worker/io/dataset/calibration.h"
@@ -88,8 +89,9 @@ struct JobOptions {
   // projections (overriding their output spec), scales unified per block.
   std::optional<quant::QuantSpec> kv_cache;
   float min_kv_scale = 0;
-  // The reference toolkit's JSON of the config, written into exports.
-  std::string quantization_config_json;
+  // The resolved config the planner answers from: exporters write it as the
+  // reference toolkit's quantization_config.
+  config::QuantConfig quant_config;
   // One line for logs, e.g. "w_int4_per_group_sym (group 32)".
   std::string quantization_description;
   CalibrationOptions calibration;

@@ -58,13 +58,13 @@ class AddedTensorSource final : public io::TensorSource {
 PipelineQuantizedModel::PipelineQuantizedModel(
     std::string model_dir, const models::CausalLM& model,
     std::shared_ptr<const io::TensorSource> values, const std::map<std::string, LayerPlan>& plans,
-    std::string quant_config_json, const std::map<std::string, quant::QParams>& static_inputs,
+    config::QuantConfig quant_config, const std::map<std::string, quant::QParams>& static_inputs,
     const std::map<std::string, quant::QParams>& static_outputs)
     : model_dir_(std::move(model_dir)),
       model_(model),
       config_(model.config()),
       values_(std::move(values)),
-      quant_config_json_(std::move(quant_config_json)) {
+      quant_config_(std::move(quant_config)) {
   // Borrowed: the model outlives this view.
   original_ = std::shared_ptr<const io::TensorSource>(&model_.weights(),
                                                       [](const io::TensorSource*) {});

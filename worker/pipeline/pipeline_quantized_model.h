@@ -40,7 +40,7 @@ class PipelineQuantizedModel final : public exporter::QuantizedModel {
   PipelineQuantizedModel(std::string model_dir, const models::CausalLM& model,
                          std::shared_ptr<const io::TensorSource> values,
                          const std::map<std::string, LayerPlan>& plans,
-                         std::string quant_config_json,
+                         config::QuantConfig quant_config,
                          const std::map<std::string, quant::QParams>& static_inputs = {},
                          const std::map<std::string, quant::QParams>& static_outputs = {});
 
@@ -53,7 +53,7 @@ class PipelineQuantizedModel final : public exporter::QuantizedModel {
   const std::vector<exporter::QuantizedLayer>& layers() const override { return layers_; }
   const exporter::QuantizedLayer* FindLayer(const std::string& module_name) const override;
   StatusOr<quant::QParams> WeightQParams(const std::string& module_name) const override;
-  const std::string& quant_config_json() const override { return quant_config_json_; }
+  const config::QuantConfig& quant_config() const override { return quant_config_; }
 
  private:
   std::string model_dir_;
@@ -61,7 +61,7 @@ class PipelineQuantizedModel final : public exporter::QuantizedModel {
   models::ModelConfig config_;
   std::shared_ptr<const io::TensorSource> original_;
   std::shared_ptr<const io::TensorSource> values_;
-  std::string quant_config_json_;
+  config::QuantConfig quant_config_;
   std::vector<exporter::QuantizedLayer> layers_;
   std::map<std::string, size_t> index_;
 };

@@ -56,8 +56,10 @@ TEST(PipelineQuantizedModelTest, ServesScratchValuesPlansAndExactWeightParameter
   std::shared_ptr<const io::TensorSource> values = std::make_shared<io::OverlaySource>(
       std::shared_ptr<const io::TensorSource>(scratch->get(), [](const io::TensorSource*) {}),
       (*model)->shared_weights());
-  PipelineQuantizedModel qm("models/stories260K", **model, values, plans,
-                            "{\"quant_method\":\"quark\"}");
+  config::QuantConfig job_config;
+  job_config.global_quant_config.weight = spec;
+  job_config.exclude = {"lm_head"};
+  PipelineQuantizedModel qm("models/stories260K", **model, values, plans, job_config);
 
   // 5 blocks x 7 linears, lm_head left in float, in model order.
   ASSERT_EQ(qm.layers().size(), 35u);
@@ -66,7 +68,7 @@ TEST(PipelineQuantizedModelTest, ServesScratchValuesPlansAndExactWeightParameter
   ASSERT_NE(qm.FindLayer(kQProj), nullptr);
   EXPECT_EQ(qm.FindLayer(kQProj)->weight->dtype, quant::DataType::kUInt4);
   EXPECT_FALSE(qm.FindLayer(kQProj)->input.has_value());
-  EXPECT_EQ(qm.quant_config_json(), "{\"quant_method\":\"quark\"}");
+  EXPECT_EQ(qm.quant_config(), job_config);
   EXPECT_EQ(qm.config().num_hidden_layers, 5);
 
   // Values: the scratch store's where the job wrote them, else the checkpoint's.

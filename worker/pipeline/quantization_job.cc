@@ -523,7 +523,7 @@ class QuantizationJob {
     // The exporters' view of the result: values from the scratch store over
     // the checkpoint, the exact weight parameters, calibrated activations.
     const auto exported = std::make_unique<PipelineQuantizedModel>(
-        opt_.model_dir, *model_, quantized_weights_, plans_, opt_.quantization_config_json,
+        opt_.model_dir, *model_, quantized_weights_, plans_, opt_.quant_config,
         act_params_.inputs, act_params_.outputs);
     for (size_t i = 0; i < formats.size(); ++i) {
       if (obs_.CancelRequested()) return JobCancelled();

@@ -72,7 +72,6 @@ class QuantizationJobTest : public ::testing::Test {
     JobOptions o;
     o.model_dir = "models/stories260K";
     o.planner = std::move(planner);
-    o.quantization_config_json = R"({"quant_method": "quark"})";
     o.quantization_description = "test";
     o.evaluation.dataset_path = "tests/data/tinystories-sample.txt";
     o.evaluation.n_ctx = 256;

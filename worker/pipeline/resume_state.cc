@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "worker/common/sha256.h"
+#include "worker/config/quark_json.h"
 
 namespace quantd::pipeline {
 
@@ -73,7 +74,7 @@ std::string ResumeFingerprint(const JobOptions& o) {
   s << "v" << kFormatVersion << "\n"
     << (o.model_source.empty() ? o.model_dir : o.model_source) << "\n"
     << o.quantization_description << "\n"
-    << o.quantization_config_json << "\n"
+    << config::WriteQuarkJsonForExport(o.quant_config, "fake_quantized") << "\n"
     << o.calibration.dataset_path << "|" << o.calibration.text_field << "|"
     << o.calibration.num_samples << "|" << o.calibration.seq_len << "|"
     << static_cast<int>(o.calibration.sampling) << "|" << o.calibration.seed << "|"

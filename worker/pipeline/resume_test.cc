@@ -74,7 +74,6 @@ class ResumeTest : public ::testing::Test {
     quant::QuantSpec kv;
     kv.dtype = quant::DataType::kFp8E4M3;
     o.kv_cache = kv;
-    o.quantization_config_json = R"({"quant_method": "quark"})";
     o.quantization_description = "w8a8 static + fp8 kv";
     o.calibration.dataset_path = "tests/data/tinyshakespeare.txt";
     o.calibration.num_samples = 4;

@@ -93,7 +93,7 @@ StatusOr<pipeline::JobOptions> PipelineExecutor::BuildOptions(
   QD_ASSIGN_OR_RETURN(o.model_dir, Resolve("spec.model_uri", resolved.model_uri, job.tenant()));
   const job_spec::ResolvedQuantization& q = resolved.quantization;
   o.planner = q.planner;
-  o.quantization_config_json = q.quark_json;
+  o.quant_config = q.config;
   o.quantization_description = q.description;
   if (!q.config.algorithms.empty()) {
     QD_ASSIGN_OR_RETURN(algo::AlgorithmSet algorithms,

@@ -91,7 +91,6 @@ StatusOr<StoriesJobResult> RunStoriesJob(const StoriesJobOptions& options) {
   pipeline::JobOptions o;
   o.model_dir = kStoriesDir;
   o.planner = options.planner;
-  o.quantization_config_json = R"({"quant_method": "quark"})";
   o.quantization_description = "algorithm test";
   if (options.calibration) {
     o.calibration = *options.calibration;

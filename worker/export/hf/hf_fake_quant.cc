@@ -59,13 +59,7 @@ StatusOr<Artifact> ExportHfFakeQuantized(const io::TensorSource& original,
     QD_RETURN_IF_ERROR(
         WriteTextFile((dir / "model.safetensors.index.json").string(), index.dump(2) + "\n"));
   }
-  json quantization_config;
-  if (!opt.quantization_config_json.empty()) {
-    quantization_config = json::parse(opt.quantization_config_json, nullptr, false);
-    if (quantization_config.is_discarded() || !quantization_config.is_object())
-      return InternalError("quantization_config is not a JSON object");
-  }
-  QD_RETURN_IF_ERROR(WriteHfConfig(opt.model_dir, dir.string(), quantization_config,
+  QD_RETURN_IF_ERROR(WriteHfConfig(opt.model_dir, dir.string(), opt.quantization_config,
                                    opt.tie_word_embeddings));
   QD_RETURN_IF_ERROR(CopyHfSideFiles(opt.model_dir, dir.string()));
   QD_RETURN_IF_ERROR(staged.Commit());

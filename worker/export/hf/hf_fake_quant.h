@@ -10,6 +10,7 @@
 #include <ATen/ATen.h>
 
 #include <functional>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 
@@ -25,8 +26,8 @@ struct HfFakeQuantExportOptions {
   bool overwrite = false;
   // Who writes the output and the directory it must stay under (artifact.h).
   OutputOwner output_owner;
-  // JSON object stored as config.json's "quantization_config"; empty = none.
-  std::string quantization_config_json;
+  // Stored as config.json's "quantization_config"; null = none.
+  nlohmann::json quantization_config;
   // config.json's "tie_word_embeddings" when set (else the source's).
   std::optional<bool> tie_word_embeddings;
 };

@@ -30,7 +30,7 @@ class HfFakeQuantTest : public ::testing::Test {
     HfFakeQuantExportOptions o;
     o.model_dir = kModel;
     o.output_dir = out_.string();
-    o.quantization_config_json = R"({"quant_method": "quark", "global_quant_config": {}})";
+    o.quantization_config = {{"quant_method", "quark"}, {"global_quant_config", nlohmann::json::object()}};
     return o;
   }
 
@@ -93,10 +93,21 @@ TEST_F(HfFakeQuantTest, ExistingOutputNeedsOverwrite) {
   EXPECT_EQ(again.status().reason(), "OUTPUT_EXISTS");
   auto opt = Options();
   opt.overwrite = true;
-  opt.quantization_config_json = R"({"quant_method": "quark", "version": "2"})";
+  opt.quantization_config = {{"quant_method", "quark"}, {"version", "2"}};
   ASSERT_TRUE(ExportHfFakeQuantized(*source_, NegateQProj(), opt).ok());
   std::ifstream in(out_ / "config.json");
   EXPECT_EQ(nlohmann::json::parse(in)["quantization_config"]["version"], "2");
+}
+
+// Names in a job's config come from tenants and need not be valid UTF-8:
+// config.json gets U+FFFD in their place instead of the export throwing.
+TEST_F(HfFakeQuantTest, NamesThatAreNotUtf8AreWrittenNotThrown) {
+  auto opt = Options();
+  opt.quantization_config["exclude"] = {std::string("model.layers.0\xda*")};
+  ASSERT_TRUE(ExportHfFakeQuantized(*source_, NegateQProj(), opt).ok());
+  std::ifstream in(out_ / "config.json");
+  EXPECT_EQ(nlohmann::json::parse(in)["quantization_config"]["exclude"][0],
+            "model.layers.0\xef\xbf\xbd*");
 }
 
 TEST_F(HfFakeQuantTest, FailureLeavesNothingBehind) {

@@ -40,7 +40,11 @@ Status WriteHfConfig(const std::string& model_dir, const std::string& dir,
   if (tie_word_embeddings &&
       (!cfg.contains("tie_word_embeddings") || cfg["tie_word_embeddings"] != *tie_word_embeddings))
     cfg["tie_word_embeddings"] = *tie_word_embeddings;
-  return WriteTextFile((fs::path(dir) / "config.json").string(), cfg.dump(2) + "\n");
+  // Names in a job's config come from tenants and need not be valid UTF-8:
+  // such bytes are written as U+FFFD (dump() would throw), as the config's
+  // own writer does (worker/config/quark_json.cc).
+  return WriteTextFile((fs::path(dir) / "config.json").string(),
+                       cfg.dump(2, ' ', false, json::error_handler_t::replace) + "\n");
 }
 
 Status CopyHfSideFiles(const std::string& model_dir, const std::string& dir) {

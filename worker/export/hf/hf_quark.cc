@@ -9,6 +9,7 @@
 #include <set>
 
 #include "worker/common/cancellation.h"
+#include "worker/config/quark_json.h"
 #include "worker/export/export_support.h"
 #include "worker/export/hf/hf_files.h"
 #include "worker/export/hf/quark_tensors.h"
@@ -97,14 +98,8 @@ bool HasKvCache(const QuantizedModel& model) {
   return false;
 }
 
-StatusOr<json> QuarkQuantizationConfig(const QuantizedModel& model,
-                                       const HfQuarkExportOptions& opt) {
-  json q = json::object();
-  if (!model.quant_config_json().empty()) {
-    q = json::parse(model.quant_config_json(), nullptr, /*allow_exceptions=*/false);
-    if (q.is_discarded() || !q.is_object())
-      return InternalError("hf_quark: the job's quantization_config is not a JSON object");
-  }
+json QuarkQuantizationConfig(const QuantizedModel& model, const HfQuarkExportOptions& opt) {
+  json q = config::QuarkJsonForExport(model.quant_config(), "real_quantized");
   q["quant_method"] = "quark";
   json kv = json::array();
   if (HasKvCache(model)) kv = {"*k_proj", "*v_proj"};
@@ -121,7 +116,7 @@ StatusOr<json> QuarkQuantizationConfig(const QuantizedModel& model,
 StatusOr<Artifact> ExportHfQuark(const QuantizedModel& model, const HfQuarkExportOptions& opt,
                                  const ExportProgress& progress) {
   QD_RETURN_IF_ERROR(CheckLayers(model));
-  QD_ASSIGN_OR_RETURN(json quantization_config, QuarkQuantizationConfig(model, opt));
+  const json quantization_config = QuarkQuantizationConfig(model, opt);
   QD_ASSIGN_OR_RETURN(StagedDirectory staged,
                       StagedDirectory::Create(opt.output_dir, opt.overwrite, opt.output_owner));
   const std::string dir = staged.staging_path();
@@ -183,7 +178,8 @@ StatusOr<Artifact> ExportHfFakeQuantized(const QuantizedModel& model,
                                          const ExportProgress& progress) {
   HfFakeQuantExportOptions o = options;
   if (o.model_dir.empty()) o.model_dir = model.model_dir();
-  if (o.quantization_config_json.empty()) o.quantization_config_json = model.quant_config_json();
+  if (o.quantization_config.is_null())
+    o.quantization_config = config::QuarkJsonForExport(model.quant_config(), "fake_quantized");
   if (!o.tie_word_embeddings) o.tie_word_embeddings = model.config().tie_word_embeddings;
   return ExportHfFakeQuantized(
       model.original(), [&model](const std::string& name) { return model.Load(name); }, o,

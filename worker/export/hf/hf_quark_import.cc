@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "worker/common/bounded_json.h"
+#include "worker/config/quark_json.h"
 #include "worker/export/hf/hf_files.h"
 #include "worker/export/hf/quark_config.h"
 #include "worker/export/hf/quark_tensors.h"
@@ -71,8 +72,10 @@ class QuarkCheckpoint final : public QuantizedModel {
       return FailedPreconditionError(dir +
                                      "/config.json has no quantization_config with quant_method "
                                      "\"quark\"");
-    quant_json_ = cfg["quantization_config"].dump();
-    QD_ASSIGN_OR_RETURN(QuarkConfig quark, QuarkConfig::Parse(quant_json_));
+    const std::string quant_json = cfg["quantization_config"].dump();
+    QD_ASSIGN_OR_RETURN(QuarkConfig quark, QuarkConfig::Parse(quant_json));
+    QD_ASSIGN_OR_RETURN(quant_config_,
+                        config::ParseQuarkJson(quant_json, dir + "/config.json quantization_config."));
     const QuarkExportSection& ex = quark.export_section();
     if (ex.weight_format != "real_quantized" || ex.pack_method != "reorder")
       return FailedPreconditionError(dir + ": export weight_format '" + ex.weight_format +
@@ -134,7 +137,7 @@ class QuarkCheckpoint final : public QuantizedModel {
     QD_ASSIGN_OR_RETURN(quant::QuantizedTensor q, Decode(module + ".weight"));
     return q.qparams;
   }
-  const std::string& quant_config_json() const override { return quant_json_; }
+  const config::QuantConfig& quant_config() const override { return quant_config_; }
 
   // Names, infos and loads for DequantizedSource.
   std::vector<std::string> Names() const {
@@ -213,7 +216,7 @@ class QuarkCheckpoint final : public QuantizedModel {
 
   std::string dir_;
   models::ModelConfig config_;
-  std::string quant_json_;
+  config::QuantConfig quant_config_;
   std::unique_ptr<io::SafetensorsSource> stored_;
   std::unique_ptr<DequantizedSource> source_;
   std::vector<QuantizedLayer> layers_;

@@ -4,6 +4,7 @@
 
 #include <utility>
 
+#include "worker/config/quark_json.h"
 #include "worker/export/hf/quark_config.h"
 #include "worker/export/quantized_values_source.h"
 #include "worker/io/safetensors/safetensors_source.h"
@@ -34,13 +35,13 @@ StatusOr<std::unique_ptr<InMemoryQuantizedModel>> InMemoryQuantizedModel::Create
     const InMemoryQuantizeOptions& options) {
   std::unique_ptr<InMemoryQuantizedModel> m(new InMemoryQuantizedModel());
   m->model_dir_ = options.model_dir;
-  m->quant_json_ = options.quant_config_json;
   m->quantize_on_load_ = options.quantize_on_load;
   QD_ASSIGN_OR_RETURN(m->config_, models::LoadModelConfig(options.model_dir));
   QD_ASSIGN_OR_RETURN(auto st, io::SafetensorsSource::Open(options.model_dir));
   m->original_ = std::move(st);
   m->quantized_ = std::make_shared<io::TensorMapSource>("fake-quantized weights");
   QD_ASSIGN_OR_RETURN(QuarkConfig quark, QuarkConfig::Parse(options.quant_config_json));
+  QD_ASSIGN_OR_RETURN(m->quant_config_, config::ParseQuarkJson(options.quant_config_json));
   bool needs_calibration = false;
   for (const models::LinearLayerInfo& info : models::ListLinearLayers(m->config_)) {
     const std::string weight_name = info.name + ".weight";

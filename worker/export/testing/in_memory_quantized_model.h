@@ -6,8 +6,8 @@
 // (ComputeQParams + FakeQuantize, parameters kept exactly), and static
 // activation quantizers calibrated with running min / max over calibration
 // token windows on the weight-quantized model (KV-cache scales of a block's
-// k/v projections unified with max). The JSON is both the specs' source and
-// the model's quant_config_json, so what an exporter writes and what an
+// k/v projections unified with max). The JSON is both the specs' source and,
+// parsed, the model's quant_config, so what an exporter writes and what an
 // importer reads back describe the same quantization.
 #ifndef QUANTD_WORKER_EXPORT_TESTING_IN_MEMORY_QUANTIZED_MODEL_H_
 #define QUANTD_WORKER_EXPORT_TESTING_IN_MEMORY_QUANTIZED_MODEL_H_
@@ -49,7 +49,7 @@ class InMemoryQuantizedModel final : public QuantizedModel {
   const std::vector<QuantizedLayer>& layers() const override { return layers_; }
   const QuantizedLayer* FindLayer(const std::string& module_name) const override;
   StatusOr<quant::QParams> WeightQParams(const std::string& module_name) const override;
-  const std::string& quant_config_json() const override { return quant_json_; }
+  const config::QuantConfig& quant_config() const override { return quant_config_; }
 
  private:
   InMemoryQuantizedModel() = default;
@@ -63,7 +63,7 @@ class InMemoryQuantizedModel final : public QuantizedModel {
   std::map<std::string, quant::QParams> weight_qparams_;
   std::map<std::string, quant::QuantSpec> weight_specs_;  // by tensor name
   bool quantize_on_load_ = false;
-  std::string quant_json_;
+  config::QuantConfig quant_config_;
 };
 
 }  // namespace quantd::exporter::testing
