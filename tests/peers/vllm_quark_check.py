@@ -42,7 +42,8 @@ a note with the bound 2^-4 relative (half an E4M3 step) plus float16 rounding.
 
 Output: one line per problem, `module: what vLLM does: why it fails`, notes as
 `note: ...`, and `summary: ...` lines. Exit 0: loads and decodes exactly (notes
-allowed); 1: a problem; 2: usage or unreadable input.
+allowed; --strict counts them as problems); 1: a problem; 2: usage or
+unreadable input.
 """
 
 import argparse
@@ -311,7 +312,10 @@ def compare(report, shard, got, exact, note_kind, ref, params_dtype, floor_scale
     diff = np.abs(got - want)
     # Relative bound, with an absolute floor of half the smallest step for values
     # that land in the format's subnormal range (E4M3: 2^-10 * scale).
-    floor = floor_scale * 2.0 ** -10 if note_kind == "fp8_requant" else 0.0
+    # float16 W4A16: a subnormal scale or product (below 2^-14) loses up to half of
+    # 2^-24 per rounding, times |code| <= 15 for the scale.
+    floor = (floor_scale * 2.0 ** -10 if note_kind == "fp8_requant"
+             else 2.0 ** -21 if params_dtype == "float16" else 0.0)
     excess = diff - floor
     rel = float(np.max(np.where(excess > 0, excess, 0) / np.maximum(np.abs(want), 1e-30)))
     if note_kind == "w4a16_dtype":
@@ -506,6 +510,8 @@ def main(argv=None):
     ap.add_argument("--dtype", choices=["bfloat16", "float16"],
                     help="model dtype (default: config torch_dtype float16, else bfloat16 "
                          "as vLLM resolves float32 checkpoints on CUDA)")
+    ap.add_argument("--strict", action="store_true",
+                    help="count the notes (inexact but bounded decodes) as problems")
     args = ap.parse_args(argv)
     try:
         override = None
@@ -517,6 +523,9 @@ def main(argv=None):
     except vf.FormatError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    if args.strict:
+        report.problems += report.notes
+        report.notes = []
     for line in report.problems + report.notes:
         print(line)
     counts = ", ".join(f"{k} {v}" for k, v in sorted(report.checked.items()))
