@@ -46,6 +46,8 @@ constexpr char kJobSpecFlagsUsage[] = R"(
 --format F              hf (default), hf-quark, gguf, onnx (repeatable)
 --gguf-float-type T     gguf: type of the tensors left in float: f32
                         (default, exact), f16 or bf16 (half the size)
+--target T              any (default) or vllm: refuse a format, scheme or
+                        model shape that vLLM cannot serve
 --overwrite             replace an existing output
 )";
 
@@ -84,7 +86,7 @@ const std::set<std::string>& JobSpecValueFlags() {
       "calib",  "calib-samples", "calib-seq-len",  "calib-sampling",   "calib-seed",
       "calib-dtype",
       "eval",   "n-ctx",         "eval-windows",   "max-ppl-increase", "max-kl",
-      "format", "output",        "gguf-float-type"};
+      "format", "output",        "gguf-float-type", "target"};
   return *flags;
 }
 
@@ -124,6 +126,12 @@ quantd::StatusOr<quantd::v1::GgufFloatType> ParseGgufFloatTypeFlag(const std::st
   if (t == "bf16") return quantd::v1::GGUF_BF16;
   return quantd::InvalidArgumentError(
       absl::StrCat("--gguf-float-type '", t, "' is not one of f32, f16, bf16"));
+}
+
+quantd::StatusOr<quantd::v1::ServingTarget> ParseTargetFlag(const std::string& t) {
+  if (t == "any") return quantd::v1::SERVING_TARGET_ANY;
+  if (t == "vllm") return quantd::v1::SERVING_TARGET_VLLM;
+  return quantd::InvalidArgumentError(absl::StrCat("--target '", t, "' is not one of any, vllm"));
 }
 
 quantd::StatusOr<quantd::v1::ComputeDtype> ParseCalibDtypeFlag(const std::string& name) {
@@ -223,6 +231,11 @@ quantd::Status FillJobSpec(const ParsedArgs& a, quantd::v1::JobSpec* spec) {
     auto t = ParseGgufFloatTypeFlag(a.Get("gguf-float-type"));
     if (!t.ok()) return t.status();
     ex->set_gguf_float_type(*t);
+  }
+  if (a.Has("target")) {
+    auto t = ParseTargetFlag(a.Get("target"));
+    if (!t.ok()) return t.status();
+    ex->set_target(*t);
   }
   if (a.Get("overwrite") == "true") ex->set_overwrite(true);
 

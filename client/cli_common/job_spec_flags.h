@@ -45,6 +45,8 @@ quantd::StatusOr<quantd::v1::GgufFloatType> ParseGgufFloatTypeFlag(const std::st
 quantd::StatusOr<quantd::v1::SamplingMode> ParseCalibSamplingFlag(const std::string& name);
 // --calib-dtype: float32 or bfloat16.
 quantd::StatusOr<quantd::v1::ComputeDtype> ParseCalibDtypeFlag(const std::string& name);
+// --target: any, vllm.
+quantd::StatusOr<quantd::v1::ServingTarget> ParseTargetFlag(const std::string& name);
 
 // A whole file; NOT_FOUND "cannot read <path>" when it cannot be opened.
 quantd::StatusOr<std::string> ReadFileText(const std::string& path);

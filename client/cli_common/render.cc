@@ -180,8 +180,10 @@ std::string RenderJob(const quantd::v1::Job& job) {
   if (!metrics.empty()) lines.push_back(metrics);
   for (const auto& a : job.result().artifacts()) {
     lines.push_back(absl::StrFormat(
-        "artifact:   %s %s (%s, sha256 %s)%s", quantd::v1::ExportFormat_Name(a.format()), a.uri(),
-        HumanBytes(a.bytes()), a.sha256().substr(0, 16), a.accepted() ? "" : " NOT ACCEPTED"));
+        "artifact:   %s %s (%s, sha256 %s)%s%s", quantd::v1::ExportFormat_Name(a.format()),
+        a.uri(), HumanBytes(a.bytes()), a.sha256().substr(0, 16),
+        a.consumers().empty() ? "" : " loads in: " + absl::StrJoin(a.consumers(), ", "),
+        a.accepted() ? "" : " NOT ACCEPTED"));
   }
   if (job.has_error() && job.error().code() != 0)
     lines.push_back("error:      " + job.error().message());

@@ -72,7 +72,8 @@ TEST(QuantctlArgsTest, TakesItsOwnFlagsAndEveryJobFlag) {
                                                          "device",
                                                          "label",
                                                          "max-attempts",
-                                                         "gguf-float-type"}));
+                                                         "gguf-float-type",
+                                                         "target"}));
   EXPECT_EQ(QuantctlBoolFlags(), (std::set<std::string>{"wait", "all", "help", "tls", "overwrite",
                                                         "no-eval", "fp8-kv-cache"}));
 }

@@ -304,6 +304,29 @@ TEST(ServiceE2eTest, BadInputGetsClearErrorsAndTheServiceKeepsServing) {
   EXPECT_NE(unknown.stderr_text.find("spec.quantization.scheme"), std::string::npos)
       << unknown.stderr_text;
 
+  // --target vllm: a format vLLM does not read and a scheme it has no
+  // kernel for are refused at submit, each on its field; a scheme it serves
+  // runs, and its artifact says it loads in vLLM.
+  CommandResult vllm = Quantctl(
+      quantd->address(), {"submit", "--model", Model(), "--scheme", "w_int8_per_channel_sym",
+                          "--format", "gguf", "--format", "hf-quark", "--target", "vllm"});
+  EXPECT_EQ(vllm.exit_code, 3);
+  for (const char* want : {"spec.export.formats[0]: target vllm: vLLM serves hf_quark exports; "
+                           "gguf is for llama.cpp",
+                           "spec.quantization.scheme: target vllm: vLLM cannot serve this as "
+                           "hf_quark"})
+    EXPECT_NE(vllm.stderr_text.find(want), std::string::npos) << vllm.stderr_text;
+  CommandResult served = Quantctl(
+      quantd->address(),
+      {"-o", "json", "submit", "--model", Model(), "--scheme", "w_int8_a_int8_per_token_dynamic",
+       "--format", "hf-quark", "--target", "vllm", "--output", data + "/vllm-out", "--wait"});
+  ASSERT_EQ(served.exit_code, 0) << served.stderr_text;
+  Job served_job = ParseJob(LastLine(served.stdout_text));
+  ASSERT_EQ(served_job.result().artifacts_size(), 1);
+  EXPECT_EQ(std::vector<std::string>(served_job.result().artifacts(0).consumers().begin(),
+                                     served_job.result().artifacts(0).consumers().end()),
+            std::vector<std::string>{"vllm"});
+
   // Missing model directory: refused at submit or failed by the worker,
   // either way naming the path.
   const std::string missing = data + "/no-such-model";

@@ -9,16 +9,15 @@
 # vllm_quark_check.py then applies vLLM's Quark loading rules to each
 # hf_quark/ directory against its hf_fake_quantized/ twin.
 #
-# KNOWN_VLLM_GAPS lists the cases that vLLM cannot load or would decode wrong
-# today, each with a substring of the checker's message: such a case must
-# still fail with that message, every other case must pass. When the exporter
-# (or a refusal at CreateJob) fixes a case, it starts passing or is refused,
-# and this table must be updated with it.
+# Each case also runs under --target vllm: quantd must refuse exactly the
+# cases whose export the checker fails (VLLM_REFUSALS: case -> a substring of
+# quantd's refusal), and for every other case write the same hf_quark files
+# that the checker passed, reporting "loads in: vllm". So every export quantd
+# accepts under --target vllm is one vLLM loads and decodes as quantd does.
 set -uo pipefail
 runfiles="${TEST_SRCDIR:-$PWD/..}/${TEST_WORKSPACE:-quantd}"
 cd "$runfiles"
 BIN="$PWD/worker/cli/quantd-quantize"
-MODEL="$PWD/models/stories260K"
 TEXT="$PWD/tests/data/tinystories-sample.txt"
 CHECK="$(readlink -f tests/peers/vllm_quark_check.py)"
 SELFTEST="$(readlink -f tests/peers/vllm_quark_check_selftest.py)"
@@ -26,54 +25,55 @@ CONFIGS="$PWD/tests/data/quark_configs"
 PY=/usr/bin/python3
 TMP="${TEST_TMPDIR:-$(mktemp -d)}/vllm_quark"
 mkdir -p "$TMP"
+# A real directory: quantd reads the model's shapes at CreateJob only from
+# one it need not follow a link out of (the runfiles are links), and
+# refuses a shape vLLM cannot hold there rather than at export.
+MODEL="$TMP/stories260K"
+cp -rL "$PWD/models/stories260K" "$MODEL"
 failures=0
 fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
 
-declare -A KNOWN_VLLM_GAPS=(
+declare -A VLLM_REFUSALS=(
   # Casts: vLLM's Quark loader has no scheme for a float weight dtype.
-  [w_bf16]="No quark compatible scheme was found"
-  [w_fp16]="No quark compatible scheme was found"
-  # Output quantizers: quantd sets export.kv_cache_group but leaves
-  # layer_quant_config empty, so from_config raises before any layer.
-  [w_fp8_a_fp8_o_fp8]="kv_cache_group parameter setting"
-  [w_fp8_per_channel_sym]="kv_cache_group parameter setting"
-  [fp8_kv_cache]="kv_cache_group parameter setting"
+  [w_bf16]="has no scheme for bfloat16 weights"
+  [w_fp16]="has no scheme for float16 weights"
+  # Output quantizers: only the k/v projections' FP8 KV cache is taken.
+  [w_fp8_a_fp8_o_fp8]="no kernel for quantized Linear outputs"
+  [w_fp8_per_channel_sym]="no kernel for quantized Linear outputs"
   # int4/uint4 per_channel (group_size null): no W4A16 branch matches.
-  [w_int4_per_channel_sym]="No quark compatible scheme was found"
-  [w_int4_per_channel_asym]="No quark compatible scheme was found"
-  [w_uint4_per_channel_sym]="No quark compatible scheme was found"
-  [w_uint4_per_channel_asym]="No quark compatible scheme was found"
-  # W4A16: codes right, but the fused gate_up of 2 x 172 outputs packs 8 per
-  # word and vLLM floors the shard offsets (21 words each of 43).
-  [w_int4_per_group_sym]="are not multiples of the pack factor 8"
-  [w_uint4_per_group_asym]="are not multiples of the pack factor 8"
-  # W4A16: vLLM XORs nibbles with 8 by `symmetric` alone: signed codes
-  # with zero points, and unsigned codes around 8, decode wrong.
-  [w_int4_per_group_asym]="vLLM decodes a different weight"
-  [w_uint4_per_group_sym]="vLLM decodes a different weight"
+  [w_int4_per_channel_sym]="static per_group only (W4A16)"
+  [w_int4_per_channel_asym]="static per_group only (W4A16)"
+  [w_uint4_per_channel_sym]="static per_group only (W4A16)"
+  [w_uint4_per_channel_asym]="static per_group only (W4A16)"
+  # W4A16: the fused gate_up of 2 x 172 outputs is not whole words of 8
+  # codes, and vLLM floors the shard offsets.
+  [w_int4_per_group_sym]="out_features 172 is not a multiple of 8"
+  [w_uint4_per_group_asym]="out_features 172 is not a multiple of 8"
+  [int4_g32_exclude_glob]="out_features 172 is not a multiple of 8"
+  # W4A16: vLLM XORs nibbles with 8 by `symmetric` alone.
+  [w_int4_per_group_asym]="asymmetric int4 would decode wrong"
+  [w_uint4_per_group_sym]="symmetric uint4 would decode wrong"
   # Integer schemes without a vLLM kernel.
-  [w_int8_per_tensor_sym]="No quark compatible scheme was found"
-  [w_int8_per_channel_sym]="No quark compatible scheme was found"
-  [w_int8_per_group_sym]="No quark compatible scheme was found"
-  [w_uint8_per_group_asym]="No quark compatible scheme was found"
-  [w_int8_per_channel_a_int8_per_tensor_sym_dynamic]="No quark compatible scheme was found"
-  [w_uint8_a_uint8_per_tensor_asym]="No quark compatible scheme was found"
-  [w_uint8_per_tensor_mse]="No quark compatible scheme was found"
-  [w_uint8_per_tensor_percentile]="No quark compatible scheme was found"
-  # MX: weight-only has no scheme; MXFP8 is not OCP_MX in vLLM; 172-wide
-  # down_proj is 5 whole blocks and a partial one.
-  [w_mxfp4]="weight-only MX has no scheme"
-  [w_mxfp6_e2m3]="weight-only MX has no scheme"
-  [w_mxfp6_e3m2]="weight-only MX has no scheme"
-  [w_mxfp8]="No quark compatible scheme was found"
-  [w_mxfp8_a_mxfp8]="No quark compatible scheme was found"
-  [w_mxfp4_a_mxfp4]="with 5 blocks of 32"
-  [w_mxfp4_a_mxfp6]="with 5 blocks of 32"
-  [w_mxfp4_a_mxfp6_e2m3]="with 5 blocks of 32"
-  [w_mxfp6_e2m3_a_mxfp6_e2m3]="with 5 blocks of 32"
-  [w_mxfp6_e3m2_a_mxfp6_e3m2]="with 5 blocks of 32"
-  # Excludes are written as globs; vLLM matches exact names and re: only.
-  [int4_g32_exclude_glob]="are globs or prefixes"
+  [w_int8_per_tensor_sym]="no int8 weight-only scheme"
+  [w_int8_per_channel_sym]="no int8 weight-only scheme"
+  [w_int8_per_group_sym]="not per_group"
+  [w_int8_per_channel_a_int8_per_tensor_sym_dynamic]="dynamic per-token"
+  [w_uint8_per_group_asym]="has no scheme for uint8 weights"
+  [w_uint8_a_uint8_per_tensor_asym]="has no scheme for uint8 weights"
+  [w_uint8_per_tensor_mse]="has no scheme for uint8 weights"
+  [w_uint8_per_tensor_percentile]="has no scheme for uint8 weights"
+  # MX: weight-only has no scheme; MXFP8 is not OCP MX in vLLM; the
+  # 172-wide down_proj is 5 whole blocks and a partial one.
+  [w_mxfp4]="no weight-only form"
+  [w_mxfp6_e2m3]="no weight-only form"
+  [w_mxfp6_e3m2]="no weight-only form"
+  [w_mxfp8]="has no scheme for mxfp8_e4m3 weights"
+  [w_mxfp8_a_mxfp8]="has no scheme for mxfp8_e4m3 weights"
+  [w_mxfp4_a_mxfp4]="in_features 172 is not a multiple of 32"
+  [w_mxfp4_a_mxfp6]="in_features 172 is not a multiple of 32"
+  [w_mxfp4_a_mxfp6_e2m3]="in_features 172 is not a multiple of 32"
+  [w_mxfp6_e2m3_a_mxfp6_e2m3]="in_features 172 is not a multiple of 32"
+  [w_mxfp6_e3m2_a_mxfp6_e3m2]="in_features 172 is not a multiple of 32"
 )
 
 # The preset names, from the refusal of an unknown one.
@@ -82,20 +82,25 @@ declare -A KNOWN_VLLM_GAPS=(
 presets=$(grep -o "known: .*" "$TMP/presets.log" | head -1 | sed 's/^known: //; s/,/ /g')
 [ -n "$presets" ] || { cat "$TMP/presets.log"; echo "FAIL: no preset list"; exit 1; }
 
-checked=0 passed=0 gaps=0 refused=0
+checked=0 passed=0 refused_vllm=0 refused=0
 run_case() {  # name, quantd-quantize flags...
   local name="$1"; shift
-  local out="$TMP/out/$name"
-  "$BIN" --model "$MODEL" --calib "$TEXT" --calib-samples 8 --calib-seq-len 64 --no-eval \
-    --threads 1 --format hf --format hf-quark --output "$out" --data-dir "$TMP/data" "$@" \
+  local out="$TMP/out/$name" served="$TMP/vllm/$name"
+  local common=(--model "$MODEL" --calib "$TEXT" --calib-samples 8 --calib-seq-len 64 --no-eval
+    --threads 1 --data-dir "$TMP/data")
+  "$BIN" "${common[@]}" --format hf --format hf-quark --output "$out" "$@" \
     >"$TMP/$name.quantize.log" 2>&1
   local rc=$?
+  "$BIN" "${common[@]}" --format hf-quark --target vllm --output "$served" "$@" \
+    >"$TMP/$name.vllm.log" 2>&1
+  local vrc=$?
   if [ "$rc" -eq 3 ] && grep -q "spec.export.formats\[1\]: .*hf_quark cannot express" \
       "$TMP/$name.quantize.log"; then
     echo "refused for hf-quark: $name: $(grep -o 'hf_quark cannot express.*' \
       "$TMP/$name.quantize.log" | head -1)"
     refused=$((refused + 1))
-    [ -z "${KNOWN_VLLM_GAPS[$name]+x}" ] || fail "$name: refused, but listed in KNOWN_VLLM_GAPS"
+    [ "$vrc" -eq 3 ] || fail "$name: refused for hf-quark, but accepted under --target vllm"
+    [ -z "${VLLM_REFUSALS[$name]+x}" ] || fail "$name: refused for hf-quark, but in VLLM_REFUSALS"
     return
   fi
   if [ "$rc" -ne 0 ]; then
@@ -105,18 +110,29 @@ run_case() {  # name, quantd-quantize flags...
   rc=$?
   checked=$((checked + 1))
   local summary; summary=$(tail -1 "$TMP/$name.check")
-  if [ -n "${KNOWN_VLLM_GAPS[$name]+x}" ]; then
-    if [ "$rc" -ne 1 ]; then
-      fail "$name: listed in KNOWN_VLLM_GAPS but the checker exits $rc ($summary)"
-    elif ! grep -qF -- "${KNOWN_VLLM_GAPS[$name]}" "$TMP/$name.check"; then
-      head -3 "$TMP/$name.check"
-      fail "$name: fails without '${KNOWN_VLLM_GAPS[$name]}'"
+  if [ -n "${VLLM_REFUSALS[$name]+x}" ]; then
+    # Refused under --target vllm with the expected reason, and rightly:
+    # the export made without the target fails in vLLM.
+    if [ "$vrc" -ne 3 ]; then
+      fail "$name: listed in VLLM_REFUSALS but --target vllm exits $vrc"
+    elif ! grep -qF -- "${VLLM_REFUSALS[$name]}" "$TMP/$name.vllm.log"; then
+      head -3 "$TMP/$name.vllm.log"; fail "$name: refused without '${VLLM_REFUSALS[$name]}'"
+    elif [ "$rc" -ne 1 ]; then
+      fail "$name: refused under --target vllm, but the checker passes its export ($summary)"
     else
-      gaps=$((gaps + 1))
-      echo "known gap: $name: $(grep -F -m1 -- "${KNOWN_VLLM_GAPS[$name]}" "$TMP/$name.check")"
+      refused_vllm=$((refused_vllm + 1))
+      echo "refused for vllm: $name: $(grep -oF -m1 -- "${VLLM_REFUSALS[$name]}" \
+        "$TMP/$name.vllm.log"); the checker: $(grep -v '^note:' "$TMP/$name.check" | head -1)"
     fi
   elif [ "$rc" -ne 0 ]; then
     head -5 "$TMP/$name.check"; fail "$name: vLLM check exit $rc ($summary)"
+  elif [ "$vrc" -ne 0 ]; then
+    tail -3 "$TMP/$name.vllm.log"; fail "$name: the checker passes, but --target vllm exits $vrc"
+  elif ! grep -q "HF_QUARK .* loads in: vllm" "$TMP/$name.vllm.log"; then
+    fail "$name: the job's artifact does not say it loads in vllm"
+  elif ! (cd "$out/hf_quark" && sha256sum model.safetensors config.json) |
+      (cd "$served" && sha256sum -c --quiet -); then
+    fail "$name: the --target vllm export differs from the checked one"
   else
     passed=$((passed + 1))
     echo "ok: $name: $summary ($(grep -c '^note:' "$TMP/$name.check") notes)"
@@ -135,8 +151,8 @@ for config in "$CONFIGS"/*.json; do
   run_case "config_$(basename "$config" .json)" --config "$config"
 done
 
-for name in "${!KNOWN_VLLM_GAPS[@]}"; do
-  [ -f "$TMP/$name.check" ] || fail "KNOWN_VLLM_GAPS lists $name, which no case ran"
+for name in "${!VLLM_REFUSALS[@]}"; do
+  [ -f "$TMP/$name.check" ] || fail "VLLM_REFUSALS lists $name, which no case ran"
 done
 
 # The checker itself must fail on broken exports (hand-made from passing ones).
@@ -144,6 +160,7 @@ done
   "$TMP/out/config_int4_w4a16_g32_sym" "$TMP/out/config_fp8_w8a8_fp8_kv" \
   || fail "checker self-test"
 
-echo "summary: $checked exports checked: $passed pass, $gaps known vLLM gaps; $refused presets" \
+echo "summary: $checked exports checked: $passed load in vLLM and are accepted under" \
+  "--target vllm, $refused_vllm fail in vLLM and are refused under it; $refused presets" \
   "refused for hf-quark; $failures failures"
 [ "$failures" -eq 0 ]

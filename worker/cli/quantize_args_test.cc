@@ -191,7 +191,8 @@ TEST(QuantizeArgsTest, TakesTheSharedJobFlagsAndItsLocalRunFlags) {
                                                          "max-ppl-increase",
                                                          "max-kl",
                                                          "activation-offload",
-                                                         "gguf-float-type"}));
+                                                         "gguf-float-type",
+                                                         "target"}));
   EXPECT_EQ(QuantizeBoolFlags(), (std::set<std::string>{"overwrite", "no-eval", "fp8-kv-cache",
                                                         "keep-scratch", "help"}));
   // A served job's fields that a local run has no use for.

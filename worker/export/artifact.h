@@ -31,6 +31,8 @@ struct Artifact {
   std::string sha256;  // of the main file (model.safetensors, .gguf, .onnx)
   std::vector<ArtifactFile> files;
   bool accepted = true;  // false when the accuracy gate rejected the model
+  // Who loads it (serving_target.h: ArtifactConsumers).
+  std::vector<std::string> consumers;
 };
 
 // Lists every regular file under `dir` (sorted, relative paths) with its size

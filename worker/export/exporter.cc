@@ -4,6 +4,7 @@
 #include "worker/export/gguf/gguf.h"
 #include "worker/export/hf/hf_quark.h"
 #include "worker/export/onnx/onnx_qdq.h"
+#include "worker/models/layer_shapes.h"
 
 namespace quantd::exporter {
 
@@ -15,10 +16,20 @@ StatusOr<ExportFormat> ParseExportFormat(std::string_view name) {
                               "\" (one of hf_fake_quantized, hf_quark, gguf, onnx_qdq)");
 }
 
-StatusOr<ExportResult> ExportModel(const QuantizedModel& model, ExportFormat format,
-                                   const ExportOptions& options, const ExportProgress& progress) {
-  const std::vector<ExportLayerSpecs> specs = ExportLayerSpecsOf(model);
-  QD_RETURN_IF_ERROR(CheckExportSupport(format, specs));
+namespace {
+
+std::vector<ServedLinear> ServedLinearsOfModel(const QuantizedModel& model) {
+  std::vector<config::LayerInfo> infos;
+  for (const auto& l : models::ListLinearLayers(model.config()))
+    infos.push_back({l.name, l.type, l.out_features, l.in_features});
+  return ServedLinearsOf(model.quant_config(), infos);
+}
+
+// The format's exporter with the options that apply to it.
+StatusOr<ExportResult> WriteExport(const QuantizedModel& model, ExportFormat format,
+                                   const ExportOptions& options,
+                                   const std::vector<ExportLayerSpecs>& specs,
+                                   const ExportProgress& progress) {
   ExportResult result;
   switch (format) {
     case ExportFormat::kHfFakeQuantized: {
@@ -67,6 +78,29 @@ StatusOr<ExportResult> ExportModel(const QuantizedModel& model, ExportFormat for
     }
   }
   return InvalidArgumentError("unknown export format");
+}
+
+}  // namespace
+
+StatusOr<ExportResult> ExportModel(const QuantizedModel& model, ExportFormat format,
+                                   const ExportOptions& options, const ExportProgress& progress) {
+  const std::vector<ExportLayerSpecs> specs = ExportLayerSpecsOf(model);
+  QD_RETURN_IF_ERROR(CheckExportSupport(format, specs));
+  const std::vector<ServedLinear> served = ServedLinearsOfModel(model);
+  if (options.target == ServingTarget::kVllm) {
+    const std::vector<std::string> refusals = VllmRefusals(format, served);
+    if (!refusals.empty())
+      return Status(StatusCode::kFailedPrecondition,
+                    std::string("target vllm: vLLM cannot serve this ") +
+                        ExportFormatName(format) + " export: " + refusals.front() +
+                        (refusals.size() > 1
+                             ? " (and " + std::to_string(refusals.size() - 1) + " more problems)"
+                             : ""),
+                    "NOT_SERVABLE");
+  }
+  StatusOr<ExportResult> written = WriteExport(model, format, options, specs, progress);
+  if (written.ok()) written->artifact.consumers = ArtifactConsumers(format, served);
+  return written;
 }
 
 }  // namespace quantd::exporter

@@ -19,6 +19,7 @@
 #include "worker/export/artifact.h"
 #include "worker/export/hf/hf_fake_quant.h"
 #include "worker/export/quantized_model.h"
+#include "worker/export/serving_target.h"
 #include "worker/io/gguf/ggml_types.h"
 
 namespace quantd::exporter {
@@ -32,6 +33,10 @@ struct ExportOptions {
   bool overwrite = false;
   // Who writes the output and the directory it must stay under (artifact.h).
   OutputOwner output_owner;
+  // kVllm: FAILED_PRECONDITION (reason NOT_SERVABLE) instead of an export
+  // that vLLM cannot serve (serving_target.h). quantd refuses such a job at
+  // CreateJob; this holds for a model it could not read there.
+  ServingTarget target = ServingTarget::kAny;
 
   // hf_quark: tensor bytes per safetensors shard (0: one model.safetensors).
   // hf_fake_quantized keeps the input's names, dtypes and shard layout.
@@ -68,7 +73,8 @@ struct ExportResult {
 };
 
 // INVALID_ARGUMENT (EXPORT_FORMAT_UNSUPPORTED) naming the format, the layer
-// and the reason when the format cannot express a spec; the exporters' own
+// and the reason when the format cannot express a spec; FAILED_PRECONDITION
+// (NOT_SERVABLE) for the target's refusals; the exporters' own
 // errors otherwise (UNIMPLEMENTED for an architecture a format does not map,
 // FAILED_PRECONDITION for an existing output). Nothing is left at
 // output_dir on failure. `progress` is called with (done, total) steps.

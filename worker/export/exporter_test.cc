@@ -250,6 +250,37 @@ TEST_F(ExporterTest, RefusalsNameTheFormatAndLeaveNothing) {
   EXPECT_TRUE(fs::exists(out_ / "model.gguf"));
 }
 
+// Under target vllm an export vLLM cannot serve is refused before anything
+// is written (for a model quantd could not read at CreateJob); the others
+// name the consumers that load them.
+TEST_F(ExporterTest, TargetVllmRefusesBeforeWritingAndArtifactsNameTheirConsumers) {
+  auto w8a8 = Quantize(Spec(DataType::kInt8, QScheme::kPerChannel), true);
+  ASSERT_NE(w8a8, nullptr);
+  ExportOptions o;
+  o.output_dir = out_.string();
+  o.target = ServingTarget::kVllm;
+  // int8 weight-only attention: vLLM's Quark loader has no W8A16 scheme.
+  auto r = ExportModel(*w8a8, ExportFormat::kHfQuark, o);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(r.status().reason(), "NOT_SERVABLE");
+  EXPECT_EQ(r.status().message(),
+            "target vllm: vLLM cannot serve this hf_quark export: "
+            "model.layers.0.self_attn.q_proj (and 19 more): vLLM's Quark loader has no int8 "
+            "weight-only scheme: quantize the inputs to int8 as well "
+            "(w_int8_a_int8_per_tensor_sym, w_int8_a_int8_per_token_dynamic)");
+  EXPECT_FALSE(fs::exists(out_));
+  o.target = ServingTarget::kAny;
+  auto any = ExportModel(*w8a8, ExportFormat::kHfQuark, o);
+  ASSERT_TRUE(any.ok()) << any.status();
+  EXPECT_TRUE(any->artifact.consumers.empty());
+  o.overwrite = true;
+  auto gguf = Quantize(Spec(DataType::kInt8, QScheme::kPerChannel), false);
+  auto g = ExportModel(*gguf, ExportFormat::kGguf, o);
+  ASSERT_TRUE(g.ok()) << g.status();
+  EXPECT_EQ(g->artifact.consumers, std::vector<std::string>{"llama.cpp"});
+}
+
 // A cancel (the job's CancellationScope) stops every format between tensors
 // or blocks, and the staging directory goes with it.
 TEST_F(ExporterTest, CancelStopsEachFormatMidWayAndLeavesNothing) {

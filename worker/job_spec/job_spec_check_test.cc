@@ -1,10 +1,12 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <sstream>
 
 #include "google/protobuf/text_format.h"
 #include "gtest/gtest.h"
+#include "worker/config/presets.h"
 #include "worker/job_spec/resolve_job.h"
 #include "worker/job_spec/testing/five_mistakes.h"
 
@@ -630,6 +632,98 @@ TEST(JobSpecCheckTest, UnknownCalibrationComputeDtypeIsNamedWithTheOtherMistakes
   ASSERT_EQ(s.violations().size(), 2u);
   EXPECT_EQ(s.violations()[1].description,
             "unknown compute dtype 5 (COMPUTE_FLOAT32 or COMPUTE_BFLOAT16)");
+}
+
+// spec.export.target vllm, table-driven over every preset on stories260K
+// (hidden 64, intermediate 172): what vLLM serves is accepted, the rest is
+// refused naming the field and why (vllm_quark_peer_test.sh holds the same
+// split to tests/peers/vllm_quark_check.py on the real exports).
+TEST(JobSpecCheckTest, TargetVllmRefusesWhatVllmCannotServe) {
+  const std::map<std::string, std::string> refused = {
+      {"w_bf16", "has no scheme for bfloat16 weights"},
+      {"w_fp16", "has no scheme for float16 weights"},
+      {"w_fp8_a_fp8_o_fp8", "no kernel for quantized Linear outputs"},
+      {"w_fp8_per_channel_sym", "no kernel for quantized Linear outputs"},
+      {"w_int2_per_group_asym", "hf_quark cannot express int2"},
+      {"w_int4_per_channel_asym", "static per_group only (W4A16)"},
+      {"w_int4_per_channel_sym", "static per_group only (W4A16)"},
+      {"w_int4_per_group_asym", "asymmetric int4 would decode wrong"},
+      {"w_int4_per_group_sym", "out_features 172 is not a multiple of 8"},
+      {"w_int8_a_int8_per_tensor_sym_dynamic", "hf_quark cannot express"},
+      {"w_int8_per_channel_a_int8_per_tensor_sym_dynamic",
+       "int8 inputs static per_tensor or dynamic per-token"},
+      {"w_int8_per_channel_sym", "no int8 weight-only scheme"},
+      {"w_int8_per_group_sym", "int8 weights static per_tensor or per_channel, not per_group"},
+      {"w_int8_per_tensor_sym", "no int8 weight-only scheme"},
+      {"w_mxfp4", "no weight-only form"},
+      {"w_mxfp4_a_mxfp4", "in_features 172 is not a multiple of 32"},
+      {"w_mxfp4_a_mxfp6", "in_features 172 is not a multiple of 32"},
+      {"w_mxfp4_a_mxfp6_e2m3", "in_features 172 is not a multiple of 32"},
+      {"w_mxfp6_e2m3", "no weight-only form"},
+      {"w_mxfp6_e2m3_a_mxfp6_e2m3", "in_features 172 is not a multiple of 32"},
+      {"w_mxfp6_e3m2", "no weight-only form"},
+      {"w_mxfp6_e3m2_a_mxfp6_e3m2", "in_features 172 is not a multiple of 32"},
+      {"w_mxfp8", "has no scheme for mxfp8_e4m3 weights"},
+      {"w_mxfp8_a_mxfp8", "has no scheme for mxfp8_e4m3 weights"},
+      {"w_mxint8", "hf_quark cannot express"},
+      {"w_mxint8_a_mxint8", "hf_quark cannot express"},
+      {"w_uint4_per_channel_asym", "static per_group only (W4A16)"},
+      {"w_uint4_per_channel_sym", "static per_group only (W4A16)"},
+      {"w_uint4_per_group_asym", "out_features 172 is not a multiple of 8"},
+      {"w_uint4_per_group_sym", "symmetric uint4 would decode wrong"},
+      {"w_uint8_a_uint8_per_tensor_asym", "has no scheme for uint8 weights"},
+      {"w_uint8_per_group_asym", "has no scheme for uint8 weights"},
+      {"w_uint8_per_tensor_mse", "has no scheme for uint8 weights"},
+      {"w_uint8_per_tensor_percentile", "has no scheme for uint8 weights"},
+  };
+  const std::string model = StoriesModelUri("stories260K-vllm");
+  for (const std::string& name : config::PresetNames()) {
+    SCOPED_TRACE(name);
+    quantd::v1::JobSpec spec;
+    spec.set_model_uri(model);
+    spec.mutable_calibration()->set_dataset_uri("file:///data/tinystories.txt");
+    spec.mutable_quantization()->set_scheme(name);
+    if (name.find("per_group") != std::string::npos) spec.mutable_quantization()->set_group_size(4);
+    spec.mutable_export_()->add_formats(quantd::v1::HF_QUARK);
+    spec.mutable_export_()->set_target(quantd::v1::SERVING_TARGET_VLLM);
+    const Status s = CheckJobSpec(spec);
+    auto it = refused.find(name);
+    if (it == refused.end()) {
+      EXPECT_TRUE(s.ok()) << s;
+      continue;
+    }
+    ASSERT_EQ(s.violations().size(), 1u) << s;
+    const FieldViolation& v = s.violations()[0];
+    EXPECT_TRUE(v.field == "spec.quantization.scheme" || v.field == "spec.export.formats[0]")
+        << v.field;
+    EXPECT_NE(v.description.find(it->second), std::string::npos) << v.description;
+    if (v.field == "spec.quantization.scheme")
+      EXPECT_NE(v.description.find("presets vLLM serves for this model: w_fp8_a_fp8, "),
+                std::string::npos)
+          << v.description;
+    // Under the default target the same job is accepted (or refused for the
+    // format alone), and says nothing of vLLM.
+    spec.mutable_export_()->clear_target();
+    const Status any = CheckJobSpec(spec);
+    EXPECT_EQ(any.message().find("vllm"), std::string::npos) << any;
+  }
+}
+
+TEST(JobSpecCheckTest, TargetVllmNamesFormatsVllmDoesNotRead) {
+  auto spec = Parse(R"pb(
+    model_uri: "file:///m"
+    quantization { scheme: "w_fp8_per_channel_a_fp8_per_token_dynamic" }
+    export { formats: GGUF formats: HF_QUARK formats: ONNX_QDQ target: SERVING_TARGET_VLLM }
+  )pb");
+  Status s = CheckJobSpec(spec);
+  EXPECT_EQ(Fields(s), (std::vector<std::string>{"spec.export.formats[0]",
+                                                 "spec.export.formats[2]"}));
+  EXPECT_EQ(s.violations()[0].description,
+            "target vllm: vLLM serves hf_quark exports; gguf is for llama.cpp");
+  spec.mutable_export_()->clear_formats();
+  EXPECT_EQ(Fields(CheckJobSpec(spec)), std::vector<std::string>{"spec.export.formats"});
+  spec.mutable_export_()->set_target(static_cast<quantd::v1::ServingTarget>(7));
+  EXPECT_EQ(Fields(CheckJobSpec(spec)), std::vector<std::string>{"spec.export.target"});
 }
 
 }  // namespace

@@ -57,6 +57,8 @@ ExportSettings ExportOf(const quantd::v1::JobSpec& spec) {
       out.gguf_float_type = gguf::GgmlType::kF32;
       break;
   }
+  out.target = ex.target() == quantd::v1::SERVING_TARGET_VLLM ? exporter::ServingTarget::kVllm
+                                                               : exporter::ServingTarget::kAny;
   return out;
 }
 

@@ -21,6 +21,7 @@
 #include "quantd/v1/job.pb.h"
 #include "worker/common/status.h"
 #include "worker/export/artifact.h"
+#include "worker/export/serving_target.h"
 #include "worker/io/dataset/calibration.h"
 #include "worker/io/gguf/ggml_types.h"
 #include "worker/job_spec/job_spec_check.h"
@@ -60,6 +61,7 @@ struct ExportSettings {
   std::string output_uri;  // empty: the worker's default location
   bool overwrite = false;
   gguf::GgmlType gguf_float_type = gguf::GgmlType::kF32;
+  exporter::ServingTarget target = exporter::ServingTarget::kAny;
 };
 
 struct ResolvedJob {

@@ -16,6 +16,7 @@
 #include "worker/config/quant_config.h"
 #include "worker/eval/perplexity.h"
 #include "worker/export/artifact.h"
+#include "worker/export/serving_target.h"
 #include "worker/io/dataset/calibration.h"
 #include "worker/io/gguf/ggml_types.h"
 #include "worker/models/model_options.h"
@@ -75,6 +76,8 @@ struct ExportOptions {
   std::string tenant;
   // gguf: the type of the 2-D tensors the job left in float (F32, F16, BF16).
   gguf::GgmlType gguf_float_type = gguf::GgmlType::kF32;
+  // Who serves the exports (exporter::ExportOptions::target).
+  exporter::ServingTarget target = exporter::ServingTarget::kAny;
 };
 
 struct JobOptions {

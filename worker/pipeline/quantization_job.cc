@@ -537,6 +537,7 @@ class QuantizationJob {
                          opt_.export_options.tenant};
       eo.min_kv_scale = kv_.min_kv_scale;
       eo.gguf_float_type = opt_.export_options.gguf_float_type;
+      eo.target = opt_.export_options.target;
       if (embedding_plan_.weight && formats[i] == exporter::ExportFormat::kGguf &&
           eo.gguf_float_type != gguf::GgmlType::kF32) {
         // The quantized embedding is written as its values, with the float

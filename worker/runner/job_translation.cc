@@ -98,6 +98,7 @@ quantd::v1::JobResult ToProto(const pipeline::JobReport& r, const quantd::v1::Jo
     pa->set_bytes(a.bytes);
     pa->set_sha256(a.sha256);
     pa->set_accepted(a.accepted);
+    for (const std::string& c : a.consumers) pa->add_consumers(c);
     for (const auto& f : a.files) {
       auto* pf = pa->add_files();
       pf->set_path(f.path);

@@ -78,6 +78,8 @@ export interface JobSpec {
     overwrite?: boolean;
     /** GGUF only: the type of the tensors the job left in float (default F32, exact). */
     ggufFloatType?: "GGUF_FLOAT_TYPE_UNSPECIFIED" | "GGUF_F32" | "GGUF_F16" | "GGUF_BF16";
+    /** Who serves the exports; VLLM refuses what vLLM cannot load (default ANY). */
+    target?: "SERVING_TARGET_UNSPECIFIED" | "SERVING_TARGET_ANY" | "SERVING_TARGET_VLLM";
   };
   device?: string;
   labels?: Record<string, string>;
@@ -156,6 +158,8 @@ export interface Artifact {
   sha256: string;
   files: ArtifactFile[];
   accepted: boolean;
+  /** The consumers that load it: "vllm", "llama.cpp", "onnxruntime". */
+  consumers: string[];
 }
 
 export interface JobResult {

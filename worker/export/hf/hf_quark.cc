@@ -9,6 +9,7 @@
 #include <set>
 
 #include "worker/common/cancellation.h"
+#include "worker/config/quant_config.h"
 #include "worker/config/quark_json.h"
 #include "worker/export/export_support.h"
 #include "worker/export/hf/hf_files.h"
@@ -92,18 +93,83 @@ Status WriteActivation(ShardedSafetensorsWriter& w, const std::string& prefix,
                 is_signed ? io::SafetensorsDtype::kI8 : io::SafetensorsDtype::kU8});
 }
 
-bool HasKvCache(const QuantizedModel& model) {
-  for (const QuantizedLayer& layer : model.layers())
-    if (IsKvProjection(layer.name) && layer.output && !layer.output->spec.is_dynamic) return true;
-  return false;
+// The job's config as it is written into the export: the reference
+// toolkit's layout, which is also what vLLM's Quark loader reads
+// (docs/export.md, "hf-quark in vLLM"):
+//  - each kv_cache_quant_config glob is also a layer_quant_config entry
+//    holding the k/v layers' whole config (vLLM finds the KV-cache spec
+//    there and refuses a kv_cache_group it cannot find); one entry per
+//    layer name where the layers of a glob differ;
+//  - `exclude` names each Linear left in float exactly (vLLM compares names,
+//    it does not expand globs or prefixes); "re:" entries stay as they are.
+config::QuantConfig ExportedConfig(const QuantizedModel& model) {
+  config::QuantConfig c = model.quant_config();
+  std::vector<config::NamedLayerQuantConfig> kv_entries;
+  for (const config::NamedLayerQuantConfig& kv : c.kv_cache_quant_config) {
+    std::vector<config::NamedLayerQuantConfig> matched;
+    for (const QuantizedLayer& l : model.layers()) {
+      if (!l.output || !config::GlobMatch(kv.pattern, l.name)) continue;
+      config::LayerQuantConfig lc;
+      lc.weight = l.weight;
+      lc.bias = l.bias;
+      if (l.input) lc.input_tensors = l.input->spec;
+      lc.output_tensors = l.output->spec;
+      matched.push_back({l.name, lc});
+    }
+    if (matched.empty()) continue;
+    const bool uniform = std::all_of(matched.begin(), matched.end(), [&](const auto& m) {
+      return m.config == matched.front().config;
+    });
+    if (uniform) {
+      kv_entries.push_back({kv.pattern, matched.front().config});
+    } else {
+      kv_entries.insert(kv_entries.end(), matched.begin(), matched.end());
+    }
+  }
+  // The KV entries first: the first matching glob wins, in quantd and vLLM.
+  for (const auto& e : c.layer_quant_config) {
+    const bool replaced = std::any_of(kv_entries.begin(), kv_entries.end(),
+                                      [&](const auto& k) { return k.pattern == e.pattern; });
+    if (!replaced) kv_entries.push_back(e);
+  }
+  c.layer_quant_config = std::move(kv_entries);
+
+  std::vector<std::string> exclude;
+  for (const std::string& e : c.exclude)
+    if (e.rfind("re:", 0) == 0) exclude.push_back(e);
+  for (const models::LinearLayerInfo& info : models::ListLinearLayers(model.config())) {
+    const bool excluded = std::any_of(c.exclude.begin(), c.exclude.end(), [&](const auto& e) {
+      return e.rfind("re:", 0) != 0 && config::ExcludeMatch(e, info.name);
+    });
+    if (excluded) exclude.push_back(info.name);
+  }
+  c.exclude = std::move(exclude);
+  return c;
+}
+
+// The KV-cache globs, as the reference writes them: kv_cache_quant_config's,
+// or for a reference config that keeps its KV cache in layer_quant_config,
+// the entries there with a static output spec on k/v projections. An output
+// quantizer on every Linear (the o_fp8 schemes) is no KV cache.
+json KvCacheGroup(const QuantizedModel& model, const config::QuantConfig& exported) {
+  json kv = json::array();
+  for (const auto& e : exported.kv_cache_quant_config) kv.push_back(e.pattern);
+  if (!kv.empty()) return kv;
+  for (const auto& e : exported.layer_quant_config) {
+    if (!e.config.output_tensors || e.config.output_tensors->is_dynamic) continue;
+    const bool on_kv = std::any_of(model.layers().begin(), model.layers().end(), [&](const auto& l) {
+      return IsKvProjection(l.name) && config::GlobMatch(e.pattern, l.name);
+    });
+    if (on_kv) kv.push_back(e.pattern);
+  }
+  return kv;
 }
 
 json QuarkQuantizationConfig(const QuantizedModel& model, const HfQuarkExportOptions& opt) {
-  json q = config::QuarkJsonForExport(model.quant_config(), "real_quantized");
+  const config::QuantConfig exported = ExportedConfig(model);
+  json q = config::QuarkJsonForExport(exported, "real_quantized");
   q["quant_method"] = "quark";
-  json kv = json::array();
-  if (HasKvCache(model)) kv = {"*k_proj", "*v_proj"};
-  q["export"] = {{"kv_cache_group", kv},
+  q["export"] = {{"kv_cache_group", KvCacheGroup(model, exported)},
                  {"min_kv_scale", opt.min_kv_scale},
                  {"pack_method", "reorder"},
                  {"weight_format", "real_quantized"},

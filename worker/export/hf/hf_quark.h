@@ -3,7 +3,10 @@
 //
 // config.json carries quantization_config = the job's reference JSON plus
 // "export": {weight_format "real_quantized", pack_method "reorder",
-// kv_cache_group, min_kv_scale}. Each quantized Linear stores its
+// kv_cache_group, min_kv_scale}, written as the reference writes an export
+// and vLLM's Quark loader reads it: the KV-cache globs also in
+// layer_quant_config, and `exclude` naming each float Linear exactly
+// (tests/peers/vllm_quark_check.py checks it). Each quantized Linear stores its
 // real-quantized weight with weight_scale / weight_zero_point in the
 // reference's layouts (quark_tensors.h); static activation quantizers add
 // input_scale / output_scale (and *_zero_point for asymmetric integers). The

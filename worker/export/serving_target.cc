@@ -1,0 +1,254 @@
+#include "worker/export/serving_target.h"
+
+#include <map>
+#include <utility>
+
+#include "worker/quant/spec.h"
+
+namespace quantd::exporter {
+
+namespace {
+
+using quant::DataType;
+using quant::QScheme;
+using quant::QuantSpec;
+
+bool EndsWith(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() &&
+         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+std::string Name(DataType t) { return std::string(quant::DataTypeName(t)); }
+
+// vLLM's FP8 W8A8 scheme (QuarkW8A8Fp8): static per_tensor / per_channel
+// fp8_e4m3 weights with fp8_e4m3 inputs, dynamic or static per_tensor.
+std::string Fp8Problem(const QuantSpec& w, const std::optional<QuantSpec>& in) {
+  if (w.is_dynamic || w.qscheme == QScheme::kPerGroup)
+    return "vLLM takes fp8_e4m3 weights static per_tensor or per_channel, not " +
+           quant::DescribeSpec(w);
+  if (!in)
+    return "vLLM's Quark loader has no FP8 weight-only scheme: quantize the inputs to fp8_e4m3 "
+           "as well (w_fp8_a_fp8)";
+  if (in->dtype != DataType::kFp8E4M3)
+    return "vLLM takes fp8_e4m3 weights with fp8_e4m3 inputs, not " + Name(in->dtype);
+  if (!in->is_dynamic && in->qscheme != QScheme::kPerTensor)
+    return "vLLM takes static fp8_e4m3 inputs per_tensor only";
+  return "";
+}
+
+// QuarkW8A8Int8: symmetric static per_tensor / per_channel int8 weights with
+// static per_tensor or dynamic per-token int8 inputs.
+std::string Int8Problem(const QuantSpec& w, const std::optional<QuantSpec>& in) {
+  if (!w.symmetric) return "vLLM takes int8 weights symmetric only";
+  if (w.is_dynamic || w.qscheme == QScheme::kPerGroup)
+    return "vLLM takes int8 weights static per_tensor or per_channel, not per_group";
+  if (!in)
+    return "vLLM's Quark loader has no int8 weight-only scheme: quantize the inputs to int8 as "
+           "well (w_int8_a_int8_per_tensor_sym, w_int8_a_int8_per_token_dynamic)";
+  if (in->dtype != DataType::kInt8)
+    return "vLLM takes int8 weights with int8 inputs, not " + Name(in->dtype);
+  const bool static_tensor = !in->is_dynamic && in->qscheme == QScheme::kPerTensor;
+  const bool dynamic_token = in->is_dynamic && in->qscheme == QScheme::kPerChannel;
+  if (!static_tensor && !dynamic_token)
+    return "vLLM takes int8 inputs static per_tensor or dynamic per-token, not " +
+           quant::DescribeSpec(*in);
+  return "";
+}
+
+// QuarkW4A16Int4: static per_group int4 / uint4 weights, float inputs. Its
+// weight loader XORs the codes with 8 by `symmetric` alone and packs 8
+// codes per int32 along the output axis.
+std::string W4a16Problem(const ServedLinear& l, const QuantSpec& w,
+                         const std::optional<QuantSpec>& in) {
+  if (in) return "vLLM has no scheme for 4-bit integer weights with quantized inputs";
+  if (w.qscheme != QScheme::kPerGroup || w.is_dynamic || !w.group_size || *w.group_size <= 0)
+    return "vLLM takes 4-bit integer weights static per_group only (W4A16), not " +
+           quant::DescribeSpec(w);
+  if (w.dtype == DataType::kInt4 && !w.symmetric)
+    return "vLLM decodes int4 by `symmetric` alone, so asymmetric int4 would decode wrong: use "
+           "uint4 asymmetric (w_uint4_per_group_asym) or int4 symmetric";
+  if (w.dtype == DataType::kUInt4 && w.symmetric)
+    return "vLLM decodes uint4 by `symmetric` alone, so symmetric uint4 would decode wrong: use "
+           "int4 symmetric (w_int4_per_group_sym) or uint4 asymmetric";
+  if (l.in_features > 0 && l.in_features % *w.group_size != 0)
+    return "in_features " + std::to_string(l.in_features) + " is not a multiple of group_size " +
+           std::to_string(*w.group_size) + " (vLLM's W4A16 needs whole groups)";
+  if (l.out_features > 0 && l.out_features % 8 != 0)
+    return "out_features " + std::to_string(l.out_features) +
+           " is not a multiple of 8 (vLLM packs 8 codes per int32 word along the outputs)";
+  return "";
+}
+
+// QuarkOCP_MX: MXFP4 / MXFP6 weights with dynamically quantized inputs; one
+// E8M0 scale per whole block of 32 inputs.
+std::string OcpMxProblem(const ServedLinear& l, const std::optional<QuantSpec>& in) {
+  if (!in)
+    return "vLLM's OCP MX scheme has no weight-only form: quantize the inputs as well "
+           "(w_mxfp4_a_mxfp4)";
+  if (!in->is_dynamic) return "vLLM's OCP MX scheme takes dynamic inputs only, not static scales";
+  if (l.in_features > 0 && l.in_features % 32 != 0)
+    return "in_features " + std::to_string(l.in_features) +
+           " is not a multiple of 32 (vLLM allocates one scale per whole block of 32)";
+  return "";
+}
+
+// Why vLLM's Quark loader serves no scheme for this layer, "" when it does.
+std::string QuarkLayerProblem(const ServedLinear& l) {
+  const ExportLayerSpecs& s = l.specs;
+  if (l.excluded) return "";
+  if (EndsWith(s.name, "lm_head") && (s.weight || s.input))
+    return "vLLM loads lm_head in float (its ParallelLMHead takes no Quark scheme)";
+  if (s.bias) return "vLLM's Quark loader has no kernel for a quantized bias";
+  if (s.output && !l.kv_cache_output)
+    return "vLLM's Quark loader has no kernel for quantized Linear outputs (the FP8 KV cache on "
+           "the k/v projections is the one output it takes)";
+  if (s.output && (s.output->dtype != DataType::kFp8E4M3 ||
+                   s.output->qscheme != QScheme::kPerTensor || s.output->is_dynamic))
+    return "vLLM's KV cache is static per_tensor fp8_e4m3, not " + quant::DescribeSpec(*s.output);
+  if (!s.weight)
+    return s.input ? "vLLM's Quark loader has no scheme for quantized inputs with float weights"
+                   : "";
+  const QuantSpec& w = *s.weight;
+  switch (w.dtype) {
+    case DataType::kFp8E4M3:
+      return Fp8Problem(w, s.input);
+    case DataType::kInt8:
+      return Int8Problem(w, s.input);
+    case DataType::kInt4:
+    case DataType::kUInt4:
+      return W4a16Problem(l, w, s.input);
+    case DataType::kMxFp4:
+    case DataType::kMxFp6E3M2:
+    case DataType::kMxFp6E2M3:
+      return OcpMxProblem(l, s.input);
+    default:
+      return "vLLM's Quark loader has no scheme for " + Name(w.dtype) + " weights";
+  }
+}
+
+// vLLM fuses q/k/v into qkv_proj and gate/up into gate_up_proj and gives a
+// fused module one scheme: its shards must be excluded together and
+// quantized alike (the KV cache's output spec aside).
+std::vector<std::pair<std::string, std::string>> FusedShardProblems(
+    const std::vector<ServedLinear>& layers) {
+  static const std::vector<std::pair<std::string, std::vector<std::string>>> kFused = {
+      {"qkv_proj", {"q_proj", "k_proj", "v_proj"}}, {"gate_up_proj", {"gate_proj", "up_proj"}}};
+  std::map<std::string, const ServedLinear*> by_name;
+  for (const ServedLinear& l : layers) by_name[l.specs.name] = &l;
+  std::vector<std::pair<std::string, std::string>> out;
+  for (const ServedLinear& l : layers) {
+    for (const auto& [fused, shards] : kFused) {
+      const std::string first = "." + shards.front();
+      if (!EndsWith(l.specs.name, first)) continue;
+      const std::string prefix = l.specs.name.substr(0, l.specs.name.size() - first.size());
+      for (size_t i = 1; i < shards.size(); ++i) {
+        auto it = by_name.find(prefix + "." + shards[i]);
+        if (it == by_name.end()) continue;
+        const ServedLinear& o = *it->second;
+        const bool same = o.excluded == l.excluded && o.specs.weight == l.specs.weight &&
+                          o.specs.input == l.specs.input && o.specs.bias == l.specs.bias;
+        if (!same) {
+          std::string names;
+          for (const std::string& s : shards) names += (names.empty() ? "" : ", ") + s;
+          out.push_back({l.specs.name, names + " must be excluded together and quantized alike: "
+                                               "vLLM loads them as one " + fused});
+          break;
+        }
+      }
+    }
+  }
+  return out;
+}
+
+bool IsKvProjection(const std::string& name) {
+  return EndsWith(name, ".k_proj") || EndsWith(name, ".v_proj");
+}
+
+}  // namespace
+
+std::vector<ServedLinear> ServedLinearsOf(const config::QuantConfig& config,
+                                          const std::vector<config::LayerInfo>& layers) {
+  using Origin = config::ResolvedLayer::Origin;
+  std::vector<ServedLinear> out;
+  for (const config::LayerInfo& info : layers) {
+    const config::ResolvedLayer r = config::ResolveLayer(config, info.name, info.type);
+    ServedLinear l;
+    l.specs.name = info.name;
+    l.out_features = info.out_features;
+    l.in_features = info.in_features;
+    l.excluded = r.origin == Origin::kExcluded;
+    if (r.quantized) {
+      l.specs.weight = r.config.weight;
+      l.specs.bias = r.config.bias;
+      l.specs.input = r.config.input_tensors;
+      l.specs.output = r.config.output_tensors;
+    }
+    const bool static_output = l.specs.output && !l.specs.output->is_dynamic;
+    l.kv_cache_output =
+        static_output && (r.kv_cache_index >= 0 ||
+                          (config.kv_cache_quant_config.empty() &&
+                           r.origin == Origin::kLayerName && IsKvProjection(info.name)));
+    out.push_back(std::move(l));
+  }
+  return out;
+}
+
+const char* ServingTargetName(ServingTarget t) {
+  switch (t) {
+    case ServingTarget::kAny:
+      return "any";
+    case ServingTarget::kVllm:
+      return "vllm";
+  }
+  return "?";
+}
+
+std::vector<std::string> VllmRefusals(ExportFormat format,
+                                      const std::vector<ServedLinear>& layers) {
+  if (format != ExportFormat::kHfQuark)
+    return {std::string("vLLM serves hf_quark exports; ") + ExportFormatName(format) +
+            (format == ExportFormat::kGguf       ? " is for llama.cpp"
+             : format == ExportFormat::kOnnxQdq ? " is for onnxruntime"
+                                                : " holds float weights under a quark "
+                                                  "quantization_config, which vLLM reads as "
+                                                  "quantized tensors")};
+  std::vector<std::pair<std::string, std::string>> problems;  // layer, why
+  for (const ServedLinear& l : layers) {
+    const std::string why = QuarkLayerProblem(l);
+    if (!why.empty()) problems.push_back({l.specs.name, why});
+  }
+  for (auto& p : FusedShardProblems(layers)) problems.push_back(std::move(p));
+  // One line per distinct reason, naming its first layer.
+  std::vector<std::string> order;
+  std::map<std::string, std::pair<std::string, int>> seen;
+  for (const auto& [layer, why] : problems) {
+    auto [it, inserted] = seen.try_emplace(why, layer, 0);
+    if (inserted) order.push_back(why);
+    ++it->second.second;
+  }
+  std::vector<std::string> out;
+  for (const std::string& why : order) {
+    const auto& [layer, count] = seen[why];
+    out.push_back(layer + (count > 1 ? " (and " + std::to_string(count - 1) + " more)" : "") +
+                  ": " + why);
+  }
+  return out;
+}
+
+std::vector<std::string> ArtifactConsumers(ExportFormat format,
+                                           const std::vector<ServedLinear>& layers) {
+  switch (format) {
+    case ExportFormat::kHfQuark:
+      if (VllmRefusals(format, layers).empty()) return {"vllm"};
+      return {};
+    case ExportFormat::kGguf:
+      return {"llama.cpp"};
+    case ExportFormat::kOnnxQdq:
+      return {"onnxruntime"};
+    case ExportFormat::kHfFakeQuantized:
+      return {};
+  }
+  return {};
+}
+
+}  // namespace quantd::exporter
