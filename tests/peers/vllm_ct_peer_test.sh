@@ -68,6 +68,36 @@ assert q["kv_cache_scheme"]["type"] == "float" and q["kv_cache_scheme"]["num_bit
 assert q["format"] == "float-quantized" and q["config_groups"]["group_0"]["targets"] == ["Linear"]
 PYEOF
 
+# Configs beyond the presets: W8A8 with asymmetric uint8 inputs
+# (input_zero_point), and mixed precision (int4 attention, FP8 W8A8 MLP:
+# two config groups with exact targets and their own formats).
+spec() {  # DTYPE QSCHEME SYMMETRIC [GROUP]
+  echo "{\"dtype\": \"$1\", \"qscheme\": \"$2\", \"symmetric\": $3, \"is_dynamic\": false,
+    \"round_method\": \"half_even\", \"scale_type\": \"float\", \"group_size\": ${4:-null},
+    \"ch_axis\": $([ "$2" = per_group ] && echo 1 || echo 0)}"
+}
+cat >"$TMP/w8a8_asym_in.json" <<JSON
+{"quant_method": "quark", "exclude": ["lm_head"], "layer_type_quant_config": {},
+ "layer_quant_config": {},
+ "global_quant_config": {"weight": $(spec int8 per_channel true),
+                         "input_tensors": $(spec uint8 per_tensor false)}}
+JSON
+cat >"$TMP/mixed.json" <<JSON
+{"quant_method": "quark", "exclude": ["lm_head"], "layer_type_quant_config": {},
+ "global_quant_config": {"weight": $(spec int4 per_group true 32)},
+ "layer_quant_config": {
+   "*mlp*": {"weight": $(spec fp8_e4m3 per_tensor true), "input_tensors": $(spec fp8_e4m3 per_tensor true)}}}
+JSON
+for cfg in w8a8_asym_in mixed; do
+  quantize "cfg-$cfg" --config "$TMP/$cfg.json" --format hf --format compressed-tensors ||
+    { cat "$TMP/cfg-$cfg.log"; fail "$cfg: quantd-quantize exit $?"; }
+  "$PY" "$CHECK" "$TMP/cfg-$cfg/compressed_tensors" "$TMP/cfg-$cfg/hf_fake_quantized" \
+    >"$TMP/cfg-$cfg.check" 2>&1 || { cat "$TMP/cfg-$cfg.check"; fail "$cfg: vLLM conformance"; }
+  echo "config $cfg: $(tail -n 1 "$TMP/cfg-$cfg.check")"
+done
+grep -q "W8A8Fp8 x15, WNA16 x20" "$TMP/cfg-mixed.check" || fail "mixed: expected 15 FP8 + 20 WNA16"
+grep -q '"mixed-precision"' "$TMP/cfg-mixed/compressed_tensors/config.json" || fail "mixed format"
+
 # 2. Refused presets, with what they cannot express.
 refused=(
   "w_int2_per_group_asym|4- and 8-bit integers only"

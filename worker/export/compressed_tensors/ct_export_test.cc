@@ -173,6 +173,38 @@ TEST_F(CtExportTest, Fp8W8A8WithKvCacheWritesTheSchemesTensors) {
   EXPECT_NE((*st)->Find("model.layers.2.self_attn.v_scale"), nullptr);
 }
 
+TEST_F(CtExportTest, Int8W8A8WithAsymmetricUint8InputsShiftsTheZeroPoint) {
+  QuarkLayerSpecs g;
+  g.weight = Spec(DataType::kInt8, QScheme::kPerChannel);
+  g.input = Spec(DataType::kUInt8, QScheme::kPerTensor, {}, /*symmetric=*/false);
+  auto model = Quantize(ConfigJson(g, {"lm_head"}));
+  ASSERT_TRUE(model.ok()) << model.status();
+  auto art = Export(**model);
+  ASSERT_TRUE(art.ok()) << art.status();
+  const json qc = QuantConfig();
+  EXPECT_EQ(qc["format"], "int-quantized");
+  EXPECT_EQ(qc["config_groups"]["group_0"]["input_activations"]["symmetric"], false);
+  EXPECT_EQ(qc["config_groups"]["group_0"]["weights"]["strategy"], "channel");
+  auto st = io::SafetensorsSource::Open(out_.string());
+  ASSERT_TRUE(st.ok()) << st.status();
+  for (const QuantizedLayer& layer : (*model)->layers()) {
+    SCOPED_TRACE(layer.name);
+    const at::Tensor zp = *(*st)->LoadStored(layer.name + ".input_zero_point");
+    ASSERT_EQ(zp.scalar_type(), at::kChar);
+    ASSERT_EQ(zp.numel(), 1);
+    // uint8 code z is int8 code z - 128: x/s + z clamped to [0, 255] is
+    // x/s + (z - 128) clamped to [-128, 127], shifted.
+    EXPECT_EQ(zp.item<int>(), layer.input->static_qparams->zero_point.item<int>() - 128);
+    EXPECT_EQ((*st)->LoadStored(layer.name + ".input_scale")->item<float>(),
+              layer.input->static_qparams->scale.item<float>());
+    const at::Tensor w = *(*st)->LoadStored(layer.name + ".weight");
+    const at::Tensor scale = *(*st)->LoadStored(layer.name + ".weight_scale");
+    ASSERT_EQ(w.scalar_type(), at::kChar);
+    ASSERT_EQ(scale.dim(), 2);
+    EXPECT_TRUE(at::equal(w.to(at::kFloat) * scale, *(*model)->Load(layer.name + ".weight")));
+  }
+}
+
 TEST_F(CtExportTest, RefusesWhatVllmCannotLoad) {
   {  // down_proj's 172 inputs are no whole number of 8-code words.
     QuarkLayerSpecs g;
