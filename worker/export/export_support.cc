@@ -126,7 +126,8 @@ Status CheckOnnx(const QuantSpec& s, TensorRole role) {
 Status CheckCompressedTensors(const QuantSpec& s, TensorRole role) {
   const ExportFormat f = ExportFormat::kCompressedTensors;
   if (quant::IsCastType(s.dtype))
-    return Refuse(f, s, role, "compressed-tensors has no float16 / bfloat16 cast scheme; export hf");
+    return Refuse(f, s, role,
+                  "compressed-tensors has no float16 / bfloat16 cast scheme; export hf");
   if (quant::IsMxType(s.dtype))
     return Refuse(f, s, role, "quantd writes no compressed-tensors MX layout; export hf-quark");
   if (s.dtype == quant::DataType::kFp8E5M2)
@@ -136,8 +137,7 @@ Status CheckCompressedTensors(const QuantSpec& s, TensorRole role) {
   const bool int8 = quant::IsIntType(s.dtype) && quant::BitWidth(s.dtype) == 8;
   if (role == TensorRole::kWeight) {
     if (s.is_dynamic) return Refuse(f, s, role, "a weight quantizer cannot be dynamic");
-    if (quant::IsIntType(s.dtype) && quant::BitWidth(s.dtype) != 8 &&
-        quant::BitWidth(s.dtype) != 4)
+    if (quant::IsIntType(s.dtype) && quant::BitWidth(s.dtype) != 8 && quant::BitWidth(s.dtype) != 4)
       return Refuse(f, s, role, "vLLM's WNA16 kernels take 4- and 8-bit integers only");
     const std::string axis = WeightAxisProblem(s);
     if (!axis.empty()) return Refuse(f, s, role, axis);
@@ -190,7 +190,8 @@ std::string CompressedTensorsLayerProblem(const ExportLayerSpecs& l) {
   if (!l.input) {
     if (w_int && w.qscheme == QScheme::kPerTensor)
       return "weights: vLLM's W4A16 / W8A16 kernels need per-channel or per-group scales, "
-             "not " + quant::DescribeSpec(w);
+             "not " +
+             quant::DescribeSpec(w);
     return "";
   }
   const QuantSpec& a = *l.input;
@@ -201,7 +202,8 @@ std::string CompressedTensorsLayerProblem(const ExportLayerSpecs& l) {
              " with quantized inputs has no vLLM compressed-tensors scheme (W4A16 is weight-only)";
     if (!w.symmetric || w.qscheme == QScheme::kPerGroup)
       return "weights: vLLM's W8A8 int8 scheme needs symmetric per-tensor or per-channel "
-             "weights, not " + quant::DescribeSpec(w);
+             "weights, not " +
+             quant::DescribeSpec(w);
     return "";
   }
   if (quant::IsIntType(a.dtype)) return "FP8 weights with integer inputs have no vLLM scheme";
@@ -249,10 +251,10 @@ Status CheckExportSupport(ExportFormat format, const std::vector<ExportLayerSpec
     if (problem.empty()) continue;
     violations.push_back({l.name, problem});
     if (first.ok())
-      first = Status(StatusCode::kInvalidArgument,
-                   l.name + ": compressed_tensors cannot express this layer's quantization: " +
-                       problem,
-                   "EXPORT_FORMAT_UNSUPPORTED");
+      first = Status(
+          StatusCode::kInvalidArgument,
+          l.name + ": compressed_tensors cannot express this layer's quantization: " + problem,
+          "EXPORT_FORMAT_UNSUPPORTED");
   }
   if (first.ok()) return first;
   for (auto& v : violations) first.AddViolation(v.field, v.description);

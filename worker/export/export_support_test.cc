@@ -118,9 +118,9 @@ TEST(ExportSupport, CompressedTensorsTakesWhatVllmHasASchemeFor) {
                   const std::string& name = "model.layers.0.self_attn.q_proj") {
     return CheckExportSupport(ExportFormat::kCompressedTensors, {{name, w, {}, in, out}});
   };
-  EXPECT_TRUE(check(group4, {}).ok());                // W4A16 asym group
-  EXPECT_TRUE(check(channel, {}).ok());               // W8A16 channel
-  EXPECT_TRUE(check(channel, token).ok());            // W8A8 dynamic per token
+  EXPECT_TRUE(check(group4, {}).ok());                                     // W4A16 asym group
+  EXPECT_TRUE(check(channel, {}).ok());                                    // W8A16 channel
+  EXPECT_TRUE(check(channel, token).ok());                                 // W8A8 dynamic per token
   EXPECT_TRUE(check(Spec(DataType::kInt8), Spec(DataType::kUInt8)).ok());  // W8A8 static
   EXPECT_TRUE(check(fp8, fp8).ok());
   EXPECT_TRUE(check(fp8, {}).ok());

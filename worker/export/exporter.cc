@@ -9,9 +9,9 @@
 namespace quantd::exporter {
 
 StatusOr<ExportFormat> ParseExportFormat(std::string_view name) {
-  for (ExportFormat f : {ExportFormat::kHfFakeQuantized, ExportFormat::kHfQuark,
-                         ExportFormat::kGguf, ExportFormat::kOnnxQdq,
-                         ExportFormat::kCompressedTensors})
+  for (ExportFormat f :
+       {ExportFormat::kHfFakeQuantized, ExportFormat::kHfQuark, ExportFormat::kGguf,
+        ExportFormat::kOnnxQdq, ExportFormat::kCompressedTensors})
     if (name == ExportFormatName(f)) return f;
   return InvalidArgumentError(
       "unknown export format \"" + std::string(name) +

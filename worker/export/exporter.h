@@ -23,8 +23,9 @@
 
 namespace quantd::exporter {
 
-// "hf_fake_quantized", "hf_quark", "gguf", "onnx_qdq" or "compressed_tensors" (ExportFormatName's
-// spelling); INVALID_ARGUMENT listing them for anything else.
+// "hf_fake_quantized", "hf_quark", "gguf", "onnx_qdq" or "compressed_tensors"
+// (ExportFormatName's spelling); INVALID_ARGUMENT listing them for anything
+// else.
 StatusOr<ExportFormat> ParseExportFormat(std::string_view name);
 
 struct ExportOptions {

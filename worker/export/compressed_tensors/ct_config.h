@@ -56,8 +56,8 @@ std::string CtFormatFor(const std::optional<quant::QuantSpec>& weight,
 bool CtFormatIsPacked(const std::string& format);
 
 struct CtConfigInput {
-  std::vector<CtLayerQuant> quantized;      // model order
-  std::vector<std::string> unquantized;     // Linears left in float (-> ignore)
+  std::vector<CtLayerQuant> quantized;       // model order
+  std::vector<std::string> unquantized;      // Linears left in float (-> ignore)
   std::optional<quant::QuantSpec> kv_cache;  // the k/v projections' output spec
 };
 

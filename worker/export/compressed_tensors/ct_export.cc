@@ -64,9 +64,7 @@ std::string SchemeWords(const QuantizedLayer* l) {
 }
 
 bool SameScheme(const QuantizedLayer* a, const QuantizedLayer* b) {
-  auto weight = [](const QuantizedLayer* l) {
-    return l ? l->weight : std::optional<QuantSpec>();
-  };
+  auto weight = [](const QuantizedLayer* l) { return l ? l->weight : std::optional<QuantSpec>(); };
   auto input = [](const QuantizedLayer* l) {
     return l && l->input ? std::optional<QuantSpec>(l->input->spec) : std::optional<QuantSpec>();
   };
@@ -109,9 +107,9 @@ Status CheckLayers(const QuantizedModel& model, std::optional<QuantSpec>* kv_cac
                     "FEATURE_NOT_BUILT");
     if (layer->input && !layer->input->spec.is_dynamic && !HasStaticScale(layer->input))
       return InternalError(kWho + info.name + " has a static input quantizer without a scale");
-    if (CtFormatIsPacked(CtFormatFor(layer->weight, layer->input ? std::optional<QuantSpec>(
-                                                                       layer->input->spec)
-                                                                 : std::nullopt))) {
+    if (CtFormatIsPacked(
+            CtFormatFor(layer->weight, layer->input ? std::optional<QuantSpec>(layer->input->spec)
+                                                    : std::nullopt))) {
       const int per_word = 32 / quant::BitWidth(layer->weight->dtype);
       if (info.in_features % per_word != 0)
         return Refuse(info.name, "weight",
@@ -222,7 +220,8 @@ Status WriteInput(ShardedSafetensorsWriter& w, const std::string& module,
   at::Tensor zp = a.static_qparams->zero_point.defined()
                       ? a.static_qparams->zero_point.to(at::kLong).reshape({1})
                       : at::zeros({1}, at::kLong);
-  if (!quant::IsSignedInt(a.spec.dtype)) zp = zp - (int64_t{1} << (quant::BitWidth(a.spec.dtype) - 1));
+  if (!quant::IsSignedInt(a.spec.dtype))
+    zp = zp - (int64_t{1} << (quant::BitWidth(a.spec.dtype) - 1));
   return Write(w, module + ".input_zero_point", zp.to(at::kChar), SafetensorsDtype::kI8);
 }
 

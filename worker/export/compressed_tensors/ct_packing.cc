@@ -46,8 +46,7 @@ StatusOr<at::Tensor> PackCtInt32(const at::Tensor& codes, int bits, int packed_d
   }
 }
 
-StatusOr<at::Tensor> UnpackCtInt32(const at::Tensor& packed, int bits, int64_t n,
-                                   int packed_dim) {
+StatusOr<at::Tensor> UnpackCtInt32(const at::Tensor& packed, int bits, int64_t n, int packed_dim) {
   if (bits < 1 || bits > 8) return InvalidArgumentError("ct unpack: bits must be 1..8");
   if (packed.dim() != 2 || packed.scalar_type() != at::kInt)
     return DataLossError("ct unpack: packed must be a 2-D int32 tensor");
