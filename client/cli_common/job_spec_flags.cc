@@ -43,7 +43,8 @@ constexpr char kJobSpecFlagsUsage[] = R"(
 --max-ppl-increase F    accuracy gate: fail when ppl > float ppl * (1 + F)
 --max-kl F              accuracy gate: fail when the mean KL exceeds F
 --output URI            artifact directory (default <data-dir>/artifacts/<id>)
---format F              hf (default), hf-quark, gguf, onnx (repeatable)
+--format F              hf (default), hf-quark, gguf, onnx, compressed-tensors
+                        (repeatable)
 --gguf-float-type T     gguf: type of the tensors left in float: f32
                         (default, exact), f16 or bf16 (half the size)
 --target T              any (default) or vllm: refuse a format, scheme or
@@ -116,8 +117,9 @@ quantd::StatusOr<quantd::v1::ExportFormat> ParseExportFormatFlag(const std::stri
   if (f == "hf-quark" || f == "quark") return quantd::v1::HF_QUARK;
   if (f == "gguf") return quantd::v1::GGUF;
   if (f == "onnx") return quantd::v1::ONNX_QDQ;
-  return quantd::InvalidArgumentError(
-      absl::StrCat("--format '", f, "' is not one of hf, hf-quark, gguf, onnx"));
+  if (f == "compressed-tensors") return quantd::v1::COMPRESSED_TENSORS;
+  return quantd::InvalidArgumentError(absl::StrCat(
+      "--format '", f, "' is not one of hf, hf-quark, gguf, onnx, compressed-tensors"));
 }
 
 quantd::StatusOr<quantd::v1::GgufFloatType> ParseGgufFloatTypeFlag(const std::string& t) {

@@ -34,8 +34,8 @@ std::string JobSpecFlagsUsage(int indent);
 // Whether the spec is acceptable is the engine's CheckJobSpec's business.
 quantd::Status FillJobSpec(const ParsedArgs& a, quantd::v1::JobSpec* spec);
 
-// "hf", "hf-quark", "gguf" or "onnx" (and the aliases "hf-fake-quantized",
-// "quark").
+// "hf", "hf-quark", "gguf", "onnx" or "compressed-tensors" (and the aliases
+// "hf-fake-quantized", "quark").
 quantd::StatusOr<quantd::v1::ExportFormat> ParseExportFormatFlag(const std::string& name);
 
 // "f32", "f16" or "bf16": --gguf-float-type.

@@ -204,6 +204,8 @@ const char* ExportFormatName(ExportFormat f) {
       return "gguf";
     case ExportFormat::kOnnxQdq:
       return "onnx_qdq";
+    case ExportFormat::kCompressedTensors:
+      return "compressed_tensors";
   }
   return "unknown";
 }

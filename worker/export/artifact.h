@@ -15,7 +15,7 @@
 
 namespace quantd::exporter {
 
-enum class ExportFormat { kHfFakeQuantized, kHfQuark, kGguf, kOnnxQdq };
+enum class ExportFormat { kHfFakeQuantized, kHfQuark, kGguf, kOnnxQdq, kCompressedTensors };
 const char* ExportFormatName(ExportFormat f);
 
 struct ArtifactFile {

@@ -117,6 +117,99 @@ Status CheckOnnx(const QuantSpec& s, TensorRole role) {
   return OkStatus();
 }
 
+// compressed-tensors as vLLM's compressed_tensors loader selects a scheme
+// (compressed_tensors.py, _get_scheme_from_parts): W4A16 / W8A16 integer
+// weights per channel or group, W8A8 int8 (symmetric per-tensor / channel
+// weights, static per-tensor or dynamic per-token inputs), FP8 e4m3 weights
+// per tensor / channel with static per-tensor or dynamic inputs, and the FP8
+// KV cache as the k/v projections' output quantizer.
+Status CheckCompressedTensors(const QuantSpec& s, TensorRole role) {
+  const ExportFormat f = ExportFormat::kCompressedTensors;
+  if (quant::IsCastType(s.dtype))
+    return Refuse(f, s, role,
+                  "compressed-tensors has no float16 / bfloat16 cast scheme; export hf");
+  if (quant::IsMxType(s.dtype))
+    return Refuse(f, s, role, "quantd writes no compressed-tensors MX layout; export hf-quark");
+  if (s.dtype == quant::DataType::kFp8E5M2)
+    return Refuse(f, s, role, "compressed-tensors' float type with 8 bits is FP8 e4m3 only");
+  if (quant::IsIntType(s.dtype) && s.zero_point_type == quant::ZeroPointType::kFloat32)
+    return Refuse(f, s, role, "compressed-tensors zero points are integers");
+  const bool int8 = quant::IsIntType(s.dtype) && quant::BitWidth(s.dtype) == 8;
+  if (role == TensorRole::kWeight) {
+    if (s.is_dynamic) return Refuse(f, s, role, "a weight quantizer cannot be dynamic");
+    if (quant::IsIntType(s.dtype) && quant::BitWidth(s.dtype) != 8 && quant::BitWidth(s.dtype) != 4)
+      return Refuse(f, s, role, "vLLM's WNA16 kernels take 4- and 8-bit integers only");
+    const std::string axis = WeightAxisProblem(s);
+    if (!axis.empty()) return Refuse(f, s, role, axis);
+    if (quant::IsFp8Type(s.dtype) && s.qscheme == QScheme::kPerGroup)
+      return Refuse(f, s, role, "vLLM's FP8 schemes take per-tensor or per-channel weights");
+    return OkStatus();
+  }
+  if (role == TensorRole::kOutput) {
+    if (s.dtype != quant::DataType::kFp8E4M3 || s.is_dynamic || s.qscheme != QScheme::kPerTensor)
+      return Refuse(f, s, role,
+                    "the only output quantizer vLLM applies is the FP8 KV cache (static per "
+                    "tensor fp8_e4m3 on k_proj / v_proj)");
+    return OkStatus();
+  }
+  if (!int8 && s.dtype != quant::DataType::kFp8E4M3)
+    return Refuse(f, s, role, "vLLM quantizes activations to int8 or FP8 e4m3 only");
+  const bool per_token = s.qscheme == QScheme::kPerChannel && quant::EffectiveChAxis(s) == 1;
+  if (s.is_dynamic) {
+    if (per_token || (s.dtype == quant::DataType::kFp8E4M3 && s.qscheme == QScheme::kPerTensor))
+      return OkStatus();
+    return Refuse(f, s, role,
+                  int8 ? "vLLM's int8 kernels quantize dynamic inputs per token only"
+                       : "dynamic FP8 inputs are per tensor or per token");
+  }
+  if (s.qscheme != QScheme::kPerTensor)
+    return Refuse(f, s, role, "static input scales are per tensor (input_scale)");
+  if (int8 && s.round_method != quant::RoundMethod::kHalfEven)
+    return Refuse(f, s, role, "vLLM's int8 input quantization rounds half to even");
+  return OkStatus();
+}
+
+bool EndsWith(const std::string& s, const char* suffix) {
+  const std::string x(suffix);
+  return s.size() >= x.size() && s.compare(s.size() - x.size(), x.size(), x) == 0;
+}
+
+// The combinations of weight, input and output quantizers that vLLM's
+// compressed_tensors loader has a scheme for (each spec is already known to
+// be expressible on its own).
+std::string CompressedTensorsLayerProblem(const ExportLayerSpecs& l) {
+  if (l.output && !EndsWith(l.name, "k_proj") && !EndsWith(l.name, "v_proj"))
+    return "output activations: only k_proj / v_proj outputs (the FP8 KV cache) are "
+           "quantized by vLLM";
+  if (!l.weight) {
+    if (l.input) return "input activations without weight quantization have no vLLM scheme";
+    return "";
+  }
+  const QuantSpec& w = *l.weight;
+  const bool w_int = quant::IsIntType(w.dtype);
+  if (!l.input) {
+    if (w_int && w.qscheme == QScheme::kPerTensor)
+      return "weights: vLLM's W4A16 / W8A16 kernels need per-channel or per-group scales, "
+             "not " +
+             quant::DescribeSpec(w);
+    return "";
+  }
+  const QuantSpec& a = *l.input;
+  if (w_int) {
+    if (!quant::IsIntType(a.dtype)) return "integer weights with FP8 inputs have no vLLM scheme";
+    if (quant::BitWidth(w.dtype) != 8)
+      return "weights: " + quant::DescribeSpec(w) +
+             " with quantized inputs has no vLLM compressed-tensors scheme (W4A16 is weight-only)";
+    if (!w.symmetric || w.qscheme == QScheme::kPerGroup)
+      return "weights: vLLM's W8A8 int8 scheme needs symmetric per-tensor or per-channel "
+             "weights, not " +
+             quant::DescribeSpec(w);
+    return "";
+  }
+  if (quant::IsIntType(a.dtype)) return "FP8 weights with integer inputs have no vLLM scheme";
+  return "";
+}
+
 }  // namespace
 
 Status CheckExportSpec(ExportFormat format, const QuantSpec& spec, TensorRole role) {
@@ -130,6 +223,8 @@ Status CheckExportSpec(ExportFormat format, const QuantSpec& spec, TensorRole ro
       return CheckGguf(spec, role);
     case ExportFormat::kOnnxQdq:
       return CheckOnnx(spec, role);
+    case ExportFormat::kCompressedTensors:
+      return CheckCompressedTensors(spec, role);
     case ExportFormat::kHfFakeQuantized:
       break;
   }
@@ -140,6 +235,7 @@ Status CheckExportSupport(ExportFormat format, const std::vector<ExportLayerSpec
   Status first;
   std::vector<FieldViolation> violations;
   for (const ExportLayerSpecs& l : layers) {
+    const size_t refused_before = violations.size();
     for (const auto& [spec, role] :
          {std::make_pair(&l.weight, TensorRole::kWeight),
           std::make_pair(&l.bias, TensorRole::kBias), std::make_pair(&l.input, TensorRole::kInput),
@@ -150,6 +246,15 @@ Status CheckExportSupport(ExportFormat format, const std::vector<ExportLayerSpec
       violations.push_back({l.name + "." + std::string(quant::TensorRoleName(role)), s.message()});
       if (first.ok()) first = s.Prepend(l.name + " " + RoleWords(role) + ": ");
     }
+    if (format != ExportFormat::kCompressedTensors || violations.size() != refused_before) continue;
+    const std::string problem = CompressedTensorsLayerProblem(l);
+    if (problem.empty()) continue;
+    violations.push_back({l.name, problem});
+    if (first.ok())
+      first = Status(
+          StatusCode::kInvalidArgument,
+          l.name + ": compressed_tensors cannot express this layer's quantization: " + problem,
+          "EXPORT_FORMAT_UNSUPPORTED");
   }
   if (first.ok()) return first;
   for (auto& v : violations) first.AddViolation(v.field, v.description);

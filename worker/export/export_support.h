@@ -20,6 +20,17 @@
 //                      activations: static per_tensor integer or fp8 with
 //                      round half to even (QuantizeLinear's rounding); no
 //                      dynamic quantizers and no bias quantization.
+//   compressed_tensors what vLLM's compressed_tensors loader has a scheme
+//                      for: int4 / uint4 / int8 / uint8 weights per channel
+//                      or per group without activation quantization
+//                      (W4A16 / W8A16); symmetric int8 / uint8 weights per
+//                      tensor or channel with int8 / uint8 inputs, static per
+//                      tensor or dynamic per token (W8A8); fp8_e4m3 weights
+//                      per tensor or channel, alone or with fp8_e4m3 inputs
+//                      (static per tensor, dynamic per tensor or per token);
+//                      output quantizers only as the FP8 KV cache (static
+//                      per-tensor fp8_e4m3 on k_proj / v_proj); integer zero
+//                      points only; no MX, casts, fp8_e5m2 or biases.
 #ifndef QUANTD_WORKER_EXPORT_EXPORT_SUPPORT_H_
 #define QUANTD_WORKER_EXPORT_EXPORT_SUPPORT_H_
 

@@ -102,6 +102,60 @@ TEST(ExportSupport, EachFormatsRules) {
   }
 }
 
+TEST(ExportSupport, CompressedTensorsTakesWhatVllmHasASchemeFor) {
+  QuantSpec token = Spec(DataType::kInt8, QScheme::kPerChannel);
+  token.is_dynamic = true;
+  token.ch_axis = 1;
+  QuantSpec dyn_tensor = Spec(DataType::kInt8);
+  dyn_tensor.is_dynamic = true;
+  QuantSpec channel = Spec(DataType::kInt8, QScheme::kPerChannel);
+  channel.ch_axis = 0;
+  QuantSpec group4 = Spec(DataType::kUInt4, QScheme::kPerGroup, 32, false);
+  group4.ch_axis = 1;
+  const QuantSpec fp8 = Spec(DataType::kFp8E4M3);
+  auto check = [](std::optional<QuantSpec> w, std::optional<QuantSpec> in,
+                  std::optional<QuantSpec> out = {},
+                  const std::string& name = "model.layers.0.self_attn.q_proj") {
+    return CheckExportSupport(ExportFormat::kCompressedTensors, {{name, w, {}, in, out}});
+  };
+  EXPECT_TRUE(check(group4, {}).ok());                                     // W4A16 asym group
+  EXPECT_TRUE(check(channel, {}).ok());                                    // W8A16 channel
+  EXPECT_TRUE(check(channel, token).ok());                                 // W8A8 dynamic per token
+  EXPECT_TRUE(check(Spec(DataType::kInt8), Spec(DataType::kUInt8)).ok());  // W8A8 static
+  EXPECT_TRUE(check(fp8, fp8).ok());
+  EXPECT_TRUE(check(fp8, {}).ok());
+  EXPECT_TRUE(check(fp8, fp8, fp8, "model.layers.0.self_attn.k_proj").ok());  // KV cache
+  EXPECT_TRUE(check(fp8, fp8, fp8, "kv_cache_quant_config.*v_proj").ok());
+
+  struct Refusal {
+    Status status;
+    std::string says;
+  };
+  const Refusal refusals[] = {
+      {check(Spec(DataType::kInt4), {}), "per-channel or per-group scales"},
+      {check(Spec(DataType::kInt2, QScheme::kPerGroup, 32), {}), "4- and 8-bit integers only"},
+      {check(group4, Spec(DataType::kInt8)), "W4A16 is weight-only"},
+      {check(Spec(DataType::kInt8, QScheme::kPerTensor, {}, false), Spec(DataType::kInt8)),
+       "symmetric per-tensor or per-channel weights"},
+      {check(channel, dyn_tensor), "per token only"},
+      {check(channel, fp8), "integer weights with FP8 inputs"},
+      {check(fp8, Spec(DataType::kInt8)), "FP8 weights with integer inputs"},
+      {check(fp8, fp8, fp8), "only k_proj / v_proj outputs"},
+      {check(fp8, fp8, fp8, "global_quant_config"), "only k_proj / v_proj outputs"},
+      {check(Spec(DataType::kFp8E5M2), {}), "FP8 e4m3 only"},
+      {check(Spec(DataType::kMxFp4, QScheme::kPerGroup, 32), {}), "MX layout"},
+      {check(Spec(DataType::kBFloat16), {}), "cast scheme"},
+      {check({}, Spec(DataType::kInt8)), "without weight quantization"},
+  };
+  for (const Refusal& r : refusals) {
+    EXPECT_EQ(r.status.code(), StatusCode::kInvalidArgument) << r.says;
+    EXPECT_EQ(r.status.reason(), "EXPORT_FORMAT_UNSUPPORTED") << r.status;
+    EXPECT_NE(r.status.message().find("compressed_tensors"), std::string::npos) << r.status;
+    EXPECT_NE(r.status.message().find(r.says), std::string::npos) << r.status;
+    EXPECT_FALSE(r.status.violations().empty()) << r.status;
+  }
+}
+
 TEST(ExportSupport, GgufTypeFollowsTheJobsCodes) {
   auto layers = [](std::vector<QuantSpec> specs) {
     std::vector<ExportLayerSpecs> out;

@@ -1,5 +1,6 @@
 #include "worker/export/exporter.h"
 
+#include "worker/export/compressed_tensors/ct_export.h"
 #include "worker/export/export_support.h"
 #include "worker/export/gguf/gguf.h"
 #include "worker/export/hf/hf_quark.h"
@@ -9,11 +10,13 @@
 namespace quantd::exporter {
 
 StatusOr<ExportFormat> ParseExportFormat(std::string_view name) {
-  for (ExportFormat f : {ExportFormat::kHfFakeQuantized, ExportFormat::kHfQuark,
-                         ExportFormat::kGguf, ExportFormat::kOnnxQdq})
+  for (ExportFormat f :
+       {ExportFormat::kHfFakeQuantized, ExportFormat::kHfQuark, ExportFormat::kGguf,
+        ExportFormat::kOnnxQdq, ExportFormat::kCompressedTensors})
     if (name == ExportFormatName(f)) return f;
-  return InvalidArgumentError("unknown export format \"" + std::string(name) +
-                              "\" (one of hf_fake_quantized, hf_quark, gguf, onnx_qdq)");
+  return InvalidArgumentError(
+      "unknown export format \"" + std::string(name) +
+      "\" (one of hf_fake_quantized, hf_quark, gguf, onnx_qdq, compressed_tensors)");
 }
 
 namespace {
@@ -74,6 +77,16 @@ StatusOr<ExportResult> WriteExport(const QuantizedModel& model, ExportFormat for
       o.external_data_above_bytes = options.onnx_external_data_above_bytes;
       QD_ASSIGN_OR_RETURN(OnnxQdqExportResult r, ExportOnnxQdq(model, o, progress));
       result.artifact = std::move(r.artifact);
+      return result;
+    }
+    case ExportFormat::kCompressedTensors: {
+      CompressedTensorsExportOptions o;
+      o.output_dir = options.output_dir;
+      o.overwrite = options.overwrite;
+      o.output_owner = options.output_owner;
+      o.max_shard_bytes = options.max_shard_bytes;
+      o.min_kv_scale = options.min_kv_scale;
+      QD_ASSIGN_OR_RETURN(result.artifact, ExportCompressedTensors(model, o, progress));
       return result;
     }
   }

@@ -24,8 +24,9 @@
 
 namespace quantd::exporter {
 
-// "hf_fake_quantized", "hf_quark", "gguf" or "onnx_qdq" (ExportFormatName's
-// spelling); INVALID_ARGUMENT listing them for anything else.
+// "hf_fake_quantized", "hf_quark", "gguf", "onnx_qdq" or "compressed_tensors"
+// (ExportFormatName's spelling); INVALID_ARGUMENT listing them for anything
+// else.
 StatusOr<ExportFormat> ParseExportFormat(std::string_view name);
 
 struct ExportOptions {
@@ -38,10 +39,11 @@ struct ExportOptions {
   // CreateJob; this holds for a model it could not read there.
   ServingTarget target = ServingTarget::kAny;
 
-  // hf_quark: tensor bytes per safetensors shard (0: one model.safetensors).
+  // hf_quark, compressed_tensors: tensor bytes per safetensors shard (0: one
+  // model.safetensors).
   // hf_fake_quantized keeps the input's names, dtypes and shard layout.
   uint64_t max_shard_bytes = uint64_t{5} << 30;
-  // hf_quark: lower bound of the exported KV-cache scales.
+  // hf_quark, compressed_tensors: lower bound of the exported KV-cache scales.
   double min_kv_scale = 0.0;
 
   // gguf: the type of the quantized 2-D weights; unset picks the one that

@@ -10,6 +10,7 @@ constexpr std::pair<quantd::v1::ExportFormat, exporter::ExportFormat> kExportFor
     {quantd::v1::HF_QUARK, exporter::ExportFormat::kHfQuark},
     {quantd::v1::GGUF, exporter::ExportFormat::kGguf},
     {quantd::v1::ONNX_QDQ, exporter::ExportFormat::kOnnxQdq},
+    {quantd::v1::COMPRESSED_TENSORS, exporter::ExportFormat::kCompressedTensors},
 };
 
 }  // namespace

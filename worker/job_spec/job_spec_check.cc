@@ -237,10 +237,13 @@ void CheckQuantization(SpecChecker& c, const JobSpec& spec,
       if (lc.bias) c.Bad(field + ".bias", "an embedding has no bias");
       if (lc.weight) {
         for (int f = 0; f < spec.export_().formats_size(); ++f) {
-          if (ExportFormatFromProto(spec.export_().formats(f)) == exporter::ExportFormat::kHfQuark)
+          const auto format = ExportFormatFromProto(spec.export_().formats(f));
+          if (format == exporter::ExportFormat::kHfQuark ||
+              format == exporter::ExportFormat::kCompressedTensors)
             c.Bad("spec.export.formats[" + std::to_string(f) + "]",
-                  "hf_quark cannot carry a quantized embedding (vLLM's quark loader quantizes "
-                  "Linear layers); export hf, gguf or onnx, or leave the embedding in float");
+                  std::string(exporter::ExportFormatName(*format)) +
+                      " cannot carry a quantized embedding (vLLM's loader quantizes "
+                      "Linear layers); export hf, gguf or onnx, or leave the embedding in float");
         }
       }
     } else if (type != "Linear") {

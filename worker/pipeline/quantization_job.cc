@@ -216,13 +216,14 @@ class QuantizationJob {
           .AddViolation("layer " + info.name, msg);
     }
     for (exporter::ExportFormat f : opt_.export_options.formats) {
-      if (f == exporter::ExportFormat::kHfQuark) {
+      if (f == exporter::ExportFormat::kHfQuark || f == exporter::ExportFormat::kCompressedTensors) {
+        const std::string name = exporter::ExportFormatName(f);
         return Status(StatusCode::kInvalidArgument,
-                      "hf_quark cannot carry a quantized embedding (" + info.name +
-                          "): vLLM's quark loader quantizes Linear layers; export hf, gguf or "
+                      name + " cannot carry a quantized embedding (" + info.name +
+                          "): vLLM's loader quantizes Linear layers; export hf, gguf or "
                           "onnx, or leave the embedding in float",
                       "EXPORT_FORMAT_UNSUPPORTED")
-            .AddViolation("spec.export.formats", "hf_quark with a quantized embedding");
+            .AddViolation("spec.export.formats", name + " with a quantized embedding");
       }
     }
     ++*quantized;

@@ -26,7 +26,8 @@ export type ExportFormatName =
   | "HF_FAKE_QUANTIZED"
   | "HF_QUARK"
   | "GGUF"
-  | "ONNX_QDQ";
+  | "ONNX_QDQ"
+  | "COMPRESSED_TENSORS";
 
 // ListJobs' view (AIP-157).
 export type JobViewName = "JOB_VIEW_UNSPECIFIED" | "BASIC" | "FULL";

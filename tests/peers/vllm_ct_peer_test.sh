@@ -1,0 +1,181 @@
+#!/bin/bash
+# compressed-tensors exports of stories260K checked the way vLLM loads them:
+# every preset the format accepts is quantized by quantd-quantize with
+# --format hf --format compressed-tensors and vllm_ct_check.py compares the
+# export with vLLM's rules and the dequantized weights with the hf export;
+# every other preset is refused with its message; the checker fails on
+# broken copies of a good export.
+set -u
+R="${TEST_SRCDIR}/quantd"
+BIN="$R/worker/cli/quantd-quantize"
+MODEL="$R/models/stories260K"
+TEXT="$R/tests/data/tinystories-sample.txt"
+CHECK="$R/tests/peers/vllm_ct_check.py"
+TMP="${TEST_TMPDIR:-$(mktemp -d)}"
+PY=/usr/bin/python3
+fail() { echo "FAIL: $*" >&2; exit 1; }
+
+quantize() {  # NAME FORMATS... -- FLAGS...
+  local name="$1"; shift
+  "$BIN" --model "$MODEL" --calib "$TEXT" --calib-samples 4 --calib-seq-len 32 --no-eval \
+    --threads 1 --output "$TMP/$name" --data-dir "$TMP/data" "$@" >"$TMP/$name.log" 2>&1
+}
+
+# 1. Accepted presets. 4-bit weights pack 8 per word: down_proj's 172 inputs
+#    do not, nor (asymmetric: zero points packed along the outputs) the 172
+#    outputs of gate_proj / up_proj; those stay in float (listed in ignore).
+NO_DOWN=(--exclude '*down_proj')
+NO_MLP=(--exclude '*down_proj' --exclude '*gate_proj' --exclude '*up_proj')
+accepted=(
+  "w_int4_per_channel_sym ${NO_DOWN[*]}"
+  "w_int4_per_channel_asym ${NO_MLP[*]}"
+  "w_uint4_per_channel_sym ${NO_DOWN[*]}"
+  "w_uint4_per_channel_asym ${NO_MLP[*]}"
+  "w_int4_per_group_sym --group-size 32 ${NO_DOWN[*]}"
+  "w_int4_per_group_asym --group-size 32 ${NO_MLP[*]}"
+  "w_uint4_per_group_sym --group-size 32 ${NO_DOWN[*]}"
+  "w_uint4_per_group_asym --group-size 32 ${NO_MLP[*]}"
+  "w_int8_per_group_sym --group-size 4"
+  "w_uint8_per_group_asym --group-size 4"
+  "w_int8_per_channel_sym"
+  "w_int8_a_int8_per_tensor_sym"
+  "w_int8_a_int8_per_token_dynamic"
+  "w_int8_per_tensor_percentile"
+  "w_int8_per_tensor_mse"
+  "w_uint8_per_tensor_percentile"
+  "w_uint8_per_tensor_mse"
+  "w_fp8_a_fp8"
+  "w_fp8_a_fp8 --fp8-kv-cache"
+  "w_fp8_per_channel_a_fp8_per_token_dynamic"
+)
+i=0
+for entry in "${accepted[@]}"; do
+  read -r -a args <<<"$entry"
+  name="ok$i-${args[0]}"
+  i=$((i + 1))
+  # The globs reach quantd-quantize unexpanded: read -a does not glob.
+  quantize "$name" --scheme "${args[@]}" --format hf --format compressed-tensors ||
+    { cat "$TMP/$name.log"; fail "$entry: quantd-quantize exit $?"; }
+  "$PY" "$CHECK" "$TMP/$name/compressed_tensors" "$TMP/$name/hf_fake_quantized" \
+    >"$TMP/$name.check" 2>&1 || { cat "$TMP/$name.check"; fail "$entry: vLLM conformance"; }
+  echo "$entry: $(tail -n 1 "$TMP/$name.check")"
+done
+grep -q "W8A8Fp8 x35" "$TMP"/ok18-*.check || fail "fp8 kv: expected 35 W8A8Fp8 Linears"
+"$PY" - "$TMP/ok18-w_fp8_a_fp8/compressed_tensors/config.json" <<'PYEOF' || fail "kv config"
+import json, sys
+q = json.load(open(sys.argv[1]))["quantization_config"]
+assert q["kv_cache_scheme"]["type"] == "float" and q["kv_cache_scheme"]["num_bits"] == 8, q
+assert q["format"] == "float-quantized" and q["config_groups"]["group_0"]["targets"] == ["Linear"]
+PYEOF
+
+# Configs beyond the presets: W8A8 with asymmetric uint8 inputs
+# (input_zero_point), and mixed precision (int4 attention, FP8 W8A8 MLP:
+# two config groups with exact targets and their own formats).
+spec() {  # DTYPE QSCHEME SYMMETRIC [GROUP]
+  echo "{\"dtype\": \"$1\", \"qscheme\": \"$2\", \"symmetric\": $3, \"is_dynamic\": false,
+    \"round_method\": \"half_even\", \"scale_type\": \"float\", \"group_size\": ${4:-null},
+    \"ch_axis\": $([ "$2" = per_group ] && echo 1 || echo 0)}"
+}
+cat >"$TMP/w8a8_asym_in.json" <<JSON
+{"quant_method": "quark", "exclude": ["lm_head"], "layer_type_quant_config": {},
+ "layer_quant_config": {},
+ "global_quant_config": {"weight": $(spec int8 per_channel true),
+                         "input_tensors": $(spec uint8 per_tensor false)}}
+JSON
+cat >"$TMP/mixed.json" <<JSON
+{"quant_method": "quark", "exclude": ["lm_head"], "layer_type_quant_config": {},
+ "global_quant_config": {"weight": $(spec int4 per_group true 32)},
+ "layer_quant_config": {
+   "*mlp*": {"weight": $(spec fp8_e4m3 per_tensor true), "input_tensors": $(spec fp8_e4m3 per_tensor true)}}}
+JSON
+for cfg in w8a8_asym_in mixed; do
+  quantize "cfg-$cfg" --config "$TMP/$cfg.json" --format hf --format compressed-tensors ||
+    { cat "$TMP/cfg-$cfg.log"; fail "$cfg: quantd-quantize exit $?"; }
+  "$PY" "$CHECK" "$TMP/cfg-$cfg/compressed_tensors" "$TMP/cfg-$cfg/hf_fake_quantized" \
+    >"$TMP/cfg-$cfg.check" 2>&1 || { cat "$TMP/cfg-$cfg.check"; fail "$cfg: vLLM conformance"; }
+  echo "config $cfg: $(tail -n 1 "$TMP/cfg-$cfg.check")"
+done
+grep -q "W8A8Fp8 x15, WNA16 x20" "$TMP/cfg-mixed.check" || fail "mixed: expected 15 FP8 + 20 WNA16"
+grep -q '"mixed-precision"' "$TMP/cfg-mixed/compressed_tensors/config.json" || fail "mixed format"
+
+# 2. Refused presets, with what they cannot express.
+refused=(
+  "w_int2_per_group_asym|4- and 8-bit integers only"
+  "w_int8_per_tensor_sym|per-channel or per-group scales"
+  "w_int8_a_int8_per_tensor_sym_dynamic|a weight quantizer cannot be dynamic"
+  "w_int8_per_channel_a_int8_per_tensor_sym_dynamic|quantize dynamic inputs per token only"
+  "w_uint8_a_uint8_per_tensor_asym|symmetric per-tensor or per-channel weights"
+  "w_fp8_a_fp8_o_fp8|only k_proj / v_proj outputs"
+  "w_fp8_per_channel_sym|only k_proj / v_proj outputs"
+  "w_mxfp4|no compressed-tensors MX layout"
+  "w_mxfp6_e2m3_a_mxfp6_e2m3|no compressed-tensors MX layout"
+  "w_mxint8|no compressed-tensors MX layout"
+  "w_bf16|no float16 / bfloat16 cast scheme"
+  "w_int4_per_channel_sym|in_features is 172"
+)
+for entry in "${refused[@]}"; do
+  scheme="${entry%%|*}"
+  want="${entry#*|}"
+  quantize "no-$scheme" --scheme "$scheme" --format compressed-tensors &&
+    fail "$scheme: accepted, expected a refusal"
+  grep -qF "compressed_tensors" "$TMP/no-$scheme.log" && grep -qF "$want" "$TMP/no-$scheme.log" ||
+    { cat "$TMP/no-$scheme.log"; fail "$scheme: refusal does not say '$want'"; }
+  echo "$scheme: refused ($want)"
+done
+
+# 3. The checker fails on broken copies of a good export.
+GOOD="$TMP/ok5-w_int4_per_group_asym/compressed_tensors"
+HF="$TMP/ok5-w_int4_per_group_asym/hf_fake_quantized"
+broken() {  # NAME EXPECTED-EXIT EXPECTED-TEXT PYTHON-EDIT
+  local dir="$TMP/broken-$1"
+  rm -rf "$dir" && cp -r "$GOOD" "$dir"
+  "$PY" - "$dir" <<<"$4" || fail "broken $1: edit failed"
+  "$PY" "$CHECK" "$dir" "$HF" >"$dir.out" 2>&1
+  local rc=$?
+  [ "$rc" -eq "$2" ] || { cat "$dir.out"; fail "broken $1: checker exit $rc, expected $2"; }
+  grep -qF "$3" "$dir.out" || { cat "$dir.out"; fail "broken $1: no '$3'"; }
+  echo "broken $1: exit $rc ($3)"
+}
+EDIT_TENSOR='
+import json, struct, sys
+p = sys.argv[1] + "/model.safetensors"
+b = bytearray(open(p, "rb").read())
+n = struct.unpack("<Q", b[:8])[0]
+h = json.loads(b[8:8 + n])
+'
+broken flipped-nibble 1 "dequantized weights differ" "$EDIT_TENSOR
+o = 8 + n + h['model.layers.1.self_attn.o_proj.weight_packed']['data_offsets'][0]
+b[o] ^= 0x01
+open(p, 'wb').write(b)"
+broken flipped-zero-point 1 "dequantized weights differ" "$EDIT_TENSOR
+o = 8 + n + h['model.layers.0.self_attn.o_proj.weight_zero_point']['data_offsets'][0]
+b[o] ^= 0x10
+open(p, 'wb').write(b)"
+broken glob-ignore 1 "is a glob" '
+import json, sys
+p = sys.argv[1] + "/config.json"
+c = json.load(open(p))
+c["quantization_config"]["ignore"] = ["lm_head", "*down_proj"]
+json.dump(c, open(p, "w"))'
+broken wrong-format 1 "without input_activations needs float weights" '
+import json, sys
+p = sys.argv[1] + "/config.json"
+c = json.load(open(p))
+c["quantization_config"]["format"] = "naive-quantized"
+for g in c["quantization_config"]["config_groups"].values(): g["format"] = "naive-quantized"
+json.dump(c, open(p, "w"))'
+broken renamed-tensor 1 "missing" "$EDIT_TENSOR
+raw = json.dumps(h).replace('layers.2.self_attn.q_proj.weight_shape', 'layers.2.self_attn.q_proj.weight_shap_')
+b = struct.pack('<Q', len(raw)) + raw.encode() + b[8 + n:]
+open(p, 'wb').write(b)"
+broken truncated 2 "UNREADABLE" '
+import os, sys
+p = sys.argv[1] + "/model.safetensors"
+os.truncate(p, os.path.getsize(p) - 100)'
+broken huge-header 2 "UNREADABLE" '
+import struct, sys
+p = sys.argv[1] + "/model.safetensors"
+b = bytearray(open(p, "rb").read())
+b[:8] = struct.pack("<Q", 1 << 40)
+open(p, "wb").write(b)'
+echo PASS

@@ -1,0 +1,312 @@
+#include "worker/export/compressed_tensors/ct_export.h"
+
+#include <c10/util/Exception.h>
+
+#include <algorithm>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <vector>
+
+#include "worker/common/cancellation.h"
+#include "worker/export/compressed_tensors/ct_config.h"
+#include "worker/export/compressed_tensors/ct_packing.h"
+#include "worker/export/export_support.h"
+#include "worker/export/hf/hf_files.h"
+#include "worker/io/safetensors/tensor_io.h"
+#include "worker/models/layer_shapes.h"
+#include "worker/quant/fake_quant.h"
+
+namespace quantd::exporter {
+
+using io::SafetensorsDtype;
+using nlohmann::json;
+using quant::QuantSpec;
+
+namespace {
+
+const std::string kWho = "compressed_tensors: ";
+
+Status Refuse(const std::string& layer, const std::string& field, const std::string& why) {
+  return Status(StatusCode::kInvalidArgument, kWho + layer + ": " + why,
+                "EXPORT_FORMAT_UNSUPPORTED")
+      .AddViolation(layer + "." + field, why);
+}
+
+bool EndsWith(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() &&
+         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+std::string ModuleOf(const std::string& tensor, const std::string& suffix) {
+  return EndsWith(tensor, suffix) ? tensor.substr(0, tensor.size() - suffix.size()) : "";
+}
+
+bool IsKvProjection(const std::string& module) {
+  return EndsWith(module, ".k_proj") || EndsWith(module, ".v_proj");
+}
+
+// vLLM loads these sibling Linears as one fused layer (packed_modules_mapping
+// of its Llama-family models: qkv_proj, gate_up_proj), which takes one scheme.
+std::string FusedGroupOf(const std::string& module) {
+  for (const char* s : {".q_proj", ".k_proj", ".v_proj"})
+    if (EndsWith(module, s)) return ModuleOf(module, s) + ".qkv_proj";
+  for (const char* s : {".gate_proj", ".up_proj"})
+    if (EndsWith(module, s)) return ModuleOf(module, s) + ".gate_up_proj";
+  return "";
+}
+
+std::string SchemeWords(const QuantizedLayer* l) {
+  if (l == nullptr || !l->weight) return "float";
+  std::string w = quant::DescribeSpec(*l->weight);
+  if (l->input) w += " with inputs " + quant::DescribeSpec(l->input->spec);
+  return w;
+}
+
+bool SameScheme(const QuantizedLayer* a, const QuantizedLayer* b) {
+  auto weight = [](const QuantizedLayer* l) { return l ? l->weight : std::optional<QuantSpec>(); };
+  auto input = [](const QuantizedLayer* l) {
+    return l && l->input ? std::optional<QuantSpec>(l->input->spec) : std::optional<QuantSpec>();
+  };
+  return weight(a) == weight(b) && input(a) == input(b);
+}
+
+bool HasStaticScale(const std::optional<ActivationQuantizer>& a) {
+  return a && !a->spec.is_dynamic && a->static_qparams && a->static_qparams->scale.defined();
+}
+
+// What vLLM cannot load that the per-spec check does not see: shapes,
+// fused siblings, a KV cache on only some projections.
+Status CheckLayers(const QuantizedModel& model, std::optional<QuantSpec>* kv_cache) {
+  QD_RETURN_IF_ERROR(
+      CheckExportSupport(ExportFormat::kCompressedTensors, ExportLayerSpecsOf(model)));
+  std::map<std::string, std::vector<std::string>> fused;
+  int kv_projections = 0, kv_quantized = 0;
+  for (const auto& info : models::ListLinearLayers(model.config())) {
+    const QuantizedLayer* layer = model.FindLayer(info.name);
+    const std::string group = FusedGroupOf(info.name);
+    if (!group.empty()) fused[group].push_back(info.name);
+    if (IsKvProjection(info.name)) {
+      ++kv_projections;
+      if (layer && layer->output) {
+        ++kv_quantized;
+        if (!*kv_cache) *kv_cache = layer->output->spec;
+        if (**kv_cache != layer->output->spec)
+          return Refuse(info.name, "output_tensors",
+                        "compressed-tensors has one kv_cache_scheme; this projection's " +
+                            quant::DescribeSpec(layer->output->spec) + " differs from " +
+                            quant::DescribeSpec(**kv_cache));
+        if (!HasStaticScale(layer->output))
+          return InternalError(kWho + info.name + " has a KV-cache quantizer without a scale");
+      }
+    }
+    if (layer == nullptr || !layer->weight) continue;
+    if (info.transposed_in_checkpoint)
+      return Status(StatusCode::kUnimplemented,
+                    kWho + info.name + ": GPT-2 Conv1D weights have no compressed-tensors layout",
+                    "FEATURE_NOT_BUILT");
+    if (layer->input && !layer->input->spec.is_dynamic && !HasStaticScale(layer->input))
+      return InternalError(kWho + info.name + " has a static input quantizer without a scale");
+    if (CtFormatIsPacked(
+            CtFormatFor(layer->weight, layer->input ? std::optional<QuantSpec>(layer->input->spec)
+                                                    : std::nullopt))) {
+      const int per_word = 32 / quant::BitWidth(layer->weight->dtype);
+      if (info.in_features % per_word != 0)
+        return Refuse(info.name, "weight",
+                      "vLLM's WNA16 scheme allocates in_features / " + std::to_string(per_word) +
+                          " packed words per row and in_features is " +
+                          std::to_string(info.in_features) + "; exclude the layer");
+      if (!layer->weight->symmetric && info.out_features % per_word != 0)
+        return Refuse(info.name, "weight",
+                      "vLLM packs asymmetric zero points " + std::to_string(per_word) +
+                          " output channels per word and out_features is " +
+                          std::to_string(info.out_features) + "; exclude the layer");
+    }
+  }
+  if (kv_quantized != 0 && kv_quantized != kv_projections)
+    return Refuse("kv_cache", "output_tensors",
+                  "vLLM's kv_cache_scheme applies to every attention layer, but only " +
+                      std::to_string(kv_quantized) + " of " + std::to_string(kv_projections) +
+                      " k/v projections quantize their output");
+  for (const auto& [group, members] : fused) {
+    const QuantizedLayer* first = model.FindLayer(members[0]);
+    for (size_t i = 1; i < members.size(); ++i) {
+      const QuantizedLayer* other = model.FindLayer(members[i]);
+      if (!SameScheme(first, other))
+        return Refuse(members[i], "weight",
+                      "vLLM loads " + group + " as one layer with one scheme; " + members[0] +
+                          " is " + SchemeWords(first) + ", " + members[i] + " is " +
+                          SchemeWords(other));
+    }
+  }
+  return OkStatus();
+}
+
+Status Write(ShardedSafetensorsWriter& w, const std::string& name, const at::Tensor& t,
+             SafetensorsDtype dtype) {
+  try {
+    at::Tensor c = t.to(at::kCPU).contiguous();
+    if (io::SafetensorsDtypeSize(dtype) != static_cast<int>(c.element_size()))
+      return InternalError(kWho + name + " has " + std::to_string(c.element_size()) +
+                           "-byte elements, not " + io::SafetensorsDtypeName(dtype));
+    return w.Add(name, dtype, c.sizes().vec(), c.data_ptr(),
+                 static_cast<uint64_t>(c.numel()) * c.element_size());
+  } catch (const c10::Error& e) {
+    return InternalError(kWho + "writing " + name + ": " + e.what_without_backtrace());
+  }
+}
+
+// Codes and zero points in the library's signed range: unsigned code sets
+// move down by 2^(bits-1) with their zero point.
+struct SignedCodes {
+  at::Tensor codes;       // int64 [out, in]
+  at::Tensor zero_point;  // int64, scale's shape; zeros when symmetric
+};
+
+StatusOr<SignedCodes> ToSignedCodes(const quant::QuantizedTensor& q, const QuantSpec& spec,
+                                    const std::string& module) {
+  SignedCodes out;
+  out.codes = q.codes.to(at::kLong);
+  out.zero_point = q.qparams.zero_point.defined() ? q.qparams.zero_point.to(at::kLong)
+                                                  : at::zeros_like(q.qparams.scale, at::kLong);
+  if (!quant::IsSignedInt(spec.dtype)) {
+    const int64_t mid = int64_t{1} << (quant::BitWidth(spec.dtype) - 1);
+    out.codes = out.codes - mid;
+    out.zero_point = out.zero_point - mid;
+  }
+  if (spec.symmetric && out.zero_point.ne(0).any().item<bool>())
+    return InternalError(kWho + module + ": a symmetric weight has a zero point off its midpoint");
+  return out;
+}
+
+// weight_scale as the schemes allocate it: [1] per tensor, [out, 1] per
+// channel, [out, groups] per group.
+at::Tensor CtScaleShape(const at::Tensor& t, const QuantSpec& spec, int64_t out) {
+  if (spec.qscheme == quant::QScheme::kPerTensor) return t.reshape({1});
+  return t.reshape({out, -1});
+}
+
+Status WriteWeight(ShardedSafetensorsWriter& w, const std::string& module, const at::Tensor& value,
+                   const QuantizedLayer& layer, const quant::QParams& qp) {
+  const QuantSpec& spec = *layer.weight;
+  auto q = quant::RealQuantize(value.to(at::kFloat), spec, qp);
+  if (!q.ok()) return Status(q.status()).Prepend(kWho + module + ": ");
+  const int64_t out = value.size(0), in = value.size(1);
+  const at::Tensor scale = CtScaleShape(q->qparams.scale.to(at::kFloat), spec, out);
+  QD_RETURN_IF_ERROR(Write(w, module + ".weight_scale", scale, SafetensorsDtype::kF32));
+  if (quant::IsFp8Type(spec.dtype))  // codes are the e4m3 bytes
+    return Write(w, module + ".weight", q->codes, SafetensorsDtype::kF8E4M3);
+  QD_ASSIGN_OR_RETURN(SignedCodes s, ToSignedCodes(*q, spec, module));
+  const std::optional<QuantSpec> input =
+      layer.input ? std::optional<QuantSpec>(layer.input->spec) : std::nullopt;
+  if (!CtFormatIsPacked(CtFormatFor(layer.weight, input)))
+    return Write(w, module + ".weight", s.codes.to(at::kChar), SafetensorsDtype::kI8);
+  const int bits = quant::BitWidth(spec.dtype);
+  QD_ASSIGN_OR_RETURN(at::Tensor packed, PackCtInt32(s.codes, bits, 1));
+  QD_RETURN_IF_ERROR(Write(w, module + ".weight_packed", packed, SafetensorsDtype::kI32));
+  QD_RETURN_IF_ERROR(Write(w, module + ".weight_shape",
+                           at::tensor(std::vector<int64_t>{out, in}, at::kLong),
+                           SafetensorsDtype::kI64));
+  if (spec.symmetric) return OkStatus();
+  QD_ASSIGN_OR_RETURN(at::Tensor zp, PackCtInt32(s.zero_point.reshape({out, -1}), bits, 0));
+  return Write(w, module + ".weight_zero_point", zp, SafetensorsDtype::kI32);
+}
+
+Status WriteInput(ShardedSafetensorsWriter& w, const std::string& module,
+                  const ActivationQuantizer& a) {
+  const at::Tensor scale = a.static_qparams->scale.to(at::kFloat).reshape({1});
+  QD_RETURN_IF_ERROR(Write(w, module + ".input_scale", scale, SafetensorsDtype::kF32));
+  if (!quant::IsIntType(a.spec.dtype) || a.spec.symmetric) return OkStatus();
+  at::Tensor zp = a.static_qparams->zero_point.defined()
+                      ? a.static_qparams->zero_point.to(at::kLong).reshape({1})
+                      : at::zeros({1}, at::kLong);
+  if (!quant::IsSignedInt(a.spec.dtype))
+    zp = zp - (int64_t{1} << (quant::BitWidth(a.spec.dtype) - 1));
+  return Write(w, module + ".input_zero_point", zp.to(at::kChar), SafetensorsDtype::kI8);
+}
+
+StatusOr<json> QuantizationConfig(const QuantizedModel& model,
+                                  const std::optional<QuantSpec>& kv_cache) {
+  CtConfigInput in;
+  in.kv_cache = kv_cache;
+  for (const auto& info : models::ListLinearLayers(model.config())) {
+    const QuantizedLayer* layer = model.FindLayer(info.name);
+    if (layer == nullptr || !layer->weight) {
+      in.unquantized.push_back(info.name);
+      continue;
+    }
+    CtLayerQuant l{info.name, layer->weight, std::nullopt};
+    if (layer->input) l.input = layer->input->spec;
+    in.quantized.push_back(std::move(l));
+  }
+  // A tied head is no Linear of the checkpoint; llm-compressor still lists it.
+  if (std::find(in.unquantized.begin(), in.unquantized.end(), "lm_head") == in.unquantized.end() &&
+      model.FindLayer("lm_head") == nullptr)
+    in.unquantized.push_back("lm_head");
+  return BuildCtQuantizationConfig(in);
+}
+
+}  // namespace
+
+StatusOr<Artifact> ExportCompressedTensors(const QuantizedModel& model,
+                                           const CompressedTensorsExportOptions& opt,
+                                           const ExportProgress& progress) {
+  std::optional<QuantSpec> kv_cache;
+  QD_RETURN_IF_ERROR(CheckLayers(model, &kv_cache));
+  QD_ASSIGN_OR_RETURN(json quantization_config, QuantizationConfig(model, kv_cache));
+  QD_ASSIGN_OR_RETURN(StagedDirectory staged,
+                      StagedDirectory::Create(opt.output_dir, opt.overwrite, opt.output_owner));
+  const std::string dir = staged.staging_path();
+  ShardedSafetensorsWriter writer(dir, opt.max_shard_bytes);
+
+  const io::TensorSource& original = model.original();
+  const std::vector<std::string> names = original.Names();
+  int done = 0;
+  for (const std::string& name : names) {
+    if (StopRequested()) return CancelledStatus("exporting " + name);
+    const io::TensorInfo* info = original.Find(name);
+    if (info == nullptr) return InternalError(kWho + name + " vanished from the input");
+    const std::string module = ModuleOf(name, ".weight");
+    const QuantizedLayer* layer = module.empty() ? nullptr : model.FindLayer(module);
+    QD_ASSIGN_OR_RETURN(at::Tensor value, model.Load(name));
+    if (value.sizes().vec() != info->shape)
+      return InternalError(kWho + name + " changed shape after quantization");
+    if (layer != nullptr && layer->weight) {
+      if (value.dim() != 2) return InternalError(kWho + name + " is not 2-D");
+      QD_ASSIGN_OR_RETURN(quant::QParams qp, model.WeightQParams(module));
+      QD_RETURN_IF_ERROR(WriteWeight(writer, module, value, *layer, qp));
+    } else {
+      auto st = io::ParseSafetensorsDtype(info->dtype);
+      if (!st) return DataLossError(kWho + name + " has unknown dtype " + info->dtype);
+      QD_ASSIGN_OR_RETURN(at::ScalarType scalar, io::StorageScalarType(*st));
+      at::Tensor t;
+      try {
+        t = value.to(scalar);
+      } catch (const c10::Error& e) {
+        return InternalError(kWho + name + ": " + e.what_without_backtrace());
+      }
+      QD_RETURN_IF_ERROR(Write(writer, name, t, *st));
+    }
+    if (layer != nullptr) {
+      if (layer->weight && layer->input && !layer->input->spec.is_dynamic)
+        QD_RETURN_IF_ERROR(WriteInput(writer, module, *layer->input));
+      if (IsKvProjection(module) && layer->output) {
+        // k_proj -> <attention>.k_scale, as the library names the KV scales.
+        const std::string kv_name = module.substr(0, module.size() - 7) +
+                                    (EndsWith(module, ".k_proj") ? ".k_scale" : ".v_scale");
+        at::Tensor scale = layer->output->static_qparams->scale.to(at::kFloat).reshape({1});
+        if (opt.min_kv_scale > 0) scale = at::clamp_min(scale, opt.min_kv_scale);
+        QD_RETURN_IF_ERROR(Write(writer, kv_name, scale, SafetensorsDtype::kF32));
+      }
+    }
+    if (progress) progress(++done, static_cast<int>(names.size()));
+  }
+  QD_ASSIGN_OR_RETURN(std::string main_file, writer.Finish());
+  QD_RETURN_IF_ERROR(WriteHfConfig(model.model_dir(), dir, quantization_config,
+                                   model.config().tie_word_embeddings));
+  QD_RETURN_IF_ERROR(CopyHfSideFiles(model.model_dir(), dir));
+  QD_RETURN_IF_ERROR(staged.Commit());
+  return DescribeArtifact(ExportFormat::kCompressedTensors, staged, main_file);
+}
+
+}  // namespace quantd::exporter
