@@ -311,7 +311,7 @@ TEST(ServiceE2eTest, BadInputGetsClearErrorsAndTheServiceKeepsServing) {
       quantd->address(), {"submit", "--model", Model(), "--scheme", "w_int8_per_channel_sym",
                           "--format", "gguf", "--format", "hf-quark", "--target", "vllm"});
   EXPECT_EQ(vllm.exit_code, 3);
-  for (const char* want : {"spec.export.formats[0]: target vllm: vLLM serves hf_quark exports; "
+  for (const char* want : {"spec.export.formats[0]: target vllm: vLLM serves hf_quark and compressed_tensors exports; "
                            "gguf is for llama.cpp",
                            "spec.quantization.scheme: target vllm: vLLM cannot serve this as "
                            "hf_quark"})

@@ -8,10 +8,13 @@
 set -u
 R="${TEST_SRCDIR}/quantd"
 BIN="$R/worker/cli/quantd-quantize"
-MODEL="$R/models/stories260K"
 TEXT="$R/tests/data/tinystories-sample.txt"
 CHECK="$R/tests/peers/vllm_ct_check.py"
 TMP="${TEST_TMPDIR:-$(mktemp -d)}"
+# A real directory, so that quantd reads the model's shapes at CreateJob
+# (the runfiles are links it does not follow out of a directory).
+MODEL="$TMP/stories260K"
+cp -rL "$R/models/stories260K" "$MODEL"
 PY=/usr/bin/python3
 fail() { echo "FAIL: $*" >&2; exit 1; }
 
@@ -59,7 +62,25 @@ for entry in "${accepted[@]}"; do
   "$PY" "$CHECK" "$TMP/$name/compressed_tensors" "$TMP/$name/hf_fake_quantized" \
     >"$TMP/$name.check" 2>&1 || { cat "$TMP/$name.check"; fail "$entry: vLLM conformance"; }
   echo "$entry: $(tail -n 1 "$TMP/$name.check")"
+  # Under --target vllm the same job is accepted, says where it loads, and
+  # writes the bytes the checker passed.
+  quantize "$name-vllm" --scheme "${args[@]}" --format compressed-tensors --target vllm ||
+    { cat "$TMP/$name-vllm.log"; fail "$entry: refused under --target vllm"; }
+  grep -q "COMPRESSED_TENSORS .* loads in: vllm" "$TMP/$name-vllm.log" ||
+    fail "$entry: the artifact does not say it loads in vllm"
+  (cd "$TMP/$name/compressed_tensors" && sha256sum -- *.safetensors config.json) |
+    (cd "$TMP/$name-vllm" && sha256sum -c --quiet -) || fail "$entry: --target vllm bytes differ"
 done
+# A width vLLM's WNA16 scheme cannot pack (down_proj's 172 inputs) is
+# refused at submit under --target vllm, naming the presets that serve.
+quantize shape-vllm --scheme w_int4_per_group_sym --group-size 32 --format compressed-tensors \
+  --target vllm
+rc=$?
+[ "$rc" -eq 3 ] || { cat "$TMP/shape-vllm.log"; fail "shape: exit $rc, not 3"; }
+grep -q "spec.quantization.scheme: target vllm: vLLM cannot serve this as compressed_tensors: model.layers.0.mlp.down_proj (and 4 more): in_features 172 is not a multiple of 8" \
+  "$TMP/shape-vllm.log" || { cat "$TMP/shape-vllm.log"; fail "shape: message"; }
+grep -q "presets vLLM serves for this model as compressed_tensors: .*w_int8_per_channel_sym" \
+  "$TMP/shape-vllm.log" || { cat "$TMP/shape-vllm.log"; fail "shape: presets"; }
 grep -q "W8A8Fp8 x35" "$TMP"/ok18-*.check || fail "fp8 kv: expected 35 W8A8Fp8 Linears"
 "$PY" - "$TMP/ok18-w_fp8_a_fp8/compressed_tensors/config.json" <<'PYEOF' || fail "kv config"
 import json, sys

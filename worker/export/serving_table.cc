@@ -53,7 +53,8 @@ std::string ServingTableMarkdown() {
   const auto llama8b = Llama(4096, 14336, 1024);
   std::string table =
       "| preset | vLLM, hf_quark (stories260K) | vLLM, hf_quark (Llama-3-8B shapes) | "
-      "llama.cpp, gguf | onnxruntime, onnx_qdq |\n|---|---|---|---|---|\n";
+      "vLLM, compressed_tensors (stories260K) | vLLM, compressed_tensors (Llama-3-8B shapes) | "
+      "llama.cpp, gguf | onnxruntime, onnx_qdq |\n|---|---|---|---|---|---|---|\n";
   std::string reasons;
   for (const std::string& name : config::PresetNames()) {
     // Per-group presets at group 4 on stories260K (every width divides),
@@ -66,13 +67,15 @@ std::string ServingTableMarkdown() {
     const auto l = ServedLinearsOf(*large, llama8b);
     table += "| " + name + " | " + Cell(ExportFormat::kHfQuark, s, "vllm") + " | " +
              Cell(ExportFormat::kHfQuark, l, "vllm") + " | " +
+             Cell(ExportFormat::kCompressedTensors, s, "vllm") + " | " +
+             Cell(ExportFormat::kCompressedTensors, l, "vllm") + " | " +
              Cell(ExportFormat::kGguf, l, "llama.cpp") + " | " +
              Cell(ExportFormat::kOnnxQdq, l, "onnxruntime") + " |\n";
     if (!CheckExportSupport(ExportFormat::kHfQuark, Specs(l)).ok()) continue;
     const std::vector<std::string> refused = VllmRefusals(ExportFormat::kHfQuark, l);
     if (!refused.empty()) reasons += "- `" + name + "`: " + Reason(refused.front()) + "\n";
   }
-  return table + "\nWhy vLLM refuses a preset at Llama-3-8B's shapes:\n\n" + reasons;
+  return table + "\nWhy vLLM refuses a preset as hf_quark at Llama-3-8B's shapes:\n\n" + reasons;
 }
 
 }  // namespace quantd::exporter

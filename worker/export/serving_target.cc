@@ -3,6 +3,7 @@
 #include <map>
 #include <utility>
 
+#include "worker/export/compressed_tensors/ct_config.h"
 #include "worker/quant/spec.h"
 
 namespace quantd::exporter {
@@ -164,6 +165,38 @@ bool IsKvProjection(const std::string& name) {
   return EndsWith(name, ".k_proj") || EndsWith(name, ".v_proj");
 }
 
+// vLLM's compressed_tensors loader: the schemes the format holds are the
+// ones it serves (export_support.h); what it adds are the packed widths of
+// its WNA16 scheme and one kv_cache_scheme for every attention layer (the
+// exporter, worker/export/compressed_tensors/ct_export.cc, checks the same).
+std::string CtLayerProblem(const ServedLinear& l) {
+  const ExportLayerSpecs& s = l.specs;
+  if (l.excluded || !s.weight) return "";
+  const std::optional<QuantSpec> in = s.input;
+  if (!CtFormatIsPacked(CtFormatFor(s.weight, in))) return "";
+  const int per_word = 32 / quant::BitWidth(s.weight->dtype);
+  if (l.in_features > 0 && l.in_features % per_word != 0)
+    return "in_features " + std::to_string(l.in_features) + " is not a multiple of " +
+           std::to_string(per_word) + " (vLLM's WNA16 scheme allocates whole packed words per row)";
+  if (!s.weight->symmetric && l.out_features > 0 && l.out_features % per_word != 0)
+    return "out_features " + std::to_string(l.out_features) + " is not a multiple of " +
+           std::to_string(per_word) + " (vLLM packs asymmetric zero points along the outputs)";
+  return "";
+}
+
+std::string CtKvProblem(const std::vector<ServedLinear>& layers) {
+  int projections = 0, quantized = 0;
+  for (const ServedLinear& l : layers) {
+    if (!IsKvProjection(l.specs.name)) continue;
+    ++projections;
+    if (l.specs.output) ++quantized;
+  }
+  if (quantized == 0 || quantized == projections) return "";
+  return "vLLM's kv_cache_scheme applies to every attention layer, but only " +
+         std::to_string(quantized) + " of " + std::to_string(projections) +
+         " k/v projections quantize their output";
+}
+
 }  // namespace
 
 std::vector<ServedLinear> ServedLinearsOf(const config::QuantConfig& config,
@@ -193,6 +226,10 @@ std::vector<ServedLinear> ServedLinearsOf(const config::QuantConfig& config,
   return out;
 }
 
+bool IsVllmFormat(ExportFormat format) {
+  return format == ExportFormat::kHfQuark || format == ExportFormat::kCompressedTensors;
+}
+
 const char* ServingTargetName(ServingTarget t) {
   switch (t) {
     case ServingTarget::kAny:
@@ -205,16 +242,27 @@ const char* ServingTargetName(ServingTarget t) {
 
 std::vector<std::string> VllmRefusals(ExportFormat format,
                                       const std::vector<ServedLinear>& layers) {
-  if (format != ExportFormat::kHfQuark)
-    return {std::string("vLLM serves hf_quark exports; ") + ExportFormatName(format) +
+  if (!IsVllmFormat(format))
+    return {std::string("vLLM serves hf_quark and compressed_tensors exports; ") +
+            ExportFormatName(format) +
             (format == ExportFormat::kGguf       ? " is for llama.cpp"
              : format == ExportFormat::kOnnxQdq ? " is for onnxruntime"
                                                 : " holds float weights under a quark "
                                                   "quantization_config, which vLLM reads as "
                                                   "quantized tensors")};
   std::vector<std::pair<std::string, std::string>> problems;  // layer, why
+  if (format == ExportFormat::kCompressedTensors) {
+    std::vector<ExportLayerSpecs> specs;
+    for (const ServedLinear& l : layers)
+      if (!l.excluded) specs.push_back(l.specs);
+    const Status held = CheckExportSupport(format, specs);
+    if (!held.ok()) return {held.message()};
+    const std::string kv = CtKvProblem(layers);
+    if (!kv.empty()) problems.push_back({"kv_cache", kv});
+  }
   for (const ServedLinear& l : layers) {
-    const std::string why = QuarkLayerProblem(l);
+    const std::string why =
+        format == ExportFormat::kHfQuark ? QuarkLayerProblem(l) : CtLayerProblem(l);
     if (!why.empty()) problems.push_back({l.specs.name, why});
   }
   for (auto& p : FusedShardProblems(layers)) problems.push_back(std::move(p));
@@ -239,6 +287,7 @@ std::vector<std::string> ArtifactConsumers(ExportFormat format,
                                            const std::vector<ServedLinear>& layers) {
   switch (format) {
     case ExportFormat::kHfQuark:
+    case ExportFormat::kCompressedTensors:
       if (VllmRefusals(format, layers).empty()) return {"vllm"};
       return {};
     case ExportFormat::kGguf:

@@ -4,9 +4,10 @@
 //
 // vLLM's rules are those of its Quark loader (quark.py: _get_scheme_from_config
 // and the scheme classes; utils.py: should_ignore_layer), as
-// tests/peers/vllm_quark_check.py follows them file by file; that checker is
-// run on every hf_quark export the suite makes, and every export this file
-// says vLLM serves must pass it (tests/peers/vllm_quark_peer_test.sh).
+// tests/peers/vllm_quark_check.py follows them file by file, and of its
+// compressed_tensors loader (tests/peers/vllm_ct_check.py); each checker is
+// run on every export of its format the suite makes, and every export this
+// file says vLLM serves must pass it (tests/peers/vllm_*_peer_test.sh).
 // docs/export.md lists the upstream files and commits.
 #ifndef QUANTD_WORKER_EXPORT_SERVING_TARGET_H_
 #define QUANTD_WORKER_EXPORT_SERVING_TARGET_H_
@@ -47,15 +48,21 @@ struct ServedLinear {
 std::vector<ServedLinear> ServedLinearsOf(const config::QuantConfig& config,
                                           const std::vector<config::LayerInfo>& layers);
 
+// hf_quark (vLLM's Quark loader) and compressed_tensors (its
+// compressed_tensors loader).
+bool IsVllmFormat(ExportFormat format);
+
 // Why vLLM cannot serve an artifact of `format` holding `layers`, one line
 // per distinct problem, each naming the first layer it affects and how many
 // more ("model.layers.0.mlp.down_proj (and 4 more): ..."). Empty: it serves
 // it. Formats vLLM does not read (gguf, onnx_qdq, hf_fake_quantized) get one
-// line saying which format it reads.
+// line saying which formats it reads. compressed_tensors holds only what
+// vLLM serves (export_support.h), so its lines are the support check's
+// refusal or the shapes its WNA16 scheme cannot pack.
 std::vector<std::string> VllmRefusals(ExportFormat format, const std::vector<ServedLinear>& layers);
 
 // The consumers that load an artifact of `format` holding `layers`:
-// "vllm" (VllmRefusals empty), "llama.cpp" (gguf), "onnxruntime"
+// "vllm" (hf_quark or compressed_tensors, VllmRefusals empty), "llama.cpp" (gguf), "onnxruntime"
 // (onnx_qdq). Only consumers the suite checks are named.
 std::vector<std::string> ArtifactConsumers(ExportFormat format,
                                            const std::vector<ServedLinear>& layers);

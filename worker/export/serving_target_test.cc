@@ -129,7 +129,7 @@ TEST(ServingTargetTest, KvCacheIsTheOneOutputVllmTakes) {
 
 TEST(ServingTargetTest, OtherFormatsNameTheirConsumer) {
   EXPECT_EQ(VllmRefusals(ExportFormat::kGguf, {}),
-            std::vector<std::string>{"vLLM serves hf_quark exports; gguf is for llama.cpp"});
+            std::vector<std::string>{"vLLM serves hf_quark and compressed_tensors exports; gguf is for llama.cpp"});
   EXPECT_EQ(ArtifactConsumers(ExportFormat::kGguf, {}), std::vector<std::string>{"llama.cpp"});
   EXPECT_EQ(ArtifactConsumers(ExportFormat::kOnnxQdq, {}),
             std::vector<std::string>{"onnxruntime"});

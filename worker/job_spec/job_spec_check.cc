@@ -24,6 +24,7 @@
 #include "worker/models/model_config.h"
 #include "worker/job_spec/config_proto.h"
 #include "worker/job_spec/export_format.h"
+#include "worker/export/serving_target.h"
 #include "worker/job_spec/serving_check.h"
 
 namespace quantd::job_spec {
@@ -349,7 +350,7 @@ void CheckExport(SpecChecker& c, const JobSpec& spec,
                  const StatusOr<config::QuantConfig>& resolved) {
   const auto& ex = spec.export_();
   const bool vllm = ex.target() == quantd::v1::SERVING_TARGET_VLLM;
-  bool quark_holds_it = false;
+  std::vector<exporter::ExportFormat> vllm_formats;  // that can hold the config
   for (int i = 0; i < ex.formats_size(); ++i) {
     const std::string field = "spec.export.formats[" + std::to_string(i) + "]";
     const std::optional<exporter::ExportFormat> format = ExportFormatFromProto(ex.formats(i));
@@ -357,14 +358,14 @@ void CheckExport(SpecChecker& c, const JobSpec& spec,
       c.Bad(field, "unknown export format " + std::to_string(ex.formats(i)));
       continue;
     }
-    if (vllm && *format != exporter::ExportFormat::kHfQuark) {
+    if (vllm && !exporter::IsVllmFormat(*format)) {
       c.Bad(field, FormatNotServed(*format));
       continue;
     }
     if (!resolved.ok()) continue;  // CheckQuantization reported it
     const Status s = exporter::CheckExportSupport(*format, ConfigExportSpecs(*resolved));
     if (!s.ok()) c.Bad(field, s.message());
-    if (s.ok() && *format == exporter::ExportFormat::kHfQuark) quark_holds_it = true;
+    if (s.ok() && exporter::IsVllmFormat(*format)) vllm_formats.push_back(*format);
   }
   if (!ex.output_uri().empty()) CheckUri(c, "spec.export.output_uri", ex.output_uri(), false);
   if (!quantd::v1::GgufFloatType_IsValid(ex.gguf_float_type())) {
@@ -378,10 +379,9 @@ void CheckExport(SpecChecker& c, const JobSpec& spec,
   if (!quantd::v1::ServingTarget_IsValid(ex.target())) {
     c.Bad("spec.export.target", "unknown value " + std::to_string(ex.target()) +
                                     " (SERVING_TARGET_ANY or SERVING_TARGET_VLLM)");
-  } else if (vllm && resolved.ok() && (quark_holds_it || ex.formats().empty()) &&
-             !c.OutOfTime("spec.export.target")) {
-    for (const FieldViolation& v :
-         CheckServingTarget(spec, *resolved, ReadModelLayers(spec.model_uri())))
+  } else if (vllm && resolved.ok() && !c.OutOfTime("spec.export.target")) {
+    for (const FieldViolation& v : CheckServingTarget(spec, *resolved, vllm_formats,
+                                                      ReadModelLayers(spec.model_uri())))
       c.Bad(v.field, v.description);
   }
 }

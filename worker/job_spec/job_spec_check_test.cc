@@ -698,7 +698,7 @@ TEST(JobSpecCheckTest, TargetVllmRefusesWhatVllmCannotServe) {
         << v.field;
     EXPECT_NE(v.description.find(it->second), std::string::npos) << v.description;
     if (v.field == "spec.quantization.scheme")
-      EXPECT_NE(v.description.find("presets vLLM serves for this model: w_fp8_a_fp8, "),
+      EXPECT_NE(v.description.find("presets vLLM serves for this model as hf_quark: w_fp8_a_fp8, "),
                 std::string::npos)
           << v.description;
     // Under the default target the same job is accepted (or refused for the
@@ -719,7 +719,7 @@ TEST(JobSpecCheckTest, TargetVllmNamesFormatsVllmDoesNotRead) {
   EXPECT_EQ(Fields(s), (std::vector<std::string>{"spec.export.formats[0]",
                                                  "spec.export.formats[2]"}));
   EXPECT_EQ(s.violations()[0].description,
-            "target vllm: vLLM serves hf_quark exports; gguf is for llama.cpp");
+            "target vllm: vLLM serves hf_quark and compressed_tensors exports; gguf is for llama.cpp");
   spec.mutable_export_()->clear_formats();
   EXPECT_EQ(Fields(CheckJobSpec(spec)), std::vector<std::string>{"spec.export.formats"});
   spec.mutable_export_()->set_target(static_cast<quantd::v1::ServingTarget>(7));

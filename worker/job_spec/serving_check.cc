@@ -67,7 +67,7 @@ std::vector<ServedLinear> Served(const config::QuantConfig& c,
 
 // The presets vLLM serves as hf_quark for this model with the job's other
 // quantization settings (group size, excludes, FP8 KV cache).
-std::string ServedPresets(const pb::QuantizationSettings& q,
+std::string ServedPresets(exporter::ExportFormat format, const pb::QuantizationSettings& q,
                           const std::optional<std::vector<config::LayerInfo>>& layers) {
   std::string out;
   for (const std::string& name : config::PresetNames()) {
@@ -76,12 +76,12 @@ std::string ServedPresets(const pb::QuantizationSettings& q,
     s.set_scheme(name);
     StatusOr<config::QuantConfig> c = config::ResolveQuantizationSettings(s);
     if (!c.ok()) continue;
-    if (!exporter::VllmRefusals(exporter::ExportFormat::kHfQuark, Served(*c, layers)).empty())
-      continue;
+    if (!exporter::VllmRefusals(format, Served(*c, layers)).empty()) continue;
     out += (out.empty() ? "" : ", ") + name;
   }
-  return out.empty() ? "no preset serves this model in vLLM"
-                     : "presets vLLM serves for this model: " + out;
+  const std::string as = std::string(" as ") + exporter::ExportFormatName(format);
+  return out.empty() ? "no preset serves this model in vLLM" + as
+                     : "presets vLLM serves for this model" + as + ": " + out;
 }
 
 }  // namespace
@@ -92,20 +92,24 @@ std::string FormatNotServed(exporter::ExportFormat format) {
 
 std::vector<FieldViolation> CheckServingTarget(
     const pb::JobSpec& spec, const config::QuantConfig& resolved,
+    const std::vector<exporter::ExportFormat>& formats,
     const std::optional<std::vector<config::LayerInfo>>& layers) {
   std::vector<FieldViolation> out;
   if (spec.export_().target() != pb::SERVING_TARGET_VLLM) return out;
   if (spec.export_().formats().empty())
     out.push_back({"spec.export.formats",
                    "target vllm: the default export is hf_fake_quantized, which vLLM does not "
-                   "serve; ask for hf_quark"});
-  const std::vector<std::string> refusals =
-      exporter::VllmRefusals(exporter::ExportFormat::kHfQuark, Served(resolved, layers));
-  if (refusals.empty()) return out;
-  std::string why = "target vllm: vLLM cannot serve this as hf_quark: ";
-  for (size_t i = 0; i < refusals.size(); ++i) why += (i ? "; " : "") + refusals[i];
-  out.push_back({SourceField(spec.quantization()),
-                 why + ". " + ServedPresets(spec.quantization(), layers)});
+                   "serve; ask for hf_quark or compressed_tensors"});
+  const std::vector<ServedLinear> served = Served(resolved, layers);
+  for (exporter::ExportFormat format : formats) {
+    const std::vector<std::string> refusals = exporter::VllmRefusals(format, served);
+    if (refusals.empty()) continue;
+    std::string why = std::string("target vllm: vLLM cannot serve this as ") +
+                      exporter::ExportFormatName(format) + ": ";
+    for (size_t i = 0; i < refusals.size(); ++i) why += (i ? "; " : "") + refusals[i];
+    out.push_back({SourceField(spec.quantization()),
+                   why + ". " + ServedPresets(format, spec.quantization(), layers)});
+  }
   return out;
 }
 

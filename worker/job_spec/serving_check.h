@@ -16,19 +16,21 @@
 
 namespace quantd::job_spec {
 
-// For a job under SERVING_TARGET_VLLM whose hf_quark export (or default
-// export, refused on "spec.export.formats") the format itself can hold: one
-// violation on the quantization's source field ("spec.quantization.scheme",
-// ".config" or ".quark_json") listing every layer problem and the presets
-// vLLM would serve for this model with the job's other settings. `layers` are the
+// For a job under SERVING_TARGET_VLLM: for each of `formats` (the vLLM
+// formats it asks for that can hold its config), one violation on the
+// quantization's source field ("spec.quantization.scheme", ".config" or
+// ".quark_json") listing every problem and the presets vLLM would serve in
+// that format for this model with the job's other settings; the default
+// export (no format) refused on "spec.export.formats". `layers` are the
 // model's Linears (nullopt when its config.json could not be read: each
 // config entry is checked alone, without shapes, and the export checks the
 // shapes before it writes). Empty for SERVING_TARGET_ANY.
 std::vector<FieldViolation> CheckServingTarget(
     const quantd::v1::JobSpec& spec, const config::QuantConfig& resolved,
+    const std::vector<exporter::ExportFormat>& formats,
     const std::optional<std::vector<config::LayerInfo>>& layers);
 
-// "target vllm: vLLM serves hf_quark exports; gguf is for llama.cpp", for a
+// "target vllm: vLLM serves hf_quark and compressed_tensors exports; gguf is for llama.cpp", for a
 // format vLLM does not read.
 std::string FormatNotServed(exporter::ExportFormat format);
 
