@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <variant>
 #include <fstream>
 #include <optional>
 #include <string>
@@ -346,6 +347,21 @@ std::vector<exporter::ExportLayerSpecs> ConfigExportSpecs(const config::QuantCon
   return out;
 }
 
+// GPTQ with act_order and without static_groups fits each weight group to a
+// run of permuted columns: a column-to-group map (g_idx) that no export
+// writes yet, while the real-quantized formats store contiguous groups.
+bool GroupsOfPermutedColumns(const config::QuantConfig& config) {
+  const bool permuted = std::any_of(
+      config.algorithms.begin(), config.algorithms.end(), [](const config::AlgorithmConfig& a) {
+        const auto* g = std::get_if<config::GptqOptions>(&a.options);
+        return g != nullptr && g->act_order && !g->static_groups;
+      });
+  if (!permuted) return false;
+  for (const exporter::ExportLayerSpecs& l : ConfigExportSpecs(config))
+    if (l.weight && l.weight->qscheme == quant::QScheme::kPerGroup) return true;
+  return false;
+}
+
 void CheckExport(SpecChecker& c, const JobSpec& spec,
                  const StatusOr<config::QuantConfig>& resolved) {
   const auto& ex = spec.export_();
@@ -363,6 +379,13 @@ void CheckExport(SpecChecker& c, const JobSpec& spec,
       continue;
     }
     if (!resolved.ok()) continue;  // CheckQuantization reported it
+    if (*format != exporter::ExportFormat::kHfFakeQuantized && GroupsOfPermutedColumns(*resolved)) {
+      c.Bad(field, std::string(exporter::ExportFormatName(*format)) +
+                       " stores each weight group as contiguous columns, but GPTQ with act_order "
+                       "and without static_groups groups permuted columns (a g_idx no export "
+                       "writes yet): set static_groups, or export hf_fake_quantized");
+      continue;
+    }
     const Status s = exporter::CheckExportSupport(*format, ConfigExportSpecs(*resolved));
     if (!s.ok()) c.Bad(field, s.message());
     if (s.ok() && exporter::IsVllmFormat(*format)) vllm_formats.push_back(*format);

@@ -197,6 +197,42 @@ TEST(JobSpecCheckTest, FiveConfigMistakesGiveFiveViolations) {
                 "spec.quantization.config.layer_quant_config[1].config.weight.group_size"}));
 }
 
+// GPTQ with act_order and without static_groups groups permuted columns
+// (a g_idx): every real-quantized format stores contiguous groups, so only
+// hf_fake_quantized (values) is accepted; static_groups makes them all fine.
+TEST(JobSpecCheckTest, PermutedGptqGroupsAreRefusedForRealQuantizedFormats) {
+  auto spec = Parse(R"pb(model_uri: "file:///m"
+                         quantization {
+                           scheme: "w_int4_per_group_sym"
+                           group_size: 32
+                           algorithms { gptq { act_order: true } }
+                         }
+                         calibration { dataset_uri: "file:///data/calib.txt" }
+                         export {
+                           formats: HF_FAKE_QUANTIZED
+                           formats: HF_QUARK
+                           formats: GGUF
+                           formats: ONNX_QDQ
+                           formats: COMPRESSED_TENSORS
+                         })pb");
+  Status s = CheckJobSpec(spec);
+  EXPECT_EQ(Fields(s), (std::vector<std::string>{"spec.export.formats[1]", "spec.export.formats[2]",
+                                                 "spec.export.formats[3]",
+                                                 "spec.export.formats[4]"}));
+  ASSERT_FALSE(s.violations().empty());
+  EXPECT_EQ(s.violations()[0].description,
+            "hf_quark stores each weight group as contiguous columns, but GPTQ with act_order and "
+            "without static_groups groups permuted columns (a g_idx no export writes yet): set "
+            "static_groups, or export hf_fake_quantized");
+  spec.mutable_quantization()->mutable_algorithms(0)->mutable_gptq()->set_static_groups(true);
+  EXPECT_TRUE(CheckJobSpec(spec).ok()) << CheckJobSpec(spec);
+  // Per-channel weights have no groups to permute.
+  spec.mutable_quantization()->set_scheme("w_int4_per_channel_sym");
+  spec.mutable_quantization()->clear_group_size();
+  spec.mutable_quantization()->mutable_algorithms(0)->mutable_gptq()->set_static_groups(false);
+  EXPECT_TRUE(CheckJobSpec(spec).ok()) << CheckJobSpec(spec);
+}
+
 TEST(JobSpecCheckTest, AlgorithmsAreCheckedAndNeedCalibrationData) {
   auto spec = Parse(R"pb(model_uri: "file:///m"
                          quantization {
