@@ -109,7 +109,15 @@ cat >"$TMP/mixed.json" <<JSON
  "layer_quant_config": {
    "*mlp*": {"weight": $(spec fp8_e4m3 per_tensor true), "input_tensors": $(spec fp8_e4m3 per_tensor true)}}}
 JSON
-for cfg in w8a8_asym_in mixed; do
+# GPTQ with act_order and without static_groups: groups of permuted columns,
+# written as weight_g_idx with actorder "group" (the down_proj's 172 inputs
+# are not whole words of 8 int4 codes, so it stays in float).
+cat >"$TMP/gptq_act_order.json" <<JSON
+{"quant_method": "quark", "exclude": ["lm_head", "*down_proj"], "layer_type_quant_config": {},
+ "layer_quant_config": {}, "global_quant_config": {"weight": $(spec int4 per_group true 32)},
+ "algo_config": [{"name": "gptq", "desc_act": true, "static_groups": false}]}
+JSON
+for cfg in w8a8_asym_in mixed gptq_act_order; do
   quantize "cfg-$cfg" --config "$TMP/$cfg.json" --format hf --format compressed-tensors ||
     { cat "$TMP/cfg-$cfg.log"; fail "$cfg: quantd-quantize exit $?"; }
   "$PY" "$CHECK" "$TMP/cfg-$cfg/compressed_tensors" "$TMP/cfg-$cfg/hf_fake_quantized" \
@@ -118,6 +126,26 @@ for cfg in w8a8_asym_in mixed; do
 done
 grep -q "W8A8Fp8 x15, WNA16 x20" "$TMP/cfg-mixed.check" || fail "mixed: expected 15 FP8 + 20 WNA16"
 grep -q '"mixed-precision"' "$TMP/cfg-mixed/compressed_tensors/config.json" || fail "mixed format"
+"$PY" - "$TMP/cfg-gptq_act_order/compressed_tensors" <<'PYEOF' || fail "gptq act_order: g_idx"
+import json, struct, sys
+d = sys.argv[1]
+q = json.load(open(d + "/config.json"))["quantization_config"]
+assert q["config_groups"]["group_0"]["weights"]["actorder"] == "group", q
+with open(d + "/model.safetensors", "rb") as f:
+    header = json.loads(f.read(struct.unpack("<Q", f.read(8))[0]))
+    base = 8 + struct.unpack("<Q", open(d + "/model.safetensors", "rb").read(8))[0]
+    g = [k for k in header if k.endswith(".weight_g_idx")]
+    assert len(g) == 30, g  # q, k, v, o, gate, up of 5 blocks
+    # The groups are permuted columns, not c // 32 (else the test proves nothing).
+    permuted = 0
+    for k in g:
+        begin, end = header[k]["data_offsets"]
+        f.seek(base + begin)
+        idx = struct.unpack("<%di" % ((end - begin) // 4), f.read(end - begin))
+        permuted += any(v != c // 32 for c, v in enumerate(idx))
+    assert permuted == 30, permuted
+PYEOF
+grep -q "WNA16 x30" "$TMP/cfg-gptq_act_order.check" || fail "gptq act_order: expected 30 WNA16"
 
 # 2. Refused presets, with what they cannot express.
 refused=(

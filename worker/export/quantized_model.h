@@ -67,6 +67,14 @@ class QuantizedModel {
   // The exact weight parameters used for `module_name` (GPTQ fits them while
   // it runs, so they cannot be recomputed from the values).
   virtual StatusOr<quant::QParams> WeightQParams(const std::string& module_name) const = 0;
+  // GPTQ's column-to-group map where act_order without static_groups made
+  // each weight group a run of permuted columns: int32 [in], the group of
+  // each input column, which indexes WeightQParams' [out, G]. Undefined
+  // when the groups are contiguous (column c in group c / group_size).
+  virtual StatusOr<at::Tensor> WeightGroupIndex(const std::string& module_name) const {
+    (void)module_name;
+    return at::Tensor();
+  }
   // The job's resolved config, which HF exports record as the reference
   // toolkit's quantization_config.
   virtual const config::QuantConfig& quant_config() const = 0;

@@ -348,8 +348,9 @@ std::vector<exporter::ExportLayerSpecs> ConfigExportSpecs(const config::QuantCon
 }
 
 // GPTQ with act_order and without static_groups fits each weight group to a
-// run of permuted columns: a column-to-group map (g_idx) that no export
-// writes yet, while the real-quantized formats store contiguous groups.
+// run of permuted columns: a column-to-group map (g_idx) that only
+// compressed_tensors writes; the other real-quantized formats store
+// contiguous groups.
 bool GroupsOfPermutedColumns(const config::QuantConfig& config) {
   const bool permuted = std::any_of(
       config.algorithms.begin(), config.algorithms.end(), [](const config::AlgorithmConfig& a) {
@@ -379,11 +380,14 @@ void CheckExport(SpecChecker& c, const JobSpec& spec,
       continue;
     }
     if (!resolved.ok()) continue;  // CheckQuantization reported it
-    if (*format != exporter::ExportFormat::kHfFakeQuantized && GroupsOfPermutedColumns(*resolved)) {
+    if (*format != exporter::ExportFormat::kHfFakeQuantized &&
+        *format != exporter::ExportFormat::kCompressedTensors &&
+        GroupsOfPermutedColumns(*resolved)) {
       c.Bad(field, std::string(exporter::ExportFormatName(*format)) +
                        " stores each weight group as contiguous columns, but GPTQ with act_order "
-                       "and without static_groups groups permuted columns (a g_idx no export "
-                       "writes yet): set static_groups, or export hf_fake_quantized");
+                       "and without static_groups groups permuted columns (a g_idx): set "
+                       "static_groups, or export compressed_tensors (weight_g_idx) or "
+                       "hf_fake_quantized");
       continue;
     }
     const Status s = exporter::CheckExportSupport(*format, ConfigExportSpecs(*resolved));

@@ -198,8 +198,8 @@ TEST(JobSpecCheckTest, FiveConfigMistakesGiveFiveViolations) {
 }
 
 // GPTQ with act_order and without static_groups groups permuted columns
-// (a g_idx): every real-quantized format stores contiguous groups, so only
-// hf_fake_quantized (values) is accepted; static_groups makes them all fine.
+// (a g_idx): only compressed_tensors (weight_g_idx) and hf_fake_quantized
+// (values) hold it; static_groups makes every format fine.
 TEST(JobSpecCheckTest, PermutedGptqGroupsAreRefusedForRealQuantizedFormats) {
   auto spec = Parse(R"pb(model_uri: "file:///m"
                          quantization {
@@ -217,13 +217,12 @@ TEST(JobSpecCheckTest, PermutedGptqGroupsAreRefusedForRealQuantizedFormats) {
                          })pb");
   Status s = CheckJobSpec(spec);
   EXPECT_EQ(Fields(s), (std::vector<std::string>{"spec.export.formats[1]", "spec.export.formats[2]",
-                                                 "spec.export.formats[3]",
-                                                 "spec.export.formats[4]"}));
+                                                 "spec.export.formats[3]"}));
   ASSERT_FALSE(s.violations().empty());
   EXPECT_EQ(s.violations()[0].description,
             "hf_quark stores each weight group as contiguous columns, but GPTQ with act_order and "
-            "without static_groups groups permuted columns (a g_idx no export writes yet): set "
-            "static_groups, or export hf_fake_quantized");
+            "without static_groups groups permuted columns (a g_idx): set static_groups, or "
+            "export compressed_tensors (weight_g_idx) or hf_fake_quantized");
   spec.mutable_quantization()->mutable_algorithms(0)->mutable_gptq()->set_static_groups(true);
   EXPECT_TRUE(CheckJobSpec(spec).ok()) << CheckJobSpec(spec);
   // Per-channel weights have no groups to permute.

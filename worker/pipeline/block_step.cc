@@ -8,6 +8,7 @@
 #include "worker/models/matmul_dtype.h"
 #include "worker/pipeline/block_algorithm.h"
 #include "worker/pipeline/job_metrics.h"
+#include "worker/pipeline/pipeline_quantized_model.h"
 #include "worker/pipeline/weight_quantizer.h"
 
 namespace quantd::pipeline {
@@ -81,6 +82,7 @@ Status BlockStep::RunAlgorithms(BlockWork& w, const at::Tensor& hidden) const {
     br.algorithm_seconds = SecondsSince(algorithms_start);
   }
   w.algorithm_qparams = std::move(ctx.quantized_weights);
+  w.algorithm_group_index = std::move(ctx.weight_group_index);
   w.float_weights = std::move(ctx.float_weights);
   return OkStatus();
 }
@@ -104,6 +106,9 @@ Status BlockStep::RoundWeights(BlockWork& w) const {
           static_cast<int64_t>(model_.weights().Find(linear->name() + ".weight")->nbytes);
       w.bytes_delta += RecordQuantizedWeight(linear->name(), linear->weight(), *plan.weight, qp,
                                              /*with_weight=*/true, float_bytes, changed);
+      if (auto g = w.algorithm_group_index.find(linear->name());
+          g != w.algorithm_group_index.end() && g->second.defined())
+        changed.emplace_back(WeightGroupIndexKey(linear->name()), g->second.to(at::kFloat));
     }
     if (plan.bias && linear->bias().defined())
       changed.emplace_back(linear->name() + ".bias", linear->bias());

@@ -60,6 +60,8 @@ struct BlockWork {
   // Module name -> parameters of the weights a BlockAlgorithm quantized, and
   // those weights before it did (BlockAlgorithmContext).
   std::map<std::string, quant::QParams> algorithm_qparams;
+  // GPTQ's groups of permuted columns (BlockAlgorithmContext::weight_group_index).
+  std::map<std::string, at::Tensor> algorithm_group_index;
   std::map<std::string, at::Tensor> float_weights;
   NamedTensors tensors;     // what the block's scratch file holds
   int64_t bytes_delta = 0;  // quantized minus float bytes of its weights

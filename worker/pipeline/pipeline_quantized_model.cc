@@ -13,6 +13,9 @@ std::string WeightScaleKey(const std::string& module) {
 std::string WeightZeroPointKey(const std::string& module) {
   return "__quantd__/" + module + ".weight_zero_point";
 }
+std::string WeightGroupIndexKey(const std::string& module) {
+  return "__quantd__/" + module + ".weight_g_idx";
+}
 
 namespace {
 
@@ -111,6 +114,15 @@ StatusOr<quant::QParams> PipelineQuantizedModel::WeightQParams(
   if (!layer || !layer->weight)
     return NotFoundError("layer " + module_name + " has no quantized weight");
   return LoadWeightQParams(*values_, module_name, *layer->weight);
+}
+
+StatusOr<at::Tensor> PipelineQuantizedModel::WeightGroupIndex(
+    const std::string& module_name) const {
+  const std::string key = WeightGroupIndexKey(module_name);
+  if (!values_->Find(key)) return at::Tensor();
+  // Stored as float32: column indices are whole numbers below 2^24.
+  QD_ASSIGN_OR_RETURN(at::Tensor g, values_->Load(key, at::kFloat));
+  return g.to(at::kInt);
 }
 
 StatusOr<quant::QParams> LoadWeightQParams(const io::TensorSource& values,

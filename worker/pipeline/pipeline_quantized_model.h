@@ -22,6 +22,7 @@ namespace quantd::pipeline {
 // Reserved scratch-store names of a module's weight parameters.
 std::string WeightScaleKey(const std::string& module);
 std::string WeightZeroPointKey(const std::string& module);
+std::string WeightGroupIndexKey(const std::string& module);
 
 // The exact weight parameters the job stored for `module` (quantized with
 // `spec`), from `values`; an empty QParams when none were stored.
@@ -53,6 +54,7 @@ class PipelineQuantizedModel final : public exporter::QuantizedModel {
   const std::vector<exporter::QuantizedLayer>& layers() const override { return layers_; }
   const exporter::QuantizedLayer* FindLayer(const std::string& module_name) const override;
   StatusOr<quant::QParams> WeightQParams(const std::string& module_name) const override;
+  StatusOr<at::Tensor> WeightGroupIndex(const std::string& module_name) const override;
   const config::QuantConfig& quant_config() const override { return quant_config_; }
 
  private:

@@ -65,7 +65,9 @@ StatusOr<json> BuildCtQuantizationConfig(const CtConfigInput& in) {
       return InvalidArgumentError("compressed_tensors: " + l.name +
                                   " quantizes its input but not its weight");
     const std::string format = CtFormatFor(l.weight, l.input);
-    json scheme = {{"weights", CtQuantizationArgs(*l.weight)},
+    json weights = CtQuantizationArgs(*l.weight);
+    if (l.group_actorder) weights["actorder"] = "group";
+    json scheme = {{"weights", std::move(weights)},
                    {"input_activations", l.input ? CtQuantizationArgs(*l.input) : json(nullptr)},
                    {"output_activations", nullptr},
                    {"format", format}};

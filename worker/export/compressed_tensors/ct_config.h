@@ -39,6 +39,9 @@ struct CtLayerQuant {
   std::string name;  // exact module name
   std::optional<quant::QuantSpec> weight;
   std::optional<quant::QuantSpec> input;
+  // The weight's groups are runs of permuted columns (GPTQ act_order without
+  // static_groups): weights.actorder "group", and the export holds weight_g_idx.
+  bool group_actorder = false;
 };
 
 // The library's QuantizationArgs of one quantizer (weights or input

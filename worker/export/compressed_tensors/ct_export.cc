@@ -186,10 +186,31 @@ at::Tensor CtScaleShape(const at::Tensor& t, const QuantSpec& spec, int64_t out)
   return t.reshape({out, -1});
 }
 
+// The codes of a weight whose groups are runs of permuted columns (GPTQ's
+// act_order without static_groups): each column quantized with its group's
+// parameters, as per_group with one column per group; the parameters stay
+// [out, G] and weight_g_idx maps the columns onto them.
+StatusOr<quant::QuantizedTensor> RealQuantizeByColumnGroup(const at::Tensor& value,
+                                                           const QuantSpec& spec,
+                                                           const quant::QParams& qp,
+                                                           const at::Tensor& g_idx) {
+  const at::Tensor index = g_idx.to(at::kLong);
+  QuantSpec per_column = spec;
+  per_column.group_size = 1;
+  quant::QParams columns;
+  columns.scale = qp.scale.index_select(1, index);
+  if (qp.zero_point.defined()) columns.zero_point = qp.zero_point.index_select(1, index);
+  QD_ASSIGN_OR_RETURN(quant::QuantizedTensor q, quant::RealQuantize(value, per_column, columns));
+  q.qparams = qp;
+  return q;
+}
+
 Status WriteWeight(ShardedSafetensorsWriter& w, const std::string& module, const at::Tensor& value,
-                   const QuantizedLayer& layer, const quant::QParams& qp) {
+                   const QuantizedLayer& layer, const quant::QParams& qp, const at::Tensor& g_idx) {
   const QuantSpec& spec = *layer.weight;
-  auto q = quant::RealQuantize(value.to(at::kFloat), spec, qp);
+  const bool permuted = g_idx.defined() && spec.qscheme == quant::QScheme::kPerGroup;
+  auto q = permuted ? RealQuantizeByColumnGroup(value.to(at::kFloat), spec, qp, g_idx)
+                    : quant::RealQuantize(value.to(at::kFloat), spec, qp);
   if (!q.ok()) return Status(q.status()).Prepend(kWho + module + ": ");
   const int64_t out = value.size(0), in = value.size(1);
   const at::Tensor scale = CtScaleShape(q->qparams.scale.to(at::kFloat), spec, out);
@@ -207,6 +228,9 @@ Status WriteWeight(ShardedSafetensorsWriter& w, const std::string& module, const
   QD_RETURN_IF_ERROR(Write(w, module + ".weight_shape",
                            at::tensor(std::vector<int64_t>{out, in}, at::kLong),
                            SafetensorsDtype::kI64));
+  if (permuted)
+    QD_RETURN_IF_ERROR(
+        Write(w, module + ".weight_g_idx", g_idx.to(at::kInt), SafetensorsDtype::kI32));
   if (spec.symmetric) return OkStatus();
   QD_ASSIGN_OR_RETURN(at::Tensor zp, PackCtInt32(s.zero_point.reshape({out, -1}), bits, 0));
   return Write(w, module + ".weight_zero_point", zp, SafetensorsDtype::kI32);
@@ -237,6 +261,8 @@ StatusOr<json> QuantizationConfig(const QuantizedModel& model,
     }
     CtLayerQuant l{info.name, layer->weight, std::nullopt};
     if (layer->input) l.input = layer->input->spec;
+    QD_ASSIGN_OR_RETURN(at::Tensor g_idx, model.WeightGroupIndex(info.name));
+    l.group_actorder = g_idx.defined() && layer->weight->qscheme == quant::QScheme::kPerGroup;
     in.quantized.push_back(std::move(l));
   }
   // A tied head is no Linear of the checkpoint; llm-compressor still lists it.
@@ -274,7 +300,8 @@ StatusOr<Artifact> ExportCompressedTensors(const QuantizedModel& model,
     if (layer != nullptr && layer->weight) {
       if (value.dim() != 2) return InternalError(kWho + name + " is not 2-D");
       QD_ASSIGN_OR_RETURN(quant::QParams qp, model.WeightQParams(module));
-      QD_RETURN_IF_ERROR(WriteWeight(writer, module, value, *layer, qp));
+      QD_ASSIGN_OR_RETURN(at::Tensor g_idx, model.WeightGroupIndex(module));
+      QD_RETURN_IF_ERROR(WriteWeight(writer, module, value, *layer, qp, g_idx));
     } else {
       auto st = io::ParseSafetensorsDtype(info->dtype);
       if (!st) return DataLossError(kWho + name + " has unknown dtype " + info->dtype);
