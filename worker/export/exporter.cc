@@ -28,6 +28,16 @@ std::vector<ServedLinear> ServedLinearsOfModel(const QuantizedModel& model) {
   return ServedLinearsOf(model.quant_config(), infos);
 }
 
+// What every format's exporter takes: where, whether to replace, and who.
+template <typename FormatOptions>
+FormatOptions CommonOptions(const ExportOptions& options) {
+  FormatOptions o;
+  o.output_dir = options.output_dir;
+  o.overwrite = options.overwrite;
+  o.output_owner = options.output_owner;
+  return o;
+}
+
 // The format's exporter with the options that apply to it.
 StatusOr<ExportResult> WriteExport(const QuantizedModel& model, ExportFormat format,
                                    const ExportOptions& options,
@@ -36,28 +46,19 @@ StatusOr<ExportResult> WriteExport(const QuantizedModel& model, ExportFormat for
   ExportResult result;
   switch (format) {
     case ExportFormat::kHfFakeQuantized: {
-      HfFakeQuantExportOptions o;
-      o.output_dir = options.output_dir;
-      o.overwrite = options.overwrite;
-      o.output_owner = options.output_owner;
+      auto o = CommonOptions<HfFakeQuantExportOptions>(options);
       QD_ASSIGN_OR_RETURN(result.artifact, ExportHfFakeQuantized(model, o, progress));
       return result;
     }
     case ExportFormat::kHfQuark: {
-      HfQuarkExportOptions o;
-      o.output_dir = options.output_dir;
-      o.overwrite = options.overwrite;
-      o.output_owner = options.output_owner;
+      auto o = CommonOptions<HfQuarkExportOptions>(options);
       o.max_shard_bytes = options.max_shard_bytes;
       o.min_kv_scale = options.min_kv_scale;
       QD_ASSIGN_OR_RETURN(result.artifact, ExportHfQuark(model, o, progress));
       return result;
     }
     case ExportFormat::kGguf: {
-      GgufModelExportOptions o;
-      o.output_dir = options.output_dir;
-      o.overwrite = options.overwrite;
-      o.output_owner = options.output_owner;
+      auto o = CommonOptions<GgufModelExportOptions>(options);
       o.model_name = options.model_name;
       o.weight_type = options.gguf_weight_type.value_or(DefaultGgufWeightType(specs));
       o.fallback_type = options.gguf_fallback_type;
@@ -69,10 +70,7 @@ StatusOr<ExportResult> WriteExport(const QuantizedModel& model, ExportFormat for
       return result;
     }
     case ExportFormat::kOnnxQdq: {
-      OnnxQdqExportOptions o;
-      o.output_dir = options.output_dir;
-      o.overwrite = options.overwrite;
-      o.output_owner = options.output_owner;
+      auto o = CommonOptions<OnnxQdqExportOptions>(options);
       o.max_sequence_length = options.onnx_max_sequence_length;
       o.external_data_above_bytes = options.onnx_external_data_above_bytes;
       QD_ASSIGN_OR_RETURN(OnnxQdqExportResult r, ExportOnnxQdq(model, o, progress));
@@ -80,10 +78,7 @@ StatusOr<ExportResult> WriteExport(const QuantizedModel& model, ExportFormat for
       return result;
     }
     case ExportFormat::kCompressedTensors: {
-      CompressedTensorsExportOptions o;
-      o.output_dir = options.output_dir;
-      o.overwrite = options.overwrite;
-      o.output_owner = options.output_owner;
+      auto o = CommonOptions<CompressedTensorsExportOptions>(options);
       o.max_shard_bytes = options.max_shard_bytes;
       o.min_kv_scale = options.min_kv_scale;
       QD_ASSIGN_OR_RETURN(result.artifact, ExportCompressedTensors(model, o, progress));

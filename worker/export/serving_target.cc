@@ -1,9 +1,11 @@
 #include "worker/export/serving_target.h"
 
+#include <algorithm>
 #include <map>
 #include <utility>
 
 #include "worker/export/compressed_tensors/ct_config.h"
+#include "worker/export/module_names.h"
 #include "worker/quant/spec.h"
 
 namespace quantd::exporter {
@@ -13,11 +15,6 @@ namespace {
 using quant::DataType;
 using quant::QScheme;
 using quant::QuantSpec;
-
-bool EndsWith(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() &&
-         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
 
 std::string Name(DataType t) { return std::string(quant::DataTypeName(t)); }
 
@@ -132,37 +129,31 @@ std::string QuarkLayerProblem(const ServedLinear& l) {
 // quantized alike (the KV cache's output spec aside).
 std::vector<std::pair<std::string, std::string>> FusedShardProblems(
     const std::vector<ServedLinear>& layers) {
-  static const std::vector<std::pair<std::string, std::vector<std::string>>> kFused = {
-      {"qkv_proj", {"q_proj", "k_proj", "v_proj"}}, {"gate_up_proj", {"gate_proj", "up_proj"}}};
-  std::map<std::string, const ServedLinear*> by_name;
-  for (const ServedLinear& l : layers) by_name[l.specs.name] = &l;
-  std::vector<std::pair<std::string, std::string>> out;
+  std::vector<std::pair<std::string, std::vector<const ServedLinear*>>> fused;  // model order
+  std::map<std::string, size_t> index;
   for (const ServedLinear& l : layers) {
-    for (const auto& [fused, shards] : kFused) {
-      const std::string first = "." + shards.front();
-      if (!EndsWith(l.specs.name, first)) continue;
-      const std::string prefix = l.specs.name.substr(0, l.specs.name.size() - first.size());
-      for (size_t i = 1; i < shards.size(); ++i) {
-        auto it = by_name.find(prefix + "." + shards[i]);
-        if (it == by_name.end()) continue;
-        const ServedLinear& o = *it->second;
-        const bool same = o.excluded == l.excluded && o.specs.weight == l.specs.weight &&
-                          o.specs.input == l.specs.input && o.specs.bias == l.specs.bias;
-        if (!same) {
-          std::string names;
-          for (const std::string& s : shards) names += (names.empty() ? "" : ", ") + s;
-          out.push_back({l.specs.name, names + " must be excluded together and quantized alike: "
-                                               "vLLM loads them as one " + fused});
-          break;
-        }
-      }
-    }
+    const std::string module = FusedModuleOf(l.specs.name);
+    if (module.empty()) continue;
+    auto [it, added] = index.emplace(module, fused.size());
+    if (added) fused.push_back({module, {}});
+    fused[it->second].second.push_back(&l);
+  }
+  std::vector<std::pair<std::string, std::string>> out;
+  for (const auto& [module, shards] : fused) {
+    const ServedLinear& first = *shards.front();
+    const bool alike = std::all_of(shards.begin(), shards.end(), [&](const ServedLinear* o) {
+      return o->excluded == first.excluded && o->specs.weight == first.specs.weight &&
+             o->specs.input == first.specs.input && o->specs.bias == first.specs.bias;
+    });
+    if (alike) continue;
+    std::string names;
+    for (const ServedLinear* s : shards)
+      names += (names.empty() ? "" : ", ") + s->specs.name.substr(s->specs.name.rfind('.') + 1);
+    out.push_back({first.specs.name, names + " must be excluded together and quantized alike: "
+                                             "vLLM loads them as one " +
+                                             module.substr(module.rfind('.') + 1)});
   }
   return out;
-}
-
-bool IsKvProjection(const std::string& name) {
-  return EndsWith(name, ".k_proj") || EndsWith(name, ".v_proj");
 }
 
 // vLLM's compressed_tensors loader: the schemes the format holds are the

@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "worker/config/presets.h"
+#include "worker/export/module_names.h"
 #include "worker/export/serving_target.h"
 #include "worker/job_spec/config_proto.h"
 
@@ -14,11 +15,6 @@ namespace {
 
 namespace pb = quantd::v1;
 using exporter::ServedLinear;
-
-bool EndsWith(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() &&
-         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
 
 std::string SourceField(const pb::QuantizationSettings& q) {
   switch (q.source_case()) {
@@ -50,7 +46,7 @@ std::vector<ServedLinear> ServedEntries(const config::QuantConfig& c) {
   for (const auto& n : c.layer_quant_config) {
     const bool kv_glob =
         c.kv_cache_quant_config.empty()
-            ? EndsWith(n.pattern, "k_proj") || EndsWith(n.pattern, "v_proj")
+            ? exporter::EndsWith(n.pattern, "k_proj") || exporter::EndsWith(n.pattern, "v_proj")
             : std::any_of(c.kv_cache_quant_config.begin(), c.kv_cache_quant_config.end(),
                           [&](const auto& kv) { return kv.pattern == n.pattern; });
     add("layer_quant_config." + n.pattern, n.config, kv_glob);

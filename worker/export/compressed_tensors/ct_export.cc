@@ -12,6 +12,7 @@
 #include "worker/export/compressed_tensors/ct_config.h"
 #include "worker/export/compressed_tensors/ct_packing.h"
 #include "worker/export/export_support.h"
+#include "worker/export/module_names.h"
 #include "worker/export/hf/hf_files.h"
 #include "worker/io/safetensors/tensor_io.h"
 #include "worker/models/layer_shapes.h"
@@ -31,29 +32,6 @@ Status Refuse(const std::string& layer, const std::string& field, const std::str
   return Status(StatusCode::kInvalidArgument, kWho + layer + ": " + why,
                 "EXPORT_FORMAT_UNSUPPORTED")
       .AddViolation(layer + "." + field, why);
-}
-
-bool EndsWith(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() &&
-         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-
-std::string ModuleOf(const std::string& tensor, const std::string& suffix) {
-  return EndsWith(tensor, suffix) ? tensor.substr(0, tensor.size() - suffix.size()) : "";
-}
-
-bool IsKvProjection(const std::string& module) {
-  return EndsWith(module, ".k_proj") || EndsWith(module, ".v_proj");
-}
-
-// vLLM loads these sibling Linears as one fused layer (packed_modules_mapping
-// of its Llama-family models: qkv_proj, gate_up_proj), which takes one scheme.
-std::string FusedGroupOf(const std::string& module) {
-  for (const char* s : {".q_proj", ".k_proj", ".v_proj"})
-    if (EndsWith(module, s)) return ModuleOf(module, s) + ".qkv_proj";
-  for (const char* s : {".gate_proj", ".up_proj"})
-    if (EndsWith(module, s)) return ModuleOf(module, s) + ".gate_up_proj";
-  return "";
 }
 
 std::string SchemeWords(const QuantizedLayer* l) {
@@ -84,7 +62,7 @@ Status CheckLayers(const QuantizedModel& model, std::optional<QuantSpec>* kv_cac
   int kv_projections = 0, kv_quantized = 0;
   for (const auto& info : models::ListLinearLayers(model.config())) {
     const QuantizedLayer* layer = model.FindLayer(info.name);
-    const std::string group = FusedGroupOf(info.name);
+    const std::string group = FusedModuleOf(info.name);
     if (!group.empty()) fused[group].push_back(info.name);
     if (IsKvProjection(info.name)) {
       ++kv_projections;

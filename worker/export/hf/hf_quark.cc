@@ -12,6 +12,7 @@
 #include "worker/config/quant_config.h"
 #include "worker/config/quark_json.h"
 #include "worker/export/export_support.h"
+#include "worker/export/module_names.h"
 #include "worker/export/hf/hf_files.h"
 #include "worker/export/hf/quark_tensors.h"
 #include "worker/io/safetensors/tensor_io.h"
@@ -27,20 +28,6 @@ namespace {
 
 Status Unsupported(const std::string& msg) {
   return Status(StatusCode::kUnimplemented, "hf_quark: " + msg, "FEATURE_NOT_BUILT");
-}
-
-bool EndsWith(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() &&
-         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-
-// The module a tensor belongs to ("a.b.weight" -> "a.b"), or "" for none.
-std::string ModuleOf(const std::string& tensor, const std::string& suffix) {
-  return EndsWith(tensor, suffix) ? tensor.substr(0, tensor.size() - suffix.size()) : "";
-}
-
-bool IsKvProjection(const std::string& module) {
-  return EndsWith(module, ".k_proj") || EndsWith(module, ".v_proj");
 }
 
 Status CheckLayers(const QuantizedModel& model) {

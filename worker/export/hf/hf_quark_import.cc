@@ -9,6 +9,7 @@
 #include "worker/common/bounded_json.h"
 #include "worker/config/quark_json.h"
 #include "worker/export/hf/hf_files.h"
+#include "worker/export/module_names.h"
 #include "worker/export/hf/quark_config.h"
 #include "worker/export/hf/quark_tensors.h"
 #include "worker/io/safetensors/safetensors_source.h"
@@ -21,11 +22,6 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 
 namespace {
-
-bool EndsWith(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() &&
-         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
 
 // Tensors that hold quantization parameters, not model weights.
 bool IsQuarkParameter(const std::string& name) {

@@ -6,6 +6,7 @@
 
 #include "worker/config/quark_json.h"
 #include "worker/export/hf/quark_config.h"
+#include "worker/export/module_names.h"
 #include "worker/export/quantized_values_source.h"
 #include "worker/io/safetensors/safetensors_source.h"
 #include "worker/models/layer_shapes.h"
@@ -23,11 +24,6 @@ struct RunningRange {
     max = max.defined() ? at::maximum(max, mx) : mx;
   }
 };
-
-bool EndsWith(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() &&
-         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
 
 }  // namespace
 
