@@ -107,21 +107,14 @@ std::string QuarkLayerProblem(const ServedLinear& l) {
     return s.input ? "vLLM's Quark loader has no scheme for quantized inputs with float weights"
                    : "";
   const QuantSpec& w = *s.weight;
-  switch (w.dtype) {
-    case DataType::kFp8E4M3:
-      return Fp8Problem(w, s.input);
-    case DataType::kInt8:
-      return Int8Problem(w, s.input);
-    case DataType::kInt4:
-    case DataType::kUInt4:
-      return W4a16Problem(l, w, s.input);
-    case DataType::kMxFp4:
-    case DataType::kMxFp6E3M2:
-    case DataType::kMxFp6E2M3:
-      return OcpMxProblem(l, s.input);
-    default:
-      return "vLLM's Quark loader has no scheme for " + Name(w.dtype) + " weights";
-  }
+  // vLLM's schemes by weight dtype, as _get_scheme_from_config tries them.
+  if (w.dtype == DataType::kFp8E4M3) return Fp8Problem(w, s.input);
+  if (w.dtype == DataType::kInt8) return Int8Problem(w, s.input);
+  if (w.dtype == DataType::kInt4 || w.dtype == DataType::kUInt4) return W4a16Problem(l, w, s.input);
+  if (w.dtype == DataType::kMxFp4 || w.dtype == DataType::kMxFp6E3M2 ||
+      w.dtype == DataType::kMxFp6E2M3)
+    return OcpMxProblem(l, s.input);
+  return "vLLM's Quark loader has no scheme for " + Name(w.dtype) + " weights";
 }
 
 // vLLM fuses q/k/v into qkv_proj and gate/up into gate_up_proj and gives a
