@@ -302,8 +302,9 @@ def scheme_from_config(config, capability, pack_method):
                             "(QuarkOCP_MX reads input_tensors['dtype']; weight-only MX "
                             "has no scheme)")
         if not i.get("is_dynamic"):
-            raise VllmError("NotImplementedError", "QuarkOCP_MX with static input scales "
-                            "is currently not implemented.")
+            # vLLM's QuarkOCP_MX raises NotImplementedError for these.
+            raise VllmError("NotImplementedError",
+                            "QuarkOCP_MX refuses static input scales (dynamic MX inputs only)")
         return Scheme("QuarkOCP_MX", w, i, weight_dtype="mx" + w["dtype"])
     raise VllmError("NotImplementedError", "No quark compatible scheme was found. "
                     f"Weight config: {_brief(w)}, Input config: {_brief(i)}")

@@ -14,6 +14,7 @@
 #include "worker/export/export_support.h"
 #include "worker/export/module_names.h"
 #include "worker/export/hf/hf_files.h"
+#include "worker/export/hf/quantized_safetensors.h"
 #include "worker/io/safetensors/tensor_io.h"
 #include "worker/models/layer_shapes.h"
 #include "worker/quant/fake_quant.h"
@@ -122,16 +123,7 @@ Status CheckLayers(const QuantizedModel& model, std::optional<QuantSpec>* kv_cac
 
 Status Write(ShardedSafetensorsWriter& w, const std::string& name, const at::Tensor& t,
              SafetensorsDtype dtype) {
-  try {
-    at::Tensor c = t.to(at::kCPU).contiguous();
-    if (io::SafetensorsDtypeSize(dtype) != static_cast<int>(c.element_size()))
-      return InternalError(kWho + name + " has " + std::to_string(c.element_size()) +
-                           "-byte elements, not " + io::SafetensorsDtypeName(dtype));
-    return w.Add(name, dtype, c.sizes().vec(), c.data_ptr(),
-                 static_cast<uint64_t>(c.numel()) * c.element_size());
-  } catch (const c10::Error& e) {
-    return InternalError(kWho + "writing " + name + ": " + e.what_without_backtrace());
-  }
+  return WriteTensor(w, kWho, name, t, dtype);
 }
 
 // Codes and zero points in the library's signed range: unsigned code sets
@@ -257,61 +249,34 @@ StatusOr<Artifact> ExportCompressedTensors(const QuantizedModel& model,
                                            const ExportProgress& progress) {
   std::optional<QuantSpec> kv_cache;
   QD_RETURN_IF_ERROR(CheckLayers(model, &kv_cache));
-  QD_ASSIGN_OR_RETURN(json quantization_config, QuantizationConfig(model, kv_cache));
-  QD_ASSIGN_OR_RETURN(StagedDirectory staged,
-                      StagedDirectory::Create(opt.output_dir, opt.overwrite, opt.output_owner));
-  const std::string dir = staged.staging_path();
-  ShardedSafetensorsWriter writer(dir, opt.max_shard_bytes);
-
-  const io::TensorSource& original = model.original();
-  const std::vector<std::string> names = original.Names();
-  int done = 0;
-  for (const std::string& name : names) {
-    if (StopRequested()) return CancelledStatus("exporting " + name);
-    const io::TensorInfo* info = original.Find(name);
-    if (info == nullptr) return InternalError(kWho + name + " vanished from the input");
-    const std::string module = ModuleOf(name, ".weight");
-    const QuantizedLayer* layer = module.empty() ? nullptr : model.FindLayer(module);
-    QD_ASSIGN_OR_RETURN(at::Tensor value, model.Load(name));
-    if (value.sizes().vec() != info->shape)
-      return InternalError(kWho + name + " changed shape after quantization");
-    if (layer != nullptr && layer->weight) {
-      if (value.dim() != 2) return InternalError(kWho + name + " is not 2-D");
-      QD_ASSIGN_OR_RETURN(quant::QParams qp, model.WeightQParams(module));
-      QD_ASSIGN_OR_RETURN(at::Tensor g_idx, model.WeightGroupIndex(module));
-      QD_RETURN_IF_ERROR(WriteWeight(writer, module, value, *layer, qp, g_idx));
-    } else {
-      auto st = io::ParseSafetensorsDtype(info->dtype);
-      if (!st) return DataLossError(kWho + name + " has unknown dtype " + info->dtype);
-      QD_ASSIGN_OR_RETURN(at::ScalarType scalar, io::StorageScalarType(*st));
-      at::Tensor t;
-      try {
-        t = value.to(scalar);
-      } catch (const c10::Error& e) {
-        return InternalError(kWho + name + ": " + e.what_without_backtrace());
-      }
-      QD_RETURN_IF_ERROR(Write(writer, name, t, *st));
+  QuantizedSafetensorsLayout layout;
+  layout.format = ExportFormat::kCompressedTensors;
+  layout.who = kWho;
+  QD_ASSIGN_OR_RETURN(layout.quantization_config, QuantizationConfig(model, kv_cache));
+  layout.write_weight = [&model](ShardedSafetensorsWriter& writer, const std::string& module,
+                                 const at::Tensor& value, const QuantizedLayer& layer) -> Status {
+    if (value.dim() != 2) return InternalError(kWho + module + ".weight is not 2-D");
+    QD_ASSIGN_OR_RETURN(quant::QParams qp, model.WeightQParams(module));
+    QD_ASSIGN_OR_RETURN(at::Tensor g_idx, model.WeightGroupIndex(module));
+    return WriteWeight(writer, module, value, layer, qp, g_idx);
+  };
+  layout.write_module_extras = [&opt](ShardedSafetensorsWriter& writer, const std::string& module,
+                                      const QuantizedLayer& layer) -> Status {
+    if (layer.weight && layer.input && !layer.input->spec.is_dynamic)
+      QD_RETURN_IF_ERROR(WriteInput(writer, module, *layer.input));
+    if (IsKvProjection(module) && layer.output) {
+      // k_proj -> <attention>.k_scale, as the library names the KV scales.
+      const std::string kv_name = module.substr(0, module.size() - 7) +
+                                  (EndsWith(module, ".k_proj") ? ".k_scale" : ".v_scale");
+      at::Tensor scale = layer.output->static_qparams->scale.to(at::kFloat).reshape({1});
+      if (opt.min_kv_scale > 0) scale = at::clamp_min(scale, opt.min_kv_scale);
+      QD_RETURN_IF_ERROR(Write(writer, kv_name, scale, SafetensorsDtype::kF32));
     }
-    if (layer != nullptr) {
-      if (layer->weight && layer->input && !layer->input->spec.is_dynamic)
-        QD_RETURN_IF_ERROR(WriteInput(writer, module, *layer->input));
-      if (IsKvProjection(module) && layer->output) {
-        // k_proj -> <attention>.k_scale, as the library names the KV scales.
-        const std::string kv_name = module.substr(0, module.size() - 7) +
-                                    (EndsWith(module, ".k_proj") ? ".k_scale" : ".v_scale");
-        at::Tensor scale = layer->output->static_qparams->scale.to(at::kFloat).reshape({1});
-        if (opt.min_kv_scale > 0) scale = at::clamp_min(scale, opt.min_kv_scale);
-        QD_RETURN_IF_ERROR(Write(writer, kv_name, scale, SafetensorsDtype::kF32));
-      }
-    }
-    if (progress) progress(++done, static_cast<int>(names.size()));
-  }
-  QD_ASSIGN_OR_RETURN(std::string main_file, writer.Finish());
-  QD_RETURN_IF_ERROR(WriteHfConfig(model.model_dir(), dir, quantization_config,
-                                   model.config().tie_word_embeddings));
-  QD_RETURN_IF_ERROR(CopyHfSideFiles(model.model_dir(), dir));
-  QD_RETURN_IF_ERROR(staged.Commit());
-  return DescribeArtifact(ExportFormat::kCompressedTensors, staged, main_file);
+    return OkStatus();
+  };
+  return ExportQuantizedSafetensors(
+      model, layout, {opt.output_dir, opt.overwrite, opt.output_owner, opt.max_shard_bytes},
+      progress);
 }
 
 }  // namespace quantd::exporter

@@ -14,6 +14,7 @@
 #include "worker/export/export_support.h"
 #include "worker/export/module_names.h"
 #include "worker/export/hf/hf_files.h"
+#include "worker/export/hf/quantized_safetensors.h"
 #include "worker/export/hf/quark_tensors.h"
 #include "worker/io/safetensors/tensor_io.h"
 #include "worker/models/layer_shapes.h"
@@ -49,16 +50,7 @@ Status CheckLayers(const QuantizedModel& model) {
 }
 
 Status Write(ShardedSafetensorsWriter& w, const std::string& name, const StoredTensor& t) {
-  try {
-    at::Tensor c = t.tensor.to(at::kCPU).contiguous();
-    if (io::SafetensorsDtypeSize(t.dtype) != static_cast<int>(c.element_size()))
-      return InternalError("hf_quark: " + name + " has " + std::to_string(c.element_size()) +
-                           "-byte elements, not " + io::SafetensorsDtypeName(t.dtype));
-    return w.Add(name, t.dtype, c.sizes().vec(), c.data_ptr(),
-                 static_cast<uint64_t>(c.numel()) * c.element_size());
-  } catch (const c10::Error& e) {
-    return InternalError("hf_quark: writing " + name + ": " + e.what_without_backtrace());
-  }
+  return WriteTensor(w, "hf_quark: ", name, t.tensor, t.dtype);
 }
 
 // input_scale / output_scale (+ zero point for integers) of one quantizer.
@@ -169,61 +161,35 @@ json QuarkQuantizationConfig(const QuantizedModel& model, const HfQuarkExportOpt
 StatusOr<Artifact> ExportHfQuark(const QuantizedModel& model, const HfQuarkExportOptions& opt,
                                  const ExportProgress& progress) {
   QD_RETURN_IF_ERROR(CheckLayers(model));
-  const json quantization_config = QuarkQuantizationConfig(model, opt);
-  QD_ASSIGN_OR_RETURN(StagedDirectory staged,
-                      StagedDirectory::Create(opt.output_dir, opt.overwrite, opt.output_owner));
-  const std::string dir = staged.staging_path();
-  ShardedSafetensorsWriter writer(dir, opt.max_shard_bytes);
-
-  const io::TensorSource& original = model.original();
-  const std::vector<std::string> names = original.Names();
-  int done = 0;
-  for (const std::string& name : names) {
-    if (StopRequested()) return CancelledStatus("exporting " + name);
-    const io::TensorInfo* info = original.Find(name);
-    if (info == nullptr) return InternalError("hf_quark: " + name + " vanished from the input");
-    const std::string module = ModuleOf(name, ".weight");
-    const QuantizedLayer* layer = module.empty() ? nullptr : model.FindLayer(module);
-    QD_ASSIGN_OR_RETURN(at::Tensor value, model.Load(name));
-    if (value.sizes().vec() != info->shape)
-      return InternalError("hf_quark: " + name + " changed shape after quantization");
-    if (layer != nullptr && layer->weight) {
-      QD_ASSIGN_OR_RETURN(quant::QParams qp, model.WeightQParams(module));
-      auto stored = EncodeQuarkWeight(value, *layer->weight, qp);
-      if (!stored.ok()) return Status(stored.status()).Prepend(module + ": ");
-      QD_RETURN_IF_ERROR(Write(writer, name, stored->weight));
-      if (stored->scale.defined())
-        QD_RETURN_IF_ERROR(Write(writer, module + ".weight_scale", stored->scale));
-      if (stored->zero_point.defined())
-        QD_RETURN_IF_ERROR(Write(writer, module + ".weight_zero_point", stored->zero_point));
-    } else {
-      auto st = io::ParseSafetensorsDtype(info->dtype);
-      if (!st) return DataLossError("hf_quark: " + name + " has unknown dtype " + info->dtype);
-      QD_ASSIGN_OR_RETURN(at::ScalarType scalar, io::StorageScalarType(*st));
-      at::Tensor t = value;
-      try {
-        t = value.to(scalar);
-      } catch (const c10::Error& e) {
-        return InternalError("hf_quark: " + name + ": " + e.what_without_backtrace());
-      }
-      QD_RETURN_IF_ERROR(Write(writer, name, {t, *st}));
+  QuantizedSafetensorsLayout layout;
+  layout.format = ExportFormat::kHfQuark;
+  layout.who = "hf_quark: ";
+  layout.quantization_config = QuarkQuantizationConfig(model, opt);
+  layout.write_weight = [&model](ShardedSafetensorsWriter& writer, const std::string& module,
+                                 const at::Tensor& value, const QuantizedLayer& layer) -> Status {
+    QD_ASSIGN_OR_RETURN(quant::QParams qp, model.WeightQParams(module));
+    auto stored = EncodeQuarkWeight(value, *layer.weight, qp);
+    if (!stored.ok()) return Status(stored.status()).Prepend(module + ": ");
+    QD_RETURN_IF_ERROR(Write(writer, module + ".weight", stored->weight));
+    if (stored->scale.defined())
+      QD_RETURN_IF_ERROR(Write(writer, module + ".weight_scale", stored->scale));
+    if (stored->zero_point.defined())
+      QD_RETURN_IF_ERROR(Write(writer, module + ".weight_zero_point", stored->zero_point));
+    return OkStatus();
+  };
+  layout.write_module_extras = [&opt](ShardedSafetensorsWriter& writer, const std::string& module,
+                                      const QuantizedLayer& layer) -> Status {
+    if (layer.input && !layer.input->spec.is_dynamic)
+      QD_RETURN_IF_ERROR(WriteActivation(writer, module + ".input", *layer.input, 0.0));
+    if (layer.output && !layer.output->spec.is_dynamic) {
+      const double floor = IsKvProjection(module) ? opt.min_kv_scale : 0.0;
+      QD_RETURN_IF_ERROR(WriteActivation(writer, module + ".output", *layer.output, floor));
     }
-    if (layer != nullptr) {
-      if (layer->input && !layer->input->spec.is_dynamic)
-        QD_RETURN_IF_ERROR(WriteActivation(writer, module + ".input", *layer->input, 0.0));
-      if (layer->output && !layer->output->spec.is_dynamic) {
-        const double floor = IsKvProjection(module) ? opt.min_kv_scale : 0.0;
-        QD_RETURN_IF_ERROR(WriteActivation(writer, module + ".output", *layer->output, floor));
-      }
-    }
-    if (progress) progress(++done, static_cast<int>(names.size()));
-  }
-  QD_ASSIGN_OR_RETURN(std::string main_file, writer.Finish());
-  QD_RETURN_IF_ERROR(WriteHfConfig(model.model_dir(), dir, quantization_config,
-                                   model.config().tie_word_embeddings));
-  QD_RETURN_IF_ERROR(CopyHfSideFiles(model.model_dir(), dir));
-  QD_RETURN_IF_ERROR(staged.Commit());
-  return DescribeArtifact(ExportFormat::kHfQuark, staged, main_file);
+    return OkStatus();
+  };
+  return ExportQuantizedSafetensors(
+      model, layout, {opt.output_dir, opt.overwrite, opt.output_owner, opt.max_shard_bytes},
+      progress);
 }
 
 StatusOr<Artifact> ExportHfFakeQuantized(const QuantizedModel& model,
