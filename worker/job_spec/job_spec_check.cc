@@ -407,8 +407,8 @@ void CheckExport(SpecChecker& c, const JobSpec& spec,
     c.Bad("spec.export.target", "unknown value " + std::to_string(ex.target()) +
                                     " (SERVING_TARGET_ANY or SERVING_TARGET_VLLM)");
   } else if (vllm && resolved.ok() && !c.OutOfTime("spec.export.target")) {
-    for (const FieldViolation& v : CheckServingTarget(spec, *resolved, vllm_formats,
-                                                      ReadModelLayers(spec.model_uri())))
+    for (const FieldViolation& v : CheckServingTarget(
+             spec, *resolved, vllm_formats, ReadModelLayers(spec.model_uri()), c.deadline()))
       c.Bad(v.field, v.description);
   }
 }

@@ -7,7 +7,9 @@
 #include "google/protobuf/text_format.h"
 #include "gtest/gtest.h"
 #include "worker/config/presets.h"
+#include "worker/job_spec/config_proto.h"
 #include "worker/job_spec/resolve_job.h"
+#include "worker/job_spec/serving_check.h"
 #include "worker/job_spec/testing/five_mistakes.h"
 
 namespace quantd::job_spec {
@@ -742,6 +744,26 @@ TEST(JobSpecCheckTest, TargetVllmRefusesWhatVllmCannotServe) {
     const Status any = CheckJobSpec(spec);
     EXPECT_EQ(any.message().find("vllm"), std::string::npos) << any;
   }
+}
+
+// Trying every preset for the suggestion is bounded by the check's budget:
+// past it the refusal still says why, and that the listing stopped.
+TEST(JobSpecCheckTest, TargetVllmPresetListingStopsAtTheBudget) {
+  auto spec = Parse(R"pb(
+    model_uri: "file:///m"
+    quantization { scheme: "w_int8_per_channel_sym" }
+    export { formats: HF_QUARK target: SERVING_TARGET_VLLM }
+  )pb");
+  auto resolved = config::ResolveQuantizationSettings(spec.quantization());
+  ASSERT_TRUE(resolved.ok()) << resolved.status();
+  const auto v = CheckServingTarget(spec, *resolved, {exporter::ExportFormat::kHfQuark},
+                                    std::nullopt, Deadline::After(std::chrono::milliseconds(0)));
+  ASSERT_EQ(v.size(), 1u);
+  EXPECT_NE(v[0].description.find("no int8 weight-only scheme"), std::string::npos);
+  EXPECT_NE(v[0].description.find("trying the presets for this model stopped at the check's "
+                                  "budget of 0 ms"),
+            std::string::npos)
+      << v[0].description;
 }
 
 TEST(JobSpecCheckTest, TargetVllmNamesFormatsVllmDoesNotRead) {

@@ -64,9 +64,15 @@ std::vector<ServedLinear> Served(const config::QuantConfig& c,
 // The presets vLLM serves as hf_quark for this model with the job's other
 // quantization settings (group size, excludes, FP8 KV cache).
 std::string ServedPresets(exporter::ExportFormat format, const pb::QuantizationSettings& q,
-                          const std::optional<std::vector<config::LayerInfo>>& layers) {
+                          const std::optional<std::vector<config::LayerInfo>>& layers,
+                          const Deadline& deadline) {
   std::string out;
+  bool stopped = false;
   for (const std::string& name : config::PresetNames()) {
+    if (deadline.Expired()) {
+      stopped = true;
+      break;
+    }
     pb::QuantizationSettings s = q;
     s.clear_algorithms();
     s.set_scheme(name);
@@ -76,6 +82,10 @@ std::string ServedPresets(exporter::ExportFormat format, const pb::QuantizationS
     out += (out.empty() ? "" : ", ") + name;
   }
   const std::string as = std::string(" as ") + exporter::ExportFormatName(format);
+  if (stopped)
+    return "trying the presets for this model stopped at the check's budget of " +
+           std::to_string(deadline.budget_ms()) + " ms" +
+           (out.empty() ? "" : "; presets vLLM serves" + as + ": " + out);
   return out.empty() ? "no preset serves this model in vLLM" + as
                      : "presets vLLM serves for this model" + as + ": " + out;
 }
@@ -89,7 +99,7 @@ std::string FormatNotServed(exporter::ExportFormat format) {
 std::vector<FieldViolation> CheckServingTarget(
     const pb::JobSpec& spec, const config::QuantConfig& resolved,
     const std::vector<exporter::ExportFormat>& formats,
-    const std::optional<std::vector<config::LayerInfo>>& layers) {
+    const std::optional<std::vector<config::LayerInfo>>& layers, const Deadline& deadline) {
   std::vector<FieldViolation> out;
   if (spec.export_().target() != pb::SERVING_TARGET_VLLM) return out;
   if (spec.export_().formats().empty())
@@ -104,7 +114,7 @@ std::vector<FieldViolation> CheckServingTarget(
                       exporter::ExportFormatName(format) + ": ";
     for (size_t i = 0; i < refusals.size(); ++i) why += (i ? "; " : "") + refusals[i];
     out.push_back({SourceField(spec.quantization()),
-                   why + ". " + ServedPresets(format, spec.quantization(), layers)});
+                   why + ". " + ServedPresets(format, spec.quantization(), layers, deadline)});
   }
   return out;
 }

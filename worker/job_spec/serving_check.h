@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "quantd/v1/job.pb.h"
+#include "worker/common/deadline.h"
 #include "worker/common/status.h"
 #include "worker/config/quant_config.h"
 #include "worker/export/artifact.h"
@@ -21,14 +22,16 @@ namespace quantd::job_spec {
 // quantization's source field ("spec.quantization.scheme", ".config" or
 // ".quark_json") listing every problem and the presets vLLM would serve in
 // that format for this model with the job's other settings; the default
-// export (no format) refused on "spec.export.formats". `layers` are the
+// export (no format) refused on "spec.export.formats". Trying every preset
+// stops at `deadline` (the CreateJob check's budget; the message says so).
+// `layers` are the
 // model's Linears (nullopt when its config.json could not be read: each
 // config entry is checked alone, without shapes, and the export checks the
 // shapes before it writes). Empty for SERVING_TARGET_ANY.
 std::vector<FieldViolation> CheckServingTarget(
     const quantd::v1::JobSpec& spec, const config::QuantConfig& resolved,
     const std::vector<exporter::ExportFormat>& formats,
-    const std::optional<std::vector<config::LayerInfo>>& layers);
+    const std::optional<std::vector<config::LayerInfo>>& layers, const Deadline& deadline);
 
 // "target vllm: vLLM serves hf_quark and compressed_tensors exports; gguf is for llama.cpp", for a
 // format vLLM does not read.
