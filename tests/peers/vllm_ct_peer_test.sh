@@ -4,7 +4,8 @@
 # --format hf --format compressed-tensors and vllm_ct_check.py compares the
 # export with vLLM's rules and the dequantized weights with the hf export;
 # every other preset is refused with its message; the checker fails on
-# broken copies of a good export.
+# broken copies of a good export. Each export is also the model of a job
+# with the same flags, which must write the same files (round_trip).
 set -u
 R="${TEST_SRCDIR}/quantd"
 BIN="$R/worker/cli/quantd-quantize"
@@ -22,6 +23,21 @@ quantize() {  # NAME FORMATS... -- FLAGS...
   local name="$1"; shift
   "$BIN" --model "$MODEL" --calib "$TEXT" --calib-samples 4 --calib-seq-len 32 --no-eval \
     --threads 1 --output "$TMP/$name" --data-dir "$TMP/data" "$@" >"$TMP/$name.log" 2>&1
+}
+
+# The export DIR as a job's model, re-exported with the same FLAGS: the same
+# model.safetensors and config.json, the stored codes and scales kept.
+round_trip() {  # NAME DIR FLAGS...
+  local name="$1" export="$2"; shift 2
+  "$BIN" --model "$export" --calib "$TEXT" --calib-samples 4 --calib-seq-len 32 --no-eval \
+    --threads 1 --output "$TMP/$name-again" --data-dir "$TMP/data" \
+    --format compressed-tensors "$@" >"$TMP/$name-again.log" 2>&1 ||
+    { cat "$TMP/$name-again.log"; fail "$name: round trip exit $?"; }
+  grep -q "the model is a quantized checkpoint" "$TMP/$name-again.log" ||
+    fail "$name: the round trip does not say it read a quantized checkpoint"
+  (cd "$export" && sha256sum -- *.safetensors config.json) |
+    (cd "$TMP/$name-again" && sha256sum -c --quiet -) ||
+    fail "$name: re-exporting its own compressed-tensors export changed the files"
 }
 
 # 1. Accepted presets. 4-bit weights pack 8 per word: down_proj's 172 inputs
@@ -70,6 +86,7 @@ for entry in "${accepted[@]}"; do
     fail "$entry: the artifact does not say it loads in vllm"
   (cd "$TMP/$name/compressed_tensors" && sha256sum -- *.safetensors config.json) |
     (cd "$TMP/$name-vllm" && sha256sum -c --quiet -) || fail "$entry: --target vllm bytes differ"
+  round_trip "$name" "$TMP/$name-vllm" --scheme "${args[@]}"
 done
 # A width vLLM's WNA16 scheme cannot pack (down_proj's 172 inputs) is
 # refused at submit under --target vllm, naming the presets that serve.
@@ -146,6 +163,21 @@ with open(d + "/model.safetensors", "rb") as f:
     assert permuted == 30, permuted
 PYEOF
 grep -q "WNA16 x30" "$TMP/cfg-gptq_act_order.check" || fail "gptq act_order: expected 30 WNA16"
+round_trip cfg-w8a8_asym_in "$TMP/cfg-w8a8_asym_in/compressed_tensors" --config "$TMP/w8a8_asym_in.json"
+round_trip cfg-mixed "$TMP/cfg-mixed/compressed_tensors" --config "$TMP/mixed.json"
+# GPTQ's result is in the stored codes: re-exported with its scheme alone,
+# the permuted groups and weight_g_idx come back as they were.
+round_trip cfg-gptq_act_order "$TMP/cfg-gptq_act_order/compressed_tensors" \
+  --scheme w_int4_per_group_sym --group-size 32 --exclude '*down_proj'
+grep -q "keeps the stored parameters of 30 weights" "$TMP/cfg-gptq_act_order-again.log" ||
+  fail "gptq act_order round trip: expected 30 kept weights"
+# Run again with GPTQ, the job says it quantizes the stored weights afresh.
+"$BIN" --model "$TMP/cfg-gptq_act_order/compressed_tensors" --calib "$TEXT" --calib-samples 4 \
+  --calib-seq-len 32 --no-eval --threads 1 --output "$TMP/gptq-again" --data-dir "$TMP/data" \
+  --config "$TMP/gptq_act_order.json" --format compressed-tensors >"$TMP/gptq-again.log" 2>&1 ||
+  fail "gptq act_order with GPTQ again: exit $?"
+grep -q "30 stored weights are quantized afresh .*the job's algorithms change the weights" \
+  "$TMP/gptq-again.log" || { cat "$TMP/gptq-again.log"; fail "gptq again: no afresh warning"; }
 
 # 2. Refused presets, with what they cannot express.
 refused=(

@@ -9,6 +9,10 @@
 # vllm_quark_check.py then applies vLLM's Quark loading rules to each
 # hf_quark/ directory against its hf_fake_quantized/ twin.
 #
+# Round trip: each hf_quark/ export is then the model of a job with the same
+# flags, which must write the same model.safetensors and config.json (the
+# job keeps the codes and scales the checkpoint stores).
+#
 # Each case also runs under --target vllm: quantd must refuse exactly the
 # cases whose export the checker fails (VLLM_REFUSALS: case -> a substring of
 # quantd's refusal), and for every other case write the same hf_quark files
@@ -82,7 +86,24 @@ declare -A VLLM_REFUSALS=(
 presets=$(grep -o "known: .*" "$TMP/presets.log" | head -1 | sed 's/^known: //; s/,/ /g')
 [ -n "$presets" ] || { cat "$TMP/presets.log"; echo "FAIL: no preset list"; exit 1; }
 
-checked=0 passed=0 refused_vllm=0 refused=0
+checked=0 passed=0 refused_vllm=0 refused=0 round_trips=0
+# The export as a job's model, re-exported with the same flags: same bytes.
+round_trip() {  # name, export dir, quantd-quantize flags...
+  local name="$1" export="$2"; shift 2
+  local again="$TMP/again/$name"
+  "$BIN" --model "$export" --calib "$TEXT" --calib-samples 8 --calib-seq-len 64 --no-eval \
+    --threads 1 --data-dir "$TMP/data" --format hf-quark --output "$again" "$@" \
+    >"$TMP/$name.again.log" 2>&1 || { tail -3 "$TMP/$name.again.log"; fail "$name: round trip"; return; }
+  grep -q "the model is a quantized checkpoint" "$TMP/$name.again.log" ||
+    fail "$name: the round trip does not say it read a quantized checkpoint"
+  if (cd "$export" && sha256sum model.safetensors config.json) |
+      (cd "$again" && sha256sum -c --quiet -); then
+    round_trips=$((round_trips + 1))
+  else
+    fail "$name: re-exporting its own hf-quark export changed the files"
+  fi
+}
+
 run_case() {  # name, quantd-quantize flags...
   local name="$1"; shift
   local out="$TMP/out/$name" served="$TMP/vllm/$name"
@@ -106,6 +127,7 @@ run_case() {  # name, quantd-quantize flags...
   if [ "$rc" -ne 0 ]; then
     tail -5 "$TMP/$name.quantize.log"; fail "$name: quantd-quantize exit $rc"; return
   fi
+  round_trip "$name" "$out/hf_quark" "$@"
   "$PY" "$CHECK" "$out/hf_quark" --reference "$out/hf_fake_quantized" >"$TMP/$name.check" 2>&1
   rc=$?
   checked=$((checked + 1))
@@ -162,5 +184,6 @@ done
 
 echo "summary: $checked exports checked: $passed load in vLLM and are accepted under" \
   "--target vllm, $refused_vllm fail in vLLM and are refused under it; $refused presets" \
-  "refused for hf-quark; $failures failures"
+  "refused for hf-quark; $round_trips exports re-exported identically from themselves;" \
+  "$failures failures"
 [ "$failures" -eq 0 ]

@@ -93,7 +93,14 @@ Status BlockStep::RoundWeights(BlockWork& w) const {
     const LayerPlan& plan = plans_.at(linear->name());
     quant::QParams qp;
     LayerReport lr;
-    if (auto it = w.algorithm_qparams.find(linear->name()); it != w.algorithm_qparams.end()) {
+    const StoredLayerParams* kept = stored_ ? stored_->Find(linear->name()) : nullptr;
+    at::Tensor group_index;
+    if (kept != nullptr && kept->weight) {
+      qp = *kept->weight;
+      group_index = kept->weight_group_index;
+      QD_ASSIGN_OR_RETURN(lr, QuantizeLinearWeightsWith(*linear, plan, qp, group_index));
+    } else if (auto it = w.algorithm_qparams.find(linear->name());
+               it != w.algorithm_qparams.end()) {
       qp = it->second;
       auto ref = w.float_weights.find(linear->name());
       lr = DescribeQuantizedLayer(*linear, plan,
@@ -108,7 +115,9 @@ Status BlockStep::RoundWeights(BlockWork& w) const {
                                              /*with_weight=*/true, float_bytes, changed);
       if (auto g = w.algorithm_group_index.find(linear->name());
           g != w.algorithm_group_index.end() && g->second.defined())
-        changed.emplace_back(WeightGroupIndexKey(linear->name()), g->second.to(at::kFloat));
+        group_index = g->second;
+      if (group_index.defined())
+        changed.emplace_back(WeightGroupIndexKey(linear->name()), group_index.to(at::kFloat));
     }
     if (plan.bias && linear->bias().defined())
       changed.emplace_back(linear->name() + ".bias", linear->bias());
@@ -134,8 +143,15 @@ Status BlockStep::QuantizedForward(BlockWork& w, at::Tensor& hidden) const {
   // The block's static activation quantizers (inputs, outputs, KV cache),
   // calibrated on the quantized path, and what each layer observed.
   QD_ASSIGN_OR_RETURN(ActivationParams p, CalibrateBlockActivations(block, hidden, plans_, kv_));
-  for (auto& [name, qp] : p.inputs) act_params_.inputs[name] = qp;
-  for (auto& [name, qp] : p.outputs) act_params_.outputs[name] = qp;
+  // Scales a quantized checkpoint stored are kept (act_params_ has them).
+  for (auto& [name, qp] : p.inputs) {
+    const StoredLayerParams* kept = stored_ ? stored_->Find(name) : nullptr;
+    if (kept == nullptr || !kept->input) act_params_.inputs[name] = qp;
+  }
+  for (auto& [name, qp] : p.outputs) {
+    const StoredLayerParams* kept = stored_ ? stored_->Find(name) : nullptr;
+    if (kept == nullptr || !kept->output) act_params_.outputs[name] = qp;
+  }
   for (auto& lr : w.report.layers) {
     auto it = p.input_ranges.find(lr.name);
     if (it == p.input_ranges.end()) continue;

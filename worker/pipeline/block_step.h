@@ -41,6 +41,7 @@
 #include "worker/pipeline/layer_plan.h"
 #include "worker/pipeline/scratch_store.h"
 #include "worker/pipeline/stage_times.h"
+#include "worker/pipeline/stored_quantization.h"
 #include "worker/quant/qparams.h"
 
 namespace quantd::pipeline {
@@ -75,16 +76,20 @@ class BlockStep {
   // device), the model, every layer's plan, the KV cache; `act_params`
   // collects the calibrated static activation parameters; finished blocks
   // go to `scratch`.
+  // `stored`, when the model is a quantized checkpoint: the parameters its
+  // layers keep (act_params already holds the kept activation scales).
   BlockStep(const JobOptions& opt, const models::CausalLM& model,
             const std::map<std::string, LayerPlan>& plans, const KvCacheOptions& kv,
-            ActivationParams& act_params, ScratchStore& scratch, JobObserver& obs)
+            ActivationParams& act_params, ScratchStore& scratch, JobObserver& obs,
+            const StoredQuantization* stored = nullptr)
       : opt_(opt),
         model_(model),
         plans_(plans),
         kv_(kv),
         act_params_(act_params),
         scratch_(scratch),
-        obs_(obs) {}
+        obs_(obs),
+        stored_(stored) {}
 
   BlockWork Begin(int index, int n) const;
   Status Transform(BlockWork& w) const;
@@ -103,6 +108,7 @@ class BlockStep {
   ActivationParams& act_params_;
   ScratchStore& scratch_;
   JobObserver& obs_;
+  const StoredQuantization* stored_;
 };
 
 }  // namespace quantd::pipeline

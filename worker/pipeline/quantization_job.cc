@@ -17,8 +17,10 @@
 #include "worker/eval/eval_windows.h"
 #include "worker/eval/perplexity.h"
 #include "worker/export/exporter.h"
+#include "worker/export/quantized_checkpoint.h"
 #include "worker/io/dataset/calibration.h"
 #include "worker/io/dataset/dataset.h"
+#include "worker/io/safetensors/safetensors_source.h"
 #include "worker/io/tensor_map_source.h"
 #include "worker/io/tokenizer/load_tokenizer.h"
 #include "worker/models/layer_shapes.h"
@@ -34,6 +36,7 @@
 #include "worker/pipeline/pipeline_quantized_model.h"
 #include "worker/pipeline/resume_state.h"
 #include "worker/pipeline/scratch_store.h"
+#include "worker/pipeline/stored_quantization.h"
 #include "worker/pipeline/weight_quantizer.h"
 #include "worker/quant/qparams.h"
 
@@ -115,7 +118,7 @@ class QuantizationJob {
 
   Status Load() {
     if (opt_.scratch_dir.empty()) return InternalError("JobOptions.scratch_dir is required");
-    QD_ASSIGN_OR_RETURN(model_, models::OpenCausalLM(opt_.model_dir, opt_.model_options));
+    QD_RETURN_IF_ERROR(OpenModel());
     if (obs_.CancelRequested()) return CancelledStatus("opening the model");
     QD_ASSIGN_OR_RETURN(tokenizer_, io::LoadTokenizerFromDir(opt_.model_dir));
     if (obs_.CancelRequested()) return CancelledStatus("loading the tokenizer");
@@ -124,6 +127,7 @@ class QuantizationJob {
         std::shared_ptr<const io::TensorSource>(scratch_.get(), [](const io::TensorSource*) {}),
         model_->shared_weights());
     QD_RETURN_IF_ERROR(PlanLayers());
+    if (stored_model_) QD_RETURN_IF_ERROR(KeepStoredParameters());
     const std::string& source = opt_.model_source.empty() ? opt_.model_dir : opt_.model_source;
     Log(LogLevel::kInfo, "model " + source + ": " + std::to_string(model_->num_blocks()) +
                              " blocks, quantization " + opt_.quantization_description);
@@ -131,6 +135,51 @@ class QuantizationJob {
       report_.float_model_bytes += static_cast<int64_t>(model_->weights().Find(name)->nbytes);
     if (opt_.evaluation.enabled) QD_RETURN_IF_ERROR(LoadEvaluation());
     QD_RETURN_IF_ERROR(LoadMetricSamples());
+    return OkStatus();
+  }
+
+  // A float checkpoint, or a quantized one (quantized_checkpoint.h) whose
+  // dequantized weights the model reads.
+  Status OpenModel() {
+    QD_ASSIGN_OR_RETURN(models::ModelConfig config, models::LoadModelConfig(opt_.model_dir));
+    QD_ASSIGN_OR_RETURN(stored_model_, exporter::OpenQuantizedCheckpoint(opt_.model_dir));
+    std::shared_ptr<const io::TensorSource> weights;
+    if (stored_model_) {
+      weights = std::shared_ptr<const io::TensorSource>(&stored_model_->original(),
+                                                        [](const io::TensorSource*) {});
+    } else {
+      QD_ASSIGN_OR_RETURN(weights, io::SafetensorsSource::Open(opt_.model_dir));
+    }
+    QD_ASSIGN_OR_RETURN(model_,
+                        models::LoadCausalLM(config, std::move(weights), opt_.model_options));
+    return OkStatus();
+  }
+
+  // Which of a quantized checkpoint's parameters the job keeps
+  // (stored_quantization.h); said in the log.
+  Status KeepStoredParameters() {
+    StoredMatchOptions o;
+    o.weights_change = opt_.model_transform != nullptr || !opt_.block_algorithms.empty();
+    for (exporter::ExportFormat f : opt_.export_options.formats)
+      if (f != exporter::ExportFormat::kCompressedTensors &&
+          f != exporter::ExportFormat::kHfFakeQuantized)
+        o.contiguous_groups_only = true;
+    QD_ASSIGN_OR_RETURN(stored_, MatchStoredQuantization(*stored_model_, plans_, o));
+    int weights = 0, scales = 0;
+    for (const auto& [name, p] : stored_.layers) {
+      weights += p.weight ? 1 : 0;
+      scales += (p.input ? 1 : 0) + (p.output ? 1 : 0);
+    }
+    Log(LogLevel::kInfo,
+        "the model is a quantized checkpoint: the job starts from its dequantized "
+        "weights and keeps the stored parameters of " +
+            std::to_string(weights) + " weights and " + std::to_string(scales) +
+            " static activation scales");
+    if (!stored_.requantized.empty())
+      Log(LogLevel::kWarning, std::to_string(stored_.requantized.size()) +
+                                  " stored weights are quantized afresh from their dequantized "
+                                  "values, e.g. " +
+                                  stored_.requantized.front());
     return OkStatus();
   }
 
@@ -216,7 +265,8 @@ class QuantizationJob {
           .AddViolation("layer " + info.name, msg);
     }
     for (exporter::ExportFormat f : opt_.export_options.formats) {
-      if (f == exporter::ExportFormat::kHfQuark || f == exporter::ExportFormat::kCompressedTensors) {
+      if (f == exporter::ExportFormat::kHfQuark ||
+          f == exporter::ExportFormat::kCompressedTensors) {
         const std::string name = exporter::ExportFormatName(f);
         return Status(StatusCode::kInvalidArgument,
                       name + " cannot carry a quantized embedding (" + info.name +
@@ -367,6 +417,10 @@ class QuantizationJob {
       bytes_delta_ = resumed.bytes_delta;
       report_.blocks = std::move(resumed.blocks);
     }
+    for (const auto& [name, kept] : stored_.layers) {
+      if (kept.input) act_params_.inputs[name] = *kept.input;
+      if (kept.output) act_params_.outputs[name] = *kept.output;
+    }
     if (start == 0 && metric_ids_.defined()) {
       QD_ASSIGN_OR_RETURN(auto embedding, model_->LoadEmbedding(*quantized_weights_));
       QD_ASSIGN_OR_RETURN(hidden, embedding->Forward(metric_ids_));
@@ -378,7 +432,7 @@ class QuantizationJob {
     // On a GPU the next block is read and staged while this one computes.
     BlockPrefetcher<std::unique_ptr<models::DecoderBlock>> blocks(
         [this](int i) { return model_->LoadBlock(i); }, !opt_.model_options.device.is_cpu());
-    const BlockStep step(opt_, *model_, plans_, kv_, act_params_, *scratch_, obs_);
+    const BlockStep step(opt_, *model_, plans_, kv_, act_params_, *scratch_, obs_, &stored_);
     for (int i = start; i < n; ++i) {
       if (obs_.CancelRequested()) return JobCancelled();
       progress_.Report(stage, static_cast<double>(i) / n, i + 1, n);
@@ -524,8 +578,8 @@ class QuantizationJob {
     // The exporters' view of the result: values from the scratch store over
     // the checkpoint, the exact weight parameters, calibrated activations.
     const auto exported = std::make_unique<PipelineQuantizedModel>(
-        opt_.model_dir, *model_, quantized_weights_, plans_, opt_.quant_config,
-        act_params_.inputs, act_params_.outputs);
+        opt_.model_dir, *model_, quantized_weights_, plans_, opt_.quant_config, act_params_.inputs,
+        act_params_.outputs);
     for (size_t i = 0; i < formats.size(); ++i) {
       if (obs_.CancelRequested()) return JobCancelled();
       std::string dir = opt_.export_options.output_dir;
@@ -567,6 +621,10 @@ class QuantizationJob {
   JobProgress progress_;
   JobReport report_;
 
+  // A quantized checkpoint the model reads dequantized (declared first: the
+  // model holds its source).
+  std::unique_ptr<exporter::QuantizedModel> stored_model_;
+  StoredQuantization stored_;
   std::unique_ptr<models::CausalLM> model_;
   std::unique_ptr<io::Tokenizer> tokenizer_;
   std::unique_ptr<ScratchStore> scratch_;

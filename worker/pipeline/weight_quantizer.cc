@@ -70,13 +70,25 @@ StatusOr<LayerReport> QuantizeEmbeddingWeight(models::Embedding& embedding, cons
   LayerReport report = BaseReport(name, plan);
   if (plan.weight) {
     at::Tensor w = embedding.weight();
-    QD_ASSIGN_OR_RETURN(at::Tensor wq, FakeQuantizeFromSelf(w, *plan.weight, "embedding " + name,
-                                                            weight_qparams));
+    QD_ASSIGN_OR_RETURN(at::Tensor wq,
+                        FakeQuantizeFromSelf(w, *plan.weight, "embedding " + name, weight_qparams));
     report.weight_sqnr_db = SqnrDb(w, wq);
     embedding.weight() = wq;
   }
   return report;
 }
+
+namespace {
+
+Status QuantizeBias(models::Linear& layer, const LayerPlan& plan) {
+  if (plan.bias && layer.bias().defined()) {
+    QD_ASSIGN_OR_RETURN(layer.bias(), FakeQuantizeFromSelf(layer.bias(), *plan.bias,
+                                                           "layer " + layer.name() + " bias"));
+  }
+  return OkStatus();
+}
+
+}  // namespace
 
 StatusOr<LayerReport> QuantizeLinearWeights(models::Linear& layer, const LayerPlan& plan,
                                             quant::QParams* weight_qparams) {
@@ -89,10 +101,33 @@ StatusOr<LayerReport> QuantizeLinearWeights(models::Linear& layer, const LayerPl
     report.weight_sqnr_db = SqnrDb(w, wq);
     layer.weight() = wq;
   }
-  if (plan.bias && layer.bias().defined()) {
-    QD_ASSIGN_OR_RETURN(layer.bias(), FakeQuantizeFromSelf(layer.bias(), *plan.bias,
-                                                           "layer " + layer.name() + " bias"));
+  QD_RETURN_IF_ERROR(QuantizeBias(layer, plan));
+  return report;
+}
+
+StatusOr<LayerReport> QuantizeLinearWeightsWith(models::Linear& layer, const LayerPlan& plan,
+                                                const quant::QParams& weight_qparams,
+                                                const at::Tensor& group_index) {
+  if (!plan.weight) return InternalError("layer " + layer.name() + " has no weight spec");
+  LayerReport report = BaseReport(layer.name(), plan);
+  at::Tensor w = layer.weight();
+  quant::QuantSpec spec = *plan.weight;
+  quant::QParams qp;
+  if (weight_qparams.scale.defined())
+    qp.scale = weight_qparams.scale.to(w.device());  // casts: none
+  if (weight_qparams.zero_point.defined()) qp.zero_point = weight_qparams.zero_point.to(w.device());
+  if (group_index.defined() && qp.scale.defined()) {
+    // Permuted groups: each column with its group's parameters.
+    const at::Tensor index = group_index.to(at::kLong).to(w.device());
+    spec.group_size = 1;
+    qp.scale = qp.scale.index_select(1, index).contiguous();
+    if (qp.zero_point.defined()) qp.zero_point = qp.zero_point.index_select(1, index).contiguous();
   }
+  auto wq = quant::FakeQuantize(w, spec, qp);
+  if (!wq.ok()) return Status(wq.status()).Prepend("layer " + layer.name() + ": ");
+  report.weight_sqnr_db = SqnrDb(w, *wq);
+  layer.weight() = *wq;
+  QD_RETURN_IF_ERROR(QuantizeBias(layer, plan));
   return report;
 }
 

@@ -39,6 +39,13 @@ StatusOr<LayerReport> QuantizeEmbeddingWeight(models::Embedding& embedding, cons
 StatusOr<LayerReport> QuantizeLinearWeights(models::Linear& layer, const LayerPlan& plan,
                                             quant::QParams* weight_qparams = nullptr);
 
+// QuantizeLinearWeights with the weight parameters given (those a quantized
+// checkpoint stored, stored_quantization.h) instead of fitted; with
+// `group_index` (int32 [in]) each column takes its group's parameters.
+StatusOr<LayerReport> QuantizeLinearWeightsWith(models::Linear& layer, const LayerPlan& plan,
+                                                const quant::QParams& weight_qparams,
+                                                const at::Tensor& group_index);
+
 // The report of a layer whose weight something else (an algorithm) already
 // quantized: formats from `plan`, SQNR of `quantized` against `reference`.
 LayerReport DescribeQuantizedLayer(const models::Linear& layer, const LayerPlan& plan,

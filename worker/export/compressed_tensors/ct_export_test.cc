@@ -2,7 +2,9 @@
 // tensors decode, as the library's dequantize computes ((q - zp) * scale
 // with the codes unpacked from weight_packed), to exactly the fake-quantized
 // weights; names, dtypes and shapes are the ones vLLM's schemes allocate;
-// what vLLM cannot load is refused naming the layer.
+// what vLLM cannot load is refused naming the layer. The export reads back
+// (ct_import.h) to the same values and parameters; a damaged or foreign
+// checkpoint is refused naming what is wrong.
 #include "worker/export/compressed_tensors/ct_export.h"
 
 #include <algorithm>
@@ -12,6 +14,7 @@
 #include <sstream>
 
 #include "gtest/gtest.h"
+#include "worker/export/compressed_tensors/ct_import.h"
 #include "worker/export/compressed_tensors/ct_packing.h"
 #include "worker/export/hf/quark_config.h"
 #include "worker/export/testing/in_memory_quantized_model.h"
@@ -237,6 +240,110 @@ TEST_F(CtExportTest, RefusesWhatVllmCannotLoad) {
     EXPECT_NE(art.status().message().find("per-channel or per-group"), std::string::npos)
         << art.status();
   }
+}
+
+// The export read back: every tensor the model serves is the fake-quantized
+// one bit for bit, the parameters are the stored ones (signed storage of an
+// unsigned grid moves the zero point by 8), static and KV scales come back.
+TEST_F(CtExportTest, ImportsItsOwnExportToTheSameValuesAndParameters) {
+  struct Case {
+    std::string name;
+    std::string config;
+  };
+  QuarkLayerSpecs uint4;
+  uint4.weight = Spec(DataType::kUInt4, QScheme::kPerGroup, 32, /*symmetric=*/false);
+  QuarkLayerSpecs fp8;
+  fp8.weight = Spec(DataType::kFp8E4M3);
+  fp8.input = Spec(DataType::kFp8E4M3);
+  QuarkLayerSpecs w8a8;
+  w8a8.weight = Spec(DataType::kInt8, QScheme::kPerChannel);
+  w8a8.input = Spec(DataType::kUInt8, QScheme::kPerTensor, {}, /*symmetric=*/false);
+  const std::vector<Case> cases = {
+      {"uint4", ConfigJson(uint4, {"lm_head", "*down_proj", "*gate_proj", "*up_proj"})},
+      {"fp8_kv", ConfigJson(fp8, {"lm_head"}, Spec(DataType::kFp8E4M3))},
+      {"w8a8_uint8_in", ConfigJson(w8a8, {"lm_head"})}};
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    fs::remove_all(out_);
+    auto model = Quantize(c.config);
+    ASSERT_TRUE(model.ok()) << model.status();
+    ASSERT_TRUE(Export(**model).ok());
+    auto back = OpenCompressedTensorsModel(out_.string());
+    ASSERT_TRUE(back.ok()) << back.status();
+    int weights = 0;
+    for (const std::string& name : (*model)->original().Names()) {
+      SCOPED_TRACE(name);
+      ASSERT_NE((*back)->original().Find(name), nullptr);
+      auto want = (*model)->Load(name);
+      auto got = (*back)->Load(name);
+      ASSERT_TRUE(want.ok() && got.ok()) << got.status();
+      EXPECT_TRUE(at::equal(*got, want->to(at::kFloat)));
+      weights += (*back)->FindLayer(name.substr(0, name.size() - 7)) != nullptr;
+    }
+    for (const std::string& name : (*back)->original().Names())
+      EXPECT_EQ(name.find("_scale"), std::string::npos) << name;
+    for (const QuantizedLayer& layer : (*model)->layers()) {
+      SCOPED_TRACE(layer.name);
+      const QuantizedLayer* got = (*back)->FindLayer(layer.name);
+      ASSERT_NE(got, nullptr);
+      ASSERT_TRUE(got->weight.has_value());
+      auto want_qp = (*model)->WeightQParams(layer.name);
+      auto got_qp = (*back)->WeightQParams(layer.name);
+      ASSERT_TRUE(want_qp.ok() && got_qp.ok()) << got_qp.status();
+      EXPECT_TRUE(at::equal(got_qp->scale, want_qp->scale.to(at::kFloat)));
+      if (layer.weight->dtype == DataType::kUInt4)
+        EXPECT_TRUE(at::equal(got_qp->zero_point + 8, want_qp->zero_point.to(at::kInt)));
+      if (layer.input) {
+        ASSERT_TRUE(got->input && got->input->static_qparams);
+        EXPECT_EQ(got->input->static_qparams->scale.item<float>(),
+                  layer.input->static_qparams->scale.item<float>());
+        if (layer.input->spec.dtype == DataType::kUInt8)
+          EXPECT_EQ(got->input->static_qparams->zero_point.item<int>(),
+                    layer.input->static_qparams->zero_point.item<int>() - 128);
+      }
+      if (layer.output) {
+        ASSERT_TRUE(got->output && got->output->static_qparams);
+        EXPECT_EQ(got->output->static_qparams->scale.item<float>(),
+                  layer.output->static_qparams->scale.item<float>());
+      }
+    }
+    EXPECT_GT(weights, 0);
+  }
+}
+
+TEST_F(CtExportTest, ImportRefusesDamagedAndForeignCheckpoints) {
+  QuarkLayerSpecs g;
+  g.weight = Spec(DataType::kInt4, QScheme::kPerGroup, 32);
+  auto model = Quantize(ConfigJson(g, {"lm_head", "*down_proj"}));
+  ASSERT_TRUE(model.ok()) << model.status();
+  ASSERT_TRUE(Export(**model).ok());
+  const std::string path = (out_ / "config.json").string();
+  const json good = json::parse(ReadFile(path));
+  auto with = [&](const std::function<void(json&)>& edit) {
+    json cfg = good;
+    edit(cfg["quantization_config"]);
+    std::ofstream(path) << cfg.dump();
+    return OpenCompressedTensorsModel(out_.string());
+  };
+  auto frozen = with([](json& q) { q["quantization_status"] = "frozen"; });
+  EXPECT_EQ(frozen.status().code(), StatusCode::kFailedPrecondition) << frozen.status();
+  auto regex = with([](json& q) { q["ignore"] = {"re:.*down_proj"}; });
+  EXPECT_EQ(regex.status().code(), StatusCode::kUnimplemented);
+  EXPECT_NE(regex.status().message().find("re:.*down_proj"), std::string::npos);
+  auto bits = with([](json& q) { q["config_groups"]["group_0"]["weights"]["num_bits"] = 16; });
+  EXPECT_EQ(bits.status().code(), StatusCode::kUnimplemented);
+  EXPECT_NE(bits.status().message().find("num_bits 16"), std::string::npos) << bits.status();
+  auto sparse = with([](json& q) { q["config_groups"]["group_0"]["format"] = "marlin-24"; });
+  EXPECT_EQ(sparse.status().code(), StatusCode::kUnimplemented);
+  auto junk = with([](json& q) { q["config_groups"]["group_0"]["weights"] = "int4"; });
+  EXPECT_EQ(junk.status().code(), StatusCode::kFailedPrecondition);
+  // A group size the stored scales do not have: opens (tensors are read
+  // lazily), then loading the weight is DATA_LOSS naming the tensor.
+  auto regroup = with([](json& q) { q["config_groups"]["group_0"]["weights"]["group_size"] = 16; });
+  ASSERT_TRUE(regroup.ok()) << regroup.status();
+  auto w = (*regroup)->Load("model.layers.0.self_attn.q_proj.weight");
+  EXPECT_EQ(w.status().code(), StatusCode::kDataLoss);
+  EXPECT_NE(w.status().message().find("q_proj.weight_scale"), std::string::npos) << w.status();
 }
 
 }  // namespace

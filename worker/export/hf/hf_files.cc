@@ -16,9 +16,10 @@ using nlohmann::json;
 StatusOr<std::string> ReadTextFile(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) return NotFoundError("cannot read " + path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
+  // Never read whole: the JSON parser refuses what is past the limit.
+  std::string text = ReadAtMost(in, json_limits::kModelConfig);
+  if (in.bad()) return DataLossError(path + ": read failed");
+  return text;
 }
 
 Status WriteTextFile(const std::string& path, const std::string& text) {
@@ -33,10 +34,15 @@ Status WriteHfConfig(const std::string& model_dir, const std::string& dir,
                      const json& quantization_config, std::optional<bool> tie_word_embeddings) {
   QD_ASSIGN_OR_RETURN(std::string text,
                       ReadTextFile((fs::path(model_dir) / "config.json").string()));
-  QD_ASSIGN_OR_RETURN(json cfg, ParseBoundedJson(text, JsonBounds{json_limits::kModelConfig},
-                                                 model_dir + "/config.json", StatusCode::kDataLoss));
+  QD_ASSIGN_OR_RETURN(json cfg,
+                      ParseBoundedJson(text, JsonBounds{json_limits::kModelConfig},
+                                       model_dir + "/config.json", StatusCode::kDataLoss));
   if (!cfg.is_object()) return DataLossError(model_dir + "/config.json is not a JSON object");
-  if (!quantization_config.is_null()) cfg["quantization_config"] = quantization_config;
+  // A model that was itself a quantized checkpoint loses its old config.
+  if (!quantization_config.is_null())
+    cfg["quantization_config"] = quantization_config;
+  else
+    cfg.erase("quantization_config");
   if (tie_word_embeddings &&
       (!cfg.contains("tie_word_embeddings") || cfg["tie_word_embeddings"] != *tie_word_embeddings))
     cfg["tie_word_embeddings"] = *tie_word_embeddings;

@@ -18,6 +18,8 @@
 
 namespace quantd::exporter {
 
+// A config.json's text: at most json_limits::kModelConfig + 1 bytes, so the
+// bounded parser refuses a larger file without it being held whole.
 StatusOr<std::string> ReadTextFile(const std::string& path);
 Status WriteTextFile(const std::string& path, const std::string& text);
 
