@@ -190,6 +190,25 @@ TEST(ServiceE2eTest, ExportsEveryFormatThroughQuantctl) {
   }
   EXPECT_EQ(job.result().artifacts(2).sha256(), *Sha256File(out + "/gguf/model.gguf"));
 
+  // Round trip: the hf-quark export is the next job's model; with the same
+  // scheme it writes the same hf-quark bytes, and a compressed-tensors
+  // export that is in turn the model of a third job comes back identical.
+  const std::string again = data + "/again", third = data + "/third";
+  r = Quantctl(quantd->address(), {"-o", "json", "submit", "--model", out + "/hf_quark", "--scheme",
+                                   "w_int8_per_channel_sym", "--no-eval", "--format", "hf-quark",
+                                   "--format", "compressed-tensors", "--output", again, "--wait"});
+  ASSERT_EQ(r.exit_code, 0) << r.stderr_text << r.stdout_text << quantd->Log();
+  EXPECT_EQ(*Sha256File(again + "/hf_quark/model.safetensors"),
+            *Sha256File(out + "/hf_quark/model.safetensors"));
+  EXPECT_EQ(*Sha256File(again + "/hf_quark/config.json"),
+            *Sha256File(out + "/hf_quark/config.json"));
+  r = Quantctl(quantd->address(), {"-o", "json", "submit", "--model", again + "/compressed_tensors",
+                                   "--scheme", "w_int8_per_channel_sym", "--no-eval", "--format",
+                                   "compressed-tensors", "--output", third, "--wait"});
+  ASSERT_EQ(r.exit_code, 0) << r.stderr_text << r.stdout_text << quantd->Log();
+  EXPECT_EQ(*Sha256File(third + "/model.safetensors"),
+            *Sha256File(again + "/compressed_tensors/model.safetensors"));
+
   // A format that cannot express the scheme is refused at submit, naming it.
   r = Quantctl(quantd->address(), {"submit", "--model", Model(), "--scheme", "w_mxfp4", "--format",
                                    "gguf", "--no-eval", "--output", data + "/mx"});

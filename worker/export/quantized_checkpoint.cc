@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include "worker/common/bounded_json.h"
+#include "worker/export/checkpoint_methods.h"
 #include "worker/export/compressed_tensors/ct_import.h"
 #include "worker/export/hf/hf_files.h"
 #include "worker/export/hf/hf_quark_import.h"
@@ -25,9 +26,8 @@ StatusOr<std::unique_ptr<QuantizedModel>> OpenQuantizedCheckpoint(const std::str
   if (method == "quark") return OpenQuarkModel(dir);
   if (method == "compressed-tensors") return OpenCompressedTensorsModel(dir);
   return Status(StatusCode::kFailedPrecondition,
-                path + ": quantization_config.quant_method " + method.dump() +
-                    " is not read; quantd starts from a float checkpoint or from a \"quark\" "
-                    "(real_quantized) or \"compressed-tensors\" one",
+                path + ": quantization_config.quant_method " + method.dump() + " is not read; " +
+                    kReadableCheckpoints,
                 "UNSUPPORTED_CHECKPOINT");
 }
 

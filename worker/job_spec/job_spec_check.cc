@@ -18,6 +18,7 @@
 #include "worker/algo/awq_layout.h"
 #include "worker/common/bounded_json.h"
 #include "worker/common/deadline.h"
+#include "worker/export/checkpoint_methods.h"
 #include "worker/export/export_support.h"
 #include "worker/io/uri/model_files.h"
 #include "worker/io/uri/uri_parser.h"
@@ -176,6 +177,23 @@ std::optional<std::vector<config::LayerInfo>> ReadModelLayers(const std::string&
   std::vector<config::LayerInfo> layers;
   for (const auto& l : linears) layers.push_back({l.name, l.type, l.out_features, l.in_features});
   return layers;
+}
+
+// A model that is itself a quantized checkpoint must be one quantd reads.
+void CheckModelCheckpoint(SpecChecker& c, const JobSpec& spec) {
+  std::optional<std::string> text = ReadModelConfigJson(spec.model_uri());
+  if (!text) return;
+  auto cfg = ParseBoundedJson(*text, JsonBounds{json_limits::kModelConfig}, "config.json",
+                              StatusCode::kInvalidArgument);
+  if (!cfg.ok() || !cfg->is_object()) return;  // the worker names the file's fault
+  auto it = cfg->find("quantization_config");
+  if (it == cfg->end() || it->is_null()) return;
+  const nlohmann::json method =
+      it->is_object() ? it->value("quant_method", nlohmann::json()) : nlohmann::json();
+  if (method.is_string() && exporter::IsReadableCheckpointMethod(method.get<std::string>())) return;
+  c.Bad("spec.model_uri", "the model's config.json has quantization_config.quant_method " +
+                              method.dump() + ", which is not read; " +
+                              exporter::kReadableCheckpoints);
 }
 
 void CheckQuantization(SpecChecker& c, const JobSpec& spec,
@@ -419,6 +437,7 @@ Status CheckResolvedJobSpec(const JobSpec& spec, const StatusOr<config::QuantCon
                             std::vector<std::string>* warnings, std::chrono::milliseconds budget) {
   SpecChecker c(budget.count() > 0 ? Deadline::After(budget) : Deadline::Never());
   CheckUri(c, "spec.model_uri", spec.model_uri(), true);
+  CheckModelCheckpoint(c, spec);
   CheckQuantization(c, spec, quantization, warnings);
   CheckCalibration(c, spec);
   CheckEvaluation(c, spec);

@@ -580,6 +580,36 @@ TEST(JobSpecCheckTest, QuarkOnlineAndKeysWithoutEffectBecomeWarnings) {
   EXPECT_NE(warnings[1].find("takes no effect"), std::string::npos);
 }
 
+TEST(JobSpecCheckTest, AModelThatIsAnUnreadableQuantizedCheckpointIsRefused) {
+  // stories260K's config.json with a quantization_config: quark and
+  // compressed-tensors checkpoints are read, another quant_method is named.
+  std::ifstream in("models/stories260K/config.json");
+  std::stringstream text;
+  text << in.rdbuf();
+  const std::string base = text.str();
+  const std::filesystem::path dir = std::filesystem::path(::testing::TempDir()) / "quantized260K";
+  std::filesystem::create_directories(dir);
+  auto with_method = [&](const std::string& method) {
+    const size_t brace = base.find('{');
+    std::ofstream(dir / "config.json", std::ios::trunc)
+        << base.substr(0, brace + 1) << "\"quantization_config\": {\"quant_method\": \""
+        << method << "\"}," << base.substr(brace + 1);
+    auto spec = Parse(R"pb(quantization { scheme: "w_int8_per_channel_sym" })pb");
+    spec.set_model_uri("file://" + dir.string());
+    return CheckJobSpec(spec);
+  };
+  EXPECT_TRUE(with_method("compressed-tensors").ok()) << with_method("compressed-tensors");
+  EXPECT_TRUE(with_method("quark").ok()) << with_method("quark");
+  Status gptq = with_method("gptq");
+  ASSERT_EQ(gptq.code(), StatusCode::kInvalidArgument) << gptq;
+  EXPECT_EQ(Fields(gptq), std::vector<std::string>{"spec.model_uri"});
+  EXPECT_NE(gptq.violations()[0].description.find(
+                "quantization_config.quant_method \"gptq\", which is not read; quantd starts "
+                "from a float checkpoint or from a \"quark\""),
+            std::string::npos)
+      << gptq;
+}
+
 TEST(JobSpecCheckTest, AwqScalingLayersAreCheckedAgainstTheModel) {
   quantd::v1::JobSpec spec;
   spec.set_model_uri(StoriesModelUri("stories260K-awq"));
