@@ -23,7 +23,13 @@ StatusOr<std::unique_ptr<QuantizedModel>> OpenQuantizedCheckpoint(const std::str
   const nlohmann::json& qc = cfg["quantization_config"];
   const nlohmann::json method =
       qc.is_object() ? qc.value("quant_method", nlohmann::json()) : nlohmann::json();
-  if (method == "quark") return OpenQuarkModel(dir);
+  if (method == "quark") {
+    // An hf export holds the quantized values as floats: a float checkpoint.
+    const nlohmann::json ex = qc.value("export", nlohmann::json());
+    if (ex.is_object() && ex.value("weight_format", nlohmann::json()) == "fake_quantized")
+      return std::unique_ptr<QuantizedModel>();
+    return OpenQuarkModel(dir);
+  }
   if (method == "compressed-tensors") return OpenCompressedTensorsModel(dir);
   return Status(StatusCode::kFailedPrecondition,
                 path + ": quantization_config.quant_method " + method.dump() + " is not read; " +

@@ -13,7 +13,9 @@
 
 namespace quantd::exporter {
 
-// nullptr when config.json has no quantization_config (a float model).
+// nullptr when config.json has no quantization_config or a quark one whose
+// export.weight_format is "fake_quantized" (quantd's hf export: the
+// quantized values stored as floats), which are read as float models.
 // quant_method "quark" (real_quantized) and "compressed-tensors" open with
 // their importers, whose errors come back as they are; any other
 // quant_method is FAILED_PRECONDITION (reason UNSUPPORTED_CHECKPOINT)

@@ -44,6 +44,12 @@ TEST_F(QuantizedCheckpointTest, AFloatModelHasNoImporter) {
   m = OpenQuantizedCheckpoint(dir_.string());
   ASSERT_TRUE(m.ok()) << m.status();
   EXPECT_EQ(*m, nullptr);
+  // quantd's hf export: quark config, values stored as floats.
+  WriteConfig(R"({"quant_method": "quark", "global_quant_config": {},
+                  "export": {"weight_format": "fake_quantized", "pack_method": "reorder"}})");
+  m = OpenQuantizedCheckpoint(dir_.string());
+  ASSERT_TRUE(m.ok()) << m.status();
+  EXPECT_EQ(*m, nullptr);
 }
 
 TEST_F(QuantizedCheckpointTest, AnotherQuantMethodIsNamed) {
