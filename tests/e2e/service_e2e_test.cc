@@ -210,11 +210,11 @@ TEST(ServiceE2eTest, ExportsEveryFormatThroughQuantctl) {
             *Sha256File(again + "/compressed_tensors/model.safetensors"));
 
   // A format that cannot express the scheme is refused at submit, naming it.
-  r = Quantctl(quantd->address(), {"submit", "--model", Model(), "--scheme", "w_mxfp4", "--format",
-                                   "gguf", "--no-eval", "--output", data + "/mx"});
+  r = Quantctl(quantd->address(), {"submit", "--model", Model(), "--scheme", "w_mxfp6_e2m3",
+                                   "--format", "gguf", "--no-eval", "--output", data + "/mx"});
   EXPECT_NE(r.exit_code, 0);
   EXPECT_NE(r.stderr_text.find("spec.export.formats[0]"), std::string::npos) << r.stderr_text;
-  EXPECT_NE(r.stderr_text.find("mxfp4"), std::string::npos) << r.stderr_text;
+  EXPECT_NE(r.stderr_text.find("mxfp6_e2m3"), std::string::npos) << r.stderr_text;
 }
 
 TEST(ServiceE2eTest, JobsSurviveAFrontendRestart) {

@@ -2,7 +2,7 @@
 // the engine computes for them, for the llama.cpp peer check
 // (gguf_export_peer_check.mjs).
 //
-// For each GGUF type (F32, Q8_0, Q4_0, Q4_1) a job's quantization of
+// For each GGUF type (F32, Q8_0, Q4_0, Q4_1, MXFP4) a job's quantization of
 // stories260K is built in memory with the scheme whose codes are that block
 // format (F32: int8 per-channel weights written as their values), exported
 // with ExportGguf, and evaluated by the engine (QuantizedModelRunner): the
@@ -57,6 +57,15 @@ QuantSpec Weight(DataType t, QScheme q, std::optional<int> group, bool symmetric
   s.group_size = group;
   s.symmetric = symmetric;
   s.scale_type = quant::ScaleType::kFloat16;  // ggml blocks store fp16 scales
+  return s;
+}
+
+QuantSpec Mxfp4Weight() {
+  QuantSpec s;
+  s.dtype = DataType::kMxFp4;
+  s.qscheme = QScheme::kPerGroup;
+  s.ch_axis = -1;
+  s.group_size = 32;
   return s;
 }
 
@@ -158,6 +167,9 @@ int Main(int argc, char** argv) {
        gguf::GgmlType::kQ4_1,
        Weight(DataType::kUInt4, QScheme::kPerGroup, 32, false),
        {"lm_head", "*down_proj"}},
+      // The w_mxfp4 preset's weights; down_proj's 172-wide rows are written
+      // as their F32 values (not whole blocks).
+      {"mxfp4", gguf::GgmlType::kMXFP4, Mxfp4Weight(), {"lm_head"}},
   };
   json manifest = {{"windows", json::array()}, {"models", json::array()}};
   for (const auto& w : windows->windows) manifest["windows"].push_back(w);

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # llama.cpp peer check of quantd's quantized GGUF exports (Bazel sh_test):
-# stories260K quantized and exported as F32, Q8_0, Q4_0 and Q4_1, loaded in
+# stories260K quantized and exported as F32, Q8_0, Q4_0, Q4_1 and MXFP4, loaded in
 # llama.cpp through node-llama-cpp: perplexity within 0.5% of the engine's,
 # greedy tokens of the F32 export identical.
 set -euo pipefail

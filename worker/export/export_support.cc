@@ -80,10 +80,12 @@ Status CheckGguf(const QuantSpec& s, TensorRole role) {
     return Refuse(f, s, role,
                   "a GGUF file holds weights only and llama.cpp quantizes activations and its KV "
                   "cache its own way; use a weight-only scheme");
-  if (quant::IsMxType(s.dtype))
+  if (quant::IsMxType(s.dtype) && s.dtype != quant::DataType::kMxFp4)
     return Refuse(f, s, role,
-                  "GGUF has no block format with shared E8M0 scales that quantd writes "
-                  "(Q8_0, Q4_0, Q4_1), and requantizing MX elements would change the model");
+                  "ggml's one block format with shared E8M0 scales is MXFP4, and requantizing "
+                  "these MX elements would change the model");
+  if (s.dtype == quant::DataType::kMxFp4 && !AlongInputAxis(s))
+    return Refuse(f, s, role, "ggml's MXFP4 blocks run along the input axis");
   if (s.is_dynamic) return Refuse(f, s, role, "a weight quantizer cannot be dynamic");
   return OkStatus();
 }
@@ -262,6 +264,11 @@ Status CheckExportSupport(ExportFormat format, const std::vector<ExportLayerSpec
 }
 
 std::string GgufCodesMismatch(const QuantSpec& spec, GgmlType type) {
+  if (type == GgmlType::kMXFP4 || spec.dtype == quant::DataType::kMxFp4) {
+    if (type != GgmlType::kMXFP4 || spec.dtype != quant::DataType::kMxFp4)
+      return "only MXFP4 weights are MXFP4 blocks";
+    return AlongInputAxis(spec) ? "" : "MX blocks along the output axis";
+  }
   if (!quant::IsIntType(spec.dtype))
     return quant::DescribeSpec(spec) + " is not an integer code set";
   if (spec.zero_point_type == quant::ZeroPointType::kFloat32)
@@ -299,6 +306,13 @@ GgmlType DefaultGgufWeightType(const std::vector<ExportLayerSpecs>& layers) {
   bool all_casts = true;
   for (const auto& w : weights) all_casts &= quant::IsCastType(w.dtype);
   if (all_casts) return GgmlType::kF16;
+  // MXFP4 weights are written as MXFP4 blocks whatever the file's type
+  // (gguf.h); the integer weights choose it.
+  std::vector<QuantSpec> ints;
+  for (const auto& w : weights)
+    if (w.dtype != quant::DataType::kMxFp4) ints.push_back(w);
+  if (ints.empty()) return GgmlType::kMXFP4;
+  weights = std::move(ints);
   for (GgmlType t : {GgmlType::kQ4_0, GgmlType::kQ4_1, GgmlType::kQ8_0}) {
     bool fits = true;
     for (const auto& w : weights) fits &= GgufCodesMismatch(w, t).empty();

@@ -222,8 +222,8 @@ TEST_F(ExporterTest, OnnxQdqWritesOneModelWithQdqNodes) {
 }
 
 TEST_F(ExporterTest, RefusalsNameTheFormatAndLeaveNothing) {
-  // MXFP4 weights: GGUF and ONNX QDQ have no layout for them.
-  auto mx = Quantize(Spec(DataType::kMxFp4, QScheme::kPerGroup, 32), false);
+  // MXFP6 weights: GGUF and ONNX QDQ have no layout for them.
+  auto mx = Quantize(Spec(DataType::kMxFp6E2M3, QScheme::kPerGroup, 32), false);
   ASSERT_NE(mx, nullptr);
   ExportOptions o;
   o.output_dir = out_.string();

@@ -85,15 +85,18 @@ TEST(JobSpecCheckTest, ExportFormatsAreCheckedAgainstTheConfig) {
   )pb");
   EXPECT_TRUE(CheckJobSpec(spec).ok()) << CheckJobSpec(spec);
 
-  // GGUF and ONNX have no MX block format; hf_quark and the fake-quantized
-  // export do.
-  spec.mutable_quantization()->set_scheme("w_mxfp4");
+  // GGUF's one MX block format is MXFP4 and ONNX has none; hf_quark and the
+  // fake-quantized export hold every MX format.
+  spec.mutable_quantization()->set_scheme("w_mxfp6_e2m3");
   Status s = CheckJobSpec(spec);
   ASSERT_EQ(s.code(), StatusCode::kInvalidArgument) << s;
   EXPECT_EQ(Fields(s),
             (std::vector<std::string>{"spec.export.formats[2]", "spec.export.formats[3]"}));
   EXPECT_NE(s.violations()[0].description.find("global_quant_config"), std::string::npos) << s;
   EXPECT_NE(s.violations()[0].description.find("gguf"), std::string::npos) << s;
+  spec.mutable_quantization()->set_scheme("w_mxfp4");
+  s = CheckJobSpec(spec);
+  EXPECT_EQ(Fields(s), (std::vector<std::string>{"spec.export.formats[3]"})) << s;
 }
 
 TEST(JobSpecCheckTest, OnlineHadamardRotationIsUnimplementedBecauseNoFormatCarriesIt) {

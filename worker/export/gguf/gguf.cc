@@ -112,6 +112,29 @@ std::vector<std::string> DescribeTypes(const TypeBook& book) {
 
 bool Fp16Exact(float v) { return gguf::Fp16ToFp32(gguf::Fp32ToFp16(v)) == v; }
 
+// The job's MXFP4 codes and E8M0 block exponents as ggml's MXFP4 blocks:
+// the same values (ggml scales its doubled e2m1 table by 2^(e-128)).
+Status EncodeMxfp4(const std::string& module, const quant::QuantizedTensor& q,
+                   const gguf::GgufLayoutFn& to_gguf, std::vector<uint8_t>* bytes) {
+  const int64_t out = q.codes.size(0), in = q.codes.size(1), nb = in / kBlock;
+  QD_ASSIGN_OR_RETURN(at::Tensor codes, to_gguf(q.codes.to(at::kInt)));
+  QD_ASSIGN_OR_RETURN(at::Tensor e8m0, to_gguf(q.e8m0.to(at::kInt).reshape({out, nb})));
+  codes = codes.to(at::kByte).contiguous();
+  e8m0 = e8m0.contiguous();
+  if (e8m0.eq(255).any().item<bool>())
+    return InternalError(module +
+                         ": an E8M0 block exponent is 255 (NaN), which MXFP4 GGUF cannot hold");
+  QD_ASSIGN_OR_RETURN(uint64_t size, gguf::GgmlRowBytes(GgmlType::kMXFP4, out * in));
+  bytes->assign(size, 0);
+  const size_t block_bytes = gguf::GetGgmlTypeTraits(GgmlType::kMXFP4).type_size;
+  const uint8_t* c = codes.data_ptr<uint8_t>();
+  const int32_t* e = e8m0.data_ptr<int32_t>();
+  for (int64_t i = 0; i < out * nb; ++i)
+    gguf::WriteBlockMXFP4(c + i * kBlock, static_cast<uint8_t>(e[i]),
+                          bytes->data() + i * block_bytes);
+  return OkStatus();
+}
+
 // Writes the job's own codes of `module` as `type` blocks.
 Status EncodeCodes(const QuantizedModel& model, const std::string& module, const QuantSpec& spec,
                    GgmlType type, const gguf::GgufLayoutFn& to_gguf, std::vector<uint8_t>* bytes,
@@ -119,6 +142,7 @@ Status EncodeCodes(const QuantizedModel& model, const std::string& module, const
   QD_ASSIGN_OR_RETURN(at::Tensor value, model.Load(module + ".weight"));
   QD_ASSIGN_OR_RETURN(quant::QParams qp, model.WeightQParams(module));
   QD_ASSIGN_OR_RETURN(quant::QuantizedTensor q, quant::RealQuantize(value, spec, qp));
+  if (type == GgmlType::kMXFP4) return EncodeMxfp4(module, q, to_gguf, bytes);
   const int64_t out = value.size(0), in = value.size(1), nb = in / kBlock;
   at::Tensor zp_src = q.qparams.zero_point.defined() ? q.qparams.zero_point
                                                      : at::zeros(q.qparams.scale.sizes(), at::kInt);
@@ -198,7 +222,8 @@ StatusOr<GgufExportResult> ExportGguf(const QuantizedModel& model,
                                       const ExportProgress& progress) {
   QD_RETURN_IF_ERROR(
       CheckType(opt.weight_type,
-                {GgmlType::kF32, GgmlType::kF16, GgmlType::kQ8_0, GgmlType::kQ4_0, GgmlType::kQ4_1},
+                {GgmlType::kF32, GgmlType::kF16, GgmlType::kQ8_0, GgmlType::kQ4_0, GgmlType::kQ4_1,
+                 GgmlType::kMXFP4},
                 "weight type"));
   QD_RETURN_IF_ERROR(
       CheckType(opt.fallback_type, {GgmlType::kF32, GgmlType::kF16}, "fallback type"));
@@ -261,12 +286,19 @@ StatusOr<GgufExportResult> ExportGguf(const QuantizedModel& model,
     }
     const bool is_transposed = transposed.count(module) > 0;
     const int64_t row = is_transposed ? shape[0] : shape[1];
-    if (target == GgmlType::kF32 || target == GgmlType::kF16) {
-      enc.type = target;
+    // MX FP4 weights keep their codes as ggml's MXFP4 blocks in any file
+    // whose weights are blocks; integer weights take the file's type.
+    const GgmlType type =
+        quant::IsMxType(layer->weight->dtype) && target != GgmlType::kF32 &&
+                target != GgmlType::kF16
+            ? GgmlType::kMXFP4
+            : target;
+    if (type == GgmlType::kF32 || type == GgmlType::kF16) {
+      enc.type = type;
       enc.encode = values(enc.type);
       types->Add(name, enc.type, TensorKind::kQuantized);
     } else if (row % kBlock != 0) {
-      notes->Add(std::string("GGUF ") + TypeName(target) + ": rows of " + std::to_string(row) +
+      notes->Add(std::string("GGUF ") + TypeName(type) + ": rows of " + std::to_string(row) +
                      " are not whole blocks of 32; written as " + TypeName(opt.fallback_type) +
                      " values",
                  module);
@@ -274,22 +306,22 @@ StatusOr<GgufExportResult> ExportGguf(const QuantizedModel& model,
       enc.encode = values(enc.type);
       types->Add(name, enc.type, TensorKind::kFallback);
     } else {
-      enc.type = target;
+      enc.type = type;
       types->Add(name, enc.type, TensorKind::kQuantized);
       const std::string why =
-          is_transposed ? std::string("Conv1D layout") : GgufCodesMismatch(*layer->weight, target);
+          is_transposed ? std::string("Conv1D layout") : GgufCodesMismatch(*layer->weight, type);
       if (why.empty()) {
         ++exact;
         const QuantSpec spec = *layer->weight;
-        enc.encode = [m, module, spec, target, notes, tick](const gguf::GgufLayoutFn& f,
-                                                            std::vector<uint8_t>* b) {
+        enc.encode = [m, module, spec, type, notes, tick](const gguf::GgufLayoutFn& f,
+                                                          std::vector<uint8_t>* b) {
           if (StopRequested()) return CancelledStatus("exporting " + module);
-          Status s = EncodeCodes(*m, module, spec, target, f, b, notes.get());
+          Status s = EncodeCodes(*m, module, spec, type, f, b, notes.get());
           tick();
           return s;
         };
       } else {
-        notes->Add(std::string("GGUF ") + TypeName(target) +
+        notes->Add(std::string("GGUF ") + TypeName(type) +
                        ": requantized from the job's values with ggml's reference quantizer (" +
                        quant::DescribeSpec(*layer->weight) + ": " + why + ")",
                    module);

@@ -86,7 +86,7 @@ StatusOr<ModelShape> AddModelMetadata(const json& cfg, GgufWriter* w,
   w->Set("general.architecture", GgufValue::String(a));
   w->Set("general.name", GgufValue::String(options.model_name));
   // llama.cpp's llama_ftype: ALL_F32 0, MOSTLY_F16 1, MOSTLY_Q4_0 2,
-  // MOSTLY_Q4_1 3, MOSTLY_Q8_0 7, MOSTLY_BF16 32.
+  // MOSTLY_Q4_1 3, MOSTLY_Q8_0 7, MOSTLY_BF16 32, MOSTLY_MXFP4_MOE 38.
   uint32_t file_type = 1;
   switch (options.weight_type) {
     case GgmlType::kF32:
@@ -103,6 +103,9 @@ StatusOr<ModelShape> AddModelMetadata(const json& cfg, GgufWriter* w,
       break;
     case GgmlType::kBF16:
       file_type = 32;
+      break;
+    case GgmlType::kMXFP4:
+      file_type = 38;  // MOSTLY_MXFP4_MOE, llama.cpp's name for MXFP4 files
       break;
     default:
       break;

@@ -8,6 +8,7 @@
 #include <filesystem>
 
 #include "gtest/gtest.h"
+#include "worker/export/export_support.h"
 #include "worker/export/hf/quark_config.h"
 #include "worker/export/testing/in_memory_quantized_model.h"
 #include "worker/io/gguf/gguf_tensor_source.h"
@@ -249,6 +250,41 @@ TEST_F(GgufExportTest, FloatTensorsAreF32ByDefaultOrTheChosenTypeAndReported) {
     }
     EXPECT_EQ(back->Find(kGate)->dtype, "Q8_0");
     EXPECT_EQ(back->Find("model.norm.weight")->dtype, "F32");
+  }
+}
+
+// MXFP4 weights are ggml's MXFP4 blocks holding the job's codes and E8M0
+// exponents: read back, the same values; down_proj's 172-wide rows (five
+// blocks and a partial one) are written as their values.
+TEST_F(GgufExportTest, Mxfp4WeightsAreMxfp4BlocksWithTheJobsCodes) {
+  QuantSpec mx;
+  mx.dtype = DataType::kMxFp4;
+  mx.qscheme = QScheme::kPerGroup;
+  mx.ch_axis = -1;
+  mx.group_size = 32;
+  auto model = Quantize(mx, {"lm_head"});
+  ASSERT_NE(model, nullptr);
+  GgufModelExportOptions o;
+  o.output_dir = out_.string();
+  o.weight_type = DefaultGgufWeightType(ExportLayerSpecsOf(*model));
+  EXPECT_EQ(o.weight_type, GgmlType::kMXFP4);
+  o.float_type = GgmlType::kF32;
+  o.fallback_type = GgmlType::kF32;
+  auto r = ExportGguf(*model, o);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->exact_code_tensors, 5 * 6);
+  ASSERT_EQ(r->notes.size(), 1u);
+  EXPECT_NE(r->notes[0].find("GGUF MXFP4: rows of 172 are not whole blocks of 32; written as F32 "
+                             "values: 5 weights"),
+            std::string::npos)
+      << r->notes[0];
+  auto back = ReadBack();
+  ASSERT_NE(back, nullptr);
+  EXPECT_EQ(*back->file().GetInt("general.file_type"), 38);
+  EXPECT_EQ(back->Find(kGate)->dtype, "MXFP4");
+  EXPECT_EQ(back->Find(kDown)->dtype, "F32");
+  for (const char* name : {kGate, kQ, kDown}) {
+    EXPECT_TRUE(at::equal(*back->Load(name), *model->Load(name))) << name;
   }
 }
 

@@ -40,6 +40,10 @@ constexpr GgmlTypeTraits kTraits[] = {
     {GgmlType::kBF16, "BF16", 1, 2, true},
     {GgmlType::kTQ1_0, "TQ1_0", 256, 54, false},
     {GgmlType::kTQ2_0, "TQ2_0", 256, 66, false},
+    {GgmlType::kMXFP4, "MXFP4", 32, 17, true},
+    {GgmlType::kNVFP4, "NVFP4", 64, 36, false},
+    {GgmlType::kQ1_0, "Q1_0", 128, 18, false},
+    {GgmlType::kQ2_0, "Q2_0", 64, 18, false},
 };
 
 uint16_t LoadU16(const uint8_t* p) {
@@ -375,6 +379,37 @@ Status QuantizeRow(GgmlType type, const float* src, uint8_t* dst, int64_t n) {
   }
 }
 
+namespace {
+
+// ggml-common.h kvalues_mxfp4: the e2m1 values doubled.
+constexpr int8_t kValuesMxfp4[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
+
+// ggml-impl.h ggml_e8m0_to_fp32_half: 2^(e-128), built from its bits.
+float E8m0ToFp32Half(uint8_t e) {
+  const uint32_t bits = e < 2 ? (uint32_t{0x00200000} << e) : (static_cast<uint32_t>(e) - 1) << 23;
+  float f;
+  std::memcpy(&f, &bits, sizeof(f));
+  return f;
+}
+
+}  // namespace
+
+void WriteBlockMXFP4(const uint8_t* codes, uint8_t e, uint8_t* dst) {
+  dst[0] = e;
+  for (int j = 0; j < 16; ++j)
+    dst[1 + j] = static_cast<uint8_t>((codes[j] & 0x0F) | ((codes[j + 16] & 0x0F) << 4));
+}
+
+void DequantizeRowMXFP4(const uint8_t* src, float* dst, int64_t n) {
+  for (int64_t b = 0; b < n / 32; ++b, src += 17, dst += 32) {
+    const float d = E8m0ToFp32Half(src[0]);
+    for (int j = 0; j < 16; ++j) {
+      dst[j] = kValuesMxfp4[src[1 + j] & 0x0F] * d;
+      dst[j + 16] = kValuesMxfp4[src[1 + j] >> 4] * d;
+    }
+  }
+}
+
 Status DequantizeRow(GgmlType type, const uint8_t* src, float* dst, int64_t n) {
   const GgmlTypeTraits& t = GetGgmlTypeTraits(type);
   if (n < 0 || n % t.block_size != 0) {
@@ -406,10 +441,13 @@ Status DequantizeRow(GgmlType type, const uint8_t* src, float* dst, int64_t n) {
     case GgmlType::kQ6_K:
       DequantizeRowQ6_K(src, dst, n);
       return OkStatus();
+    case GgmlType::kMXFP4:
+      DequantizeRowMXFP4(src, dst, n);
+      return OkStatus();
     default:
       return UnimplementedError(std::string("dequantizing ggml type ") + t.name +
                                 " is not supported (supported: F32, F16, BF16, Q8_0, Q4_0, Q4_1, "
-                                "Q4_K, Q6_K)");
+                                "Q4_K, Q6_K, MXFP4)");
   }
 }
 

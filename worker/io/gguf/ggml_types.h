@@ -52,6 +52,11 @@ enum class GgmlType : uint32_t {
   kBF16 = 30,
   kTQ1_0 = 34,
   kTQ2_0 = 35,
+  // 36..38 (IQ4_NL_4_4, _4_8, _8_8) were removed from ggml.
+  kMXFP4 = 39,
+  kNVFP4 = 40,
+  kQ1_0 = 41,
+  kQ2_0 = 42,
 };
 
 struct GgmlTypeTraits {
@@ -111,6 +116,9 @@ void QuantizeRowQ4_1(const float* src, uint8_t* dst, int64_t n);
 void WriteBlockQ8_0(const int8_t* codes, float d, uint8_t* dst);
 void WriteBlockQ4_0(const uint8_t* nibbles, float d, uint8_t* dst);
 void WriteBlockQ4_1(const uint8_t* nibbles, float d, float m, uint8_t* dst);
+//   MXFP4: 32 FP4 (e2m1) element codes, sign in bit 3 (the OCP MX bit
+//   pattern), and the block's E8M0 exponent byte e: x = e2m1(code) * 2^(e-127).
+void WriteBlockMXFP4(const uint8_t* codes, uint8_t e, uint8_t* dst);
 
 // The individual reference dequantizers, ggml's block layouts:
 //   Q4_0: 32 elements, {fp16 d; u8 qs[16]}, x = (nibble - 8) * d, low nibbles
@@ -120,11 +128,15 @@ void WriteBlockQ4_1(const uint8_t* nibbles, float d, float m, uint8_t* dst);
 //   Q4_K: 256 elements, {fp16 d, dmin; u8 scales[12]; u8 qs[128]}: eight
 //         sub-blocks of 32 with 6-bit scales and mins.
 //   Q6_K: 256 elements, {u8 ql[128]; u8 qh[64]; i8 scales[16]; fp16 d}.
+//   MXFP4: 32 elements, {u8 e; u8 qs[16]}, element j in the low nibble of
+//         qs[j] and element j + 16 in its high nibble, x = kvalues[nibble] *
+//         2^(e-128) with kvalues the doubled e2m1 values (ggml-common.h).
 void DequantizeRowQ4_0(const uint8_t* src, float* dst, int64_t n);
 void DequantizeRowQ4_1(const uint8_t* src, float* dst, int64_t n);
 void DequantizeRowQ8_0(const uint8_t* src, float* dst, int64_t n);
 void DequantizeRowQ4_K(const uint8_t* src, float* dst, int64_t n);
 void DequantizeRowQ6_K(const uint8_t* src, float* dst, int64_t n);
+void DequantizeRowMXFP4(const uint8_t* src, float* dst, int64_t n);
 
 }  // namespace quantd::gguf
 

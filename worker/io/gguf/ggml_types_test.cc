@@ -32,6 +32,16 @@ TEST(GgmlTypesTest, TraitsMatchGgml) {
   EXPECT_EQ(GetGgmlTypeTraits(GgmlType::kQ6_K).block_size, 256);
   EXPECT_EQ(GetGgmlTypeTraits(30)->name, std::string("BF16"));
   EXPECT_FALSE(GetGgmlTypeTraits(31).has_value());  // removed Q4_0_4_4
+  EXPECT_FALSE(GetGgmlTypeTraits(36).has_value());  // removed IQ4_NL_4_4
+  // ggml.h as of today: MXFP4 39 (block_mxfp4 {e; qs[16]}), NVFP4 40
+  // ({d[4]; qs[32]} per 64), Q1_0 41 ({fp16 d; qs[16]} per 128), Q2_0 42
+  // ({fp16 d; qs[16]} per 64).
+  EXPECT_EQ(GetGgmlTypeTraits(39)->name, std::string("MXFP4"));
+  EXPECT_EQ(GetGgmlTypeTraits(GgmlType::kMXFP4).type_size, 17u);
+  EXPECT_EQ(GetGgmlTypeTraits(GgmlType::kNVFP4).type_size, 36u);
+  EXPECT_EQ(GetGgmlTypeTraits(GgmlType::kQ1_0).block_size, 128);
+  EXPECT_EQ(GetGgmlTypeTraits(GgmlType::kQ2_0).type_size, 18u);
+  EXPECT_FALSE(GetGgmlTypeTraits(43).has_value());
   EXPECT_FALSE(GetGgmlTypeTraits(1000).has_value());
   EXPECT_EQ(GgmlTypeFromName("Q4_K"), GgmlType::kQ4_K);
   EXPECT_EQ(*GgmlRowBytes(GgmlType::kQ4_K, 512), 288u);
@@ -254,6 +264,30 @@ TEST(GgmlTypesTest, Q4_KKnownScalesAndMins) {
   EXPECT_EQ(y[32], 2 * 3 - 1.0f);          // sub-block 1: high nibble of byte 0 = 3
   EXPECT_EQ(y[64 + 7], 3 * 7 - 2.0f);      // sub-block 2: low nibble of byte 32+7
   EXPECT_EQ(y[192 + 40], 47 * 11 - 7.0f);  // sub-block 7: high nibble of byte 96+8 = 11
+}
+
+// MXFP4 against the OCP MX definition computed in double: element code c
+// (sign bit 3, e2m1 in bits 0..2) times 2^(e - 127), for every code and
+// exponents from the two subnormal ones to large.
+TEST(GgmlTypesTest, Mxfp4MatchesTheMxDefinition) {
+  const double e2m1[8] = {0, 0.5, 1, 1.5, 2, 3, 4, 6};
+  for (int e : {0, 1, 2, 100, 127, 130, 254}) {
+    SCOPED_TRACE(e);
+    uint8_t codes[32];
+    for (int j = 0; j < 32; ++j) codes[j] = static_cast<uint8_t>((j * 7 + e) % 16);
+    uint8_t block[17];
+    WriteBlockMXFP4(codes, static_cast<uint8_t>(e), block);
+    EXPECT_EQ(block[0], e);
+    EXPECT_EQ(block[1], codes[0] | (codes[16] << 4));
+    float out[32];
+    ASSERT_TRUE(DequantizeRow(GgmlType::kMXFP4, block, out, 32).ok());
+    for (int j = 0; j < 32; ++j) {
+      const double want =
+          (codes[j] & 8 ? -1.0 : 1.0) * e2m1[codes[j] & 7] * std::ldexp(1.0, e - 127);
+      // Rounded to float as ggml's product is (past 2^128 that is inf).
+      EXPECT_EQ(out[j], static_cast<float>(want)) << j;
+    }
+  }
 }
 
 TEST(GgmlTypesTest, UnsupportedTypesAreRefusedByName) {
