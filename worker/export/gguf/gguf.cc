@@ -11,6 +11,7 @@
 
 #include "worker/common/cancellation.h"
 #include "worker/export/export_support.h"
+#include "worker/export/gguf/gguf_chat_metadata.h"
 #include "worker/export/gguf/gguf_export.h"
 #include "worker/export/hf/hf_files.h"
 #include "worker/export/quantized_values_source.h"
@@ -241,6 +242,8 @@ StatusOr<GgufExportResult> ExportGguf(const QuantizedModel& model,
                      : opt.model_name;
   if (g.model_name.empty()) g.model_name = "quantd";
   QD_ASSIGN_OR_RETURN(g.extra_metadata, io::TokenizerGgufMetadata(*tokenizer));
+  QD_ASSIGN_OR_RETURN(GgufChatMetadata chat, HfChatMetadata(model.model_dir(), *tokenizer));
+  for (auto& kv : chat.kv) g.extra_metadata.push_back(std::move(kv));
 
   std::set<std::string> transposed;
   for (const auto& l : models::ListLinearLayers(model.config()))
@@ -343,6 +346,7 @@ StatusOr<GgufExportResult> ExportGguf(const QuantizedModel& model,
   result.exact_code_tensors = exact;
   result.tensor_types = DescribeTypes(*types);
   result.type_of = types->type_of;
+  result.notes = chat.notes;
   for (const auto& [note, modules] : notes->tensors) {
     std::string line = note + ": " + std::to_string(modules.size()) + " weight" +
                        (modules.size() == 1 ? "" : "s") + " (";

@@ -111,6 +111,8 @@ StatusOr<ModelShape> AddModelMetadata(const json& cfg, GgufWriter* w,
       break;
   }
   w->Set("general.file_type", GgufValue::Uint32(file_type));
+  // ggml's GGML_QNT_VERSION, which llama.cpp's converter always writes.
+  w->Set("general.quantization_version", GgufValue::Uint32(2));
   auto u32 = [&](const std::string& key, int64_t v) {
     w->Set(a + "." + key, GgufValue::Uint32(static_cast<uint32_t>(v)));
   };

@@ -6,6 +6,7 @@
 #include "worker/export/gguf/gguf.h"
 
 #include <filesystem>
+#include <fstream>
 
 #include "gtest/gtest.h"
 #include "worker/export/export_support.h"
@@ -43,7 +44,7 @@ QuantSpec Spec(DataType t, QScheme q, std::optional<int> group, bool symmetric,
 // whole blocks of 32) with their own spec.
 std::unique_ptr<testing::InMemoryQuantizedModel> Quantize(
     const QuantSpec& weight, const std::vector<std::string>& exclude,
-    std::optional<QuantSpec> down_proj = std::nullopt) {
+    std::optional<QuantSpec> down_proj = std::nullopt, const std::string& model_dir = kModel) {
   QuarkLayerSpecs g;
   g.weight = weight;
   json cfg = {
@@ -54,7 +55,7 @@ std::unique_ptr<testing::InMemoryQuantizedModel> Quantize(
     cfg["layer_quant_config"] = {{"*down_proj", QuarkLayerJson(d)}};
   }
   testing::InMemoryQuantizeOptions o;
-  o.model_dir = kModel;
+  o.model_dir = model_dir;
   o.quant_config_json = cfg.dump();
   auto m = testing::InMemoryQuantizedModel::Create(o);
   EXPECT_TRUE(m.ok()) << m.status();
@@ -286,6 +287,43 @@ TEST_F(GgufExportTest, Mxfp4WeightsAreMxfp4BlocksWithTheJobsCodes) {
   for (const char* name : {kGate, kQ, kDown}) {
     EXPECT_TRUE(at::equal(*back->Load(name), *model->Load(name))) << name;
   }
+}
+
+// The chat template and pad token of tokenizer_config.json reach the GGUF
+// metadata as llama.cpp's converter writes them, with
+// general.quantization_version; a malformed template is refused naming the
+// file.
+TEST_F(GgufExportTest, CarriesTheChatTemplatePadTokenAndQuantizationVersion) {
+  const fs::path dir = fs::path(::testing::TempDir()) / "stories_chat";
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  for (const char* f : {"config.json", "model.safetensors", "tokenizer.model"})
+    fs::copy_file(fs::path(kModel) / f, dir / f);
+  const std::string chat = "{% for m in messages %}<|{{ m.role }}|>{{ m.content }}{% endfor %}";
+  std::ofstream(dir / "tokenizer_config.json")
+      << json{{"chat_template", json::array({{{"name", "default"}, {"template", chat}},
+                                             {{"name", "tool_use"}, {"template", "T"}}})},
+              {"pad_token", {{"content", "<unk>"}}}}
+             .dump();
+  auto model = Quantize(Spec(DataType::kInt8, QScheme::kPerChannel, std::nullopt, true),
+                        {"lm_head"}, std::nullopt, dir.string());
+  ASSERT_NE(model, nullptr);
+  auto r = Export(*model, GgmlType::kQ8_0);
+  ASSERT_TRUE(r.ok()) << r.status();
+  auto back = ReadBack();
+  ASSERT_NE(back, nullptr);
+  EXPECT_EQ(*back->file().GetString("tokenizer.chat_template"), chat);
+  EXPECT_EQ(*back->file().GetString("tokenizer.chat_template.tool_use"), "T");
+  EXPECT_EQ(*back->file().GetInt("tokenizer.ggml.padding_token_id"), 0);  // <unk>
+  EXPECT_EQ(*back->file().GetInt("general.quantization_version"), 2);
+
+  std::ofstream(dir / "tokenizer_config.json", std::ios::trunc) << R"({"chat_template": 7})";
+  auto bad = Export(*model, GgmlType::kQ8_0);
+  EXPECT_EQ(bad.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(bad.status().message().find("tokenizer_config.json: chat_template is neither"),
+            std::string::npos)
+      << bad.status();
+  fs::remove_all(dir);
 }
 
 TEST_F(GgufExportTest, RefusesWhatGgufCannotExpress) {
