@@ -41,20 +41,13 @@ usage: vllm_ct_check.py CT_DIR HF_DIR
 import json
 import os
 import re
-import struct
 import sys
 
 import numpy as np
 
-MAX_JSON_BYTES = 16 << 20
-MAX_HEADER_BYTES = 64 << 20
-DTYPES = {  # safetensors dtype -> (numpy dtype, bytes)
-    "F32": (np.float32, 4), "F16": (np.float16, 2), "BF16": (np.uint16, 2),
-    "F64": (np.float64, 8), "I8": (np.int8, 1), "U8": (np.uint8, 1),
-    "I16": (np.int16, 2), "I32": (np.int32, 4), "I64": (np.int64, 8),
-    "F8_E4M3": (np.uint8, 1), "F8_E5M2": (np.uint8, 1), "BOOL": (np.uint8, 1),
-}
-FLOAT_DTYPES = ("F32", "F16", "BF16", "F64")
+import vllm_quark_files as files
+
+FLOAT_DTYPES = files.FLOAT_DTYPES
 # vLLM's packed_modules_mapping of its Llama-family models.
 FUSED = {"qkv_proj": ("q_proj", "k_proj", "v_proj"), "gate_up_proj": ("gate_proj", "up_proj")}
 LINEAR_CLASS = {"qkv_proj": "QKVParallelLinear", "gate_up_proj": "MergedColumnParallelLinear",
@@ -64,122 +57,34 @@ ACT_FORMATS = ("naive-quantized", "int-quantized", "float-quantized", "nvfp4-pac
                "mxfp8-quantized")
 
 
-class Unreadable(Exception):
-    pass
-
-
-def fp8_e4m3_table():
-    t = np.zeros(256, np.float32)
-    for code in range(256):
-        e, m = (code >> 3) & 15, code & 7
-        if e == 15 and m == 7:
-            v = np.nan
-        elif e == 0:
-            v = (m / 8.0) * 2.0 ** -6
-        else:
-            v = (1 + m / 8.0) * 2.0 ** (e - 7)
-        t[code] = -v if code & 128 else v
-    return t
-
-
-FP8_E4M3 = fp8_e4m3_table()
-
-
-def read_json(path):
-    try:
-        size = os.path.getsize(path)
-        if size > MAX_JSON_BYTES:
-            raise Unreadable(f"{path}: {size} bytes, more than {MAX_JSON_BYTES}")
-        with open(path, "rb") as f:
-            return json.loads(f.read().decode("utf-8"))
-    except (OSError, ValueError) as e:
-        raise Unreadable(f"{path}: {e}")
+# The directory cannot be read as a checkpoint (exit 2).
+Unreadable = files.FormatError
+FP8_E4M3 = files.FP8_TABLES["F8_E4M3"].astype(np.float32)
+read_json = files.read_json
 
 
 class Checkpoint:
-    """The tensors of a safetensors directory, read lazily with bounds checks."""
+    """The tensors of a safetensors directory (vllm_quark_files' bounded reader)."""
 
     def __init__(self, directory):
-        self.tensors = {}  # name -> (path, dtype, shape, offset, nbytes)
-        index = os.path.join(directory, "model.safetensors.index.json")
-        if os.path.exists(index):
-            weight_map = read_json(index).get("weight_map")
-            if not isinstance(weight_map, dict):
-                raise Unreadable(f"{index}: no weight_map object")
-            files = sorted(set(weight_map.values()))
-        else:
-            weight_map, files = None, ["model.safetensors"]
-        for name in files:
-            if not isinstance(name, str) or "/" in name or name in ("", ".", ".."):
-                raise Unreadable(f"{index}: shard name {name!r} is not a file in the directory")
-            self._read_header(os.path.join(directory, name))
-        if weight_map is not None:
-            for tensor, shard in weight_map.items():
-                if tensor not in self.tensors or os.path.basename(self.tensors[tensor][0]) != shard:
-                    raise Unreadable(f"{index}: {tensor} is not in {shard}")
-
-    def _read_header(self, path):
-        try:
-            file_size = os.path.getsize(path)
-            with open(path, "rb") as f:
-                raw = f.read(8)
-                if len(raw) != 8:
-                    raise Unreadable(f"{path}: shorter than its header length")
-                (n,) = struct.unpack("<Q", raw)
-                if n > MAX_HEADER_BYTES or 8 + n > file_size:
-                    raise Unreadable(f"{path}: header of {n} bytes")
-                header = json.loads(f.read(n).decode("utf-8"))
-        except (OSError, ValueError) as e:
-            raise Unreadable(f"{path}: {e}")
-        if not isinstance(header, dict):
-            raise Unreadable(f"{path}: header is not an object")
-        data_start = 8 + n
-        for name, info in header.items():
-            if name == "__metadata__":
-                continue
-            if name in self.tensors:
-                raise Unreadable(f"{path}: {name} appears twice")
-            try:
-                dtype, shape, (begin, end) = info["dtype"], info["shape"], info["data_offsets"]
-            except (KeyError, TypeError, ValueError):
-                raise Unreadable(f"{path}: {name}: malformed entry")
-            if dtype not in DTYPES:
-                raise Unreadable(f"{path}: {name}: unknown dtype {dtype!r}")
-            if not isinstance(shape, list) or not all(
-                    isinstance(d, int) and 0 <= d < 1 << 40 for d in shape):
-                raise Unreadable(f"{path}: {name}: bad shape {shape!r}")
-            count = int(np.prod(shape, dtype=np.int64)) if shape else 1
-            if not (isinstance(begin, int) and isinstance(end, int) and 0 <= begin <= end
-                    and data_start + end <= file_size and end - begin == count * DTYPES[dtype][1]):
-                raise Unreadable(f"{path}: {name}: data_offsets {begin}..{end} do not hold "
-                                 f"{dtype} {shape}")
-            self.tensors[name] = (path, dtype, shape, data_start + begin, end - begin)
+        self.tensors = files.read_checkpoint(directory)  # name -> TensorRef
 
     def has(self, name):
         return name in self.tensors
 
     def dtype(self, name):
-        return self.tensors[name][1]
+        return self.tensors[name].dtype
 
     def shape(self, name):
-        return list(self.tensors[name][2])
+        return list(self.tensors[name].shape)
 
     def load(self, name):
-        path, dtype, shape, offset, nbytes = self.tensors[name]
-        with open(path, "rb") as f:
-            f.seek(offset)
-            raw = f.read(nbytes)
-        a = np.frombuffer(raw, dtype=DTYPES[dtype][0]).reshape(shape)
-        return a
+        """As stored (BF16 as uint16 bits, FP8 as bytes)."""
+        return self.tensors[name].raw()
 
     def load_f32(self, name):
         """Float tensors as float32 values (exact for F16 / BF16 / FP8)."""
-        dtype, a = self.dtype(name), self.load(name)
-        if dtype == "BF16":
-            return (a.astype(np.uint32) << 16).view(np.float32)
-        if dtype == "F8_E4M3":
-            return FP8_E4M3[a]
-        return a.astype(np.float32)
+        return self.tensors[name].values().astype(np.float32)
 
 
 def quant_args(d, where):

@@ -130,6 +130,9 @@ def read_checkpoint(directory):
                 if name in tensors:
                     raise FormatError(f"{directory}: {name} is stored twice")
                 tensors[name] = ref
+        for name, shard in weight_map.items():
+            if name not in tensors or os.path.basename(tensors[name].path) != shard:
+                raise FormatError(f"{index}: {name} is not in {shard}")
         return tensors
     if os.path.isfile(single):
         return read_safetensors_header(single)
