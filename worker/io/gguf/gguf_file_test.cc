@@ -243,10 +243,40 @@ TEST(GgufFileTest, RejectsBadTensorInfos) {
   EXPECT_THAT(one_tensor(2, {4, 2}, 99, 0, 32).status().message(),
               HasSubstr("unknown ggml type 99"));
   EXPECT_THAT(one_tensor(1, {31}, 8, 0, 64).status().message(), HasSubstr("Q8_0 blocks"));
+  // Every type ggml.h defines today parses; removed ids (36..38) do not.
+  EXPECT_TRUE(one_tensor(1, {32}, 39, 0, 32).ok());   // MXFP4, 17 bytes
+  EXPECT_TRUE(one_tensor(1, {64}, 40, 0, 64).ok());   // NVFP4, 36 bytes
+  EXPECT_TRUE(one_tensor(1, {128}, 41, 0, 32).ok());  // Q1_0, 18 bytes
+  EXPECT_TRUE(one_tensor(1, {64}, 42, 0, 32).ok());   // Q2_0, 18 bytes
+  EXPECT_THAT(one_tensor(1, {32}, 37, 0, 32).status().message(), HasSubstr("unknown ggml type 37"));
   EXPECT_THAT(one_tensor(2, {1ull << 62, 1ull << 62}, 0, 0, 32).status().message(),
               HasSubstr("overflowing shape"));
   EXPECT_THAT(one_tensor(2, {1ull << 40, 1ull << 20}, 0, 0, 32).status().message(),
               HasSubstr("outside"));
+}
+
+// A type that parses but has no dequantizer here is named when a tensor of
+// it is read, not when the file is opened.
+TEST(GgufFileTest, UndequantizableTypesAreNamedWhenRead) {
+  Bytes b;
+  b.Pod<uint32_t>(0x46554747).Pod<uint32_t>(3).Pod<uint64_t>(2).Pod<uint64_t>(0);
+  b.Str("nv").Pod<uint32_t>(1).Pod<uint64_t>(64).Pod<uint32_t>(40).Pod<uint64_t>(0);
+  b.Str("mx").Pod<uint32_t>(1).Pod<uint64_t>(32).Pod<uint32_t>(39).Pod<uint64_t>(64);
+  b.PadTo(32);
+  b.Raw(std::string(64, '\0'));
+  b.Pod<uint8_t>(127);                                // MXFP4 e = 127: scale 2^0
+  for (int j = 0; j < 16; ++j) b.Pod<uint8_t>(0x72);  // codes 2 (1.0) and 7 (6.0)
+  b.Raw(std::string(15, '\0'));
+  auto src = MemoryByteSource(b.str(), "types.gguf");
+  auto f = ParseGguf(*src);
+  ASSERT_TRUE(f.ok()) << f.status();
+  auto nv = ReadGgufTensorAsFloat(*f, *src, *f->FindTensor("nv"));
+  EXPECT_EQ(nv.status().code(), StatusCode::kUnimplemented);
+  EXPECT_THAT(nv.status().message(), HasSubstr("NVFP4"));
+  auto mx = ReadGgufTensorAsFloat(*f, *src, *f->FindTensor("mx"));
+  ASSERT_TRUE(mx.ok()) << mx.status();
+  EXPECT_EQ((*mx)[0], 1.0f);
+  EXPECT_EQ((*mx)[16], 6.0f);
 }
 
 TEST(GgufFileTest, ReadsStories260K) {
