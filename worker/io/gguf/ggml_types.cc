@@ -5,6 +5,8 @@
 #include <cstring>
 #include <limits>
 
+#include "worker/io/gguf/ggml_block_bits.h"
+
 namespace quantd::gguf {
 namespace {
 
@@ -20,7 +22,7 @@ constexpr GgmlTypeTraits kTraits[] = {
     {GgmlType::kQ2_K, "Q2_K", 256, 84, false},
     {GgmlType::kQ3_K, "Q3_K", 256, 110, false},
     {GgmlType::kQ4_K, "Q4_K", 256, 144, true},
-    {GgmlType::kQ5_K, "Q5_K", 256, 176, false},
+    {GgmlType::kQ5_K, "Q5_K", 256, 176, true},
     {GgmlType::kQ6_K, "Q6_K", 256, 210, true},
     {GgmlType::kQ8_K, "Q8_K", 256, 292, false},
     {GgmlType::kIQ2_XXS, "IQ2_XXS", 256, 66, false},
@@ -46,11 +48,9 @@ constexpr GgmlTypeTraits kTraits[] = {
     {GgmlType::kQ2_0, "Q2_0", 64, 18, false},
 };
 
-uint16_t LoadU16(const uint8_t* p) {
-  return static_cast<uint16_t>(p[0] | (static_cast<uint16_t>(p[1]) << 8));
-}
-
-float LoadFp16(const uint8_t* p) { return Fp16ToFp32(LoadU16(p)); }
+using bits::LoadFp16;
+using bits::LoadU16;
+using bits::ScaleMinK4;
 
 uint32_t FloatBits(float f) {
   uint32_t u;
@@ -62,17 +62,6 @@ float BitsFloat(uint32_t u) {
   float f;
   std::memcpy(&f, &u, 4);
   return f;
-}
-
-// ggml's get_scale_min_k4: the j-th 6-bit scale and min of a Q4_K block.
-void ScaleMinK4(int j, const uint8_t* q, uint8_t* d, uint8_t* m) {
-  if (j < 4) {
-    *d = q[j] & 63;
-    *m = q[j + 4] & 63;
-  } else {
-    *d = (q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4);
-    *m = (q[j + 4] >> 4) | ((q[j - 0] >> 6) << 4);
-  }
 }
 
 }  // namespace
@@ -266,11 +255,7 @@ void DequantizeRowQ6_K(const uint8_t* src, float* dst, int64_t n) {
   }
 }
 
-static void StoreFp16(uint8_t* p, float v) {
-  const uint16_t h = Fp32ToFp16(v);
-  p[0] = static_cast<uint8_t>(h & 0xFF);
-  p[1] = static_cast<uint8_t>(h >> 8);
-}
+using bits::StoreFp16;
 
 void WriteBlockQ8_0(const int8_t* codes, float d, uint8_t* dst) {
   StoreFp16(dst, d);
@@ -373,9 +358,21 @@ Status QuantizeRow(GgmlType type, const float* src, uint8_t* dst, int64_t n) {
       if (type == GgmlType::kQ4_1) QuantizeRowQ4_1(src, dst, n);
       return OkStatus();
     }
+    case GgmlType::kQ4_K:
+    case GgmlType::kQ5_K:
+    case GgmlType::kQ6_K: {
+      if (n % 256 != 0)
+        return InvalidArgumentError(std::to_string(n) + " elements are not whole " +
+                                    GetGgmlTypeTraits(type).name + " super-blocks of 256");
+      if (type == GgmlType::kQ4_K) QuantizeRowQ4_K(src, dst, n);
+      if (type == GgmlType::kQ5_K) QuantizeRowQ5_K(src, dst, n);
+      if (type == GgmlType::kQ6_K) QuantizeRowQ6_K(src, dst, n);
+      return OkStatus();
+    }
     default:
       return UnimplementedError(std::string("writing ggml type ") + GetGgmlTypeTraits(type).name +
-                                " is not supported (supported: F32, F16, BF16, Q8_0, Q4_0, Q4_1)");
+                                " is not supported (supported: F32, F16, BF16, Q8_0, Q4_0, Q4_1, "
+                                "Q4_K, Q5_K, Q6_K)");
   }
 }
 
@@ -438,6 +435,9 @@ Status DequantizeRow(GgmlType type, const uint8_t* src, float* dst, int64_t n) {
     case GgmlType::kQ4_K:
       DequantizeRowQ4_K(src, dst, n);
       return OkStatus();
+    case GgmlType::kQ5_K:
+      DequantizeRowQ5_K(src, dst, n);
+      return OkStatus();
     case GgmlType::kQ6_K:
       DequantizeRowQ6_K(src, dst, n);
       return OkStatus();
@@ -447,7 +447,7 @@ Status DequantizeRow(GgmlType type, const uint8_t* src, float* dst, int64_t n) {
     default:
       return UnimplementedError(std::string("dequantizing ggml type ") + t.name +
                                 " is not supported (supported: F32, F16, BF16, Q8_0, Q4_0, Q4_1, "
-                                "Q4_K, Q6_K, MXFP4)");
+                                "Q4_K, Q5_K, Q6_K, MXFP4)");
   }
 }
 

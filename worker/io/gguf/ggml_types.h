@@ -90,8 +90,8 @@ Status DequantizeRow(GgmlType type, const uint8_t* src, float* dst, int64_t n);
 
 // Encodes `n` floats as `type` into `dst` (GgmlRowBytes(type, n) bytes).
 // Built for F32, F16 and BF16 (round to nearest even) and, with ggml's
-// reference quantizers below, Q8_0, Q4_0 and Q4_1. UNIMPLEMENTED, naming the
-// type, for the others.
+// reference quantizers below, Q8_0, Q4_0, Q4_1, Q4_K, Q5_K and Q6_K.
+// UNIMPLEMENTED, naming the type, for the others.
 Status QuantizeRow(GgmlType type, const float* src, uint8_t* dst, int64_t n);
 
 // ggml's reference quantizers (quantize_row_*_ref), operation for operation,
@@ -107,6 +107,19 @@ Status QuantizeRow(GgmlType type, const float* src, uint8_t* dst, int64_t n);
 void QuantizeRowQ8_0(const float* src, uint8_t* dst, int64_t n);
 void QuantizeRowQ4_0(const float* src, uint8_t* dst, int64_t n);
 void QuantizeRowQ4_1(const float* src, uint8_t* dst, int64_t n);
+
+// ggml's reference K-quant quantizers (ggml_kquants.cc), `n` a multiple of
+// 256, byte-identical to quantize_row_q{4,5,6}_K_ref:
+//   Q4_K / Q5_K: per 32-element sub-block a scale and a min fitted by
+//         weighted least squares (make_qkx2_quants, weights sqrt(mean x^2)
+//         + |x|), stored as 6-bit multiples of the super-block's fp16 d and
+//         dmin; codes 0..15 / 0..31.
+//   Q6_K: per 16-element sub-block the best of 19 trial scales
+//         (make_qx_quants, weights x^2), stored as int8 multiples of fp16 d;
+//         codes -32..31.
+void QuantizeRowQ4_K(const float* src, uint8_t* dst, int64_t n);
+void QuantizeRowQ5_K(const float* src, uint8_t* dst, int64_t n);
+void QuantizeRowQ6_K(const float* src, uint8_t* dst, int64_t n);
 
 // One block from codes computed elsewhere (an exporter keeping a job's own
 // codes): 32 codes plus the block's d (and m), stored as fp16.
@@ -136,6 +149,8 @@ void DequantizeRowQ4_1(const uint8_t* src, float* dst, int64_t n);
 void DequantizeRowQ8_0(const uint8_t* src, float* dst, int64_t n);
 void DequantizeRowQ4_K(const uint8_t* src, float* dst, int64_t n);
 void DequantizeRowQ6_K(const uint8_t* src, float* dst, int64_t n);
+//   Q5_K: 256 elements, {fp16 d, dmin; u8 scales[12]; u8 qh[32]; u8 qs[128]}.
+void DequantizeRowQ5_K(const uint8_t* src, float* dst, int64_t n);
 void DequantizeRowMXFP4(const uint8_t* src, float* dst, int64_t n);
 
 }  // namespace quantd::gguf

@@ -3,7 +3,10 @@
 #include <ATen/ATen.h>
 
 #include <cmath>
+#include <cstdio>
 #include <cstring>
+#include <fstream>
+#include <map>
 #include <random>
 #include <vector>
 
@@ -288,6 +291,58 @@ TEST(GgmlTypesTest, Mxfp4MatchesTheMxDefinition) {
       EXPECT_EQ(out[j], static_cast<float>(want)) << j;
     }
   }
+}
+
+// The K-quant quantizers against blocks ggml's own reference quantizers
+// wrote for the same floats (testdata/kquants_golden.txt: provenance in its
+// header, generator in kquants_golden.c): byte for byte. Dequantized, each
+// type's error is what its bit width allows.
+TEST(GgmlTypesTest, KQuantsAreByteIdenticalToGgmlsReferenceQuantizers) {
+  std::vector<float> x(512);
+  uint32_t s = 12345u;  // kquants_golden.c's generator
+  for (size_t i = 0; i < x.size(); ++i) {
+    s ^= s << 13;
+    s ^= s >> 17;
+    s ^= s << 5;
+    float v = static_cast<float>(static_cast<double>(s) / 4294967296.0 * 2.0 - 1.0);
+    if (i % 97 == 0) v *= 8.0f;
+    x[i] = v;
+  }
+  std::ifstream in("worker/io/gguf/testdata/kquants_golden.txt");
+  ASSERT_TRUE(in.good());
+  std::map<std::string, std::string> golden;
+  for (std::string line; std::getline(in, line);) {
+    if (line.empty() || line[0] == '#') continue;
+    const size_t space = line.find(' ');
+    golden[line.substr(0, space)] = line.substr(space + 1);
+  }
+  const std::vector<std::pair<GgmlType, double>> types = {
+      {GgmlType::kQ4_K, 0.12}, {GgmlType::kQ5_K, 0.06}, {GgmlType::kQ6_K, 0.03}};
+  for (const auto& [type, max_rel_rmse] : types) {
+    const std::string name = GetGgmlTypeTraits(type).name;
+    SCOPED_TRACE(name);
+    std::vector<uint8_t> bytes(*GgmlRowBytes(type, 512));
+    ASSERT_TRUE(QuantizeRow(type, x.data(), bytes.data(), 512).ok());
+    std::string hex;
+    char buf[3];
+    for (uint8_t b : bytes) {
+      std::snprintf(buf, sizeof(buf), "%02x", b);
+      hex += buf;
+    }
+    const std::string key = "q" + name.substr(1);  // ggml's spelling: q4_K
+    ASSERT_EQ(golden.count(key), 1u) << key;
+    EXPECT_EQ(hex, golden[key]);
+    std::vector<float> back(512);
+    ASSERT_TRUE(DequantizeRow(type, bytes.data(), back.data(), 512).ok());
+    double err = 0, sig = 0;
+    for (size_t i = 0; i < x.size(); ++i) {
+      err += (back[i] - x[i]) * static_cast<double>(back[i] - x[i]);
+      sig += x[i] * static_cast<double>(x[i]);
+    }
+    EXPECT_LT(std::sqrt(err / sig), max_rel_rmse);
+  }
+  EXPECT_EQ(QuantizeRow(GgmlType::kQ4_K, x.data(), nullptr, 255).code(),
+            StatusCode::kInvalidArgument);
 }
 
 TEST(GgmlTypesTest, UnsupportedTypesAreRefusedByName) {
