@@ -5,7 +5,6 @@
 #include <nlohmann/json.hpp>
 
 #include "worker/common/bounded_json.h"
-#include "worker/export/hf/hf_files.h"
 #include "worker/io/tokenizer/bpe_tokenizer.h"
 #include "worker/io/tokenizer/spm_bpe_tokenizer.h"
 
@@ -77,8 +76,11 @@ StatusOr<GgufChatMetadata> HfChatMetadata(const std::string& model_dir,
   json config = json::object();
   const std::string config_path = (fs::path(model_dir) / "tokenizer_config.json").string();
   if (fs::is_regular_file(config_path)) {
-    QD_ASSIGN_OR_RETURN(std::string text, ReadTextFile(config_path));
-    QD_ASSIGN_OR_RETURN(config, ParseBoundedJson(text, JsonBounds{json_limits::kModelConfig},
+    // The tokenizer loader's limit for the same file (special_tokens.h).
+    std::ifstream in(config_path, std::ios::binary);
+    const std::string text = ReadAtMost(in, json_limits::kTokenizerConfig);
+    if (in.bad()) return Bad(config_path, "read failed");
+    QD_ASSIGN_OR_RETURN(config, ParseBoundedJson(text, JsonBounds{json_limits::kTokenizerConfig},
                                                  config_path, StatusCode::kInvalidArgument));
     if (!config.is_object()) return Bad(config_path, "not a JSON object");
   }
