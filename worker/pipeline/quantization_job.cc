@@ -180,6 +180,11 @@ class QuantizationJob {
                                   " stored weights are quantized afresh from their dequantized "
                                   "values, e.g. " +
                                   stored_.requantized.front());
+    if (!stored_.left_float.empty())
+      Log(LogLevel::kWarning, std::to_string(stored_.left_float.size()) +
+                                  " stored quantized weights are left in float (their "
+                                  "dequantized values): the job does not quantize them, e.g. " +
+                                  stored_.left_float.front());
     return OkStatus();
   }
 

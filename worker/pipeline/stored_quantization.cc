@@ -74,7 +74,7 @@ StatusOr<StoredQuantization> MatchStoredQuantization(const exporter::QuantizedMo
     if (layer.weight) {
       std::string why;
       if (plan == nullptr || !plan->weight) {
-        why = "the job leaves it in float";
+        out.left_float.push_back(layer.name);
       } else if (options.weights_change) {
         why = "the job's algorithms change the weights";
       } else {

@@ -38,6 +38,8 @@ struct StoredQuantization {
   std::map<std::string, StoredLayerParams> layers;
   // Stored quantized weights the job quantizes afresh, with the reason.
   std::vector<std::string> requantized;
+  // Stored quantized weights the job leaves in float: their dequantized values.
+  std::vector<std::string> left_float;
 
   const StoredLayerParams* Find(const std::string& layer) const {
     auto it = layers.find(layer);

@@ -162,6 +162,14 @@ TEST(MatchStoredQuantization, SaysWhyAWeightIsQuantizedAfresh) {
   EXPECT_TRUE(m->Find("q_proj")->input.has_value());
   EXPECT_FALSE(m->Find("q_proj")->weight.has_value());
 
+  // A weight the job does not quantize is left in float, named apart.
+  auto float_plans = SamePlans();
+  float_plans["k_proj"].weight.reset();
+  auto left = MatchStoredQuantization(stored, float_plans, {});
+  ASSERT_TRUE(left.ok());
+  EXPECT_EQ(left->left_float, std::vector<std::string>{"k_proj"});
+  EXPECT_TRUE(left->requantized.empty());
+
   o.weights_change = true;
   auto none = MatchStoredQuantization(stored, SamePlans(), o);
   ASSERT_TRUE(none.ok());
