@@ -116,13 +116,8 @@ StatusOr<LayerReport> QuantizeLinearWeightsWith(models::Linear& layer, const Lay
   if (weight_qparams.scale.defined())
     qp.scale = weight_qparams.scale.to(w.device());  // casts: none
   if (weight_qparams.zero_point.defined()) qp.zero_point = weight_qparams.zero_point.to(w.device());
-  if (group_index.defined() && qp.scale.defined()) {
-    // Permuted groups: each column with its group's parameters.
-    const at::Tensor index = group_index.to(at::kLong).to(w.device());
-    spec.group_size = 1;
-    qp.scale = qp.scale.index_select(1, index).contiguous();
-    if (qp.zero_point.defined()) qp.zero_point = qp.zero_point.index_select(1, index).contiguous();
-  }
+  if (group_index.defined() && qp.scale.defined())
+    qp = quant::ExpandGroupsToColumns(qp, group_index, &spec);
   auto wq = quant::FakeQuantize(w, spec, qp);
   if (!wq.ok()) return Status(wq.status()).Prepend("layer " + layer.name() + ": ");
   report.weight_sqnr_db = SqnrDb(w, *wq);

@@ -335,4 +335,14 @@ at::Tensor BroadcastParam(const at::Tensor& p, const kernel::KernelShape& s) {
   return p;
 }
 
+QParams ExpandGroupsToColumns(const QParams& qp, const at::Tensor& group_index, QuantSpec* spec) {
+  const at::Tensor index = group_index.to(qp.scale.device(), at::kLong);
+  spec->group_size = 1;
+  QParams columns;
+  columns.scale = qp.scale.index_select(1, index).contiguous();
+  if (qp.zero_point.defined())
+    columns.zero_point = qp.zero_point.index_select(1, index).contiguous();
+  return columns;
+}
+
 }  // namespace quantd::quant

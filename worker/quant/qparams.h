@@ -100,6 +100,13 @@ StatusOr<QParams> QParamsFromMinMax(const at::Tensor& mn, const at::Tensor& mx,
 void QParamsFromMinMaxArrays(const float* mn, const float* mx, int64_t n, const QuantSpec& spec,
                              at::ScalarType input_dtype, float* scale, float* zp);
 
+// Per-group parameters [out, G] whose groups are runs of permuted columns
+// (GPTQ's act_order without static_groups), expanded by `group_index`
+// (integers [in], the group of each column) to one group per column:
+// quantizing with them and `*spec` (set to group_size 1) gives each column
+// its group's parameters. On the parameters' device.
+QParams ExpandGroupsToColumns(const QParams& qp, const at::Tensor& group_index, QuantSpec* spec);
+
 // Packs float arrays into a QParams of `param_sizes` (CPU tensors).
 QParams MakeQParams(const std::vector<int64_t>& param_sizes, const std::vector<float>& scale,
                     const std::vector<float>* zero_point, bool float_zero_point);

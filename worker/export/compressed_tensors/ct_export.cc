@@ -164,12 +164,8 @@ StatusOr<quant::QuantizedTensor> RealQuantizeByColumnGroup(const at::Tensor& val
                                                            const QuantSpec& spec,
                                                            const quant::QParams& qp,
                                                            const at::Tensor& g_idx) {
-  const at::Tensor index = g_idx.to(at::kLong);
   QuantSpec per_column = spec;
-  per_column.group_size = 1;
-  quant::QParams columns;
-  columns.scale = qp.scale.index_select(1, index);
-  if (qp.zero_point.defined()) columns.zero_point = qp.zero_point.index_select(1, index);
+  const quant::QParams columns = quant::ExpandGroupsToColumns(qp, g_idx, &per_column);
   QD_ASSIGN_OR_RETURN(quant::QuantizedTensor q, quant::RealQuantize(value, per_column, columns));
   q.qparams = qp;
   return q;

@@ -262,7 +262,6 @@ class CtCheckpoint final : public DequantizedCheckpoint {
     const int64_t out = shape[0], in = shape[1];
     const std::string& format = formats_.at(module);
     int64_t groups = 1;
-    if (spec.qscheme == QScheme::kPerChannel) groups = 1;
     if (spec.qscheme == QScheme::kPerGroup) {
       if (in % *spec.group_size != 0)
         return DataLossError(dir_ + ": " + module + ": group_size " +
@@ -340,11 +339,8 @@ class CtCheckpoint final : public DequantizedCheckpoint {
     if (g_idx.lt(0).any().item<bool>() || g_idx.ge(groups).any().item<bool>())
       return DataLossError(dir_ + ": " + module + ".weight_g_idx holds a group outside [0, " +
                            std::to_string(groups) + ")");
-    const at::Tensor index = g_idx.to(at::kLong);
     QuantSpec per_column = spec;
-    per_column.group_size = 1;
-    q.qparams.scale = q.qparams.scale.index_select(1, index).contiguous();
-    q.qparams.zero_point = q.qparams.zero_point.index_select(1, index).contiguous();
+    q.qparams = quant::ExpandGroupsToColumns(q.qparams, g_idx, &per_column);
     return quant::Dequantize(q, per_column, at::kFloat);
   }
 

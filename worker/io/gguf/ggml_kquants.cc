@@ -281,23 +281,4 @@ void QuantizeRowQ6_K(const float* src, uint8_t* dst, int64_t n) {
   }
 }
 
-void DequantizeRowQ5_K(const uint8_t* src, float* dst, int64_t n) {
-  for (int64_t b = 0; b < n / kQK; ++b, src += 176) {
-    const float d = bits::LoadFp16(src), min = bits::LoadFp16(src + 2);
-    const uint8_t* scales = src + 4;
-    const uint8_t* qh = src + 16;
-    const uint8_t* ql = src + 48;
-    uint8_t u1 = 1, u2 = 2;
-    for (int j = 0, is = 0; j < kQK; j += 64, ql += 32, is += 2, u1 <<= 2, u2 <<= 2) {
-      uint8_t sc, m;
-      bits::ScaleMinK4(is, scales, &sc, &m);
-      const float d1 = d * sc, m1 = min * m;
-      bits::ScaleMinK4(is + 1, scales, &sc, &m);
-      const float d2 = d * sc, m2 = min * m;
-      for (int l = 0; l < 32; ++l) *dst++ = d1 * ((ql[l] & 0xF) + (qh[l] & u1 ? 16 : 0)) - m1;
-      for (int l = 0; l < 32; ++l) *dst++ = d2 * ((ql[l] >> 4) + (qh[l] & u2 ? 16 : 0)) - m2;
-    }
-  }
-}
-
 }  // namespace quantd::gguf

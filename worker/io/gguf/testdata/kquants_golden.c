@@ -1,11 +1,15 @@
 // Writes testdata/kquants_golden.txt: the blocks ggml's reference K-quant
 // quantizers make of 512 pseudo-random floats (xorshift32 in [-1, 1), every
-// 97th scaled by 8). Built against a ggml checkout, outside the project:
+// 97th scaled by 8). It is built against a ggml checkout, outside the
+// project's build, from the checkout's root:
 //   gcc -O2 -std=c11 -Iinclude -Isrc -c src/ggml-quants.c
-//   gcc -O2 -Iinclude -Isrc kquants_golden.c ggml-quants.o stubs.c -lm
-// (stubs.c defines ggml_abort, ggml_row_size, ggml_type_size and
-// ggml_type_name, which the reference quantizers never call).
+//   gcc -O2 -Iinclude -Isrc kquants_golden.c ggml-quants.o -lm -o kquants_golden
+//   ./kquants_golden
+// ggml-quants.o refers to four functions of ggml.c that the reference
+// quantizers never call; they are defined at the end of this file so that
+// ggml.c need not be built.
 #include <stdio.h>
+#include <stdlib.h>
 #include <stdint.h>
 #include <math.h>
 #include "ggml.h"
@@ -33,3 +37,13 @@ int main(void) {
   }
   return 0;
 }
+
+// ggml.c's, for the linker only: the K-quant reference quantizers call none.
+void ggml_abort(const char* file, int line, const char* fmt, ...) {
+  (void)fmt;
+  fprintf(stderr, "ggml_abort at %s:%d\n", file, line);
+  abort();
+}
+size_t ggml_row_size(enum ggml_type type, int64_t ne) { (void)type; (void)ne; abort(); }
+size_t ggml_type_size(enum ggml_type type) { (void)type; abort(); }
+const char* ggml_type_name(enum ggml_type type) { (void)type; abort(); }
