@@ -369,24 +369,22 @@ Status QuantizeRow(GgmlType type, const float* src, uint8_t* dst, int64_t n) {
       return OkStatus();
     case GgmlType::kQ8_0:
     case GgmlType::kQ4_0:
-    case GgmlType::kQ4_1: {
-      if (n % 32 != 0)
-        return InvalidArgumentError(std::to_string(n) + " elements are not whole " +
-                                    GetGgmlTypeTraits(type).name + " blocks of 32");
-      if (type == GgmlType::kQ8_0) QuantizeRowQ8_0(src, dst, n);
-      if (type == GgmlType::kQ4_0) QuantizeRowQ4_0(src, dst, n);
-      if (type == GgmlType::kQ4_1) QuantizeRowQ4_1(src, dst, n);
-      return OkStatus();
-    }
+    case GgmlType::kQ4_1:
     case GgmlType::kQ4_K:
     case GgmlType::kQ5_K:
     case GgmlType::kQ6_K: {
-      if (n % 256 != 0)
-        return InvalidArgumentError(std::to_string(n) + " elements are not whole " +
-                                    GetGgmlTypeTraits(type).name + " super-blocks of 256");
-      if (type == GgmlType::kQ4_K) QuantizeRowQ4_K(src, dst, n);
-      if (type == GgmlType::kQ5_K) QuantizeRowQ5_K(src, dst, n);
-      if (type == GgmlType::kQ6_K) QuantizeRowQ6_K(src, dst, n);
+      using RowQuantizer = void (*)(const float*, uint8_t*, int64_t);
+      const RowQuantizer quantize = type == GgmlType::kQ8_0   ? QuantizeRowQ8_0
+                                    : type == GgmlType::kQ4_0 ? QuantizeRowQ4_0
+                                    : type == GgmlType::kQ4_1 ? QuantizeRowQ4_1
+                                    : type == GgmlType::kQ4_K ? QuantizeRowQ4_K
+                                    : type == GgmlType::kQ5_K ? QuantizeRowQ5_K
+                                                              : QuantizeRowQ6_K;
+      const GgmlTypeTraits& t = GetGgmlTypeTraits(type);
+      if (n % t.block_size != 0)
+        return InvalidArgumentError(std::to_string(n) + " elements are not whole " + t.name +
+                                    " blocks of " + std::to_string(t.block_size));
+      quantize(src, dst, n);
       return OkStatus();
     }
     default:
