@@ -337,6 +337,14 @@ TEST_F(CtExportTest, ImportRefusesDamagedAndForeignCheckpoints) {
   EXPECT_EQ(sparse.status().code(), StatusCode::kUnimplemented);
   auto junk = with([](json& q) { q["config_groups"]["group_0"]["weights"] = "int4"; });
   EXPECT_EQ(junk.status().code(), StatusCode::kFailedPrecondition);
+  // A config that promises permuted groups the checkpoint does not hold.
+  auto order =
+      with([](json& q) { q["config_groups"]["group_0"]["weights"]["actorder"] = "group"; });
+  ASSERT_TRUE(order.ok()) << order.status();
+  auto unordered = (*order)->Load("model.layers.0.self_attn.q_proj.weight");
+  EXPECT_EQ(unordered.status().code(), StatusCode::kDataLoss);
+  EXPECT_NE(unordered.status().message().find("q_proj.weight_g_idx is missing"), std::string::npos)
+      << unordered.status();
   // A group size the stored scales do not have: opens (tensors are read
   // lazily), then loading the weight is DATA_LOSS naming the tensor.
   auto regroup = with([](json& q) { q["config_groups"]["group_0"]["weights"]["group_size"] = 16; });
