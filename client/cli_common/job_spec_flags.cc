@@ -47,6 +47,9 @@ constexpr char kJobSpecFlagsUsage[] = R"(
                         (repeatable)
 --gguf-float-type T     gguf: type of the tensors left in float: f32
                         (default, exact), f16 or bf16 (half the size)
+--gguf-type T           quantize as llama-quantize's recipe T (Q4_K_M,
+                        Q5_K_M, Q6_K, Q8_0, ...) instead of --scheme/--config;
+                        needs --format gguf
 --target T              any (default) or vllm: refuse a format, scheme or
                         model shape that vLLM cannot serve
 --overwrite             replace an existing output
@@ -83,11 +86,11 @@ quantd::Status DoubleFlag(const ParsedArgs& a, const std::string& name, Setter s
 
 const std::set<std::string>& JobSpecValueFlags() {
   static const auto* flags = new std::set<std::string>{
-      "model",  "scheme",        "config",         "group-size",       "exclude",
-      "calib",  "calib-samples", "calib-seq-len",  "calib-sampling",   "calib-seed",
-      "calib-dtype",
-      "eval",   "n-ctx",         "eval-windows",   "max-ppl-increase", "max-kl",
-      "format", "output",        "gguf-float-type", "target"};
+      "model",       "scheme",        "config",        "group-size",      "exclude",
+      "calib",       "calib-samples", "calib-seq-len", "calib-sampling",  "calib-seed",
+      "calib-dtype", "eval",          "n-ctx",         "eval-windows",    "max-ppl-increase",
+      "max-kl",      "format",        "output",        "gguf-float-type", "gguf-type",
+      "target"};
   return *flags;
 }
 
@@ -166,18 +169,27 @@ quantd::Status FillJobSpec(const ParsedArgs& a, quantd::v1::JobSpec* spec) {
   if (!a.Has("model")) return quantd::InvalidArgumentError("needs --model URI");
   spec->set_model_uri(ToUri(a.Get("model")));
 
-  auto* q = spec->mutable_quantization();
-  if (a.Has("scheme") == a.Has("config"))
+  // A llama.cpp recipe (--gguf-type) is the quantization on its own; the
+  // engine refuses it together with quantization settings, naming both.
+  if (a.Has("scheme") && a.Has("config"))
     return quantd::InvalidArgumentError("needs exactly one of --scheme NAME or --config FILE");
-  if (a.Has("scheme")) q->set_scheme(a.Get("scheme"));
-  if (a.Has("config")) {
-    auto text = ReadFileText(a.Get("config"));
-    if (!text.ok()) return quantd::NotFoundError(absl::StrCat("--config: ", text.status().message()));
-    q->set_quark_json(*std::move(text));
+  if (!a.Has("scheme") && !a.Has("config") && !a.Has("gguf-type"))
+    return quantd::InvalidArgumentError(
+        "needs one of --scheme NAME, --config FILE or --gguf-type RECIPE");
+  if (a.Has("scheme") || a.Has("config") || a.Has("group-size") || a.Has("exclude") ||
+      a.Get("fp8-kv-cache") == "true") {
+    auto* q = spec->mutable_quantization();
+    if (a.Has("scheme")) q->set_scheme(a.Get("scheme"));
+    if (a.Has("config")) {
+      auto text = ReadFileText(a.Get("config"));
+      if (!text.ok())
+        return quantd::NotFoundError(absl::StrCat("--config: ", text.status().message()));
+      q->set_quark_json(*std::move(text));
+    }
+    if (auto s = IntFlag(a, "group-size", [&](int n) { q->set_group_size(n); }); !s.ok()) return s;
+    for (const auto& e : a.GetAll("exclude")) q->add_exclude(e);
+    if (a.Get("fp8-kv-cache") == "true") q->set_fp8_kv_cache(true);
   }
-  if (auto s = IntFlag(a, "group-size", [&](int n) { q->set_group_size(n); }); !s.ok()) return s;
-  for (const auto& e : a.GetAll("exclude")) q->add_exclude(e);
-  if (a.Get("fp8-kv-cache") == "true") q->set_fp8_kv_cache(true);
 
   if (a.Has("calib") || a.Has("calib-samples") || a.Has("calib-seq-len") ||
       a.Has("calib-sampling") || a.Has("calib-seed") || a.Has("calib-dtype")) {
@@ -234,6 +246,7 @@ quantd::Status FillJobSpec(const ParsedArgs& a, quantd::v1::JobSpec* spec) {
     if (!t.ok()) return t.status();
     ex->set_gguf_float_type(*t);
   }
+  if (a.Has("gguf-type")) ex->set_gguf_type(a.Get("gguf-type"));
   if (a.Has("target")) {
     auto t = ParseTargetFlag(a.Get("target"));
     if (!t.ok()) return t.status();

@@ -100,7 +100,10 @@ TEST(JobSpecFlagsTest, EveryJobFlagLandsInItsSpecField) {
 TEST(JobSpecFlagsTest, BadFlagsAreNamed) {
   const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
       {{"submit", "--scheme", "x"}, "needs --model URI"},
-      {{"submit", "--model", "/m"}, "needs exactly one of --scheme NAME or --config FILE"},
+      {{"submit", "--model", "/m"},
+       "needs one of --scheme NAME, --config FILE or --gguf-type RECIPE"},
+      {{"submit", "--model", "/m", "--scheme", "x", "--config", "/c.json"},
+       "needs exactly one of --scheme NAME or --config FILE"},
       {{"submit", "--model", "/m", "--scheme", "x", "--max-kl", "lots"},
        "--max-kl needs a number, got 'lots'"},
       {{"submit", "--model", "/m", "--scheme", "x", "--format", "tflite"},
@@ -143,6 +146,19 @@ TEST(JobSpecFlagsTest, GgufFloatTypeFlag) {
   quantd::Status s;
   Fill(argv, &s);
   EXPECT_EQ(s.message(), "--gguf-float-type 'q8_0' is not one of f32, f16, bf16");
+}
+
+// --gguf-type alone is a whole quantization: the spec then has no
+// quantization settings at all (the engine refuses a recipe beside them).
+TEST(JobSpecFlagsTest, GgufTypeTakesThePlaceOfAScheme) {
+  const auto recipe =
+      Fill({"submit", "--model", "/m", "--format", "gguf", "--gguf-type", "Q4_K_M"});
+  EXPECT_EQ(recipe.export_().gguf_type(), "Q4_K_M");
+  EXPECT_FALSE(recipe.has_quantization());
+  const auto both = Fill({"submit", "--model", "/m", "--scheme", "w_int4_per_group_sym", "--format",
+                          "gguf", "--gguf-type", "q6_k"});
+  EXPECT_EQ(both.export_().gguf_type(), "q6_k");
+  EXPECT_EQ(both.quantization().scheme(), "w_int4_per_group_sym");
 }
 
 TEST(JobSpecFlagsTest, CalibrationComputeDtype) {

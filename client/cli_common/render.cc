@@ -50,7 +50,11 @@ std::string HumanBytes(int64_t bytes) {
   return u == 0 ? absl::StrCat(bytes, " B") : absl::StrFormat("%.1f %s", v, units[u]);
 }
 
-std::string DescribeQuantization(const quantd::v1::QuantizationSettings& q) {
+std::string DescribeQuantization(const quantd::v1::JobSpec& spec) {
+  const quantd::v1::QuantizationSettings& q = spec.quantization();
+  if (q.source_case() == quantd::v1::QuantizationSettings::SOURCE_NOT_SET &&
+      !spec.export_().gguf_type().empty())
+    return "llama.cpp " + spec.export_().gguf_type();
   std::string s;
   switch (q.source_case()) {
     case quantd::v1::QuantizationSettings::kScheme:
@@ -162,7 +166,7 @@ std::string RenderJob(const quantd::v1::Job& job) {
   if (!job.worker().empty()) absl::StrAppend(&state, " on ", job.worker());
   lines.push_back("state:      " + state);
   lines.push_back("model:      " + job.spec().model_uri());
-  lines.push_back("quantize:   " + DescribeQuantization(job.spec().quantization()));
+  lines.push_back("quantize:   " + DescribeQuantization(job.spec()));
   if (job.state() == quantd::v1::RUNNING || job.state() == quantd::v1::CANCELLING)
     lines.push_back("progress:   " + RenderProgressBar(job.progress(), 20));
   lines.push_back("created:    " + Time(job.create_time()));
@@ -224,9 +228,9 @@ std::string RenderJobTable(const std::vector<quantd::v1::Job>& jobs) {
     std::string progress = "-";
     if (j.state() == quantd::v1::RUNNING || j.state() == quantd::v1::CANCELLING)
       progress = absl::StrFormat("%.0f%%", j.progress().percent());
-    out += absl::StrFormat(
-        "%-30s %-11s %-26s %-9s %s\n", j.name(), quantd::v1::JobState_Name(j.state()),
-        DescribeQuantization(j.spec().quantization()), progress, Time(j.create_time()));
+    out += absl::StrFormat("%-30s %-11s %-26s %-9s %s\n", j.name(),
+                           quantd::v1::JobState_Name(j.state()), DescribeQuantization(j.spec()),
+                           progress, Time(j.create_time()));
   }
   return out;
 }

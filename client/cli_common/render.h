@@ -26,8 +26,9 @@ std::string RenderProgressBar(const quantd::v1::Progress& p, int width = 30);
 std::string RenderBlockMetrics(const quantd::v1::BlockMetrics& b, int block_count);
 // Final metrics block printed when a watched job ends.
 std::string RenderMetrics(const quantd::v1::Metrics& m);
-// The quantization the spec asks for, e.g. "w_int4_per_group_sym (group 32)".
-std::string DescribeQuantization(const quantd::v1::QuantizationSettings& q);
+// The quantization the spec asks for, e.g. "w_int4_per_group_sym (group 32)",
+// or "llama.cpp Q4_K_M" for a llama.cpp recipe (export.gguf_type) alone.
+std::string DescribeQuantization(const quantd::v1::JobSpec& spec);
 std::string HumanBytes(int64_t bytes);
 
 // The live progress display of `quantctl watch` and quantd-quantize, on

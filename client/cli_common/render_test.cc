@@ -150,6 +150,19 @@ TEST(RenderTest, JobSummary) {
   EXPECT_NE(s.find("error:      group size 32 does not divide 172"), std::string::npos) << s;
 }
 
+TEST(RenderTest, JobSummaryOfALlamaCppRecipe) {
+  auto job = Parse<quantd::v1::Job>(R"pb(
+    name: "jobs/0002"
+    state: SUCCEEDED
+    spec {
+      model_uri: "file:///m"
+      export { formats: GGUF gguf_type: "Q4_K_M" }
+    }
+  )pb");
+  EXPECT_NE(RenderJob(job).find("quantize:   llama.cpp Q4_K_M"), std::string::npos)
+      << RenderJob(job);
+}
+
 TEST(RenderTest, HumanBytes) {
   EXPECT_EQ(HumanBytes(512), "512 B");
   EXPECT_EQ(HumanBytes(1536), "1.5 KiB");

@@ -4,13 +4,16 @@
 // ([BOS] + text tokens, every text token scored, ppl = exp(mean NLL)), which
 // must agree with the engine's within TOLERANCE (relative, default 0.005);
 // where the manifest has a greedy continuation, llama.cpp's greedy tokens
-// must be identical.
+// must be identical. A model may carry its own windows (models of different
+// tokenizers); otherwise the manifest's are used.
 //
-//   node gguf_export_peer_check.mjs MANIFEST [TOLERANCE]
-import {readFileSync} from "node:fs";
+//   node gguf_export_peer_check.mjs MANIFEST [TOLERANCE [RESULTS.json]]
+//
+// RESULTS.json, when named, receives {name: llama.cpp ppl} of every model.
+import {readFileSync, writeFileSync} from "node:fs";
 import {getLlama, LlamaLogLevel} from "node-llama-cpp";
 
-const [manifestPath, toleranceArg] = process.argv.slice(2);
+const [manifestPath, toleranceArg, resultsPath] = process.argv.slice(2);
 const tolerance = Number(toleranceArg ?? "0.005");
 const manifest = JSON.parse(readFileSync(manifestPath, "utf8"));
 const llama = await getLlama({gpu: false, build: "never", logLevel: LlamaLogLevel.error});
@@ -27,6 +30,7 @@ function argmax(probabilities) {
 }
 
 let passed = 0, failed = 0;
+const results = {};
 for (const entry of manifest.models) {
   const model = await llama.loadModel({modelPath: entry.gguf});
   // F32 K/V so the comparison is of the weights, not of the cache's rounding.
@@ -35,7 +39,7 @@ for (const entry of manifest.models) {
     experimentalKvCacheKeyType: "F32", experimentalKvCacheValueType: "F32"});
   const sequence = context.getSequence();
   let nll = 0, tokens = 0;
-  for (const window of manifest.windows) {
+  for (const window of entry.windows ?? manifest.windows) {
     await sequence.clearHistory();
     const inputs = window.slice(0, -1).map(t => [t, {generateNext: {probabilities: true}}]);
     const results = await sequence.controlledEvaluate(inputs);
@@ -46,11 +50,14 @@ for (const entry of manifest.models) {
     });
   }
   const ppl = Math.exp(nll / tokens);
+  results[entry.name] = ppl;
   const rel = Math.abs(ppl / entry.engine_ppl - 1);
   let ok = rel <= tolerance && tokens === entry.tokens;
   let line = `${entry.name}: llama.cpp ppl ${ppl.toFixed(5)}, engine ${entry.engine_ppl.toFixed(5)} ` +
              `(${(100 * rel).toFixed(3)}% apart, tolerance ${(100 * tolerance).toFixed(2)}%; ` +
-             `${tokens} tokens), ${entry.exact_code_tensors} weights with the job's codes`;
+             `${tokens} tokens)` +
+             (entry.exact_code_tensors === undefined ? "" :
+              `, ${entry.exact_code_tensors} weights with the job's codes`);
   if (entry.greedy) {
     // Greedy decoding is identical when, along the engine's greedy path,
     // llama.cpp's argmax after every prefix is the engine's next token; one
@@ -74,4 +81,5 @@ for (const entry of manifest.models) {
   await model.dispose();
 }
 console.log(`${passed} passed, ${failed} failed`);
+if (resultsPath) writeFileSync(resultsPath, JSON.stringify(results));
 process.exit(failed === 0 && passed === manifest.models.length ? 0 : 1);

@@ -192,6 +192,7 @@ TEST(QuantizeArgsTest, TakesTheSharedJobFlagsAndItsLocalRunFlags) {
                                                          "max-kl",
                                                          "activation-offload",
                                                          "gguf-float-type",
+                                                         "gguf-type",
                                                          "target"}));
   EXPECT_EQ(QuantizeBoolFlags(), (std::set<std::string>{"overwrite", "no-eval", "fp8-kv-cache",
                                                         "keep-scratch", "help"}));

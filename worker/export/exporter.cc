@@ -63,6 +63,8 @@ StatusOr<ExportResult> WriteExport(const QuantizedModel& model, ExportFormat for
       o.weight_type = options.gguf_weight_type.value_or(DefaultGgufWeightType(specs));
       o.fallback_type = options.gguf_fallback_type;
       o.float_type = options.gguf_float_type;
+      o.recipe = options.gguf_recipe;
+      o.imatrix_info = options.gguf_imatrix_info;
       QD_ASSIGN_OR_RETURN(GgufExportResult r, ExportGguf(model, o, progress));
       result.artifact = std::move(r.artifact);
       result.notes = std::move(r.notes);

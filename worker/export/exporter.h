@@ -10,6 +10,7 @@
 #define QUANTD_WORKER_EXPORT_EXPORTER_H_
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -17,6 +18,8 @@
 
 #include "worker/common/status.h"
 #include "worker/export/artifact.h"
+#include "worker/export/gguf/gguf_imatrix.h"
+#include "worker/export/gguf/gguf_recipe_weights.h"
 #include "worker/export/hf/hf_fake_quant.h"
 #include "worker/export/quantized_model.h"
 #include "worker/export/serving_target.h"
@@ -55,6 +58,11 @@ struct ExportOptions {
   gguf::GgmlType gguf_float_type = gguf::GgmlType::kF32;
   // gguf: general.name; empty: the model directory's name.
   std::string model_name;
+  // gguf: the llama.cpp recipe the job's weights went through (a job with
+  // spec.export.gguf_type); its blocks are written as they are.
+  std::shared_ptr<const gguf::GgufRecipeWeights> gguf_recipe;
+  // gguf with a recipe that calibrated: the imatrix file's metadata.
+  gguf::ImatrixInfo gguf_imatrix_info;
 
   // onnx_qdq: rotary tables cover [0, max_sequence_length); 0 means
   // min(max_position_embeddings, 8192).

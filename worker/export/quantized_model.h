@@ -75,6 +75,18 @@ class QuantizedModel {
     (void)module_name;
     return at::Tensor();
   }
+  // A llama.cpp recipe job that calibrated: the sum of the squared
+  // activations each input column of `module_name` saw over `count`
+  // calibration tokens (one entry of llama.cpp's imatrix). Undefined sum2
+  // when the job gathered none for it.
+  struct ImportanceSums {
+    at::Tensor sum2;  // float32 [in_features]
+    float count = 0;
+  };
+  virtual StatusOr<ImportanceSums> WeightImportance(const std::string& module_name) const {
+    (void)module_name;
+    return ImportanceSums{};
+  }
   // The job's resolved config, which HF exports record as the reference
   // toolkit's quantization_config.
   virtual const config::QuantConfig& quant_config() const = 0;

@@ -480,7 +480,8 @@ StatusOr<QuantConfig> ResolveQuantizationSettings(const pb::QuantizationSettings
     case pb::QuantizationSettings::SOURCE_NOT_SET:
       v.push_back({base,
                    "set one of scheme (a preset such as w_int4_per_group_sym), config or "
-                   "quark_json"});
+                   "quark_json (or leave quantization unset and name a llama.cpp recipe in "
+                   "export.gguf_type)"});
       break;
   }
   if (s.source_case() != pb::QuantizationSettings::kScheme && s.has_group_size()) {

@@ -7,11 +7,11 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <variant>
 #include <fstream>
 #include <optional>
 #include <string>
 #include <utility>
+#include <variant>
 #include <vector>
 
 #include "worker/algo/algorithm_plan.h"
@@ -20,14 +20,15 @@
 #include "worker/common/deadline.h"
 #include "worker/export/checkpoint_methods.h"
 #include "worker/export/export_support.h"
+#include "worker/export/gguf/gguf_recipe.h"
+#include "worker/export/serving_target.h"
 #include "worker/io/uri/model_files.h"
 #include "worker/io/uri/uri_parser.h"
-#include "worker/models/layer_shapes.h"
-#include "worker/models/model_config.h"
 #include "worker/job_spec/config_proto.h"
 #include "worker/job_spec/export_format.h"
-#include "worker/export/serving_target.h"
 #include "worker/job_spec/serving_check.h"
+#include "worker/models/layer_shapes.h"
+#include "worker/models/model_config.h"
 
 namespace quantd::job_spec {
 namespace {
@@ -381,6 +382,46 @@ bool GroupsOfPermutedColumns(const config::QuantConfig& config) {
   return false;
 }
 
+// export.gguf_type: a llama.cpp recipe that is the job's quantization.
+void CheckGgufRecipe(SpecChecker& c, const JobSpec& spec) {
+  const auto& ex = spec.export_();
+  const std::string field = "spec.export.gguf_type";
+  const std::string name = ex.gguf_type();
+  const auto recipe = gguf::GgufFileTypeFromName(name);
+  if (!recipe) {
+    const std::string shown = name.size() <= 16 ? "'" + name + "'" : "the value";
+    c.Bad(field, shown + " is not a llama.cpp file type quantd writes (" +
+                     gguf::AllGgufFileTypeNames() + ")");
+  }
+  const std::string what =
+      recipe ? "the llama.cpp recipe " + std::string(gguf::GgufFileTypeName(*recipe))
+             : "a llama.cpp recipe";
+  const bool gguf =
+      std::find(ex.formats().begin(), ex.formats().end(), quantd::v1::GGUF) != ex.formats().end();
+  if (!gguf) c.Bad(field, "names the GGUF file's recipe; formats has no GGUF");
+  for (int i = 0; i < ex.formats_size(); ++i) {
+    const int f = ex.formats(i);
+    if (f == quantd::v1::GGUF || f == quantd::v1::HF_FAKE_QUANTIZED) continue;
+    const auto format = ExportFormatFromProto(f);
+    if (!format) continue;  // reported with the formats
+    c.Bad("spec.export.formats[" + std::to_string(i) + "]",
+          std::string(exporter::ExportFormatName(*format)) + " cannot hold the blocks of " + what +
+              " (export.gguf_type); export gguf, and hf_fake_quantized for the same weights "
+              "decoded");
+  }
+  // Without GGUF, CheckExport already said gguf_float_type has no GGUF.
+  if (gguf && ex.gguf_float_type() != quantd::v1::GGUF_FLOAT_TYPE_UNSPECIFIED)
+    c.Bad("spec.export.gguf_float_type",
+          what +
+              " (export.gguf_type) chooses every tensor's type; gguf_float_type applies to "
+              "jobs that export their own codes");
+  if (spec.quantization().ByteSizeLong() != 0)
+    c.Bad("spec.quantization",
+          what +
+              " (export.gguf_type) quantizes every weight itself, as llama-quantize does; "
+              "leave quantization unset, or drop gguf_type to export the job's own codes");
+}
+
 void CheckExport(SpecChecker& c, const JobSpec& spec,
                  const StatusOr<config::QuantConfig>& resolved) {
   const auto& ex = spec.export_();
@@ -421,6 +462,7 @@ void CheckExport(SpecChecker& c, const JobSpec& spec,
                  ex.formats().end()) {
     c.Bad("spec.export.gguf_float_type", "applies to the GGUF export only; formats has no GGUF");
   }
+  if (!ex.gguf_type().empty()) CheckGgufRecipe(c, spec);
   if (!quantd::v1::ServingTarget_IsValid(ex.target())) {
     c.Bad("spec.export.target", "unknown value " + std::to_string(ex.target()) +
                                     " (SERVING_TARGET_ANY or SERVING_TARGET_VLLM)");

@@ -669,6 +669,57 @@ TEST(JobSpecCheckTest, GgufFloatTypeNeedsAGgufExport) {
   EXPECT_EQ(s.violations()[0].description, "unknown value 9 (GGUF_F32, GGUF_F16 or GGUF_BF16)");
 }
 
+// export.gguf_type: a llama.cpp recipe is the whole quantization, so it
+// stands without quantization settings, and needs a GGUF export; every
+// field that contradicts it is named at once.
+TEST(JobSpecCheckTest, GgufRecipeIsTheQuantization) {
+  const std::string model = R"pb(model_uri: "file:///models/stories260K")pb";
+  EXPECT_TRUE(CheckJobSpec(Parse(model + "export { formats: GGUF gguf_type: \"Q4_K_M\" }")).ok());
+  EXPECT_TRUE(CheckJobSpec(Parse(model + "export { formats: GGUF formats: HF_FAKE_QUANTIZED "
+                                         "gguf_type: \"q6_k\" }"))
+                  .ok());
+  // Without a recipe the quantization settings are required.
+  Status s = CheckJobSpec(Parse(model + "export { formats: GGUF }"));
+  ASSERT_EQ(Fields(s), std::vector<std::string>{"spec.quantization"});
+  EXPECT_NE(s.violations()[0].description.find("export.gguf_type"), std::string::npos);
+
+  s = CheckJobSpec(Parse(model + R"pb(
+    quantization { scheme: "w_int4_per_group_sym" }
+    export { formats: HF_QUARK gguf_type: "Q4_K_M" gguf_float_type: GGUF_F16 }
+  )pb"));
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(Fields(s),
+            (std::vector<std::string>{"spec.export.gguf_float_type", "spec.export.gguf_type",
+                                      "spec.export.formats[0]", "spec.quantization"}))
+      << s;
+  std::map<std::string, std::string> why;
+  for (const auto& v : s.violations()) why[v.field] = v.description;
+  EXPECT_EQ(why["spec.export.gguf_type"], "names the GGUF file's recipe; formats has no GGUF");
+  EXPECT_EQ(why["spec.quantization"],
+            "the llama.cpp recipe Q4_K_M (export.gguf_type) quantizes every weight itself, as "
+            "llama-quantize does; leave quantization unset, or drop gguf_type to export the "
+            "job's own codes");
+  s = CheckJobSpec(Parse(model + R"pb(
+    export { formats: GGUF gguf_type: "Q4_K_M" gguf_float_type: GGUF_F16 }
+  )pb"));
+  ASSERT_EQ(Fields(s), std::vector<std::string>{"spec.export.gguf_float_type"});
+  EXPECT_EQ(s.violations()[0].description,
+            "the llama.cpp recipe Q4_K_M (export.gguf_type) chooses every tensor's type; "
+            "gguf_float_type applies to jobs that export their own codes");
+
+  s = CheckJobSpec(Parse(model + "export { formats: GGUF gguf_type: \"Q3_K_M\" }"));
+  ASSERT_EQ(Fields(s), std::vector<std::string>{"spec.export.gguf_type"});
+  EXPECT_EQ(s.violations()[0].description,
+            "'Q3_K_M' is not a llama.cpp file type quantd writes (F32, F16, BF16, Q8_0, Q4_0, "
+            "Q4_1, Q5_0, Q5_1, Q4_K_S, Q4_K_M, Q5_K_S, Q5_K_M, Q6_K)");
+  // A hostile value is not echoed back.
+  auto spec = Parse(model + "export { formats: GGUF }");
+  spec.mutable_export_()->set_gguf_type(std::string(100000, 'Q'));
+  s = CheckJobSpec(spec);
+  ASSERT_EQ(Fields(s), std::vector<std::string>{"spec.export.gguf_type"});
+  EXPECT_LT(s.violations()[0].description.size(), 200u);
+}
+
 TEST(JobSpecCheckTest, UnknownCalibrationSamplingIsNamed) {
   auto spec =
       Parse(R"pb(model_uri: "file:///m"

@@ -59,6 +59,7 @@ ExportSettings ExportOf(const quantd::v1::JobSpec& spec) {
   }
   out.target = ex.target() == quantd::v1::SERVING_TARGET_VLLM ? exporter::ServingTarget::kVllm
                                                                : exporter::ServingTarget::kAny;
+  if (!ex.gguf_type().empty()) out.gguf_recipe = gguf::GgufFileTypeFromName(ex.gguf_type());
   return out;
 }
 
@@ -68,13 +69,19 @@ StatusOr<ResolvedJob> ResolveJob(const quantd::v1::JobSpec& spec,
                                  const ResolveJobOptions& options) {
   // Resolved once: the check reports its violations as the spec's and, when
   // there are none, the resolved config is the one the engine runs.
+  // A llama.cpp recipe (export.gguf_type) takes the place of the
+  // quantization settings: the job's config then quantizes nothing itself.
+  const bool recipe_alone =
+      !spec.export_().gguf_type().empty() && spec.quantization().ByteSizeLong() == 0;
   StatusOr<config::QuantConfig> quantization =
-      config::ResolveQuantizationSettings(spec.quantization());
+      recipe_alone ? StatusOr<config::QuantConfig>(config::QuantConfig{})
+                   : config::ResolveQuantizationSettings(spec.quantization());
   ResolvedJob job;
   QD_RETURN_IF_ERROR(
       CheckResolvedJobSpec(spec, quantization, &job.warnings, options.budget));
   job.model_uri = spec.model_uri();
   job.quantization = ResolveQuantization(spec.quantization(), *std::move(quantization));
+  if (recipe_alone) job.quantization.description = "llama.cpp recipe " + spec.export_().gguf_type();
   job.calibration = CalibrationOf(spec);
   job.evaluation = EvaluationOf(spec);
   job.export_settings = ExportOf(spec);

@@ -21,6 +21,7 @@
 #include "quantd/v1/job.pb.h"
 #include "worker/common/status.h"
 #include "worker/export/artifact.h"
+#include "worker/export/gguf/gguf_recipe.h"
 #include "worker/export/serving_target.h"
 #include "worker/io/dataset/calibration.h"
 #include "worker/io/gguf/ggml_types.h"
@@ -62,6 +63,8 @@ struct ExportSettings {
   bool overwrite = false;
   gguf::GgmlType gguf_float_type = gguf::GgmlType::kF32;
   exporter::ServingTarget target = exporter::ServingTarget::kAny;
+  // spec.export.gguf_type: the llama.cpp recipe that quantizes the model.
+  std::optional<gguf::GgufFileType> gguf_recipe;
 };
 
 struct ResolvedJob {

@@ -171,6 +171,19 @@ TEST(ResolveJobTest, SettingsBecomeEngineTypes) {
   EXPECT_EQ(plain->export_settings.gguf_float_type, gguf::GgmlType::kF32);
   EXPECT_EQ(plain->quantization.description, "w_int4_per_group_sym (group 32)");
 
+  // A llama.cpp recipe alone: an empty config (the recipe quantizes the
+  // weights as the model loads), described by the recipe's name.
+  const StatusOr<ResolvedJob> recipe = ResolveJob(Parse(R"pb(
+    model_uri: "file:///models/stories260K"
+    export { formats: GGUF gguf_type: "q4_k_m" }
+  )pb"));
+  ASSERT_TRUE(recipe.ok()) << recipe.status();
+  EXPECT_EQ(recipe->export_settings.gguf_recipe, gguf::GgufFileType::kQ4_K_M);
+  EXPECT_EQ(recipe->quantization.description, "llama.cpp recipe q4_k_m");
+  EXPECT_FALSE(recipe->quantization.config.global_quant_config.weight.has_value());
+  EXPECT_FALSE(recipe->quantization.planner("model.layers.0.mlp.up_proj", "Linear").quantized());
+  EXPECT_FALSE(plain->export_settings.gguf_recipe.has_value());
+
   const StatusOr<ResolvedJob> quark = ResolveJob(Parse(kGoodSpecs[2]));
   ASSERT_TRUE(quark.ok()) << quark.status();
   EXPECT_FALSE(quark->warnings.empty());  // quark_online is read as quark

@@ -56,10 +56,29 @@ Status BlockStep::Transform(BlockWork& w) const {
 Status BlockStep::FloatForward(BlockWork& w, const at::Tensor& hidden) const {
   if (hidden.defined()) {
     models::MatmulDtypeScope dtype(CalibrationMatmulDtype(opt_));
+    algo::ScopedHooks hooks;
+    // Only calibration data makes an imatrix (without it the block metrics
+    // run on evaluation windows).
+    if (recipe_ && !opt_.calibration.dataset_path.empty()) ObserveImportance(w, hooks);
     QD_ASSIGN_OR_RETURN(w.float_out, w.block->Forward(hidden));
     w.stages.Mark("float forward");
   }
   return OkStatus();
+}
+
+// llama.cpp's imatrix statistics for the recipe's weights of the block: the
+// squared activations entering each, summed per column over the tokens.
+void BlockStep::ObserveImportance(BlockWork& w, algo::ScopedHooks& hooks) const {
+  for (models::Linear* linear : w.block->linears()) {
+    if (recipe_->PlanOf(linear->name() + ".weight") == nullptr) continue;
+    auto& slot = w.importance[linear->name()];  // map nodes stay put
+    hooks.ObserveInput(*linear, [&slot](const at::Tensor& x) {
+      const at::Tensor rows = x.reshape({-1, x.size(-1)}).to(at::kDouble);
+      const at::Tensor sum2 = rows.mul(rows).sum(0);
+      slot.first = slot.first.defined() ? slot.first.add(sum2) : sum2;
+      slot.second += rows.size(0);
+    });
+  }
 }
 
 Status BlockStep::RunAlgorithms(BlockWork& w, const at::Tensor& hidden) const {
@@ -90,6 +109,25 @@ Status BlockStep::RunAlgorithms(BlockWork& w, const at::Tensor& hidden) const {
 Status BlockStep::RoundWeights(BlockWork& w) const {
   NamedTensors& changed = w.tensors;
   for (models::Linear* linear : w.block->linears()) {
+    const std::string weight_name = linear->name() + ".weight";
+    if (const gguf::RecipeTensorPlan* rp = recipe_ ? recipe_->PlanOf(weight_name) : nullptr) {
+      at::Tensor sum2, importance;
+      float count = 0;
+      if (auto it = w.importance.find(linear->name());
+          it != w.importance.end() && it->second.second > 0) {
+        sum2 = it->second.first.to(at::kCPU).to(at::kFloat);
+        count = static_cast<float>(it->second.second);
+        importance = gguf::ImportanceFromSums(sum2, count);
+      }
+      QD_ASSIGN_OR_RETURN(LayerReport lr, ApplyGgufRecipe(*linear, *recipe_, *rp, importance));
+      changed.emplace_back(weight_name, linear->weight());
+      if (sum2.defined()) {
+        changed.emplace_back(ImportanceSumKey(linear->name()), sum2);
+        changed.emplace_back(ImportanceCountKey(linear->name()), at::full({1}, count, at::kFloat));
+      }
+      w.report.layers.push_back(std::move(lr));
+      continue;
+    }
     const LayerPlan& plan = plans_.at(linear->name());
     quant::QParams qp;
     LayerReport lr;

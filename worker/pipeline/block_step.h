@@ -31,7 +31,9 @@
 #include <memory>
 #include <string>
 
+#include "worker/algo/block_hooks.h"
 #include "worker/common/status.h"
+#include "worker/export/gguf/gguf_recipe_weights.h"
 #include "worker/models/causal_lm.h"
 #include "worker/models/decoder_block.h"
 #include "worker/pipeline/activation_quantizers.h"
@@ -64,6 +66,10 @@ struct BlockWork {
   // GPTQ's groups of permuted columns (BlockAlgorithmContext::weight_group_index).
   std::map<std::string, at::Tensor> algorithm_group_index;
   std::map<std::string, at::Tensor> float_weights;
+  // A llama.cpp recipe job with calibration samples: per recipe weight, the
+  // sum of its input columns' squared activations (float64) and the tokens
+  // summed, gathered in the float forward (the block's part of the imatrix).
+  std::map<std::string, std::pair<at::Tensor, int64_t>> importance;
   NamedTensors tensors;     // what the block's scratch file holds
   int64_t bytes_delta = 0;  // quantized minus float bytes of its weights
   BlockReport report;
@@ -78,10 +84,13 @@ class BlockStep {
   // go to `scratch`.
   // `stored`, when the model is a quantized checkpoint: the parameters its
   // layers keep (act_params already holds the kept activation scales).
+  // `recipe`, for a job with a llama.cpp recipe: the weights it quantizes
+  // are rounded to the recipe's decoded blocks instead of through a plan.
   BlockStep(const JobOptions& opt, const models::CausalLM& model,
             const std::map<std::string, LayerPlan>& plans, const KvCacheOptions& kv,
             ActivationParams& act_params, ScratchStore& scratch, JobObserver& obs,
-            const StoredQuantization* stored = nullptr)
+            const StoredQuantization* stored = nullptr,
+            const gguf::GgufRecipeWeights* recipe = nullptr)
       : opt_(opt),
         model_(model),
         plans_(plans),
@@ -89,7 +98,8 @@ class BlockStep {
         act_params_(act_params),
         scratch_(scratch),
         obs_(obs),
-        stored_(stored) {}
+        stored_(stored),
+        recipe_(recipe) {}
 
   BlockWork Begin(int index, int n) const;
   Status Transform(BlockWork& w) const;
@@ -109,6 +119,9 @@ class BlockStep {
   ScratchStore& scratch_;
   JobObserver& obs_;
   const StoredQuantization* stored_;
+  const gguf::GgufRecipeWeights* recipe_;
+
+  void ObserveImportance(BlockWork& w, algo::ScopedHooks& hooks) const;
 };
 
 }  // namespace quantd::pipeline

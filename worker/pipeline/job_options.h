@@ -16,6 +16,7 @@
 #include "worker/config/quant_config.h"
 #include "worker/eval/perplexity.h"
 #include "worker/export/artifact.h"
+#include "worker/export/gguf/gguf_recipe.h"
 #include "worker/export/serving_target.h"
 #include "worker/io/dataset/calibration.h"
 #include "worker/io/gguf/ggml_types.h"
@@ -78,6 +79,9 @@ struct ExportOptions {
   gguf::GgmlType gguf_float_type = gguf::GgmlType::kF32;
   // Who serves the exports (exporter::ExportOptions::target).
   exporter::ServingTarget target = exporter::ServingTarget::kAny;
+  // spec.export.gguf_type: the job quantizes the model as this llama.cpp
+  // recipe does (gguf_recipe_weights.h) instead of through `planner`.
+  std::optional<gguf::GgufFileType> gguf_recipe;
 };
 
 struct JobOptions {

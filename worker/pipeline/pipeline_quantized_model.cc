@@ -17,6 +17,13 @@ std::string WeightGroupIndexKey(const std::string& module) {
   return "__quantd__/" + module + ".weight_g_idx";
 }
 
+std::string ImportanceSumKey(const std::string& module) {
+  return "__quantd__/" + module + ".imatrix_in_sum2";
+}
+std::string ImportanceCountKey(const std::string& module) {
+  return "__quantd__/" + module + ".imatrix_count";
+}
+
 namespace {
 
 std::optional<exporter::ActivationQuantizer> Activation(
@@ -123,6 +130,16 @@ StatusOr<at::Tensor> PipelineQuantizedModel::WeightGroupIndex(
   // Stored as float32: column indices are whole numbers below 2^24.
   QD_ASSIGN_OR_RETURN(at::Tensor g, values_->Load(key, at::kFloat));
   return g.to(at::kInt);
+}
+
+StatusOr<exporter::QuantizedModel::ImportanceSums> PipelineQuantizedModel::WeightImportance(
+    const std::string& module_name) const {
+  ImportanceSums out;
+  if (!values_->Find(ImportanceSumKey(module_name))) return out;
+  QD_ASSIGN_OR_RETURN(out.sum2, values_->Load(ImportanceSumKey(module_name), at::kFloat));
+  QD_ASSIGN_OR_RETURN(at::Tensor count, values_->Load(ImportanceCountKey(module_name), at::kFloat));
+  out.count = count.item<float>();
+  return out;
 }
 
 StatusOr<quant::QParams> LoadWeightQParams(const io::TensorSource& values,

@@ -23,6 +23,9 @@ namespace quantd::pipeline {
 std::string WeightScaleKey(const std::string& module);
 std::string WeightZeroPointKey(const std::string& module);
 std::string WeightGroupIndexKey(const std::string& module);
+// A llama.cpp recipe job's importance sums (QuantizedModel::WeightImportance).
+std::string ImportanceSumKey(const std::string& module);
+std::string ImportanceCountKey(const std::string& module);
 
 // The exact weight parameters the job stored for `module` (quantized with
 // `spec`), from `values`; an empty QParams when none were stored.
@@ -55,6 +58,7 @@ class PipelineQuantizedModel final : public exporter::QuantizedModel {
   const exporter::QuantizedLayer* FindLayer(const std::string& module_name) const override;
   StatusOr<quant::QParams> WeightQParams(const std::string& module_name) const override;
   StatusOr<at::Tensor> WeightGroupIndex(const std::string& module_name) const override;
+  StatusOr<ImportanceSums> WeightImportance(const std::string& module_name) const override;
   const config::QuantConfig& quant_config() const override { return quant_config_; }
 
  private:

@@ -17,6 +17,8 @@
 #include "worker/eval/eval_windows.h"
 #include "worker/eval/perplexity.h"
 #include "worker/export/exporter.h"
+#include "worker/export/gguf/gguf_recipe_weights.h"
+#include "worker/export/hf/hf_files.h"
 #include "worker/export/quantized_checkpoint.h"
 #include "worker/io/dataset/calibration.h"
 #include "worker/io/dataset/dataset.h"
@@ -123,9 +125,11 @@ class QuantizationJob {
     QD_ASSIGN_OR_RETURN(tokenizer_, io::LoadTokenizerFromDir(opt_.model_dir));
     if (obs_.CancelRequested()) return CancelledStatus("loading the tokenizer");
     QD_ASSIGN_OR_RETURN(scratch_, ScratchStore::Create(opt_.scratch_dir));
+    std::shared_ptr<const io::TensorSource> unquantized = model_->shared_weights();
+    if (gguf_recipe_) unquantized = gguf_recipe_;
     quantized_weights_ = std::make_shared<io::OverlaySource>(
         std::shared_ptr<const io::TensorSource>(scratch_.get(), [](const io::TensorSource*) {}),
-        model_->shared_weights());
+        std::move(unquantized));
     QD_RETURN_IF_ERROR(PlanLayers());
     if (stored_model_) QD_RETURN_IF_ERROR(KeepStoredParameters());
     const std::string& source = opt_.model_source.empty() ? opt_.model_dir : opt_.model_source;
@@ -150,8 +154,37 @@ class QuantizationJob {
     } else {
       QD_ASSIGN_OR_RETURN(weights, io::SafetensorsSource::Open(opt_.model_dir));
     }
+    if (opt_.export_options.gguf_recipe) QD_RETURN_IF_ERROR(PlanGgufRecipe(weights));
     QD_ASSIGN_OR_RETURN(model_,
                         models::LoadCausalLM(config, std::move(weights), opt_.model_options));
+    return OkStatus();
+  }
+
+  // A job with a llama.cpp recipe: the quantized model reads its weights as
+  // the recipe quantizes them (the blocks round to them, the head and the
+  // embedding are read through it), so evaluation and every export see what
+  // llama.cpp will load; the float model stays the reference.
+  Status PlanGgufRecipe(std::shared_ptr<const io::TensorSource> weights) {
+    QD_ASSIGN_OR_RETURN(
+        std::string config_json,
+        exporter::ReadTextFile((fs::path(opt_.model_dir) / "config.json").string()));
+    const gguf::GgufFileType type = *opt_.export_options.gguf_recipe;
+    QD_ASSIGN_OR_RETURN(gguf_recipe_, gguf::GgufRecipeWeights::Create(weights, config_json, type));
+    std::string types;
+    for (const std::string& line : gguf_recipe_->DescribeTypes())
+      types += (types.empty() ? "" : ", ") + line;
+    Log(LogLevel::kInfo, std::string("llama.cpp recipe ") +
+                             std::string(gguf::GgufFileTypeName(type)) + ": " + types);
+    // The fallbacks are said with the GGUF artifact (ExportResult::notes).
+    for (const std::string& name : weights->Names()) {
+      const gguf::RecipeTensorPlan* p = gguf_recipe_->PlanOf(name);
+      const io::TensorInfo* info = weights->Find(name);
+      if (p == nullptr || info == nullptr) continue;
+      int64_t numel = 1;
+      for (int64_t d : info->shape) numel *= d;
+      QD_ASSIGN_OR_RETURN(uint64_t bytes, gguf::GgmlRowBytes(p->type, numel));
+      bytes_delta_ += static_cast<int64_t>(bytes) - static_cast<int64_t>(info->nbytes);
+    }
     return OkStatus();
   }
 
@@ -229,7 +262,8 @@ class QuantizationJob {
       return s;
     }
     QD_RETURN_IF_ERROR(PlanEmbedding(&quantized));
-    if (quantized == 0) Log(LogLevel::kWarning, "the configuration quantizes no layer");
+    if (quantized == 0 && !gguf_recipe_)
+      Log(LogLevel::kWarning, "the configuration quantizes no layer");
     if (NeedsActivationCalibration(plans_) && opt_.calibration.dataset_path.empty())
       return Status(StatusCode::kInvalidArgument,
                     "static activation quantization needs calibration data; set "
@@ -367,6 +401,9 @@ class QuantizationJob {
       QD_ASSIGN_OR_RETURN(io::CalibrationSet set, io::SampleCalibration(stream, copt));
       Log(LogLevel::kInfo, "calibration: " + set.description);
       samples = std::move(set.samples);
+      imatrix_info_.datasets = {data.name};
+      imatrix_info_.chunk_count = static_cast<uint32_t>(samples.size());
+      imatrix_info_.chunk_size = samples.empty() ? 0 : static_cast<uint32_t>(samples[0].size());
     } else if (windows_) {
       for (const auto& w : windows_->windows) {
         if (static_cast<int64_t>(w.size()) != windows_->n_ctx) continue;
@@ -437,7 +474,8 @@ class QuantizationJob {
     // On a GPU the next block is read and staged while this one computes.
     BlockPrefetcher<std::unique_ptr<models::DecoderBlock>> blocks(
         [this](int i) { return model_->LoadBlock(i); }, !opt_.model_options.device.is_cpu());
-    const BlockStep step(opt_, *model_, plans_, kv_, act_params_, *scratch_, obs_, &stored_);
+    const BlockStep step(opt_, *model_, plans_, kv_, act_params_, *scratch_, obs_, &stored_,
+                         gguf_recipe_.get());
     for (int i = start; i < n; ++i) {
       if (obs_.CancelRequested()) return JobCancelled();
       progress_.Report(stage, static_cast<double>(i) / n, i + 1, n);
@@ -597,6 +635,8 @@ class QuantizationJob {
                          opt_.export_options.tenant};
       eo.min_kv_scale = kv_.min_kv_scale;
       eo.gguf_float_type = opt_.export_options.gguf_float_type;
+      eo.gguf_recipe = gguf_recipe_;
+      eo.gguf_imatrix_info = imatrix_info_;
       eo.target = opt_.export_options.target;
       if (embedding_plan_.weight && formats[i] == exporter::ExportFormat::kGguf &&
           eo.gguf_float_type != gguf::GgmlType::kF32) {
@@ -634,6 +674,10 @@ class QuantizationJob {
   std::unique_ptr<io::Tokenizer> tokenizer_;
   std::unique_ptr<ScratchStore> scratch_;
   std::shared_ptr<io::TensorSource> quantized_weights_;
+  // Set for a job with a llama.cpp recipe: the model's weights.
+  std::shared_ptr<const gguf::GgufRecipeWeights> gguf_recipe_;
+  // What the calibration set was, for the imatrix file of a recipe job.
+  gguf::ImatrixInfo imatrix_info_;
   LayerPlan embedding_plan_;
   std::map<std::string, LayerPlan> plans_;
   std::optional<eval::EvalWindows> windows_;

@@ -105,6 +105,22 @@ StatusOr<LayerReport> QuantizeLinearWeights(models::Linear& layer, const LayerPl
   return report;
 }
 
+StatusOr<LayerReport> ApplyGgufRecipe(models::Linear& layer, const gguf::GgufRecipeWeights& recipe,
+                                      const gguf::RecipeTensorPlan& plan,
+                                      const at::Tensor& importance) {
+  LayerReport report;
+  report.name = layer.name();
+  report.weight_format = std::string("gguf ") + gguf::GetGgmlTypeTraits(plan.type).name;
+  if (importance.defined()) report.weight_format += " imatrix";
+  QD_ASSIGN_OR_RETURN(at::Tensor decoded,
+                      recipe.Decode(layer.name() + ".weight", importance, at::kFloat));
+  at::Tensor w = layer.weight();
+  at::Tensor wq = decoded.to(w.options());
+  report.weight_sqnr_db = SqnrDb(w, wq);
+  layer.weight() = wq;
+  return report;
+}
+
 StatusOr<LayerReport> QuantizeLinearWeightsWith(models::Linear& layer, const LayerPlan& plan,
                                                 const quant::QParams& weight_qparams,
                                                 const at::Tensor& group_index) {

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "worker/common/status.h"
+#include "worker/export/gguf/gguf_recipe_weights.h"
 #include "worker/models/causal_lm.h"
 #include "worker/models/linear.h"
 #include "worker/pipeline/job_observer.h"
@@ -45,6 +46,14 @@ StatusOr<LayerReport> QuantizeLinearWeights(models::Linear& layer, const LayerPl
 StatusOr<LayerReport> QuantizeLinearWeightsWith(models::Linear& layer, const LayerPlan& plan,
                                                 const quant::QParams& weight_qparams,
                                                 const at::Tensor& group_index);
+
+// A job with a llama.cpp recipe: the layer's weight becomes the recipe's
+// decoded blocks (`plan` says which type), quantized with `importance`
+// (per input column, an imatrix's weights) when it is defined, reported as
+// "gguf <type>" (" imatrix") with its SQNR against the float weight.
+StatusOr<LayerReport> ApplyGgufRecipe(models::Linear& layer, const gguf::GgufRecipeWeights& recipe,
+                                      const gguf::RecipeTensorPlan& plan,
+                                      const at::Tensor& importance);
 
 // The report of a layer whose weight something else (an algorithm) already
 // quantized: formats from `plan`, SQNR of `quantized` against `reference`.

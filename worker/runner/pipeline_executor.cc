@@ -154,6 +154,7 @@ StatusOr<pipeline::JobOptions> PipelineExecutor::BuildOptions(
   o.export_options.overwrite = ex.overwrite;
   o.export_options.gguf_float_type = ex.gguf_float_type;
   o.export_options.target = ex.target;
+  o.export_options.gguf_recipe = ex.gguf_recipe;
   o.scratch_dir = (fs::path(options_.data_dir) / "scratch" / JobId(job.name())).string();
   try {
     o.model_options = models::ModelOptions::For(at::Device(options_.device));

@@ -81,6 +81,12 @@ export interface JobSpec {
     ggufFloatType?: "GGUF_FLOAT_TYPE_UNSPECIFIED" | "GGUF_F32" | "GGUF_F16" | "GGUF_BF16";
     /** Who serves the exports; VLLM refuses what vLLM cannot load (default ANY). */
     target?: "SERVING_TARGET_UNSPECIFIED" | "SERVING_TARGET_ANY" | "SERVING_TARGET_VLLM";
+    /**
+     * A llama.cpp recipe ("Q4_K_M", "Q6_K", ...): the job quantizes the model as
+     * llama-quantize does, instead of `quantization` (leave that unset). Needs GGUF
+     * in `formats`.
+     */
+    ggufType?: string;
   };
   device?: string;
   labels?: Record<string, string>;

@@ -13,6 +13,7 @@
 #include "worker/export/export_support.h"
 #include "worker/export/gguf/gguf_chat_metadata.h"
 #include "worker/export/gguf/gguf_export.h"
+#include "worker/export/gguf/gguf_imatrix.h"
 #include "worker/export/hf/hf_files.h"
 #include "worker/export/quantized_values_source.h"
 #include "worker/io/tokenizer/gguf_tokenizer.h"
@@ -55,6 +56,27 @@ at::Tensor PerBlock(const at::Tensor& p, const QuantSpec& spec, int64_t out, int
       .repeat_interleave(per_group, 1)
       .contiguous();
 }
+
+// The importance sums the recipe's weights were quantized with, gathered as
+// the tensors are encoded, for the imatrix file beside the GGUF.
+struct ImatrixBook {
+  std::mutex mu;
+  std::map<std::string, gguf::ImatrixEntry> entries;
+  void Add(const std::string& tensor, const QuantizedModel::ImportanceSums& sums) {
+    at::Tensor s = sums.sum2.to(at::kFloat).contiguous();
+    gguf::ImatrixEntry e{tensor,
+                         std::vector<float>(s.data_ptr<float>(), s.data_ptr<float>() + s.numel()),
+                         sums.count};
+    std::lock_guard<std::mutex> lock(mu);
+    entries[tensor] = std::move(e);
+  }
+  std::vector<gguf::ImatrixEntry> Sorted() {
+    std::lock_guard<std::mutex> lock(mu);
+    std::vector<gguf::ImatrixEntry> out;
+    for (auto& [name, e] : entries) out.push_back(e);
+    return out;
+  }
+};
 
 struct NoteBook {
   std::mutex mu;
@@ -237,6 +259,7 @@ StatusOr<GgufExportResult> ExportGguf(const QuantizedModel& model,
 
   gguf::GgufExportOptions g;
   g.weight_type = opt.weight_type;
+  if (opt.recipe) g.file_type = static_cast<uint32_t>(opt.recipe->file_type());
   g.model_name = opt.model_name.empty()
                      ? fs::path(model.model_dir()).lexically_normal().filename().string()
                      : opt.model_name;
@@ -258,8 +281,9 @@ StatusOr<GgufExportResult> ExportGguf(const QuantizedModel& model,
   };
   const QuantizedModel* m = &model;
   const GgmlType target = opt.weight_type;
+  auto imatrix = std::make_shared<ImatrixBook>();
   g.tensor_encoding =
-      [&, m, target, notes, types, tick](
+      [&, m, target, notes, types, imatrix, tick](
           const std::string& name,
           const std::vector<int64_t>& shape) -> StatusOr<std::optional<gguf::GgufTensorEncoding>> {
     gguf::GgufTensorEncoding enc;
@@ -273,6 +297,28 @@ StatusOr<GgufExportResult> ExportGguf(const QuantizedModel& model,
         return s;
       };
     };
+    if (const gguf::RecipeTensorPlan* p = opt.recipe ? opt.recipe->PlanOf(name) : nullptr) {
+      enc.type = p->type;
+      types->Add(name, enc.type, TensorKind::kQuantized);
+      std::shared_ptr<const gguf::GgufRecipeWeights> recipe = opt.recipe;
+      const std::string module = EndsWith(name, ".weight") ? name.substr(0, name.size() - 7) : name;
+      const std::string gguf_name = p->gguf_name;
+      enc.encode = [m, recipe, name, module, gguf_name, imatrix, tick](
+                       const gguf::GgufLayoutFn& f, std::vector<uint8_t>* b) -> Status {
+        if (StopRequested()) return CancelledStatus("exporting " + name);
+        // The blocks the job evaluated: with the importance it gathered.
+        QD_ASSIGN_OR_RETURN(QuantizedModel::ImportanceSums sums, m->WeightImportance(module));
+        at::Tensor importance;
+        if (sums.sum2.defined()) {
+          importance = gguf::ImportanceFromSums(sums.sum2, sums.count);
+          imatrix->Add(gguf_name, sums);
+        }
+        Status s = recipe->Encode(name, f, importance, b);
+        tick();
+        return s;
+      };
+      return std::optional<gguf::GgufTensorEncoding>(enc);
+    }
     if (shape.size() != 2) {
       enc.type = GgmlType::kF32;
       enc.encode = values(enc.type);
@@ -339,14 +385,32 @@ StatusOr<GgufExportResult> ExportGguf(const QuantizedModel& model,
   QuantizedValuesSource source(&model);
   QD_RETURN_IF_ERROR(gguf::WriteGgufFromHf(
       config_json, source, g, (fs::path(staged.staging_path()) / opt.file_name).string()));
+  std::vector<gguf::ImatrixEntry> imatrix_entries = imatrix->Sorted();
+  if (!imatrix_entries.empty()) {
+    QD_RETURN_IF_ERROR(
+        gguf::WriteImatrixGguf(imatrix_entries, opt.imatrix_info,
+                               (fs::path(staged.staging_path()) / kImatrixFileName).string()));
+  }
   QD_RETURN_IF_ERROR(staged.Commit());
   GgufExportResult result;
   QD_ASSIGN_OR_RETURN(result.artifact,
                       DescribeArtifact(ExportFormat::kGguf, staged, opt.file_name));
   result.exact_code_tensors = exact;
   result.tensor_types = DescribeTypes(*types);
+  if (!imatrix_entries.empty())
+    result.tensor_types.push_back(std::string("gguf: ") + std::to_string(imatrix_entries.size()) +
+                                  " weights quantized with the importance of " +
+                                  std::to_string(opt.imatrix_info.chunk_count) +
+                                  " calibration samples; llama.cpp's imatrix of them in " +
+                                  kImatrixFileName);
   result.type_of = types->type_of;
   result.notes = chat.notes;
+  if (opt.recipe) {
+    for (const std::string& line : opt.recipe->DescribeFallbacks())
+      result.notes.push_back("GGUF " +
+                             std::string(gguf::GgufFileTypeName(opt.recipe->file_type())) +
+                             ", llama.cpp's fallback: " + line);
+  }
   for (const auto& [note, modules] : notes->tensors) {
     std::string line = note + ": " + std::to_string(modules.size()) + " weight" +
                        (modules.size() == 1 ? "" : "s") + " (";

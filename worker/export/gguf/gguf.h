@@ -32,6 +32,8 @@
 
 #include "worker/common/status.h"
 #include "worker/export/artifact.h"
+#include "worker/export/gguf/gguf_imatrix.h"
+#include "worker/export/gguf/gguf_recipe_weights.h"
 #include "worker/export/hf/hf_fake_quant.h"
 #include "worker/export/quantized_model.h"
 #include "worker/io/gguf/ggml_types.h"
@@ -53,7 +55,18 @@ struct GgufModelExportOptions {
   // 2-D weights the job did not quantize (embeddings, excluded layers): F32,
   // F16 or BF16.
   gguf::GgmlType float_type = gguf::GgmlType::kF32;
+  // A job that ran a llama.cpp recipe (gguf_recipe_weights.h): every tensor
+  // the recipe quantizes is written as its blocks, general.file_type is the
+  // recipe's, and weight_type and fallback_type do not apply.
+  std::shared_ptr<const gguf::GgufRecipeWeights> recipe;
+  // With a recipe whose weights carry importance sums
+  // (QuantizedModel::WeightImportance): they quantize those weights, and
+  // llama.cpp's imatrix file of them (gguf_imatrix.h) is written beside the
+  // GGUF as kImatrixFileName, with this metadata.
+  gguf::ImatrixInfo imatrix_info;
 };
+
+inline constexpr char kImatrixFileName[] = "imatrix.gguf";
 
 struct GgufExportResult {
   Artifact artifact;

@@ -62,8 +62,8 @@ std::vector<float> Llama3RopeFactors(const json& s, double theta, int64_t head_d
   return out;
 }
 
-StatusOr<ModelShape> AddModelMetadata(const json& cfg, GgufWriter* w,
-                                      const GgufExportOptions& options) {
+// The llama.cpp architecture of a config.json and how its tensors move.
+StatusOr<ModelShape> ArchitectureOf(const json& cfg) {
   std::string hf_arch;
   if (cfg.contains("architectures") && cfg["architectures"].is_array() &&
       !cfg["architectures"].empty() && cfg["architectures"][0].is_string()) {
@@ -82,6 +82,12 @@ StatusOr<ModelShape> AddModelMetadata(const json& cfg, GgufWriter* w,
                               "' is not supported (supported: LlamaForCausalLM, "
                               "MistralForCausalLM, Qwen2ForCausalLM, GPT2LMHeadModel)");
   }
+  return shape;
+}
+
+StatusOr<ModelShape> AddModelMetadata(const json& cfg, GgufWriter* w,
+                                      const GgufExportOptions& options) {
+  QD_ASSIGN_OR_RETURN(ModelShape shape, ArchitectureOf(cfg));
   const std::string a = shape.arch;
   w->Set("general.architecture", GgufValue::String(a));
   w->Set("general.name", GgufValue::String(options.model_name));
@@ -110,6 +116,7 @@ StatusOr<ModelShape> AddModelMetadata(const json& cfg, GgufWriter* w,
     default:
       break;
   }
+  if (options.file_type) file_type = *options.file_type;
   w->Set("general.file_type", GgufValue::Uint32(file_type));
   // ggml's GGML_QNT_VERSION, which llama.cpp's converter always writes.
   w->Set("general.quantization_version", GgufValue::Uint32(2));
@@ -197,17 +204,17 @@ bool IsSkippedBuffer(const std::string& name) {
          ends_with(".attn.masked_bias");
 }
 
-}  // namespace
+// One checkpoint tensor under its llama.cpp name, with its GGUF shape (ne,
+// fastest-varying first) and the layout change it takes.
+struct MappedTensor {
+  std::string hf_name;
+  TensorNameMapping mapping;
+  std::vector<int64_t> ne;
+};
 
-Status WriteGgufFromHf(const std::string& config_json, const io::TensorSource& weights,
-                       const GgufExportOptions& options, const std::string& path) {
-  QD_ASSIGN_OR_RETURN(json cfg, ParseBoundedJson(config_json, JsonBounds{json_limits::kModelConfig},
-                                                 "config.json"));
-  if (!cfg.is_object()) return InvalidArgumentError("config.json is not a JSON object");
-  GgufWriter writer(options.alignment);
-  QD_ASSIGN_OR_RETURN(ModelShape shape, AddModelMetadata(cfg, &writer, options));
-  for (const auto& [key, value] : options.extra_metadata) writer.Set(key, value);
-
+StatusOr<std::vector<MappedTensor>> MapTensors(const ModelShape& shape,
+                                               const io::TensorSource& weights) {
+  std::vector<MappedTensor> out;
   for (const std::string& hf_name : weights.Names()) {
     if (IsSkippedBuffer(hf_name)) continue;
     auto mapping = HfToGgufTensorName(shape.arch, hf_name);
@@ -226,8 +233,67 @@ Status WriteGgufFromHf(const std::string& config_json, const io::TensorSource& w
     if (mapping->change == LayoutChange::kTranspose && torch_shape.size() == 2) {
       std::swap(torch_shape[0], torch_shape[1]);
     }
-    std::vector<int64_t> ne(torch_shape.rbegin(), torch_shape.rend());
-    GgmlType type = torch_shape.size() >= 2 ? options.weight_type : GgmlType::kF32;
+    out.push_back(
+        {hf_name, *mapping, std::vector<int64_t>(torch_shape.rbegin(), torch_shape.rend())});
+  }
+  return out;
+}
+
+StatusOr<json> ParseConfig(const std::string& config_json) {
+  QD_ASSIGN_OR_RETURN(json cfg, ParseBoundedJson(config_json, JsonBounds{json_limits::kModelConfig},
+                                                 "config.json"));
+  if (!cfg.is_object()) return InvalidArgumentError("config.json is not a JSON object");
+  return cfg;
+}
+
+}  // namespace
+
+StatusOr<std::map<std::string, RecipeTensorPlan>> PlanGgufRecipe(const std::string& config_json,
+                                                                 const io::TensorSource& weights,
+                                                                 GgufFileType file_type,
+                                                                 bool with_importance) {
+  QD_ASSIGN_OR_RETURN(json cfg, ParseConfig(config_json));
+  QD_ASSIGN_OR_RETURN(ModelShape shape, ArchitectureOf(cfg));
+  RecipeModel model;
+  model.arch = shape.arch;
+  model.has_imatrix = with_importance;
+  const bool gpt2 = shape.arch == "gpt2";
+  QD_ASSIGN_OR_RETURN(model.n_layer, Int(cfg, gpt2 ? "n_layer" : "num_hidden_layers"));
+  QD_ASSIGN_OR_RETURN(model.n_head, Int(cfg, gpt2 ? "n_head" : "num_attention_heads"));
+  model.n_head_kv = model.n_head;
+  if (cfg.contains("num_key_value_heads") && cfg["num_key_value_heads"].is_number_integer())
+    model.n_head_kv = cfg["num_key_value_heads"];
+  QD_ASSIGN_OR_RETURN(std::vector<MappedTensor> mapped, MapTensors(shape, weights));
+  std::vector<RecipeTensor> tensors;
+  for (const MappedTensor& m : mapped)
+    tensors.push_back({m.mapping.name, m.ne.empty() ? 0 : m.ne[0], static_cast<int>(m.ne.size())});
+  QD_ASSIGN_OR_RETURN(std::vector<RecipeChoice> choices,
+                      ChooseRecipeTypes(file_type, model, tensors));
+  std::map<std::string, RecipeTensorPlan> plan;
+  for (size_t i = 0; i < mapped.size(); ++i) {
+    if (!choices[i].type) continue;
+    plan[mapped[i].hf_name] = {mapped[i].mapping.name, *choices[i].type, choices[i].wanted,
+                               mapped[i].mapping.change == LayoutChange::kTranspose};
+  }
+  return plan;
+}
+
+Status WriteGgufFromHf(const std::string& config_json, const io::TensorSource& weights,
+                       const GgufExportOptions& options, const std::string& path) {
+  QD_ASSIGN_OR_RETURN(json cfg, ParseConfig(config_json));
+  GgufWriter writer(options.alignment);
+  QD_ASSIGN_OR_RETURN(ModelShape shape, AddModelMetadata(cfg, &writer, options));
+  for (const auto& [key, value] : options.extra_metadata) writer.Set(key, value);
+
+  QD_ASSIGN_OR_RETURN(std::vector<MappedTensor> mapped, MapTensors(shape, weights));
+  for (const MappedTensor& m : mapped) {
+    const std::string& hf_name = m.hf_name;
+    const TensorNameMapping& mapping = m.mapping;
+    const std::vector<int64_t>& ne = m.ne;
+    const io::TensorInfo* info = weights.Find(hf_name);
+    if (!info)
+      return NotFoundError("tensor " + hf_name + " vanished from " + weights.Description());
+    GgmlType type = ne.size() >= 2 ? options.weight_type : GgmlType::kF32;
     std::function<Status(const GgufLayoutFn&, std::vector<uint8_t>*)> encode;
     if (options.tensor_encoding) {
       QD_ASSIGN_OR_RETURN(std::optional<GgufTensorEncoding> custom,
@@ -237,7 +303,7 @@ Status WriteGgufFromHf(const std::string& config_json, const io::TensorSource& w
         encode = custom->encode;
       }
     }
-    const LayoutChange change = mapping->change;
+    const LayoutChange change = mapping.change;
     const int64_t heads = change == LayoutChange::kRopeQuery ? shape.n_head : shape.n_head_kv;
     const bool permute = shape.rope_permute &&
                          (change == LayoutChange::kRopeQuery || change == LayoutChange::kRopeKey);
@@ -252,7 +318,7 @@ Status WriteGgufFromHf(const std::string& config_json, const io::TensorSource& w
     };
     const io::TensorSource* source = &weights;
     Status added = writer.AddTensor(
-        mapping->name, ne, type,
+        mapping.name, ne, type,
         [source, hf_name, to_gguf, encode, type](std::vector<uint8_t>* bytes) -> Status {
           if (encode) {
             Status s = encode(to_gguf, bytes);

@@ -15,12 +15,14 @@
 #include <ATen/ATen.h>
 
 #include <functional>
+#include <map>
 #include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "worker/common/status.h"
+#include "worker/export/gguf/gguf_recipe.h"
 #include "worker/io/gguf/ggml_types.h"
 #include "worker/io/gguf/gguf_file.h"
 #include "worker/io/tensor_source.h"
@@ -52,11 +54,33 @@ struct GgufExportOptions {
   std::function<StatusOr<std::optional<GgufTensorEncoding>>(const std::string& hf_name,
                                                             const std::vector<int64_t>& hf_shape)>
       tensor_encoding;
+  // general.file_type (a llama_ftype); nullopt: the one weight_type implies.
+  std::optional<uint32_t> file_type;
   std::string model_name = "quantd";
   uint32_t alignment = 32;
   // Extra metadata, e.g. TokenizerGgufMetadata(); written after the model keys.
   std::vector<std::pair<std::string, GgufValue>> extra_metadata;
 };
+
+// How llama.cpp's recipe writes one checkpoint tensor (gguf_recipe.h).
+struct RecipeTensorPlan {
+  std::string gguf_name;
+  GgmlType type = GgmlType::kF32;
+  // The type the rules chose before the row-width fallback, when it differs.
+  std::optional<GgmlType> wanted;
+  // GPT-2's Conv1D weights: rows of the GGUF tensor are the checkpoint's columns.
+  bool transposed = false;
+};
+
+// The type `file_type` gives each tensor of the checkpoint, by its Hugging
+// Face name; tensors the recipe leaves as they are (norms, biases, position
+// embeddings) are absent. Errors as WriteGgufFromHf's, and ChooseRecipeTypes'
+// FAILED_PRECONDITION for rows no type fits.
+// `with_importance`: the file will be quantized with an importance matrix.
+StatusOr<std::map<std::string, RecipeTensorPlan>> PlanGgufRecipe(const std::string& config_json,
+                                                                 const io::TensorSource& weights,
+                                                                 GgufFileType file_type,
+                                                                 bool with_importance = false);
 
 // Writes `path` atomically. INVALID_ARGUMENT for a config.json missing a
 // hyperparameter (named) or a tensor with no llama.cpp name; UNIMPLEMENTED

@@ -15,8 +15,8 @@ constexpr GgmlTypeTraits kTraits[] = {
     {GgmlType::kF16, "F16", 1, 2, true},
     {GgmlType::kQ4_0, "Q4_0", 32, 18, true},
     {GgmlType::kQ4_1, "Q4_1", 32, 20, true},
-    {GgmlType::kQ5_0, "Q5_0", 32, 22, false},
-    {GgmlType::kQ5_1, "Q5_1", 32, 24, false},
+    {GgmlType::kQ5_0, "Q5_0", 32, 22, true},
+    {GgmlType::kQ5_1, "Q5_1", 32, 24, true},
     {GgmlType::kQ8_0, "Q8_0", 32, 34, true},
     {GgmlType::kQ8_1, "Q8_1", 32, 36, false},
     {GgmlType::kQ2_K, "Q2_K", 256, 84, false},
@@ -200,6 +200,39 @@ void DequantizeRowQ8_0(const uint8_t* src, float* dst, int64_t n) {
   }
 }
 
+namespace {
+
+// Q5_0 (x = (q - 16) * d) and Q5_1 (x = q * d + m): the fifth bit of element
+// j sits in bit j of the block's 32-bit qh (little-endian), the low nibbles
+// as in Q4_0 / Q4_1.
+void DequantizeFiveBitRow(const uint8_t* src, float* dst, int64_t n, bool with_min) {
+  constexpr int kQK = 32;
+  const int header = with_min ? 4 : 2;  // fp16 d (and m)
+  for (int64_t b = 0; b < n / kQK; ++b) {
+    const uint8_t* blk = src + b * (header + 20);
+    const float d = LoadFp16(blk);
+    const float m = with_min ? LoadFp16(blk + 2) : 0.0f;
+    const uint32_t qh = bits::LoadU32(blk + header);
+    const uint8_t* qs = blk + header + 4;
+    for (int j = 0; j < kQK / 2; ++j) {
+      const int c0 = (qs[j] & 0x0F) | (((qh >> j) & 1) << 4);
+      const int c1 = (qs[j] >> 4) | (((qh >> (j + 16)) & 1) << 4);
+      dst[b * kQK + j] = with_min ? c0 * d + m : (c0 - 16) * d;
+      dst[b * kQK + j + kQK / 2] = with_min ? c1 * d + m : (c1 - 16) * d;
+    }
+  }
+}
+
+}  // namespace
+
+void DequantizeRowQ5_0(const uint8_t* src, float* dst, int64_t n) {
+  DequantizeFiveBitRow(src, dst, n, /*with_min=*/false);
+}
+
+void DequantizeRowQ5_1(const uint8_t* src, float* dst, int64_t n) {
+  DequantizeFiveBitRow(src, dst, n, /*with_min=*/true);
+}
+
 void DequantizeRowQ4_K(const uint8_t* src, float* dst, int64_t n) {
   constexpr int kQK = 256;
   float* y = dst;
@@ -312,44 +345,86 @@ void QuantizeRowQ8_0(const float* src, uint8_t* dst, int64_t n) {
   }
 }
 
-void QuantizeRowQ4_0(const float* src, uint8_t* dst, int64_t n) {
-  constexpr int kQK = 32;
-  for (int64_t b = 0; b < n / kQK; ++b) {
-    const float* x = src + b * kQK;
-    float amax = 0.0f, max = 0.0f;
-    for (int j = 0; j < kQK; ++j) {
-      if (amax < std::fabs(x[j])) {
-        amax = std::fabs(x[j]);
-        max = x[j];
-      }
+namespace {
+
+// Q4_0 / Q5_0: d = max / -2^(bits-1) with max the element of largest
+// magnitude (the first on ties), codes min(2^bits - 1, (int8)(x * (1/d) +
+// 2^(bits-1) + 0.5)). Returns d.
+float SymmetricBlockCodes(const float* x, int bits, uint8_t* q) {
+  float amax = 0.0f, max = 0.0f;
+  for (int j = 0; j < 32; ++j) {
+    if (amax < std::fabs(x[j])) {
+      amax = std::fabs(x[j]);
+      max = x[j];
     }
-    const float d = max / -8;
-    const float id = d != 0.0f ? 1.0f / d : 0.0f;
-    uint8_t q[kQK];
-    for (int j = 0; j < kQK; ++j)
-      q[j] = static_cast<uint8_t>(
-          std::min(15, static_cast<int>(static_cast<int8_t>(x[j] * id + 8.5f))));
+  }
+  const int half = 1 << (bits - 1);
+  const float d = max / -half;
+  const float id = d != 0.0f ? 1.0f / d : 0.0f;
+  const float offset = static_cast<float>(half) + 0.5f;  // 8.5f, 16.5f
+  for (int j = 0; j < 32; ++j)
+    q[j] = static_cast<uint8_t>(
+        std::min((1 << bits) - 1, static_cast<int>(static_cast<int8_t>(x[j] * id + offset))));
+  return d;
+}
+
+// Q4_1 / Q5_1: d = (max - min) / (2^bits - 1), m = min, codes
+// (int8)((x - min) * (1/d) + 0.5), at most 2^bits - 1 (ggml clamps Q4_1 and
+// cannot exceed it for Q5_1). Returns d; `min` receives m.
+float MinMaxBlockCodes(const float* x, int bits, uint8_t* q, float* min_out) {
+  float min = std::numeric_limits<float>::max();
+  float max = -std::numeric_limits<float>::max();
+  for (int j = 0; j < 32; ++j) {
+    if (x[j] < min) min = x[j];
+    if (x[j] > max) max = x[j];
+  }
+  const float d = (max - min) / ((1 << bits) - 1);
+  const float id = d != 0.0f ? 1.0f / d : 0.0f;
+  for (int j = 0; j < 32; ++j)
+    q[j] = static_cast<uint8_t>(
+        std::min((1 << bits) - 1, static_cast<int>(static_cast<int8_t>((x[j] - min) * id + 0.5f))));
+  *min_out = min;
+  return d;
+}
+
+}  // namespace
+
+void QuantizeRowQ4_0(const float* src, uint8_t* dst, int64_t n) {
+  for (int64_t b = 0; b < n / 32; ++b) {
+    uint8_t q[32];
+    const float d = SymmetricBlockCodes(src + b * 32, 4, q);
     WriteBlockQ4_0(q, d, dst + b * 18);
   }
 }
 
 void QuantizeRowQ4_1(const float* src, uint8_t* dst, int64_t n) {
-  constexpr int kQK = 32;
-  for (int64_t b = 0; b < n / kQK; ++b) {
-    const float* x = src + b * kQK;
-    float min = std::numeric_limits<float>::max();
-    float max = -std::numeric_limits<float>::max();
-    for (int j = 0; j < kQK; ++j) {
-      if (x[j] < min) min = x[j];
-      if (x[j] > max) max = x[j];
-    }
-    const float d = (max - min) / ((1 << 4) - 1);
-    const float id = d != 0.0f ? 1.0f / d : 0.0f;
-    uint8_t q[kQK];
-    for (int j = 0; j < kQK; ++j)
-      q[j] = static_cast<uint8_t>(
-          std::min(15, static_cast<int>(static_cast<int8_t>((x[j] - min) * id + 0.5f))));
+  for (int64_t b = 0; b < n / 32; ++b) {
+    uint8_t q[32];
+    float min = 0.0f;
+    const float d = MinMaxBlockCodes(src + b * 32, 4, q, &min);
     WriteBlockQ4_1(q, d, min, dst + b * 20);
+  }
+}
+
+void QuantizeRowQ5_0(const float* src, uint8_t* dst, int64_t n) {
+  for (int64_t b = 0; b < n / 32; ++b) {
+    uint8_t q[32];
+    const float d = SymmetricBlockCodes(src + b * 32, 5, q);
+    uint8_t* blk = dst + b * 22;
+    StoreFp16(blk, d);
+    bits::PackFiveBitCodes(q, blk + 2, blk + 6);
+  }
+}
+
+void QuantizeRowQ5_1(const float* src, uint8_t* dst, int64_t n) {
+  for (int64_t b = 0; b < n / 32; ++b) {
+    uint8_t q[32];
+    float min = 0.0f;
+    const float d = MinMaxBlockCodes(src + b * 32, 5, q, &min);
+    uint8_t* blk = dst + b * 24;
+    StoreFp16(blk, d);
+    StoreFp16(blk + 2, min);
+    bits::PackFiveBitCodes(q, blk + 4, blk + 8);
   }
 }
 
@@ -370,6 +445,8 @@ Status QuantizeRow(GgmlType type, const float* src, uint8_t* dst, int64_t n) {
     case GgmlType::kQ8_0:
     case GgmlType::kQ4_0:
     case GgmlType::kQ4_1:
+    case GgmlType::kQ5_0:
+    case GgmlType::kQ5_1:
     case GgmlType::kQ4_K:
     case GgmlType::kQ5_K:
     case GgmlType::kQ6_K: {
@@ -377,6 +454,8 @@ Status QuantizeRow(GgmlType type, const float* src, uint8_t* dst, int64_t n) {
       const RowQuantizer quantize = type == GgmlType::kQ8_0   ? QuantizeRowQ8_0
                                     : type == GgmlType::kQ4_0 ? QuantizeRowQ4_0
                                     : type == GgmlType::kQ4_1 ? QuantizeRowQ4_1
+                                    : type == GgmlType::kQ5_0 ? QuantizeRowQ5_0
+                                    : type == GgmlType::kQ5_1 ? QuantizeRowQ5_1
                                     : type == GgmlType::kQ4_K ? QuantizeRowQ4_K
                                     : type == GgmlType::kQ5_K ? QuantizeRowQ5_K
                                                               : QuantizeRowQ6_K;
@@ -390,8 +469,47 @@ Status QuantizeRow(GgmlType type, const float* src, uint8_t* dst, int64_t n) {
     default:
       return UnimplementedError(std::string("writing ggml type ") + GetGgmlTypeTraits(type).name +
                                 " is not supported (supported: F32, F16, BF16, Q8_0, Q4_0, Q4_1, "
-                                "Q4_K, Q5_K, Q6_K)");
+                                "Q5_0, Q5_1, Q4_K, Q5_K, Q6_K)");
   }
+}
+
+Status QuantizeRows(GgmlType type, const float* src, uint8_t* dst, int64_t rows, int64_t n_per_row,
+                    const float* importance) {
+  if (rows < 0 || n_per_row < 0) return InvalidArgumentError("negative row count or width");
+  QD_ASSIGN_OR_RETURN(uint64_t row_bytes, GgmlRowBytes(type, n_per_row));
+  using WeightedRow = void (*)(const float*, uint8_t*, int64_t, const float*);
+  WeightedRow weighted = nullptr;
+  if (importance != nullptr) {
+    switch (type) {
+      case GgmlType::kQ4_0:
+        weighted = QuantizeRowQ4_0Weighted;
+        break;
+      case GgmlType::kQ4_1:
+        weighted = QuantizeRowQ4_1Weighted;
+        break;
+      case GgmlType::kQ5_0:
+        weighted = QuantizeRowQ5_0Weighted;
+        break;
+      case GgmlType::kQ5_1:
+        weighted = QuantizeRowQ5_1Weighted;
+        break;
+      case GgmlType::kQ4_K:
+        weighted = QuantizeRowQ4_KWeighted;
+        break;
+      case GgmlType::kQ5_K:
+        weighted = QuantizeRowQ5_KWeighted;
+        break;
+      case GgmlType::kQ6_K:
+        weighted = QuantizeRowQ6_KWeighted;
+        break;
+      default:
+        break;
+    }
+  }
+  if (weighted == nullptr) return QuantizeRow(type, src, dst, rows * n_per_row);
+  for (int64_t r = 0; r < rows; ++r)
+    weighted(src + r * n_per_row, dst + r * row_bytes, n_per_row, importance);
+  return OkStatus();
 }
 
 namespace {
@@ -447,6 +565,12 @@ Status DequantizeRow(GgmlType type, const uint8_t* src, float* dst, int64_t n) {
     case GgmlType::kQ4_1:
       DequantizeRowQ4_1(src, dst, n);
       return OkStatus();
+    case GgmlType::kQ5_0:
+      DequantizeRowQ5_0(src, dst, n);
+      return OkStatus();
+    case GgmlType::kQ5_1:
+      DequantizeRowQ5_1(src, dst, n);
+      return OkStatus();
     case GgmlType::kQ8_0:
       DequantizeRowQ8_0(src, dst, n);
       return OkStatus();
@@ -465,7 +589,7 @@ Status DequantizeRow(GgmlType type, const uint8_t* src, float* dst, int64_t n) {
     default:
       return UnimplementedError(std::string("dequantizing ggml type ") + t.name +
                                 " is not supported (supported: F32, F16, BF16, Q8_0, Q4_0, Q4_1, "
-                                "Q4_K, Q5_K, Q6_K, MXFP4)");
+                                "Q5_0, Q5_1, Q4_K, Q5_K, Q6_K, MXFP4)");
   }
 }
 

@@ -90,9 +90,20 @@ Status DequantizeRow(GgmlType type, const uint8_t* src, float* dst, int64_t n);
 
 // Encodes `n` floats as `type` into `dst` (GgmlRowBytes(type, n) bytes).
 // Built for F32, F16 and BF16 (round to nearest even) and, with ggml's
-// reference quantizers below, Q8_0, Q4_0, Q4_1, Q4_K, Q5_K and Q6_K.
+// reference quantizers below, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K and
+// Q6_K.
 // UNIMPLEMENTED, naming the type, for the others.
 Status QuantizeRow(GgmlType type, const float* src, uint8_t* dst, int64_t n);
+
+// `rows` rows of `n_per_row` floats as `type`, row after row (GgmlRowBytes
+// of each row). With `importance` (n_per_row weights, one per column: an
+// importance matrix's mean squared activations), Q4_0, Q4_1, Q5_0, Q5_1,
+// Q4_K, Q5_K and Q6_K use ggml's importance-weighted quantizers
+// (quantize_row_*_impl, the ones llama.cpp uses with an imatrix), byte-
+// identical to ggml_quantize_chunk given the same weights; the other types
+// ignore it, as ggml does. Null importance: QuantizeRow.
+Status QuantizeRows(GgmlType type, const float* src, uint8_t* dst, int64_t rows, int64_t n_per_row,
+                    const float* importance);
 
 // ggml's reference quantizers (quantize_row_*_ref), operation for operation,
 // so a file quantized here is byte-identical to llama.cpp's. `n` is a
@@ -103,10 +114,14 @@ Status QuantizeRow(GgmlType type, const float* src, uint8_t* dst, int64_t n);
 //         d = max / -8, q = min(15, (int8)(x * (1/d) + 8.5)).
 //   Q4_1: d = (max - min) / 15, m = min,
 //         q = min(15, (int8)((x - min) * (1/d) + 0.5)).
+//   Q5_0: as Q4_0 with d = max / -16, q = min(31, (int8)(x * (1/d) + 16.5)).
+//   Q5_1: as Q4_1 with d = (max - min) / 31, q = (uint8)((x - min) * (1/d) + 0.5).
 // d and m are stored as fp16 (round to nearest even).
 void QuantizeRowQ8_0(const float* src, uint8_t* dst, int64_t n);
 void QuantizeRowQ4_0(const float* src, uint8_t* dst, int64_t n);
 void QuantizeRowQ4_1(const float* src, uint8_t* dst, int64_t n);
+void QuantizeRowQ5_0(const float* src, uint8_t* dst, int64_t n);
+void QuantizeRowQ5_1(const float* src, uint8_t* dst, int64_t n);
 
 // ggml's reference K-quant quantizers (ggml_kquants.cc), `n` a multiple of
 // 256, byte-identical to quantize_row_q{4,5,6}_K_ref:
@@ -120,6 +135,16 @@ void QuantizeRowQ4_1(const float* src, uint8_t* dst, int64_t n);
 void QuantizeRowQ4_K(const float* src, uint8_t* dst, int64_t n);
 void QuantizeRowQ5_K(const float* src, uint8_t* dst, int64_t n);
 void QuantizeRowQ6_K(const float* src, uint8_t* dst, int64_t n);
+
+// The importance-weighted quantizers of one row of `n` elements
+// (ggml_weighted_quants.cc, ggml_kquants.cc); `importance` holds n weights.
+void QuantizeRowQ4_0Weighted(const float* src, uint8_t* dst, int64_t n, const float* importance);
+void QuantizeRowQ4_1Weighted(const float* src, uint8_t* dst, int64_t n, const float* importance);
+void QuantizeRowQ5_0Weighted(const float* src, uint8_t* dst, int64_t n, const float* importance);
+void QuantizeRowQ5_1Weighted(const float* src, uint8_t* dst, int64_t n, const float* importance);
+void QuantizeRowQ4_KWeighted(const float* src, uint8_t* dst, int64_t n, const float* importance);
+void QuantizeRowQ5_KWeighted(const float* src, uint8_t* dst, int64_t n, const float* importance);
+void QuantizeRowQ6_KWeighted(const float* src, uint8_t* dst, int64_t n, const float* importance);
 
 // One block from codes computed elsewhere (an exporter keeping a job's own
 // codes): 32 codes plus the block's d (and m), stored as fp16.
@@ -137,6 +162,9 @@ void WriteBlockMXFP4(const uint8_t* codes, uint8_t e, uint8_t* dst);
 //   Q4_0: 32 elements, {fp16 d; u8 qs[16]}, x = (nibble - 8) * d, low nibbles
 //         first (elements 0..15), then high nibbles (16..31).
 //   Q4_1: 32 elements, {fp16 d, m; u8 qs[16]}, x = nibble * d + m.
+//   Q5_0: 32 elements, {fp16 d; u8 qh[4]; u8 qs[16]}, x = (q - 16) * d with
+//         q's low nibble as in Q4_0 and its fifth bit in bit j of qh.
+//   Q5_1: 32 elements, {fp16 d, m; u8 qh[4]; u8 qs[16]}, x = q * d + m.
 //   Q8_0: 32 elements, {fp16 d; i8 qs[32]}, x = q * d.
 //   Q4_K: 256 elements, {fp16 d, dmin; u8 scales[12]; u8 qs[128]}: eight
 //         sub-blocks of 32 with 6-bit scales and mins.
@@ -146,6 +174,8 @@ void WriteBlockMXFP4(const uint8_t* codes, uint8_t e, uint8_t* dst);
 //         2^(e-128) with kvalues the doubled e2m1 values (ggml-common.h).
 void DequantizeRowQ4_0(const uint8_t* src, float* dst, int64_t n);
 void DequantizeRowQ4_1(const uint8_t* src, float* dst, int64_t n);
+void DequantizeRowQ5_0(const uint8_t* src, float* dst, int64_t n);
+void DequantizeRowQ5_1(const uint8_t* src, float* dst, int64_t n);
 void DequantizeRowQ8_0(const uint8_t* src, float* dst, int64_t n);
 void DequantizeRowQ4_K(const uint8_t* src, float* dst, int64_t n);
 void DequantizeRowQ6_K(const uint8_t* src, float* dst, int64_t n);

@@ -293,13 +293,11 @@ TEST(GgmlTypesTest, Mxfp4MatchesTheMxDefinition) {
   }
 }
 
-// The K-quant quantizers against blocks ggml's own reference quantizers
-// wrote for the same floats (testdata/kquants_golden.txt: provenance in its
-// header, generator in kquants_golden.c): byte for byte. Dequantized, each
-// type's error is what its bit width allows.
-TEST(GgmlTypesTest, KQuantsAreByteIdenticalToGgmlsReferenceQuantizers) {
+// kquants_golden.c's 512 floats: xorshift32 in [-1, 1), every 97th scaled
+// by 8.
+std::vector<float> GoldenInput() {
   std::vector<float> x(512);
-  uint32_t s = 12345u;  // kquants_golden.c's generator
+  uint32_t s = 12345u;
   for (size_t i = 0; i < x.size(); ++i) {
     s ^= s << 13;
     s ^= s >> 17;
@@ -308,14 +306,39 @@ TEST(GgmlTypesTest, KQuantsAreByteIdenticalToGgmlsReferenceQuantizers) {
     if (i % 97 == 0) v *= 8.0f;
     x[i] = v;
   }
+  return x;
+}
+
+// testdata/kquants_golden.txt: name -> the blocks ggml wrote, in hex.
+std::map<std::string, std::string> GoldenBlocks() {
   std::ifstream in("worker/io/gguf/testdata/kquants_golden.txt");
-  ASSERT_TRUE(in.good());
   std::map<std::string, std::string> golden;
   for (std::string line; std::getline(in, line);) {
     if (line.empty() || line[0] == '#') continue;
     const size_t space = line.find(' ');
     golden[line.substr(0, space)] = line.substr(space + 1);
   }
+  return golden;
+}
+
+std::string Hex(const std::vector<uint8_t>& bytes) {
+  std::string out;
+  char buf[3];
+  for (uint8_t b : bytes) {
+    std::snprintf(buf, sizeof(buf), "%02x", b);
+    out += buf;
+  }
+  return out;
+}
+
+// The K-quant quantizers against blocks ggml's own reference quantizers
+// wrote for the same floats (testdata/kquants_golden.txt: provenance in its
+// header, generator in kquants_golden.c): byte for byte. Dequantized, each
+// type's error is what its bit width allows.
+TEST(GgmlTypesTest, KQuantsAreByteIdenticalToGgmlsReferenceQuantizers) {
+  const std::vector<float> x = GoldenInput();
+  const std::map<std::string, std::string> golden = GoldenBlocks();
+  ASSERT_FALSE(golden.empty());
   const std::vector<std::pair<GgmlType, double>> types = {
       {GgmlType::kQ4_K, 0.12}, {GgmlType::kQ5_K, 0.06}, {GgmlType::kQ6_K, 0.03}};
   for (const auto& [type, max_rel_rmse] : types) {
@@ -323,15 +346,9 @@ TEST(GgmlTypesTest, KQuantsAreByteIdenticalToGgmlsReferenceQuantizers) {
     SCOPED_TRACE(name);
     std::vector<uint8_t> bytes(*GgmlRowBytes(type, 512));
     ASSERT_TRUE(QuantizeRow(type, x.data(), bytes.data(), 512).ok());
-    std::string hex;
-    char buf[3];
-    for (uint8_t b : bytes) {
-      std::snprintf(buf, sizeof(buf), "%02x", b);
-      hex += buf;
-    }
     const std::string key = "q" + name.substr(1);  // ggml's spelling: q4_K
     ASSERT_EQ(golden.count(key), 1u) << key;
-    EXPECT_EQ(hex, golden[key]);
+    EXPECT_EQ(Hex(bytes), golden.at(key));
     std::vector<float> back(512);
     ASSERT_TRUE(DequantizeRow(type, bytes.data(), back.data(), 512).ok());
     double err = 0, sig = 0;
@@ -345,14 +362,86 @@ TEST(GgmlTypesTest, KQuantsAreByteIdenticalToGgmlsReferenceQuantizers) {
             StatusCode::kInvalidArgument);
 }
 
+// The 5-bit reference quantizers and every importance-weighted one (what
+// llama.cpp runs with an imatrix) against the blocks ggml wrote for the same
+// floats and importance (kquants_golden.txt): byte for byte.
+TEST(GgmlTypesTest, WeightedQuantizersAreByteIdenticalToGgmls) {
+  const std::vector<float> x = GoldenInput();
+  std::vector<float> importance(256);
+  for (int j = 0; j < 256; ++j) importance[j] = 0.25f + static_cast<float>(j * 37 % 17) / 8.0f;
+  const std::map<std::string, std::string> golden = GoldenBlocks();
+  ASSERT_FALSE(golden.empty());
+  for (GgmlType type : {GgmlType::kQ5_0, GgmlType::kQ5_1}) {
+    std::vector<uint8_t> bytes(*GgmlRowBytes(type, 512));
+    ASSERT_TRUE(QuantizeRow(type, x.data(), bytes.data(), 512).ok());
+    std::string key = GetGgmlTypeTraits(type).name;
+    key[0] = 'q';
+    EXPECT_EQ(Hex(bytes), golden.at(key)) << key;
+  }
+  for (GgmlType type : {GgmlType::kQ4_0, GgmlType::kQ4_1, GgmlType::kQ5_0, GgmlType::kQ5_1,
+                        GgmlType::kQ4_K, GgmlType::kQ5_K, GgmlType::kQ6_K}) {
+    std::vector<uint8_t> bytes(*GgmlRowBytes(type, 512));
+    ASSERT_TRUE(QuantizeRows(type, x.data(), bytes.data(), 2, 256, importance.data()).ok());
+    std::string key = std::string("w_") + GetGgmlTypeTraits(type).name;
+    key[2] = 'q';
+    EXPECT_EQ(Hex(bytes), golden.at(key)) << key;
+    // The weights change the blocks (not merely pass through).
+    std::vector<uint8_t> plain(bytes.size());
+    ASSERT_TRUE(QuantizeRow(type, x.data(), plain.data(), 512).ok());
+    EXPECT_NE(plain, bytes) << key;
+  }
+  // Types ggml quantizes without importance ignore it; null importance is
+  // QuantizeRow.
+  std::vector<uint8_t> a(*GgmlRowBytes(GgmlType::kQ8_0, 512)), b(a.size());
+  ASSERT_TRUE(QuantizeRows(GgmlType::kQ8_0, x.data(), a.data(), 2, 256, importance.data()).ok());
+  ASSERT_TRUE(QuantizeRow(GgmlType::kQ8_0, x.data(), b.data(), 512).ok());
+  EXPECT_EQ(a, b);
+  ASSERT_TRUE(QuantizeRows(GgmlType::kQ4_K, x.data(), a.data(), 2, 256, nullptr).ok());
+  EXPECT_EQ(QuantizeRows(GgmlType::kQ4_K, x.data(), a.data(), 2, 255, importance.data()).code(),
+            StatusCode::kInvalidArgument);
+}
+
 TEST(GgmlTypesTest, UnsupportedTypesAreRefusedByName) {
-  std::vector<uint8_t> b(22);
-  std::vector<float> y(32);
-  Status s = DequantizeRow(GgmlType::kQ5_0, b.data(), y.data(), 32);
+  std::vector<uint8_t> b(84);
+  std::vector<float> y(256);
+  Status s = DequantizeRow(GgmlType::kQ2_K, b.data(), y.data(), 256);
   EXPECT_EQ(s.code(), StatusCode::kUnimplemented);
-  EXPECT_NE(s.message().find("Q5_0"), std::string::npos);
+  EXPECT_NE(s.message().find("Q2_K"), std::string::npos);
   EXPECT_EQ(DequantizeRow(GgmlType::kQ8_0, b.data(), y.data(), 31).code(),
             StatusCode::kInvalidArgument);
+}
+
+// Q5_0 and Q5_1 keep every code's fifth bit: a block holding each of the 32
+// codes once comes back exactly, and the bytes are where ggml puts them.
+TEST(GgmlTypesTest, FiveBitBlocksKeepAllThirtyTwoCodes) {
+  std::vector<float> x(32), y(32);
+  // Q5_0: element j is (j - 16) / 8; the largest magnitude is -2 (j = 0),
+  // so d = -2 / -16 = 0.125 and element j gets code j.
+  for (int j = 0; j < 32; ++j) x[j] = static_cast<float>(j - 16) / 8.0f;
+  std::vector<uint8_t> q(*GgmlRowBytes(GgmlType::kQ5_0, 32));
+  ASSERT_EQ(q.size(), 22u);
+  ASSERT_TRUE(QuantizeRow(GgmlType::kQ5_0, x.data(), q.data(), 32).ok());
+  EXPECT_EQ(Fp16ToFp32(static_cast<uint16_t>(q[0] | q[1] << 8)), 0.125f);
+  // qh: codes 16..31 have the fifth bit, i.e. bits 16..31 of the word.
+  EXPECT_EQ(q[2], 0x00);
+  EXPECT_EQ(q[3], 0x00);
+  EXPECT_EQ(q[4], 0xFF);
+  EXPECT_EQ(q[5], 0xFF);
+  EXPECT_EQ(q[6], 0x00);       // elements 0 and 16: low nibbles 0 and 0
+  EXPECT_EQ(q[6 + 15], 0xFF);  // elements 15 and 31: low nibbles 15 and 15
+  ASSERT_TRUE(DequantizeRow(GgmlType::kQ5_0, q.data(), y.data(), 32).ok());
+  EXPECT_EQ(x, y);
+
+  // Q5_1: min -1, max 2.875 -> d = 0.125, m = -1; element j gets code j.
+  for (int j = 0; j < 32; ++j) x[j] = -1.0f + static_cast<float>(j) / 8.0f;
+  q.assign(*GgmlRowBytes(GgmlType::kQ5_1, 32), 0);
+  ASSERT_EQ(q.size(), 24u);
+  ASSERT_TRUE(QuantizeRow(GgmlType::kQ5_1, x.data(), q.data(), 32).ok());
+  EXPECT_EQ(Fp16ToFp32(static_cast<uint16_t>(q[0] | q[1] << 8)), 0.125f);
+  EXPECT_EQ(Fp16ToFp32(static_cast<uint16_t>(q[2] | q[3] << 8)), -1.0f);
+  EXPECT_EQ(q[4] | q[5] << 8 | q[6] << 16 | static_cast<uint32_t>(q[7]) << 24, 0xFFFF0000u);
+  ASSERT_TRUE(DequantizeRow(GgmlType::kQ5_1, q.data(), y.data(), 32).ok());
+  EXPECT_EQ(x, y);
 }
 
 // Values on a block's grid come back exactly; off-grid values land on the

@@ -5,9 +5,9 @@
 //   gcc -O2 -std=c11 -Iinclude -Isrc -c src/ggml-quants.c
 //   gcc -O2 -Iinclude -Isrc kquants_golden.c ggml-quants.o -lm -o kquants_golden
 //   ./kquants_golden
-// ggml-quants.o refers to four functions of ggml.c that the reference
-// quantizers never call; they are defined at the end of this file so that
-// ggml.c need not be built.
+// ggml-quants.o refers to four functions of ggml.c; they are defined at the
+// end of this file (ggml_row_size for the types used, the others abort) so
+// that ggml.c need not be built.
 #include <stdio.h>
 #include <stdlib.h>
 #include <stdint.h>
@@ -15,6 +15,12 @@
 #include "ggml.h"
 #include "ggml-quants.h"
 #include "ggml-common.h"
+static void Hex(const char* name, const void* p, size_t n) {
+  printf("%s ", name);
+  for (size_t i = 0; i < n; ++i) printf("%02x", ((const unsigned char*)p)[i]);
+  printf("\n");
+}
+
 int main(void) {
   enum { K = 512 };
   static float x[K];
@@ -35,15 +41,51 @@ int main(void) {
     for (size_t i = 0; i < sz[t]; ++i) printf("%02x", ptr[t][i]);
     printf("\n");
   }
+  static block_q5_0 q50[K / 32]; static block_q5_1 q51[K / 32];
+  quantize_row_q5_0_ref(x, q50, K); quantize_row_q5_1_ref(x, q51, K);
+  Hex("q5_0", q50, sizeof(q50)); Hex("q5_1", q51, sizeof(q51));
+  // The importance-weighted quantizers (an imatrix's per-column weights) on
+  // two rows of 256: importance j of a row is 0.25 + (j * 37 % 17) / 8.
+  static float imatrix[K / 2];
+  for (int j = 0; j < K / 2; ++j) imatrix[j] = 0.25f + (float)(j * 37 % 17) / 8.0f;
+  static unsigned char buf[K * 2];
+  const struct { const char* name; enum ggml_type type; } weighted[] = {
+      {"w_q4_0", GGML_TYPE_Q4_0}, {"w_q4_1", GGML_TYPE_Q4_1}, {"w_q5_0", GGML_TYPE_Q5_0},
+      {"w_q5_1", GGML_TYPE_Q5_1}, {"w_q4_K", GGML_TYPE_Q4_K}, {"w_q5_K", GGML_TYPE_Q5_K},
+      {"w_q6_K", GGML_TYPE_Q6_K}};
+  for (int t = 0; t < 7; ++t) {
+    size_t n = 0;
+    switch (weighted[t].type) {
+      case GGML_TYPE_Q4_0: n = quantize_q4_0(x, buf, 2, K / 2, imatrix); break;
+      case GGML_TYPE_Q4_1: n = quantize_q4_1(x, buf, 2, K / 2, imatrix); break;
+      case GGML_TYPE_Q5_0: n = quantize_q5_0(x, buf, 2, K / 2, imatrix); break;
+      case GGML_TYPE_Q5_1: n = quantize_q5_1(x, buf, 2, K / 2, imatrix); break;
+      case GGML_TYPE_Q4_K: n = quantize_q4_K(x, buf, 2, K / 2, imatrix); break;
+      case GGML_TYPE_Q5_K: n = quantize_q5_K(x, buf, 2, K / 2, imatrix); break;
+      default: n = quantize_q6_K(x, buf, 2, K / 2, imatrix); break;
+    }
+    Hex(weighted[t].name, buf, n);
+  }
   return 0;
 }
 
-// ggml.c's, for the linker only: the K-quant reference quantizers call none.
+// ggml.c's, for the linker: the quantizers call only ggml_row_size.
 void ggml_abort(const char* file, int line, const char* fmt, ...) {
   (void)fmt;
   fprintf(stderr, "ggml_abort at %s:%d\n", file, line);
   abort();
 }
-size_t ggml_row_size(enum ggml_type type, int64_t ne) { (void)type; (void)ne; abort(); }
+size_t ggml_row_size(enum ggml_type type, int64_t ne) {
+  switch (type) {  // the types quantize_q*_* above ask for
+    case GGML_TYPE_Q4_0: return ne / 32 * 18;
+    case GGML_TYPE_Q4_1: return ne / 32 * 20;
+    case GGML_TYPE_Q5_0: return ne / 32 * 22;
+    case GGML_TYPE_Q5_1: return ne / 32 * 24;
+    case GGML_TYPE_Q4_K: return ne / 256 * 144;
+    case GGML_TYPE_Q5_K: return ne / 256 * 176;
+    case GGML_TYPE_Q6_K: return ne / 256 * 210;
+    default: abort();
+  }
+}
 size_t ggml_type_size(enum ggml_type type) { (void)type; abort(); }
 const char* ggml_type_name(enum ggml_type type) { (void)type; abort(); }

@@ -1,0 +1,129 @@
+#!/usr/bin/env bash
+# llama.cpp peer check of quantd's GGUF recipes (--gguf-type), through the
+# public CLI (quantd-quantize) on stories260K and on a random checkpoint
+# whose widths are multiples of 256 (stories260K's 64 and 172 only reach
+# llama.cpp's fallback types):
+#  1. llama.cpp's own quantizer (llama_model_quantize, node-llama-cpp's
+#     libllama) makes the same recipe of quantd's F32 GGUF of the model; its
+#     file must hold the same tensors, types and bytes as quantd's
+#     (llama_quantize_check). Jobs with calibration data quantize with an
+#     importance matrix and write it as imatrix.gguf; llama.cpp then
+#     quantizes with that file and must again write the same bytes;
+#  2. llama.cpp's perplexity of quantd's file on the job's evaluation windows
+#     must be within 0.5% of the job's own (gguf_export_peer_check.mjs);
+#  3. on held-out text, stories260K's Q4_K_M and Q4_K_S files quantized with
+#     the importance matrix must score a lower perplexity in llama.cpp than
+#     those quantized without;
+#  4. a recipe whose types cannot hold stories260K's 172-wide rows fails the
+#     job with FAILED_PRECONDITION, as llama-quantize refuses the file.
+set -euo pipefail
+runfiles="${TEST_SRCDIR:-$PWD/..}/${TEST_WORKSPACE:-quantd}"
+cd "$runfiles"
+peers_dir="$(dirname "$(readlink -f tests/peers/package.json)")"
+bash "$peers_dir/setup.sh"
+libs="$peers_dir/node_modules/@node-llama-cpp/linux-x64/bins/linux-x64"
+out="${TEST_TMPDIR:-$(mktemp -d)}/gguf_recipe_peer"
+rm -rf "$out" && mkdir -p "$out"
+BIN=worker/cli/quantd-quantize
+TEXT=tests/data/tinystories-sample.txt
+PY=/usr/bin/python3
+fail() { echo "FAIL: $*" >&2; exit 1; }
+
+# Calibration text held out from the evaluation: the second half of the
+# sample (the evaluation windows come from its first 30 KB).
+CALIB="$out/calib.txt"
+tail -c +100001 "$TEXT" >"$CALIB"
+
+# A Llama of 256-multiple widths with stories260K's tokenizer (vocab 512).
+rand="$out/random256"
+worker/models/make_random_checkpoint --out="$rand" --layers=4 --hidden=256 --intermediate=768 \
+  --heads=4 --kv_heads=2 --vocab=512 --dtype=f32 --seed=7 >/dev/null
+cp models/stories260K/tokenizer.model "$rand/"
+
+# llama_ftype numbers (llama.h) of the recipes checked.
+declare -A FTYPE=([F32]=0 [F16]=1 [Q4_0]=2 [Q8_0]=7 [Q5_1]=9 [Q4_K_S]=14 [Q4_K_M]=15
+                  [Q5_K_S]=16 [Q5_K_M]=17 [Q6_K]=18)
+# Evaluation windows of 128 tokens: 24 where stories260K's perplexity with
+# and without the imatrix is compared, 4 elsewhere (there the perplexity
+# only checks the file's computation in llama.cpp; scoring every position in
+# llama.cpp is the slow part of this test).
+COMPARED="Q4_K_M Q4_K_S Q5_K_M"
+windows() {  # model recipe
+  if [ "$1" = stories260K ] && [[ " $COMPARED " == *" $2 "* ]]; then echo 24; else echo 4; fi
+}
+run_job() {  # model_dir model name recipe [eval|imatrix]
+  local args=(--model "$1" --gguf-type "$4" --format gguf --output "$out/$2/$3"
+              --data-dir "$out/data" --threads 2 -o json)
+  case "${5:-}" in
+    eval) args+=(--eval "$TEXT" --n-ctx 128 --eval-windows "$(windows "$2" "$4")") ;;
+    imatrix) args+=(--eval "$TEXT" --n-ctx 128 --eval-windows "$(windows "$2" "$4")"
+                    --calib "$CALIB" --calib-samples 64 --calib-seq-len 128) ;;
+    *) args+=(--no-eval) ;;
+  esac
+  "$BIN" "${args[@]}" >"$out/$2/$3.json" 2>"$out/$2/$3.err"
+}
+
+echo '{"models": []}' >"$out/manifest.json"
+for model in stories260K random256; do
+  dir=models/stories260K; [ "$model" = random256 ] && dir="$rand"
+  mkdir -p "$out/$model"
+  recipes="Q4_K_M Q4_K_S Q5_K_M Q5_K_S Q6_K F16 Q4_K_M+imatrix Q4_K_S+imatrix Q5_K_M+imatrix"
+  [ "$model" = random256 ] &&
+    recipes="Q4_K_M Q4_K_S Q5_K_M Q5_K_S Q6_K Q8_0 Q4_0 Q5_1 Q4_K_M+imatrix Q6_K+imatrix Q4_0+imatrix"
+  run_job "$dir" "$model" F32 F32 || { cat "$out/$model/F32.err"; fail "$model F32 job"; }
+  for n in 4 24; do
+    tests/peers/eval_windows "$dir" "$TEXT" 128 "$n" >"$out/$model/windows$n.json"
+  done
+  for name in $recipes; do
+    r="${name%+imatrix}"
+    mode=eval imatrix=()
+    if [ "$r" != "$name" ]; then mode=imatrix imatrix=("$out/$model/$name/imatrix.gguf"); fi
+    run_job "$dir" "$model" "$name" "$r" "$mode" || { cat "$out/$model/$name.err"; fail "$model $name job"; }
+    echo "== $model $name: llama_model_quantize of quantd's F32 GGUF vs quantd's $name"
+    # llama.cpp logs every tensor it converts: kept aside unless it fails.
+    tests/peers/llama_quantize_check "$libs" "$out/$model/F32/model.gguf" "${FTYPE[$r]}" \
+      "$out/$model/$name/model.gguf" "$out/$model/llama-$name.gguf" "${imatrix[@]}" \
+      2>"$out/$model/llama-$name.log" ||
+      { cat "$out/$model/llama-$name.log"; fail "$model $name differs from llama.cpp's"; }
+    "$PY" - "$out/manifest.json" "$out/$model/$name.json" "$out/$model/$name/model.gguf" \
+      "$out/$model/windows$(windows "$model" "$r").json" "$model $name" <<'PYEOF'
+import json, sys
+manifest_path, run_path, gguf, windows_path, name = sys.argv[1:]
+job = json.loads([l for l in open(run_path).read().splitlines() if l.strip()][-1])
+assert job["state"] == "SUCCEEDED", job.get("state")
+ppl = job["result"]["metrics"]["quantizedPerplexity"]
+manifest = json.load(open(manifest_path))
+windows = json.load(open(windows_path))
+manifest["models"].append({"name": name, "gguf": gguf, "engine_ppl": ppl["perplexity"],
+                           "tokens": int(ppl["protocol"]["tokens"]), "windows": windows})
+json.dump(manifest, open(manifest_path, "w"))
+PYEOF
+  done
+done
+
+# 4. Q8_0 has no fallback for 172-wide rows: the job fails before any work.
+if run_job models/stories260K stories260K Q8_0 Q8_0; then fail "stories260K Q8_0 succeeded"; fi
+"$PY" - "$out/stories260K/Q8_0.json" <<'PYEOF' || { cat "$out/stories260K/Q8_0.err"; fail "Q8_0 refusal"; }
+import json, sys
+job = json.loads([l for l in open(sys.argv[1]).read().splitlines() if l.strip()][-1])
+err = job["error"]
+assert job["state"] == "FAILED" and err["code"] == 9, (job["state"], err["code"])  # FAILED_PRECONDITION
+assert "blk.0.ffn_down.weight: rows of 172 are not whole Q8_0 blocks of 32" in err["message"], err
+fields = [v["field"] for d in err["details"] for v in d.get("fieldViolations", [])]
+assert fields == ["blk.%d.ffn_down.weight" % i for i in range(5)], fields
+print("stories260K Q8_0 refused as llama-quantize refuses it: " + err["message"])
+PYEOF
+
+node "$(readlink -f tests/peers/gguf_export_peer_check.mjs)" "$out/manifest.json" 0.005 \
+  "$out/llama_ppl.json"
+# 3. The importance matrix lowers llama.cpp's perplexity on held-out text.
+"$PY" - "$out/llama_ppl.json" <<'PYEOF'
+import json, sys
+ppl = json.load(open(sys.argv[1]))
+for recipe in ("Q4_K_M", "Q4_K_S", "Q5_K_M"):  # COMPARED
+    plain, weighted = ppl["stories260K " + recipe], ppl["stories260K " + recipe + "+imatrix"]
+    print("stories260K %s in llama.cpp: %.5f without the imatrix, %.5f with it (%+.3f%%)"
+          % (recipe, plain, weighted, 100 * (weighted / plain - 1)))
+    if recipe != "Q5_K_M":  # the 4-bit recipes: the gain the imatrix is for
+        assert weighted < plain, recipe
+PYEOF
