@@ -10,7 +10,8 @@
 #     importance matrix and write it as imatrix.gguf; llama.cpp then
 #     quantizes with that file and must again write the same bytes;
 #  2. llama.cpp's perplexity of quantd's file on the job's evaluation windows
-#     must be within 0.5% of the job's own (gguf_export_peer_check.mjs);
+#     must be within 0.5% of the job's own (gguf_export_peer_check.mjs; every
+#     stories260K file, three of the random model's);
 #  3. on held-out text, stories260K's Q4_K_M and Q4_K_S files quantized with
 #     the importance matrix must score a lower perplexity in llama.cpp than
 #     those quantized without;
@@ -85,6 +86,9 @@ for model in stories260K random256; do
       "$out/$model/$name/model.gguf" "$out/$model/llama-$name.gguf" "${imatrix[@]}" \
       2>"$out/$model/llama-$name.log" ||
       { cat "$out/$model/llama-$name.log"; fail "$model $name differs from llama.cpp's"; }
+    # llama.cpp scores every stories260K file and three of the random model's
+    # (its other files are byte-identical to llama.cpp's own, checked above).
+    if [ "$model" = random256 ] && [[ " Q4_K_M Q6_K Q4_0+imatrix " != *" $name "* ]]; then continue; fi
     "$PY" - "$out/manifest.json" "$out/$model/$name.json" "$out/$model/$name/model.gguf" \
       "$out/$model/windows$(windows "$model" "$r").json" "$model $name" <<'PYEOF'
 import json, sys
