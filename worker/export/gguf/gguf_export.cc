@@ -210,6 +210,7 @@ struct MappedTensor {
   std::string hf_name;
   TensorNameMapping mapping;
   std::vector<int64_t> ne;
+  std::vector<int64_t> hf_shape;  // the checkpoint's shape
 };
 
 StatusOr<std::vector<MappedTensor>> MapTensors(const ModelShape& shape,
@@ -233,8 +234,8 @@ StatusOr<std::vector<MappedTensor>> MapTensors(const ModelShape& shape,
     if (mapping->change == LayoutChange::kTranspose && torch_shape.size() == 2) {
       std::swap(torch_shape[0], torch_shape[1]);
     }
-    out.push_back(
-        {hf_name, *mapping, std::vector<int64_t>(torch_shape.rbegin(), torch_shape.rend())});
+    out.push_back({hf_name, *mapping,
+                   std::vector<int64_t>(torch_shape.rbegin(), torch_shape.rend()), info->shape});
   }
   return out;
 }
@@ -290,14 +291,11 @@ Status WriteGgufFromHf(const std::string& config_json, const io::TensorSource& w
     const std::string& hf_name = m.hf_name;
     const TensorNameMapping& mapping = m.mapping;
     const std::vector<int64_t>& ne = m.ne;
-    const io::TensorInfo* info = weights.Find(hf_name);
-    if (!info)
-      return NotFoundError("tensor " + hf_name + " vanished from " + weights.Description());
     GgmlType type = ne.size() >= 2 ? options.weight_type : GgmlType::kF32;
     std::function<Status(const GgufLayoutFn&, std::vector<uint8_t>*)> encode;
     if (options.tensor_encoding) {
       QD_ASSIGN_OR_RETURN(std::optional<GgufTensorEncoding> custom,
-                          options.tensor_encoding(hf_name, info->shape));
+                          options.tensor_encoding(hf_name, m.hf_shape));
       if (custom) {
         type = custom->type;
         encode = custom->encode;
