@@ -4,10 +4,12 @@
 // computes with what the engine (QuantizedModelRunner) computes.
 //
 // Models: int8 W8A8 static (per-channel int8 weights, static per-tensor int8
-// inputs; opset 13), FP8 W8A8 static with an FP8 KV cache (opset 19), and
-// uint4 per-group(4) weight-only (blocked DequantizeLinear, opset 21), on
-// two windows of 48 tokens of the evaluation text (calibration: four
-// windows of 64 from its end).
+// inputs; opset 13), FP8 W8A8 static with an FP8 KV cache (opset 19),
+// uint4 per-group(4) weight-only (blocked DequantizeLinear, opset 21), uint4
+// per-group(32) weight-only but down_proj (MatMulNBits) and float, on two
+// windows of 48 tokens of the evaluation text (calibration: four windows of
+// 64 from its end). Checks a-d below are at onnxruntime's level "basic";
+// the generation checks e-g (JudgeGeneration) at its default level.
 //
 // Why the activation codes are pinned. A static activation quantizer is a
 // step function: a value within float rounding of a rounding boundary
@@ -80,9 +82,10 @@
 #include <fstream>
 #include <functional>
 #include <iostream>
+#include <limits>
 #include <map>
-#include <set>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <sstream>
 
 #include "tests/peers/onnx_graph_edit.h"
@@ -110,6 +113,14 @@ using quant::QuantSpec;
 constexpr char kModel[] = "models/stories260K";
 constexpr char kText[] = "tests/data/tinystories-sample.txt";
 constexpr int64_t kSeq = 48;
+// Generation checks: kGenerate greedy tokens after a prompt of kPrompt; a
+// batch of prompts of kPaddedShort and kPaddedLong tokens (the first
+// left-padded), kPaddedSteps tokens each.
+constexpr int64_t kPrompt = 8;
+constexpr int64_t kGenerate = 40;
+constexpr int64_t kPaddedShort = 9;
+constexpr int64_t kPaddedLong = 16;
+constexpr int64_t kPaddedSteps = 8;
 // Bounds of a and c above, relative to the largest magnitude.
 constexpr double kTolerance = 1e-3;
 // b: distance of x from the midpoint of two quantized values, in float32
@@ -154,6 +165,10 @@ struct PeerCase {
   exporter::QuarkLayerSpecs global;
   std::optional<QuantSpec> kv_cache;
   bool may_lack_kernel = false;  // onnxruntime may not implement the ops on CPU
+  std::vector<std::string> exclude = {"lm_head"};  // left in float
+  // MatMulNBits nodes onnxruntime's default level must make of the blocked
+  // int4 DequantizeLinear -> MatMul pairs (-1: not checked).
+  int matmul_nbits = -1;
 };
 
 // One static activation quantizer of the job and its QuantizeLinear /
@@ -175,6 +190,7 @@ struct Variant {
   std::string onnx, probe_onnx, dir;
   std::vector<Probe> probes;
   std::vector<std::string> structure_errors;  // check d
+  bool generation = false;                    // the export itself: also the generation checks
 };
 
 struct CaseState {
@@ -210,21 +226,33 @@ StatusOr<std::vector<Probe>> AddProbes(const exporter::QuantizedModel& model,
   auto add_output = [&](const std::string& name) {
     if (added.insert(name).second) graph.AddOutput(name, kFloatOnnx);
   };
+  // The node of that name and op type with inputs and outputs, or null.
+  auto node = [&](const std::string& name, const std::string& op) -> const OnnxNode* {
+    auto it = by_name.find(name);
+    if (it == by_name.end() || it->second->op_type != op || it->second->inputs.empty() ||
+        it->second->outputs.empty())
+      return nullptr;
+    return it->second;
+  };
   for (Probe& p : probes) {
     const std::string prefix = "/" + p.module + (p.output ? "/output" : "/input");
-    auto q = by_name.find(prefix + "/QuantizeLinear");
-    auto dq = by_name.find(prefix + "/DequantizeLinear");
-    if (q == by_name.end() || dq == by_name.end() || q->second->op_type != "QuantizeLinear" ||
-        dq->second->op_type != "DequantizeLinear" || q->second->inputs.empty() ||
-        q->second->outputs.empty() || dq->second->inputs.empty() ||
-        dq->second->outputs.empty() || dq->second->inputs[0] != q->second->outputs[0]) {
+    const OnnxNode* q = node(prefix + "/QuantizeLinear", "QuantizeLinear");
+    const OnnxNode* dq = node(prefix + "/DequantizeLinear", "DequantizeLinear");
+    if (q != nullptr && dq != nullptr && dq->inputs[0] == q->outputs[0]) {
+      matched[q->name] = true;
+      p.x = q->inputs[0];
+      p.dq = dq->outputs[0];
+    } else if (const OnnxNode* div = node(prefix + "/Div", "Div"),
+               *mul = node(prefix + "/DequantizeMul", "Mul");
+               div != nullptr && mul != nullptr) {
+      // The FP8 output quantizer's form: x / scale -> Cast -> Cast -> * scale.
+      p.x = div->inputs[0];
+      p.dq = mul->outputs[0];
+    } else {
       errors->push_back("the engine quantizes the " + p.Key() +
                         "; the graph has no QuantizeLinear -> DequantizeLinear pair for it");
       continue;
     }
-    matched[q->first] = true;
-    p.x = q->second->inputs[0];
-    p.dq = dq->second->outputs[0];
     p.in_graph = true;
     add_output(p.x);
     add_output(p.dq);
@@ -320,7 +348,7 @@ Status WriteCase(CaseState& s, const at::Tensor& calibration, const at::Tensor& 
   const PeerCase& c = s.c;
   json cfg = {{"quant_method", "quark"},
               {"global_quant_config", exporter::QuarkLayerJson(c.global)},
-              {"exclude", {"lm_head"}}};
+              {"exclude", c.exclude}};
   if (c.kv_cache) {
     exporter::QuarkLayerSpecs kv = c.global;
     kv.output = c.kv_cache;
@@ -360,6 +388,7 @@ Status WriteCase(CaseState& s, const at::Tensor& calibration, const at::Tensor& 
       QD_RETURN_IF_ERROR(WriteFile(v.onnx, graph.Serialize()));
     }
     QD_ASSIGN_OR_RETURN(v.probes, AddProbes(*s.model, graph, &v.structure_errors));
+    v.generation = !mutation;
     v.probe_onnx = v.dir + "/probe.onnx";
     QD_RETURN_IF_ERROR(WriteFile(v.probe_onnx, graph.Serialize()));
     s.variants.push_back(std::move(v));
@@ -606,6 +635,120 @@ StatusOr<Verdict> Judge(const CaseState& s, const Variant& v, const at::Tensor& 
   return verdict;
 }
 
+bool HasActivationQuantizers(const exporter::QuantizedModel& model) {
+  for (const exporter::QuantizedLayer& l : model.layers())
+    if (l.input || l.output) return true;
+  return false;
+}
+
+// The largest |a - b| of each row of [..., V] tensors, relative to the
+// row's largest |b|; the worst over rows.
+double WorstRow(const at::Tensor& a, const at::Tensor& b) {
+  const at::Tensor x = a.to(at::kDouble).reshape({-1, a.size(-1)});
+  const at::Tensor y = b.to(at::kDouble).reshape({-1, b.size(-1)});
+  return ((x - y).abs().amax(1) / y.abs().amax(1).clamp_min(1e-30)).max().item<double>();
+}
+
+// The generation checks of an export (run at onnxruntime's default
+// optimization level):
+//  e. default level: its logits on the evaluation windows against the same
+//     model's at "basic";
+//  f. greedy generation with the cache: each token onnxruntime chose is the
+//     engine's greedy choice on the same prefix (the engine runs the whole
+//     generated sequence once, without a cache), or a near tie: within
+//     kTolerance of the engine's largest logit at that step, where float
+//     rounding may decide; the logits each token was chosen from against
+//     the engine's;
+//  g. padding: each prompt decoded in a left-padded batch against the same
+//     prompt decoded alone, step by step until the chosen tokens differ.
+// Logits are bounded as in c (float32 rounding, 2.2e-4) where the model has
+// no static activation quantizer. With one, an unpinned code can flip on
+// any path whose GEMMs sum in another order (the cache's single-token steps,
+// another batch size, fused kernels): those logits are printed, not judged,
+// and the tokens are judged with the near-tie rule.
+Status JudgeGeneration(const CaseState& s, const Variant& v, const json& result,
+                       const json& generation, Verdict* verdict) {
+  const bool continuous = !HasActivationQuantizers(*s.model);
+  std::ostringstream f;
+  auto judge = [&](const std::string& what, double worst) {
+    const bool judged = continuous;
+    if (judged && worst > kTolerance)
+      verdict->failures.push_back(what + ": " + Sci(worst) + " of max |logit| (bound " +
+                                  Sci(kTolerance) + ")");
+    f << what << " within " << Sci(worst) << (judged ? "" : " (not judged)") << "; ";
+  };
+  QD_ASSIGN_OR_RETURN(at::Tensor basic, ReadOutput(v.dir, result.at("export_logits")));
+  QD_ASSIGN_OR_RETURN(at::Tensor fused, ReadOutput(v.dir, result.at("default_logits")));
+  judge("default level vs basic", WorstRow(fused, basic));
+
+  // f: the engine on the prompt and every generated token but the last.
+  const std::vector<int64_t> prompt = generation.at("prompt").get<std::vector<int64_t>>();
+  const std::vector<int64_t> tokens = result.at("generated").get<std::vector<int64_t>>();
+  std::vector<int64_t> sequence = prompt;
+  sequence.insert(sequence.end(), tokens.begin(), tokens.end() - 1);
+  const int64_t p = static_cast<int64_t>(prompt.size());
+  const int64_t n = static_cast<int64_t>(tokens.size());
+  QD_ASSIGN_OR_RETURN(at::Tensor engine_all,
+                      s.runner->Forward(at::tensor(sequence, at::kLong).reshape({1, -1})));
+  const at::Tensor engine = engine_all[0].slice(0, p - 1, p - 1 + n).to(at::kDouble);
+  QD_ASSIGN_OR_RETURN(at::Tensor ort, ReadOutput(v.dir, result.at("generated_logits")));
+  int64_t equal = 0, ties = 0;
+  double smallest_gap = std::numeric_limits<double>::infinity();
+  for (int64_t k = 0; k < n; ++k) {
+    const at::Tensor r = engine[k];
+    const int64_t best = r.argmax().item<int64_t>();
+    const double max_abs = r.abs().max().item<double>();
+    const at::Tensor top2 = std::get<0>(r.topk(2));
+    smallest_gap = std::min(smallest_gap, (top2[0] - top2[1]).item<double>() / max_abs);
+    if (tokens[k] == best) {
+      ++equal;
+      continue;
+    }
+    const double gap = (r[best] - r[tokens[k]]).item<double>() / max_abs;
+    if (gap <= kTolerance) {
+      ++ties;
+    } else {
+      verdict->failures.push_back("generated token " + std::to_string(k + 1) + ": onnxruntime " +
+                                  std::to_string(tokens[k]) + ", the engine " +
+                                  std::to_string(best) + " (" + Sci(gap) +
+                                  " of max |logit| better)");
+    }
+  }
+  f << "greedy " << n << " tokens with the cache: " << equal << " equal to the engine's, " << ties
+    << " near ties (smallest top-2 gap " << Sci(smallest_gap) << " of max |logit|); ";
+  judge("generation logits vs the engine", WorstRow(ort[0], engine));
+
+  // g: padded batch against each prompt alone.
+  QD_ASSIGN_OR_RETURN(at::Tensor batch, ReadOutput(v.dir, result.at("padded_batch_logits")));
+  QD_ASSIGN_OR_RETURN(at::Tensor alone, ReadOutput(v.dir, result.at("padded_alone_logits")));
+  double worst = 0;
+  int64_t compared = 0;
+  for (int64_t b = 0; b < batch.size(0); ++b) {
+    for (int64_t k = 0; k < batch.size(1); ++k) {
+      worst = std::max(worst, WorstRow(batch[b][k], alone[b][k]));
+      ++compared;
+      if (batch[b][k].argmax().item<int64_t>() != alone[b][k].argmax().item<int64_t>()) break;
+    }
+  }
+  judge("padded batch vs alone (" + std::to_string(compared) + " steps)", worst);
+
+  // What onnxruntime's default level made of the graph.
+  QD_ASSIGN_OR_RETURN(OnnxGraphEditor optimized,
+                      OnnxGraphEditor::Parse(ReadFile(v.dir + "/optimized.onnx")));
+  std::map<std::string, int> ops;
+  for (const OnnxNode& node : optimized.Nodes()) ++ops[node.op_type];
+  f << "default level runs";
+  for (const char* op : {"MatMul", "MatMulNBits", "MatMulIntegerToFloat", "QLinearMatMul",
+                         "DynamicQuantizeMatMul", "QuantizeLinear", "DequantizeLinear"})
+    if (ops.count(op)) f << " " << ops[op] << " " << op;
+  if (s.c.matmul_nbits >= 0 && ops["MatMulNBits"] != s.c.matmul_nbits)
+    verdict->failures.push_back("onnxruntime's default level made " +
+                                std::to_string(ops["MatMulNBits"]) + " MatMulNBits, expected " +
+                                std::to_string(s.c.matmul_nbits));
+  verdict->figures += ". Generation: " + f.str();
+  return OkStatus();
+}
+
 int Main(int argc, char** argv) {
   if (argc != 3) {
     std::cerr << "usage: onnx_export_peer_models OUT_DIR RUN_SCRIPT\n";
@@ -629,7 +772,7 @@ int Main(int argc, char** argv) {
   for (int64_t b = 0; b < 4; ++b)
     for (int64_t t = 0; t < 64; ++t) calibration[b][t] = text[text.size() - 1 - b * 64 - t];
 
-  std::vector<CaseState> cases(3);
+  std::vector<CaseState> cases(5);
   cases[0].c.name = "int8_w8a8_static";
   cases[0].c.global.weight = Spec(DataType::kInt8, QScheme::kPerChannel);
   cases[0].c.global.weight->ch_axis = 0;
@@ -641,7 +784,24 @@ int Main(int argc, char** argv) {
   cases[1].c.may_lack_kernel = true;
   cases[2].c.name = "uint4_g4_w4a16";
   cases[2].c.global.weight = Spec(DataType::kUInt4, QScheme::kPerGroup, 4, /*symmetric=*/false);
+  cases[3].c.name = "float";  // nothing quantized
+  // Blocks of 32 along the 64 inputs of every linear but down_proj (172
+  // inputs): the form onnxruntime's default level rewrites to MatMulNBits.
+  cases[4].c.name = "uint4_g32_matmulnbits";
+  cases[4].c.global.weight = Spec(DataType::kUInt4, QScheme::kPerGroup, 32, /*symmetric=*/false);
+  cases[4].c.exclude = {"lm_head", "*down_proj"};
+  cases[4].c.matmul_nbits = 6 * 5;
 
+  // Generation: greedy decoding from the first window's first kPrompt
+  // tokens; two prompts of different lengths padded into one batch.
+  auto prefix = [&](int64_t b, int64_t n) {
+    return std::vector<int64_t>(ids[b].data_ptr<int64_t>(), ids[b].data_ptr<int64_t>() + n);
+  };
+  const json generation = {{"prompt", prefix(0, kPrompt)},
+                           {"pad", (*tok)->eos_id()},
+                           {"steps", kGenerate},
+                           {"padded", {prefix(0, kPaddedShort), prefix(1, kPaddedLong)}},
+                           {"padded_steps", kPaddedSteps}};
   json runs = json::array();
   for (size_t i = 0; i < cases.size(); ++i) {
     Status st = WriteCase(cases[i], calibration, ids, out_dir, /*mutate=*/i == 0);
@@ -650,8 +810,9 @@ int Main(int argc, char** argv) {
       return 1;
     }
     for (const Variant& v : cases[i].variants) {
-      runs.push_back(
-          {{"name", v.name}, {"onnx", v.onnx}, {"probe_onnx", v.probe_onnx}, {"dir", v.dir}});
+      json run = {{"name", v.name}, {"onnx", v.onnx}, {"probe_onnx", v.probe_onnx}, {"dir", v.dir}};
+      if (v.generation) run["generation"] = generation;
+      runs.push_back(run);
     }
   }
   json manifest = {{"ids", json::array()}, {"runs", runs}};
@@ -673,6 +834,11 @@ int Main(int argc, char** argv) {
   for (const CaseState& s : cases) {
     for (const Variant& v : s.variants) {
       StatusOr<Verdict> verdict = Judge(s, v, ids);
+      if (verdict.ok() && verdict->ran && v.generation) {
+        const json result = json::parse(ReadFile(v.dir + "/result.json"));
+        if (Status st = JudgeGeneration(s, v, result, generation, &*verdict); !st.ok())
+          verdict = st;
+      }
       bool ok;
       std::string line;
       if (!verdict.ok()) {

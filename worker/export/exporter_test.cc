@@ -199,7 +199,7 @@ TEST_F(ExporterTest, GgufPicksQ8_0ForInt8AndReportsTheFallback) {
   EXPECT_NE(notes.find("down_proj"), std::string::npos) << notes;
 }
 
-TEST_F(ExporterTest, OnnxQdqWritesOneModelWithQdqNodes) {
+TEST_F(ExporterTest, OnnxQdqWritesTheModelWithQdqNodesAndGenaiConfig) {
   auto model = Quantize(Spec(DataType::kInt8, QScheme::kPerChannel), true);
   ASSERT_NE(model, nullptr);
   ExportOptions o;
@@ -213,7 +213,12 @@ TEST_F(ExporterTest, OnnxQdqWritesOneModelWithQdqNodes) {
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(done, total);
   ExpectDescribesDisk(r->artifact, "model.onnx");
-  ASSERT_EQ(r->artifact.files.size(), 1u);
+  std::vector<std::string> files;
+  for (const ArtifactFile& f : r->artifact.files) files.push_back(f.path);
+  EXPECT_EQ(files, (std::vector<std::string>{"NOTICE.md", "genai_config.json", "model.onnx",
+                                            "tokenizer.model"}));
+  // The rotary tables' length is genai's context length.
+  EXPECT_NE(ReadFile(out_ / "genai_config.json").find("\"context_length\": 64"), std::string::npos);
   const std::string bytes = ReadFile(out_ / "model.onnx");
   // Node op types and initializer names are plain strings in the protobuf.
   EXPECT_NE(bytes.find("QuantizeLinear"), std::string::npos);

@@ -19,7 +19,7 @@ namespace graph_proto {
 constexpr int kNode = 1, kName = 2, kInitializer = 5, kInput = 11, kOutput = 12;
 }
 namespace node_proto {
-constexpr int kInput = 1, kOutput = 2, kName = 3, kOpType = 4, kAttribute = 5;
+constexpr int kInput = 1, kOutput = 2, kName = 3, kOpType = 4, kAttribute = 5, kDomain = 7;
 }
 namespace attribute_proto {
 constexpr int kName = 1, kF = 2, kI = 3, kS = 4, kInts = 8, kType = 20;
@@ -137,9 +137,12 @@ std::string GraphBuilder::OpTo(const std::string& op_type, const std::string& na
   return AddNodeWithOutputs(op_type, name, inputs, {output}, attributes)[0];
 }
 
-std::vector<std::string> GraphBuilder::AddNodeWithOutputs(
-    const std::string& op_type, const std::string& name, const std::vector<std::string>& inputs,
-    const std::vector<std::string>& outs, const std::vector<Attribute>& attributes) {
+std::vector<std::string> GraphBuilder::AddNodeWithOutputs(const std::string& op_type,
+                                                          const std::string& name,
+                                                          const std::vector<std::string>& inputs,
+                                                          const std::vector<std::string>& outs,
+                                                          const std::vector<Attribute>& attributes,
+                                                          const std::string& domain) {
   ProtoWriter node;
   for (const auto& in : inputs) node.Bytes(node_proto::kInput, in);
   for (const auto& out : outs) node.Bytes(node_proto::kOutput, out);
@@ -166,6 +169,7 @@ std::vector<std::string> GraphBuilder::AddNodeWithOutputs(
     }
     node.Message(node_proto::kAttribute, attr);
   }
+  if (!domain.empty()) node.Bytes(node_proto::kDomain, domain);
   nodes_.push_back(std::move(node));
   return outs;
 }
@@ -238,6 +242,12 @@ StatusOr<std::string> GraphBuilder::Serialize(const ModelInfo& info,
   opset.Bytes(opset_id::kDomain, "");
   opset.Int64(opset_id::kVersion, info.opset);
   model.Message(model_proto::kOpsetImport, opset);
+  for (const auto& [domain, version] : info.domain_opsets) {
+    ProtoWriter extra;
+    extra.Bytes(opset_id::kDomain, domain);
+    extra.Int64(opset_id::kVersion, version);
+    model.Message(model_proto::kOpsetImport, extra);
+  }
   return model.data();
 }
 

@@ -77,10 +77,13 @@ class GraphBuilder {
   std::vector<std::string> AddNode(const std::string& op_type, const std::string& name,
                                    const std::vector<std::string>& inputs, int num_outputs = 1,
                                    const std::vector<Attribute>& attributes = {});
+  // `domain` empty is the default ONNX domain ("com.microsoft" for
+  // onnxruntime's contrib operators; ModelInfo::domain_opsets imports it).
   std::vector<std::string> AddNodeWithOutputs(const std::string& op_type, const std::string& name,
                                               const std::vector<std::string>& inputs,
                                               const std::vector<std::string>& outputs,
-                                              const std::vector<Attribute>& attributes);
+                                              const std::vector<Attribute>& attributes,
+                                              const std::string& domain = "");
   // Single output named `output` (for the graph's outputs).
   std::string OpTo(const std::string& op_type, const std::string& name,
                    const std::vector<std::string>& inputs, const std::string& output,
@@ -100,6 +103,8 @@ class GraphBuilder {
     std::string producer_name = "quantd";
     std::string producer_version;
     std::string doc_string;
+    // Opset imports besides the default domain's: {domain, version}.
+    std::vector<std::pair<std::string, int64_t>> domain_opsets;
   };
   // The ModelProto bytes. With `external_data_file` set, initializers of at
   // least `external_threshold` bytes are written to that file (path relative

@@ -7,8 +7,10 @@
 #include <filesystem>
 #include <limits>
 
+#include "worker/common/bounded_json.h"
 #include "worker/common/cancellation.h"
 #include "worker/export/export_support.h"
+#include "worker/export/hf/hf_files.h"
 #include "worker/export/onnx/onnx_proto.h"
 #include "worker/models/layer_shapes.h"
 #include "worker/models/transformer_ops.h"
@@ -17,8 +19,10 @@
 namespace quantd::exporter {
 
 namespace fs = std::filesystem;
+using nlohmann::json;
 using onnx::Attribute;
 using onnx::DataType;
+using onnx::Dim;
 using quant::QScheme;
 using quant::QuantSpec;
 
@@ -70,9 +74,25 @@ bool Is4Bit(const QuantSpec& s) {
   return quant::IsIntType(s.dtype) && quant::BitWidth(s.dtype) == 4;
 }
 
+// Weights written as onnxruntime's MatMulNBits (com.microsoft): 4-bit codes
+// in blocks along the input axis whose size MatMulNBits takes (a power of
+// two, at least 16). The standard form, a blocked DequantizeLinear feeding
+// MatMul, is what onnxruntime's default optimization level rewrites into
+// MatMulNBits itself, but with accuracy_level 4 (session option
+// session.qdq_matmulnbits_accuracy_level): the activations are then
+// quantized to int8 per block, and the logits moved by 1.7% of the largest
+// on stories260K (onnx_peer_test). Written directly, the node carries
+// accuracy_level 1, float32 arithmetic, at every optimization level.
+bool IsMatMulNBitsWeight(const QuantSpec& s) {
+  if (!Is4Bit(s) || s.qscheme != QScheme::kPerGroup) return false;
+  const int g = quant::EffectiveGroupSize(s);
+  return g >= 16 && (g & (g - 1)) == 0;
+}
+
 struct OpsetChoice {
   int64_t opset = 13;
   int64_t ir_version = 7;
+  bool matmul_nbits = false;  // imports com.microsoft
 };
 
 OpsetChoice ChooseOpset(const QuantizedModel& model) {
@@ -81,14 +101,21 @@ OpsetChoice ChooseOpset(const QuantizedModel& model) {
     if (quant::IsFp8Type(s.dtype)) fp8 = true;
     if (Is4Bit(s) || (weight && s.qscheme == QScheme::kPerGroup)) blocked = true;
   };
+  bool nbits = false;
   for (const QuantizedLayer& l : model.layers()) {
-    if (l.weight) visit(*l.weight, true);
+    if (l.weight) {
+      if (IsMatMulNBitsWeight(*l.weight)) {
+        nbits = true;
+      } else {
+        visit(*l.weight, true);
+      }
+    }
     if (l.input) visit(l.input->spec, false);
     if (l.output) visit(l.output->spec, false);
   }
-  if (blocked) return {21, 10};
-  if (fp8) return {19, 9};
-  return {13, 7};
+  if (blocked) return {21, 10, nbits};
+  if (fp8) return {19, 9, nbits};
+  return {13, 7, nbits};
 }
 
 class LlamaGraph {
@@ -98,7 +125,18 @@ class LlamaGraph {
 
   Status Build(const ExportProgress& progress) {
     const models::ModelLayout layout = models::GetModelLayout(c_);
-    g_.AddInput("input_ids", DataType::kInt64, {std::string("batch"), std::string("sequence")});
+    const Dim batch = std::string("batch"), seq = std::string("sequence_length");
+    const Dim past = std::string("past_sequence_length");
+    const Dim total = std::string("total_sequence_length");
+    g_.AddInput("input_ids", DataType::kInt64, {batch, seq});
+    g_.AddInput("attention_mask", DataType::kInt64, {batch, total});
+    g_.AddInput("position_ids", DataType::kInt64, {batch, seq});
+    for (int64_t i = 0; i < c_.num_hidden_layers; ++i) {
+      for (const char* kind : {"key", "value"}) {
+        g_.AddInput(PastName(i, kind), DataType::kFloat,
+                    {batch, c_.num_key_value_heads, past, c_.head_dim});
+      }
+    }
     QD_RETURN_IF_ERROR(Prelude());
     QD_ASSIGN_OR_RETURN(at::Tensor embed, m_.Load(layout.token_embedding.name + ".weight"));
     const std::string embed_name =
@@ -106,11 +144,11 @@ class LlamaGraph {
                           Raw(embed.to(at::kFloat)));
     std::string h = g_.Op("Gather", "/embed/Gather", {embed_name, "input_ids"},
                           {Attribute{"axis", int64_t{0}}});
-    const int total = static_cast<int>(c_.num_hidden_layers) + 1;
+    const int total_steps = static_cast<int>(c_.num_hidden_layers) + 1;
     for (int64_t i = 0; i < c_.num_hidden_layers; ++i) {
       if (StopRequested()) return CancelledStatus("exporting block " + std::to_string(i + 1));
       QD_ASSIGN_OR_RETURN(h, Block(i, h));
-      if (progress) progress(static_cast<int>(i) + 1, total);
+      if (progress) progress(static_cast<int>(i) + 1, total_steps);
     }
     QD_ASSIGN_OR_RETURN(std::string x, RmsNorm(layout.final_norm.name, h));
     const std::string head = layout.lm_head.name;
@@ -123,9 +161,14 @@ class LlamaGraph {
       logits = g_.Op("MatMul", "/lm_head/MatMul", {x, wt});
     }
     g_.OpTo("Identity", "/logits", {logits}, "logits");
-    g_.AddOutput("logits", DataType::kFloat,
-                 {std::string("batch"), std::string("sequence"), c_.vocab_size});
-    if (progress) progress(total, total);
+    g_.AddOutput("logits", DataType::kFloat, {batch, seq, c_.vocab_size});
+    for (int64_t i = 0; i < c_.num_hidden_layers; ++i) {
+      for (const char* kind : {"key", "value"}) {
+        g_.AddOutput(PresentName(i, kind), DataType::kFloat,
+                     {batch, c_.num_key_value_heads, total, c_.head_dim});
+      }
+    }
+    if (progress) progress(total_steps, total_steps);
     return OkStatus();
   }
 
@@ -142,39 +185,67 @@ class LlamaGraph {
     return g_.AddInitializer(name, DataType::kFloat, {}, Raw(t));
   }
 
-  // Sequence length, rotary tables sliced to it, and the causal mask.
+  // Rotary tables gathered at position_ids, and the additive attention mask
+  // of the new tokens over the cache and themselves: a key is hidden when it
+  // lies after the query (causal; the query at row r sits at position
+  // past + r) or where attention_mask is 0 (padding).
   Status Prelude() {
-    const std::string shape = g_.Op("Shape", "/seq/Shape", {"input_ids"});
     const std::string idx1 = I64("/const/one_scalar", {1}, true);
-    seq_len_ = g_.Op("Gather", "/seq/Gather", {shape, idx1}, {Attribute{"axis", int64_t{0}}});
+    const std::string seq_len =
+        g_.Op("Gather", "/mask/seq_len", {g_.Op("Shape", "/mask/ids_shape", {"input_ids"}), idx1},
+              {Attribute{"axis", int64_t{0}}});
+    const std::string total_len = g_.Op(
+        "Gather", "/mask/total_len", {g_.Op("Shape", "/mask/mask_shape", {"attention_mask"}), idx1},
+        {Attribute{"axis", int64_t{0}}});
+    const std::string past_len = g_.Op("Sub", "/mask/past_len", {total_len, seq_len});
     const std::string axes0 = I64("/const/axes0", {0});
-    seq_len_1d_ = g_.Op("Unsqueeze", "/seq/Unsqueeze", {seq_len_, axes0});
-    const std::string zero1d = I64("/const/zero1d", {0});
+    const std::string axes1 = I64("/const/axes1", {1});
+    const std::string axes12 = I64("/const/axes12", {1, 2});
+    axes2_ = I64("/const/axes2", {2});
     try {
       models::RotaryTables t = models::MakeRotaryTables(c_, max_len_, at::kFloat, at::kCPU);
       const std::string cos =
           g_.AddInitializer("/rope/cos_table", DataType::kFloat, Dims(t.cos), Raw(t.cos));
       const std::string sin =
           g_.AddInitializer("/rope/sin_table", DataType::kFloat, Dims(t.sin), Raw(t.sin));
-      cos_ = g_.Op("Slice", "/rope/cos", {cos, zero1d, seq_len_1d_, axes0});
-      sin_ = g_.Op("Slice", "/rope/sin", {sin, zero1d, seq_len_1d_, axes0});
+      // [B, S, hd] -> [B, 1, 1, S, hd], broadcast over the [B, G, R, S, hd]
+      // heads.
+      cos_ = g_.Op("Unsqueeze", "/rope/cos",
+                   {g_.Op("Gather", "/rope/cos_Gather", {cos, "position_ids"},
+                          {Attribute{"axis", int64_t{0}}}),
+                    axes12});
+      sin_ = g_.Op("Unsqueeze", "/rope/sin",
+                   {g_.Op("Gather", "/rope/sin_Gather", {sin, "position_ids"},
+                          {Attribute{"axis", int64_t{0}}}),
+                    axes12});
     } catch (const c10::Error& e) {
       return InternalError(std::string("rotary tables: ") + e.what_without_backtrace());
     }
     const std::string zero = I64("/const/zero_scalar", {0}, true);
-    const std::string range = g_.Op("Range", "/mask/Range", {zero, seq_len_, idx1});
-    const std::string rows = g_.Op("Unsqueeze", "/mask/rows", {range, I64("/const/axes1", {1})});
-    const std::string cols = g_.Op("Unsqueeze", "/mask/cols", {range, axes0});
-    const std::string future = g_.Op("Greater", "/mask/Greater", {cols, rows});
+    const std::string rows =
+        g_.Op("Unsqueeze", "/mask/rows",
+              {g_.Op("Range", "/mask/query_positions", {past_len, total_len, idx1}), axes1});
+    const std::string cols =
+        g_.Op("Unsqueeze", "/mask/cols",
+              {g_.Op("Range", "/mask/key_positions", {zero, total_len, idx1}), axes0});
+    const std::string future = g_.Op("Greater", "/mask/future", {cols, rows});  // [S, T]
+    const std::string padding =
+        g_.Op("Unsqueeze", "/mask/padding",
+              {g_.Op("Equal", "/mask/Equal", {"attention_mask", I64("/const/zero_i64", {0}, true)}),
+               I64("/const/axes123", {1, 2, 3})});  // [B, 1, 1, 1, T]
+    // The lowest float, not -inf: a row with every key hidden (a padding
+    // query) then stays finite instead of filling the cache with NaN.
     mask_ = g_.Op("Where", "/mask/Where",
-                  {future, F32("/const/neg_inf", -std::numeric_limits<float>::infinity()),
-                   F32("/const/zero_f", 0.0f)});
+                  {g_.Op("Or", "/mask/Or", {future, padding}),
+                   F32("/const/lowest", std::numeric_limits<float>::lowest()),
+                   F32("/const/zero_f", 0.0f)});  // [B, 1, 1, S, T]
     head_scale_ = F32("/const/attn_scale",
                       static_cast<float>(1.0 / std::sqrt(static_cast<double>(c_.head_dim))));
     eps_ = F32("/const/rms_eps", static_cast<float>(c_.norm_eps));
     half_ = I64("/const/half", {c_.head_dim / 2});
     full_ = I64("/const/full", {c_.head_dim});
     last_axis_ = I64("/const/last_axis", {-1});
+    I64("/const/zero1d", {0});
     return OkStatus();
   }
 
@@ -200,7 +271,12 @@ class LlamaGraph {
     return g_.Op("Mul", p + "/Weight", {wn, normed});
   }
 
-  // x -> QuantizeLinear -> DequantizeLinear with a static per-tensor quantizer.
+  // x -> QuantizeLinear -> DequantizeLinear with a static per-tensor
+  // quantizer. An FP8 one is written as x / scale -> Cast to FP8
+  // (saturating, round half to even, as QuantizeLinear) -> Cast back ->
+  // * scale: onnxruntime's extended level fuses DequantizeLinear -> MatMul
+  // (-> QuantizeLinear) into MatMulIntegerToFloat or QLinearMatMul, which
+  // have no FP8 type, and then refuses the model (onnxruntime 1.30.0).
   StatusOr<std::string> Qdq(const std::string& prefix, const ActivationQuantizer& a,
                             const std::string& x) {
     if (!a.static_qparams || !a.static_qparams->scale.defined())
@@ -208,6 +284,15 @@ class LlamaGraph {
     const std::string scale =
         g_.AddInitializer(prefix + "_scale", DataType::kFloat, {},
                           Raw(a.static_qparams->scale.to(at::kFloat).reshape({})));
+    if (quant::IsFp8Type(a.spec.dtype)) {
+      const std::string scaled = g_.Op("Div", prefix + "/Div", {x, scale});
+      const std::string codes = g_.Op("Cast", prefix + "/QuantizeCast", {scaled},
+                                      {Attribute{"to", static_cast<int64_t>(CodeType(a.spec))},
+                                       Attribute{"saturate", int64_t{1}}});
+      const std::string back = g_.Op("Cast", prefix + "/DequantizeCast", {codes},
+                                     {Attribute{"to", static_cast<int64_t>(DataType::kFloat)}});
+      return g_.Op("Mul", prefix + "/DequantizeMul", {back, scale});
+    }
     std::string zp;
     if (quant::IsIntType(a.spec.dtype)) {
       at::Tensor z = a.static_qparams->zero_point.defined()
@@ -277,8 +362,13 @@ class LlamaGraph {
     if (layer != nullptr && layer->input) {
       QD_ASSIGN_OR_RETURN(in, Qdq("/" + module + "/input", *layer->input, x));
     }
-    QD_ASSIGN_OR_RETURN(std::string w, Weight(module, layer));
-    std::string y = g_.Op("MatMul", "/" + module + "/MatMul", {in, w});
+    std::string y;
+    if (layer != nullptr && layer->weight && IsMatMulNBitsWeight(*layer->weight)) {
+      QD_ASSIGN_OR_RETURN(y, MatMulNBits(module, *layer, in));
+    } else {
+      QD_ASSIGN_OR_RETURN(std::string w, Weight(module, layer));
+      y = g_.Op("MatMul", "/" + module + "/MatMul", {in, w});
+    }
     if (has_bias) {
       QD_ASSIGN_OR_RETURN(at::Tensor b, m_.Load(module + ".bias"));
       const std::string bn =
@@ -289,6 +379,40 @@ class LlamaGraph {
       QD_ASSIGN_OR_RETURN(y, Qdq("/" + module + "/output", *layer->output, y));
     }
     return y;
+  }
+
+  // y = x W^T as onnxruntime's MatMulNBits: B [N, K / block, block / 2]
+  // holds the unsigned codes two per byte, the first in the low nibble
+  // (int4 codes + 8, so that (u - z) * scale is unchanged), scales
+  // [N * K / block], zero points packed the same way per row.
+  StatusOr<std::string> MatMulNBits(const std::string& module, const QuantizedLayer& layer,
+                                    const std::string& x) {
+    QD_ASSIGN_OR_RETURN(at::Tensor value, m_.Load(module + ".weight"));
+    const QuantSpec& s = *layer.weight;
+    QD_ASSIGN_OR_RETURN(quant::QParams qp, m_.WeightQParams(module));
+    QD_ASSIGN_OR_RETURN(quant::QuantizedTensor q, quant::RealQuantize(value, s, qp));
+    const int64_t n = value.size(0), k = value.size(1);
+    const int64_t block = quant::EffectiveGroupSize(s), blocks = k / block;
+    const int64_t offset = quant::IsSignedInt(s.dtype) ? 8 : 0;
+    const at::Tensor codes = q.codes.to(at::kInt) + offset;  // [N, K]
+    at::Tensor zp = q.qparams.zero_point.defined()
+                        ? q.qparams.zero_point.to(at::kInt).reshape({n, blocks}) + offset
+                        : at::full({n, blocks}, offset, at::kInt);
+    if (blocks % 2) zp = at::cat({zp, at::zeros({n, 1}, at::kInt)}, 1);  // whole bytes per row
+    const std::string name = module + ".weight";
+    const std::string b = g_.AddInitializer(name + "_nbits", DataType::kUint8,
+                                            {n, blocks, block / 2}, RawNibbles(codes));
+    const at::Tensor scale = q.qparams.scale.to(at::kFloat).reshape({-1}).contiguous();
+    const std::string sc =
+        g_.AddInitializer(name + "_scale", DataType::kFloat, Dims(scale), Raw(scale));
+    const std::string z =
+        g_.AddInitializer(name + "_zero_point", DataType::kUint8, {zp.numel() / 2}, RawNibbles(zp));
+    return g_.AddNodeWithOutputs(
+        "MatMulNBits", "/" + module + "/MatMulNBits", {x, b, sc, z},
+        {"/" + module + "/MatMulNBits_out"},
+        {Attribute{"K", k}, Attribute{"N", n}, Attribute{"bits", int64_t{4}},
+         Attribute{"block_size", block}, Attribute{"accuracy_level", int64_t{1}}},
+        "com.microsoft")[0];
   }
 
   // [B, G, R, T, hd] Hugging Face rotate-half RoPE.
@@ -302,6 +426,22 @@ class LlamaGraph {
     return g_.Op(
         "Add", p + "/Add",
         {g_.Op("Mul", p + "/MulCos", {x, cos_}), g_.Op("Mul", p + "/MulSin", {rotated, sin_})});
+  }
+
+  static std::string PastName(int64_t layer, const char* kind) {
+    return "past_key_values." + std::to_string(layer) + "." + kind;
+  }
+  static std::string PresentName(int64_t layer, const char* kind) {
+    return "present." + std::to_string(layer) + "." + kind;
+  }
+
+  // [B, G, 1, S, hd] -> present [B, G, past + S, hd] -> [B, G, 1, T, hd].
+  std::string Cache(const std::string& p, const std::string& x, const std::string& past,
+                    const std::string& present) {
+    const std::string now = g_.Op("Squeeze", p + "/Squeeze", {x, axes2_});
+    g_.AddNodeWithOutputs("Concat", p + "/Concat", {past, now}, {present},
+                          {Attribute{"axis", int64_t{2}}});
+    return g_.Op("Unsqueeze", p + "/Unsqueeze", {present, axes2_});
   }
 
   StatusOr<std::string> Block(int64_t i, const std::string& h) {
@@ -325,6 +465,10 @@ class LlamaGraph {
               {Attribute{"perm", perm}});
     q = Rope(p + "/q_rope", q);
     k = Rope(p + "/k_rope", k);
+    // The cache: [B, G, past, hd] + this step's [B, G, S, hd] along the
+    // sequence, returned as present and attended over as [B, G, 1, T, hd].
+    k = Cache(p + "/k_cache", k, PastName(i, "key"), PresentName(i, "key"));
+    v = Cache(p + "/v_cache", v, PastName(i, "value"), PresentName(i, "value"));
     q = g_.Op("Mul", p + "/q_scale", {q, head_scale_});
     const std::string kt = g_.Op("Transpose", p + "/k_Tt", {k},
                                  {Attribute{"perm", std::vector<int64_t>{0, 1, 2, 4, 3}}});
@@ -354,7 +498,7 @@ class LlamaGraph {
   OpsetChoice opset_;
   int64_t max_len_;
   onnx::GraphBuilder g_;
-  std::string seq_len_, seq_len_1d_, cos_, sin_, mask_, head_scale_, eps_, half_, full_, last_axis_;
+  std::string cos_, sin_, mask_, head_scale_, eps_, half_, full_, last_axis_, axes2_;
 };
 
 Status CheckModel(const QuantizedModel& model, int64_t max_len) {
@@ -376,6 +520,57 @@ Status CheckModel(const QuantizedModel& model, int64_t max_len) {
                       " positions is not exported; set max_sequence_length <= the window",
                   "FEATURE_NOT_BUILT");
   return CheckExportSupport(ExportFormat::kOnnxQdq, ExportLayerSpecsOf(model));
+}
+
+// genai_config.json: the decoder's inputs and outputs under the names
+// onnxruntime-genai looks up, its shape, and greedy search up to the
+// rotary tables' length. The padding token is config.json's, else EOS.
+Status WriteGenaiConfig(const QuantizedModel& model, int64_t max_len, const std::string& file_name,
+                        const std::string& dir) {
+  const models::ModelConfig& c = model.config();
+  QD_ASSIGN_OR_RETURN(std::string text,
+                      ReadTextFile((fs::path(model.model_dir()) / "config.json").string()));
+  QD_ASSIGN_OR_RETURN(json hf,
+                      ParseBoundedJson(text, JsonBounds{json_limits::kModelConfig},
+                                       model.model_dir() + "/config.json", StatusCode::kDataLoss));
+  int64_t pad = c.eos_token_id;
+  if (hf.is_object() && hf.contains("pad_token_id") && hf["pad_token_id"].is_number_integer())
+    pad = hf["pad_token_id"].get<int64_t>();
+  const json genai = {{"model",
+                       {{"bos_token_id", c.bos_token_id},
+                        {"eos_token_id", c.eos_token_id},
+                        {"pad_token_id", pad},
+                        {"context_length", max_len},
+                        {"type", c.model_type},
+                        {"vocab_size", c.vocab_size},
+                        {"decoder",
+                         {{"filename", file_name},
+                          {"head_size", c.head_dim},
+                          {"hidden_size", c.hidden_size},
+                          {"num_attention_heads", c.num_attention_heads},
+                          {"num_key_value_heads", c.num_key_value_heads},
+                          {"num_hidden_layers", c.num_hidden_layers},
+                          {"session_options",
+                           {{"log_id", "onnxruntime-genai"}, {"provider_options", json::array()}}},
+                          {"inputs",
+                           {{"input_ids", "input_ids"},
+                            {"attention_mask", "attention_mask"},
+                            {"position_ids", "position_ids"},
+                            {"past_key_names", "past_key_values.%d.key"},
+                            {"past_value_names", "past_key_values.%d.value"}}},
+                          {"outputs",
+                           {{"logits", "logits"},
+                            {"present_key_names", "present.%d.key"},
+                            {"present_value_names", "present.%d.value"}}}}}}},
+                      {"search",
+                       {{"do_sample", false},
+                        {"num_beams", 1},
+                        {"num_return_sequences", 1},
+                        {"max_length", max_len},
+                        {"min_length", 0},
+                        // present is past + the new tokens, a new tensor each step.
+                        {"past_present_share_buffer", false}}}};
+  return WriteTextFile((fs::path(dir) / "genai_config.json").string(), genai.dump(2) + "\n");
 }
 
 }  // namespace
@@ -403,6 +598,7 @@ StatusOr<OnnxQdqExportResult> ExportOnnxQdq(const QuantizedModel& model,
   info.ir_version = opset.ir_version;
   info.opset = opset.opset;
   info.doc_string = "quantd ONNX QDQ export of " + model.model_dir();
+  if (opset.matmul_nbits) info.domain_opsets.push_back({"com.microsoft", 1});
   const bool external = graph.graph().initializer_bytes() > opt.external_data_above_bytes;
   const std::string data_name = opt.file_name + ".data";
   QD_ASSIGN_OR_RETURN(
@@ -415,6 +611,8 @@ StatusOr<OnnxQdqExportResult> ExportOnnxQdq(const QuantizedModel& model,
   const bool ok = std::fwrite(bytes.data(), 1, bytes.size(), f) == bytes.size();
   if (std::fclose(f) != 0 || !ok)
     return Status(StatusCode::kUnavailable, "writing " + opt.file_name + " failed");
+  QD_RETURN_IF_ERROR(WriteGenaiConfig(model, max_len, opt.file_name, staged.staging_path()));
+  QD_RETURN_IF_ERROR(CopyHfSideFiles(model.model_dir(), staged.staging_path()));
   QD_RETURN_IF_ERROR(staged.Commit());
   OnnxQdqExportResult result;
   QD_ASSIGN_OR_RETURN(result.artifact,

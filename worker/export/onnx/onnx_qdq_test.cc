@@ -8,6 +8,7 @@
 
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "gtest/gtest.h"
@@ -59,6 +60,14 @@ print(json.dumps({
     "inits": inits,
     "inputs": [i.name for i in m.graph.input],
     "outputs": [o.name for o in m.graph.output],
+    "input_shapes": {i.name: [d.dim_param or d.dim_value for d in i.type.tensor_type.shape.dim]
+                     for i in m.graph.input},
+    "output_shapes": {o.name: [d.dim_param or d.dim_value for d in o.type.tensor_type.shape.dim]
+                      for o in m.graph.output},
+    "cast_to": {n.name: [a.i for a in n.attribute if a.name == "to"][0]
+                for n in m.graph.node if n.op_type == "Cast"},
+    "node_attrs": {n.name: {a.name: a.i for a in n.attribute if a.type == a.INT}
+                   for n in m.graph.node if n.domain == "com.microsoft"},
     "q_proj_scale": numpy_helper.to_array(
         [i for i in m.graph.initializer
          if i.name == "model.layers.0.self_attn.q_proj.weight_scale"][0]).tolist()
@@ -85,11 +94,12 @@ QuantSpec Spec(DataType t, QScheme q = QScheme::kPerTensor, std::optional<int> g
   return s;
 }
 
-std::unique_ptr<testing::InMemoryQuantizedModel> Quantize(const QuarkLayerSpecs& global,
-                                                          std::optional<QuantSpec> kv = {}) {
+std::unique_ptr<testing::InMemoryQuantizedModel> Quantize(
+    const QuarkLayerSpecs& global, std::optional<QuantSpec> kv = {},
+    const std::vector<std::string>& exclude = {"lm_head"}) {
   json cfg = {{"quant_method", "quark"},
               {"global_quant_config", QuarkLayerJson(global)},
-              {"exclude", {"lm_head"}}};
+              {"exclude", exclude}};
   if (kv) {
     QuarkLayerSpecs k = global;
     k.output = kv;
@@ -148,8 +158,23 @@ TEST_F(OnnxQdqTest, Int8W8A8IsOpset13AndPassesTheChecker) {
   EXPECT_EQ(r.opset, 13);
   EXPECT_EQ(d["ir_version"], 7);
   EXPECT_EQ(d["opset"], json::parse(R"([["", 13]])"));
-  EXPECT_EQ(d["inputs"], json({"input_ids"}));
-  EXPECT_EQ(d["outputs"], json({"logits"}));
+  // Optimum's and onnxruntime-genai's decoder-with-past layout.
+  json inputs = {"input_ids", "attention_mask", "position_ids"};
+  json outputs = {"logits"};
+  for (int i = 0; i < 5; ++i) {
+    for (const char* kind : {"key", "value"}) {
+      inputs.push_back("past_key_values." + std::to_string(i) + "." + kind);
+      outputs.push_back("present." + std::to_string(i) + "." + kind);
+    }
+  }
+  EXPECT_EQ(d["inputs"], inputs);
+  EXPECT_EQ(d["outputs"], outputs);
+  EXPECT_EQ(d["input_shapes"]["past_key_values.3.value"],
+            json::parse(R"(["batch", 4, "past_sequence_length", 8])"));
+  EXPECT_EQ(d["output_shapes"]["present.0.key"],
+            json::parse(R"(["batch", 4, "total_sequence_length", 8])"));
+  EXPECT_EQ(d["input_shapes"]["attention_mask"],
+            json::parse(R"(["batch", "total_sequence_length"])"));
   // 5 blocks x 7 linears: one Q/DQ pair per input, one DQ per weight.
   EXPECT_EQ(d["ops"]["QuantizeLinear"], 35);
   EXPECT_EQ(d["ops"]["DequantizeLinear"], 70);
@@ -172,7 +197,26 @@ TEST_F(OnnxQdqTest, Int8W8A8IsOpset13AndPassesTheChecker) {
   EXPECT_TRUE(ok) << checked;
   EXPECT_EQ(checked.rfind("checked", 0), 0u) << checked;
   EXPECT_EQ(r.artifact.format, ExportFormat::kOnnxQdq);
-  EXPECT_EQ(r.artifact.files.size(), 1u);
+  std::vector<std::string> files;
+  for (const ArtifactFile& f : r.artifact.files) files.push_back(f.path);
+  EXPECT_EQ(files, (std::vector<std::string>{"NOTICE.md", "genai_config.json", "model.onnx",
+                                             "tokenizer.model"}));
+  // genai_config.json names the graph's inputs and outputs and its shape.
+  std::ifstream in(out_ / "genai_config.json");
+  const json genai = json::parse(in);
+  const json& dec = genai["model"]["decoder"];
+  EXPECT_EQ(dec["filename"], "model.onnx");
+  EXPECT_EQ(dec["inputs"]["past_key_names"], "past_key_values.%d.key");
+  EXPECT_EQ(dec["outputs"]["present_value_names"], "present.%d.value");
+  EXPECT_EQ(dec["num_hidden_layers"], 5);
+  EXPECT_EQ(dec["num_key_value_heads"], 4);
+  EXPECT_EQ(dec["head_size"], 8);
+  EXPECT_EQ(dec["hidden_size"], 64);
+  EXPECT_EQ(genai["model"]["type"], "llama");
+  EXPECT_EQ(genai["model"]["bos_token_id"], 1);
+  EXPECT_EQ(genai["model"]["eos_token_id"], 2);
+  EXPECT_EQ(genai["model"]["vocab_size"], 512);
+  EXPECT_EQ(genai["search"]["do_sample"], false);
 }
 
 TEST_F(OnnxQdqTest, Fp8IsOpset19AndInt4PerGroupOpset21) {
@@ -187,9 +231,13 @@ TEST_F(OnnxQdqTest, Fp8IsOpset19AndInt4PerGroupOpset21) {
   EXPECT_EQ(r.opset, 19);
   EXPECT_EQ(d["ir_version"], 9);
   EXPECT_EQ(d["inits"]["model.layers.0.self_attn.q_proj.weight"][0], 17);  // FLOAT8E4M3FN
-  // Inputs of 35 linears and the outputs of 10 k/v projections (FP8 KV cache).
-  EXPECT_EQ(d["ops"]["QuantizeLinear"], 45);
-  EXPECT_EQ(d["inits"]["/model.layers.2.self_attn.k_proj/output_zero_point"][0], 17);
+  // Inputs of 35 linears and the outputs of 10 k/v projections (FP8 KV
+  // cache), each as x / scale -> Cast to FP8 -> Cast back -> * scale.
+  EXPECT_EQ(d["ops"].value("QuantizeLinear", 0), 0);
+  EXPECT_EQ(d["ops"]["Cast"], 2 * 45);
+  EXPECT_EQ(d["ops"]["Div"], 45);
+  EXPECT_EQ(d["inits"]["/model.layers.2.self_attn.k_proj/output_scale"], json::parse("[1, []]"));
+  EXPECT_EQ(d["cast_to"]["/model.layers.2.self_attn.k_proj/output/QuantizeCast"], 17);
 
   QuarkLayerSpecs int4;
   int4.weight = Spec(DataType::kUInt4, QScheme::kPerGroup, 4, /*symmetric=*/false);
@@ -203,6 +251,31 @@ TEST_F(OnnxQdqTest, Fp8IsOpset19AndInt4PerGroupOpset21) {
   EXPECT_EQ(d["inits"]["model.layers.0.mlp.down_proj.weight_scale"][1], json({43, 64}));
   EXPECT_EQ(d["inits"]["model.layers.0.mlp.down_proj.weight_zero_point"][0], 21);
   EXPECT_EQ(d["ops"].value("QuantizeLinear", 0), 0);
+}
+
+// 4-bit blocks of 32 along the inputs become onnxruntime's MatMulNBits with
+// float32 arithmetic (accuracy_level 1); down_proj (172 inputs) stays float.
+TEST_F(OnnxQdqTest, Int4Blocks32AreMatMulNBits) {
+  QuarkLayerSpecs int4;
+  int4.weight = Spec(DataType::kInt4, QScheme::kPerGroup, 32);
+  auto model = Quantize(int4, {}, {"lm_head", "*down_proj"});
+  ASSERT_NE(model, nullptr);
+  OnnxQdqExportResult r;
+  const json d = Describe(*model, &r);
+  ASSERT_FALSE(d.is_null());
+  EXPECT_EQ(d["opset"], json::parse(R"([["", 13], ["com.microsoft", 1]])"));
+  EXPECT_EQ(d["ops"]["MatMulNBits"], 6 * 5);
+  EXPECT_EQ(d["ops"].value("DequantizeLinear", 0), 0);
+  // B [N, K / 32, 16], scales [N * K / 32], zero points one byte per row.
+  EXPECT_EQ(d["inits"]["model.layers.0.self_attn.q_proj.weight_nbits"],
+            json::parse("[2, [64, 2, 16]]"));
+  EXPECT_EQ(d["inits"]["model.layers.0.self_attn.q_proj.weight_scale"], json::parse("[1, [128]]"));
+  EXPECT_EQ(d["inits"]["model.layers.0.self_attn.q_proj.weight_zero_point"],
+            json::parse("[2, [64]]"));
+  EXPECT_EQ(d["inits"]["model.layers.0.mlp.down_proj.weight"], json::parse("[1, [172, 64]]"));
+  const json& attrs = d["node_attrs"]["/model.layers.0.mlp.up_proj/MatMulNBits"];
+  EXPECT_EQ(attrs, json::parse(
+                       R"({"K": 64, "N": 172, "bits": 4, "block_size": 32, "accuracy_level": 1})"));
 }
 
 TEST_F(OnnxQdqTest, RefusesMxAndDynamicActivations) {
