@@ -12,9 +12,11 @@
 #  2. llama.cpp's perplexity of quantd's file on the job's evaluation windows
 #     must be within 0.5% of the job's own (gguf_export_peer_check.mjs; every
 #     stories260K file, three of the random model's);
-#  3. on held-out text, stories260K's Q4_K_M and Q4_K_S files quantized with
-#     the importance matrix must score a lower perplexity in llama.cpp than
-#     those quantized without;
+#  3. on held-out text, stories260K's Q4_K_M and Q4_K_S files quantized
+#     with the importance matrix must score a lower perplexity in llama.cpp
+#     than those quantized without (Q5_K_M and Q3_K_M printed); the random
+#     model's Q2_K and Q3_K_M files (real 2- and 3-bit K blocks) must be
+#     closer to the float model (KL divergence) with it than without;
 #  4. a recipe whose types cannot hold stories260K's 172-wide rows fails the
 #     job with FAILED_PRECONDITION, as llama-quantize refuses the file.
 set -euo pipefail
@@ -42,15 +44,18 @@ worker/models/make_random_checkpoint --out="$rand" --layers=4 --hidden=256 --int
 cp models/stories260K/tokenizer.model "$rand/"
 
 # llama_ftype numbers (llama.h) of the recipes checked.
-declare -A FTYPE=([F32]=0 [F16]=1 [Q4_0]=2 [Q8_0]=7 [Q5_1]=9 [Q4_K_S]=14 [Q4_K_M]=15
-                  [Q5_K_S]=16 [Q5_K_M]=17 [Q6_K]=18)
+declare -A FTYPE=([F32]=0 [F16]=1 [Q4_0]=2 [Q8_0]=7 [Q5_1]=9 [Q2_K]=10 [Q3_K_S]=11 [Q3_K_M]=12
+                  [Q3_K_L]=13 [Q4_K_S]=14 [Q4_K_M]=15 [Q5_K_S]=16 [Q5_K_M]=17 [Q6_K]=18)
 # Evaluation windows of 128 tokens: 24 where stories260K's perplexity with
 # and without the imatrix is compared, 4 elsewhere (there the perplexity
 # only checks the file's computation in llama.cpp; scoring every position in
 # llama.cpp is the slow part of this test).
-COMPARED="Q4_K_M Q4_K_S Q5_K_M"
+COMPARED="Q4_K_M Q4_K_S Q5_K_M Q3_K_M"
+COMPARED_RANDOM="Q2_K Q3_K_M"
 windows() {  # model recipe
-  if [ "$1" = stories260K ] && [[ " $COMPARED " == *" $2 "* ]]; then echo 24; else echo 4; fi
+  if [ "$1" = stories260K ] && [[ " $COMPARED " == *" $2 "* ]]; then echo 24;
+  elif [ "$1" = random256 ] && [[ " $COMPARED_RANDOM " == *" $2 "* ]]; then echo 24;
+  else echo 4; fi
 }
 run_job() {  # model_dir model name recipe [eval|imatrix]
   local args=(--model "$1" --gguf-type "$4" --format gguf --output "$out/$2/$3"
@@ -68,9 +73,12 @@ echo '{"models": []}' >"$out/manifest.json"
 for model in stories260K random256; do
   dir=models/stories260K; [ "$model" = random256 ] && dir="$rand"
   mkdir -p "$out/$model"
-  recipes="Q4_K_M Q4_K_S Q5_K_M Q5_K_S Q6_K F16 Q4_K_M+imatrix Q4_K_S+imatrix Q5_K_M+imatrix"
-  [ "$model" = random256 ] &&
-    recipes="Q4_K_M Q4_K_S Q5_K_M Q5_K_S Q6_K Q8_0 Q4_0 Q5_1 Q4_K_M+imatrix Q6_K+imatrix Q4_0+imatrix"
+  recipes="Q4_K_M Q4_K_S Q5_K_M Q5_K_S Q6_K Q3_K_M F16 Q4_K_M+imatrix Q4_K_S+imatrix"
+  recipes+=" Q5_K_M+imatrix Q3_K_M+imatrix"
+  if [ "$model" = random256 ]; then
+    recipes="Q4_K_M Q4_K_S Q5_K_M Q5_K_S Q6_K Q8_0 Q4_0 Q5_1 Q2_K Q3_K_S Q3_K_M Q3_K_L"
+    recipes+=" Q4_K_M+imatrix Q6_K+imatrix Q4_0+imatrix Q2_K+imatrix Q3_K_M+imatrix"
+  fi
   run_job "$dir" "$model" F32 F32 || { cat "$out/$model/F32.err"; fail "$model F32 job"; }
   for n in 4 24; do
     tests/peers/eval_windows "$dir" "$TEXT" 128 "$n" >"$out/$model/windows$n.json"
@@ -88,7 +96,9 @@ for model in stories260K random256; do
       { cat "$out/$model/llama-$name.log"; fail "$model $name differs from llama.cpp's"; }
     # llama.cpp scores every stories260K file and three of the random model's
     # (its other files are byte-identical to llama.cpp's own, checked above).
-    if [ "$model" = random256 ] && [[ " Q4_K_M Q6_K Q4_0+imatrix " != *" $name "* ]]; then continue; fi
+    if [ "$model" = random256 ] && [[ " Q4_K_M Q6_K Q4_0+imatrix Q2_K Q3_K_M+imatrix " != *" $name "* ]]; then
+      continue
+    fi
     "$PY" - "$out/manifest.json" "$out/$model/$name.json" "$out/$model/$name/model.gguf" \
       "$out/$model/windows$(windows "$model" "$r").json" "$model $name" <<'PYEOF'
 import json, sys
@@ -124,10 +134,26 @@ node "$(readlink -f tests/peers/gguf_export_peer_check.mjs)" "$out/manifest.json
 "$PY" - "$out/llama_ppl.json" <<'PYEOF'
 import json, sys
 ppl = json.load(open(sys.argv[1]))
-for recipe in ("Q4_K_M", "Q4_K_S", "Q5_K_M"):  # COMPARED
+for recipe in ("Q4_K_M", "Q4_K_S", "Q5_K_M", "Q3_K_M"):  # COMPARED
     plain, weighted = ppl["stories260K " + recipe], ppl["stories260K " + recipe + "+imatrix"]
     print("stories260K %s in llama.cpp: %.5f without the imatrix, %.5f with it (%+.3f%%)"
           % (recipe, plain, weighted, 100 * (weighted / plain - 1)))
-    if recipe != "Q5_K_M":  # the 4-bit recipes: the gain the imatrix is for
+    # The 4-bit recipes (Q5_0 fallback blocks) gain; at 5 bits (Q5_1) and in
+    # Q3_K_M (Q4_0 fallback blocks) these weights do not: printed only.
+    if recipe in ("Q4_K_M", "Q4_K_S"):
         assert weighted < plain, recipe
+PYEOF
+# 3b. Real Q2_K / Q3_K blocks (the random model): the importance matrix
+# brings the quantized model closer to the float one (the job's KL
+# divergence on the same 24 windows; its blocks are llama.cpp's bytes).
+"$PY" - "$out/random256" $COMPARED_RANDOM <<'PYEOF'
+import json, sys
+def kl(path):
+    job = json.loads([l for l in open(path).read().splitlines() if l.strip()][-1])
+    return job["result"]["metrics"]["klDivergenceMean"]
+for recipe in sys.argv[2:]:
+    plain, weighted = kl("%s/%s.json" % (sys.argv[1], recipe)), kl("%s/%s+imatrix.json" % (sys.argv[1], recipe))
+    print("random256 %s, KL divergence from the float model: %.5f without the imatrix, %.5f with it"
+          " (%+.2f%%)" % (recipe, plain, weighted, 100 * (weighted / plain - 1)))
+    assert weighted < plain, recipe
 PYEOF

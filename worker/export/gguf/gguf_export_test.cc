@@ -185,9 +185,9 @@ TEST(GgufExportTest, WriterRoundTripsEveryValueTypeAndAlignment) {
   EXPECT_THAT(s.message(), HasSubstr("GGUF tensor x: source broke"));
   EXPECT_FALSE(fs::exists(bad_path));
   EXPECT_FALSE(fs::exists(bad_path + ".tmp"));
-  GgufWriter q2;
-  ASSERT_TRUE(q2.AddFloatTensor("q", {256}, GgmlType::kQ2_K, std::vector<float>(256)).ok());
-  EXPECT_THAT(q2.Write(TempPath("q2.gguf")).message(), HasSubstr("Q2_K"));
+  GgufWriter iq2;
+  ASSERT_TRUE(iq2.AddFloatTensor("q", {256}, GgmlType::kIQ2_XXS, std::vector<float>(256)).ok());
+  EXPECT_THAT(iq2.Write(TempPath("iq2.gguf")).message(), HasSubstr("IQ2_XXS"));
 }
 
 TEST(GgufExportTest, RefusesUnknownArchitecturesAndTensors) {

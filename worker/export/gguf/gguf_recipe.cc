@@ -23,6 +23,10 @@ constexpr FileTypeRow kFileTypes[] = {
     {GgufFileType::kQ4_1, "Q4_1", GgmlType::kQ4_1},
     {GgufFileType::kQ5_0, "Q5_0", GgmlType::kQ5_0},
     {GgufFileType::kQ5_1, "Q5_1", GgmlType::kQ5_1},
+    {GgufFileType::kQ2_K, "Q2_K", GgmlType::kQ2_K},
+    {GgufFileType::kQ3_K_S, "Q3_K_S", GgmlType::kQ3_K},
+    {GgufFileType::kQ3_K_M, "Q3_K_M", GgmlType::kQ3_K},
+    {GgufFileType::kQ3_K_L, "Q3_K_L", GgmlType::kQ3_K},
     {GgufFileType::kQ4_K_S, "Q4_K_S", GgmlType::kQ4_K},
     {GgufFileType::kQ4_K_M, "Q4_K_M", GgmlType::kQ4_K},
     {GgufFileType::kQ5_K_S, "Q5_K_S", GgmlType::kQ5_K},
@@ -108,9 +112,10 @@ struct Counters {
 GgmlType RuleType(GgufFileType ftype, const RecipeModel& m, const RecipeTensor& t, Category cat,
                   bool tied, Counters& k) {
   GgmlType type = DefaultTensorType(ftype);
-  // llama.cpp's Falcon-only and Q2_K / Q3_K / IQ rules are left out: quantd
-  // writes neither.
+  // llama.cpp's Falcon-only, Q2_K_S and IQ rules are left out: quantd writes
+  // neither.
   const bool is_70b = m.arch == "llama" && m.n_layer == 80 && m.n_head != m.n_head_kv;
+  const int64_t n_gqa = m.n_head_kv > 0 ? m.n_head / m.n_head_kv : 0;
   using F = GgufFileType;
   if (cat == Category::kOutput || (tied && cat == Category::kTokenEmbd)) {
     const int64_t qk = GetGgmlTypeTraits(type).block_size;
@@ -122,8 +127,14 @@ GgmlType RuleType(GgufFileType ftype, const RecipeModel& m, const RecipeTensor& 
   } else if (cat == Category::kTokenEmbd) {
     // Untied embeddings keep the default type for these file types.
   } else if (IsAttnVLike(cat)) {
-    if ((ftype == F::kQ4_K_M || ftype == F::kQ5_K_M) &&
-        UseMoreBits(k.i_attention_wv, k.n_attention_wv)) {
+    if (ftype == F::kQ2_K) {
+      type = n_gqa >= 4 ? GgmlType::kQ4_K : GgmlType::kQ3_K;
+    } else if (ftype == F::kQ3_K_M) {
+      type = k.i_attention_wv < 2 ? GgmlType::kQ5_K : GgmlType::kQ4_K;
+    } else if (ftype == F::kQ3_K_L) {
+      type = GgmlType::kQ5_K;
+    } else if ((ftype == F::kQ4_K_M || ftype == F::kQ5_K_M) &&
+               UseMoreBits(k.i_attention_wv, k.n_attention_wv)) {
       type = GgmlType::kQ6_K;
     } else if (ftype == F::kQ4_K_S && k.i_attention_wv < 4) {
       type = GgmlType::kQ5_K;
@@ -137,7 +148,13 @@ GgmlType RuleType(GgufFileType ftype, const RecipeModel& m, const RecipeTensor& 
     int64_t i_layer = k.i_ffn_down;
     if (m.n_expert > 1) i_layer = LayerOf(t.name);
     const int64_t n_layer = m.n_layer;
-    if (ftype == F::kQ4_K_M) {
+    if (ftype == F::kQ2_K) {
+      type = GgmlType::kQ3_K;
+    } else if (ftype == F::kQ3_K_M) {
+      type = i_layer < n_layer / 16 ? GgmlType::kQ5_K : GgmlType::kQ4_K;
+    } else if (ftype == F::kQ3_K_L) {
+      type = GgmlType::kQ5_K;
+    } else if (ftype == F::kQ4_K_M) {
       if (UseMoreBits(i_layer, n_layer)) type = GgmlType::kQ6_K;
     } else if (ftype == F::kQ5_K_M && UseMoreBits(i_layer, n_layer)) {
       type = GgmlType::kQ6_K;
@@ -148,7 +165,17 @@ GgmlType RuleType(GgufFileType ftype, const RecipeModel& m, const RecipeTensor& 
     }
     ++k.i_ffn_down;
   } else if (cat == Category::kAttnOutput) {
-    if (m.n_expert == 8 && (ftype == F::kQ4_K_S || ftype == F::kQ4_K_M)) type = GgmlType::kQ5_K;
+    if (m.n_expert == 8) {
+      if (ftype == F::kQ2_K || ftype == F::kQ3_K_S || ftype == F::kQ3_K_M || ftype == F::kQ4_K_S ||
+          ftype == F::kQ4_K_M)
+        type = GgmlType::kQ5_K;
+    } else if (ftype == F::kQ2_K) {
+      type = GgmlType::kQ3_K;
+    } else if (ftype == F::kQ3_K_M) {
+      type = GgmlType::kQ4_K;
+    } else if (ftype == F::kQ3_K_L) {
+      type = GgmlType::kQ5_K;
+    }
   }
   return type;
 }

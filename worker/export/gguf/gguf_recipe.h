@@ -2,13 +2,14 @@
 // type each gives, as llama-quantize chooses them.
 //
 // A file type names a default block type and rules that move some tensors
-// to more bits: the output head (and a tied token embedding) to Q6_K, and in
-// the _M recipes attn_v and ffn_down of the layers use_more_bits picks (the
-// first and last eighth and every third layer between) to Q6_K. A tensor
-// whose rows are not whole blocks of the chosen type falls back: Q4_K to
-// Q5_0, Q5_K to Q5_1, Q6_K to Q8_0, and to F16 when the rows are not whole
-// blocks of 32 either; the 32-element types have no fallback, so a model
-// with such rows cannot take them (llama.cpp refuses the same file).
+// to more bits: the output head (and a tied token embedding) to Q6_K, in
+// the Q4/Q5 _M recipes attn_v and ffn_down of the layers use_more_bits picks
+// (the first and last eighth and every third layer between) to Q6_K, and in
+// the 2- and 3-bit recipes attn_v, attn_output and ffn_down to Q3_K..Q5_K.
+// A tensor whose rows are not whole blocks of the chosen type falls back:
+// Q2_K and Q3_K to Q4_0, Q4_K to Q5_0, Q5_K to Q5_1, Q6_K to Q8_0, and to
+// F16 when the rows are not whole blocks of 32 either; the 32-element types have no fallback, so a
+// model with such rows cannot take them (llama.cpp refuses the same file).
 //
 // The rules follow llama.cpp's src/llama-quant.cpp (llama_tensor_get_type_impl,
 // tensor_type_fallback, tensor_allows_quantization, llama_ftype_get_default_type)
@@ -37,6 +38,10 @@ enum class GgufFileType : uint32_t {
   kQ8_0 = 7,
   kQ5_0 = 8,
   kQ5_1 = 9,
+  kQ2_K = 10,
+  kQ3_K_S = 11,
+  kQ3_K_M = 12,
+  kQ3_K_L = 13,
   kQ4_K_S = 14,
   kQ4_K_M = 15,
   kQ5_K_S = 16,

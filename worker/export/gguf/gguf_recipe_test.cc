@@ -158,13 +158,58 @@ TEST(GgufRecipeTest, Gpt2FusedQkvAndPositionEmbedding) {
 TEST(GgufRecipeTest, NamesAreLlamaQuantizes) {
   EXPECT_EQ(GgufFileTypeFromName("q4_k_m"), GgufFileType::kQ4_K_M);
   EXPECT_EQ(GgufFileTypeFromName("Q8_0"), GgufFileType::kQ8_0);
-  EXPECT_FALSE(GgufFileTypeFromName("Q3_K_M"));
+  EXPECT_EQ(GgufFileTypeFromName("Q3_K_M"), GgufFileType::kQ3_K_M);
+  EXPECT_FALSE(GgufFileTypeFromName("Q2_K_S"));  // needs an imatrix in llama.cpp; not built
   EXPECT_FALSE(GgufFileTypeFromName(""));
   EXPECT_EQ(GgufFileTypeName(GgufFileType::kQ5_K_S), "Q5_K_S");
   EXPECT_EQ(static_cast<uint32_t>(GgufFileType::kQ4_K_M), 15u);  // llama_ftype
   EXPECT_EQ(DefaultTensorType(GgufFileType::kQ5_K_M), GgmlType::kQ5_K);
   EXPECT_EQ(AllGgufFileTypeNames(),
-            "F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K_S, Q4_K_M, Q5_K_S, Q5_K_M, Q6_K");
+            "F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K_S, Q3_K_M, Q3_K_L, Q4_K_S, "
+            "Q4_K_M, Q5_K_S, Q5_K_M, Q6_K");
+  EXPECT_EQ(static_cast<uint32_t>(GgufFileType::kQ3_K_L), 13u);
+}
+
+// The 2- and 3-bit recipes (llama_tensor_get_type_impl): Q2_K gives attn_v
+// Q3_K (Q4_K from 4 query heads per KV head), attn_output and ffn_down
+// Q3_K; Q3_K_M attn_v Q5_K in the first two layers and Q4_K after,
+// ffn_down Q5_K in the first sixteenth and Q4_K after, attn_output Q4_K;
+// Q3_K_L attn_v, attn_output and ffn_down Q5_K; Q3_K_S only the head.
+TEST(GgufRecipeTest, TwoAndThreeBitRecipes) {
+  const RecipeModel mha{"llama", 32, 32, 32, 0}, gqa{"llama", 32, 32, 8, 0};
+  const auto tensors = LlamaTensors(32, 4096, 11008, false);
+  const auto q2 = Choose(GgufFileType::kQ2_K, mha, tensors);
+  const auto q2_gqa = Choose(GgufFileType::kQ2_K, gqa, tensors);
+  const auto s = Choose(GgufFileType::kQ3_K_S, mha, tensors);
+  const auto m = Choose(GgufFileType::kQ3_K_M, mha, tensors);
+  const auto l = Choose(GgufFileType::kQ3_K_L, mha, tensors);
+  EXPECT_EQ(q2.at("output.weight"), "Q6_K");
+  EXPECT_EQ(q2.at("token_embd.weight"), "Q2_K");
+  EXPECT_EQ(s.at("output.weight"), "Q6_K");
+  for (int i = 0; i < 32; ++i) {
+    const std::string b = "blk." + std::to_string(i) + ".";
+    EXPECT_EQ(q2.at(b + "attn_q.weight"), "Q2_K");
+    EXPECT_EQ(q2.at(b + "attn_v.weight"), "Q3_K");
+    EXPECT_EQ(q2_gqa.at(b + "attn_v.weight"), "Q4_K");
+    EXPECT_EQ(q2.at(b + "attn_output.weight"), "Q3_K");
+    EXPECT_EQ(q2.at(b + "ffn_down.weight"), "Q3_K");
+    for (const char* n : {"attn_q", "attn_v", "attn_output", "ffn_up", "ffn_down"})
+      EXPECT_EQ(s.at(b + n + ".weight"), "Q3_K") << b << n;
+    EXPECT_EQ(m.at(b + "attn_v.weight"), i < 2 ? "Q5_K" : "Q4_K") << i;
+    EXPECT_EQ(m.at(b + "ffn_down.weight"), i < 2 ? "Q5_K" : "Q4_K") << i;
+    EXPECT_EQ(m.at(b + "attn_output.weight"), "Q4_K");
+    EXPECT_EQ(m.at(b + "ffn_gate.weight"), "Q3_K");
+    for (const char* n : {"attn_v", "attn_output", "ffn_down"})
+      EXPECT_EQ(l.at(b + n + ".weight"), "Q5_K") << b << n;
+    EXPECT_EQ(l.at(b + "attn_k.weight"), "Q3_K");
+  }
+  // stories260K: Q2_K and Q3_K fall back to Q4_0, to F16 for 172-wide rows.
+  const RecipeModel stories{"llama", 5, 8, 4, 0};
+  const auto small = Choose(GgufFileType::kQ2_K, stories, LlamaTensors(5, 64, 172, true));
+  EXPECT_EQ(small.at("blk.0.attn_q.weight"), "Q4_0");
+  EXPECT_EQ(small.at("blk.0.attn_v.weight"), "Q4_0");
+  EXPECT_EQ(small.at("blk.0.ffn_down.weight"), "F16");
+  EXPECT_EQ(small.at("token_embd.weight"), "Q8_0");
 }
 
 }  // namespace

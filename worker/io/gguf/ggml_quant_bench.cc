@@ -57,8 +57,8 @@ int Main(int argc, char** argv) {
   std::printf("%-16s %10s %10s\n", "type", "MB/s", "vs F16");
   std::printf("%-16s %10.1f %10.3f\n", "F16 (baseline)", mb / base, 1.0);
   const std::vector<GgmlType> types = {GgmlType::kQ8_0, GgmlType::kQ4_0, GgmlType::kQ5_0,
-                                       GgmlType::kQ5_1, GgmlType::kQ4_K, GgmlType::kQ5_K,
-                                       GgmlType::kQ6_K};
+                                       GgmlType::kQ5_1, GgmlType::kQ2_K, GgmlType::kQ3_K,
+                                       GgmlType::kQ4_K, GgmlType::kQ5_K, GgmlType::kQ6_K};
   for (bool weighted : {false, true}) {
     for (GgmlType type : types) {
       if (weighted && type == GgmlType::kQ8_0) continue;  // ggml ignores importance for Q8_0

@@ -21,7 +21,8 @@ int NearestInt(float f) {
 // ggml's make_qkx2_quants: codes in [0, nmax] with a scale and a (negated)
 // min fitted by weighted least squares over nstep + 1 trial scales.
 float FitScaleAndMin(int n, int nmax, const float* x, const float* weights, uint8_t* codes,
-                     float* neg_min, uint8_t* trial, float rmin, float rdelta, int nstep) {
+                     float* neg_min, uint8_t* trial, float rmin, float rdelta, int nstep,
+                     bool use_mad) {
   float min = x[0], max = x[0];
   float sum_w = weights[0];
   float sum_x = sum_w * x[0];
@@ -45,7 +46,7 @@ float FitScaleAndMin(int n, int nmax, const float* x, const float* weights, uint
     const int l = NearestInt(iscale * (x[i] - min));
     codes[i] = static_cast<uint8_t>(std::max(0, std::min(nmax, l)));
     const float diff = scale * codes[i] + min - x[i];
-    best_error += weights[i] * (diff * diff);
+    best_error += weights[i] * (use_mad ? std::fabs(diff) : diff * diff);
   }
   for (int is = 0; is <= nstep; ++is) {
     iscale = (rmin + rdelta * is + nmax) / (max - min);
@@ -69,7 +70,7 @@ float FitScaleAndMin(int n, int nmax, const float* x, const float* weights, uint
       float error = 0;
       for (int i = 0; i < n; ++i) {
         const float diff = this_scale * trial[i] + this_min - x[i];
-        error += weights[i] * (diff * diff);
+        error += weights[i] * (use_mad ? std::fabs(diff) : diff * diff);
       }
       if (error < best_error) {
         std::memcpy(codes, trial, static_cast<size_t>(n));
@@ -86,15 +87,22 @@ float FitScaleAndMin(int n, int nmax, const float* x, const float* weights, uint
 // ggml's make_qx_quants with rmse_type 1: signed codes in [-nmax, nmax - 1]
 // stored + nmax, and the scale the best of 19 trial scales gives, weighting
 // each element by qw (x^2 when qw is null).
-float FitSymmetricScale(int n, int nmax, const float* x, const float* qw, int8_t* codes) {
-  float max = 0, amax = 0;
+float LargestMagnitude(int n, const float* x, float* amax) {
+  float max = 0;
+  *amax = 0;
   for (int i = 0; i < n; ++i) {
     const float ax = std::fabs(x[i]);
-    if (ax > amax) {
-      amax = ax;
+    if (ax > *amax) {
+      *amax = ax;
       max = x[i];
     }
   }
+  return max;
+}
+
+float FitSymmetricScale(int n, int nmax, const float* x, const float* qw, int8_t* codes) {
+  float amax = 0;
+  const float max = LargestMagnitude(n, x, &amax);
   if (amax < kGroupMaxEps) {
     std::fill(codes, codes + n, 0);
     return 0.f;

@@ -13,13 +13,20 @@ inline constexpr float kGroupMaxEps = 1e-15f;  // ggml's GROUP_MAX_EPS
 // ggml's nearest_int: round half to even through the float mantissa.
 int NearestInt(float f);
 
+// The element of largest magnitude (the first on ties); `amax` receives
+// its magnitude.
+float LargestMagnitude(int n, const float* x, float* amax);
+
 // ggml's make_qkx2_quants (and make_qkx3_quants with weights and use_mad
 // false, the same search): codes in [0, nmax] with a scale and a (negated)
 // min fitted by weighted least squares over trial scales
 // (rmin + rdelta * is + nmax) / (max - min), is = 0..nstep. Returns the
 // scale; `neg_min` receives -min. `trial` is n bytes of scratch.
+// With `use_mad` the error is the weighted absolute difference (Q2_K's
+// reference quantizer), else the weighted squared one.
 float FitScaleAndMin(int n, int nmax, const float* x, const float* weights, uint8_t* codes,
-                     float* neg_min, uint8_t* trial, float rmin, float rdelta, int nstep);
+                     float* neg_min, uint8_t* trial, float rmin, float rdelta, int nstep,
+                     bool use_mad = false);
 
 // ggml's make_qx_quants with rmse_type 1: signed codes in [-nmax, nmax - 1]
 // stored + nmax, and the scale the best of 19 trial scales gives, weighting

@@ -19,8 +19,8 @@ constexpr GgmlTypeTraits kTraits[] = {
     {GgmlType::kQ5_1, "Q5_1", 32, 24, true},
     {GgmlType::kQ8_0, "Q8_0", 32, 34, true},
     {GgmlType::kQ8_1, "Q8_1", 32, 36, false},
-    {GgmlType::kQ2_K, "Q2_K", 256, 84, false},
-    {GgmlType::kQ3_K, "Q3_K", 256, 110, false},
+    {GgmlType::kQ2_K, "Q2_K", 256, 84, true},
+    {GgmlType::kQ3_K, "Q3_K", 256, 110, true},
     {GgmlType::kQ4_K, "Q4_K", 256, 144, true},
     {GgmlType::kQ5_K, "Q5_K", 256, 176, true},
     {GgmlType::kQ6_K, "Q6_K", 256, 210, true},
@@ -279,6 +279,54 @@ void DequantizeRowQ5_K(const uint8_t* src, float* dst, int64_t n) {
   }
 }
 
+void DequantizeRowQ2_K(const uint8_t* src, float* dst, int64_t n) {
+  for (int64_t b = 0; b < n / 256; ++b) {
+    const uint8_t* blk = src + b * 84;
+    const uint8_t* sc = blk;
+    const uint8_t* q = blk + 16;
+    const float d = LoadFp16(blk + 80), min = LoadFp16(blk + 82);
+    int is = 0;
+    for (int n128 = 0; n128 < 256; n128 += 128, q += 32) {
+      for (int j = 0, shift = 0; j < 4; ++j, shift += 2) {
+        for (int half = 0; half < 2; ++half) {
+          const uint8_t s = sc[is++];
+          const float dl = d * (s & 0xF), ml = min * (s >> 4);
+          for (int l = 0; l < 16; ++l)
+            *dst++ = dl * static_cast<int8_t>((q[l + 16 * half] >> shift) & 3) - ml;
+        }
+      }
+    }
+  }
+}
+
+void DequantizeRowQ3_K(const uint8_t* src, float* dst, int64_t n) {
+  for (int64_t b = 0; b < n / 256; ++b) {
+    const uint8_t* blk = src + b * 110;
+    const uint8_t* hm = blk;
+    const uint8_t* q = blk + 32;
+    const uint8_t* packed = blk + 96;
+    const float d_all = LoadFp16(blk + 108);
+    int8_t scales[16];
+    for (int j = 0; j < 16; ++j) {
+      const int low = j < 8 ? packed[j] & 0xF : packed[j - 8] >> 4;
+      scales[j] = static_cast<int8_t>(low | (((packed[8 + j % 4] >> (2 * (j / 4))) & 3) << 4));
+    }
+    int is = 0;
+    uint8_t m = 1;
+    for (int n128 = 0; n128 < 256; n128 += 128, q += 32) {
+      for (int j = 0, shift = 0; j < 4; ++j, shift += 2, m <<= 1) {
+        for (int half = 0; half < 2; ++half) {
+          const float dl = d_all * (scales[is++] - 32);
+          for (int l = 0; l < 16; ++l) {
+            const int i = l + 16 * half;
+            *dst++ = dl * (static_cast<int8_t>((q[i] >> shift) & 3) - ((hm[i] & m) ? 0 : 4));
+          }
+        }
+      }
+    }
+  }
+}
+
 void DequantizeRowQ6_K(const uint8_t* src, float* dst, int64_t n) {
   constexpr int kQK = 256;
   float* y = dst;
@@ -447,6 +495,8 @@ Status QuantizeRow(GgmlType type, const float* src, uint8_t* dst, int64_t n) {
     case GgmlType::kQ4_1:
     case GgmlType::kQ5_0:
     case GgmlType::kQ5_1:
+    case GgmlType::kQ2_K:
+    case GgmlType::kQ3_K:
     case GgmlType::kQ4_K:
     case GgmlType::kQ5_K:
     case GgmlType::kQ6_K: {
@@ -456,6 +506,8 @@ Status QuantizeRow(GgmlType type, const float* src, uint8_t* dst, int64_t n) {
                                     : type == GgmlType::kQ4_1 ? QuantizeRowQ4_1
                                     : type == GgmlType::kQ5_0 ? QuantizeRowQ5_0
                                     : type == GgmlType::kQ5_1 ? QuantizeRowQ5_1
+                                    : type == GgmlType::kQ2_K ? QuantizeRowQ2_K
+                                    : type == GgmlType::kQ3_K ? QuantizeRowQ3_K
                                     : type == GgmlType::kQ4_K ? QuantizeRowQ4_K
                                     : type == GgmlType::kQ5_K ? QuantizeRowQ5_K
                                                               : QuantizeRowQ6_K;
@@ -469,7 +521,7 @@ Status QuantizeRow(GgmlType type, const float* src, uint8_t* dst, int64_t n) {
     default:
       return UnimplementedError(std::string("writing ggml type ") + GetGgmlTypeTraits(type).name +
                                 " is not supported (supported: F32, F16, BF16, Q8_0, Q4_0, Q4_1, "
-                                "Q5_0, Q5_1, Q4_K, Q5_K, Q6_K)");
+                                "Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K)");
   }
 }
 
@@ -492,6 +544,12 @@ Status QuantizeRows(GgmlType type, const float* src, uint8_t* dst, int64_t rows,
         break;
       case GgmlType::kQ5_1:
         weighted = QuantizeRowQ5_1Weighted;
+        break;
+      case GgmlType::kQ2_K:
+        weighted = QuantizeRowQ2_KWeighted;
+        break;
+      case GgmlType::kQ3_K:
+        weighted = QuantizeRowQ3_KWeighted;
         break;
       case GgmlType::kQ4_K:
         weighted = QuantizeRowQ4_KWeighted;
@@ -574,6 +632,12 @@ Status DequantizeRow(GgmlType type, const uint8_t* src, float* dst, int64_t n) {
     case GgmlType::kQ8_0:
       DequantizeRowQ8_0(src, dst, n);
       return OkStatus();
+    case GgmlType::kQ2_K:
+      DequantizeRowQ2_K(src, dst, n);
+      return OkStatus();
+    case GgmlType::kQ3_K:
+      DequantizeRowQ3_K(src, dst, n);
+      return OkStatus();
     case GgmlType::kQ4_K:
       DequantizeRowQ4_K(src, dst, n);
       return OkStatus();
@@ -589,7 +653,7 @@ Status DequantizeRow(GgmlType type, const uint8_t* src, float* dst, int64_t n) {
     default:
       return UnimplementedError(std::string("dequantizing ggml type ") + t.name +
                                 " is not supported (supported: F32, F16, BF16, Q8_0, Q4_0, Q4_1, "
-                                "Q5_0, Q5_1, Q4_K, Q5_K, Q6_K, MXFP4)");
+                                "Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, MXFP4)");
   }
 }
 

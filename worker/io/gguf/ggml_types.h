@@ -90,15 +90,15 @@ Status DequantizeRow(GgmlType type, const uint8_t* src, float* dst, int64_t n);
 
 // Encodes `n` floats as `type` into `dst` (GgmlRowBytes(type, n) bytes).
 // Built for F32, F16 and BF16 (round to nearest even) and, with ggml's
-// reference quantizers below, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K and
-// Q6_K.
+// reference quantizers below, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K,
+// Q4_K, Q5_K and Q6_K.
 // UNIMPLEMENTED, naming the type, for the others.
 Status QuantizeRow(GgmlType type, const float* src, uint8_t* dst, int64_t n);
 
 // `rows` rows of `n_per_row` floats as `type`, row after row (GgmlRowBytes
 // of each row). With `importance` (n_per_row weights, one per column: an
 // importance matrix's mean squared activations), Q4_0, Q4_1, Q5_0, Q5_1,
-// Q4_K, Q5_K and Q6_K use ggml's importance-weighted quantizers
+// Q2_K, Q3_K, Q4_K, Q5_K and Q6_K use ggml's importance-weighted quantizers
 // (quantize_row_*_impl, the ones llama.cpp uses with an imatrix), byte-
 // identical to ggml_quantize_chunk given the same weights; the other types
 // ignore it, as ggml does. Null importance: QuantizeRow.
@@ -135,6 +135,14 @@ void QuantizeRowQ5_1(const float* src, uint8_t* dst, int64_t n);
 void QuantizeRowQ4_K(const float* src, uint8_t* dst, int64_t n);
 void QuantizeRowQ5_K(const float* src, uint8_t* dst, int64_t n);
 void QuantizeRowQ6_K(const float* src, uint8_t* dst, int64_t n);
+//   Q2_K: per 16-element sub-block a scale and a min fitted by weighted
+//         least absolute error (make_qkx2_quants with use_mad, weights
+//         |x|), stored as 4-bit multiples of fp16 d and dmin; codes 0..3.
+//   Q3_K: per 16-element sub-block a signed scale refined by moving single
+//         codes (make_q3_quants), stored as 6-bit multiples of fp16 d;
+//         codes -4..3.
+void QuantizeRowQ2_K(const float* src, uint8_t* dst, int64_t n);
+void QuantizeRowQ3_K(const float* src, uint8_t* dst, int64_t n);
 
 // The importance-weighted quantizers of one row of `n` elements
 // (ggml_weighted_quants.cc, ggml_kquants.cc); `importance` holds n weights.
@@ -145,6 +153,8 @@ void QuantizeRowQ5_1Weighted(const float* src, uint8_t* dst, int64_t n, const fl
 void QuantizeRowQ4_KWeighted(const float* src, uint8_t* dst, int64_t n, const float* importance);
 void QuantizeRowQ5_KWeighted(const float* src, uint8_t* dst, int64_t n, const float* importance);
 void QuantizeRowQ6_KWeighted(const float* src, uint8_t* dst, int64_t n, const float* importance);
+void QuantizeRowQ2_KWeighted(const float* src, uint8_t* dst, int64_t n, const float* importance);
+void QuantizeRowQ3_KWeighted(const float* src, uint8_t* dst, int64_t n, const float* importance);
 
 // One block from codes computed elsewhere (an exporter keeping a job's own
 // codes): 32 codes plus the block's d (and m), stored as fp16.
@@ -181,6 +191,13 @@ void DequantizeRowQ4_K(const uint8_t* src, float* dst, int64_t n);
 void DequantizeRowQ6_K(const uint8_t* src, float* dst, int64_t n);
 //   Q5_K: 256 elements, {fp16 d, dmin; u8 scales[12]; u8 qh[32]; u8 qs[128]}.
 void DequantizeRowQ5_K(const uint8_t* src, float* dst, int64_t n);
+//   Q2_K: 256 elements, {u8 scales[16]; u8 qs[64]; fp16 d, dmin}: sixteen
+//         sub-blocks of 16, x = d * (s & 15) * q - dmin * (s >> 4), q 0..3.
+//   Q3_K: 256 elements, {u8 hmask[32]; u8 qs[64]; u8 scales[12]; fp16 d}:
+//         sixteen sub-blocks of 16 with 6-bit scales (stored + 32),
+//         x = d * scale * q, q -4..3 from two low bits and a high bit.
+void DequantizeRowQ2_K(const uint8_t* src, float* dst, int64_t n);
+void DequantizeRowQ3_K(const uint8_t* src, float* dst, int64_t n);
 void DequantizeRowMXFP4(const uint8_t* src, float* dst, int64_t n);
 
 }  // namespace quantd::gguf

@@ -340,7 +340,8 @@ TEST(GgmlTypesTest, KQuantsAreByteIdenticalToGgmlsReferenceQuantizers) {
   const std::map<std::string, std::string> golden = GoldenBlocks();
   ASSERT_FALSE(golden.empty());
   const std::vector<std::pair<GgmlType, double>> types = {
-      {GgmlType::kQ4_K, 0.12}, {GgmlType::kQ5_K, 0.06}, {GgmlType::kQ6_K, 0.03}};
+      {GgmlType::kQ2_K, 0.5},  {GgmlType::kQ3_K, 0.25}, {GgmlType::kQ4_K, 0.12},
+      {GgmlType::kQ5_K, 0.06}, {GgmlType::kQ6_K, 0.03}};
   for (const auto& [type, max_rel_rmse] : types) {
     const std::string name = GetGgmlTypeTraits(type).name;
     SCOPED_TRACE(name);
@@ -351,6 +352,11 @@ TEST(GgmlTypesTest, KQuantsAreByteIdenticalToGgmlsReferenceQuantizers) {
     EXPECT_EQ(Hex(bytes), golden.at(key));
     std::vector<float> back(512);
     ASSERT_TRUE(DequantizeRow(type, bytes.data(), back.data(), 512).ok());
+    if (golden.count("dq_" + key)) {  // ggml's own dequantization of the blocks
+      std::vector<uint8_t> floats(512 * 4);
+      std::memcpy(floats.data(), back.data(), floats.size());
+      EXPECT_EQ(Hex(floats), golden.at("dq_" + key));
+    }
     double err = 0, sig = 0;
     for (size_t i = 0; i < x.size(); ++i) {
       err += (back[i] - x[i]) * static_cast<double>(back[i] - x[i]);
@@ -379,7 +385,8 @@ TEST(GgmlTypesTest, WeightedQuantizersAreByteIdenticalToGgmls) {
     EXPECT_EQ(Hex(bytes), golden.at(key)) << key;
   }
   for (GgmlType type : {GgmlType::kQ4_0, GgmlType::kQ4_1, GgmlType::kQ5_0, GgmlType::kQ5_1,
-                        GgmlType::kQ4_K, GgmlType::kQ5_K, GgmlType::kQ6_K}) {
+                        GgmlType::kQ2_K, GgmlType::kQ3_K, GgmlType::kQ4_K, GgmlType::kQ5_K,
+                        GgmlType::kQ6_K}) {
     std::vector<uint8_t> bytes(*GgmlRowBytes(type, 512));
     ASSERT_TRUE(QuantizeRows(type, x.data(), bytes.data(), 2, 256, importance.data()).ok());
     std::string key = std::string("w_") + GetGgmlTypeTraits(type).name;
@@ -404,9 +411,12 @@ TEST(GgmlTypesTest, WeightedQuantizersAreByteIdenticalToGgmls) {
 TEST(GgmlTypesTest, UnsupportedTypesAreRefusedByName) {
   std::vector<uint8_t> b(84);
   std::vector<float> y(256);
-  Status s = DequantizeRow(GgmlType::kQ2_K, b.data(), y.data(), 256);
+  Status s = DequantizeRow(GgmlType::kIQ2_XXS, b.data(), y.data(), 256);
   EXPECT_EQ(s.code(), StatusCode::kUnimplemented);
-  EXPECT_NE(s.message().find("Q2_K"), std::string::npos);
+  EXPECT_NE(s.message().find("IQ2_XXS"), std::string::npos);
+  s = QuantizeRow(GgmlType::kIQ2_XXS, y.data(), b.data(), 256);
+  EXPECT_EQ(s.code(), StatusCode::kUnimplemented);
+  EXPECT_NE(s.message().find("IQ2_XXS"), std::string::npos);
   EXPECT_EQ(DequantizeRow(GgmlType::kQ8_0, b.data(), y.data(), 31).code(),
             StatusCode::kInvalidArgument);
 }

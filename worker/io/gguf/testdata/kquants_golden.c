@@ -1,5 +1,6 @@
 // Writes testdata/kquants_golden.txt: the blocks ggml's reference K-quant
-// quantizers make of 512 pseudo-random floats (xorshift32 in [-1, 1), every
+// quantizers make of 512 pseudo-random floats (and the Q2_K / Q3_K blocks'
+// dequantization) (xorshift32 in [-1, 1), every
 // 97th scaled by 8). It is built against a ggml checkout, outside the
 // project's build, from the checkout's root:
 //   gcc -O2 -std=c11 -Iinclude -Isrc -c src/ggml-quants.c
@@ -44,6 +45,13 @@ int main(void) {
   static block_q5_0 q50[K / 32]; static block_q5_1 q51[K / 32];
   quantize_row_q5_0_ref(x, q50, K); quantize_row_q5_1_ref(x, q51, K);
   Hex("q5_0", q50, sizeof(q50)); Hex("q5_1", q51, sizeof(q51));
+  static block_q2_K q2[K / 256]; static block_q3_K q3[K / 256];
+  quantize_row_q2_K_ref(x, q2, K); quantize_row_q3_K_ref(x, q3, K);
+  Hex("q2_K", q2, sizeof(q2)); Hex("q3_K", q3, sizeof(q3));
+  // Their dequantization (float32 bytes, little-endian).
+  static float back[K];
+  dequantize_row_q2_K(q2, back, K); Hex("dq_q2_K", back, sizeof(back));
+  dequantize_row_q3_K(q3, back, K); Hex("dq_q3_K", back, sizeof(back));
   // The importance-weighted quantizers (an imatrix's per-column weights) on
   // two rows of 256: importance j of a row is 0.25 + (j * 37 % 17) / 8.
   static float imatrix[K / 2];
@@ -52,8 +60,8 @@ int main(void) {
   const struct { const char* name; enum ggml_type type; } weighted[] = {
       {"w_q4_0", GGML_TYPE_Q4_0}, {"w_q4_1", GGML_TYPE_Q4_1}, {"w_q5_0", GGML_TYPE_Q5_0},
       {"w_q5_1", GGML_TYPE_Q5_1}, {"w_q4_K", GGML_TYPE_Q4_K}, {"w_q5_K", GGML_TYPE_Q5_K},
-      {"w_q6_K", GGML_TYPE_Q6_K}};
-  for (int t = 0; t < 7; ++t) {
+      {"w_q6_K", GGML_TYPE_Q6_K}, {"w_q2_K", GGML_TYPE_Q2_K}, {"w_q3_K", GGML_TYPE_Q3_K}};
+  for (int t = 0; t < 9; ++t) {
     size_t n = 0;
     switch (weighted[t].type) {
       case GGML_TYPE_Q4_0: n = quantize_q4_0(x, buf, 2, K / 2, imatrix); break;
@@ -62,6 +70,8 @@ int main(void) {
       case GGML_TYPE_Q5_1: n = quantize_q5_1(x, buf, 2, K / 2, imatrix); break;
       case GGML_TYPE_Q4_K: n = quantize_q4_K(x, buf, 2, K / 2, imatrix); break;
       case GGML_TYPE_Q5_K: n = quantize_q5_K(x, buf, 2, K / 2, imatrix); break;
+      case GGML_TYPE_Q2_K: n = quantize_q2_K(x, buf, 2, K / 2, imatrix); break;
+      case GGML_TYPE_Q3_K: n = quantize_q3_K(x, buf, 2, K / 2, imatrix); break;
       default: n = quantize_q6_K(x, buf, 2, K / 2, imatrix); break;
     }
     Hex(weighted[t].name, buf, n);
@@ -84,6 +94,8 @@ size_t ggml_row_size(enum ggml_type type, int64_t ne) {
     case GGML_TYPE_Q4_K: return ne / 256 * 144;
     case GGML_TYPE_Q5_K: return ne / 256 * 176;
     case GGML_TYPE_Q6_K: return ne / 256 * 210;
+    case GGML_TYPE_Q2_K: return ne / 256 * 84;
+    case GGML_TYPE_Q3_K: return ne / 256 * 110;
     default: abort();
   }
 }
