@@ -707,11 +707,12 @@ TEST(JobSpecCheckTest, GgufRecipeIsTheQuantization) {
             "the llama.cpp recipe Q4_K_M (export.gguf_type) chooses every tensor's type; "
             "gguf_float_type applies to jobs that export their own codes");
 
-  s = CheckJobSpec(Parse(model + "export { formats: GGUF gguf_type: \"Q3_K_M\" }"));
+  s = CheckJobSpec(Parse(model + "export { formats: GGUF gguf_type: \"Q2_K_S\" }"));
   ASSERT_EQ(Fields(s), std::vector<std::string>{"spec.export.gguf_type"});
   EXPECT_EQ(s.violations()[0].description,
-            "'Q3_K_M' is not a llama.cpp file type quantd writes (F32, F16, BF16, Q8_0, Q4_0, "
-            "Q4_1, Q5_0, Q5_1, Q4_K_S, Q4_K_M, Q5_K_S, Q5_K_M, Q6_K)");
+            "'Q2_K_S' is not a llama.cpp file type quantd writes (F32, F16, BF16, Q8_0, Q4_0, "
+            "Q4_1, Q5_0, Q5_1, Q2_K, Q3_K_S, Q3_K_M, Q3_K_L, Q4_K_S, Q4_K_M, Q5_K_S, Q5_K_M, "
+            "Q6_K)");
   // A hostile value is not echoed back.
   auto spec = Parse(model + "export { formats: GGUF }");
   spec.mutable_export_()->set_gguf_type(std::string(100000, 'Q'));
