@@ -42,6 +42,12 @@ rand="$out/random256"
 worker/models/make_random_checkpoint --out="$rand" --layers=4 --hidden=256 --intermediate=768 \
   --heads=4 --kv_heads=2 --vocab=512 --dtype=f32 --seed=7 >/dev/null
 cp models/stories260K/tokenizer.model "$rand/"
+# Eight layers: llama.cpp's Q4_0 with an imatrix gives ffn_down of the first
+# eighth Q4_1 (none of the other models has a whole eighth).
+rand8="$out/random8"
+worker/models/make_random_checkpoint --out="$rand8" --layers=8 --hidden=256 --intermediate=512 \
+  --heads=4 --kv_heads=2 --vocab=512 --dtype=f32 --seed=8 >/dev/null
+cp models/stories260K/tokenizer.model "$rand8/"
 
 # llama_ftype numbers (llama.h) of the recipes checked.
 declare -A FTYPE=([F32]=0 [F16]=1 [Q4_0]=2 [Q8_0]=7 [Q5_1]=9 [Q2_K]=10 [Q3_K_S]=11 [Q3_K_M]=12
@@ -70,8 +76,8 @@ run_job() {  # model_dir model name recipe [eval|imatrix]
 }
 
 echo '{"models": []}' >"$out/manifest.json"
-for model in stories260K random256; do
-  dir=models/stories260K; [ "$model" = random256 ] && dir="$rand"
+for model in stories260K random256 random8; do
+  dir=models/stories260K; [ "$model" = random256 ] && dir="$rand"; [ "$model" = random8 ] && dir="$rand8"
   mkdir -p "$out/$model"
   recipes="Q4_K_M Q4_K_S Q5_K_M Q5_K_S Q6_K Q3_K_M F16 Q4_K_M+imatrix Q4_K_S+imatrix"
   recipes+=" Q5_K_M+imatrix Q3_K_M+imatrix"
@@ -79,6 +85,7 @@ for model in stories260K random256; do
     recipes="Q4_K_M Q4_K_S Q5_K_M Q5_K_S Q6_K Q8_0 Q4_0 Q5_1 Q2_K Q3_K_S Q3_K_M Q3_K_L"
     recipes+=" Q4_K_M+imatrix Q6_K+imatrix Q4_0+imatrix Q2_K+imatrix Q3_K_M+imatrix"
   fi
+  [ "$model" = random8 ] && recipes="Q4_0+imatrix"
   run_job "$dir" "$model" F32 F32 || { cat "$out/$model/F32.err"; fail "$model F32 job"; }
   for n in 4 24; do
     tests/peers/eval_windows "$dir" "$TEXT" 128 "$n" >"$out/$model/windows$n.json"
@@ -92,11 +99,16 @@ for model in stories260K random256; do
     # llama.cpp logs every tensor it converts: kept aside unless it fails.
     tests/peers/llama_quantize_check "$libs" "$out/$model/F32/model.gguf" "${FTYPE[$r]}" \
       "$out/$model/$name/model.gguf" "$out/$model/llama-$name.gguf" "${imatrix[@]}" \
-      2>"$out/$model/llama-$name.log" ||
+      2>"$out/$model/llama-$name.log" | tee "$out/$model/check-$name.txt" ||
       { cat "$out/$model/llama-$name.log"; fail "$model $name differs from llama.cpp's"; }
+    if [ "$model" = random8 ]; then  # the rule this model is for: blk.0.ffn_down is Q4_1
+      grep -q "^q4_1: 1 tensors identical" "$out/$model/check-$name.txt" ||
+        fail "random8 $name: no Q4_1 ffn_down"
+    fi
     # llama.cpp scores every stories260K file and three of the random model's
     # (its other files are byte-identical to llama.cpp's own, checked above).
-    if [ "$model" = random256 ] && [[ " Q4_K_M Q6_K Q4_0+imatrix Q2_K Q3_K_M+imatrix " != *" $name "* ]]; then
+    if [ "$model" = random8 ] || { [ "$model" = random256 ] &&
+       [[ " Q4_K_M Q6_K Q4_0+imatrix Q2_K Q3_K_M+imatrix " != *" $name "* ]]; }; then
       continue
     fi
     "$PY" - "$out/manifest.json" "$out/$model/$name.json" "$out/$model/$name/model.gguf" \

@@ -169,7 +169,11 @@ class QuantizationJob {
         std::string config_json,
         exporter::ReadTextFile((fs::path(opt_.model_dir) / "config.json").string()));
     const gguf::GgufFileType type = *opt_.export_options.gguf_recipe;
-    QD_ASSIGN_OR_RETURN(gguf_recipe_, gguf::GgufRecipeWeights::Create(weights, config_json, type));
+    // With calibration data the block loop gathers an importance matrix
+    // (BlockStep::ObserveImportance), which moves some types in llama.cpp.
+    const bool with_importance = !opt_.calibration.dataset_path.empty();
+    QD_ASSIGN_OR_RETURN(
+        gguf_recipe_, gguf::GgufRecipeWeights::Create(weights, config_json, type, with_importance));
     std::string types;
     for (const std::string& line : gguf_recipe_->DescribeTypes())
       types += (types.empty() ? "" : ", ") + line;
