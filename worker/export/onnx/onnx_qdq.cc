@@ -245,7 +245,7 @@ class LlamaGraph {
     half_ = I64("/const/half", {c_.head_dim / 2});
     full_ = I64("/const/full", {c_.head_dim});
     last_axis_ = I64("/const/last_axis", {-1});
-    I64("/const/zero1d", {0});
+    zero1d_ = I64("/const/zero1d", {0});
     return OkStatus();
   }
 
@@ -311,18 +311,24 @@ class LlamaGraph {
     return g_.Op("DequantizeLinear", prefix + "/DequantizeLinear", {q, scale, zp});
   }
 
+  // The codes and parameters of `module`'s quantized weight, [out, in].
+  StatusOr<quant::QuantizedTensor> WeightCodes(const std::string& module, const QuantSpec& s) {
+    QD_ASSIGN_OR_RETURN(at::Tensor value, m_.Load(module + ".weight"));
+    QD_ASSIGN_OR_RETURN(quant::QParams qp, m_.WeightQParams(module));
+    return quant::RealQuantize(value, s, qp);
+  }
+
   // The [in, out] float weight of `module` for MatMul: DequantizeLinear of
   // its codes, a Cast of float16 / bfloat16, or float values.
   StatusOr<std::string> Weight(const std::string& module, const QuantizedLayer* layer) {
-    QD_ASSIGN_OR_RETURN(at::Tensor value, m_.Load(module + ".weight"));
     const std::string name = module + ".weight";
     if (layer == nullptr || !layer->weight) {
+      QD_ASSIGN_OR_RETURN(at::Tensor value, m_.Load(name));
       at::Tensor wt = value.to(at::kFloat).t().contiguous();
       return g_.AddInitializer(name, DataType::kFloat, Dims(wt), Raw(wt));
     }
     const QuantSpec& s = *layer->weight;
-    QD_ASSIGN_OR_RETURN(quant::QParams qp, m_.WeightQParams(module));
-    QD_ASSIGN_OR_RETURN(quant::QuantizedTensor q, quant::RealQuantize(value, s, qp));
+    QD_ASSIGN_OR_RETURN(quant::QuantizedTensor q, WeightCodes(module, s));
     const std::string p = "/" + module;
     if (quant::IsCastType(s.dtype)) {
       at::Tensor wt = q.codes.t().contiguous();
@@ -387,11 +393,9 @@ class LlamaGraph {
   // [N * K / block], zero points packed the same way per row.
   StatusOr<std::string> MatMulNBits(const std::string& module, const QuantizedLayer& layer,
                                     const std::string& x) {
-    QD_ASSIGN_OR_RETURN(at::Tensor value, m_.Load(module + ".weight"));
     const QuantSpec& s = *layer.weight;
-    QD_ASSIGN_OR_RETURN(quant::QParams qp, m_.WeightQParams(module));
-    QD_ASSIGN_OR_RETURN(quant::QuantizedTensor q, quant::RealQuantize(value, s, qp));
-    const int64_t n = value.size(0), k = value.size(1);
+    QD_ASSIGN_OR_RETURN(quant::QuantizedTensor q, WeightCodes(module, s));
+    const int64_t n = q.codes.size(0), k = q.codes.size(1);
     const int64_t block = quant::EffectiveGroupSize(s), blocks = k / block;
     const int64_t offset = quant::IsSignedInt(s.dtype) ? 8 : 0;
     const at::Tensor codes = q.codes.to(at::kInt) + offset;  // [N, K]
@@ -417,8 +421,7 @@ class LlamaGraph {
 
   // [B, G, R, T, hd] Hugging Face rotate-half RoPE.
   std::string Rope(const std::string& p, const std::string& x) {
-    const std::string zero1d = "/const/zero1d";
-    const std::string x1 = g_.Op("Slice", p + "/x1", {x, zero1d, half_, last_axis_});
+    const std::string x1 = g_.Op("Slice", p + "/x1", {x, zero1d_, half_, last_axis_});
     const std::string x2 = g_.Op("Slice", p + "/x2", {x, half_, full_, last_axis_});
     const std::string rotated =
         g_.Op("Concat", p + "/rotate_half", {g_.Op("Neg", p + "/Neg", {x2}), x1},
@@ -498,7 +501,7 @@ class LlamaGraph {
   OpsetChoice opset_;
   int64_t max_len_;
   onnx::GraphBuilder g_;
-  std::string cos_, sin_, mask_, head_scale_, eps_, half_, full_, last_axis_, axes2_;
+  std::string cos_, sin_, mask_, head_scale_, eps_, half_, full_, last_axis_, axes2_, zero1d_;
 };
 
 Status CheckModel(const QuantizedModel& model, int64_t max_len) {
@@ -570,7 +573,10 @@ Status WriteGenaiConfig(const QuantizedModel& model, int64_t max_len, const std:
                         {"min_length", 0},
                         // present is past + the new tokens, a new tensor each step.
                         {"past_present_share_buffer", false}}}};
-  return WriteTextFile((fs::path(dir) / "genai_config.json").string(), genai.dump(2) + "\n");
+  // model_type comes from the tenant's config.json: bytes that are not
+  // UTF-8 are written as U+FFFD (dump() would throw), as WriteHfConfig does.
+  return WriteTextFile((fs::path(dir) / "genai_config.json").string(),
+                       genai.dump(2, ' ', false, json::error_handler_t::replace) + "\n");
 }
 
 }  // namespace
