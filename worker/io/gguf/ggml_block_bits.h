@@ -116,6 +116,32 @@ inline void PackQ6KCodes(const int8_t* codes, uint8_t* ql, uint8_t* qh) {
   }
 }
 
+// The 2-bit codes of Q2_K and the low bits of Q3_K: byte l of each 32-byte
+// group holds codes l, l + 32, l + 64, l + 96 of its 128 (low bits first).
+inline void PackCrumbs(const uint8_t* codes, uint8_t* qs) {
+  for (int j = 0; j < 256; j += 128) {
+    for (int l = 0; l < 32; ++l) {
+      qs[j / 4 + l] = static_cast<uint8_t>(codes[j + l] | (codes[j + l + 32] << 2) |
+                                           (codes[j + l + 64] << 4) | (codes[j + l + 96] << 6));
+    }
+  }
+}
+
+// Q3_K's 256 codes (0..7, the value's integer plus 4): the high bit of code
+// j in bit j / 32 of hmask[j % 32], the low bit pairs as crumbs in `qs`.
+inline void PackQ3KCodes(const uint8_t* codes, uint8_t* hmask, uint8_t* qs) {
+  for (int j = 0; j < 32; ++j) hmask[j] = 0;
+  uint8_t low[256];
+  for (int j = 0; j < 256; ++j) {
+    low[j] = codes[j];
+    if (low[j] > 3) {
+      hmask[j % 32] |= static_cast<uint8_t>(1 << (j / 32));
+      low[j] -= 4;
+    }
+  }
+  PackCrumbs(low, qs);
+}
+
 }  // namespace quantd::gguf::bits
 
 #endif  // QUANTD_WORKER_IO_GGUF_GGML_BLOCK_BITS_H_

@@ -155,17 +155,6 @@ void QuantizeQ6K(const float* src, uint8_t* dst, int64_t n, const float* qw) {
   }
 }
 
-// The 2-bit codes of Q2_K and the low bits of Q3_K: byte l of each 32-byte
-// group holds codes l, l + 32, l + 64, l + 96 of its 128 (low bits first).
-void PackCrumbs(const uint8_t* codes, uint8_t* qs) {
-  for (int j = 0; j < kQK; j += 128) {
-    for (int l = 0; l < 32; ++l) {
-      qs[j / 4 + l] = static_cast<uint8_t>(codes[j + l] | (codes[j + l + 32] << 2) |
-                                           (codes[j + l + 64] << 4) | (codes[j + l + 96] << 6));
-    }
-  }
-}
-
 // Q2_K's tail: codes 0..3 against the 4-bit scales and mins as stored.
 void StoreQ2KCodes(const float* x, uint8_t* blk, uint8_t* codes) {
   const float d_all = bits::LoadFp16(blk + 80), dmin_all = bits::LoadFp16(blk + 82);
@@ -178,7 +167,7 @@ void StoreQ2KCodes(const float* x, uint8_t* blk, uint8_t* codes) {
       codes[16 * j + i] = static_cast<uint8_t>(std::max(0, std::min(3, l)));
     }
   }
-  PackCrumbs(codes, blk + 16);
+  bits::PackCrumbs(codes, blk + 16);
 }
 
 // ggml's make_q3_quants with do_rmse: signed codes in [-nmax, nmax - 1]
@@ -259,16 +248,7 @@ void StoreQ3K(const float* x, const int8_t* ls, float d, int8_t* codes, uint8_t*
       codes[16 * j + i] = static_cast<int8_t>(l + 4);
     }
   }
-  std::memset(hmask, 0, kQK / 8);
-  uint8_t low[kQK];
-  for (int j = 0; j < kQK; ++j) {
-    low[j] = static_cast<uint8_t>(codes[j]);
-    if (low[j] > 3) {
-      hmask[j % 32] |= static_cast<uint8_t>(1 << (j / 32));
-      low[j] -= 4;
-    }
-  }
-  PackCrumbs(low, qs);
+  bits::PackQ3KCodes(reinterpret_cast<const uint8_t*>(codes), hmask, qs);
 }
 
 }  // namespace
