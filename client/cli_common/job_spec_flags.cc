@@ -28,6 +28,9 @@ constexpr char kJobSpecFlagsUsage[] = R"(
 --group-size N          group size for per_group schemes (default 128)
 --exclude GLOB          leave matching layers in float (repeatable)
 --fp8-kv-cache          FP8 e4m3 KV cache (needs calibration data)
+--algorithm A           run algorithm A with its default options: gptq, awq,
+                        smoothquant, autosmoothquant, rotation (repeatable;
+                        needs --calib; with --gguf-type: gptq)
 --calib URI             calibration text (.txt or .jsonl)
 --calib-samples N       calibration samples (default 128)
 --calib-seq-len N       calibration sample length in tokens (default 512)
@@ -86,11 +89,12 @@ quantd::Status DoubleFlag(const ParsedArgs& a, const std::string& name, Setter s
 
 const std::set<std::string>& JobSpecValueFlags() {
   static const auto* flags = new std::set<std::string>{
-      "model",       "scheme",        "config",        "group-size",      "exclude",
-      "calib",       "calib-samples", "calib-seq-len", "calib-sampling",  "calib-seed",
-      "calib-dtype", "eval",          "n-ctx",         "eval-windows",    "max-ppl-increase",
-      "max-kl",      "format",        "output",        "gguf-float-type", "gguf-type",
-      "target"};
+      "model",         "scheme",         "config",       "group-size",
+      "exclude",       "algorithm",      "calib",        "calib-samples",
+      "calib-seq-len", "calib-sampling", "calib-seed",   "calib-dtype",
+      "eval",          "n-ctx",          "eval-windows", "max-ppl-increase",
+      "max-kl",        "format",         "output",       "gguf-float-type",
+      "gguf-type",     "target"};
   return *flags;
 }
 
@@ -165,6 +169,32 @@ std::string ToUri(const std::string& s) {
   return quantd::io::PathToFileUri(path);
 }
 
+namespace {
+
+// --algorithm NAME: the algorithm with its default options.
+quantd::Status AddAlgorithmFlag(const std::string& name, quantd::v1::QuantizationSettings* q) {
+  quantd::v1::AlgorithmConfig a;
+  if (name == "gptq") {
+    a.mutable_gptq();
+  } else if (name == "awq") {
+    a.mutable_awq();
+  } else if (name == "smoothquant") {
+    a.mutable_smooth_quant();
+  } else if (name == "autosmoothquant") {
+    a.mutable_auto_smooth_quant();
+  } else if (name == "rotation") {
+    a.mutable_rotation();
+  } else {
+    return quantd::InvalidArgumentError(
+        absl::StrCat("--algorithm '", name,
+                     "' is not one of gptq, awq, smoothquant, autosmoothquant, rotation"));
+  }
+  *q->add_algorithms() = std::move(a);
+  return quantd::OkStatus();
+}
+
+}  // namespace
+
 quantd::Status FillJobSpec(const ParsedArgs& a, quantd::v1::JobSpec* spec) {
   if (!a.Has("model")) return quantd::InvalidArgumentError("needs --model URI");
   spec->set_model_uri(ToUri(a.Get("model")));
@@ -177,7 +207,7 @@ quantd::Status FillJobSpec(const ParsedArgs& a, quantd::v1::JobSpec* spec) {
     return quantd::InvalidArgumentError(
         "needs one of --scheme NAME, --config FILE or --gguf-type RECIPE");
   if (a.Has("scheme") || a.Has("config") || a.Has("group-size") || a.Has("exclude") ||
-      a.Get("fp8-kv-cache") == "true") {
+      a.Has("algorithm") || a.Get("fp8-kv-cache") == "true") {
     auto* q = spec->mutable_quantization();
     if (a.Has("scheme")) q->set_scheme(a.Get("scheme"));
     if (a.Has("config")) {
@@ -188,6 +218,10 @@ quantd::Status FillJobSpec(const ParsedArgs& a, quantd::v1::JobSpec* spec) {
     }
     if (auto s = IntFlag(a, "group-size", [&](int n) { q->set_group_size(n); }); !s.ok()) return s;
     for (const auto& e : a.GetAll("exclude")) q->add_exclude(e);
+    for (const auto& name : a.GetAll("algorithm")) {
+      auto s = AddAlgorithmFlag(name, q);
+      if (!s.ok()) return s;
+    }
     if (a.Get("fp8-kv-cache") == "true") q->set_fp8_kv_cache(true);
   }
 

@@ -97,6 +97,29 @@ TEST(JobSpecFlagsTest, EveryJobFlagLandsInItsSpecField) {
   EXPECT_EQ(spec.device(), "");  // the caller's default
 }
 
+// --algorithm lists algorithms with their default options, in flag order,
+// beside a preset or alone beside a llama.cpp recipe.
+TEST(JobSpecFlagsTest, AlgorithmFlags) {
+  quantd::Status s;
+  quantd::v1::JobSpec spec = Fill({"submit", "--model", "/m", "--gguf-type", "Q4_K_M", "--format",
+                                   "gguf", "--algorithm", "gptq"},
+                                  &s);
+  ASSERT_TRUE(s.ok()) << s.message();
+  EXPECT_EQ(spec.quantization().source_case(), quantd::v1::QuantizationSettings::SOURCE_NOT_SET);
+  ASSERT_EQ(spec.quantization().algorithms_size(), 1);
+  EXPECT_TRUE(spec.quantization().algorithms(0).has_gptq());
+  EXPECT_FALSE(spec.quantization().algorithms(0).gptq().act_order());
+  EXPECT_EQ(spec.export_().gguf_type(), "Q4_K_M");
+
+  spec = Fill({"submit", "--model", "/m", "--scheme", "w_int4_per_group_sym", "--algorithm",
+               "smoothquant", "--algorithm", "gptq"},
+              &s);
+  ASSERT_TRUE(s.ok()) << s.message();
+  ASSERT_EQ(spec.quantization().algorithms_size(), 2);
+  EXPECT_TRUE(spec.quantization().algorithms(0).has_smooth_quant());
+  EXPECT_TRUE(spec.quantization().algorithms(1).has_gptq());
+}
+
 TEST(JobSpecFlagsTest, BadFlagsAreNamed) {
   const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
       {{"submit", "--scheme", "x"}, "needs --model URI"},
@@ -121,6 +144,8 @@ TEST(JobSpecFlagsTest, BadFlagsAreNamed) {
        "--calib-seed applies to --calib-sampling random-windows, not concat"},
       {{"submit", "--model", "/m", "--scheme", "x", "--calib-dtype", "fp16"},
        "--calib-dtype 'fp16' is not one of float32, bfloat16"},
+      {{"submit", "--model", "/m", "--scheme", "x", "--algorithm", "sparsegpt"},
+       "--algorithm 'sparsegpt' is not one of gptq, awq, smoothquant, autosmoothquant, rotation"},
   };
   for (const auto& [argv, message] : cases) {
     quantd::Status s;

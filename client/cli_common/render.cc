@@ -50,11 +50,42 @@ std::string HumanBytes(int64_t bytes) {
   return u == 0 ? absl::StrCat(bytes, " B") : absl::StrFormat("%.1f %s", v, units[u]);
 }
 
+namespace {
+
+// The settings' own algorithms, as --algorithm names them.
+std::string DescribeAlgorithms(const quantd::v1::QuantizationSettings& q) {
+  std::string s;
+  for (const quantd::v1::AlgorithmConfig& a : q.algorithms()) {
+    switch (a.algorithm_case()) {
+      case quantd::v1::AlgorithmConfig::kGptq:
+        absl::StrAppend(&s, " + gptq");
+        break;
+      case quantd::v1::AlgorithmConfig::kAwq:
+        absl::StrAppend(&s, " + awq");
+        break;
+      case quantd::v1::AlgorithmConfig::kSmoothQuant:
+        absl::StrAppend(&s, " + smoothquant");
+        break;
+      case quantd::v1::AlgorithmConfig::kAutoSmoothQuant:
+        absl::StrAppend(&s, " + autosmoothquant");
+        break;
+      case quantd::v1::AlgorithmConfig::kRotation:
+        absl::StrAppend(&s, " + rotation");
+        break;
+      default:
+        break;
+    }
+  }
+  return s;
+}
+
+}  // namespace
+
 std::string DescribeQuantization(const quantd::v1::JobSpec& spec) {
   const quantd::v1::QuantizationSettings& q = spec.quantization();
   if (q.source_case() == quantd::v1::QuantizationSettings::SOURCE_NOT_SET &&
       !spec.export_().gguf_type().empty())
-    return "llama.cpp " + spec.export_().gguf_type();
+    return "llama.cpp " + spec.export_().gguf_type() + DescribeAlgorithms(q);
   std::string s;
   switch (q.source_case()) {
     case quantd::v1::QuantizationSettings::kScheme:
@@ -71,6 +102,7 @@ std::string DescribeQuantization(const quantd::v1::JobSpec& spec) {
     default:
       s = "-";
   }
+  absl::StrAppend(&s, DescribeAlgorithms(q));
   if (q.fp8_kv_cache()) absl::StrAppend(&s, " + fp8 kv-cache");
   return s;
 }

@@ -159,7 +159,10 @@ TEST(RenderTest, JobSummaryOfALlamaCppRecipe) {
       export { formats: GGUF gguf_type: "Q4_K_M" }
     }
   )pb");
-  EXPECT_NE(RenderJob(job).find("quantize:   llama.cpp Q4_K_M"), std::string::npos)
+  EXPECT_NE(RenderJob(job).find("quantize:   llama.cpp Q4_K_M\n"), std::string::npos)
+      << RenderJob(job);
+  job.mutable_spec()->mutable_quantization()->add_algorithms()->mutable_gptq();
+  EXPECT_NE(RenderJob(job).find("quantize:   llama.cpp Q4_K_M + gptq\n"), std::string::npos)
       << RenderJob(job);
 }
 

@@ -51,7 +51,8 @@ TEST(QuantctlArgsTest, TakesItsOwnFlagsAndEveryJobFlag) {
                                    "n-ctx",           "eval-windows",    "max-ppl-increase",
                                    "max-kl",          "format",          "output",
                                    "device",          "label",           "max-attempts",
-                                   "gguf-float-type", "gguf-type",       "target"}));
+                                   "gguf-float-type", "gguf-type",       "target",
+                                   "algorithm"}));
   EXPECT_EQ(QuantctlBoolFlags(), (std::set<std::string>{"wait", "all", "help", "tls", "overwrite",
                                                         "no-eval", "fp8-kv-cache"}));
 }

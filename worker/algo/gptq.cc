@@ -172,7 +172,6 @@ class GptqRun {
     }
 
     GptqResult result;
-    at::Tensor hinv;
     auto clock = std::chrono::steady_clock::now();
     const auto lap = [&clock, this] {
       pipeline::WaitForDevice(device_);
@@ -181,34 +180,20 @@ class GptqRun {
       clock = now;
       return s;
     };
-    const double mean_diag = h.diagonal().mean().item<double>();
-    bool factored = false;
-    std::string why = "the Hessian is not finite";
-    if (std::isfinite(mean_diag)) {
-      why = "the damped Hessian is not positive definite";
-      for (int k = 0; k <= std::max(0, opt_.max_damp_retries); ++k) {
-        const double percent = opt_.damp_percent + k * opt_.damp_retry_step;
-        if (InverseCholesky(h, percent * mean_diag, &hinv)) {
-          result.damp_percent = percent;
-          result.damp_retries = k;
-          factored = true;
-          break;
-        }
-      }
-    }
+    DampedInverse factored = FactorDampedHessian(h, opt_);
     result.factor_seconds = lap();
-    if (!factored) {
+    result.damp_percent = factored.damp_percent;
+    result.damp_retries = factored.damp_retries;
+    if (!factored.hinv.defined()) {
       QD_ASSIGN_OR_RETURN(quant::QParams qp, quant::ComputeQParams(weight.to(at::kFloat), spec_));
       QD_ASSIGN_OR_RETURN(at::Tensor q, quant::FakeQuantize(weight.to(at::kFloat), spec_, qp));
       result.weight = q.to(weight.scalar_type());
       result.qparams = qp;
       result.rtn_fallback = true;
-      char buf[160];
-      std::snprintf(buf, sizeof(buf), "%s at damping up to %.3f of mean(diag H)", why.c_str(),
-                    opt_.damp_percent + std::max(0, opt_.max_damp_retries) * opt_.damp_retry_step);
-      result.fallback_reason = buf;
+      result.fallback_reason = factored.failure;
       return result;
     }
+    const at::Tensor& hinv = factored.hinv;
 
     // Columns as rows: column c of W is the contiguous row c of wt.
     at::Tensor wt = w.t().contiguous();
@@ -577,6 +562,31 @@ StatusOr<GptqResult> QuantizeWeight(const at::Tensor& weight, const at::Tensor& 
 }
 
 }  // namespace
+
+DampedInverse FactorDampedHessian(const at::Tensor& h, const GptqOptions& options) {
+  DampedInverse out;
+  const double mean_diag = h.diagonal().mean().item<double>();
+  out.failure = "the Hessian is not finite";
+  if (std::isfinite(mean_diag)) {
+    out.failure = "the damped Hessian is not positive definite";
+    for (int k = 0; k <= std::max(0, options.max_damp_retries); ++k) {
+      const double percent = options.damp_percent + k * options.damp_retry_step;
+      if (InverseCholesky(h, percent * mean_diag, &out.hinv)) {
+        out.damp_percent = percent;
+        out.damp_retries = k;
+        out.failure.clear();
+        return out;
+      }
+    }
+  }
+  char buf[160];
+  std::snprintf(
+      buf, sizeof(buf), "%s at damping up to %.3f of mean(diag H)", out.failure.c_str(),
+      options.damp_percent + std::max(0, options.max_damp_retries) * options.damp_retry_step);
+  out.failure = buf;
+  out.hinv = at::Tensor();
+  return out;
+}
 
 Status CheckGptqWeightSpec(const quant::QuantSpec& spec, int64_t rows, int64_t cols) {
   return LayoutFor(spec, rows, cols).status();

@@ -91,6 +91,18 @@ struct GptqResult {
   double loop_seconds = 0;
 };
 
+// The factor GPTQ's column loop runs on: Hinv = cholesky(cholesky_inverse(
+// cholesky(H + damp I)), upper) with damp = damp_percent * mean(diag H),
+// retried with damp_percent raised by damp_retry_step at most
+// max_damp_retries times. `h` float32 [in, in], dead columns already set.
+struct DampedInverse {
+  at::Tensor hinv;  // undefined when every damping failed
+  double damp_percent = 0;
+  int damp_retries = 0;
+  std::string failure;  // why hinv is undefined, with the largest damping
+};
+DampedInverse FactorDampedHessian(const at::Tensor& h, const GptqOptions& options);
+
 // GPTQ on one weight [out, in] with the Hessian of its inputs [in, in].
 // Weight specs: integers (per_tensor, per_channel on axis 0, per_group along
 // the input axis), FP8 (per_tensor, per_channel) and the MX formats (blocks

@@ -2,7 +2,7 @@
 // collected in a pass that stops once the group's input has gone by, and
 // the true-sequential order (q,k,v -> o -> gate,up -> down) in which
 // GptqAlgorithm quantizes the block's linears with GptqQuantizeWeight
-// (gptq.cc).
+// (gptq.cc), or with a llama.cpp recipe's block types (gptq_ggml.cc).
 #include <cmath>
 #include <cstdio>
 #include <stdexcept>
@@ -12,6 +12,8 @@
 
 #include "worker/algo/block_hooks.h"
 #include "worker/algo/gptq.h"
+#include "worker/algo/gptq_ggml.h"
+#include "worker/io/gguf/ggml_block_grid.h"
 #include "worker/pipeline/stage_times.h"
 
 namespace quantd::algo {
@@ -42,29 +44,61 @@ Status HessianAccumulator::Add(const at::Tensor& x) {
   }
 }
 
+namespace {
+
+// A layer whose Hessian needed more damping, or no damping made it factor.
+void ReportDamping(pipeline::BlockAlgorithmContext& ctx, const std::string& layer,
+                   bool rtn_fallback, const std::string& reason, int retries, double percent) {
+  if (rtn_fallback) {
+    ctx.observer.OnLog(pipeline::LogLevel::kWarning,
+                       "GPTQ fell back to round-to-nearest for " + layer + ": " + reason);
+  } else if (retries > 0) {
+    char buf[64];
+    std::snprintf(buf, sizeof(buf), "%.3f", percent);
+    ctx.observer.OnLog(pipeline::LogLevel::kInfo,
+                       "GPTQ on " + layer + " needed damping " + buf +
+                           " of mean(diag H) for a positive-definite Hessian");
+  }
+}
+
+}  // namespace
+
 Status GptqAlgorithm::Apply(pipeline::BlockAlgorithmContext& ctx) {
   models::DecoderBlock& block = ctx.block;
   for (const models::LinearGroup& group : block.groups()) {
     // The linears of a group read the same input, so one Hessian serves all.
     std::vector<std::pair<models::Linear*, quant::QuantSpec>> targets;
+    // A recipe job's linears and the ggml block type each gets.
+    std::vector<std::pair<models::Linear*, gguf::GgmlType>> ggml_targets;
     for (const std::string& name : group.linears) {
       models::Linear* linear = block.FindLinear(name);
       if (linear == nullptr) return InternalError("block has no linear " + name);
+      if (ctx.ggml_type) {
+        // Float types (a recipe's F16 fallback) have no grid: the recipe
+        // writes those weights as they are.
+        const std::optional<gguf::GgmlType> type = ctx.ggml_type(name);
+        if (!type || !gguf::GgmlGridCodes(*type)) continue;
+        Status ok = CheckGgmlGptq(*type, linear->in_features(), options_);
+        if (!ok.ok()) return ok.Prepend("layer " + name + ": ");
+        ggml_targets.emplace_back(linear, *type);
+        continue;
+      }
       pipeline::LayerPlan plan = ctx.planner(name, linear->info().type);
       if (!plan.weight) continue;
       Status ok = CheckGptqWeightSpec(*plan.weight, linear->out_features(), linear->in_features());
       if (!ok.ok()) return ok.Prepend("layer " + name + ": ");
       targets.emplace_back(linear, *plan.weight);
     }
-    if (targets.empty()) continue;
+    if (targets.empty() && ggml_targets.empty()) continue;
     if (ctx.observer.CancelRequested()) return CancelledError("cancelled");
 
     // Each sub-batch's pass stops once the group's input has been seen: the
     // q/k/v group needs only the input norm, down_proj most of the block.
-    HessianAccumulator acc(targets[0].first->in_features());
+    models::Linear* first = targets.empty() ? ggml_targets[0].first : targets[0].first;
+    HessianAccumulator acc(first->in_features());
     {
       ScopedHooks hooks;
-      hooks.ObserveInput(*targets[0].first, [&acc, &ctx](const at::Tensor& x) {
+      hooks.ObserveInput(*first, [&acc, &ctx](const at::Tensor& x) {
         if (ctx.stages != nullptr) ctx.stages->Mark("gptq forward");
         Status s = acc.Add(x);
         if (ctx.stages != nullptr) ctx.stages->Mark("gptq hessian");
@@ -75,6 +109,22 @@ Status GptqAlgorithm::Apply(pipeline::BlockAlgorithmContext& ctx) {
       if (ctx.stages != nullptr) ctx.stages->Mark("gptq forward");
     }
 
+    for (auto& [linear, type] : ggml_targets) {
+      if (ctx.observer.CancelRequested()) return CancelledError("cancelled");
+      at::Tensor float_weight = linear->weight().clone();
+      auto result = GptqQuantizeGgml(float_weight, acc.hessian(), type, options_);
+      if (!result.ok()) return Status(result.status()).Prepend("layer " + linear->name() + ": ");
+      if (ctx.stages != nullptr) {
+        ctx.stages->Add("gptq factor", result->factor_seconds);
+        ctx.stages->Add("gptq columns", result->loop_seconds);
+        ctx.stages->Mark("gptq other");
+      }
+      ReportDamping(ctx, linear->name(), result->rtn_fallback, result->fallback_reason,
+                    result->damp_retries, result->damp_percent);
+      linear->weight() = result->weight.to(float_weight.options());
+      ctx.ggml_blocks[linear->name()] = result->blocks;
+      ctx.float_weights[linear->name()] = float_weight;
+    }
     for (auto& [linear, spec] : targets) {
       if (ctx.observer.CancelRequested()) return CancelledError("cancelled");
       at::Tensor float_weight = linear->weight().clone();
@@ -85,17 +135,8 @@ Status GptqAlgorithm::Apply(pipeline::BlockAlgorithmContext& ctx) {
         ctx.stages->Add("gptq columns", result->loop_seconds);
         ctx.stages->Mark("gptq other");
       }
-      if (result->rtn_fallback) {
-        ctx.observer.OnLog(pipeline::LogLevel::kWarning, "GPTQ fell back to round-to-nearest for " +
-                                                             linear->name() + ": " +
-                                                             result->fallback_reason);
-      } else if (result->damp_retries > 0) {
-        char buf[64];
-        std::snprintf(buf, sizeof(buf), "%.3f", result->damp_percent);
-        ctx.observer.OnLog(pipeline::LogLevel::kInfo,
-                           "GPTQ on " + linear->name() + " needed damping " + buf +
-                               " of mean(diag H) for a positive-definite Hessian");
-      }
+      ReportDamping(ctx, linear->name(), result->rtn_fallback, result->fallback_reason,
+                    result->damp_retries, result->damp_percent);
       linear->weight() = result->weight;
       ctx.quantized_weights[linear->name()] = result->qparams;
       ctx.float_weights[linear->name()] = float_weight;

@@ -193,7 +193,8 @@ TEST(QuantizeArgsTest, TakesTheSharedJobFlagsAndItsLocalRunFlags) {
                                                          "activation-offload",
                                                          "gguf-float-type",
                                                          "gguf-type",
-                                                         "target"}));
+                                                         "target",
+                                                         "algorithm"}));
   EXPECT_EQ(QuantizeBoolFlags(), (std::set<std::string>{"overwrite", "no-eval", "fp8-kv-cache",
                                                         "keep-scratch", "help"}));
   // A served job's fields that a local run has no use for.

@@ -87,6 +87,14 @@ class QuantizedModel {
     (void)module_name;
     return ImportanceSums{};
   }
+  // A llama.cpp recipe job's blocks of a weight an algorithm (GPTQ)
+  // quantized itself: uint8 [out, row bytes] in the layout the module's
+  // weight has as a GGUF tensor before any row permutation; undefined when
+  // the recipe's quantizer is to encode the weight.
+  virtual StatusOr<at::Tensor> GgmlBlocks(const std::string& module_name) const {
+    (void)module_name;
+    return at::Tensor();
+  }
   // The job's resolved config, which HF exports record as the reference
   // toolkit's quantization_config.
   virtual const config::QuantConfig& quant_config() const = 0;

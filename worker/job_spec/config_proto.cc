@@ -527,6 +527,18 @@ StatusOr<QuantConfig> ResolveQuantizationSettings(const pb::QuantizationSettings
   return config;
 }
 
+StatusOr<QuantConfig> ResolveRecipeAlgorithms(const pb::QuantizationSettings& s) {
+  std::vector<FieldViolation> v;
+  QuantConfig config;
+  ProtoReader reader(&v);
+  const std::string path = std::string(kSettingsPath) + ".algorithms";
+  const auto algorithms = reader.Algorithms(s.algorithms(), path);
+  reader.ValidateAlgorithms(algorithms, path);
+  if (!v.empty()) return ViolationsStatus(std::move(v));
+  for (const auto& [i, a] : algorithms) config.algorithms.push_back(a);
+  return config;
+}
+
 LayerCheck ValidateSettingsForLayers(const pb::QuantizationSettings& s, const QuantConfig& resolved,
                                      const std::vector<LayerInfo>& layers,
                                      const Deadline& deadline) {

@@ -54,6 +54,12 @@ StatusOr<QuantConfig> FromProto(const quantd::v1::QuantConfig& config,
 // INVALID_QUANT_CONFIG).
 StatusOr<QuantConfig> ResolveQuantizationSettings(const quantd::v1::QuantizationSettings& s);
 
+// A job with a llama.cpp recipe (export.gguf_type) quantizes with the
+// recipe's block types; its settings may only list algorithms to run with
+// them. An empty config holding s.algorithms, read and validated as above;
+// what else the settings hold is for CheckResolvedJobSpec to name.
+StatusOr<QuantConfig> ResolveRecipeAlgorithms(const quantd::v1::QuantizationSettings& s);
+
 // ValidateForLayers for resolved settings, with paths relative to the job
 // spec: for a preset, a per-layer problem is reported on
 // spec.quantization.group_size (group sizes) or spec.quantization.scheme;

@@ -415,11 +415,31 @@ void CheckGgufRecipe(SpecChecker& c, const JobSpec& spec) {
           what +
               " (export.gguf_type) chooses every tensor's type; gguf_float_type applies to "
               "jobs that export their own codes");
-  if (spec.quantization().ByteSizeLong() != 0)
+  // Settings beside a recipe: only algorithms that quantize with its block
+  // types (GPTQ), and where calibration runs.
+  const auto& q = spec.quantization();
+  if (q.source_case() != quantd::v1::QuantizationSettings::SOURCE_NOT_SET || q.has_group_size() ||
+      q.exclude_size() > 0 || q.fp8_kv_cache())
     c.Bad("spec.quantization",
           what +
               " (export.gguf_type) quantizes every weight itself, as llama-quantize does; "
-              "leave quantization unset, or drop gguf_type to export the job's own codes");
+              "set only quantization.algorithms (gptq) beside it, or drop gguf_type to export "
+              "the job's own codes");
+  for (int i = 0; i < q.algorithms_size(); ++i) {
+    const std::string field = "spec.quantization.algorithms[" + std::to_string(i) + "]";
+    const auto& a = q.algorithms(i);
+    if (a.algorithm_case() == quantd::v1::AlgorithmConfig::ALGORITHM_NOT_SET) continue;
+    if (a.algorithm_case() != quantd::v1::AlgorithmConfig::kGptq) {
+      c.Bad(field, "only gptq runs with " + what +
+                       " (export.gguf_type): it quantizes with the recipe's block types; the "
+                       "other algorithms change the float weights the recipe reads");
+    } else if (a.gptq().act_order() && !a.gptq().static_groups()) {
+      c.Bad(field + ".gptq.act_order",
+            "with " + what +
+                " GPTQ fits each block's scales on consecutive columns when it reaches them; "
+                "act_order needs static_groups (every block fit before the loop)");
+    }
+  }
 }
 
 void CheckExport(SpecChecker& c, const JobSpec& spec,

@@ -697,8 +697,8 @@ TEST(JobSpecCheckTest, GgufRecipeIsTheQuantization) {
   EXPECT_EQ(why["spec.export.gguf_type"], "names the GGUF file's recipe; formats has no GGUF");
   EXPECT_EQ(why["spec.quantization"],
             "the llama.cpp recipe Q4_K_M (export.gguf_type) quantizes every weight itself, as "
-            "llama-quantize does; leave quantization unset, or drop gguf_type to export the "
-            "job's own codes");
+            "llama-quantize does; set only quantization.algorithms (gptq) beside it, or drop "
+            "gguf_type to export the job's own codes");
   s = CheckJobSpec(Parse(model + R"pb(
     export { formats: GGUF gguf_type: "Q4_K_M" gguf_float_type: GGUF_F16 }
   )pb"));
@@ -719,6 +719,48 @@ TEST(JobSpecCheckTest, GgufRecipeIsTheQuantization) {
   s = CheckJobSpec(spec);
   ASSERT_EQ(Fields(s), std::vector<std::string>{"spec.export.gguf_type"});
   EXPECT_LT(s.violations()[0].description.size(), 200u);
+}
+
+// GPTQ runs with a recipe, quantizing with its block types; the other
+// algorithms, act_order without static_groups, and GPTQ without calibration
+// data are named.
+TEST(JobSpecCheckTest, GgufRecipeTakesGptq) {
+  const std::string model = R"pb(model_uri: "file:///models/stories260K")pb";
+  const std::string calib = R"pb(calibration { dataset_uri: "file:///data/c.txt" })pb";
+  const std::string recipe = R"pb(export { formats: GGUF gguf_type: "Q4_K_M" })pb";
+  Status s = CheckJobSpec(Parse(
+      model + "quantization { algorithms { gptq { damp_percent: 0.02 } } }" + calib + recipe));
+  EXPECT_TRUE(s.ok()) << s;
+  s = CheckJobSpec(Parse(model +
+                         "quantization { algorithms { gptq { act_order: true static_groups: true } "
+                         "} calibrate_on_float_outputs: true }" +
+                         calib + recipe));
+  EXPECT_TRUE(s.ok()) << s;
+
+  s = CheckJobSpec(Parse(model + R"pb(
+                           quantization {
+                             algorithms { awq {} }
+                             algorithms { gptq { act_order: true } }
+                           })pb" +
+                         recipe));
+  EXPECT_EQ(Fields(s), (std::vector<std::string>{"spec.calibration.dataset_uri",
+                                                 "spec.quantization.algorithms[0]",
+                                                 "spec.quantization.algorithms[1].gptq.act_order"}))
+      << s;
+  std::map<std::string, std::string> why;
+  for (const auto& v : s.violations()) why[v.field] = v.description;
+  EXPECT_EQ(why["spec.quantization.algorithms[0]"],
+            "only gptq runs with the llama.cpp recipe Q4_K_M (export.gguf_type): it quantizes "
+            "with the recipe's block types; the other algorithms change the float weights the "
+            "recipe reads");
+  EXPECT_EQ(why["spec.calibration.dataset_uri"],
+            "quantization algorithms calibrate on data: set a calibration dataset");
+
+  auto job = ResolveJob(Parse(model + "quantization { algorithms { gptq {} } }" + calib + recipe));
+  ASSERT_TRUE(job.ok()) << job.status();
+  EXPECT_EQ(job->quantization.description, "llama.cpp recipe Q4_K_M, gptq");
+  ASSERT_EQ(job->quantization.config.algorithms.size(), 1u);
+  EXPECT_FALSE(job->quantization.config.global_quant_config.weight.has_value());
 }
 
 TEST(JobSpecCheckTest, UnknownCalibrationSamplingIsNamed) {

@@ -70,18 +70,24 @@ StatusOr<ResolvedJob> ResolveJob(const quantd::v1::JobSpec& spec,
   // Resolved once: the check reports its violations as the spec's and, when
   // there are none, the resolved config is the one the engine runs.
   // A llama.cpp recipe (export.gguf_type) takes the place of the
-  // quantization settings: the job's config then quantizes nothing itself.
-  const bool recipe_alone =
-      !spec.export_().gguf_type().empty() && spec.quantization().ByteSizeLong() == 0;
+  // quantization settings: the job's config then quantizes nothing itself
+  // and holds only the algorithms run with the recipe (GPTQ).
+  const quantd::v1::QuantizationSettings& qs = spec.quantization();
+  const bool recipe_alone = !spec.export_().gguf_type().empty() &&
+                            qs.source_case() == quantd::v1::QuantizationSettings::SOURCE_NOT_SET &&
+                            !qs.has_group_size() && qs.exclude_size() == 0 && !qs.fp8_kv_cache();
   StatusOr<config::QuantConfig> quantization =
-      recipe_alone ? StatusOr<config::QuantConfig>(config::QuantConfig{})
-                   : config::ResolveQuantizationSettings(spec.quantization());
+      recipe_alone ? config::ResolveRecipeAlgorithms(qs) : config::ResolveQuantizationSettings(qs);
   ResolvedJob job;
   QD_RETURN_IF_ERROR(
       CheckResolvedJobSpec(spec, quantization, &job.warnings, options.budget));
   job.model_uri = spec.model_uri();
   job.quantization = ResolveQuantization(spec.quantization(), *std::move(quantization));
-  if (recipe_alone) job.quantization.description = "llama.cpp recipe " + spec.export_().gguf_type();
+  if (recipe_alone) {
+    job.quantization.description = "llama.cpp recipe " + spec.export_().gguf_type();
+    for (const config::AlgorithmConfig& a : job.quantization.config.algorithms)
+      job.quantization.description += ", " + std::string(config::AlgorithmKindName(a.kind()));
+  }
   job.calibration = CalibrationOf(spec);
   job.evaluation = EvaluationOf(spec);
   job.export_settings = ExportOf(spec);

@@ -4,8 +4,9 @@
 // its weights are rounded, with the calibration hidden states that enter the
 // block (already through the quantized blocks before it). SmoothQuant and
 // AWQ rescale weights and norms in place; GPTQ quantizes weights itself and
-// records the parameters it used, so the pipeline does not round those
-// layers again. Algorithms run in the order the job lists them.
+// records the parameters it used (or, with a llama.cpp recipe, the ggml
+// blocks), so the pipeline does not round those layers again. Algorithms run in the order the job
+// lists them.
 //
 // ModelTransform: changes the whole model consistently (rotation): the
 // pipeline passes it every piece as it is loaded (embedding, each block,
@@ -16,10 +17,13 @@
 
 #include <ATen/ATen.h>
 
+#include <functional>
 #include <map>
+#include <optional>
 #include <string>
 
 #include "worker/common/status.h"
+#include "worker/io/gguf/ggml_types.h"
 #include "worker/models/causal_lm.h"
 #include "worker/models/decoder_block.h"
 #include "worker/pipeline/job_observer.h"
@@ -52,6 +56,13 @@ struct BlockAlgorithmContext {
   // ("gptq hessian", ...); what it leaves uncharged counts as "algorithms".
   // Null outside a job.
   StageTimes* stages = nullptr;
+  // A job with a llama.cpp recipe: the ggml block type the recipe gives a
+  // module's weight (nullopt for one it leaves as it is). Unset otherwise.
+  std::function<std::optional<gguf::GgmlType>(const std::string& module)> ggml_type;
+  // Output: module name -> the ggml blocks an algorithm quantized that
+  // layer's weight to (uint8 [out, row bytes], GptqQuantizeGgml), which the
+  // GGUF export writes as they are.
+  std::map<std::string, at::Tensor> ggml_blocks;
 };
 
 class BlockAlgorithm {

@@ -86,6 +86,13 @@ Status BlockStep::RunAlgorithms(BlockWork& w, const at::Tensor& hidden) const {
   auto& block = w.block;
   BlockReport& br = w.report;
   BlockAlgorithmContext ctx{model_, *block, hidden, opt_.planner, obs_, {}, {}, {}, &w.stages};
+  if (recipe_) {
+    ctx.ggml_type = [this](const std::string& module) -> std::optional<gguf::GgmlType> {
+      const gguf::RecipeTensorPlan* p = recipe_->PlanOf(module + ".weight");
+      if (p == nullptr) return std::nullopt;
+      return p->type;
+    };
+  }
   const auto algorithms_start = SteadyClock::now();
   models::MatmulDtypeScope dtype(CalibrationMatmulDtype(opt_));
   for (const auto& algo : opt_.block_algorithms) {
@@ -103,6 +110,7 @@ Status BlockStep::RunAlgorithms(BlockWork& w, const at::Tensor& hidden) const {
   w.algorithm_qparams = std::move(ctx.quantized_weights);
   w.algorithm_group_index = std::move(ctx.weight_group_index);
   w.float_weights = std::move(ctx.float_weights);
+  w.ggml_blocks = std::move(ctx.ggml_blocks);
   return OkStatus();
 }
 
@@ -119,7 +127,14 @@ Status BlockStep::RoundWeights(BlockWork& w) const {
         count = static_cast<float>(it->second.second);
         importance = gguf::ImportanceFromSums(sum2, count);
       }
-      QD_ASSIGN_OR_RETURN(LayerReport lr, ApplyGgufRecipe(*linear, *recipe_, *rp, importance));
+      LayerReport lr;
+      if (auto b = w.ggml_blocks.find(linear->name()); b != w.ggml_blocks.end()) {
+        // GPTQ wrote the blocks (and rounded the weight to them).
+        lr = DescribeGgufLayer(*linear, *rp, "gptq", w.float_weights.at(linear->name()));
+        changed.emplace_back(GgmlBlocksKey(linear->name()), b->second);
+      } else {
+        QD_ASSIGN_OR_RETURN(lr, ApplyGgufRecipe(*linear, *recipe_, *rp, importance));
+      }
       changed.emplace_back(weight_name, linear->weight());
       if (sum2.defined()) {
         changed.emplace_back(ImportanceSumKey(linear->name()), sum2);
@@ -208,8 +223,16 @@ Status BlockStep::QuantizedForward(BlockWork& w, at::Tensor& hidden) const {
 }
 
 Status BlockStep::Persist(BlockWork& w) const {
-  for (models::Linear* linear : w.block->linears())
+  // The scratch store overlays the checkpoint, so a weight the checkpoint
+  // stores transposed (GPT-2's Conv1D, [in, out]) is kept that way: the
+  // quantized model and the exporters read it as they read the checkpoint.
+  std::set<std::string> transposed;
+  for (models::Linear* linear : w.block->linears()) {
     AddActivationParams(linear->name(), act_params_, w.tensors);
+    if (linear->info().transposed_in_checkpoint) transposed.insert(linear->name() + ".weight");
+  }
+  for (auto& [name, t] : w.tensors)
+    if (transposed.count(name) && t.dim() == 2) t = t.t().contiguous();
   // Written while the next block computes (ScratchStore::PutAsync).
   QD_RETURN_IF_ERROR(scratch_.PutAsync(BlockFileName(w.index), w.tensors));
   w.stages.Mark("scratch");

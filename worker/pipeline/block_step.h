@@ -66,6 +66,9 @@ struct BlockWork {
   // GPTQ's groups of permuted columns (BlockAlgorithmContext::weight_group_index).
   std::map<std::string, at::Tensor> algorithm_group_index;
   std::map<std::string, at::Tensor> float_weights;
+  // A recipe job's weights GPTQ quantized: their ggml blocks
+  // (BlockAlgorithmContext::ggml_blocks).
+  std::map<std::string, at::Tensor> ggml_blocks;
   // A llama.cpp recipe job with calibration samples: per recipe weight, the
   // sum of its input columns' squared activations (float64) and the tokens
   // summed, gathered in the float forward (the block's part of the imatrix).

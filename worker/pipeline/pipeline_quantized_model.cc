@@ -23,6 +23,9 @@ std::string ImportanceSumKey(const std::string& module) {
 std::string ImportanceCountKey(const std::string& module) {
   return "__quantd__/" + module + ".imatrix_count";
 }
+std::string GgmlBlocksKey(const std::string& module) {
+  return "__quantd__/" + module + ".ggml_blocks";
+}
 
 namespace {
 
@@ -140,6 +143,11 @@ StatusOr<exporter::QuantizedModel::ImportanceSums> PipelineQuantizedModel::Weigh
   QD_ASSIGN_OR_RETURN(at::Tensor count, values_->Load(ImportanceCountKey(module_name), at::kFloat));
   out.count = count.item<float>();
   return out;
+}
+
+StatusOr<at::Tensor> PipelineQuantizedModel::GgmlBlocks(const std::string& module_name) const {
+  if (!values_->Find(GgmlBlocksKey(module_name))) return at::Tensor();
+  return values_->Load(GgmlBlocksKey(module_name), at::kByte);
 }
 
 StatusOr<quant::QParams> LoadWeightQParams(const io::TensorSource& values,

@@ -26,6 +26,9 @@ std::string WeightGroupIndexKey(const std::string& module);
 // A llama.cpp recipe job's importance sums (QuantizedModel::WeightImportance).
 std::string ImportanceSumKey(const std::string& module);
 std::string ImportanceCountKey(const std::string& module);
+// A recipe job's ggml blocks of a weight GPTQ quantized
+// (QuantizedModel::GgmlBlocks).
+std::string GgmlBlocksKey(const std::string& module);
 
 // The exact weight parameters the job stored for `module` (quantized with
 // `spec`), from `values`; an empty QParams when none were stored.
@@ -59,6 +62,7 @@ class PipelineQuantizedModel final : public exporter::QuantizedModel {
   StatusOr<quant::QParams> WeightQParams(const std::string& module_name) const override;
   StatusOr<at::Tensor> WeightGroupIndex(const std::string& module_name) const override;
   StatusOr<ImportanceSums> WeightImportance(const std::string& module_name) const override;
+  StatusOr<at::Tensor> GgmlBlocks(const std::string& module_name) const override;
   const config::QuantConfig& quant_config() const override { return quant_config_; }
 
  private:

@@ -105,20 +105,26 @@ StatusOr<LayerReport> QuantizeLinearWeights(models::Linear& layer, const LayerPl
   return report;
 }
 
-StatusOr<LayerReport> ApplyGgufRecipe(models::Linear& layer, const gguf::GgufRecipeWeights& recipe,
-                                      const gguf::RecipeTensorPlan& plan,
-                                      const at::Tensor& importance) {
+LayerReport DescribeGgufLayer(const models::Linear& layer, const gguf::RecipeTensorPlan& plan,
+                              const std::string& how, const at::Tensor& float_weight) {
   LayerReport report;
   report.name = layer.name();
   report.weight_format = std::string("gguf ") + gguf::GetGgmlTypeTraits(plan.type).name;
-  if (importance.defined()) report.weight_format += " imatrix";
+  if (!how.empty()) report.weight_format += " " + how;
+  report.weight_sqnr_db = SqnrDb(float_weight, layer.weight());
+  return report;
+}
+
+StatusOr<LayerReport> ApplyGgufRecipe(models::Linear& layer, const gguf::GgufRecipeWeights& recipe,
+                                      const gguf::RecipeTensorPlan& plan,
+                                      const at::Tensor& importance) {
   QD_ASSIGN_OR_RETURN(at::Tensor decoded,
                       recipe.Decode(layer.name() + ".weight", importance, at::kFloat));
-  at::Tensor w = layer.weight();
-  at::Tensor wq = decoded.to(w.options());
-  report.weight_sqnr_db = SqnrDb(w, wq);
-  layer.weight() = wq;
-  return report;
+  // Decode gives the checkpoint's layout; a layer holds [out, in].
+  if (plan.transposed) decoded = decoded.t().contiguous();
+  const at::Tensor w = layer.weight();
+  layer.weight() = decoded.to(w.options());
+  return DescribeGgufLayer(layer, plan, importance.defined() ? "imatrix" : "", w);
 }
 
 StatusOr<LayerReport> QuantizeLinearWeightsWith(models::Linear& layer, const LayerPlan& plan,

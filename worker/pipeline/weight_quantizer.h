@@ -55,6 +55,12 @@ StatusOr<LayerReport> ApplyGgufRecipe(models::Linear& layer, const gguf::GgufRec
                                       const gguf::RecipeTensorPlan& plan,
                                       const at::Tensor& importance);
 
+// The report of a recipe layer whose weight holds its decoded blocks:
+// "gguf <type>" plus " <how>" ("imatrix", "gptq") when given, with the SQNR
+// of the weight against `float_weight`.
+LayerReport DescribeGgufLayer(const models::Linear& layer, const gguf::RecipeTensorPlan& plan,
+                              const std::string& how, const at::Tensor& float_weight);
+
 // The report of a layer whose weight something else (an algorithm) already
 // quantized: formats from `plan`, SQNR of `quantized` against `reference`.
 LayerReport DescribeQuantizedLayer(const models::Linear& layer, const LayerPlan& plan,

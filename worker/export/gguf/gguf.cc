@@ -158,6 +158,22 @@ Status EncodeMxfp4(const std::string& module, const quant::QuantizedTensor& q,
   return OkStatus();
 }
 
+// Blocks an algorithm wrote ([out, row bytes], rows along the module's
+// output features) in the tensor's GGUF row order: the q/k RoPE permutation
+// moves whole rows, and GPT-2's transposed weights are already GGUF rows.
+Status StoredBlocks(const at::Tensor& blocks, bool transposed, const gguf::GgufLayoutFn& to_gguf,
+                    std::vector<uint8_t>* bytes) {
+  at::Tensor rows = blocks.contiguous();
+  if (!transposed) {
+    QD_ASSIGN_OR_RETURN(rows, to_gguf(blocks.to(at::kInt)));
+    rows = rows.to(at::kByte).contiguous();
+  }
+  if (rows.sizes() != blocks.sizes())
+    return InternalError("the GGUF layout changed the blocks' shape");
+  bytes->assign(rows.data_ptr<uint8_t>(), rows.data_ptr<uint8_t>() + rows.numel());
+  return OkStatus();
+}
+
 // Writes the job's own codes of `module` as `type` blocks.
 Status EncodeCodes(const QuantizedModel& model, const std::string& module, const QuantSpec& spec,
                    GgmlType type, const gguf::GgufLayoutFn& to_gguf, std::vector<uint8_t>* bytes,
@@ -282,6 +298,8 @@ StatusOr<GgufExportResult> ExportGguf(const QuantizedModel& model,
   const QuantizedModel* m = &model;
   const GgmlType target = opt.weight_type;
   auto imatrix = std::make_shared<ImatrixBook>();
+  // Recipe weights written as the blocks GPTQ chose.
+  auto gptq_weights = std::make_shared<std::atomic<int>>(0);
   g.tensor_encoding =
       [&, m, target, notes, types, imatrix, tick](
           const std::string& name,
@@ -303,7 +321,8 @@ StatusOr<GgufExportResult> ExportGguf(const QuantizedModel& model,
       std::shared_ptr<const gguf::GgufRecipeWeights> recipe = opt.recipe;
       const std::string module = EndsWith(name, ".weight") ? name.substr(0, name.size() - 7) : name;
       const std::string gguf_name = p->gguf_name;
-      enc.encode = [m, recipe, name, module, gguf_name, imatrix, tick](
+      const bool transposed = p->transposed;
+      enc.encode = [m, recipe, name, module, gguf_name, transposed, imatrix, gptq_weights, tick](
                        const gguf::GgufLayoutFn& f, std::vector<uint8_t>* b) -> Status {
         if (StopRequested()) return CancelledStatus("exporting " + name);
         // The blocks the job evaluated: with the importance it gathered.
@@ -313,7 +332,10 @@ StatusOr<GgufExportResult> ExportGguf(const QuantizedModel& model,
           importance = gguf::ImportanceFromSums(sums.sum2, sums.count);
           imatrix->Add(gguf_name, sums);
         }
-        Status s = recipe->Encode(name, f, importance, b);
+        QD_ASSIGN_OR_RETURN(at::Tensor blocks, m->GgmlBlocks(module));
+        if (blocks.defined()) ++*gptq_weights;
+        Status s = blocks.defined() ? StoredBlocks(blocks, transposed, f, b)
+                                    : recipe->Encode(name, f, importance, b);
         tick();
         return s;
       };
@@ -397,7 +419,13 @@ StatusOr<GgufExportResult> ExportGguf(const QuantizedModel& model,
                       DescribeArtifact(ExportFormat::kGguf, staged, opt.file_name));
   result.exact_code_tensors = exact;
   result.tensor_types = DescribeTypes(*types);
-  if (!imatrix_entries.empty())
+  if (*gptq_weights > 0)
+    result.tensor_types.push_back(std::string("gguf: ") + std::to_string(gptq_weights->load()) +
+                                  " weights quantized by GPTQ on the recipe's block types; "
+                                  "llama.cpp's imatrix of the " +
+                                  std::to_string(opt.imatrix_info.chunk_count) +
+                                  " calibration samples in " + kImatrixFileName);
+  else if (!imatrix_entries.empty())
     result.tensor_types.push_back(std::string("gguf: ") + std::to_string(imatrix_entries.size()) +
                                   " weights quantized with the importance of " +
                                   std::to_string(opt.imatrix_info.chunk_count) +
