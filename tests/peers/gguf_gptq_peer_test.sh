@@ -17,27 +17,7 @@
 #     F32 export (llama_quantize_check), and GPTQ's Q4_K_M file loads in
 #     llama.cpp with the job's perplexity and is closer to the float model.
 set -euo pipefail
-runfiles="${TEST_SRCDIR:-$PWD/..}/${TEST_WORKSPACE:-quantd}"
-cd "$runfiles"
-peers_dir="$(dirname "$(readlink -f tests/peers/package.json)")"
-bash "$peers_dir/setup.sh"
-out="${TEST_TMPDIR:-$(mktemp -d)}/gguf_gptq_peer"
-rm -rf "$out" && mkdir -p "$out"
-BIN=worker/cli/quantd-quantize
-TEXT=tests/data/tinystories-sample.txt
-PY=/usr/bin/python3
-fail() { echo "FAIL: $*" >&2; exit 1; }
-
-# Calibration text held out from the evaluation: the second half of the
-# sample (the evaluation windows come from its first 30 KB).
-CALIB="$out/calib.txt"
-tail -c +100001 "$TEXT" >"$CALIB"
-
-# A Llama of 256-multiple widths with stories260K's tokenizer (vocab 512).
-rand="$out/random256"
-worker/models/make_random_checkpoint --out="$rand" --layers=4 --hidden=256 --intermediate=768 \
-  --heads=4 --kv_heads=2 --vocab=512 --dtype=f32 --seed=7 >/dev/null
-cp models/stories260K/tokenizer.model "$rand/"
+source "$(dirname "$0")/gguf_peer_setup.sh" gguf_gptq_peer
 
 # A GPT-2 of 256-multiple widths, the same tokenizer.
 gpt2="$out/gpt2"
@@ -93,7 +73,6 @@ for r in Q4_K_M Q2_K; do
   add_to_manifest random256 "$r-gptq"
 done
 
-libs="$peers_dir/node_modules/@node-llama-cpp/linux-x64/bins/linux-x64"
 for r in F32 Q4_K_M; do run_job "$gpt2" gpt2 "$r" plain; done
 run_job "$gpt2" gpt2 Q4_K_M gptq
 echo "== gpt2 Q4_K_M: llama_model_quantize of quantd's F32 GGUF vs quantd's Q4_K_M"

@@ -20,28 +20,8 @@
 #  4. a recipe whose types cannot hold stories260K's 172-wide rows fails the
 #     job with FAILED_PRECONDITION, as llama-quantize refuses the file.
 set -euo pipefail
-runfiles="${TEST_SRCDIR:-$PWD/..}/${TEST_WORKSPACE:-quantd}"
-cd "$runfiles"
-peers_dir="$(dirname "$(readlink -f tests/peers/package.json)")"
-bash "$peers_dir/setup.sh"
-libs="$peers_dir/node_modules/@node-llama-cpp/linux-x64/bins/linux-x64"
-out="${TEST_TMPDIR:-$(mktemp -d)}/gguf_recipe_peer"
-rm -rf "$out" && mkdir -p "$out"
-BIN=worker/cli/quantd-quantize
-TEXT=tests/data/tinystories-sample.txt
-PY=/usr/bin/python3
-fail() { echo "FAIL: $*" >&2; exit 1; }
+source "$(dirname "$0")/gguf_peer_setup.sh" gguf_recipe_peer
 
-# Calibration text held out from the evaluation: the second half of the
-# sample (the evaluation windows come from its first 30 KB).
-CALIB="$out/calib.txt"
-tail -c +100001 "$TEXT" >"$CALIB"
-
-# A Llama of 256-multiple widths with stories260K's tokenizer (vocab 512).
-rand="$out/random256"
-worker/models/make_random_checkpoint --out="$rand" --layers=4 --hidden=256 --intermediate=768 \
-  --heads=4 --kv_heads=2 --vocab=512 --dtype=f32 --seed=7 >/dev/null
-cp models/stories260K/tokenizer.model "$rand/"
 # Eight layers: llama.cpp's Q4_0 with an imatrix gives ffn_down of the first
 # eighth Q4_1 (none of the other models has a whole eighth).
 rand8="$out/random8"

@@ -11,6 +11,7 @@
 #include <stdexcept>
 #include <vector>
 
+#include "worker/algo/gptq_loop.h"
 #include "worker/common/cancellation.h"
 #include "worker/pipeline/stage_times.h"
 #include "worker/quant/fake_quant.h"
@@ -278,11 +279,7 @@ class GptqRun {
   // column takes the block's scaled errors times its rows of the inverse.
   void LazyUpdate(at::Tensor& wt, const at::Tensor& hinv, const at::Tensor& err, int64_t i1,
                   int64_t i2) const {
-    if (i2 >= cols_) return;
-    wt.narrow(0, i2, cols_ - i2)
-        .addmm_(hinv.narrow(0, i1, i2 - i1).narrow(1, i2, cols_ - i2).t(),
-                err.narrow(0, 0, i2 - i1),
-                /*beta=*/1, /*alpha=*/-1);
+    gptq_loop::LazyUpdate(wt, hinv, err, i1, i2, cols_);
   }
 
   // A device loop's parameters and loss, back in table_ and row_loss.
@@ -326,25 +323,15 @@ class GptqRun {
             if (has_zp) table_.zero_point[r * groups + g] = sz.zero_point;
           }
         }
-        const float d = hi[p * cols + p];
-        float* wp = w + p * rows;
+        const float* wp = w + p * rows;
         float* qp = q + p * rows;
-        float* ep = e + (p - i1) * rows;
         for (int64_t r = r0; r < r1; ++r) {
           const float s = table_.scale[r * groups + g];
           const float z = has_zp ? table_.zero_point[r * groups + g] : 0.0f;
-          const float x = wp[r];
-          const float xq = quant::int_quant::FakeQuantScalar(x, s, z, spec_);
-          qp[r] = xq;
-          const float diff = x - xq;
-          ep[r] = diff / d;
-          row_loss[r] += static_cast<double>(diff) * diff / (static_cast<double>(d) * d) / 2;
+          qp[r] = quant::int_quant::FakeQuantScalar(wp[r], s, z, spec_);
         }
-        for (int64_t c = p + 1; c < i2; ++c) {
-          const float h = hi[p * cols + c];
-          float* wc = w + c * rows;
-          for (int64_t r = r0; r < r1; ++r) wc[r] -= ep[r] * h;
-        }
+        gptq_loop::SpreadColumnError(w, qp, e + (p - i1) * rows, hi, p, i2, rows, cols, r0, r1,
+                                     row_loss);
       }
     });
   }

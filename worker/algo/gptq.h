@@ -64,19 +64,10 @@ class HessianAccumulator {
   int64_t n_ = 0;
 };
 
-struct GptqResult {
-  // The fake-quantized weight, original column order, the input's dtype.
-  at::Tensor weight;
-  // The parameters `weight` was quantized with, in the QParams shapes of the
-  // spec: 0-dim (per_tensor), [out] (per_channel), [out, G] (per_group,
-  // where group g holds the columns whose group_index is g).
-  quant::QParams qparams;
-  // int32 [in]: the group of each column. Defined only for act_order without
-  // static_groups, where groups are runs of permuted columns; otherwise
-  // column c is in group c / group_size.
-  at::Tensor group_index;
-  // The Cholesky factorisation failed at every damping; `weight` is
-  // round-to-nearest.
+// What every GPTQ run reports besides its weights.
+struct GptqStats {
+  // The Cholesky factorisation failed at every damping; the weight is
+  // round-to-nearest (ggml's own quantizer for GptqQuantizeGgml).
   bool rtn_fallback = false;
   std::string fallback_reason;
   // The damping (relative to mean(diag H)) that succeeded, and how many
@@ -89,6 +80,19 @@ struct GptqResult {
   // Cholesky factorisations (retries included) and the column loop.
   double factor_seconds = 0;
   double loop_seconds = 0;
+};
+
+struct GptqResult : GptqStats {
+  // The fake-quantized weight, original column order, the input's dtype.
+  at::Tensor weight;
+  // The parameters `weight` was quantized with, in the QParams shapes of the
+  // spec: 0-dim (per_tensor), [out] (per_channel), [out, G] (per_group,
+  // where group g holds the columns whose group_index is g).
+  quant::QParams qparams;
+  // int32 [in]: the group of each column. Defined only for act_order without
+  // static_groups, where groups are runs of permuted columns; otherwise
+  // column c is in group c / group_size.
+  at::Tensor group_index;
 };
 
 // The factor GPTQ's column loop runs on: Hinv = cholesky(cholesky_inverse(

@@ -46,15 +46,20 @@ Status HessianAccumulator::Add(const at::Tensor& x) {
 
 namespace {
 
-// A layer whose Hessian needed more damping, or no damping made it factor.
-void ReportDamping(pipeline::BlockAlgorithmContext& ctx, const std::string& layer,
-                   bool rtn_fallback, const std::string& reason, int retries, double percent) {
-  if (rtn_fallback) {
-    ctx.observer.OnLog(pipeline::LogLevel::kWarning,
-                       "GPTQ fell back to round-to-nearest for " + layer + ": " + reason);
-  } else if (retries > 0) {
+// A run's stage times, and a layer whose Hessian needed more damping or
+// that no damping made factor.
+void Report(pipeline::BlockAlgorithmContext& ctx, const std::string& layer, const GptqStats& r) {
+  if (ctx.stages != nullptr) {
+    ctx.stages->Add("gptq factor", r.factor_seconds);
+    ctx.stages->Add("gptq columns", r.loop_seconds);
+    ctx.stages->Mark("gptq other");
+  }
+  if (r.rtn_fallback) {
+    ctx.observer.OnLog(pipeline::LogLevel::kWarning, "GPTQ fell back to round-to-nearest for " +
+                                                         layer + ": " + r.fallback_reason);
+  } else if (r.damp_retries > 0) {
     char buf[64];
-    std::snprintf(buf, sizeof(buf), "%.3f", percent);
+    std::snprintf(buf, sizeof(buf), "%.3f", r.damp_percent);
     ctx.observer.OnLog(pipeline::LogLevel::kInfo,
                        "GPTQ on " + layer + " needed damping " + buf +
                            " of mean(diag H) for a positive-definite Hessian");
@@ -114,13 +119,7 @@ Status GptqAlgorithm::Apply(pipeline::BlockAlgorithmContext& ctx) {
       at::Tensor float_weight = linear->weight().clone();
       auto result = GptqQuantizeGgml(float_weight, acc.hessian(), type, options_);
       if (!result.ok()) return Status(result.status()).Prepend("layer " + linear->name() + ": ");
-      if (ctx.stages != nullptr) {
-        ctx.stages->Add("gptq factor", result->factor_seconds);
-        ctx.stages->Add("gptq columns", result->loop_seconds);
-        ctx.stages->Mark("gptq other");
-      }
-      ReportDamping(ctx, linear->name(), result->rtn_fallback, result->fallback_reason,
-                    result->damp_retries, result->damp_percent);
+      Report(ctx, linear->name(), *result);
       linear->weight() = result->weight.to(float_weight.options());
       ctx.ggml_blocks[linear->name()] = result->blocks;
       ctx.float_weights[linear->name()] = float_weight;
@@ -130,13 +129,7 @@ Status GptqAlgorithm::Apply(pipeline::BlockAlgorithmContext& ctx) {
       at::Tensor float_weight = linear->weight().clone();
       auto result = GptqQuantizeWeight(float_weight, acc.hessian(), spec, options_);
       if (!result.ok()) return Status(result.status()).Prepend("layer " + linear->name() + ": ");
-      if (ctx.stages != nullptr) {
-        ctx.stages->Add("gptq factor", result->factor_seconds);
-        ctx.stages->Add("gptq columns", result->loop_seconds);
-        ctx.stages->Mark("gptq other");
-      }
-      ReportDamping(ctx, linear->name(), result->rtn_fallback, result->fallback_reason,
-                    result->damp_retries, result->damp_percent);
+      Report(ctx, linear->name(), *result);
       linear->weight() = result->weight;
       ctx.quantized_weights[linear->name()] = result->qparams;
       ctx.float_weights[linear->name()] = float_weight;

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "worker/algo/gptq.h"
+#include "worker/algo/gptq_loop.h"
 #include "worker/common/cancellation.h"
 #include "worker/io/gguf/ggml_block_grid.h"
 
@@ -141,6 +142,8 @@ class GgmlGptqRun {
     const int64_t rows = rows_, cols = cols_;
     const int64_t bs = std::max<int64_t>(1, opt_.block_size);
     at::Tensor err = at::empty({std::min(bs, cols), rows}, at::kFloat);
+    // The block's rounded values, [block column, rows].
+    std::vector<float> q(std::min(bs, cols) * rows);
     const float* hi = hinv.data_ptr<float>();
     float* w = wt.data_ptr<float>();
     float* e = err.data_ptr<float>();
@@ -160,33 +163,22 @@ class GgmlGptqRun {
               if (!FitBlock(r, col, x.data()).ok()) failed = true;
             }
           }
-          const float d = hi[p * cols + p];
-          float* wp = w + p * rows;
-          float* ep = e + (p - i1) * rows;
+          const float* wp = w + p * rows;
+          float* qp = q.data() + (p - i1) * rows;
           const int64_t gcol = col / gguf::kGridGranule;
           for (int64_t r = r0; r < r1; ++r) {
             const float s = step_[r * granules_ + gcol];
             const float z = base_[r * granules_ + gcol];
-            const float xv = wp[r];
-            const int code = NearestCode(xv, s, z, range_);
+            const int code = NearestCode(wp[r], s, z, range_);
             codes_[r * cols + col] = static_cast<uint8_t>(code);
-            const float diff = xv - gguf::GgmlGridValue(s, z, code, range_.offset);
-            ep[r] = diff / d;
-            row_loss[r] += static_cast<double>(diff) * diff / (static_cast<double>(d) * d) / 2;
+            qp[r] = gguf::GgmlGridValue(s, z, code, range_.offset);
           }
-          for (int64_t c = p + 1; c < i2; ++c) {
-            const float hc = hi[p * cols + c];
-            float* wc = w + c * rows;
-            for (int64_t r = r0; r < r1; ++r) wc[r] -= ep[r] * hc;
-          }
+          gptq_loop::SpreadColumnError(w, qp, e + (p - i1) * rows, hi, p, i2, rows, cols, r0, r1,
+                                       row_loss);
         }
       });
       if (failed) return InternalError("GPTQ: fitting ggml blocks failed");
-      if (i2 < cols) {
-        wt.narrow(0, i2, cols - i2)
-            .addmm_(hinv.narrow(0, i1, i2 - i1).narrow(1, i2, cols - i2).t(),
-                    err.narrow(0, 0, i2 - i1), /*beta=*/1, /*alpha=*/-1);
-      }
+      gptq_loop::LazyUpdate(wt, hinv, err, i1, i2, cols);
     }
     return OkStatus();
   }

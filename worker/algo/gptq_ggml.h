@@ -24,27 +24,18 @@
 
 #include <string>
 
+#include "worker/algo/gptq.h"
 #include "worker/common/status.h"
 #include "worker/config/algorithm_options.h"
 #include "worker/io/gguf/ggml_types.h"
 
 namespace quantd::algo {
 
-struct GgmlGptqResult {
+struct GgmlGptqResult : GptqStats {
   // The decoded blocks [out, in], float32 on the CPU.
   at::Tensor weight;
   // uint8 [out, row bytes]: each row's blocks in ggml's layout.
   at::Tensor blocks;
-  // The Cholesky factorisation failed at every damping: the blocks are
-  // ggml's own quantization of the weight (with the same importance).
-  bool rtn_fallback = false;
-  std::string fallback_reason;
-  double damp_percent = 0;
-  int damp_retries = 0;
-  // sum over weights of (w - q)^2 / Hinv_ii^2 / 2, as GptqResult::loss.
-  double loss = 0;
-  double factor_seconds = 0;
-  double loop_seconds = 0;
 };
 
 // OK when GptqQuantizeGgml takes `type` for rows of `cols` with `options`;

@@ -1,0 +1,29 @@
+# Sourced by the GGUF recipe peer tests (gguf_recipe_peer_test.sh,
+# gguf_gptq_peer_test.sh) with the test's name: enters the runfiles, makes
+# sure node-llama-cpp is installed, and sets up what both use:
+#   out       a fresh directory for the test's files
+#   BIN TEXT PY, fail MESSAGE
+#   CALIB     calibration text held out from the evaluation: the second
+#             half of the sample (the evaluation windows come from its
+#             first 30 KB)
+#   rand      a Llama of 256-multiple widths with stories260K's tokenizer
+#             (vocab 512), so llama.cpp's K-quants apply
+runfiles="${TEST_SRCDIR:-$PWD/..}/${TEST_WORKSPACE:-quantd}"
+cd "$runfiles"
+peers_dir="$(dirname "$(readlink -f tests/peers/package.json)")"
+bash "$peers_dir/setup.sh"
+libs="$peers_dir/node_modules/@node-llama-cpp/linux-x64/bins/linux-x64"
+out="${TEST_TMPDIR:-$(mktemp -d)}/$1"
+rm -rf "$out" && mkdir -p "$out"
+BIN=worker/cli/quantd-quantize
+TEXT=tests/data/tinystories-sample.txt
+PY=/usr/bin/python3
+fail() { echo "FAIL: $*" >&2; exit 1; }
+
+CALIB="$out/calib.txt"
+tail -c +100001 "$TEXT" >"$CALIB"
+
+rand="$out/random256"
+worker/models/make_random_checkpoint --out="$rand" --layers=4 --hidden=256 --intermediate=768 \
+  --heads=4 --kv_heads=2 --vocab=512 --dtype=f32 --seed=7 >/dev/null
+cp models/stories260K/tokenizer.model "$rand/"
