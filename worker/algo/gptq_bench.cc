@@ -16,6 +16,9 @@
 // tools/gpu_check.sh adds 4096x14336 (down_proj, a 14336 x 14336 Hessian),
 // too slow for a small CPU.
 //
+// The "gguf Q4_K" row is GPTQ with a llama.cpp recipe's Q4_K blocks as its
+// quantizer (GptqQuantizeGgml), which runs on the CPU.
+//
 // Shapes are [out, in] weights: 4096x4096 (q/o_proj of a 7B/8B model) and
 // 14336x4096 (Llama-3-8B gate/up_proj; their Hessian is 4096 x 4096). The
 // reference setting is 128 x 2048 calibration tokens; on a small machine use
@@ -33,6 +36,7 @@
 #include <vector>
 
 #include "worker/algo/gptq.h"
+#include "worker/algo/gptq_ggml.h"
 #include "worker/quant/spec.h"
 
 namespace quantd::algo {
@@ -131,6 +135,20 @@ int Run(int64_t tokens, const std::vector<std::pair<int64_t, int64_t>>& layers) 
                   same ? "yes" : "NO");
       if (!same) return 1;
     }
+    // GPTQ on a llama.cpp recipe's Q4_K grid (gptq_ggml.h: blocks fit by
+    // ggml's quantizer as the loop reaches them; the CPU whatever the
+    // device): no tensor-op twin.
+    StatusOr<GgmlGptqResult> g = InternalError("not run");
+    const double ggml =
+        Seconds([&] { g = GptqQuantizeGgml(w, acc.hessian(), gguf::GgmlType::kQ4_K); });
+    if (!g.ok()) {
+      std::fprintf(stderr, "GPTQ (Q4_K) failed: %s\n", g.status().ToString().c_str());
+      return 1;
+    }
+    const double scaled_mm = mm * static_cast<double>(kReferenceTokens) / tokens;
+    std::printf("%-12s %-16s %10.2f %10.2f %10.3f %10.2f %12.1f %14.3f %10s %10s %6s\n",
+                (std::to_string(out) + "x" + std::to_string(in)).c_str(), "gguf Q4_K", mm, accum,
+                ggml, ggml / mm, scaled_mm, ggml / scaled_mm, "-", "-", "-");
   }
   return 0;
 }
