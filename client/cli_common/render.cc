@@ -54,28 +54,17 @@ namespace {
 
 // The settings' own algorithms, as --algorithm names them.
 std::string DescribeAlgorithms(const quantd::v1::QuantizationSettings& q) {
+  using A = quantd::v1::AlgorithmConfig;
+  static const std::pair<A::AlgorithmCase, const char*> kNames[] = {
+      {A::kGptq, "gptq"},
+      {A::kAwq, "awq"},
+      {A::kSmoothQuant, "smoothquant"},
+      {A::kAutoSmoothQuant, "autosmoothquant"},
+      {A::kRotation, "rotation"}};
   std::string s;
-  for (const quantd::v1::AlgorithmConfig& a : q.algorithms()) {
-    switch (a.algorithm_case()) {
-      case quantd::v1::AlgorithmConfig::kGptq:
-        absl::StrAppend(&s, " + gptq");
-        break;
-      case quantd::v1::AlgorithmConfig::kAwq:
-        absl::StrAppend(&s, " + awq");
-        break;
-      case quantd::v1::AlgorithmConfig::kSmoothQuant:
-        absl::StrAppend(&s, " + smoothquant");
-        break;
-      case quantd::v1::AlgorithmConfig::kAutoSmoothQuant:
-        absl::StrAppend(&s, " + autosmoothquant");
-        break;
-      case quantd::v1::AlgorithmConfig::kRotation:
-        absl::StrAppend(&s, " + rotation");
-        break;
-      default:
-        break;
-    }
-  }
+  for (const A& a : q.algorithms())
+    for (const auto& [kind, name] : kNames)
+      if (a.algorithm_case() == kind) absl::StrAppend(&s, " + ", name);
   return s;
 }
 

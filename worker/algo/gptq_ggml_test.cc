@@ -52,6 +52,12 @@ at::Tensor Decoded(GgmlType type, const std::vector<uint8_t>& bytes, int64_t row
   return out;
 }
 
+// What a recipe job without GPTQ writes: ggml's quantizer with the
+// Hessian's diagonal as importance, decoded.
+at::Tensor GgmlQuantized(GgmlType type, const at::Tensor& w, const at::Tensor& h) {
+  return Decoded(type, GgmlBlocks(type, w, h.diagonal().contiguous()), w.size(0), w.size(1));
+}
+
 double OutputError(const at::Tensor& w, const at::Tensor& q, const at::Tensor& x) {
   return at::matmul(x.to(at::kDouble), (w - q).to(at::kDouble).t()).square().sum().item<double>();
 }
@@ -132,8 +138,7 @@ TEST(GptqGgmlTest, BeatsGgmlsQuantizerOnCorrelatedInputs) {
     const char* name = gguf::GetGgmlTypeTraits(type).name;
     auto r = GptqQuantizeGgml(w, h, type);
     ASSERT_TRUE(r.ok()) << name << ": " << r.status().message();
-    const at::Tensor rtn =
-        Decoded(type, GgmlBlocks(type, w, h.diagonal().contiguous()), rows, cols);
+    const at::Tensor rtn = GgmlQuantized(type, w, h);
     const double e_gptq = OutputError(w, r->weight, x);
     const double e_rtn = OutputError(w, rtn, x);
     std::printf("%-5s output error GPTQ / ggml quantizer = %.4f\n", name, e_gptq / e_rtn);
@@ -154,8 +159,7 @@ TEST(GptqGgmlTest, ActOrderWithStaticBlocks) {
   opt.static_groups = true;
   auto r = GptqQuantizeGgml(w, h, GgmlType::kQ4_K, opt);
   ASSERT_TRUE(r.ok()) << r.status().message();
-  const at::Tensor rtn = Decoded(
-      GgmlType::kQ4_K, GgmlBlocks(GgmlType::kQ4_K, w, h.diagonal().contiguous()), rows, cols);
+  const at::Tensor rtn = GgmlQuantized(GgmlType::kQ4_K, w, h);
   EXPECT_LT(OutputError(w, r->weight, x), 0.8 * OutputError(w, rtn, x));
 }
 

@@ -539,6 +539,11 @@ StatusOr<QuantConfig> ResolveRecipeAlgorithms(const pb::QuantizationSettings& s)
   return config;
 }
 
+bool HoldsOnlyRecipeSettings(const pb::QuantizationSettings& s) {
+  return s.source_case() == pb::QuantizationSettings::SOURCE_NOT_SET && !s.has_group_size() &&
+         s.exclude_size() == 0 && !s.fp8_kv_cache();
+}
+
 LayerCheck ValidateSettingsForLayers(const pb::QuantizationSettings& s, const QuantConfig& resolved,
                                      const std::vector<LayerInfo>& layers,
                                      const Deadline& deadline) {

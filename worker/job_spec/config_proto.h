@@ -59,6 +59,10 @@ StatusOr<QuantConfig> ResolveQuantizationSettings(const quantd::v1::Quantization
 // them. An empty config holding s.algorithms, read and validated as above;
 // what else the settings hold is for CheckResolvedJobSpec to name.
 StatusOr<QuantConfig> ResolveRecipeAlgorithms(const quantd::v1::QuantizationSettings& s);
+// True when `s` sets nothing a recipe job refuses: no source, group_size,
+// exclude or fp8_kv_cache (algorithms and calibrate_on_float_outputs may
+// be set).
+bool HoldsOnlyRecipeSettings(const quantd::v1::QuantizationSettings& s);
 
 // ValidateForLayers for resolved settings, with paths relative to the job
 // spec: for a preset, a per-layer problem is reported on

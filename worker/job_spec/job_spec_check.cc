@@ -418,8 +418,7 @@ void CheckGgufRecipe(SpecChecker& c, const JobSpec& spec) {
   // Settings beside a recipe: only algorithms that quantize with its block
   // types (GPTQ), and where calibration runs.
   const auto& q = spec.quantization();
-  if (q.source_case() != quantd::v1::QuantizationSettings::SOURCE_NOT_SET || q.has_group_size() ||
-      q.exclude_size() > 0 || q.fp8_kv_cache())
+  if (!config::HoldsOnlyRecipeSettings(q))
     c.Bad("spec.quantization",
           what +
               " (export.gguf_type) quantizes every weight itself, as llama-quantize does; "

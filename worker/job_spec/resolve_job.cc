@@ -73,9 +73,8 @@ StatusOr<ResolvedJob> ResolveJob(const quantd::v1::JobSpec& spec,
   // quantization settings: the job's config then quantizes nothing itself
   // and holds only the algorithms run with the recipe (GPTQ).
   const quantd::v1::QuantizationSettings& qs = spec.quantization();
-  const bool recipe_alone = !spec.export_().gguf_type().empty() &&
-                            qs.source_case() == quantd::v1::QuantizationSettings::SOURCE_NOT_SET &&
-                            !qs.has_group_size() && qs.exclude_size() == 0 && !qs.fp8_kv_cache();
+  const bool recipe_alone =
+      !spec.export_().gguf_type().empty() && config::HoldsOnlyRecipeSettings(qs);
   StatusOr<config::QuantConfig> quantization =
       recipe_alone ? config::ResolveRecipeAlgorithms(qs) : config::ResolveQuantizationSettings(qs);
   ResolvedJob job;
