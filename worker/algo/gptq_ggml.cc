@@ -82,11 +82,13 @@ class GgmlGptqRun {
     result.damp_percent = factored.damp_percent;
     result.damp_retries = factored.damp_retries;
     if (!factored.hinv.defined()) {
-      // ggml's own quantization of the weights as given.
+      // ggml's own quantization of the weights as given; a non-finite
+      // diag H (one way the factorisation fails) is no importance at all.
       at::Tensor original = weight.to(at::kCPU, at::kFloat).contiguous();
+      const bool finite = at::isfinite(importance_).all().item<bool>();
       QD_RETURN_IF_ERROR(gguf::QuantizeRows(type_, original.data_ptr<float>(),
                                             blocks_.data_ptr<uint8_t>(), rows_, cols_,
-                                            importance_.data_ptr<float>()));
+                                            finite ? importance_.data_ptr<float>() : nullptr));
       result.rtn_fallback = true;
       result.fallback_reason = factored.failure;
       result.blocks = blocks_;

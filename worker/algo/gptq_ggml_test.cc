@@ -190,6 +190,14 @@ TEST(GptqGgmlTest, FailedFactorisationFallsBackToGgmlsQuantizer) {
   ASSERT_TRUE(r.ok()) << r.status().message();
   EXPECT_TRUE(r->rtn_fallback);
   EXPECT_NE(r->fallback_reason.find("not finite"), std::string::npos);
+  // The NaN on the diagonal is no importance: the blocks are ggml's
+  // reference quantization, finite.
+  EXPECT_TRUE(at::isfinite(r->weight).all().item<bool>());
+  std::vector<uint8_t> expected(*gguf::GgmlRowBytes(GgmlType::kQ6_K, w.numel()));
+  ASSERT_TRUE(gguf::QuantizeRow(GgmlType::kQ6_K, w.contiguous().data_ptr<float>(), expected.data(),
+                                w.numel())
+                  .ok());
+  EXPECT_TRUE(at::equal(r->weight, Decoded(GgmlType::kQ6_K, expected, 8, 256)));
 }
 
 }  // namespace
