@@ -14,6 +14,7 @@ exec 9>"/tmp/quantd-peers-setup-$(pwd | sha256sum | cut -c1-16).lock"
 flock 9
 if [ -f node_modules/node-llama-cpp/package.json ] &&
    [ -f node_modules/onnxruntime-node/package.json ] &&
+   [ -f node_modules/@huggingface/tokenizers/package.json ] &&
    [ "$(cat "$stamp" 2>/dev/null)" = "$want" ]; then
   exit 0
 fi

@@ -192,4 +192,44 @@ grep -q "^warning: spec.quantization.quark_json.quant_method: 'quark_online' is 
   "$TMP/online.out" || { cat "$TMP/online.out"; fail "quark_online warning"; }
 grep -q "^warning: spec.quantization.quark_json.softmax_quant_spec: not used by quantd" \
   "$TMP/online.out" || { cat "$TMP/online.out"; fail "softmax_quant_spec warning"; }
+# 11. A GGUF file is a model (issue 20). The Q4_K_M recipe's GGUF, given back
+#     as --model, is read block for block as the recipe job evaluated it: its
+#     float perplexity is that job's quantized one. Its exports carry the
+#     vocabulary as Transformers reads it, and a file that is not a GGUF is
+#     refused naming the field.
+"$BIN" --model "$MODEL" --gguf-type Q4_K_M --format gguf --eval "$TEXT" --eval-windows 20 \
+  --output "$TMP/q4km" --data-dir "$TMP/data" --threads 2 -o json >"$TMP/q4km.json" 2>"$TMP/q4km.err"
+rc=$?
+[ "$rc" -eq 0 ] || { cat "$TMP/q4km.err"; fail "Q4_K_M recipe exit $rc"; }
+"$BIN" --model "file://$TMP/q4km/model.gguf" --scheme w_int8_per_channel_sym --eval "$TEXT" \
+  --eval-windows 20 --format hf-quark --format gguf --output "$TMP/fromgguf" \
+  --data-dir "$TMP/data" --threads 2 -o json >"$TMP/fromgguf.json" 2>"$TMP/fromgguf.err"
+rc=$?
+[ "$rc" -eq 0 ] || { cat "$TMP/fromgguf.err"; fail "GGUF model exit $rc"; }
+"$PY" - "$TMP/q4km.json" "$TMP/fromgguf.json" "$TMP/fromgguf" <<'PYEOF' || fail "GGUF model checks"
+import json, os, sys
+def job(path):
+    return json.loads([l for l in open(path).read().splitlines() if l.strip()][-1])
+recipe, gguf = job(sys.argv[1]), job(sys.argv[2])
+assert gguf["state"] == "SUCCEEDED", gguf.get("error")
+rq = recipe["result"]["metrics"]["quantizedPerplexity"]["perplexity"]
+gf = gguf["result"]["metrics"]["floatPerplexity"]["perplexity"]
+# The same weights and tokens; only the order of float32 sums may differ.
+assert abs(gf / rq - 1) < 1e-5, (gf, rq)
+formats = sorted(a["format"] for a in gguf["result"]["artifacts"])
+assert formats == ["GGUF", "HF_QUARK"], formats
+quark = os.path.join(sys.argv[3], "hf_quark")
+assert sorted(os.listdir(quark)) == [".quantd-job", "config.json", "model.safetensors",
+                                     "tokenizer.model", "tokenizer_config.json"], os.listdir(quark)
+assert json.load(open(os.path.join(quark, "config.json")))["quantization_config"]["quant_method"] == "quark"
+print("gguf model ok: float ppl %.4f = the recipe's quantized %.4f" % (gf, rq))
+PYEOF
+echo '{"not": "a gguf"}' >"$TMP/notes.gguf"
+"$BIN" --model "$TMP/notes.gguf" --scheme w_int8_per_channel_sym --no-eval --output "$TMP/notgguf" \
+  --data-dir "$TMP/data" >"$TMP/notgguf.out" 2>"$TMP/notgguf.err"
+rc=$?
+[ "$rc" -ne 0 ] || fail "a non-GGUF file ran"
+grep -q "spec.model_uri: $TMP/notes.gguf is a file but not a GGUF file" "$TMP/notgguf.out" ||
+  { cat "$TMP/notgguf.out" "$TMP/notgguf.err"; fail "non-GGUF message"; }
+[ ! -e "$TMP/notgguf" ] || fail "a non-GGUF file wrote an output"
 echo PASS

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <fstream>
 #include <optional>
 #include <string>
@@ -22,6 +23,8 @@
 #include "worker/export/export_support.h"
 #include "worker/export/gguf/gguf_recipe.h"
 #include "worker/export/serving_target.h"
+#include "worker/io/gguf/gguf_file.h"
+#include "worker/io/gguf/hf_mapping.h"
 #include "worker/io/uri/model_files.h"
 #include "worker/io/uri/uri_parser.h"
 #include "worker/job_spec/config_proto.h"
@@ -133,13 +136,42 @@ bool HasStaticActivations(const config::LayerQuantConfig& c) {
   return IsStaticActivation(c.input_tensors) || IsStaticActivation(c.output_tensors);
 }
 
-// The model's linear layers from <model_uri>/config.json when the checker
-// can read it (a file:// model on this host, of a known architecture);
-// nullopt otherwise: the worker then checks the layers when it loads the
-// model.
+// The config.json a GGUF model's metadata gives (gguf_model_dir.h), when the
+// file at `path` is a regular file inside its own directory.
+std::optional<std::string> ReadGgufConfigJson(const std::string& path) {
+  char dir[PATH_MAX], file[PATH_MAX];
+  const std::string parent = std::filesystem::path(path).parent_path().string();
+  if (realpath(parent.c_str(), dir) == nullptr || realpath(path.c_str(), file) == nullptr ||
+      !io::ModelFiles::MayRead(dir, file, {})) {
+    return std::nullopt;
+  }
+  const int fd = open(file, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) return std::nullopt;
+  std::optional<std::string> config;
+  struct stat st;
+  if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) {
+    // The header is parsed with its limits; tensor data is never read.
+    auto parsed = gguf::ReadGgufFile("/proc/self/fd/" + std::to_string(fd));
+    if (parsed.ok()) {
+      auto built = gguf::BuildHfConfigJson(*parsed);
+      if (built.ok()) config = *std::move(built);
+    }
+  }
+  close(fd);
+  return config;
+}
+
+// The model's linear layers from <model_uri>/config.json, or from a GGUF
+// file's metadata, when the checker can read it (a file:// model on this
+// host, of a known architecture); nullopt otherwise: the worker then checks
+// the layers when it loads the model.
 std::optional<std::string> ReadModelConfigJson(const std::string& model_uri) {
   auto parsed = io::ParseUri(model_uri);
   if (!parsed.ok() || parsed->scheme != "file") return std::nullopt;
+  struct stat model;
+  if (stat(parsed->path.c_str(), &model) == 0 && S_ISREG(model.st_mode)) {
+    return ReadGgufConfigJson(parsed->path);
+  }
   // Only a config.json that stays inside the model directory (a link into
   // the same hub repository's blobs/ included): the check never reads a file
   // the model directory merely points at.

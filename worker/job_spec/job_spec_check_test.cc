@@ -371,6 +371,42 @@ TEST(JobSpecCheckTest, ChecksTheConfigAgainstTheModelsLayersWhenReadable) {
   EXPECT_EQ(CheckJobSpec(spec).code(), StatusCode::kInvalidArgument);
 }
 
+// A GGUF model's layers come from its metadata (issue 20), with the same
+// checks as a directory's config.json, and only when the file stays inside
+// its own directory.
+TEST(JobSpecCheckTest, ChecksTheConfigAgainstAGgufModelsLayers) {
+  const std::filesystem::path dir = std::filesystem::path(::testing::TempDir()) / "ggufs";
+  std::filesystem::create_directories(dir);
+  std::filesystem::copy_file("models/stories260K/stories260K-f32.gguf", dir / "stories.gguf",
+                             std::filesystem::copy_options::overwrite_existing);
+  auto spec = Parse(R"pb(quantization { scheme: "w_int4_per_group_sym" group_size: 32 })pb");
+  spec.set_model_uri("file://" + (dir / "stories.gguf").string());
+  Status s = CheckJobSpec(spec);
+  ASSERT_EQ(s.code(), StatusCode::kInvalidArgument) << s;
+  EXPECT_EQ(Fields(s), std::vector<std::string>{"spec.quantization.group_size"});
+  EXPECT_NE(s.violations()[0].description.find("does not divide the width 172"), std::string::npos)
+      << s;
+  spec.mutable_quantization()->set_group_size(4);
+  spec.mutable_quantization()->add_exclude("*.no_such_layer");
+  std::vector<std::string> warnings;
+  EXPECT_TRUE(CheckJobSpec(spec, &warnings).ok());
+  EXPECT_EQ(warnings, std::vector<std::string>{"exclude glob '*.no_such_layer' matches no layer"});
+
+  // A link to a GGUF elsewhere, or a file that is not a GGUF, is left to the
+  // worker (which refuses both).
+  const std::filesystem::path other = dir.parent_path() / "other";
+  std::filesystem::create_directories(other);
+  std::filesystem::remove(other / "linked.gguf");
+  std::filesystem::create_symlink(dir / "stories.gguf", other / "linked.gguf");
+  spec.set_model_uri("file://" + (other / "linked.gguf").string());
+  warnings.clear();
+  EXPECT_TRUE(CheckJobSpec(spec, &warnings).ok());
+  EXPECT_TRUE(warnings.empty());
+  std::ofstream(dir / "notes.gguf") << "{}";
+  spec.set_model_uri("file://" + (dir / "notes.gguf").string());
+  EXPECT_TRUE(CheckJobSpec(spec).ok());
+}
+
 TEST(JobSpecCheckTest, UrisGoThroughTheOneParser) {
   auto spec = Parse(R"pb(quantization { scheme: "w_int8_per_channel_sym" })pb");
   spec.set_model_uri("file:///models/m?/../x");

@@ -1,5 +1,7 @@
 #include "worker/models/registry.h"
 
+#include "worker/io/gguf/gguf_model_dir.h"
+#include "worker/io/gguf/gguf_tensor_source.h"
 #include "worker/io/safetensors/safetensors_source.h"
 #include "worker/models/architectures.h"
 
@@ -39,11 +41,21 @@ StatusOr<std::unique_ptr<CausalLM>> LoadCausalLM(const ModelConfig& config,
                 "UNSUPPORTED_ARCHITECTURE");
 }
 
+StatusOr<std::shared_ptr<const io::TensorSource>> OpenModelWeights(const std::string& dir) {
+  if (gguf::HasGgufModel(dir)) {
+    QD_ASSIGN_OR_RETURN(auto source,
+                        gguf::GgufTensorSource::Open(dir + "/" + gguf::kGgufModelFileName));
+    return std::shared_ptr<const io::TensorSource>(std::move(source));
+  }
+  QD_ASSIGN_OR_RETURN(auto source, io::SafetensorsSource::Open(dir));
+  return std::shared_ptr<const io::TensorSource>(std::move(source));
+}
+
 StatusOr<std::unique_ptr<CausalLM>> OpenCausalLM(const std::string& dir,
                                                  const ModelOptions& options) {
   QD_ASSIGN_OR_RETURN(ModelConfig config, LoadModelConfig(dir));
-  QD_ASSIGN_OR_RETURN(auto source, io::SafetensorsSource::Open(dir));
-  return LoadCausalLM(config, std::shared_ptr<const io::TensorSource>(std::move(source)), options);
+  QD_ASSIGN_OR_RETURN(auto weights, OpenModelWeights(dir));
+  return LoadCausalLM(config, std::move(weights), options);
 }
 
 }  // namespace quantd::models

@@ -22,8 +22,13 @@ StatusOr<std::unique_ptr<CausalLM>> LoadCausalLM(const ModelConfig& config,
                                                  std::shared_ptr<const io::TensorSource> weights,
                                                  const ModelOptions& options = {});
 
-// `dir` holds config.json and model.safetensors (or a sharded index).
-// Errors: LoadModelConfig's, SafetensorsSource::Open's, LoadCausalLM's.
+// The weights of a model directory: its model.gguf when it has one (a GGUF
+// job's view, worker/io/gguf/gguf_model_dir.h), read with GgufTensorSource
+// under Hugging Face names; otherwise its safetensors (one file or shards).
+StatusOr<std::shared_ptr<const io::TensorSource>> OpenModelWeights(const std::string& dir);
+
+// `dir` holds config.json and the weights OpenModelWeights reads.
+// Errors: LoadModelConfig's, OpenModelWeights', LoadCausalLM's.
 StatusOr<std::unique_ptr<CausalLM>> OpenCausalLM(const std::string& dir,
                                                  const ModelOptions& options = {});
 

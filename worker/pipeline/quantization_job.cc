@@ -22,7 +22,6 @@
 #include "worker/export/quantized_checkpoint.h"
 #include "worker/io/dataset/calibration.h"
 #include "worker/io/dataset/dataset.h"
-#include "worker/io/safetensors/safetensors_source.h"
 #include "worker/io/tensor_map_source.h"
 #include "worker/io/tokenizer/load_tokenizer.h"
 #include "worker/models/layer_shapes.h"
@@ -152,7 +151,7 @@ class QuantizationJob {
       weights = std::shared_ptr<const io::TensorSource>(&stored_model_->original(),
                                                         [](const io::TensorSource*) {});
     } else {
-      QD_ASSIGN_OR_RETURN(weights, io::SafetensorsSource::Open(opt_.model_dir));
+      QD_ASSIGN_OR_RETURN(weights, models::OpenModelWeights(opt_.model_dir));
     }
     if (opt_.export_options.gguf_recipe) QD_RETURN_IF_ERROR(PlanGgufRecipe(weights));
     QD_ASSIGN_OR_RETURN(model_,

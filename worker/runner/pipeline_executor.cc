@@ -1,6 +1,7 @@
 #include "worker/runner/pipeline_executor.h"
 
 #include <signal.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -11,9 +12,10 @@
 #include "worker/common/cancellation.h"
 #include "worker/export/artifact.h"
 #include "worker/export/hf/hf_files.h"
+#include "worker/io/gguf/gguf_model_dir.h"
 #include "worker/io/uri/model_files.h"
-#include "worker/runner/job_translation.h"
 #include "worker/pipeline/quantization_job.h"
+#include "worker/runner/job_translation.h"
 
 namespace quantd::worker {
 namespace {
@@ -180,6 +182,47 @@ ExecutionOutcome PipelineExecutor::Execute(const quantd::v1::Job& job, JobContex
   return Execute(job, *resolved, ctx);
 }
 
+StatusOr<std::unique_ptr<io::ModelFiles>> PipelineExecutor::OpenModelView(
+    const std::string& model_path, const fs::path& inputs, const std::string& tenant) const {
+  struct stat st;
+  const bool one_file = stat(model_path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
+  // A local run (no roots) reads a model directory as it is; a GGUF file
+  // always needs a view, to hold the files made from its metadata.
+  if (options_.roots == nullptr && !one_file) return std::unique_ptr<io::ModelFiles>();
+  RemoveDeadViews(inputs.parent_path());
+  io::ModelFilesOptions mf;
+  mf.names = {"config.json", "model.safetensors.index.json"};
+  for (const char* name : exporter::kHfSideFiles) mf.names.push_back(name);
+  mf.suffixes = {".safetensors"};
+  mf.allowed_dirs = options_.roots != nullptr ? options_.roots->InputDirectories(tenant)
+                                              : std::vector<std::string>{"/"};
+  if (!one_file) {
+    return io::ModelFiles::Open(model_path, (inputs / fs::path(model_path).filename()).string(),
+                                mf);
+  }
+  // Only the checked file is read, under the name the engine looks for.
+  const std::string view = (inputs / fs::path(model_path).stem()).string();
+  QD_ASSIGN_OR_RETURN(auto files,
+                      io::ModelFiles::OpenFile(model_path, view, gguf::kGgufModelFileName, mf));
+  const std::string in_view = view + "/" + gguf::kGgufModelFileName;
+  if (!gguf::LooksLikeGguf(in_view)) {
+    return InvalidArgumentError(model_path +
+                                " is a file but not a GGUF file; a model is a Hugging Face "
+                                "directory (config.json and safetensors) or a .gguf file");
+  }
+  Status made = gguf::WriteGgufModelDir(view);
+  if (!made.ok()) {
+    // Name the tenant's file, not the view's.
+    std::string message = made.message();
+    for (size_t at = message.find(in_view); at != std::string::npos;
+         at = message.find(in_view, at + model_path.size())) {
+      message.replace(at, in_view.size(), model_path);
+    }
+    return Status(made.code(), message, made.reason());
+  }
+  return files;
+}
+
 ExecutionOutcome PipelineExecutor::Execute(const quantd::v1::Job& job,
                                            const job_spec::ResolvedJob& resolved, JobContext& ctx) {
   ExecutionOutcome out;
@@ -206,26 +249,19 @@ ExecutionOutcome PipelineExecutor::Execute(const quantd::v1::Job& job,
       return out;
     }
   }
-  // The engine reads the model through a confined view of its directory:
-  // only the files it needs, each only if it stays inside the directory.
+  // The engine reads the model through a confined view (OpenModelView).
   std::unique_ptr<io::ModelFiles> model_files;
   const fs::path inputs = fs::path(options_.data_dir) / "inputs" /
                           (JobId(job.name()) + "-" + std::to_string(::getpid()));
-  if (options_.roots != nullptr) {
-    RemoveDeadViews(fs::path(options_.data_dir) / "inputs");
-    io::ModelFilesOptions mf;
-    mf.names = {"config.json", "model.safetensors.index.json"};
-    for (const char* name : exporter::kHfSideFiles) mf.names.push_back(name);
-    mf.suffixes = {".safetensors"};
-    mf.allowed_dirs = options_.roots->InputDirectories(job.tenant());
-    const std::string view =
-        (inputs / fs::path(options->model_dir).filename()).string();
-    auto files = io::ModelFiles::Open(options->model_dir, view, mf);
-    if (!files.ok()) {
-      out.status = Status(files.status()).Prepend("spec.model_uri: ");
-      return out;
-    }
-    model_files = std::move(*files);
+  auto view = OpenModelView(options->model_dir, inputs, job.tenant());
+  if (!view.ok()) {
+    out.status = Status(view.status()).Prepend("spec.model_uri: ");
+    std::error_code ec;
+    fs::remove(inputs, ec);
+    return out;
+  }
+  model_files = *std::move(view);
+  if (model_files != nullptr) {
     options->model_source = options->model_dir;
     options->model_dir = model_files->view_dir();
   }

@@ -9,15 +9,17 @@
 #ifndef QUANTD_WORKER_RUNNER_PIPELINE_EXECUTOR_H_
 #define QUANTD_WORKER_RUNNER_PIPELINE_EXECUTOR_H_
 
+#include <filesystem>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "worker/io/uri/model_files.h"
 #include "worker/io/uri/uri.h"
 #include "worker/io/uri/uri_roots.h"
-#include "worker/runner/lease_loop.h"
-#include "worker/pipeline/job_options.h"
 #include "worker/job_spec/resolve_job.h"
+#include "worker/pipeline/job_options.h"
+#include "worker/runner/lease_loop.h"
 
 namespace quantd::worker {
 
@@ -66,6 +68,14 @@ class PipelineExecutor : public JobExecutor {
  private:
   StatusOr<std::string> Resolve(const std::string& field, const std::string& uri,
                                 const std::string& tenant) const;
+  // The confined view the engine reads the model through (model_files.h),
+  // under `inputs`: a directory's listed files when the worker has roots;
+  // a GGUF file always, as model.gguf beside the config.json and chat
+  // template made from its metadata (gguf_model_dir.h). Null for a local
+  // run's directory, which is read as it is.
+  StatusOr<std::unique_ptr<io::ModelFiles>> OpenModelView(const std::string& model_path,
+                                                          const std::filesystem::path& inputs,
+                                                          const std::string& tenant) const;
 
   PipelineExecutorOptions options_;
 };

@@ -192,6 +192,85 @@ TEST_F(PipelineExecutorTest, ALinkInTheModelDirectoryIsNotFollowed) {
   EXPECT_FALSE(fs::exists(base_ / "out/acme/q2"));
 }
 
+// Issue 20: a GGUF file is a model. It is read through a view of its own,
+// gives the directory's numbers (the official stories260K GGUF holds the
+// same weights and vocabulary), and its exports carry the config made from
+// its metadata; a file that is not a GGUF, or that links out of the roots,
+// is refused naming the field.
+TEST_F(PipelineExecutorTest, AGgufFileIsAModel) {
+  const fs::path gguf = base_ / "models" / "stories.gguf";
+  fs::copy_file("models/stories260K/stories260K-f32.gguf", gguf);
+  fs::copy_file("tests/data/tinystories-sample.txt", base_ / "models" / "eval.txt");
+  auto with_eval = [&](quantd::v1::Job job) {
+    auto* ev = job.mutable_spec()->mutable_evaluation();
+    ev->set_disabled(false);
+    ev->set_dataset_uri("file://" + (base_ / "models" / "eval.txt").string());
+    ev->set_max_windows(8);
+    return job;
+  };
+  NullContext dir_ctx;
+  ExecutionOutcome from_dir =
+      executor_->Execute(with_eval(Job("file://" + (base_ / "out/acme/d").string())), dir_ctx);
+  ASSERT_TRUE(from_dir.status.ok()) << from_dir.status;
+
+  auto job = with_eval(Job("file://" + (base_ / "out/acme/g").string()));
+  job.mutable_spec()->set_model_uri("file://" + gguf.string());
+  NullContext ctx;
+  ExecutionOutcome done = executor_->Execute(job, ctx);
+  ASSERT_TRUE(done.status.ok()) << done.status;
+  const auto& m = done.result.metrics();
+  const auto& d = from_dir.result.metrics();
+  ASSERT_GT(m.float_perplexity().perplexity(), 1.0);
+  // Bit-identical weights and token ids: the same numbers, up to the
+  // order of float32 sums (the GGUF's head is its own copy of the embedding).
+  EXPECT_NEAR(m.float_perplexity().perplexity(), d.float_perplexity().perplexity(),
+              1e-5 * d.float_perplexity().perplexity());
+  EXPECT_NEAR(m.quantized_perplexity().perplexity(), d.quantized_perplexity().perplexity(),
+              1e-5 * d.quantized_perplexity().perplexity());
+  EXPECT_EQ(m.float_perplexity().protocol().tokens(), d.float_perplexity().protocol().tokens());
+  const std::string config = Read(base_ / "out/acme/g" / "config.json");
+  EXPECT_THAT(config, HasSubstr("\"LlamaForCausalLM\""));
+  EXPECT_THAT(config, HasSubstr("\"quantization_config\""));
+  // The export carries the GGUF's vocabulary as Transformers reads it.
+  std::vector<std::string> files;
+  for (const auto& e : fs::directory_iterator(base_ / "out/acme/g"))
+    files.push_back(e.path().filename().string());
+  std::sort(files.begin(), files.end());
+  EXPECT_EQ(files, (std::vector<std::string>{".quantd-job", "config.json", "model.safetensors",
+                                             "tokenizer.model", "tokenizer_config.json"}));
+  EXPECT_TRUE(fs::is_empty(base_ / "data" / "inputs"));
+
+  struct Case {
+    std::string name;
+    StatusCode code;
+    std::string says;
+  };
+  std::ofstream(base_ / "models" / "notes.gguf") << "{\"not\": \"a gguf\"}";
+  fs::create_symlink(base_ / "secret" / "shadow", base_ / "models" / "evil.gguf");
+  std::string truncated = Read(gguf).substr(0, 4096);
+  std::ofstream(base_ / "models" / "cut.gguf", std::ios::binary) << truncated;
+  const Case refused[] = {
+      {"notes.gguf", StatusCode::kInvalidArgument, "is a file but not a GGUF file"},
+      {"evil.gguf", StatusCode::kPermissionDenied,
+       "resolves to " + (base_ / "secret" / "shadow").string()},
+      {"cut.gguf", StatusCode::kDataLoss, (base_ / "models" / "cut.gguf").string()},
+  };
+  for (const Case& c : refused) {
+    job.mutable_spec()->set_model_uri("file://" + (base_ / "models" / c.name).string());
+    job.mutable_spec()->mutable_export_()->set_output_uri("file://" +
+                                                          (base_ / "out/acme" / c.name).string());
+    NullContext failed;
+    ExecutionOutcome out = executor_->Execute(job, failed);
+    EXPECT_EQ(out.status.code(), c.code) << c.name << ": " << out.status;
+    EXPECT_THAT(out.status.message(), HasSubstr("spec.model_uri: ")) << c.name;
+    EXPECT_THAT(out.status.message(), HasSubstr(c.says)) << c.name;
+    // The tenant never sees the worker's own paths.
+    EXPECT_THAT(out.status.message(), ::testing::Not(HasSubstr("/inputs/"))) << c.name;
+    EXPECT_FALSE(fs::exists(base_ / "out/acme" / c.name)) << c.name;
+  }
+  EXPECT_TRUE(fs::is_empty(base_ / "data" / "inputs"));
+}
+
 TEST_F(PipelineExecutorTest, IndexShardNamesThatLeaveTheDirectoryAreRefused) {
   // A shard the job could read anyway, named from outside the directory.
   fs::copy_file(model_ / "model.safetensors", base_ / "models" / "escape.safetensors");

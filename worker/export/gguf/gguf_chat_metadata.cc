@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "worker/common/bounded_json.h"
+#include "worker/io/gguf/gguf_model_dir.h"
 #include "worker/io/tokenizer/bpe_tokenizer.h"
 #include "worker/io/tokenizer/spm_bpe_tokenizer.h"
 
@@ -16,7 +17,7 @@ using nlohmann::json;
 
 namespace {
 
-constexpr size_t kMaxTemplateBytes = size_t{1} << 20;
+constexpr size_t kMaxTemplateBytes = gguf::kMaxChatTemplateBytes;
 
 Status Bad(const std::string& file, const std::string& why) {
   return InvalidArgumentError(file + ": " + why);

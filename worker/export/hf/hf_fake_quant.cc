@@ -23,12 +23,15 @@ StatusOr<Artifact> ExportHfFakeQuantized(const io::TensorSource& original,
                       StagedDirectory::Create(opt.output_dir, opt.overwrite, opt.output_owner));
   const fs::path dir = staged.staging_path();
 
-  // Mirror the input's shard layout: tensors grouped by the file they came from.
+  // Mirror the input's shard layout: tensors grouped by the file they came
+  // from (a GGUF's, one model.safetensors).
   std::map<std::string, std::vector<std::string>> by_file;
   const std::vector<std::string> names = original.Names();
   for (const auto& name : names) {
     const io::TensorInfo* info = original.Find(name);
-    by_file[fs::path(info->file).filename().string()].push_back(name);
+    std::string file = fs::path(info->file).filename().string();
+    if (fs::path(file).extension() != ".safetensors") file = "model.safetensors";
+    by_file[file].push_back(name);
   }
 
   json weight_map = json::object();
@@ -41,13 +44,12 @@ StatusOr<Artifact> ExportHfFakeQuantized(const io::TensorSource& original,
       // the staging directory goes with `staged`.
       if (StopRequested()) return CancelledStatus("exporting " + name);
       const io::TensorInfo* info = original.Find(name);
-      auto st = io::ParseSafetensorsDtype(info->dtype);
-      if (!st) return DataLossError(name + ": unknown dtype " + info->dtype);
-      QD_ASSIGN_OR_RETURN(at::ScalarType scalar, io::StorageScalarType(*st));
+      const io::SafetensorsDtype st = io::KeptSafetensorsDtype(info->dtype);
+      QD_ASSIGN_OR_RETURN(at::ScalarType scalar, io::StorageScalarType(st));
       QD_ASSIGN_OR_RETURN(at::Tensor t, provider(name));
       if (t.sizes().vec() != info->shape)
         return InternalError("export of " + name + ": shape changed from the input");
-      QD_RETURN_IF_ERROR(io::AddTensor(*writer, name, t.to(scalar).contiguous(), *st));
+      QD_RETURN_IF_ERROR(io::AddTensor(*writer, name, t.to(scalar).contiguous(), st));
       weight_map[name] = file;
       if (progress) progress(++done, static_cast<int>(names.size()));
     }

@@ -50,16 +50,15 @@ StatusOr<Artifact> ExportQuantizedSafetensors(const QuantizedModel& model,
     if (layer != nullptr && layer->weight) {
       QD_RETURN_IF_ERROR(layout.write_weight(writer, module, value, *layer));
     } else {
-      auto st = io::ParseSafetensorsDtype(info->dtype);
-      if (!st) return DataLossError(who + name + " has unknown dtype " + info->dtype);
-      QD_ASSIGN_OR_RETURN(at::ScalarType scalar, io::StorageScalarType(*st));
+      const io::SafetensorsDtype st = io::KeptSafetensorsDtype(info->dtype);
+      QD_ASSIGN_OR_RETURN(at::ScalarType scalar, io::StorageScalarType(st));
       at::Tensor t;
       try {
         t = value.to(scalar);
       } catch (const c10::Error& e) {
         return InternalError(who + name + ": " + e.what_without_backtrace());
       }
-      QD_RETURN_IF_ERROR(WriteTensor(writer, who, name, t, *st));
+      QD_RETURN_IF_ERROR(WriteTensor(writer, who, name, t, st));
     }
     if (layer != nullptr) QD_RETURN_IF_ERROR(layout.write_module_extras(writer, module, *layer));
     if (progress) progress(++done, static_cast<int>(names.size()));

@@ -134,6 +134,10 @@ std::optional<SafetensorsDtype> ParseSafetensorsDtype(std::string_view name) {
   return std::nullopt;
 }
 
+SafetensorsDtype KeptSafetensorsDtype(std::string_view dtype) {
+  return ParseSafetensorsDtype(dtype).value_or(SafetensorsDtype::kF32);
+}
+
 const char* SafetensorsDtypeName(SafetensorsDtype dtype) {
   for (const auto& row : kDtypes) {
     if (row.dtype == dtype) return row.name;

@@ -50,6 +50,12 @@ enum class SafetensorsDtype {
   kU64,
 };
 
+// The dtype a tensor stored as `dtype` (io::TensorInfo::dtype) keeps when an
+// export writes it unquantized: itself when safetensors defines it, F32 for
+// other storage (a GGUF block type such as "Q8_0", whose dequantized values
+// F32 holds exactly).
+SafetensorsDtype KeptSafetensorsDtype(std::string_view dtype);
+
 // "F32" -> kF32 etc.; nullopt for names the format does not define.
 std::optional<SafetensorsDtype> ParseSafetensorsDtype(std::string_view name);
 const char* SafetensorsDtypeName(SafetensorsDtype dtype);

@@ -6,49 +6,12 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "worker/io/tokenizer/sentencepiece_tokenizer.h"
+#include "worker/io/tokenizer/vocab_cases.h"
 
 namespace quantd::io {
 namespace {
 
 using ::testing::ElementsAre;
-
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-// llama.cpp's vocab test format: texts each followed by
-// "\n__ggml_vocab_test__\n"; the .out file has one line of ids per text.
-struct VocabCase {
-  std::string text;
-  std::vector<int32_t> ids;
-};
-
-std::vector<VocabCase> ReadVocabCases(const std::string& gguf_path) {
-  const std::string inp = ReadFile(gguf_path + ".inp");
-  const std::string sep = "\n__ggml_vocab_test__\n";
-  std::vector<std::string> texts;
-  for (size_t pos = 0; pos < inp.size();) {
-    const size_t end = inp.find(sep, pos);
-    if (end == std::string::npos) break;
-    texts.push_back(inp.substr(pos, end - pos));
-    pos = end + sep.size();
-  }
-  std::istringstream out(ReadFile(gguf_path + ".out"));
-  std::vector<VocabCase> cases;
-  std::string line;
-  for (const auto& text : texts) {
-    std::getline(out, line);
-    std::istringstream ids(line);
-    VocabCase c{text, {}};
-    int32_t id;
-    while (ids >> id) c.ids.push_back(id);
-    cases.push_back(std::move(c));
-  }
-  return cases;
-}
 
 class GgufVocabTest : public ::testing::TestWithParam<const char*> {};
 
@@ -103,7 +66,7 @@ TEST(GgufTokenizerTest, Stories260KMatchesLibSentencePiece) {
   EXPECT_THAT(
       (*native)->Encode("Once upon a time, there was a little girl named Lily."),
       ElementsAre(403, 407, 261, 378, 432, 383, 286, 261, 376, 298, 315, 421, 395, 317, 426));
-  const std::string corpus = ReadFile("tests/data/tinystories-sample.txt");
+  const std::string corpus = ReadVocabFile("tests/data/tinystories-sample.txt");
   ASSERT_GT(corpus.size(), 10000u);
   std::istringstream lines(corpus.substr(0, 200000));
   std::string line;

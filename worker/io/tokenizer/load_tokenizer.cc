@@ -5,6 +5,8 @@
 #include <fstream>
 
 #include "worker/common/bounded_json.h"
+#include "worker/io/gguf/gguf_model_dir.h"
+#include "worker/io/tokenizer/gguf_tokenizer.h"
 #include "worker/io/tokenizer/sentencepiece_model.h"
 #include "worker/io/tokenizer/special_tokens.h"
 #include "worker/io/tokenizer/tokenizer_json.h"
@@ -33,6 +35,11 @@ StatusOr<std::unique_ptr<Tokenizer>> LoadSentencePiece(const std::string& dir,
 }  // namespace
 
 StatusOr<std::unique_ptr<Tokenizer>> LoadTokenizerFromDir(const std::string& dir) {
+  // A GGUF read as a model directory (gguf_model_dir.h): its own tokenizer,
+  // as llama.cpp reads it, whatever files were made beside it for exports.
+  if (gguf::HasGgufModel(dir)) {
+    return LoadTokenizerFromGgufPath(dir + "/" + gguf::kGgufModelFileName);
+  }
   QD_ASSIGN_OR_RETURN(SpecialTokenConfig special, ReadSpecialTokenConfig(dir));
   if (IsRegularFile(dir + "/tokenizer.model")) return LoadSentencePiece(dir, special);
   const std::string json_path = dir + "/tokenizer.json";

@@ -18,7 +18,9 @@ namespace quantd::io {
 // tokenizer.model is preferred when both files exist; it is read natively
 // (sentencepiece_model.h: BPE models with the identity normalizer, such as
 // Llama's), so no libsentencepiece/libprotobuf clash can occur in the worker.
-// NOT_FOUND when the directory has neither file; INVALID_ARGUMENT or
+// A directory with a model.gguf (a GGUF job's view, see
+// worker/io/gguf/gguf_model_dir.h) gets the GGUF's embedded tokenizer.
+// NOT_FOUND when the directory has none of these; INVALID_ARGUMENT or
 // DATA_LOSS (naming the file) when one is malformed; UNIMPLEMENTED for other
 // SentencePiece model types or a tokenizer.json that is not byte-level BPE.
 StatusOr<std::unique_ptr<Tokenizer>> LoadTokenizerFromDir(const std::string& dir);

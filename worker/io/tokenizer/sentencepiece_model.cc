@@ -197,6 +197,86 @@ StatusOr<SentencePieceModel> ParseSentencePieceModel(std::string_view bytes,
   return m;
 }
 
+namespace {
+
+// Protobuf wire-format writing: tags, varints, fixed32 and nested messages.
+class WireOut {
+ public:
+  void Varint(uint32_t field, uint64_t v) {
+    Tag(field, 0);
+    Raw(v);
+  }
+  // int32 fields: a negative value is its 64-bit two's complement.
+  void Int32(uint32_t field, int32_t v) { Varint(field, static_cast<uint64_t>(int64_t{v})); }
+  void Float(uint32_t field, float v) {
+    Tag(field, 5);
+    uint32_t bits;
+    std::memcpy(&bits, &v, 4);
+    for (int i = 0; i < 4; ++i) out_.push_back(static_cast<char>((bits >> (8 * i)) & 0xFF));
+  }
+  void Bytes(uint32_t field, std::string_view bytes) {
+    Tag(field, 2);
+    Raw(bytes.size());
+    out_.append(bytes);
+  }
+  const std::string& str() const { return out_; }
+
+ private:
+  void Tag(uint32_t field, uint32_t wire_type) { Raw((uint64_t{field} << 3) | wire_type); }
+  void Raw(uint64_t v) {
+    while (v >= 0x80) {
+      out_.push_back(static_cast<char>((v & 0x7F) | 0x80));
+      v >>= 7;
+    }
+    out_.push_back(static_cast<char>(v));
+  }
+  std::string out_;
+};
+
+}  // namespace
+
+std::string SerializeSentencePieceModel(const SentencePieceModel& model) {
+  // Field numbers: sentencepiece_model.proto (ModelProto.pieces 1,
+  // trainer_spec 2, normalizer_spec 3; SentencePiece piece 1, score 2,
+  // type 3; TrainerSpec model_type 3, vocab_size 4, byte_fallback 35,
+  // unk/bos/eos/pad_id 40-43, unk/bos/eos_piece 45-47; NormalizerSpec
+  // name 1, add_dummy_prefix 3, remove_extra_whitespaces 4,
+  // escape_whitespaces 5).
+  const SpmVocab& v = model.vocab;
+  const int32_t n = static_cast<int32_t>(v.pieces.size());
+  WireOut out;
+  for (int32_t id = 0; id < n; ++id) {
+    WireOut piece;
+    piece.Bytes(1, v.pieces[id]);
+    piece.Float(2, id < static_cast<int32_t>(v.scores.size()) ? v.scores[id] : 0.0f);
+    piece.Varint(3, static_cast<uint64_t>(id < static_cast<int32_t>(v.types.size())
+                                              ? v.types[id]
+                                              : static_cast<int32_t>(SpmPieceType::kNormal)));
+    out.Bytes(1, piece.str());
+  }
+  WireOut trainer;
+  trainer.Varint(3, static_cast<uint64_t>(model.model_type));
+  trainer.Int32(4, n);
+  trainer.Varint(35, model.byte_fallback ? 1 : 0);
+  trainer.Int32(40, model.unk_id);
+  trainer.Int32(41, model.bos_id);
+  trainer.Int32(42, model.eos_id);
+  trainer.Int32(43, model.pad_id);
+  const std::pair<uint32_t, int32_t> special[] = {
+      {45, model.unk_id}, {46, model.bos_id}, {47, model.eos_id}};
+  for (const auto& [field, id] : special) {
+    if (id >= 0 && id < n) trainer.Bytes(field, v.pieces[id]);
+  }
+  out.Bytes(2, trainer.str());
+  WireOut normalizer;
+  normalizer.Bytes(1, model.normalizer_name);
+  normalizer.Varint(3, model.add_dummy_prefix ? 1 : 0);
+  normalizer.Varint(4, model.remove_extra_whitespaces ? 1 : 0);
+  normalizer.Varint(5, model.escape_whitespaces ? 1 : 0);
+  out.Bytes(3, normalizer.str());
+  return out.str();
+}
+
 StatusOr<std::unique_ptr<SpmBpeTokenizer>> NativeSentencePieceTokenizer(
     const SentencePieceModel& model, const NativeSentencePieceOptions& options,
     const std::string& source) {

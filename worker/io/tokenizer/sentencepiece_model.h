@@ -46,6 +46,11 @@ inline constexpr size_t kMaxSentencePieceModelBytes = size_t{64} << 20;
 StatusOr<SentencePieceModel> ParseSentencePieceModel(std::string_view bytes,
                                                      const std::string& source);
 
+// The ModelProto bytes of `model` (a tokenizer.model): the fields
+// ParseSentencePieceModel reads, plus the special pieces' text
+// (TrainerSpec unk/bos/eos_piece) that libsentencepiece looks ids up by.
+std::string SerializeSentencePieceModel(const SentencePieceModel& model);
+
 // A native tokenizer for a BPE model with the identity normalizer (Llama's
 // and stories260K's). UNIMPLEMENTED, naming the feature, for unigram/word/char
 // models and for normalization rules (precompiled charsmaps such as

@@ -11,6 +11,7 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <optional>
 #include <system_error>
 
 #include "worker/io/uri/uri_parser.h"
@@ -87,6 +88,26 @@ bool ModelFiles::MayRead(const std::string& dir, const std::string& real_path,
 StatusOr<std::unique_ptr<ModelFiles>> ModelFiles::Open(const std::string& dir,
                                                        const std::string& view_dir,
                                                        const ModelFilesOptions& options) {
+  return OpenEntries(dir, std::nullopt, view_dir, options);
+}
+
+StatusOr<std::unique_ptr<ModelFiles>> ModelFiles::OpenFile(const std::string& path,
+                                                           const std::string& view_dir,
+                                                           const std::string& view_name,
+                                                           const ModelFilesOptions& options) {
+  const fs::path p(path);
+  if (!p.has_filename() || !p.has_parent_path()) {
+    return NotFoundError("model file " + path + " is not a file path");
+  }
+  return OpenEntries(
+      p.parent_path().string(),
+      std::vector<std::pair<std::string, std::string>>{{p.filename().string(), view_name}},
+      view_dir, options);
+}
+
+StatusOr<std::unique_ptr<ModelFiles>> ModelFiles::OpenEntries(
+    const std::string& dir, std::optional<std::vector<std::pair<std::string, std::string>>> only,
+    const std::string& view_dir, const ModelFilesOptions& options) {
   std::unique_ptr<ModelFiles> files(new ModelFiles());
   const int dirfd = open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (dirfd < 0) {
@@ -98,8 +119,15 @@ StatusOr<std::unique_ptr<ModelFiles>> ModelFiles::Open(const std::string& dir,
     return FailedPreconditionError("cannot tell where the model directory " + dir +
                                    " lies (is /proc mounted?)");
   }
-  QD_ASSIGN_OR_RETURN(std::vector<std::string> names, SelectedNames(dirfd, dir, options));
-  for (const std::string& name : names) {
+  // (entry name, name in the view)
+  std::vector<std::pair<std::string, std::string>> entries;
+  if (only) {
+    entries = *std::move(only);
+  } else {
+    QD_ASSIGN_OR_RETURN(std::vector<std::string> names, SelectedNames(dirfd, dir, options));
+    for (std::string& name : names) entries.emplace_back(name, name);
+  }
+  for (const auto& [name, shown_as] : entries) {
     const std::string shown = dir + "/" + name;
     // Where the entry leads, checked before it is opened, so that a device
     // or FIFO outside the directory is never even opened.
@@ -117,7 +145,7 @@ StatusOr<std::unique_ptr<ModelFiles>> ModelFiles::Open(const std::string& dir,
     if (fd < 0) {
       return Refused("cannot open model file " + shown + ": " + std::strerror(errno));
     }
-    files->files_.push_back({name, fd});
+    files->files_.push_back({shown_as, fd});
     // What was opened is what is read: check the open file itself, so a
     // link swapped in after the check above is caught.
     struct stat st;

@@ -20,6 +20,7 @@
 #define QUANTD_WORKER_IO_URI_MODEL_FILES_H_
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -46,6 +47,14 @@ class ModelFiles {
   static StatusOr<std::unique_ptr<ModelFiles>> Open(const std::string& dir,
                                                     const std::string& view_dir,
                                                     const ModelFilesOptions& options);
+  // One model file (a GGUF): opened as Open opens a directory's entries,
+  // the file's own directory standing for the model directory (its real
+  // path must lie there, or in an allowed directory), and shown in the view
+  // as `view_name`. The view is the engine's: it may add files of its own.
+  static StatusOr<std::unique_ptr<ModelFiles>> OpenFile(const std::string& path,
+                                                        const std::string& view_dir,
+                                                        const std::string& view_name,
+                                                        const ModelFilesOptions& options);
   ~ModelFiles();  // closes the files and removes the view
   ModelFiles(const ModelFiles&) = delete;
   ModelFiles& operator=(const ModelFiles&) = delete;
@@ -63,6 +72,11 @@ class ModelFiles {
 
  private:
   ModelFiles() = default;
+  // Opens `only`'s entries of `dir` (entry name, name in the view), or the
+  // entries `options` selects when `only` is unset.
+  static StatusOr<std::unique_ptr<ModelFiles>> OpenEntries(
+      const std::string& dir, std::optional<std::vector<std::pair<std::string, std::string>>> only,
+      const std::string& view_dir, const ModelFilesOptions& options);
   std::string view_dir_;
   std::vector<std::pair<std::string, int>> files_;  // name, descriptor
 };

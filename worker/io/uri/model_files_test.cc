@@ -146,5 +146,46 @@ TEST_F(ModelFilesTest, TooManyFiles) {
   EXPECT_EQ(Open(model_).status().code(), StatusCode::kResourceExhausted);
 }
 
+TEST_F(ModelFilesTest, OneFileIsShownUnderTheViewName) {
+  Write(base_ / "ggufs" / "tiny.gguf", "GGUF-bytes");
+  const std::string view = (base_ / "views" / "job" / "tiny").string();
+  auto files =
+      ModelFiles::OpenFile((base_ / "ggufs" / "tiny.gguf").string(), view, "model.gguf", options_);
+  ASSERT_TRUE(files.ok()) << files.status();
+  EXPECT_EQ((*files)->names(), std::vector<std::string>{"model.gguf"});
+  EXPECT_EQ(Read(fs::path(view) / "model.gguf"), "GGUF-bytes");
+  // The engine may add its own files to the view; they go with it.
+  Write(fs::path(view) / "config.json", "{}");
+  files->reset();
+  EXPECT_FALSE(fs::exists(view));
+}
+
+TEST_F(ModelFilesTest, OneFileThatLinksOutOfItsDirectoryIsRefused) {
+  fs::create_directories(base_ / "ggufs");
+  fs::create_symlink(base_ / "secret" / "shadow", base_ / "ggufs" / "evil.gguf");
+  const std::string view = (base_ / "views" / "job" / "evil").string();
+  auto files =
+      ModelFiles::OpenFile((base_ / "ggufs" / "evil.gguf").string(), view, "model.gguf", options_);
+  EXPECT_EQ(files.status().code(), StatusCode::kPermissionDenied);
+  EXPECT_THAT(files.status().message(),
+              HasSubstr("evil.gguf leads to " + (base_ / "secret" / "shadow").string()));
+  EXPECT_FALSE(fs::exists(view));
+  // Unless the link leads into a directory the job may read anyway.
+  options_.allowed_dirs = {(base_ / "secret").string()};
+  files =
+      ModelFiles::OpenFile((base_ / "ggufs" / "evil.gguf").string(), view, "model.gguf", options_);
+  ASSERT_TRUE(files.ok()) << files.status();
+  EXPECT_EQ(Read(fs::path(view) / "model.gguf"), "root:secret");
+}
+
+TEST_F(ModelFilesTest, OneFileThatIsNotRegularIsRefused) {
+  fs::create_directories(base_ / "ggufs" / "dir.gguf");
+  auto files =
+      ModelFiles::OpenFile((base_ / "ggufs" / "dir.gguf").string(),
+                           (base_ / "views" / "job" / "d").string(), "model.gguf", options_);
+  EXPECT_EQ(files.status().code(), StatusCode::kPermissionDenied);
+  EXPECT_THAT(files.status().message(), HasSubstr("is not a regular file"));
+}
+
 }  // namespace
 }  // namespace quantd::io
