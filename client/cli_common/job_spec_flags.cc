@@ -21,7 +21,8 @@ namespace {
 
 // JobSpecFlagsUsage's text at indent 0.
 constexpr char kJobSpecFlagsUsage[] = R"(
---model URI             model directory (file:// or a plain path, hf://)
+--model URI             model directory or .gguf file (file:// or a plain
+                        path, hf://)
 --scheme NAME           quantization preset, e.g. w_int4_per_group_sym
 --config FILE           quantization config: the reference toolkit's JSON
                         (a config.json or its quantization_config object)
