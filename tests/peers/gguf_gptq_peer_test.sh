@@ -41,22 +41,6 @@ run_job() {  # model_dir model recipe mode(plain|imatrix|gptq)
   fi
 }
 
-echo '{"models": []}' >"$out/manifest.json"
-add_to_manifest() {  # model name
-  "$PY" - "$out/manifest.json" "$out/$1/$2.json" "$out/$1/$2/model.gguf" \
-    "$out/$1/windows.json" "$1 $2" <<'PYEOF'
-import json, sys
-manifest_path, run_path, gguf, windows_path, name = sys.argv[1:]
-job = json.loads([l for l in open(run_path).read().splitlines() if l.strip()][-1])
-assert job["state"] == "SUCCEEDED", job.get("state")
-ppl = job["result"]["metrics"]["quantizedPerplexity"]
-manifest = json.load(open(manifest_path))
-manifest["models"].append({"name": name, "gguf": gguf, "engine_ppl": ppl["perplexity"],
-                           "tokens": int(ppl["protocol"]["tokens"]),
-                           "windows": json.load(open(windows_path))})
-json.dump(manifest, open(manifest_path, "w"))
-PYEOF
-}
 
 mkdir -p "$out/stories260K" "$out/random256" "$out/gpt2"
 tests/peers/eval_windows models/stories260K "$TEXT" 128 24 >"$out/stories260K/windows.json"

@@ -8,6 +8,11 @@
 #             first 30 KB)
 #   rand      a Llama of 256-multiple widths with stories260K's tokenizer
 #             (vocab 512), so llama.cpp's K-quants apply
+#   add_to_manifest MODEL NAME [WINDOWS]
+#             adds $out/MODEL/NAME/model.gguf, with the job's perplexity
+#             ($out/MODEL/NAME.json) and windows (WINDOWS, by default
+#             $out/MODEL/windows.json), to $out/manifest.json for
+#             gguf_export_peer_check.mjs
 runfiles="${TEST_SRCDIR:-$PWD/..}/${TEST_WORKSPACE:-quantd}"
 cd "$runfiles"
 peers_dir="$(dirname "$(readlink -f tests/peers/package.json)")"
@@ -27,3 +32,20 @@ rand="$out/random256"
 worker/models/make_random_checkpoint --out="$rand" --layers=4 --hidden=256 --intermediate=768 \
   --heads=4 --kv_heads=2 --vocab=512 --dtype=f32 --seed=7 >/dev/null
 cp models/stories260K/tokenizer.model "$rand/"
+
+echo '{"models": []}' >"$out/manifest.json"
+add_to_manifest() {  # model name [windows]
+  "$PY" - "$out/manifest.json" "$out/$1/$2.json" "$out/$1/$2/model.gguf" \
+    "${3:-$out/$1/windows.json}" "$1 $2" <<'PYEOF'
+import json, sys
+manifest_path, run_path, gguf, windows_path, name = sys.argv[1:]
+job = json.loads([l for l in open(run_path).read().splitlines() if l.strip()][-1])
+assert job["state"] == "SUCCEEDED", job.get("state")
+ppl = job["result"]["metrics"]["quantizedPerplexity"]
+manifest = json.load(open(manifest_path))
+manifest["models"].append({"name": name, "gguf": gguf, "engine_ppl": ppl["perplexity"],
+                           "tokens": int(ppl["protocol"]["tokens"]),
+                           "windows": json.load(open(windows_path))})
+json.dump(manifest, open(manifest_path, "w"))
+PYEOF
+}

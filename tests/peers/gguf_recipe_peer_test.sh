@@ -55,7 +55,6 @@ run_job() {  # model_dir model name recipe [eval|imatrix]
   "$BIN" "${args[@]}" >"$out/$2/$3.json" 2>"$out/$2/$3.err"
 }
 
-echo '{"models": []}' >"$out/manifest.json"
 for model in stories260K random256 random8; do
   dir=models/stories260K; [ "$model" = random256 ] && dir="$rand"; [ "$model" = random8 ] && dir="$rand8"
   mkdir -p "$out/$model"
@@ -91,19 +90,7 @@ for model in stories260K random256 random8; do
        [[ " Q4_K_M Q6_K Q4_0+imatrix Q2_K Q3_K_M+imatrix " != *" $name "* ]]; }; then
       continue
     fi
-    "$PY" - "$out/manifest.json" "$out/$model/$name.json" "$out/$model/$name/model.gguf" \
-      "$out/$model/windows$(windows "$model" "$r").json" "$model $name" <<'PYEOF'
-import json, sys
-manifest_path, run_path, gguf, windows_path, name = sys.argv[1:]
-job = json.loads([l for l in open(run_path).read().splitlines() if l.strip()][-1])
-assert job["state"] == "SUCCEEDED", job.get("state")
-ppl = job["result"]["metrics"]["quantizedPerplexity"]
-manifest = json.load(open(manifest_path))
-windows = json.load(open(windows_path))
-manifest["models"].append({"name": name, "gguf": gguf, "engine_ppl": ppl["perplexity"],
-                           "tokens": int(ppl["protocol"]["tokens"]), "windows": windows})
-json.dump(manifest, open(manifest_path, "w"))
-PYEOF
+    add_to_manifest "$model" "$name" "$out/$model/windows$(windows "$model" "$r").json"
   done
 done
 

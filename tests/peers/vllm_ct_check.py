@@ -52,7 +52,10 @@ FLOAT_DTYPES = files.FLOAT_DTYPES
 FUSED = {"qkv_proj": ("q_proj", "k_proj", "v_proj"), "gate_up_proj": ("gate_proj", "up_proj")}
 LINEAR_CLASS = {"qkv_proj": "QKVParallelLinear", "gate_up_proj": "MergedColumnParallelLinear",
                 "o_proj": "RowParallelLinear", "down_proj": "RowParallelLinear"}
-ARCHITECTURES = ("LlamaForCausalLM", "MistralForCausalLM", "Qwen2ForCausalLM")
+# Qwen3 (vllm/model_executor/models/qwen3.py at 002456df36fc7a63ca4463f335a49d05634ab2ab)
+# loads its linears as Qwen2 does (the same packed_modules_mapping); its
+# q_norm / k_norm are float weights, compared like the other norms.
+ARCHITECTURES = ("LlamaForCausalLM", "MistralForCausalLM", "Qwen2ForCausalLM", "Qwen3ForCausalLM")
 ACT_FORMATS = ("naive-quantized", "int-quantized", "float-quantized", "nvfp4-pack-quantized",
                "mxfp8-quantized")
 

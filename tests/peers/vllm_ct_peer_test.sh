@@ -19,9 +19,9 @@ cp -rL "$R/models/stories260K" "$MODEL"
 PY=/usr/bin/python3
 fail() { echo "FAIL: $*" >&2; exit 1; }
 
-quantize() {  # NAME FORMATS... -- FLAGS...
+quantize() {  # NAME FLAGS... (the model: $CASE_MODEL, by default $MODEL)
   local name="$1"; shift
-  "$BIN" --model "$MODEL" --calib "$TEXT" --calib-samples 4 --calib-seq-len 32 --no-eval \
+  "$BIN" --model "${CASE_MODEL:-$MODEL}" --calib "$TEXT" --calib-samples 4 --calib-seq-len 32 --no-eval \
     --threads 1 --output "$TMP/$name" --data-dir "$TMP/data" "$@" >"$TMP/$name.log" 2>&1
 }
 
@@ -178,6 +178,23 @@ grep -q "keeps the stored parameters of 30 weights" "$TMP/cfg-gptq_act_order-aga
   fail "gptq act_order with GPTQ again: exit $?"
 grep -q "30 stored weights are quantized afresh .*the job's algorithms change the weights" \
   "$TMP/gptq-again.log" || { cat "$TMP/gptq-again.log"; fail "gptq again: no afresh warning"; }
+
+# Qwen3 (per-head q/k norms, head_dim 128 x 4 heads != hidden 256): a random
+# checkpoint with Qwen3's own tensor names; vLLM's Qwen3 loads its linears as
+# Qwen2 does and its q_norm / k_norm as float weights.
+QWEN3="$TMP/qwen3"
+"$R/worker/models/make_random_checkpoint" --out="$QWEN3" --arch=qwen3 --layers=2 --hidden=256 \
+  --head_dim=128 --heads=4 --kv_heads=2 --intermediate=768 --vocab=512 --dtype=f32 \
+  --seed=9 >/dev/null
+cp "$MODEL/tokenizer.model" "$QWEN3/"
+for scheme in w_uint4_per_group_asym w_fp8_a_fp8; do
+  name="qwen3-$scheme"
+  CASE_MODEL="$QWEN3" quantize "$name" --scheme "$scheme" --format hf --format compressed-tensors ||
+    { cat "$TMP/$name.log"; fail "$name: quantd-quantize exit $?"; }
+  "$PY" "$CHECK" "$TMP/$name/compressed_tensors" "$TMP/$name/hf_fake_quantized" \
+    >"$TMP/$name.check" 2>&1 || { cat "$TMP/$name.check"; fail "$name: vLLM conformance"; }
+  echo "$name: $(tail -n 1 "$TMP/$name.check")"
+done
 
 # 2. Refused presets, with what they cannot express.
 refused=(

@@ -28,6 +28,9 @@ Followed, besides the files named in vllm_quark_rules.py (vllm-project/vllm):
   vllm/model_executor/layers/quantization/utils/mxfp6_utils.py @055e47c28003156421365af985d676fc921cb075
   LlamaModel.load_weights (get_cache_scale, stacked_params_mapping) as stored
   with model_executor/models/*.py; vllm/model_executor/parameter.py loaders.
+  vllm/model_executor/models/qwen3.py @002456df36fc7a63ca4463f335a49d05634ab2ab
+      (Qwen3Attention: the Llama linears plus q_norm / k_norm, RMSNorm(head_dim);
+      o_proj without a bias)
 FP6 unpacking follows Quark's Pack_fp6.unpack (amd/Quark quark/torch/utils/pack.py,
 the version with the 24-bit little-endian word), which vLLM's dequant_mxfp6 calls.
 
@@ -94,10 +97,12 @@ def model_geometry(cfg):
     hidden, heads = need("hidden_size"), need("num_attention_heads")
     kv_heads = cfg.get("num_key_value_heads") or heads
     head_dim = cfg.get("head_dim") or hidden // heads
+    archs = cfg.get("architectures") or [""]
     return {"hidden": hidden, "inter": need("intermediate_size"),
             "layers": need("num_hidden_layers"), "q": heads * head_dim,
-            "kv": kv_heads * head_dim, "vocab": need("vocab_size"),
-            "tied": bool(cfg.get("tie_word_embeddings", False))}
+            "kv": kv_heads * head_dim, "vocab": need("vocab_size"), "head_dim": head_dim,
+            "tied": bool(cfg.get("tie_word_embeddings", False)),
+            "qk_norm": archs[0] == "Qwen3ForCausalLM"}
 
 
 def linear_modules(geo):
@@ -484,6 +489,9 @@ def check_rest(report, tensors, geo, consumed, params_dtype):
     for n in range(geo["layers"]):
         for norm in ("input_layernorm", "post_attention_layernorm"):
             known[f"model.layers.{n}.{norm}.weight"] = (geo["hidden"],)
+        if geo["qk_norm"]:  # Qwen3Attention's q_norm / k_norm: RMSNorm(head_dim)
+            for norm in ("q_norm", "k_norm"):
+                known[f"model.layers.{n}.self_attn.{norm}.weight"] = (geo["head_dim"],)
     for name, shape in known.items():
         ref = tensors.get(name)
         consumed.add(name)

@@ -104,10 +104,10 @@ round_trip() {  # name, export dir, quantd-quantize flags...
   fi
 }
 
-run_case() {  # name, quantd-quantize flags...
+run_case() {  # name, quantd-quantize flags... (the model: $CASE_MODEL, by default $MODEL)
   local name="$1"; shift
   local out="$TMP/out/$name" served="$TMP/vllm/$name"
-  local common=(--model "$MODEL" --calib "$TEXT" --calib-samples 8 --calib-seq-len 64 --no-eval
+  local common=(--model "${CASE_MODEL:-$MODEL}" --calib "$TEXT" --calib-samples 8 --calib-seq-len 64 --no-eval
     --threads 1 --data-dir "$TMP/data")
   "$BIN" "${common[@]}" --format hf --format hf-quark --output "$out" "$@" \
     >"$TMP/$name.quantize.log" 2>&1
@@ -172,6 +172,16 @@ run_case int4_g32_exclude_glob --scheme w_int4_per_group_sym --group-size 32 --e
 for config in "$CONFIGS"/*.json; do
   run_case "config_$(basename "$config" .json)" --config "$config"
 done
+
+# Qwen3 (per-head q/k norms, head_dim 128 x 4 heads != hidden 256): a random
+# checkpoint with Qwen3's own tensor names, in two schemes vLLM serves.
+QWEN3="$TMP/qwen3"
+"$PWD/worker/models/make_random_checkpoint" --out="$QWEN3" --arch=qwen3 --layers=2 \
+  --hidden=256 --head_dim=128 --heads=4 --kv_heads=2 --intermediate=768 --vocab=512 \
+  --dtype=f32 --seed=9 >/dev/null
+cp "$MODEL/tokenizer.model" "$QWEN3/"
+CASE_MODEL="$QWEN3" run_case qwen3_w_fp8_a_fp8 --scheme w_fp8_a_fp8
+CASE_MODEL="$QWEN3" run_case qwen3_w_uint4_per_group_asym --scheme w_uint4_per_group_asym
 
 for name in "${!VLLM_REFUSALS[@]}"; do
   [ -f "$TMP/$name.check" ] || fail "VLLM_REFUSALS lists $name, which no case ran"

@@ -44,6 +44,9 @@ StatusOr<LlamaBlock> FindLlamaLayers(const models::DecoderBlock& block) {
       b.attn_norm = n;
     } else if (EndsWith(n->name(), ".post_attention_layernorm")) {
       b.mlp_norm = n;
+    } else if (EndsWith(n->name(), ".q_norm") || EndsWith(n->name(), ".k_norm")) {
+      // Qwen3's per-head q/k norms act on q_proj's and k_proj's outputs,
+      // which a rotation of their inputs leaves as they were.
     } else {
       return UnimplementedError("rotation does not support norm " + n->name());
     }

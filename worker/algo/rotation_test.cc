@@ -174,5 +174,37 @@ TEST(RotationTest, KeepsFloatLogitsWithPaleyShapesAndUntiedHead) {
   for (int64_t n : {80, 20, 112}) EXPECT_TRUE(Rotation::Create(n, true, 1)->hadamard()) << n;
 }
 
+// Qwen3: the per-head q/k norms sit on q_proj's and k_proj's outputs, which
+// the rotation leaves alone; head_dim 32 x 4 heads != hidden 64.
+TEST(RotationTest, KeepsFloatLogitsOnQwen3) {
+  const char* tmp = std::getenv("TEST_TMPDIR");
+  const std::string dir = std::string(tmp != nullptr ? tmp : "/tmp") + "/rotation_qwen3_model";
+  models::RandomCheckpointOptions c;
+  c.architecture = "qwen3";
+  c.hidden_size = 64;
+  c.head_dim = 32;
+  c.intermediate_size = 128;
+  c.num_hidden_layers = 2;
+  c.num_attention_heads = 4;
+  c.num_key_value_heads = 2;
+  c.vocab_size = 256;
+  c.dtype = io::SafetensorsDtype::kF32;
+  ASSERT_TRUE(models::WriteRandomLlamaCheckpoint(dir, c).ok());
+  auto model = models::OpenCausalLM(dir);
+  ASSERT_TRUE(model.ok()) << model.status();
+  ASSERT_TRUE((*model)->config().qk_norm);
+  at::manual_seed(6);
+  at::Tensor ids = at::randint(0, 256, {2, 32}, at::kLong);
+  auto ref = (*model)->Forward(ids);
+  ASSERT_TRUE(ref.ok()) << ref.status();
+  RotationOptions o;
+  o.seed = 7;
+  o.online_down_proj = true;
+  RotationTransform rot(o);
+  auto out = TransformedForward(**model, rot, ids, /*check_pieces=*/false);
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_LT((*out - *ref).abs().max().item<double>(), 1e-4);
+}
+
 }  // namespace
 }  // namespace quantd::algo

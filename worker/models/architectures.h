@@ -13,7 +13,8 @@
 
 namespace quantd::models {
 
-// Llama 2/3, Mistral, Qwen2: RMSNorm, rotary positions, GQA, SwiGLU MLP.
+// Llama 2/3, Mistral, Qwen2, Qwen3: RMSNorm, rotary positions, GQA, SwiGLU
+// MLP; Qwen3 adds per-head q/k RMSNorms.
 StatusOr<std::unique_ptr<DecoderBlock>> LoadLlamaBlock(const ModelConfig& config, int64_t index,
                                                        const WeightLoader& loader);
 // GPT-2: LayerNorm, fused c_attn, GELU MLP.

@@ -108,6 +108,12 @@ struct LlamaRef {
   bool qkv_bias;
   int64_t window;
   std::string lm_head;
+  // Qwen3 (transformers' models/qwen3/modeling_qwen3.py at commit
+  // 000c33fdfde1, Qwen3Attention): q_norm / k_norm, RMSNorms over each
+  // head's head_dim values, between the projections and the rotary
+  // embedding; attention_bias puts a bias on o_proj too.
+  bool qk_norm = false;
+  bool o_bias = false;
 
   T operator()(const Weights& w, const T& ids) const {
     T x = w.at("model.embed_tokens.weight").index_select(0, ids);
@@ -115,11 +121,17 @@ struct LlamaRef {
     for (int64_t l = 0; l < layers; ++l) {
       const std::string p = "model.layers." + std::to_string(l) + ".";
       T n = Rms(x, w.at(p + "input_layernorm.weight"), eps);
-      T q = Rope(Lin(n, w, p + "self_attn.q_proj", qkv_bias).reshape({t, h, hd}), inv);
-      T k = Rope(Lin(n, w, p + "self_attn.k_proj", qkv_bias).reshape({t, kvh, hd}), inv);
+      T q = Lin(n, w, p + "self_attn.q_proj", qkv_bias).reshape({t, h, hd});
+      T k = Lin(n, w, p + "self_attn.k_proj", qkv_bias).reshape({t, kvh, hd});
+      if (qk_norm) {
+        q = Rms(q, w.at(p + "self_attn.q_norm.weight"), eps);
+        k = Rms(k, w.at(p + "self_attn.k_norm.weight"), eps);
+      }
+      q = Rope(q, inv);
+      k = Rope(k, inv);
       T v = Lin(n, w, p + "self_attn.v_proj", qkv_bias).reshape({t, kvh, hd});
-      x = x +
-          Lin(Attend(q, k, v, 1 / std::sqrt(double(hd)), window), w, p + "self_attn.o_proj", false);
+      x = x + Lin(Attend(q, k, v, 1 / std::sqrt(double(hd)), window), w, p + "self_attn.o_proj",
+                  o_bias);
       n = Rms(x, w.at(p + "post_attention_layernorm.weight"), eps);
       T gate = Lin(n, w, p + "mlp.gate_proj", false);
       x = x + Lin(gate / (1 + (-gate).exp()) * Lin(n, w, p + "mlp.up_proj", false), w,
@@ -148,6 +160,11 @@ std::vector<std::pair<std::string, std::vector<int64_t>>> LlamaShapes(const Llam
       s.push_back({p + "self_attn.v_proj.bias", {r.kvh * r.hd}});
     }
     s.push_back({p + "self_attn.o_proj.weight", {r.d, r.h * r.hd}});
+    if (r.o_bias) s.push_back({p + "self_attn.o_proj.bias", {r.d}});
+    if (r.qk_norm) {
+      s.push_back({p + "self_attn.q_norm.weight", {r.hd}});
+      s.push_back({p + "self_attn.k_norm.weight", {r.hd}});
+    }
     s.push_back({p + "mlp.gate_proj.weight", {ffn, r.d}});
     s.push_back({p + "mlp.up_proj.weight", {ffn, r.d}});
     s.push_back({p + "mlp.down_proj.weight", {r.d, ffn}});
@@ -185,6 +202,22 @@ TEST(ArchitecturesTest, Qwen2WithQkvBiasGqaAndUntiedHead) {
     "use_sliding_window": false, "sliding_window": 4})",
                                     LlamaShapes(ref, 50, 48, true));
   ExpectMatches(dir, ref, w, at::randint(50, {2, 9}, at::kLong), "Qwen2ForCausalLM");
+}
+
+TEST(ArchitecturesTest, Qwen3QkNormAttentionBiasAndExplicitHeadDim) {
+  at::manual_seed(14);
+  const std::string dir = NewDir("qwen3");
+  // head_dim 16 x 4 heads != hidden 32 (as Qwen3-0.6B: 128 x 16 != 1024),
+  // GQA, attention_bias on all four projections.
+  LlamaRef ref{32, 4, 2, 16, 2, 1e-6, InvFreq(16, 1e6), true, 0, "lm_head.weight", true, true};
+  const Weights w = WriteCheckpoint(dir, R"({"architectures": ["Qwen3ForCausalLM"],
+    "model_type": "qwen3", "hidden_size": 32, "intermediate_size": 48, "num_hidden_layers": 2,
+    "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16, "vocab_size": 50,
+    "rms_norm_eps": 1e-6, "rope_theta": 1000000.0, "tie_word_embeddings": false,
+    "attention_bias": true, "use_sliding_window": false, "sliding_window": null,
+    "max_window_layers": 2, "layer_types": ["full_attention", "full_attention"]})",
+                                    LlamaShapes(ref, 50, 48, true));
+  ExpectMatches(dir, ref, w, at::randint(50, {2, 9}, at::kLong), "Qwen3ForCausalLM");
 }
 
 TEST(ArchitecturesTest, MistralSlidingWindowAndExplicitHeadDim) {

@@ -38,6 +38,10 @@ BlockLayout LlamaBlock(const ModelConfig& c, int64_t i) {
   };
   b.norms = {Norm(b.prefix + "input_layernorm", NormKind::kRmsNorm, d),
              Norm(b.prefix + "post_attention_layernorm", NormKind::kRmsNorm, d)};
+  if (c.qk_norm) {
+    b.norms.push_back(Norm(a + "q_norm", NormKind::kRmsNorm, c.head_dim));
+    b.norms.push_back(Norm(a + "k_norm", NormKind::kRmsNorm, c.head_dim));
+  }
   // v_proj can absorb o_proj's input scale only when every head has its own
   // v head (no GQA): the scale is per attention-output channel.
   b.groups = {

@@ -1,6 +1,7 @@
-// Llama-family decoder block (Llama 2/3, Mistral, Qwen2), matching Hugging
-// Face's LlamaDecoderLayer: pre-RMSNorm, rotary q/k (rotate-half layout),
-// grouped-query attention, SwiGLU MLP.
+// Llama-family decoder block (Llama 2/3, Mistral, Qwen2, Qwen3), matching
+// Hugging Face's LlamaDecoderLayer: pre-RMSNorm, rotary q/k (rotate-half
+// layout), grouped-query attention, SwiGLU MLP; Qwen3's per-head q/k
+// RMSNorms before the rotary embedding (Qwen3Attention).
 #include <cmath>
 
 #include "worker/models/architectures.h"
@@ -10,9 +11,9 @@ namespace quantd::models {
 namespace {
 
 // Layout order (layer_shapes.cc): q, k, v, o, gate, up, down; norms input,
-// post_attention.
+// post_attention, then q_norm, k_norm when the config has them.
 enum { kQ, kK, kV, kO, kGate, kUp, kDown };
-enum { kInputNorm, kPostAttentionNorm };
+enum { kInputNorm, kPostAttentionNorm, kQNorm, kKNorm };
 
 class LlamaBlock final : public DecoderBlock {
  public:
@@ -27,8 +28,14 @@ class LlamaBlock final : public DecoderBlock {
     const int64_t h = c.num_attention_heads, kvh = c.num_key_value_heads;
 
     at::Tensor normed = norm(kInputNorm).Forward(x);
-    at::Tensor q = linear(kQ).Forward(normed).view({b, t, h, hd}).transpose(1, 2);
-    at::Tensor k = linear(kK).Forward(normed).view({b, t, kvh, hd}).transpose(1, 2);
+    at::Tensor q = linear(kQ).Forward(normed).view({b, t, h, hd});
+    at::Tensor k = linear(kK).Forward(normed).view({b, t, kvh, hd});
+    if (c.qk_norm) {
+      q = norm(kQNorm).Forward(q);
+      k = norm(kKNorm).Forward(k);
+    }
+    q = q.transpose(1, 2);
+    k = k.transpose(1, 2);
     at::Tensor v = linear(kV).Forward(normed).view({b, t, kvh, hd}).transpose(1, 2);
     const RotaryTables rope = MakeRotaryTables(c, t, x.scalar_type(), x.device());
     q = ApplyRotary(q, rope);

@@ -2,7 +2,8 @@
 //
 //   make_random_checkpoint --out=/tmp/llama7b-4blocks --layers=4
 //       [--hidden=4096 --intermediate=11008 --heads=32 --kv_heads=32
-//        --vocab=32000 --dtype=bf16|f16|f32 --shard_mb=2048 --seed=1 --tied]
+//        --vocab=32000 --dtype=bf16|f16|f32 --shard_mb=2048 --seed=1 --tied
+//        --arch=llama|qwen3 --head_dim=N]
 //
 // Prints one JSON line: {"dir":..., "bytes":..., "shards":...}.
 #include <cstdio>
@@ -57,6 +58,10 @@ int main(int argc, char** argv) {
         std::fprintf(stderr, "--dtype must be bf16, f16 or f32\n");
         return 2;
       }
+    } else if (Flag(a, "--arch", &v)) {
+      o.architecture = v;
+    } else if (Flag(a, "--head_dim", &v)) {
+      o.head_dim = std::atoll(v.c_str());
     } else if (std::strcmp(a, "--tied") == 0) {
       o.tie_word_embeddings = true;
     } else {

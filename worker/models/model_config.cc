@@ -101,6 +101,7 @@ constexpr ArchitectureRow kArchitectures[] = {
     {"LlamaForCausalLM", "llama", ArchitectureFamily::kLlama},
     {"MistralForCausalLM", "mistral", ArchitectureFamily::kLlama},
     {"Qwen2ForCausalLM", "qwen2", ArchitectureFamily::kLlama},
+    {"Qwen3ForCausalLM", "qwen3", ArchitectureFamily::kLlama},
     {"GPT2LMHeadModel", "gpt2", ArchitectureFamily::kGpt2},
     {"OPTForCausalLM", "opt", ArchitectureFamily::kOpt},
 };
@@ -157,11 +158,20 @@ Status ParseLlamaFamily(const Reader& r, ModelConfig& c) {
   QD_ASSIGN_OR_RETURN(c.hidden_act, r.String("hidden_act", "silu"));
   QD_ASSIGN_OR_RETURN(c.tie_word_embeddings, r.Bool("tie_word_embeddings", false));
   QD_RETURN_IF_ERROR(ParseRopeScaling(r, c));
-  if (c.architecture == "Qwen2ForCausalLM") {
-    c.qkv_bias = true;
+  if (c.architecture == "Qwen2ForCausalLM" || c.architecture == "Qwen3ForCausalLM") {
+    const bool qwen3 = c.architecture == "Qwen3ForCausalLM";
     QD_ASSIGN_OR_RETURN(bool use_sliding, r.Bool("use_sliding_window", false));
     if (use_sliding) {
-      return UnimplementedError(r.source + ": Qwen2 \"use_sliding_window\": true is not supported");
+      return UnimplementedError(r.source + (qwen3 ? ": Qwen3" : ": Qwen2") +
+                                " \"use_sliding_window\": true is not supported");
+    }
+    // Qwen2 always has q/k/v biases; Qwen3 (modeling_qwen3.py) has
+    // attention_bias on all four projections, and per-head q/k norms.
+    c.qkv_bias = true;
+    if (qwen3) {
+      QD_ASSIGN_OR_RETURN(bool attention_bias, r.Bool("attention_bias", false));
+      c.qkv_bias = c.o_bias = attention_bias;
+      c.qk_norm = true;
     }
   } else {
     QD_ASSIGN_OR_RETURN(bool attention_bias, r.Bool("attention_bias", false));

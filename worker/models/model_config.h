@@ -59,6 +59,9 @@ struct ModelConfig {
   bool qkv_bias = false;  // Qwen2, or Llama attention_bias
   bool o_bias = false;    // Llama attention_bias
   bool mlp_bias = false;  // Llama mlp_bias; GPT-2 and OPT always have biases
+  // Qwen3: an RMSNorm over each head's q and k (q_norm, k_norm: [head_dim]
+  // weights) after the projections, before the rotary embedding.
+  bool qk_norm = false;
 
   // OPT.
   bool do_layer_norm_before = true;

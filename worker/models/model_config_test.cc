@@ -94,6 +94,42 @@ TEST(ModelConfigTest, Gpt2AndOptKeysMapOntoTheCommonFields) {
   EXPECT_FALSE(o->final_layer_norm);
 }
 
+// Qwen3-0.6B's config.json keys (head_dim 128 x 16 heads != hidden 1024).
+TEST(ModelConfigTest, Qwen3HasQkNormsAndAttentionBiasOnAllFourProjections) {
+  const std::string qwen3 = R"({"architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3",
+    "hidden_size": 1024, "intermediate_size": 3072, "num_hidden_layers": 28,
+    "num_attention_heads": 16, "num_key_value_heads": 8, "head_dim": 128, "vocab_size": 151936,
+    "rms_norm_eps": 1e-06, "rope_theta": 1000000, "attention_bias": false,
+    "use_sliding_window": false, "sliding_window": null, "max_window_layers": 28,
+    "tie_word_embeddings": true})";
+  auto c = ParseModelConfig(qwen3, "qwen3/config.json");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_TRUE(c->qk_norm);
+  EXPECT_EQ(c->head_dim, 128);
+  EXPECT_FALSE(c->qkv_bias);
+  EXPECT_FALSE(c->o_bias);
+  EXPECT_FALSE(c->sliding_window.has_value());
+  std::string biased = qwen3;
+  biased.replace(biased.find("\"attention_bias\": false"), 23, "\"attention_bias\": true ");
+  auto b = ParseModelConfig(biased, "qwen3/config.json");
+  ASSERT_TRUE(b.ok()) << b.status();
+  EXPECT_TRUE(b->qkv_bias && b->o_bias);
+  std::string sliding = qwen3;
+  sliding.replace(sliding.find("\"use_sliding_window\": false"), 27,
+                  "\"use_sliding_window\": true ");
+  auto s = ParseModelConfig(sliding, "qwen3/config.json");
+  EXPECT_EQ(s.status().code(), StatusCode::kUnimplemented) << s.status();
+  EXPECT_NE(s.status().message().find("Qwen3 \"use_sliding_window\""), std::string::npos);
+  // Qwen2 keeps its q/k/v biases and has no q/k norms.
+  auto q2 = ParseModelConfig(R"({"architectures": ["Qwen2ForCausalLM"], "hidden_size": 64,
+    "intermediate_size": 128, "num_hidden_layers": 1, "num_attention_heads": 4,
+    "vocab_size": 10})",
+                             "qwen2/config.json");
+  ASSERT_TRUE(q2.ok());
+  EXPECT_TRUE(q2->qkv_bias);
+  EXPECT_FALSE(q2->o_bias || q2->qk_norm);
+}
+
 TEST(ModelConfigTest, UnsupportedArchitectureListsSupportedOnes) {
   auto c = ParseModelConfig(R"({"architectures": ["FalconForCausalLM"], "hidden_size": 64})",
                             "falcon/config.json");
@@ -103,7 +139,7 @@ TEST(ModelConfigTest, UnsupportedArchitectureListsSupportedOnes) {
   EXPECT_EQ(c.status().message(),
             "falcon/config.json: architecture \"FalconForCausalLM\" is not supported; supported "
             "architectures: LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, "
-            "GPT2LMHeadModel, OPTForCausalLM");
+            "Qwen3ForCausalLM, GPT2LMHeadModel, OPTForCausalLM");
 }
 
 TEST(ModelConfigTest, BadFieldsAreNamed) {

@@ -22,8 +22,10 @@ struct TensorPlan {
 
 std::vector<TensorPlan> Tensors(const RandomCheckpointOptions& o) {
   const int64_t d = o.hidden_size, f = o.intermediate_size;
-  const int64_t hd = d / o.num_attention_heads;
+  const int64_t hd = o.head_dim > 0 ? o.head_dim : d / o.num_attention_heads;
+  const int64_t q = o.num_attention_heads * hd;
   const int64_t kv = o.num_key_value_heads * hd;
+  const bool qwen3 = o.architecture == "qwen3";
   // Uniform[-a, a] has standard deviation a / sqrt(3).
   auto bound = [](int64_t in) { return static_cast<float>(std::sqrt(3.0 / in)); };
   std::vector<TensorPlan> t;
@@ -31,10 +33,14 @@ std::vector<TensorPlan> Tensors(const RandomCheckpointOptions& o) {
   for (int64_t i = 0; i < o.num_hidden_layers; ++i) {
     const std::string p = "model.layers." + std::to_string(i) + ".";
     t.push_back({p + "input_layernorm.weight", {d}, 0});
-    t.push_back({p + "self_attn.q_proj.weight", {d, d}, bound(d)});
+    t.push_back({p + "self_attn.q_proj.weight", {q, d}, bound(d)});
     t.push_back({p + "self_attn.k_proj.weight", {kv, d}, bound(d)});
     t.push_back({p + "self_attn.v_proj.weight", {kv, d}, bound(d)});
-    t.push_back({p + "self_attn.o_proj.weight", {d, d}, bound(d)});
+    t.push_back({p + "self_attn.o_proj.weight", {d, q}, bound(q)});
+    if (qwen3) {
+      t.push_back({p + "self_attn.q_norm.weight", {hd}, 0});
+      t.push_back({p + "self_attn.k_norm.weight", {hd}, 0});
+    }
     t.push_back({p + "post_attention_layernorm.weight", {d}, 0});
     t.push_back({p + "mlp.gate_proj.weight", {f, d}, bound(d)});
     t.push_back({p + "mlp.up_proj.weight", {f, d}, bound(d)});
@@ -114,9 +120,12 @@ StatusOr<RandomCheckpointInfo> WriteRandomLlamaCheckpoint(const std::string& dir
       o.dtype != io::SafetensorsDtype::kF32) {
     return InvalidArgumentError("random checkpoints are written as BF16, F16 or F32");
   }
-  if (o.hidden_size % o.num_attention_heads != 0 ||
+  if ((o.head_dim == 0 && o.hidden_size % o.num_attention_heads != 0) ||
       o.num_attention_heads % o.num_key_value_heads != 0) {
     return InvalidArgumentError("heads must divide hidden_size and kv heads must divide heads");
+  }
+  if (o.architecture != "llama" && o.architecture != "qwen3") {
+    return InvalidArgumentError("random checkpoints are llama or qwen3, not " + o.architecture);
   }
   ::mkdir(dir.c_str(), 0755);
   const int es = io::SafetensorsDtypeSize(o.dtype);
@@ -162,9 +171,10 @@ StatusOr<RandomCheckpointInfo> WriteRandomLlamaCheckpoint(const std::string& dir
   const char* dtype_name = o.dtype == io::SafetensorsDtype::kBF16  ? "bfloat16"
                            : o.dtype == io::SafetensorsDtype::kF16 ? "float16"
                                                                    : "float32";
+  const bool qwen3 = o.architecture == "qwen3";
   nlohmann::ordered_json config = {
-      {"architectures", {"LlamaForCausalLM"}},
-      {"model_type", "llama"},
+      {"architectures", {qwen3 ? "Qwen3ForCausalLM" : "LlamaForCausalLM"}},
+      {"model_type", o.architecture},
       {"hidden_size", o.hidden_size},
       {"intermediate_size", o.intermediate_size},
       {"num_hidden_layers", o.num_hidden_layers},
@@ -180,6 +190,11 @@ StatusOr<RandomCheckpointInfo> WriteRandomLlamaCheckpoint(const std::string& dir
       {"eos_token_id", 2},
       {"torch_dtype", dtype_name},
   };
+  if (o.head_dim > 0) config["head_dim"] = o.head_dim;
+  if (qwen3) {
+    config["attention_bias"] = false;
+    config["use_sliding_window"] = false;
+  }
   std::ofstream out(dir + "/config.json");
   out << config.dump(2) << "\n";
   if (!out) return Status(StatusCode::kUnavailable, dir + "/config.json: write failed");

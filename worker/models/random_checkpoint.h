@@ -1,7 +1,8 @@
 // Random-weight Llama-shaped checkpoints, for memory and speed work at real
 // layer shapes (models that large cannot be downloaded here).
 //
-// Writes a Hugging Face directory: config.json (LlamaForCausalLM) and BF16,
+// Writes a Hugging Face directory: config.json (LlamaForCausalLM, or
+// Qwen3ForCausalLM with its per-head q/k norms and real names) and BF16,
 // F16 or F32 safetensors shards with model.safetensors.index.json. Weights
 // are uniform with the standard deviation 1/sqrt(in_features) (norm weights
 // 1), so activations stay O(1) through many blocks. Values come from a
@@ -27,7 +28,11 @@ struct RandomCheckpointOptions {
   int64_t num_attention_heads = 32;
   int64_t num_key_value_heads = 32;
   int64_t vocab_size = 32000;
+  // 0: hidden_size / num_attention_heads.
+  int64_t head_dim = 0;
   bool tie_word_embeddings = false;
+  // "llama" or "qwen3" (self_attn.q_norm / k_norm, [head_dim], ones).
+  std::string architecture = "llama";
   io::SafetensorsDtype dtype = io::SafetensorsDtype::kBF16;
   // Tensors are packed into shards of at most this many bytes (a tensor
   // larger than that gets a shard of its own).

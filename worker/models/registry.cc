@@ -18,8 +18,8 @@ struct Registration {
 // test checks that every supported architecture is registered.
 constexpr Registration kRegistry[] = {
     {"LlamaForCausalLM", &LoadLlamaBlock}, {"MistralForCausalLM", &LoadLlamaBlock},
-    {"Qwen2ForCausalLM", &LoadLlamaBlock}, {"GPT2LMHeadModel", &LoadGpt2Block},
-    {"OPTForCausalLM", &LoadOptBlock},
+    {"Qwen2ForCausalLM", &LoadLlamaBlock}, {"Qwen3ForCausalLM", &LoadLlamaBlock},
+    {"GPT2LMHeadModel", &LoadGpt2Block},   {"OPTForCausalLM", &LoadOptBlock},
 };
 
 }  // namespace

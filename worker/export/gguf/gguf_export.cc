@@ -14,7 +14,7 @@ namespace {
 using nlohmann::json;
 
 struct ModelShape {
-  std::string arch;  // llama, qwen2, gpt2
+  std::string arch;  // llama, qwen2, qwen3, gpt2
   int64_t n_head = 0;
   int64_t n_head_kv = 0;
   int64_t head_dim = 0;
@@ -75,12 +75,15 @@ StatusOr<ModelShape> ArchitectureOf(const json& cfg) {
     shape.rope_permute = true;
   } else if (hf_arch == "Qwen2ForCausalLM") {
     shape.arch = "qwen2";
+  } else if (hf_arch == "Qwen3ForCausalLM") {
+    shape.arch = "qwen3";
   } else if (hf_arch == "GPT2LMHeadModel") {
     shape.arch = "gpt2";
   } else {
     return UnimplementedError("GGUF export of architecture '" + hf_arch +
                               "' is not supported (supported: LlamaForCausalLM, "
-                              "MistralForCausalLM, Qwen2ForCausalLM, GPT2LMHeadModel)");
+                              "MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, "
+                              "GPT2LMHeadModel)");
   }
   return shape;
 }

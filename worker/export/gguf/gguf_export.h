@@ -8,7 +8,7 @@
 // and matrices use the requested type. Tokenizer metadata (llama.cpp's
 // tokenizer.ggml.* keys) comes from gguf_tokenizer.h's TokenizerGgufMetadata.
 // Architectures: LlamaForCausalLM / MistralForCausalLM (llama),
-// Qwen2ForCausalLM (qwen2), GPT2LMHeadModel (gpt2).
+// Qwen2ForCausalLM (qwen2), Qwen3ForCausalLM (qwen3), GPT2LMHeadModel (gpt2).
 #ifndef QUANTD_WORKER_EXPORT_GGUF_GGUF_EXPORT_H_
 #define QUANTD_WORKER_EXPORT_GGUF_GGUF_EXPORT_H_
 

@@ -60,7 +60,7 @@ GgmlType DefaultTensorType(GgufFileType t);
 
 // What the rules read of the model.
 struct RecipeModel {
-  std::string arch;  // llama.cpp's: "llama", "qwen2", "gpt2"
+  std::string arch;  // llama.cpp's: "llama", "qwen2", "qwen3", "gpt2"
   int64_t n_layer = 0;
   int64_t n_head = 0;
   int64_t n_head_kv = 0;

@@ -33,6 +33,13 @@ StatusOr<Artifact> ExportHfFakeQuantized(const io::TensorSource& original,
     if (fs::path(file).extension() != ".safetensors") file = "model.safetensors";
     by_file[file].push_back(name);
   }
+  // One file is model.safetensors whatever the input named it (a lone
+  // model-00001-of-00001 shard): loaders look for that name or an index.
+  if (by_file.size() == 1 && by_file.begin()->first != "model.safetensors") {
+    auto only = std::move(by_file.begin()->second);
+    by_file.clear();
+    by_file["model.safetensors"] = std::move(only);
+  }
 
   json weight_map = json::object();
   uint64_t total_bytes = 0;

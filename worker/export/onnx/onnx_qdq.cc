@@ -513,6 +513,11 @@ Status CheckModel(const QuantizedModel& model, int64_t max_len) {
                       " is not exported (Llama-family decoders are: LlamaForCausalLM, "
                       "MistralForCausalLM, Qwen2ForCausalLM)",
                   "FEATURE_NOT_BUILT");
+  if (c.qk_norm)
+    return Status(StatusCode::kUnimplemented,
+                  "onnx_qdq: architecture " + arch +
+                      " (per-head q/k norms) is not exported; its GGUF and HF exports are",
+                  "FEATURE_NOT_BUILT");
   if (c.hidden_act != "silu" && c.hidden_act != "swish")
     return Status(StatusCode::kUnimplemented,
                   "onnx_qdq: hidden_act " + c.hidden_act + " is not exported (silu is)",

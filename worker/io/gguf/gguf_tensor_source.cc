@@ -30,7 +30,7 @@ Status GgufTensorSource::Index() {
   } else {
     config_json_ =
         UnimplementedError(file_.where() + ": no config.json mapping for GGUF architecture '" +
-                           arch_ + "' (supported: llama, qwen2, gpt2)");
+                           arch_ + "' (supported: llama, qwen2, qwen3, gpt2)");
   }
   for (size_t k = 0; k < file_.tensors.size(); ++k) {
     const GgufTensorInfo& t = file_.tensors[k];

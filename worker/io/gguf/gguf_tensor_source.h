@@ -1,6 +1,6 @@
 // GgufTensorSource: a GGUF file presented as a Hugging Face checkpoint.
 //
-// For the architectures in hf_mapping.h (llama, qwen2, gpt2) tensors carry
+// For the architectures in hf_mapping.h (llama, qwen2, qwen3, gpt2) tensors carry
 // their Hugging Face names and layouts: "blk.0.attn_q.weight" is served as
 // "model.layers.0.self_attn.q_proj.weight" with llama.cpp's RoPE row order
 // undone, GPT-2 Conv1D weights are transposed back, and quantized blocks are

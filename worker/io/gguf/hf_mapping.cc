@@ -40,6 +40,17 @@ const std::vector<NamePair>& LlamaBlock() {
   return *names;
 }
 
+// Qwen3: Llama's names plus the per-head q/k norms.
+const std::vector<NamePair>& Qwen3Block() {
+  static const auto* names = [] {
+    auto* v = new std::vector<NamePair>(LlamaBlock());
+    v->push_back({"attn_q_norm", "self_attn.q_norm", LayoutChange::kNone});
+    v->push_back({"attn_k_norm", "self_attn.k_norm", LayoutChange::kNone});
+    return v;
+  }();
+  return *names;
+}
+
 const std::vector<NamePair>& Gpt2Globals() {
   static const auto* names = new std::vector<NamePair>{
       {"token_embd", "transformer.wte", LayoutChange::kNone},
@@ -75,6 +86,7 @@ const std::vector<ArchNames>& Tables() {
       {"llama", "model.layers.", LlamaGlobals(), LlamaBlock(), /*rope_interleaved=*/true},
       // llama.cpp's Qwen2 converter keeps Hugging Face's rotate-half rows.
       {"qwen2", "model.layers.", LlamaGlobals(), LlamaBlock(), /*rope_interleaved=*/false},
+      {"qwen3", "model.layers.", LlamaGlobals(), Qwen3Block(), /*rope_interleaved=*/false},
       {"gpt2", "transformer.h.", Gpt2Globals(), Gpt2Block(), /*rope_interleaved=*/false},
   };
   return *tables;
@@ -161,8 +173,10 @@ StatusOr<int64_t> VocabSize(const GgufFile& f, const std::string& arch) {
 StatusOr<json> LlamaLikeConfig(const GgufFile& f, const std::string& arch) {
   json cfg;
   const bool qwen = arch == "qwen2";
-  cfg["architectures"] = json::array({qwen ? "Qwen2ForCausalLM" : "LlamaForCausalLM"});
-  cfg["model_type"] = qwen ? "qwen2" : "llama";
+  cfg["architectures"] = json::array({arch == "qwen2"   ? "Qwen2ForCausalLM"
+                                      : arch == "qwen3" ? "Qwen3ForCausalLM"
+                                                        : "LlamaForCausalLM"});
+  cfg["model_type"] = arch;
   QD_ASSIGN_OR_RETURN(int64_t hidden, RequiredInt(f, arch + ".embedding_length"));
   QD_ASSIGN_OR_RETURN(int64_t ffn, RequiredInt(f, arch + ".feed_forward_length"));
   QD_ASSIGN_OR_RETURN(int64_t layers, RequiredInt(f, arch + ".block_count"));
@@ -299,13 +313,13 @@ StatusOr<std::string> BuildHfConfigJson(const GgufFile& file) {
                                 ": general.architecture: " + arch.status().message());
   }
   json cfg;
-  if (*arch == "llama" || *arch == "qwen2") {
+  if (*arch == "llama" || *arch == "qwen2" || *arch == "qwen3") {
     QD_ASSIGN_OR_RETURN(cfg, LlamaLikeConfig(file, *arch));
   } else if (*arch == "gpt2") {
     QD_ASSIGN_OR_RETURN(cfg, Gpt2Config(file));
   } else {
     return UnimplementedError(file.where() + ": GGUF architecture '" + *arch +
-                              "' is not supported (supported: llama, qwen2, gpt2)");
+                              "' is not supported (supported: llama, qwen2, qwen3, gpt2)");
   }
   return cfg.dump(2);
 }

@@ -42,7 +42,7 @@ struct TensorNameMapping {
 bool IsMappedArchitecture(std::string_view arch);
 
 // "blk.0.attn_q.weight" -> "model.layers.0.self_attn.q_proj.weight" (llama,
-// qwen2) or "transformer.h.0.attn.c_attn.weight" (gpt2); nullopt for a tensor
+// qwen2, qwen3) or "transformer.h.0.attn.c_attn.weight" (gpt2); nullopt for a tensor
 // with no Hugging Face counterpart (e.g. llama.cpp's rope_freqs).
 std::optional<TensorNameMapping> GgufToHfTensorName(std::string_view arch,
                                                     std::string_view gguf_name);
