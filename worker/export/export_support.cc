@@ -233,6 +233,42 @@ Status CheckExportSpec(ExportFormat format, const QuantSpec& spec, TensorRole ro
   return OkStatus();
 }
 
+Status CheckArchitectureSupport(ExportFormat format, const models::ModelConfig& config) {
+  const std::string name = ExportFormatName(format);
+  const std::string& arch = config.architecture;
+  std::string why;
+  switch (format) {
+    case ExportFormat::kHfQuark:
+    case ExportFormat::kCompressedTensors:
+      if (config.family == models::ArchitectureFamily::kGpt2)
+        why = "GPT-2's Conv1D weights (stored [in, out]) have no " + name +
+              " layout; export hf or gguf";
+      break;
+    case ExportFormat::kOnnxQdq:
+      if (config.family != models::ArchitectureFamily::kLlama) {
+        why =
+            "onnx_qdq writes Llama-family decoders (LlamaForCausalLM, MistralForCausalLM, "
+            "Qwen2ForCausalLM)";
+      } else if (config.qk_norm) {
+        why =
+            "onnx_qdq does not write per-head q/k norms; export gguf, hf, hf_quark or "
+            "compressed_tensors";
+      }
+      break;
+    case ExportFormat::kGguf:
+      if (config.family == models::ArchitectureFamily::kOpt)
+        why =
+            "llama.cpp has no OPT architecture; gguf maps LlamaForCausalLM, "
+            "MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, GPT2LMHeadModel";
+      break;
+    case ExportFormat::kHfFakeQuantized:
+      break;
+  }
+  if (why.empty()) return OkStatus();
+  return Status(StatusCode::kInvalidArgument, name + " cannot hold " + arch + ": " + why,
+                "EXPORT_FORMAT_UNSUPPORTED");
+}
+
 Status CheckExportSupport(ExportFormat format, const std::vector<ExportLayerSpecs>& layers) {
   Status first;
   std::vector<FieldViolation> violations;

@@ -41,6 +41,7 @@
 #include "worker/common/status.h"
 #include "worker/export/artifact.h"
 #include "worker/io/gguf/ggml_types.h"
+#include "worker/models/model_config.h"
 #include "worker/quant/spec.h"
 
 namespace quantd::exporter {
@@ -63,6 +64,14 @@ Status CheckExportSpec(ExportFormat format, const quant::QuantSpec& spec, quant:
 // tensor ("model.layers.0.mlp.down_proj weight: ..."), and every refused
 // one is listed as a field violation (field "<name>.<role>").
 Status CheckExportSupport(ExportFormat format, const std::vector<ExportLayerSpecs>& layers);
+
+// OK, or INVALID_ARGUMENT (reason EXPORT_FORMAT_UNSUPPORTED) naming the
+// format and why it cannot hold a model of this architecture: GPT-2's Conv1D
+// weights have no hf_quark or compressed_tensors layout; onnx_qdq writes
+// Llama-family decoders without q/k norms (not Qwen3); gguf maps Llama,
+// Mistral, Qwen2, Qwen3 and GPT-2 (not OPT). Checked at CreateJob when the
+// model's config is readable there, and by the worker before it quantizes.
+Status CheckArchitectureSupport(ExportFormat format, const models::ModelConfig& config);
 
 // Why `spec`'s codes cannot be written as `type` (Q8_0, Q4_0 or Q4_1)
 // blocks, or "" when they can (see gguf.h for the rules).

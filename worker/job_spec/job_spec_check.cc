@@ -478,12 +478,22 @@ void CheckExport(SpecChecker& c, const JobSpec& spec,
   const auto& ex = spec.export_();
   const bool vllm = ex.target() == quantd::v1::SERVING_TARGET_VLLM;
   std::vector<exporter::ExportFormat> vllm_formats;  // that can hold the config
+  // The model's architecture, when its config is readable here.
+  const std::optional<models::ModelConfig> model =
+      ex.formats_size() > 0 ? ReadModelConfig(spec.model_uri()) : std::nullopt;
   for (int i = 0; i < ex.formats_size(); ++i) {
     const std::string field = "spec.export.formats[" + std::to_string(i) + "]";
     const std::optional<exporter::ExportFormat> format = ExportFormatFromProto(ex.formats(i));
     if (!format) {
       c.Bad(field, "unknown export format " + std::to_string(ex.formats(i)));
       continue;
+    }
+    if (model) {
+      const Status held = exporter::CheckArchitectureSupport(*format, *model);
+      if (!held.ok()) {
+        c.Bad(field, held.message());
+        continue;
+      }
     }
     if (vllm && !exporter::IsVllmFormat(*format)) {
       c.Bad(field, FormatNotServed(*format));

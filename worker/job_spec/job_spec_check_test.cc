@@ -407,6 +407,55 @@ TEST(JobSpecCheckTest, ChecksTheConfigAgainstAGgufModelsLayers) {
   EXPECT_TRUE(CheckJobSpec(spec).ok());
 }
 
+// A format the model's architecture cannot take is refused at CreateJob,
+// naming the format's field, with every other mistake (not when the job is
+// about to export).
+TEST(JobSpecCheckTest, FormatsTheArchitectureCannotTakeAreRefused) {
+  const std::filesystem::path base = std::filesystem::path(::testing::TempDir()) / "archs";
+  auto model = [&](const std::string& name, const std::string& config) {
+    std::filesystem::create_directories(base / name);
+    std::ofstream(base / name / "config.json") << config;
+    return "file://" + (base / name).string();
+  };
+  const std::string gpt2 = model("gpt2", R"({"architectures": ["GPT2LMHeadModel"],
+    "n_embd": 64, "n_layer": 2, "n_head": 4, "n_positions": 128, "vocab_size": 512})");
+  const std::string qwen3 = model("qwen3", R"({"architectures": ["Qwen3ForCausalLM"],
+    "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2,
+    "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 32, "vocab_size": 512})");
+  const std::string opt = model("opt", R"({"architectures": ["OPTForCausalLM"],
+    "hidden_size": 64, "ffn_dim": 128, "num_hidden_layers": 2, "num_attention_heads": 4,
+    "vocab_size": 512, "max_position_embeddings": 128})");
+  auto spec = Parse(R"pb(quantization { scheme: "w_int8_per_channel_sym" }
+                         export {
+                           formats: HF_QUARK
+                           formats: ONNX_QDQ
+                           formats: GGUF
+                           formats: COMPRESSED_TENSORS
+                           formats: HF_FAKE_QUANTIZED
+                         })pb");
+  spec.set_model_uri(gpt2);
+  Status s = CheckJobSpec(spec);
+  ASSERT_EQ(s.code(), StatusCode::kInvalidArgument) << s;
+  EXPECT_EQ(Fields(s), (std::vector<std::string>{"spec.export.formats[0]", "spec.export.formats[1]",
+                                                 "spec.export.formats[3]"}));
+  EXPECT_NE(s.violations()[0].description.find(
+                "hf_quark cannot hold GPT2LMHeadModel: GPT-2's Conv1D weights"),
+            std::string::npos)
+      << s;
+  spec.set_model_uri(qwen3);
+  s = CheckJobSpec(spec);
+  EXPECT_EQ(Fields(s), std::vector<std::string>{"spec.export.formats[1]"}) << s;
+  EXPECT_NE(s.message().find("onnx_qdq does not write per-head q/k norms"), std::string::npos) << s;
+  spec.set_model_uri(opt);
+  s = CheckJobSpec(spec);
+  EXPECT_EQ(Fields(s),
+            (std::vector<std::string>{"spec.export.formats[1]", "spec.export.formats[2]"}))
+      << s;
+  // A model whose config is not readable here is left to the worker.
+  spec.set_model_uri("file:///no/such/model");
+  EXPECT_TRUE(CheckJobSpec(spec).ok());
+}
+
 TEST(JobSpecCheckTest, UrisGoThroughTheOneParser) {
   auto spec = Parse(R"pb(quantization { scheme: "w_int8_per_channel_sym" })pb");
   spec.set_model_uri("file:///models/m?/../x");

@@ -16,6 +16,7 @@
 #include "worker/eval/blockwise_model.h"
 #include "worker/eval/eval_windows.h"
 #include "worker/eval/perplexity.h"
+#include "worker/export/export_support.h"
 #include "worker/export/exporter.h"
 #include "worker/export/gguf/gguf_recipe_weights.h"
 #include "worker/export/hf/hf_files.h"
@@ -120,6 +121,17 @@ class QuantizationJob {
   Status Load() {
     if (opt_.scratch_dir.empty()) return InternalError("JobOptions.scratch_dir is required");
     QD_RETURN_IF_ERROR(OpenModel());
+    // A format the architecture cannot take fails the job now, not after
+    // quantizing (CreateJob refuses it already when it can read the config).
+    const auto& formats = opt_.export_options.formats;
+    for (size_t i = 0; i < formats.size(); ++i) {
+      Status held = exporter::CheckArchitectureSupport(formats[i], model_->config());
+      if (!held.ok()) {
+        const std::string field = "spec.export.formats[" + std::to_string(i) + "]";
+        return Status(held.code(), field + ": " + held.message(), held.reason())
+            .AddViolation(field, held.message());
+      }
+    }
     if (obs_.CancelRequested()) return CancelledStatus("opening the model");
     QD_ASSIGN_OR_RETURN(tokenizer_, io::LoadTokenizerFromDir(opt_.model_dir));
     if (obs_.CancelRequested()) return CancelledStatus("loading the tokenizer");

@@ -8,6 +8,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "worker/models/random_checkpoint.h"
 
 namespace quantd::worker {
 namespace {
@@ -269,6 +270,45 @@ TEST_F(PipelineExecutorTest, AGgufFileIsAModel) {
     EXPECT_FALSE(fs::exists(base_ / "out/acme" / c.name)) << c.name;
   }
   EXPECT_TRUE(fs::is_empty(base_ / "data" / "inputs"));
+}
+
+// A format the architecture cannot take fails the job when the worker reads
+// the config, before quantizing, when CreateJob could not read it (here:
+// config.json links elsewhere inside the roots, which the check does not
+// follow and the worker may read).
+TEST_F(PipelineExecutorTest, AFormatTheArchitectureCannotTakeFailsBeforeQuantizing) {
+  const fs::path qwen3 = base_ / "models" / "qwen3";
+  models::RandomCheckpointOptions c;
+  c.architecture = "qwen3";
+  c.hidden_size = 64;
+  c.head_dim = 32;
+  c.intermediate_size = 128;
+  c.num_hidden_layers = 1;
+  c.num_attention_heads = 4;
+  c.num_key_value_heads = 2;
+  c.vocab_size = 512;
+  c.dtype = io::SafetensorsDtype::kF32;
+  ASSERT_TRUE(models::WriteRandomLlamaCheckpoint(qwen3.string(), c).ok());
+  fs::copy_file("models/stories260K/tokenizer.model", qwen3 / "tokenizer.model");
+  fs::create_directories(base_ / "models" / "configs");
+  fs::rename(qwen3 / "config.json", base_ / "models" / "configs" / "qwen3.json");
+  fs::create_symlink(base_ / "models" / "configs" / "qwen3.json", qwen3 / "config.json");
+  auto job = Job("file://" + (base_ / "out/acme/onnx").string());
+  job.mutable_spec()->set_model_uri("file://" + qwen3.string());
+  job.mutable_spec()->mutable_export_()->add_formats(quantd::v1::HF_FAKE_QUANTIZED);
+  job.mutable_spec()->mutable_export_()->add_formats(quantd::v1::ONNX_QDQ);
+  ASSERT_TRUE(job_spec::ResolveJob(job.spec()).ok());  // not readable at CreateJob
+  NullContext ctx;
+  ExecutionOutcome out = executor_->Execute(job, ctx);
+  EXPECT_EQ(out.status.code(), StatusCode::kInvalidArgument) << out.status;
+  EXPECT_EQ(out.status.reason(), "EXPORT_FORMAT_UNSUPPORTED");
+  ASSERT_EQ(out.status.violations().size(), 1u) << out.status;
+  EXPECT_EQ(out.status.violations()[0].field, "spec.export.formats[1]");
+  EXPECT_THAT(out.status.message(), HasSubstr("onnx_qdq cannot hold Qwen3ForCausalLM"));
+  for (const auto& e : ctx.events) {
+    EXPECT_FALSE(e.has_block_metrics()) << "a block was quantized";
+  }
+  EXPECT_FALSE(fs::exists(base_ / "out/acme/onnx"));
 }
 
 TEST_F(PipelineExecutorTest, IndexShardNamesThatLeaveTheDirectoryAreRefused) {

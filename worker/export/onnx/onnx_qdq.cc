@@ -506,18 +506,7 @@ class LlamaGraph {
 
 Status CheckModel(const QuantizedModel& model, int64_t max_len) {
   const models::ModelConfig& c = model.config();
-  const std::string arch = c.architecture;
-  if (c.family != models::ArchitectureFamily::kLlama)
-    return Status(StatusCode::kUnimplemented,
-                  "onnx_qdq: architecture " + arch +
-                      " is not exported (Llama-family decoders are: LlamaForCausalLM, "
-                      "MistralForCausalLM, Qwen2ForCausalLM)",
-                  "FEATURE_NOT_BUILT");
-  if (c.qk_norm)
-    return Status(StatusCode::kUnimplemented,
-                  "onnx_qdq: architecture " + arch +
-                      " (per-head q/k norms) is not exported; its GGUF and HF exports are",
-                  "FEATURE_NOT_BUILT");
+  QD_RETURN_IF_ERROR(CheckArchitectureSupport(ExportFormat::kOnnxQdq, c));
   if (c.hidden_act != "silu" && c.hidden_act != "swish")
     return Status(StatusCode::kUnimplemented,
                   "onnx_qdq: hidden_act " + c.hidden_act + " is not exported (silu is)",
