@@ -142,12 +142,36 @@ TEST(RotationTest, InstallOnlineOnAnAlreadyTransformedBlockAddsOneHadamard) {
   EXPECT_TRUE(at::allclose(*with, *expected, 1e-5, 1e-6));
 }
 
+// Writes `c` (float32) as a random checkpoint named `name`, rotates the
+// model with online down_proj Hadamards (seed `seed`) and checks that the
+// float logits on random ids of `tokens` stay to 1e-4.
+void ExpectRotationKeepsFloatLogits(const std::string& name, models::RandomCheckpointOptions c,
+                                    uint64_t seed, int64_t tokens) {
+  const char* tmp = std::getenv("TEST_TMPDIR");
+  const std::string dir = std::string(tmp != nullptr ? tmp : "/tmp") + "/" + name;
+  c.dtype = io::SafetensorsDtype::kF32;
+  ASSERT_TRUE(models::WriteRandomLlamaCheckpoint(dir, c).ok());
+  auto model = models::OpenCausalLM(dir);
+  ASSERT_TRUE(model.ok()) << model.status();
+  EXPECT_EQ((*model)->config().tie_word_embeddings, c.tie_word_embeddings);
+  EXPECT_EQ((*model)->config().qk_norm, c.architecture == "qwen3");
+  at::manual_seed(static_cast<int64_t>(seed));
+  at::Tensor ids = at::randint(0, c.vocab_size, {2, tokens}, at::kLong);
+  auto ref = (*model)->Forward(ids);
+  ASSERT_TRUE(ref.ok()) << ref.status();
+  RotationOptions o;
+  o.seed = seed + 1;
+  o.online_down_proj = true;
+  RotationTransform rot(o);
+  auto out = TransformedForward(**model, rot, ids, /*check_pieces=*/false);
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_LT((*out - *ref).abs().max().item<double>(), 1e-4) << name;
+}
+
 // Non-power-of-two shapes through the whole model: hidden 80 = 4 x Paley 20,
 // head_dim 20 = Paley 20, intermediate 112 = 4 x Paley 28, with an untied
 // lm_head read from the checkpoint.
 TEST(RotationTest, KeepsFloatLogitsWithPaleyShapesAndUntiedHead) {
-  const char* tmp = std::getenv("TEST_TMPDIR");
-  const std::string dir = std::string(tmp != nullptr ? tmp : "/tmp") + "/rotation_paley_model";
   models::RandomCheckpointOptions c;
   c.hidden_size = 80;
   c.intermediate_size = 112;
@@ -155,30 +179,13 @@ TEST(RotationTest, KeepsFloatLogitsWithPaleyShapesAndUntiedHead) {
   c.num_attention_heads = 4;
   c.num_key_value_heads = 2;
   c.vocab_size = 256;
-  c.dtype = io::SafetensorsDtype::kF32;
-  ASSERT_TRUE(models::WriteRandomLlamaCheckpoint(dir, c).ok());
-  auto model = models::OpenCausalLM(dir);
-  ASSERT_TRUE(model.ok()) << model.status();
-  EXPECT_FALSE((*model)->config().tie_word_embeddings);
-  at::manual_seed(4);
-  at::Tensor ids = at::randint(0, 256, {2, 48}, at::kLong);
-  auto ref = (*model)->Forward(ids);
-  ASSERT_TRUE(ref.ok()) << ref.status();
-  RotationOptions o;
-  o.seed = 5;
-  o.online_down_proj = true;
-  RotationTransform rot(o);
-  auto out = TransformedForward(**model, rot, ids, /*check_pieces=*/false);
-  ASSERT_TRUE(out.ok()) << out.status();
-  EXPECT_LT((*out - *ref).abs().max().item<double>(), 1e-4);
+  ExpectRotationKeepsFloatLogits("rotation_paley_model", c, 4, 48);
   for (int64_t n : {80, 20, 112}) EXPECT_TRUE(Rotation::Create(n, true, 1)->hadamard()) << n;
 }
 
 // Qwen3: the per-head q/k norms sit on q_proj's and k_proj's outputs, which
 // the rotation leaves alone; head_dim 32 x 4 heads != hidden 64.
 TEST(RotationTest, KeepsFloatLogitsOnQwen3) {
-  const char* tmp = std::getenv("TEST_TMPDIR");
-  const std::string dir = std::string(tmp != nullptr ? tmp : "/tmp") + "/rotation_qwen3_model";
   models::RandomCheckpointOptions c;
   c.architecture = "qwen3";
   c.hidden_size = 64;
@@ -188,22 +195,7 @@ TEST(RotationTest, KeepsFloatLogitsOnQwen3) {
   c.num_attention_heads = 4;
   c.num_key_value_heads = 2;
   c.vocab_size = 256;
-  c.dtype = io::SafetensorsDtype::kF32;
-  ASSERT_TRUE(models::WriteRandomLlamaCheckpoint(dir, c).ok());
-  auto model = models::OpenCausalLM(dir);
-  ASSERT_TRUE(model.ok()) << model.status();
-  ASSERT_TRUE((*model)->config().qk_norm);
-  at::manual_seed(6);
-  at::Tensor ids = at::randint(0, 256, {2, 32}, at::kLong);
-  auto ref = (*model)->Forward(ids);
-  ASSERT_TRUE(ref.ok()) << ref.status();
-  RotationOptions o;
-  o.seed = 7;
-  o.online_down_proj = true;
-  RotationTransform rot(o);
-  auto out = TransformedForward(**model, rot, ids, /*check_pieces=*/false);
-  ASSERT_TRUE(out.ok()) << out.status();
-  EXPECT_LT((*out - *ref).abs().max().item<double>(), 1e-4);
+  ExpectRotationKeepsFloatLogits("rotation_qwen3_model", c, 6, 32);
 }
 
 }  // namespace
