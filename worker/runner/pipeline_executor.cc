@@ -200,8 +200,13 @@ StatusOr<std::unique_ptr<io::ModelFiles>> PipelineExecutor::OpenModelView(
     return io::ModelFiles::Open(model_path, (inputs / fs::path(model_path).filename()).string(),
                                 mf);
   }
-  // Only the checked file is read, under the name the engine looks for.
-  const std::string view = (inputs / fs::path(model_path).stem()).string();
+  // Only the checked file is read, under the name the engine looks for. The
+  // view is named after the file (the GGUF export's general.name), never
+  // "." or ".." (a file named "...gguf" would make the view the inputs
+  // directory itself, which is removed with the view).
+  std::string stem = fs::path(model_path).stem().string();
+  if (stem.empty() || stem == "." || stem == "..") stem = "model";
+  const std::string view = (inputs / stem).string();
   QD_ASSIGN_OR_RETURN(auto files,
                       io::ModelFiles::OpenFile(model_path, view, gguf::kGgufModelFileName, mf));
   const std::string in_view = view + "/" + gguf::kGgufModelFileName;

@@ -1,5 +1,7 @@
 #include "worker/runner/pipeline_executor.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
@@ -240,6 +242,20 @@ TEST_F(PipelineExecutorTest, AGgufFileIsAModel) {
   EXPECT_EQ(files, (std::vector<std::string>{".quantd-job", "config.json", "model.safetensors",
                                              "tokenizer.model", "tokenizer_config.json"}));
   EXPECT_TRUE(fs::is_empty(base_ / "data" / "inputs"));
+
+  // A file named "...gguf" (stem "..") gets a view of its own, not the
+  // inputs directory another live job's view lies in.
+  const fs::path other = base_ / "data" / "inputs" / ("otherjob-" + std::to_string(::getpid()));
+  fs::create_directories(other);
+  fs::copy_file(gguf, base_ / "models" / "...gguf");
+  job.mutable_spec()->set_model_uri("file://" + (base_ / "models" / "...gguf").string());
+  job.mutable_spec()->mutable_export_()->set_output_uri("file://" +
+                                                        (base_ / "out/acme/dots").string());
+  NullContext dots;
+  ExecutionOutcome dotted = executor_->Execute(job, dots);
+  EXPECT_TRUE(dotted.status.ok()) << dotted.status;
+  EXPECT_TRUE(fs::is_directory(other));
+  fs::remove(other);
 
   struct Case {
     std::string name;
