@@ -232,4 +232,40 @@ rc=$?
 grep -q "spec.model_uri: $TMP/notes.gguf is a file but not a GGUF file" "$TMP/notgguf.out" ||
   { cat "$TMP/notgguf.out" "$TMP/notgguf.err"; fail "non-GGUF message"; }
 [ ! -e "$TMP/notgguf" ] || fail "a non-GGUF file wrote an output"
+# 12. Rope scaling that long-context checkpoints use (issue 20): stories260K
+#     with YaRN in its config.json runs GPTQ and exports hf-quark, the float
+#     perplexity moves with the frequencies (it was trained without YaRN),
+#     and gguf is refused at once, naming the format (quantd writes no YaRN
+#     metadata for llama.cpp).
+mkdir -p "$TMP/yarn"
+cp "$MODEL/model.safetensors" "$MODEL/tokenizer.model" "$TMP/yarn/"
+"$PY" - "$MODEL/config.json" "$TMP/yarn/config.json" <<'PYEOF'
+import json, sys
+c = json.load(open(sys.argv[1]))
+c["rope_scaling"] = {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 64}
+json.dump(c, open(sys.argv[2], "w"))
+PYEOF
+"$BIN" --model "$TMP/yarn" --scheme w_int4_per_channel_sym --algorithm gptq --calib "$TEXT" \
+  --calib-samples 8 --calib-seq-len 128 --eval "$TEXT" --eval-windows 20 --format hf-quark \
+  --output "$TMP/yarnout" --data-dir "$TMP/data" --threads 2 -o json >"$TMP/yarn.json" 2>"$TMP/yarn.err"
+rc=$?
+[ "$rc" -eq 0 ] || { cat "$TMP/yarn.err"; fail "YaRN job exit $rc"; }
+"$PY" - "$TMP/yarn.json" "$TMP/yarnout" <<'PYEOF' || fail "YaRN job checks"
+import json, math, os, sys
+job = json.loads([l for l in open(sys.argv[1]).read().splitlines() if l.strip()][-1])
+assert job["state"] == "SUCCEEDED", job.get("error")
+m = job["result"]["metrics"]
+fp, qp = m["floatPerplexity"]["perplexity"], m["quantizedPerplexity"]["perplexity"]
+assert math.isfinite(fp) and abs(fp / 4.8374 - 1) > 0.01, fp
+assert abs(qp / fp - 1) < 0.5, (fp, qp)
+cfg = json.load(open(os.path.join(sys.argv[2], "config.json")))
+assert cfg["rope_scaling"]["rope_type"] == "yarn", cfg.get("rope_scaling")
+print("yarn ok: float ppl %.4f (plain 4.8374), GPTQ %.4f" % (fp, qp))
+PYEOF
+"$BIN" --model "$TMP/yarn" --scheme w_int8_per_channel_sym --no-eval --format gguf \
+  --output "$TMP/yarngguf" --data-dir "$TMP/data" >"$TMP/yarngguf.out" 2>"$TMP/yarngguf.err"
+rc=$?
+[ "$rc" -eq 3 ] || { cat "$TMP/yarngguf.out" "$TMP/yarngguf.err"; fail "YaRN to gguf exit $rc"; }
+grep -q "gguf cannot hold LlamaForCausalLM: quantd writes llama.cpp's rope scaling for linear and llama3 only, not yarn" \
+  "$TMP/yarngguf.out" "$TMP/yarngguf.err" || { cat "$TMP/yarngguf.out" "$TMP/yarngguf.err"; fail "YaRN gguf message"; }
 echo PASS

@@ -236,6 +236,7 @@ Status CheckExportSpec(ExportFormat format, const QuantSpec& spec, TensorRole ro
 Status CheckArchitectureSupport(ExportFormat format, const models::ModelConfig& config) {
   const std::string name = ExportFormatName(format);
   const std::string& arch = config.architecture;
+  const std::string rope = config.rope_scaling ? config.rope_scaling->type : "";
   std::string why;
   switch (format) {
     case ExportFormat::kHfQuark:
@@ -253,13 +254,21 @@ Status CheckArchitectureSupport(ExportFormat format, const models::ModelConfig& 
         why =
             "onnx_qdq does not write per-head q/k norms; export gguf, hf, hf_quark or "
             "compressed_tensors";
+      } else if (rope == "dynamic" || rope == "longrope") {
+        why = "onnx_qdq bakes one rotary table into the graph, and " + rope +
+              " rope scaling changes it with the sequence length; export hf, hf_quark or "
+              "compressed_tensors";
       }
       break;
     case ExportFormat::kGguf:
-      if (config.family == models::ArchitectureFamily::kOpt)
+      if (config.family == models::ArchitectureFamily::kOpt) {
         why =
             "llama.cpp has no OPT architecture; gguf maps LlamaForCausalLM, "
             "MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, GPT2LMHeadModel";
+      } else if (!rope.empty() && rope != "linear" && rope != "llama3") {
+        why = "quantd writes llama.cpp's rope scaling for linear and llama3 only, not " + rope +
+              "; export hf, hf_quark or compressed_tensors";
+      }
       break;
     case ExportFormat::kHfFakeQuantized:
       break;

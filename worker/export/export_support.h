@@ -68,8 +68,10 @@ Status CheckExportSupport(ExportFormat format, const std::vector<ExportLayerSpec
 // OK, or INVALID_ARGUMENT (reason EXPORT_FORMAT_UNSUPPORTED) naming the
 // format and why it cannot hold a model of this architecture: GPT-2's Conv1D
 // weights have no hf_quark or compressed_tensors layout; onnx_qdq writes
-// Llama-family decoders without q/k norms (not Qwen3); gguf maps Llama,
-// Mistral, Qwen2, Qwen3 and GPT-2 (not OPT). Checked at CreateJob when the
+// Llama-family decoders without q/k norms (not Qwen3) nor a rotary table that
+// depends on the sequence length (dynamic, longrope rope scaling); gguf maps
+// Llama, Mistral, Qwen2, Qwen3 and GPT-2 (not OPT) with linear or llama3
+// rope scaling. Checked at CreateJob when the
 // model's config is readable there, and by the worker before it quantizes.
 Status CheckArchitectureSupport(ExportFormat format, const models::ModelConfig& config);
 

@@ -451,6 +451,27 @@ TEST(JobSpecCheckTest, FormatsTheArchitectureCannotTakeAreRefused) {
   EXPECT_EQ(Fields(s),
             (std::vector<std::string>{"spec.export.formats[1]", "spec.export.formats[2]"}))
       << s;
+  // LongRoPE's table changes with the sequence length: not one ONNX table,
+  // and no llama.cpp rope scaling that quantd writes.
+  spec.set_model_uri(model("longrope", R"({"architectures": ["LlamaForCausalLM"],
+    "hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 1, "num_attention_heads": 4,
+    "vocab_size": 512, "max_position_embeddings": 256, "original_max_position_embeddings": 64,
+    "rope_scaling": {"type": "longrope", "short_factor": [1, 1, 1, 1],
+                     "long_factor": [1, 2, 4, 8]}})"));
+  s = CheckJobSpec(spec);
+  EXPECT_EQ(Fields(s),
+            (std::vector<std::string>{"spec.export.formats[1]", "spec.export.formats[2]"}))
+      << s;
+  EXPECT_NE(s.violations()[0].description.find(
+                "onnx_qdq cannot hold LlamaForCausalLM: onnx_qdq bakes one rotary table into the "
+                "graph, and longrope rope scaling changes it with the sequence length"),
+            std::string::npos)
+      << s;
+  EXPECT_NE(s.violations()[1].description.find(
+                "gguf cannot hold LlamaForCausalLM: quantd writes llama.cpp's rope scaling for "
+                "linear and llama3 only, not longrope"),
+            std::string::npos)
+      << s;
   // A model whose config is not readable here is left to the worker.
   spec.set_model_uri("file:///no/such/model");
   EXPECT_TRUE(CheckJobSpec(spec).ok());

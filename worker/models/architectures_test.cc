@@ -3,6 +3,7 @@
 // SafetensorsWriter and loaded through config.json like a real model.
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <fstream>
@@ -64,13 +65,14 @@ T LayerNorm(const T& x, const Weights& w, const std::string& name, double eps) {
   return (x - mu) / (var + eps).sqrt() * w.at(name + ".weight") + w.at(name + ".bias");
 }
 
-// x: [T, heads, hd]; rotate each (i, i + hd/2) pair by position * inv[i].
-T Rope(const T& x, const std::vector<double>& inv) {
+// x: [T, heads, hd]; rotate each (i, i + hd/2) pair by position * inv[i]
+// (and scale it: YaRN's and LongRoPE's attention factor).
+T Rope(const T& x, const std::vector<double>& inv, double scale = 1.0) {
   T y = x.clone();
   const int64_t half = x.size(2) / 2;
   for (int64_t p = 0; p < x.size(0); ++p) {
     for (int64_t i = 0; i < half; ++i) {
-      const double c = std::cos(p * inv[i]), s = std::sin(p * inv[i]);
+      const double c = std::cos(p * inv[i]) * scale, s = std::sin(p * inv[i]) * scale;
       T a = x.select(0, p).select(1, i), b = x.select(0, p).select(1, i + half);
       y.select(0, p).select(1, i).copy_(a * c - b * s);
       y.select(0, p).select(1, i + half).copy_(b * c + a * s);
@@ -114,6 +116,9 @@ struct LlamaRef {
   // embedding; attention_bias puts a bias on o_proj too.
   bool qk_norm = false;
   bool o_bias = false;
+  double rope_scale = 1.0;
+  // Layers that attend through `window` (empty: all of them).
+  std::vector<bool> sliding_layers = {};
 
   T operator()(const Weights& w, const T& ids) const {
     T x = w.at("model.embed_tokens.weight").index_select(0, ids);
@@ -127,11 +132,12 @@ struct LlamaRef {
         q = Rms(q, w.at(p + "self_attn.q_norm.weight"), eps);
         k = Rms(k, w.at(p + "self_attn.k_norm.weight"), eps);
       }
-      q = Rope(q, inv);
-      k = Rope(k, inv);
+      q = Rope(q, inv, rope_scale);
+      k = Rope(k, inv, rope_scale);
       T v = Lin(n, w, p + "self_attn.v_proj", qkv_bias).reshape({t, kvh, hd});
-      x = x + Lin(Attend(q, k, v, 1 / std::sqrt(double(hd)), window), w, p + "self_attn.o_proj",
-                  o_bias);
+      const bool slides = sliding_layers.empty() || sliding_layers[l];
+      x = x + Lin(Attend(q, k, v, 1 / std::sqrt(double(hd)), slides ? window : 0), w,
+                  p + "self_attn.o_proj", o_bias);
       n = Rms(x, w.at(p + "post_attention_layernorm.weight"), eps);
       T gate = Lin(n, w, p + "mlp.gate_proj", false);
       x = x + Lin(gate / (1 + (-gate).exp()) * Lin(n, w, p + "mlp.up_proj", false), w,
@@ -255,6 +261,97 @@ TEST(ArchitecturesTest, Llama3RopeScaling) {
     "low_freq_factor": 1.0, "high_freq_factor": 4.0, "original_max_position_embeddings": 32}})",
                                     LlamaShapes(ref, 40, 40, false));
   ExpectMatches(dir, ref, w, at::randint(40, {1, 30}, at::kLong), "LlamaForCausalLM");
+}
+
+TEST(ArchitecturesTest, Qwen2AndQwen3SlidingWindowLayers) {
+  at::manual_seed(15);
+  // Qwen2: use_sliding_window with max_window_layers 1: layers 1 and 2 see
+  // the last 3 positions, layer 0 all of them.
+  const std::string dir = NewDir("qwen2_swa");
+  LlamaRef ref{32, 4, 2, 8, 3, 1e-6, InvFreq(8, 1e6), true, 3, "lm_head.weight"};
+  ref.sliding_layers = {false, true, true};
+  const Weights w = WriteCheckpoint(dir, R"({"architectures": ["Qwen2ForCausalLM"],
+    "hidden_size": 32, "intermediate_size": 48, "num_hidden_layers": 3,
+    "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 50,
+    "rms_norm_eps": 1e-6, "rope_theta": 1000000.0, "tie_word_embeddings": false,
+    "use_sliding_window": true, "sliding_window": 3, "max_window_layers": 1})",
+                                    LlamaShapes(ref, 50, 48, true));
+  ExpectMatches(dir, ref, w, at::randint(50, {2, 9}, at::kLong), "Qwen2ForCausalLM");
+
+  // Qwen3 naming the layers itself (layer_types wins over max_window_layers).
+  const std::string dir3 = NewDir("qwen3_swa");
+  LlamaRef ref3{32, 4, 2, 16, 2, 1e-6, InvFreq(16, 1e6), false, 4, "lm_head.weight", true};
+  ref3.sliding_layers = {true, false};
+  const Weights w3 = WriteCheckpoint(dir3, R"({"architectures": ["Qwen3ForCausalLM"],
+    "hidden_size": 32, "intermediate_size": 48, "num_hidden_layers": 2,
+    "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16, "vocab_size": 50,
+    "rms_norm_eps": 1e-6, "rope_theta": 1000000.0, "tie_word_embeddings": false,
+    "use_sliding_window": true, "sliding_window": 4, "max_window_layers": 0,
+    "layer_types": ["sliding_attention", "full_attention"]})",
+                                     LlamaShapes(ref3, 50, 48, true));
+  ExpectMatches(dir3, ref3, w3, at::randint(50, {1, 10}, at::kLong), "Qwen3ForCausalLM");
+}
+
+// The rope_scaling types of transformers' modeling_rope_utils.py, each
+// written out here from its published definition.
+TEST(ArchitecturesTest, YarnRopeScaling) {
+  at::manual_seed(16);
+  const std::string dir = NewDir("yarn");
+  // head_dim 16, theta 1e4, pretrained context 4096, beta 32 / 1: dims 0-2
+  // keep their frequency, 6-7 are divided by the factor, 3-5 are blended.
+  const double factor = 4, theta = 10000, orig = 4096;
+  const auto correction = [&](double rotations) {
+    return 16 * std::log(orig / (rotations * 2 * M_PI)) / (2 * std::log(theta));
+  };
+  const double lo = std::floor(correction(32)), hi = std::ceil(correction(1));
+  ASSERT_EQ(lo, 2);
+  ASSERT_EQ(hi, 6);
+  std::vector<double> inv = InvFreq(16, theta);
+  for (size_t i = 0; i < inv.size(); ++i) {
+    const double keep = 1 - std::clamp((i - lo) / (hi - lo), 0.0, 1.0);
+    inv[i] = keep * inv[i] + (1 - keep) * inv[i] / factor;
+  }
+  LlamaRef ref{32, 2, 2, 16, 1, 1e-5, inv, false, 0, "lm_head.weight", true};
+  ref.rope_scale = 0.1 * std::log(factor) + 1;
+  const Weights w = WriteCheckpoint(dir, R"({"architectures": ["Qwen3ForCausalLM"],
+    "hidden_size": 32, "intermediate_size": 40, "num_hidden_layers": 1, "head_dim": 16,
+    "num_attention_heads": 2, "num_key_value_heads": 2, "vocab_size": 40, "rms_norm_eps": 1e-5,
+    "rope_theta": 10000.0, "max_position_embeddings": 16384,
+    "rope_scaling": {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 4096}})",
+                                    LlamaShapes(ref, 40, 40, true));
+  ExpectMatches(dir, ref, w, at::randint(40, {1, 30}, at::kLong), "Qwen3ForCausalLM");
+}
+
+TEST(ArchitecturesTest, DynamicNtkAndLongRopePastTheirContexts) {
+  at::manual_seed(17);
+  // Dynamic NTK over 12 positions with max_position_embeddings 8: the base
+  // becomes theta * (factor * 12 / 8 - (factor - 1))^(hd / (hd - 2)).
+  const std::string dir = NewDir("dynamic");
+  const double base = 10000 * std::pow(2.0 * 12 / 8 - 1, 16.0 / 14);
+  LlamaRef ref{32, 2, 2, 16, 1, 1e-5, InvFreq(16, base), false, 0, "lm_head.weight"};
+  const Weights w = WriteCheckpoint(dir, R"({"architectures": ["LlamaForCausalLM"],
+    "hidden_size": 32, "intermediate_size": 40, "num_hidden_layers": 1,
+    "num_attention_heads": 2, "vocab_size": 40, "rms_norm_eps": 1e-5,
+    "max_position_embeddings": 8, "rope_scaling": {"rope_type": "dynamic", "factor": 2.0}})",
+                                    LlamaShapes(ref, 40, 40, true));
+  ExpectMatches(dir, ref, w, at::randint(40, {1, 12}, at::kLong), "LlamaForCausalLM");
+
+  // LongRoPE (Phi-3's form) over 12 positions, past the original 8: the long
+  // factors, and cos / sin scaled by sqrt(1 + ln(64 / 8) / ln 8) = sqrt(2).
+  const std::string dir2 = NewDir("longrope");
+  const std::vector<double> longs = {1, 1.5, 2, 3, 5, 8, 13, 21};
+  std::vector<double> inv = InvFreq(16, 10000);
+  for (size_t i = 0; i < inv.size(); ++i) inv[i] /= longs[i];
+  LlamaRef ref2{32, 2, 2, 16, 1, 1e-5, inv, false, 0, "lm_head.weight"};
+  ref2.rope_scale = std::sqrt(2.0);
+  const Weights w2 = WriteCheckpoint(dir2, R"({"architectures": ["LlamaForCausalLM"],
+    "hidden_size": 32, "intermediate_size": 40, "num_hidden_layers": 1,
+    "num_attention_heads": 2, "vocab_size": 40, "rms_norm_eps": 1e-5,
+    "max_position_embeddings": 64, "original_max_position_embeddings": 8,
+    "rope_scaling": {"type": "longrope", "short_factor": [1, 1, 1, 1, 1, 1, 1, 1],
+                     "long_factor": [1, 1.5, 2, 3, 5, 8, 13, 21]}})",
+                                     LlamaShapes(ref2, 40, 40, true));
+  ExpectMatches(dir2, ref2, w2, at::randint(40, {1, 12}, at::kLong), "LlamaForCausalLM");
 }
 
 struct OptRef {

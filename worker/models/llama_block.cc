@@ -1,7 +1,8 @@
 // Llama-family decoder block (Llama 2/3, Mistral, Qwen2, Qwen3), matching
 // Hugging Face's LlamaDecoderLayer: pre-RMSNorm, rotary q/k (rotate-half
-// layout), grouped-query attention, SwiGLU MLP; Qwen3's per-head q/k
-// RMSNorms before the rotary embedding (Qwen3Attention).
+// layout), grouped-query attention (all layers or some with a sliding window),
+// SwiGLU MLP; Qwen3's per-head q/k RMSNorms before the rotary embedding
+// (Qwen3Attention).
 #include <cmath>
 
 #include "worker/models/architectures.h"
@@ -42,7 +43,7 @@ class LlamaBlock final : public DecoderBlock {
     k = ApplyRotary(k, rope);
     AttentionOptions ao;
     ao.scale = 1.0 / std::sqrt(static_cast<double>(hd));
-    ao.sliding_window = c.sliding_window.value_or(0);
+    ao.sliding_window = SlidingWindowAt(c, index());
     ao.max_score_elements = options().max_attention_elements;
     at::Tensor attn = CausalSelfAttention(q, k, v, ao).transpose(1, 2).reshape({b, t, h * hd});
     at::Tensor hidden = x + linear(kO).Forward(attn);

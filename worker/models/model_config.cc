@@ -2,6 +2,7 @@
 
 #include <sys/stat.h>
 
+#include <cmath>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
@@ -112,6 +113,44 @@ std::string SupportedList() {
   return s;
 }
 
+// YaRN's attention factor as transformers computes it when the config gives
+// none: 0.1 * mscale * ln(scale) + 1 for scale > 1.
+double YarnMscale(double scale, double mscale) {
+  return scale <= 1 ? 1.0 : 0.1 * mscale * std::log(scale) + 1.0;
+}
+
+StatusOr<std::vector<double>> RopeFactorList(const Reader& rs, const char* key, int64_t want) {
+  auto it = rs.j.find(key);
+  const std::string field = std::string("rope_scaling.") + key;
+  if (it == rs.j.end() || it->is_null()) return BadConfig(rs.source, field, "is required");
+  if (!it->is_array() || static_cast<int64_t>(it->size()) != want) {
+    return BadConfig(rs.source, field,
+                     "must be a list of " + std::to_string(want) + " numbers (head_dim / 2)");
+  }
+  std::vector<double> out;
+  for (const json& v : *it) {
+    if (!v.is_number() || !(v.get<double>() > 0) || !std::isfinite(v.get<double>())) {
+      return BadConfig(rs.source, field, "must hold positive numbers, got " + v.dump());
+    }
+    out.push_back(v.get<double>());
+  }
+  return out;
+}
+
+// A positive, finite number (absent: `fallback`, which may be NaN to mean
+// "not given").
+StatusOr<double> PositiveDouble(const Reader& rs, const char* key, double fallback) {
+  QD_ASSIGN_OR_RETURN(double v, rs.Double(key, fallback));
+  if (std::isnan(v) && std::isnan(fallback)) return v;
+  if (!(v > 0) || !std::isfinite(v)) {
+    return BadConfig(rs.source, std::string("rope_scaling.") + key, "must be a positive number");
+  }
+  return v;
+}
+
+// rope_scaling (Llama family), after head_dim and max_position_embeddings
+// are known. The parameters and their defaults follow transformers'
+// modeling_rope_utils.py (docs/worker.md cites the version).
 Status ParseRopeScaling(const Reader& r, ModelConfig& c) {
   auto it = r.j.find("rope_scaling");
   if (it == r.j.end() || it->is_null()) return OkStatus();
@@ -122,14 +161,50 @@ Status ParseRopeScaling(const Reader& r, ModelConfig& c) {
     QD_ASSIGN_OR_RETURN(type, rs.String("type", "default"));
   }
   if (type == "default") return OkStatus();
-  if (type != "linear" && type != "llama3") {
+  static const char* kTypes[] = {"linear", "llama3", "yarn", "dynamic", "longrope"};
+  bool known = false;
+  for (const char* t : kTypes) known |= type == t;
+  if (!known) {
     return UnimplementedError(r.source + ": rope_scaling type \"" + type +
-                              "\" is not supported (supported: linear, llama3)");
+                              "\" is not supported (supported: linear, llama3, yarn, dynamic, "
+                              "longrope)");
   }
+  const double kUnset = std::nan("");
   RopeScaling s;
   s.type = type;
-  QD_ASSIGN_OR_RETURN(s.factor, rs.Double("factor", 1.0));
-  if (!(s.factor > 0)) return BadConfig(r.source, "rope_scaling.factor", "must be positive");
+  if (type == "longrope") {
+    const int64_t half = c.head_dim / 2;
+    QD_ASSIGN_OR_RETURN(s.short_factor, RopeFactorList(rs, "short_factor", half));
+    QD_ASSIGN_OR_RETURN(s.long_factor, RopeFactorList(rs, "long_factor", half));
+    QD_ASSIGN_OR_RETURN(double factor, PositiveDouble(rs, "factor", kUnset));
+    QD_ASSIGN_OR_RETURN(double attention, PositiveDouble(rs, "attention_factor", kUnset));
+    // Phi-3 keeps the pretrained context at the top level and derives the
+    // factor from it; without it the whole max_position_embeddings is short.
+    if (r.Has("original_max_position_embeddings")) {
+      QD_ASSIGN_OR_RETURN(s.original_max_position_embeddings,
+                          r.Int("original_max_position_embeddings", std::nullopt, 2));
+      factor = static_cast<double>(c.max_position_embeddings) /
+               static_cast<double>(s.original_max_position_embeddings);
+    } else {
+      s.original_max_position_embeddings = c.max_position_embeddings;
+    }
+    if (std::isnan(attention) && std::isnan(factor)) {
+      return BadConfig(r.source, "rope_scaling",
+                       "needs factor or attention_factor for longrope (or a top-level "
+                       "original_max_position_embeddings)");
+    }
+    s.factor = std::isnan(factor) ? 1.0 : factor;
+    s.attention_factor =
+        !std::isnan(attention) ? attention
+        : s.factor <= 1.0
+            ? 1.0
+            : std::sqrt(1 + std::log(s.factor) /
+                                std::log(static_cast<double>(s.original_max_position_embeddings)));
+    c.rope_scaling = s;
+    return OkStatus();
+  }
+  QD_ASSIGN_OR_RETURN(s.factor, PositiveDouble(rs, "factor", kUnset));
+  if (std::isnan(s.factor)) return BadConfig(r.source, "rope_scaling.factor", "is required");
   if (type == "llama3") {
     QD_ASSIGN_OR_RETURN(s.low_freq_factor, rs.Double("low_freq_factor", 1.0));
     QD_ASSIGN_OR_RETURN(s.high_freq_factor, rs.Double("high_freq_factor", 4.0));
@@ -139,8 +214,71 @@ Status ParseRopeScaling(const Reader& r, ModelConfig& c) {
       return BadConfig(r.source, "rope_scaling",
                        "needs 0 < low_freq_factor < high_freq_factor for llama3");
     }
+  } else if (type == "yarn") {
+    QD_ASSIGN_OR_RETURN(s.original_max_position_embeddings,
+                        rs.Int("original_max_position_embeddings", c.max_position_embeddings, 2));
+    // transformers reads these with `or`, so 0 or null means the default.
+    QD_ASSIGN_OR_RETURN(s.beta_fast, rs.Double("beta_fast", 32.0));
+    QD_ASSIGN_OR_RETURN(s.beta_slow, rs.Double("beta_slow", 1.0));
+    if (s.beta_fast == 0) s.beta_fast = 32.0;
+    if (s.beta_slow == 0) s.beta_slow = 1.0;
+    if (!(s.beta_fast > 0) || !(s.beta_slow > 0) || !std::isfinite(s.beta_fast) ||
+        !std::isfinite(s.beta_slow)) {
+      return BadConfig(r.source, "rope_scaling", "needs positive beta_fast and beta_slow");
+    }
+    QD_ASSIGN_OR_RETURN(s.truncate, rs.Bool("truncate", true));
+    QD_ASSIGN_OR_RETURN(double attention, PositiveDouble(rs, "attention_factor", kUnset));
+    QD_ASSIGN_OR_RETURN(double mscale, rs.Double("mscale", 0.0));
+    QD_ASSIGN_OR_RETURN(double mscale_all_dim, rs.Double("mscale_all_dim", 0.0));
+    if (!std::isnan(attention)) {
+      s.attention_factor = attention;
+    } else if (mscale != 0 && mscale_all_dim != 0) {
+      s.attention_factor = YarnMscale(s.factor, mscale) / YarnMscale(s.factor, mscale_all_dim);
+    } else {
+      s.attention_factor = YarnMscale(s.factor, 1.0);
+    }
+    if (!(s.attention_factor > 0) || !std::isfinite(s.attention_factor)) {
+      return BadConfig(r.source, "rope_scaling", "gives a non-positive attention factor");
+    }
   }
   c.rope_scaling = s;
+  return OkStatus();
+}
+
+// Qwen2 / Qwen3 (configuration_qwen2.py): with use_sliding_window, the
+// layers that config.layer_types marks "sliding_attention" see only the
+// last sliding_window positions; without layer_types, the layers from
+// max_window_layers on. Without use_sliding_window every layer is full.
+Status ParseQwenSlidingWindow(const Reader& r, ModelConfig& c) {
+  QD_ASSIGN_OR_RETURN(bool use_sliding, r.Bool("use_sliding_window", false));
+  if (!use_sliding) return OkStatus();
+  // An explicit null window turns sliding off (transformers' default, 4096,
+  // applies only when the key is absent).
+  auto w = r.j.find("sliding_window");
+  if (w != r.j.end() && w->is_null()) return OkStatus();
+  QD_ASSIGN_OR_RETURN(int64_t window, r.Int("sliding_window", int64_t{4096}, 1, int64_t{1} << 40));
+  const int64_t n = c.num_hidden_layers;
+  c.sliding_window_layers.assign(n, false);
+  auto types = r.j.find("layer_types");
+  if (types != r.j.end() && !types->is_null()) {
+    if (!types->is_array() || static_cast<int64_t>(types->size()) != n) {
+      return BadConfig(r.source, "layer_types",
+                       "must list one attention type per layer (" + std::to_string(n) + ")");
+    }
+    for (int64_t i = 0; i < n; ++i) {
+      const json& t = (*types)[i];
+      if (t != "full_attention" && t != "sliding_attention") {
+        return BadConfig(
+            r.source, "layer_types",
+            "entries must be \"full_attention\" or \"sliding_attention\", got " + t.dump());
+      }
+      c.sliding_window_layers[i] = t == "sliding_attention";
+    }
+  } else {
+    QD_ASSIGN_OR_RETURN(int64_t first, r.Int("max_window_layers", int64_t{28}, 0, kMaxLayers));
+    for (int64_t i = first; i < n; ++i) c.sliding_window_layers[i] = true;
+  }
+  c.sliding_window = window;
   return OkStatus();
 }
 
@@ -157,14 +295,9 @@ Status ParseLlamaFamily(const Reader& r, ModelConfig& c) {
   QD_ASSIGN_OR_RETURN(c.rope_theta, r.Double("rope_theta", 10000.0));
   QD_ASSIGN_OR_RETURN(c.hidden_act, r.String("hidden_act", "silu"));
   QD_ASSIGN_OR_RETURN(c.tie_word_embeddings, r.Bool("tie_word_embeddings", false));
-  QD_RETURN_IF_ERROR(ParseRopeScaling(r, c));
   if (c.architecture == "Qwen2ForCausalLM" || c.architecture == "Qwen3ForCausalLM") {
     const bool qwen3 = c.architecture == "Qwen3ForCausalLM";
-    QD_ASSIGN_OR_RETURN(bool use_sliding, r.Bool("use_sliding_window", false));
-    if (use_sliding) {
-      return UnimplementedError(r.source + (qwen3 ? ": Qwen3" : ": Qwen2") +
-                                " \"use_sliding_window\": true is not supported");
-    }
+    QD_RETURN_IF_ERROR(ParseQwenSlidingWindow(r, c));
     // Qwen2 always has q/k/v biases; Qwen3 (modeling_qwen3.py) has
     // attention_bias on all four projections, and per-head q/k norms.
     c.qkv_bias = true;
@@ -306,6 +439,7 @@ StatusOr<ModelConfig> ParseModelConfig(const std::string& json_text, const std::
   if (c.head_dim % 2 != 0 && c.family == ArchitectureFamily::kLlama) {
     return BadConfig(source, "head_dim", "must be even for rotary embeddings");
   }
+  if (c.family == ArchitectureFamily::kLlama) QD_RETURN_IF_ERROR(ParseRopeScaling(r, c));
   if (!(c.norm_eps > 0)) return BadConfig(source, "rms_norm_eps", "must be positive");
   if (!(c.rope_theta > 0)) return BadConfig(source, "rope_theta", "must be positive");
   static const char* kActivations[] = {
@@ -331,6 +465,18 @@ StatusOr<ModelConfig> LoadModelConfig(const std::string& path) {
   const std::string text = ReadAtMost(in, json_limits::kModelConfig);
   if (in.bad()) return DataLossError(file + ": read failed");
   return ParseModelConfig(text, file);
+}
+
+}  // namespace quantd::models
+
+namespace quantd::models {
+
+int64_t SlidingWindowAt(const ModelConfig& c, int64_t layer) {
+  if (!c.sliding_window) return 0;
+  if (c.sliding_window_layers.empty()) return *c.sliding_window;
+  const bool slides = layer >= 0 && layer < static_cast<int64_t>(c.sliding_window_layers.size()) &&
+                      c.sliding_window_layers[layer];
+  return slides ? *c.sliding_window : 0;
 }
 
 }  // namespace quantd::models

@@ -18,13 +18,33 @@
 namespace quantd::models {
 
 struct RopeScaling {
-  // "linear" (positions divided by factor) or "llama3" (frequency bands).
+  // As transformers' modeling_rope_utils.py names them (docs/worker.md):
+  //   "linear"   positions divided by factor;
+  //   "llama3"   Llama 3.1's frequency bands;
+  //   "yarn"     YaRN: interpolated low frequencies, extrapolated high ones,
+  //              a ramp between, and cos/sin scaled by an attention factor;
+  //   "dynamic"  dynamic NTK: the base grows with a sequence longer than
+  //              max_position_embeddings;
+  //   "longrope" LongRoPE (Phi-3): per-frequency divisors, short_factor up to
+  //              original_max_position_embeddings tokens and long_factor past
+  //              it, and an attention factor.
   std::string type;
   double factor = 1.0;
-  // llama3 only.
+  // llama3.
   double low_freq_factor = 1.0;
   double high_freq_factor = 4.0;
+  // llama3 and yarn: the pretrained context; longrope: the sequence length
+  // past which long_factor applies.
   int64_t original_max_position_embeddings = 8192;
+  // yarn.
+  double beta_fast = 32.0;
+  double beta_slow = 1.0;
+  bool truncate = true;  // floor / ceil the correction range
+  // yarn and longrope: multiplies cos and sin (always set after parsing).
+  double attention_factor = 1.0;
+  // longrope: head_dim / 2 divisors each.
+  std::vector<double> short_factor;
+  std::vector<double> long_factor;
 };
 
 // Implementation families; each covers the architectures listed in
@@ -50,8 +70,12 @@ struct ModelConfig {
   double norm_eps = 1e-5;
   double rope_theta = 10000.0;
   std::optional<RopeScaling> rope_scaling;
-  // Mistral: attend to at most this many previous positions.
+  // Mistral, and Qwen2 / Qwen3 with use_sliding_window: attend to at most
+  // this many previous positions.
   std::optional<int64_t> sliding_window;
+  // Qwen2 / Qwen3: which layers slide (the others attend to everything);
+  // empty: every layer does (Mistral). Read it through SlidingWindowAt.
+  std::vector<bool> sliding_window_layers;
 
   // "silu", "gelu", "gelu_new", "relu", ...
   std::string hidden_act = "silu";
@@ -83,10 +107,14 @@ const std::vector<std::string>& SupportedArchitectures();
 // Parses config.json text. `source` names the file in messages.
 // FAILED_PRECONDITION (reason INVALID_MODEL_CONFIG) naming the key for a
 // missing, mistyped or inconsistent field; UNIMPLEMENTED for a rope_scaling
-// type other than linear/llama3; FAILED_PRECONDITION (reason
+// type other than linear, llama3, yarn, dynamic and longrope; FAILED_PRECONDITION (reason
 // UNSUPPORTED_ARCHITECTURE) listing SupportedArchitectures() when
 // "architectures" names none of them.
 StatusOr<ModelConfig> ParseModelConfig(const std::string& json_text, const std::string& source);
+
+// The sliding window of layer `layer`, 0 when it attends to every earlier
+// position.
+int64_t SlidingWindowAt(const ModelConfig& config, int64_t layer);
 
 // Reads `path` (a config.json, or a directory containing one).
 StatusOr<ModelConfig> LoadModelConfig(const std::string& path);

@@ -114,12 +114,27 @@ TEST(ModelConfigTest, Qwen3HasQkNormsAndAttentionBiasOnAllFourProjections) {
   auto b = ParseModelConfig(biased, "qwen3/config.json");
   ASSERT_TRUE(b.ok()) << b.status();
   EXPECT_TRUE(b->qkv_bias && b->o_bias);
+  // use_sliding_window: layers from max_window_layers on slide, unless the
+  // window is null or layer_types says otherwise.
   std::string sliding = qwen3;
   sliding.replace(sliding.find("\"use_sliding_window\": false"), 27,
                   "\"use_sliding_window\": true ");
+  auto null_window = ParseModelConfig(sliding, "qwen3/config.json");
+  ASSERT_TRUE(null_window.ok()) << null_window.status();
+  EXPECT_EQ(SlidingWindowAt(*null_window, 27), 0);
+  sliding.replace(sliding.find("\"sliding_window\": null"), 22, "\"sliding_window\": 512 ");
+  sliding.replace(sliding.find("\"max_window_layers\": 28"), 23, "\"max_window_layers\": 20");
   auto s = ParseModelConfig(sliding, "qwen3/config.json");
-  EXPECT_EQ(s.status().code(), StatusCode::kUnimplemented) << s.status();
-  EXPECT_NE(s.status().message().find("Qwen3 \"use_sliding_window\""), std::string::npos);
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(SlidingWindowAt(*s, 19), 0);
+  EXPECT_EQ(SlidingWindowAt(*s, 20), 512);
+  EXPECT_EQ(SlidingWindowAt(*s, 27), 512);
+  std::string typed = sliding;
+  typed.replace(typed.find("\"tie_word_embeddings\""), 0,
+                "\"layer_types\": [\"full_attention\"], ");
+  auto bad_types = ParseModelConfig(typed, "qwen3/config.json");
+  EXPECT_EQ(bad_types.status().message(),
+            "qwen3/config.json: \"layer_types\" must list one attention type per layer (28)");
   // Qwen2 keeps its q/k/v biases and has no q/k norms.
   auto q2 = ParseModelConfig(R"({"architectures": ["Qwen2ForCausalLM"], "hidden_size": 64,
     "intermediate_size": 128, "num_hidden_layers": 1, "num_attention_heads": 4,
@@ -162,8 +177,27 @@ TEST(ModelConfigTest, BadFieldsAreNamed) {
       {"{" + base + R"("hidden_size": 64, "num_attention_heads": 4, "num_key_value_heads": 3})",
        StatusCode::kFailedPrecondition, "\"num_key_value_heads\" (3) must divide"},
       {"{" + base +
-           R"("hidden_size": 64, "num_attention_heads": 4, "rope_scaling": {"type": "yarn", "factor": 4}})",
-       StatusCode::kUnimplemented, "rope_scaling type \"yarn\" is not supported"},
+           R"("hidden_size": 64, "num_attention_heads": 4, "rope_scaling": {"type": "su", "factor": 4}})",
+       StatusCode::kUnimplemented,
+       "rope_scaling type \"su\" is not supported (supported: linear, llama3, yarn, dynamic, "
+       "longrope)"},
+      {"{" + base +
+           R"("hidden_size": 64, "num_attention_heads": 4, "rope_scaling": {"type": "yarn"}})",
+       StatusCode::kFailedPrecondition, "c: \"rope_scaling.factor\" is required"},
+      {"{" + base +
+           R"("hidden_size": 64, "num_attention_heads": 4, "rope_scaling": {"type": "dynamic", "factor": -2}})",
+       StatusCode::kFailedPrecondition, "\"rope_scaling.factor\" must be a positive number"},
+      {"{" + base + R"("hidden_size": 64, "num_attention_heads": 4, "rope_scaling":
+           {"type": "longrope", "factor": 2, "short_factor": [1, 1], "long_factor": [1, 2]}})",
+       StatusCode::kFailedPrecondition,
+       "\"rope_scaling.short_factor\" must be a list of 8 numbers (head_dim / 2)"},
+      {"{" + base + R"("hidden_size": 16, "num_attention_heads": 4, "rope_scaling":
+           {"type": "longrope", "factor": 2, "short_factor": [1, 1], "long_factor": [1, 0]}})",
+       StatusCode::kFailedPrecondition,
+       "\"rope_scaling.long_factor\" must hold positive numbers, got 0"},
+      {"{" + base + R"("hidden_size": 16, "num_attention_heads": 4, "rope_scaling":
+           {"type": "longrope", "short_factor": [1, 1], "long_factor": [1, 2]}})",
+       StatusCode::kFailedPrecondition, "needs factor or attention_factor for longrope"},
       {"{" + base + R"("hidden_size": 64, "num_attention_heads": 4, "hidden_act": "mish"})",
        StatusCode::kUnimplemented, "activation \"mish\" is not supported"},
       {"[1]", StatusCode::kFailedPrecondition, "not a JSON object"},

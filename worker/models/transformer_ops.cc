@@ -7,47 +7,104 @@
 
 namespace quantd::models {
 
-std::vector<double> RopeInverseFrequencies(const ModelConfig& c) {
-  const int64_t half = c.head_dim / 2;
-  std::vector<double> inv(half);
-  for (int64_t i = 0; i < half; ++i) {
-    inv[i] = 1.0 / std::pow(c.rope_theta, static_cast<double>(2 * i) / c.head_dim);
-  }
-  if (!c.rope_scaling) return inv;
-  const RopeScaling& s = *c.rope_scaling;
-  if (s.type == "linear") {
-    for (double& f : inv) f /= s.factor;
-  } else if (s.type == "llama3") {
-    // Long wavelengths are slowed by `factor`, short ones kept, and the band
-    // in between interpolated (Llama 3.1's published recipe).
-    const double old_len = static_cast<double>(s.original_max_position_embeddings);
-    const double low_wavelen = old_len / s.low_freq_factor;
-    const double high_wavelen = old_len / s.high_freq_factor;
-    for (double& f : inv) {
-      const double wavelen = 2.0 * M_PI / f;
-      if (wavelen < high_wavelen) continue;
-      if (wavelen > low_wavelen) {
-        f /= s.factor;
-        continue;
-      }
-      const double smooth =
-          (old_len / wavelen - s.low_freq_factor) / (s.high_freq_factor - s.low_freq_factor);
-      f = (1.0 - smooth) * f / s.factor + smooth * f;
-    }
+namespace {
+
+std::vector<double> DefaultInverseFrequencies(int64_t head_dim, double theta) {
+  std::vector<double> inv(head_dim / 2);
+  for (size_t i = 0; i < inv.size(); ++i) {
+    inv[i] = 1.0 / std::pow(theta, static_cast<double>(2 * i) / head_dim);
   }
   return inv;
 }
 
+// Llama 3.1's published recipe: long wavelengths are slowed by `factor`,
+// short ones kept, and the band in between interpolated.
+void ApplyLlama3(const RopeScaling& s, std::vector<double>& inv) {
+  const double old_len = static_cast<double>(s.original_max_position_embeddings);
+  const double low_wavelen = old_len / s.low_freq_factor;
+  const double high_wavelen = old_len / s.high_freq_factor;
+  for (double& f : inv) {
+    const double wavelen = 2.0 * M_PI / f;
+    if (wavelen < high_wavelen) continue;
+    if (wavelen > low_wavelen) {
+      f /= s.factor;
+      continue;
+    }
+    const double smooth =
+        (old_len / wavelen - s.low_freq_factor) / (s.high_freq_factor - s.low_freq_factor);
+    f = (1.0 - smooth) * f / s.factor + smooth * f;
+  }
+}
+
+// YaRN: dimension i keeps its frequency (extrapolation) below the
+// correction range, is divided by `factor` (interpolation) above it, and
+// is blended linearly inside it. The range is where a dimension turns
+// beta_fast and beta_slow times over the pretrained context.
+void ApplyYarn(const RopeScaling& s, int64_t dim, double theta, std::vector<double>& inv) {
+  auto correction_dim = [&](double rotations) {
+    return dim * std::log(s.original_max_position_embeddings / (rotations * 2 * M_PI)) /
+           (2 * std::log(theta));
+  };
+  double low = correction_dim(s.beta_fast), high = correction_dim(s.beta_slow);
+  if (s.truncate) {
+    low = std::floor(low);
+    high = std::ceil(high);
+  }
+  low = std::max(low, 0.0);
+  high = std::min(high, static_cast<double>(dim - 1));
+  if (low == high) high += 0.001;  // as transformers, to avoid 0 / 0
+  for (size_t i = 0; i < inv.size(); ++i) {
+    const double ramp = std::clamp((static_cast<double>(i) - low) / (high - low), 0.0, 1.0);
+    const double extrapolation = 1.0 - ramp;
+    inv[i] = inv[i] / s.factor * (1.0 - extrapolation) + inv[i] * extrapolation;
+  }
+}
+
+}  // namespace
+
+std::vector<double> RopeInverseFrequencies(const ModelConfig& c, int64_t seq_len) {
+  if (!c.rope_scaling) return DefaultInverseFrequencies(c.head_dim, c.rope_theta);
+  const RopeScaling& s = *c.rope_scaling;
+  if (s.type == "dynamic") {
+    // Dynamic NTK: past max_position_embeddings the base grows so that the
+    // lowest frequency still covers the sequence (transformers recomputes
+    // it for the longest sequence seen; quantd's windows are all one length).
+    const double mpe = static_cast<double>(c.max_position_embeddings);
+    const double len = std::max(static_cast<double>(seq_len), mpe);
+    const double d = static_cast<double>(c.head_dim);
+    const double base = c.rope_theta * std::pow(s.factor * len / mpe - (s.factor - 1), d / (d - 2));
+    return DefaultInverseFrequencies(c.head_dim, base);
+  }
+  std::vector<double> inv = DefaultInverseFrequencies(c.head_dim, c.rope_theta);
+  if (s.type == "linear") {
+    for (double& f : inv) f /= s.factor;
+  } else if (s.type == "llama3") {
+    ApplyLlama3(s, inv);
+  } else if (s.type == "yarn") {
+    ApplyYarn(s, c.head_dim, c.rope_theta, inv);
+  } else if (s.type == "longrope") {
+    const std::vector<double>& divisors =
+        seq_len > s.original_max_position_embeddings ? s.long_factor : s.short_factor;
+    for (size_t i = 0; i < inv.size(); ++i) inv[i] /= divisors[i];
+  }
+  return inv;
+}
+
+double RopeAttentionFactor(const ModelConfig& c) {
+  return c.rope_scaling ? c.rope_scaling->attention_factor : 1.0;
+}
+
 RotaryTables MakeRotaryTables(const ModelConfig& c, int64_t seq_len, at::ScalarType dtype,
                               at::Device device) {
-  const std::vector<double> inv = RopeInverseFrequencies(c);
+  const std::vector<double> inv = RopeInverseFrequencies(c, seq_len);
   const int64_t half = static_cast<int64_t>(inv.size());
   at::Tensor inv_t = at::empty({half}, at::kDouble);
   std::copy(inv.begin(), inv.end(), inv_t.data_ptr<double>());
   at::Tensor pos = at::arange(seq_len, at::kDouble);
   at::Tensor freqs = at::outer(pos, inv_t);  // [T, half]
   at::Tensor emb = at::cat({freqs, freqs}, -1);
-  return {emb.cos().to(device, dtype), emb.sin().to(device, dtype)};
+  const double scale = RopeAttentionFactor(c);
+  return {(emb.cos() * scale).to(device, dtype), (emb.sin() * scale).to(device, dtype)};
 }
 
 at::Tensor ApplyRotary(const at::Tensor& x, const RotaryTables& t) {

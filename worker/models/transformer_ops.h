@@ -1,5 +1,5 @@
 // Building blocks shared by the decoder implementations: rotary position
-// embeddings (with Llama-3 and linear scaling), causal self-attention with
+// embeddings (with the rope_scaling types of model_config.h), causal self-attention with
 // grouped-query heads and an optional sliding window, and activations.
 // Functions may throw c10::Error; DecoderBlock::Forward converts it.
 #ifndef QUANTD_WORKER_MODELS_TRANSFORMER_OPS_H_
@@ -15,15 +15,20 @@
 namespace quantd::models {
 
 // Inverse frequencies theta^(-2i/d), i < head_dim/2, in float64, with the
-// config's rope_scaling applied (llama3 frequency bands; linear divides by
-// the factor).
-std::vector<double> RopeInverseFrequencies(const ModelConfig& config);
+// config's rope_scaling applied for a forward pass over `seq_len` positions
+// (dynamic and longrope depend on it; the others do not).
+std::vector<double> RopeInverseFrequencies(const ModelConfig& config, int64_t seq_len = 0);
+
+// What cos and sin are multiplied by: yarn's and longrope's attention
+// factor, else 1.
+double RopeAttentionFactor(const ModelConfig& config);
 
 struct RotaryTables {
   at::Tensor cos;  // [T, head_dim]
   at::Tensor sin;
 };
-// Tables for positions 0..seq_len-1 (computed in float64, then cast).
+// Tables for positions 0..seq_len-1 of one forward pass over seq_len
+// positions (computed in float64, then cast).
 RotaryTables MakeRotaryTables(const ModelConfig& config, int64_t seq_len, at::ScalarType dtype,
                               at::Device device);
 // x: [B, heads, T, head_dim], Hugging Face rotate-half layout.

@@ -43,6 +43,101 @@ TEST(RopeTest, Llama3InverseFrequencies) {
   EXPECT_NEAR(RopeInverseFrequencies(plain)[30] / (0.0021311195369119653 / 4), 1.0, 1e-12);
 }
 
+// A Llama config.json with `extra` fields, parsed as a job's would be.
+ModelConfig ParsedConfig(int64_t head_dim, double theta, const std::string& extra) {
+  const std::string text = R"({"architectures": ["LlamaForCausalLM"], "hidden_size": )" +
+                           std::to_string(head_dim * 2) + R"(, "num_attention_heads": 2,
+      "intermediate_size": 8, "num_hidden_layers": 1, "vocab_size": 8, "rope_theta": )" +
+                           std::to_string(theta) + ", " + extra + "}";
+  auto c = ParseModelConfig(text, "config.json");
+  EXPECT_TRUE(c.ok()) << c.status().message();
+  return c.ok() ? *c : ModelConfig{};
+}
+
+void ExpectGolden(const std::vector<double>& inv,
+                  const std::vector<std::pair<int, double>>& golden) {
+  for (const auto& [i, want] : golden) EXPECT_NEAR(inv[i] / want, 1.0, 1e-12) << i;
+}
+
+// Golden values below: the formulas of transformers' modeling_rope_utils.py
+// (docs/worker.md cites the version) evaluated in float64 with numpy.
+TEST(RopeTest, YarnRampsFromExtrapolationToInterpolation) {
+  // Qwen3's published long-context setting: dims below 23 keep their
+  // frequency, above 40 are divided by 4, and the ones between are blended.
+  const ModelConfig c = ParsedConfig(128, 1e6, R"("max_position_embeddings": 40960,
+      "rope_scaling": {"rope_type": "yarn", "factor": 4.0,
+                       "original_max_position_embeddings": 32768})");
+  ASSERT_TRUE(c.rope_scaling.has_value());
+  const std::vector<double> inv = RopeInverseFrequencies(c, 16);
+  ASSERT_EQ(inv.size(), 64u);
+  ExpectGolden(inv, {{0, 1.0},
+                     {10, 0.11547819846894583},
+                     {20, 0.01333521432163324},
+                     {30, 0.001064360981247002},
+                     {40, 4.4456985250973074e-05},
+                     {50, 5.133812566142866e-06},
+                     {63, 3.102344401879299e-07}});
+  EXPECT_NEAR(RopeAttentionFactor(c), 1.138629436111989, 1e-15);  // 0.1 ln 4 + 1
+  // The tables carry the attention factor: cos^2 + sin^2 = factor^2.
+  const RotaryTables t = MakeRotaryTables(c, 5, at::kDouble, at::kCPU);
+  EXPECT_NEAR((t.cos.pow(2) + t.sin.pow(2)).max().item<double>(),
+              1.138629436111989 * 1.138629436111989, 1e-13);
+  // The sequence length does not matter for YaRN.
+  EXPECT_EQ(RopeInverseFrequencies(c, 100000), inv);
+}
+
+TEST(RopeTest, YarnWithoutTruncationAndDeepSeekMscale) {
+  const ModelConfig c = ParsedConfig(64, 10000, R"("max_position_embeddings": 4096,
+      "rope_scaling": {"type": "yarn", "factor": 40, "truncate": false, "mscale": 0.707,
+                       "mscale_all_dim": 1.0, "beta_fast": null})");
+  ExpectGolden(RopeInverseFrequencies(c), {{0, 1.0},
+                                           {5, 0.23713737056616555},
+                                           {10, 0.056234132519034905},
+                                           {15, 0.008446235311291834},
+                                           {20, 0.0007226383418941808},
+                                           {25, 1.8747355233311396e-05},
+                                           {31, 3.33380358040831e-06}});
+  EXPECT_NEAR(RopeAttentionFactor(c), 0.9210423553163399, 1e-15);
+  const ModelConfig given = ParsedConfig(64, 10000, R"("rope_scaling": {"rope_type": "yarn",
+      "factor": 40, "attention_factor": 1.5, "mscale": 0.707, "mscale_all_dim": 1.0})");
+  EXPECT_EQ(RopeAttentionFactor(given), 1.5);
+}
+
+TEST(RopeTest, DynamicNtkGrowsTheBaseOnlyPastMaxPositions) {
+  const ModelConfig c = ParsedConfig(64, 10000, R"("max_position_embeddings": 2048,
+      "rope_scaling": {"rope_type": "dynamic", "factor": 2.0})");
+  ModelConfig plain = c;
+  plain.rope_scaling.reset();
+  EXPECT_EQ(RopeInverseFrequencies(c, 2048), RopeInverseFrequencies(plain));
+  // base' = 10000 * (2 * 4096 / 2048 - 1)^(64 / 62) = 31082.2366...
+  ExpectGolden(RopeInverseFrequencies(c, 4096), {{0, 1.0},
+                                                 {8, 0.07531334453008262},
+                                                 {16, 0.005672099864306927},
+                                                 {31, 4.445071440544414e-05}});
+  EXPECT_EQ(RopeAttentionFactor(c), 1.0);
+}
+
+TEST(RopeTest, LongRopeSwitchesFactorsPastTheOriginalContext) {
+  // Phi-3 style: the pretrained context at the top level, the factor and the
+  // attention factor derived from it.
+  const ModelConfig c = ParsedConfig(8, 10000, R"("max_position_embeddings": 131072,
+      "original_max_position_embeddings": 4096,
+      "rope_scaling": {"type": "longrope", "short_factor": [1.0, 1.5, 2.0, 4.0],
+                       "long_factor": [1.0, 3.0, 9.0, 27.0]})");
+  ModelConfig plain = c;
+  plain.rope_scaling.reset();
+  const std::vector<double> base = RopeInverseFrequencies(plain);
+  const std::vector<double> short_inv = RopeInverseFrequencies(c, 4096);
+  const std::vector<double> long_inv = RopeInverseFrequencies(c, 4097);
+  const double shorts[] = {1.0, 1.5, 2.0, 4.0}, longs[] = {1.0, 3.0, 9.0, 27.0};
+  for (int i = 0; i < 4; ++i) {
+    EXPECT_DOUBLE_EQ(short_inv[i], base[i] / shorts[i]) << i;
+    EXPECT_DOUBLE_EQ(long_inv[i], base[i] / longs[i]) << i;
+  }
+  // sqrt(1 + ln(131072 / 4096) / ln 4096)
+  EXPECT_NEAR(RopeAttentionFactor(c), 1.1902380714238083, 1e-15);
+}
+
 TEST(RopeTest, RotatesEachHalfPairByPositionTimesFrequency) {
   ModelConfig c;
   c.head_dim = 8;

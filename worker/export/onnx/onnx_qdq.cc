@@ -511,9 +511,13 @@ Status CheckModel(const QuantizedModel& model, int64_t max_len) {
     return Status(StatusCode::kUnimplemented,
                   "onnx_qdq: hidden_act " + c.hidden_act + " is not exported (silu is)",
                   "FEATURE_NOT_BUILT");
-  if (c.sliding_window && *c.sliding_window < max_len)
+  int64_t window = 0;
+  for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
+    if (models::SlidingWindowAt(c, l) > 0) window = models::SlidingWindowAt(c, l);
+  }
+  if (window > 0 && window < max_len)
     return Status(StatusCode::kUnimplemented,
-                  "onnx_qdq: a sliding window of " + std::to_string(*c.sliding_window) +
+                  "onnx_qdq: a sliding window of " + std::to_string(window) +
                       " positions is not exported; set max_sequence_length <= the window",
                   "FEATURE_NOT_BUILT");
   return CheckExportSupport(ExportFormat::kOnnxQdq, ExportLayerSpecsOf(model));

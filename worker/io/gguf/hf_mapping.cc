@@ -211,6 +211,22 @@ StatusOr<json> LlamaLikeConfig(const GgufFile& f, const std::string& arch) {
       if (type == "yarn") {
         QD_ASSIGN_OR_RETURN(int64_t orig, f.GetInt(arch + ".rope.scaling.original_context_length"));
         scaling["original_max_position_embeddings"] = orig;
+        QD_ASSIGN_OR_RETURN(double beta_fast,
+                            f.GetFloatOr(arch + ".rope.scaling.yarn_beta_fast", 32));
+        QD_ASSIGN_OR_RETURN(double beta_slow,
+                            f.GetFloatOr(arch + ".rope.scaling.yarn_beta_slow", 1));
+        scaling["beta_fast"] = ShortestFloat32(beta_fast);
+        scaling["beta_slow"] = ShortestFloat32(beta_slow);
+        // llama.cpp multiplies these into YaRN's attention factor in ways
+        // config.json has no one key for.
+        QD_ASSIGN_OR_RETURN(double attn, f.GetFloatOr(arch + ".rope.scaling.attn_factor", 1));
+        QD_ASSIGN_OR_RETURN(double log_mul,
+                            f.GetFloatOr(arch + ".rope.scaling.yarn_log_multiplier", 0));
+        if (attn != 1 || log_mul != 0) {
+          return UnimplementedError(f.where() +
+                                    ": YaRN with rope.scaling.attn_factor or "
+                                    "yarn_log_multiplier has no config.json equivalent here");
+        }
       }
       cfg["rope_scaling"] = scaling;
     } else if (type != "none") {

@@ -136,6 +136,25 @@ TEST(HfMappingTest, Gpt2AndScaledLlamaConfigs) {
   EXPECT_EQ(lc["rope_scaling"]["type"], "linear");
   EXPECT_EQ(lc["rope_scaling"]["factor"], 4.0);
   EXPECT_EQ(lc["vocab_size"], 100);
+
+  // YaRN as convert_hf_to_gguf.py writes it (Qwen's long-context setting).
+  GgufFile y = l;
+  for (auto& [key, value] : y.metadata) {
+    if (key == "llama.rope.scaling.type") value = GgufValue::String("yarn");
+  }
+  y.metadata.push_back({"llama.rope.scaling.original_context_length", GgufValue::Uint32(32768)});
+  y.metadata.push_back({"llama.rope.scaling.yarn_beta_fast", GgufValue::Float32(16.0f)});
+  auto yc = nlohmann::json::parse(*BuildHfConfigJson(y));
+  EXPECT_EQ(yc["rope_scaling"]["rope_type"], "yarn");
+  EXPECT_EQ(yc["rope_scaling"]["factor"], 4.0);
+  EXPECT_EQ(yc["rope_scaling"]["original_max_position_embeddings"], 32768);
+  EXPECT_EQ(yc["rope_scaling"]["beta_fast"], 16.0);
+  EXPECT_EQ(yc["rope_scaling"]["beta_slow"], 1.0);
+  // An attention factor llama.cpp multiplies in has no one config.json key.
+  y.metadata.push_back({"llama.rope.scaling.yarn_log_multiplier", GgufValue::Float32(0.1f)});
+  auto refused = BuildHfConfigJson(y);
+  EXPECT_EQ(refused.status().code(), StatusCode::kUnimplemented);
+  EXPECT_NE(refused.status().message().find("yarn_log_multiplier"), std::string::npos);
 }
 
 }  // namespace
