@@ -268,4 +268,50 @@ rc=$?
 [ "$rc" -eq 3 ] || { cat "$TMP/yarngguf.out" "$TMP/yarngguf.err"; fail "YaRN to gguf exit $rc"; }
 grep -q "gguf cannot hold LlamaForCausalLM: quantd writes llama.cpp's rope scaling for linear and llama3 only, not yarn" \
   "$TMP/yarngguf.out" "$TMP/yarngguf.err" || { cat "$TMP/yarngguf.out" "$TMP/yarngguf.err"; fail "YaRN gguf message"; }
+# 13. Phi-3 / Phi-4-mini (issue 20): fused qkv_proj and gate_up_proj,
+#     partial rotary. GPTQ, AWQ and SmoothQuant each run on the fused Linears
+#     as the single layers they are, and the hf-quark export keeps Phi-3's
+#     names with one weight_scale per fused layer; rotation is refused at
+#     once, naming the algorithm.
+PHI3="$TMP/phi3"
+"${TEST_SRCDIR}/quantd/worker/models/make_random_checkpoint" --out="$PHI3" --arch=phi3 \
+  --layers=2 --hidden=256 --heads=4 --kv_heads=2 --intermediate=512 --vocab=512 --dtype=f32 \
+  --partial_rotary_factor=0.75 --seed=9 >/dev/null || fail "phi3 checkpoint"
+cp "$MODEL/tokenizer.model" "$PHI3/"
+for algo in gptq awq smoothquant; do
+  "$BIN" --model "$PHI3" --scheme w_int4_per_group_sym --algorithm "$algo" --calib "$TEXT" \
+    --calib-samples 8 --calib-seq-len 128 --eval "$TEXT" --eval-windows 8 --n-ctx 128 \
+    --format hf-quark --output "$TMP/phi3-$algo" --data-dir "$TMP/data" --threads 2 -o json \
+    >"$TMP/phi3-$algo.json" 2>"$TMP/phi3-$algo.err" || { cat "$TMP/phi3-$algo.err"; fail "phi3 $algo"; }
+done
+"$PY" - "$TMP" <<'PYEOF' || fail "phi3 checks"
+import json, math, os, struct, sys
+tmp = sys.argv[1]
+for algo in ("gptq", "awq", "smoothquant"):
+    lines = [l for l in open(os.path.join(tmp, "phi3-%s.json" % algo)).read().splitlines() if l.strip()]
+    job = json.loads(lines[-1])
+    assert job["state"] == "SUCCEEDED", (algo, job.get("error"))
+    m = job["result"]["metrics"]
+    fp, qp = m["floatPerplexity"]["perplexity"], m["quantizedPerplexity"]["perplexity"]
+    assert math.isfinite(qp) and abs(qp / fp - 1) < 0.05, (algo, fp, qp)
+    blocks = [json.loads(l)["blockMetrics"] for l in lines[:-1] if "blockMetrics" in json.loads(l)]
+    names = sorted(l["name"] for b in blocks for l in b["layers"])
+    assert names[:2] == ["model.layers.0.mlp.down_proj", "model.layers.0.mlp.gate_up_proj"], names
+    path = os.path.join(tmp, "phi3-" + algo, "model.safetensors")
+    raw = open(path, "rb").read()
+    header = json.loads(raw[8:8 + struct.unpack("<Q", raw[:8])[0]])
+    qkv = "model.layers.0.self_attn.qkv_proj."
+    # One fused Linear: 512 rows (q 256, k 128, v 128) of 256 inputs, two
+    # groups of 128 each (packed int4 codes: 8 to an int32).
+    w, scale = header[qkv + "weight"]["shape"], header[qkv + "weight_scale"]["shape"]
+    assert w[0] * w[1] * 8 == 512 * 256 and scale[0] * scale[1] == 512 * 2, (w, scale)
+    assert not any(".q_proj." in k or ".gate_proj." in k for k in header), sorted(header)
+    print("phi3 %s ok: float ppl %.4f, quantized %.4f" % (algo, fp, qp))
+PYEOF
+"$BIN" --model "$PHI3" --scheme w_int4_per_channel_sym --algorithm rotation --calib "$TEXT" \
+  --no-eval --output "$TMP/phi3-rot" --data-dir "$TMP/data" >"$TMP/phi3-rot.out" 2>"$TMP/phi3-rot.err"
+rc=$?
+[ "$rc" -eq 3 ] || { cat "$TMP/phi3-rot.out" "$TMP/phi3-rot.err"; fail "phi3 rotation exit $rc"; }
+grep -q "spec.quantization.algorithms\[0\]: rotation folds its Hadamard matrices" \
+  "$TMP/phi3-rot.out" "$TMP/phi3-rot.err" || { cat "$TMP/phi3-rot.out" "$TMP/phi3-rot.err"; fail "phi3 rotation message"; }
 echo PASS

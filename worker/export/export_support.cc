@@ -264,7 +264,11 @@ Status CheckArchitectureSupport(ExportFormat format, const models::ModelConfig& 
       if (config.family == models::ArchitectureFamily::kOpt) {
         why =
             "llama.cpp has no OPT architecture; gguf maps LlamaForCausalLM, "
-            "MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, GPT2LMHeadModel";
+            "MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, Phi3ForCausalLM, "
+            "GPT2LMHeadModel";
+      } else if (config.family == models::ArchitectureFamily::kPhi3 &&
+                 config.num_attention_heads * config.head_dim != config.hidden_size) {
+        why = "llama.cpp's phi3 needs num_attention_heads * head_dim == hidden_size";
       } else if (!rope.empty() && rope != "linear" && rope != "llama3") {
         why = "quantd writes llama.cpp's rope scaling for linear and llama3 only, not " + rope +
               "; export hf, hf_quark or compressed_tensors";

@@ -70,8 +70,8 @@ Status CheckExportSupport(ExportFormat format, const std::vector<ExportLayerSpec
 // weights have no hf_quark or compressed_tensors layout; onnx_qdq writes
 // Llama-family decoders without q/k norms (not Qwen3) nor a rotary table that
 // depends on the sequence length (dynamic, longrope rope scaling); gguf maps
-// Llama, Mistral, Qwen2, Qwen3 and GPT-2 (not OPT) with linear or llama3
-// rope scaling. Checked at CreateJob when the
+// Llama, Mistral, Qwen2, Qwen3, Phi-3 (heads * head_dim == hidden_size) and
+// GPT-2 (not OPT) with linear or llama3 rope scaling. Checked at CreateJob when the
 // model's config is readable there, and by the worker before it quantizes.
 Status CheckArchitectureSupport(ExportFormat format, const models::ModelConfig& config);
 

@@ -269,8 +269,15 @@ void CheckQuantization(SpecChecker& c, const JobSpec& spec,
     if (spec.calibration().dataset_uri().empty())
       c.Bad("spec.calibration.dataset_uri",
             "quantization algorithms calibrate on data: set a calibration dataset");
+    std::optional<models::ModelConfig> rotated_model;
     for (size_t i = 0; i < config.algorithms.size(); ++i) {
       const auto* rotation = std::get_if<config::RotationOptions>(&config.algorithms[i].options);
+      if (rotation && !rotated_model) rotated_model = ReadModelConfig(spec.model_uri());
+      if (rotation && rotated_model && rotated_model->family != models::ArchitectureFamily::kLlama)
+        c.Bad(AlgorithmsField(q) + "[" + std::to_string(i) + "]",
+              "rotation folds its Hadamard matrices into a Llama-family block's separate "
+              "q/k/v, o, gate/up and down projections around RMSNorms; " +
+                  rotated_model->architecture + " has another block");
       if (rotation && rotation->online_down_proj)
         c.NotBuilt(AlgorithmsField(q) + "[" + std::to_string(i) + "]",
                    "the online Hadamard rotation (R4) transforms down_proj's input at run time, "

@@ -472,6 +472,27 @@ TEST(JobSpecCheckTest, FormatsTheArchitectureCannotTakeAreRefused) {
                 "linear and llama3 only, not longrope"),
             std::string::npos)
       << s;
+  // Phi-3: its fused projections go to every format but ONNX, and its
+  // block is not one rotation can fold into.
+  const std::string phi3 = model("phi3", R"({"architectures": ["Phi3ForCausalLM"],
+    "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2,
+    "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 512})");
+  spec.set_model_uri(phi3);
+  s = CheckJobSpec(spec);
+  EXPECT_EQ(Fields(s), std::vector<std::string>{"spec.export.formats[1]"}) << s;
+  EXPECT_NE(s.message().find("onnx_qdq cannot hold Phi3ForCausalLM"), std::string::npos) << s;
+  auto rotated = Parse(R"pb(calibration { dataset_uri: "file:///data/calib.txt" }
+                            quantization {
+                              scheme: "w_int4_per_channel_sym"
+                              algorithms { rotation {} }
+                            })pb");
+  rotated.set_model_uri(phi3);
+  s = CheckJobSpec(rotated);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s;
+  EXPECT_EQ(Fields(s), std::vector<std::string>{"spec.quantization.algorithms[0]"}) << s;
+  EXPECT_NE(s.message().find("Phi3ForCausalLM has another block"), std::string::npos) << s;
+  rotated.set_model_uri(qwen3);
+  EXPECT_TRUE(CheckJobSpec(rotated).ok()) << CheckJobSpec(rotated);
   // A model whose config is not readable here is left to the worker.
   spec.set_model_uri("file:///no/such/model");
   EXPECT_TRUE(CheckJobSpec(spec).ok());

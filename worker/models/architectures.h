@@ -17,6 +17,10 @@ namespace quantd::models {
 // MLP; Qwen3 adds per-head q/k RMSNorms.
 StatusOr<std::unique_ptr<DecoderBlock>> LoadLlamaBlock(const ModelConfig& config, int64_t index,
                                                        const WeightLoader& loader);
+// Phi-3 / Phi-4: the Llama block with fused qkv_proj and gate_up_proj,
+// partial rotary dimensions, a sliding window on every layer.
+StatusOr<std::unique_ptr<DecoderBlock>> LoadPhi3Block(const ModelConfig& config, int64_t index,
+                                                      const WeightLoader& loader);
 // GPT-2: LayerNorm, fused c_attn, GELU MLP.
 StatusOr<std::unique_ptr<DecoderBlock>> LoadGpt2Block(const ModelConfig& config, int64_t index,
                                                       const WeightLoader& loader);

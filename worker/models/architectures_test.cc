@@ -354,6 +354,92 @@ TEST(ArchitecturesTest, DynamicNtkAndLongRopePastTheirContexts) {
   ExpectMatches(dir2, ref2, w2, at::randint(40, {1, 12}, at::kLong), "LlamaForCausalLM");
 }
 
+// Phi-3 (transformers' models/phi3/modular_phi3.py at 2b6c089d5a0b): q|k|v
+// rows of one qkv_proj, rotary over the first `rot` dims of each head,
+// gate|up rows of one gate_up_proj, a sliding window on every layer.
+struct Phi3Ref {
+  int64_t d, h, kvh, hd, rot, layers, ffn, window;
+  std::vector<double> inv;  // rot / 2 frequencies
+  double rope_scale = 1.0;
+
+  T operator()(const Weights& w, const T& ids) const {
+    T x = w.at("model.embed_tokens.weight").index_select(0, ids);
+    const int64_t t = ids.size(0);
+    const auto rotate = [&](const T& v) {
+      return at::cat({Rope(v.narrow(2, 0, rot), inv, rope_scale), v.narrow(2, rot, hd - rot)}, 2);
+    };
+    for (int64_t l = 0; l < layers; ++l) {
+      const std::string p = "model.layers." + std::to_string(l) + ".";
+      T n = Rms(x, w.at(p + "input_layernorm.weight"), 1e-5);
+      T qkv = Lin(n, w, p + "self_attn.qkv_proj", false);
+      T q = rotate(qkv.narrow(1, 0, h * hd).reshape({t, h, hd}));
+      T k = rotate(qkv.narrow(1, h * hd, kvh * hd).reshape({t, kvh, hd}));
+      T v = qkv.narrow(1, (h + kvh) * hd, kvh * hd).reshape({t, kvh, hd});
+      x = x +
+          Lin(Attend(q, k, v, 1 / std::sqrt(double(hd)), window), w, p + "self_attn.o_proj", false);
+      n = Rms(x, w.at(p + "post_attention_layernorm.weight"), 1e-5);
+      T gu = Lin(n, w, p + "mlp.gate_up_proj", false);
+      T gate = gu.narrow(1, 0, ffn);
+      x = x +
+          Lin(gate / (1 + (-gate).exp()) * gu.narrow(1, ffn, ffn), w, p + "mlp.down_proj", false);
+    }
+    return Rms(x, w.at("model.norm.weight"), 1e-5).matmul(w.at("lm_head.weight").t());
+  }
+};
+
+std::vector<std::pair<std::string, std::vector<int64_t>>> Phi3Shapes(const Phi3Ref& r,
+                                                                     int64_t vocab) {
+  std::vector<std::pair<std::string, std::vector<int64_t>>> s = {
+      {"model.embed_tokens.weight", {vocab, r.d}},
+      {"model.norm.weight", {r.d}},
+      {"lm_head.weight", {vocab, r.d}}};
+  for (int64_t l = 0; l < r.layers; ++l) {
+    const std::string p = "model.layers." + std::to_string(l) + ".";
+    s.push_back({p + "input_layernorm.weight", {r.d}});
+    s.push_back({p + "post_attention_layernorm.weight", {r.d}});
+    s.push_back({p + "self_attn.qkv_proj.weight", {(r.h + 2 * r.kvh) * r.hd, r.d}});
+    s.push_back({p + "self_attn.o_proj.weight", {r.d, r.h * r.hd}});
+    s.push_back({p + "mlp.gate_up_proj.weight", {2 * r.ffn, r.d}});
+    s.push_back({p + "mlp.down_proj.weight", {r.d, r.ffn}});
+  }
+  return s;
+}
+
+TEST(ArchitecturesTest, Phi3FusedProjectionsSlidingWindow) {
+  at::manual_seed(18);
+  // Phi-3-mini's form: full rotary, GQA-free, a window of 5 < 11 tokens.
+  const std::string dir = NewDir("phi3");
+  Phi3Ref ref{32, 4, 4, 8, 8, 2, 40, 5, InvFreq(8, 10000)};
+  const Weights w = WriteCheckpoint(dir, R"({"architectures": ["Phi3ForCausalLM"],
+    "model_type": "phi3", "hidden_size": 32, "intermediate_size": 40, "num_hidden_layers": 2,
+    "num_attention_heads": 4, "vocab_size": 50, "rms_norm_eps": 1e-5, "rope_theta": 10000.0,
+    "max_position_embeddings": 4096, "original_max_position_embeddings": 4096,
+    "sliding_window": 5, "tie_word_embeddings": false, "rope_scaling": null})",
+                                    Phi3Shapes(ref, 50));
+  ExpectMatches(dir, ref, w, at::randint(50, {2, 11}, at::kLong), "Phi3ForCausalLM");
+}
+
+TEST(ArchitecturesTest, Phi4MiniPartialRotaryGqaAndLongRope) {
+  at::manual_seed(19);
+  // Phi-4-mini's form: partial_rotary_factor 0.75 (12 of 16 dims turn), GQA,
+  // LongRoPE under its old name "su"; 12 tokens past the original 8 take
+  // the long factors and sqrt(1 + ln(32 / 8) / ln 8) scales cos / sin.
+  const std::string dir = NewDir("phi4mini");
+  const std::vector<double> longs = {1, 2, 3, 5, 8, 13};
+  std::vector<double> inv;
+  for (int64_t i = 0; i < 6; ++i) inv.push_back(std::pow(10000.0, -2.0 * i / 12) / longs[i]);
+  Phi3Ref ref{32, 4, 2, 16, 12, 1, 24, 0, inv, std::sqrt(1 + std::log(4.0) / std::log(8.0))};
+  const Weights w = WriteCheckpoint(dir, R"({"architectures": ["Phi3ForCausalLM"],
+    "hidden_size": 32, "intermediate_size": 24, "num_hidden_layers": 1, "head_dim": 16,
+    "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 50, "rms_norm_eps": 1e-5,
+    "partial_rotary_factor": 0.75, "max_position_embeddings": 32,
+    "original_max_position_embeddings": 8,
+    "rope_scaling": {"type": "su", "short_factor": [1, 1, 1, 1, 1, 1],
+                     "long_factor": [1, 2, 3, 5, 8, 13]}})",
+                                    Phi3Shapes(ref, 50));
+  ExpectMatches(dir, ref, w, at::randint(50, {1, 12}, at::kLong), "Phi3ForCausalLM");
+}
+
 struct OptRef {
   int64_t d, h, layers, proj;
   bool pre;

@@ -53,6 +53,36 @@ BlockLayout LlamaBlock(const ModelConfig& c, int64_t i) {
   return b;
 }
 
+// Phi-3 (modeling_phi3.py): Llama's block with q|k|v in one qkv_proj and
+// gate|up in one gate_up_proj, quantized as the single Linears they are.
+BlockLayout Phi3Block(const ModelConfig& c, int64_t i) {
+  BlockLayout b;
+  b.prefix = "model.layers." + std::to_string(i) + ".";
+  const std::string a = b.prefix + "self_attn.";
+  const std::string m = b.prefix + "mlp.";
+  const int64_t d = c.hidden_size;
+  const int64_t q = c.num_attention_heads * c.head_dim;
+  const int64_t kv = c.num_key_value_heads * c.head_dim;
+  b.linears = {
+      Linear(a + "qkv_proj", q + 2 * kv, d, false, i),
+      Linear(a + "o_proj", d, q, false, i),
+      Linear(m + "gate_up_proj", 2 * c.intermediate_size, d, false, i),
+      Linear(m + "down_proj", d, c.intermediate_size, false, i),
+  };
+  b.norms = {Norm(b.prefix + "input_layernorm", NormKind::kRmsNorm, d),
+             Norm(b.prefix + "post_attention_layernorm", NormKind::kRmsNorm, d)};
+  // The fused projections hold more rows than the next Linear has inputs
+  // (v is a third of qkv_proj, up half of gate_up_proj), so only the norms
+  // absorb input scales.
+  b.groups = {
+      {{a + "qkv_proj"}, b.prefix + "input_layernorm"},
+      {{a + "o_proj"}, ""},
+      {{m + "gate_up_proj"}, b.prefix + "post_attention_layernorm"},
+      {{m + "down_proj"}, ""},
+  };
+  return b;
+}
+
 BlockLayout Gpt2Block(const ModelConfig& c, int64_t i) {
   BlockLayout b;
   b.prefix = "transformer.h." + std::to_string(i) + ".";
@@ -111,6 +141,7 @@ ModelLayout GetModelLayout(const ModelConfig& c) {
   const int64_t d = c.hidden_size;
   switch (c.family) {
     case ArchitectureFamily::kLlama:
+    case ArchitectureFamily::kPhi3:
       m.token_embedding = {"model.embed_tokens", c.vocab_size, d};
       m.final_norm = Norm("model.norm", NormKind::kRmsNorm, d);
       m.lm_head = Linear("lm_head", c.vocab_size, d, false, -1);
@@ -150,6 +181,8 @@ BlockLayout GetBlockLayout(const ModelConfig& c, int64_t block) {
       return Gpt2Block(c, block);
     case ArchitectureFamily::kOpt:
       return OptBlock(c, block);
+    case ArchitectureFamily::kPhi3:
+      return Phi3Block(c, block);
     case ArchitectureFamily::kLlama:
       break;
   }

@@ -103,6 +103,7 @@ constexpr ArchitectureRow kArchitectures[] = {
     {"MistralForCausalLM", "mistral", ArchitectureFamily::kLlama},
     {"Qwen2ForCausalLM", "qwen2", ArchitectureFamily::kLlama},
     {"Qwen3ForCausalLM", "qwen3", ArchitectureFamily::kLlama},
+    {"Phi3ForCausalLM", "phi3", ArchitectureFamily::kPhi3},
     {"GPT2LMHeadModel", "gpt2", ArchitectureFamily::kGpt2},
     {"OPTForCausalLM", "opt", ArchitectureFamily::kOpt},
 };
@@ -124,8 +125,9 @@ StatusOr<std::vector<double>> RopeFactorList(const Reader& rs, const char* key, 
   const std::string field = std::string("rope_scaling.") + key;
   if (it == rs.j.end() || it->is_null()) return BadConfig(rs.source, field, "is required");
   if (!it->is_array() || static_cast<int64_t>(it->size()) != want) {
-    return BadConfig(rs.source, field,
-                     "must be a list of " + std::to_string(want) + " numbers (head_dim / 2)");
+    return BadConfig(
+        rs.source, field,
+        "must be a list of " + std::to_string(want) + " numbers (the rotary dimensions / 2)");
   }
   std::vector<double> out;
   for (const json& v : *it) {
@@ -160,6 +162,8 @@ Status ParseRopeScaling(const Reader& r, ModelConfig& c) {
   if (type.empty()) {
     QD_ASSIGN_OR_RETURN(type, rs.String("type", "default"));
   }
+  // Phi3Config reads its older names "su" and "yarn" as longrope.
+  if (c.family == ArchitectureFamily::kPhi3 && (type == "su" || type == "yarn")) type = "longrope";
   if (type == "default") return OkStatus();
   static const char* kTypes[] = {"linear", "llama3", "yarn", "dynamic", "longrope"};
   bool known = false;
@@ -173,16 +177,19 @@ Status ParseRopeScaling(const Reader& r, ModelConfig& c) {
   RopeScaling s;
   s.type = type;
   if (type == "longrope") {
-    const int64_t half = c.head_dim / 2;
+    const int64_t half = c.rotary_dim / 2;
     QD_ASSIGN_OR_RETURN(s.short_factor, RopeFactorList(rs, "short_factor", half));
     QD_ASSIGN_OR_RETURN(s.long_factor, RopeFactorList(rs, "long_factor", half));
     QD_ASSIGN_OR_RETURN(double factor, PositiveDouble(rs, "factor", kUnset));
     QD_ASSIGN_OR_RETURN(double attention, PositiveDouble(rs, "attention_factor", kUnset));
     // Phi-3 keeps the pretrained context at the top level and derives the
     // factor from it; without it the whole max_position_embeddings is short.
-    if (r.Has("original_max_position_embeddings")) {
+    // Phi3Config always has one (default 4096).
+    const bool phi3 = c.family == ArchitectureFamily::kPhi3;
+    if (phi3 || r.Has("original_max_position_embeddings")) {
       QD_ASSIGN_OR_RETURN(s.original_max_position_embeddings,
-                          r.Int("original_max_position_embeddings", std::nullopt, 2));
+                          r.Int("original_max_position_embeddings",
+                                phi3 ? std::optional<int64_t>(4096) : std::nullopt, 2));
       factor = static_cast<double>(c.max_position_embeddings) /
                static_cast<double>(s.original_max_position_embeddings);
     } else {
@@ -306,12 +313,15 @@ Status ParseLlamaFamily(const Reader& r, ModelConfig& c) {
       c.qkv_bias = c.o_bias = attention_bias;
       c.qk_norm = true;
     }
-  } else {
+  } else if (c.family == ArchitectureFamily::kLlama) {
     QD_ASSIGN_OR_RETURN(bool attention_bias, r.Bool("attention_bias", false));
     c.qkv_bias = c.o_bias = attention_bias;
     QD_ASSIGN_OR_RETURN(c.mlp_bias, r.Bool("mlp_bias", false));
   }
-  if (c.architecture == "MistralForCausalLM" && r.Has("sliding_window")) {
+  // Phi-3 (Mistral's attention) slides every layer when the window is set.
+  const bool slides_all =
+      c.architecture == "MistralForCausalLM" || c.family == ArchitectureFamily::kPhi3;
+  if (slides_all && r.Has("sliding_window")) {
     QD_ASSIGN_OR_RETURN(int64_t w, r.Int("sliding_window", std::nullopt, 1, int64_t{1} << 40));
     c.sliding_window = w;
   }
@@ -409,6 +419,7 @@ StatusOr<ModelConfig> ParseModelConfig(const std::string& json_text, const std::
 
   switch (c.family) {
     case ArchitectureFamily::kLlama:
+    case ArchitectureFamily::kPhi3:
       QD_RETURN_IF_ERROR(ParseLlamaFamily(r, c));
       break;
     case ArchitectureFamily::kGpt2:
@@ -436,10 +447,27 @@ StatusOr<ModelConfig> ParseModelConfig(const std::string& json_text, const std::
                          ") must divide num_attention_heads (" +
                          std::to_string(c.num_attention_heads) + ")");
   }
-  if (c.head_dim % 2 != 0 && c.family == ArchitectureFamily::kLlama) {
+  const bool rotary =
+      c.family == ArchitectureFamily::kLlama || c.family == ArchitectureFamily::kPhi3;
+  if (c.head_dim % 2 != 0 && rotary) {
     return BadConfig(source, "head_dim", "must be even for rotary embeddings");
   }
-  if (c.family == ArchitectureFamily::kLlama) QD_RETURN_IF_ERROR(ParseRopeScaling(r, c));
+  c.rotary_dim = c.head_dim;
+  if (c.family == ArchitectureFamily::kPhi3) {
+    // modeling_phi3.py rotates the first int(head_dim * factor) dimensions.
+    QD_ASSIGN_OR_RETURN(double partial, r.Double("partial_rotary_factor", 1.0));
+    if (!(partial > 0) || partial > 1) {
+      return BadConfig(source, "partial_rotary_factor", "must be in (0, 1]");
+    }
+    c.rotary_dim = static_cast<int64_t>(static_cast<double>(c.head_dim) * partial);
+    if (c.rotary_dim % 2 != 0 || c.rotary_dim == 0) {
+      return BadConfig(source, "partial_rotary_factor",
+                       "must leave an even, non-zero number of rotary dimensions (head_dim " +
+                           std::to_string(c.head_dim) + " gives " + std::to_string(c.rotary_dim) +
+                           ")");
+    }
+  }
+  if (rotary) QD_RETURN_IF_ERROR(ParseRopeScaling(r, c));
   if (!(c.norm_eps > 0)) return BadConfig(source, "rms_norm_eps", "must be positive");
   if (!(c.rope_theta > 0)) return BadConfig(source, "rope_theta", "must be positive");
   static const char* kActivations[] = {

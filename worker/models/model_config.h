@@ -49,7 +49,7 @@ struct RopeScaling {
 
 // Implementation families; each covers the architectures listed in
 // SupportedArchitectures().
-enum class ArchitectureFamily { kLlama, kGpt2, kOpt };
+enum class ArchitectureFamily { kLlama, kPhi3, kGpt2, kOpt };
 
 struct ModelConfig {
   // config.json "architectures"[0], e.g. "LlamaForCausalLM".
@@ -63,6 +63,9 @@ struct ModelConfig {
   int64_t num_attention_heads = 0;
   int64_t num_key_value_heads = 0;  // == num_attention_heads without GQA
   int64_t head_dim = 0;             // hidden_size / num_attention_heads unless set
+  // The leading dimensions of each head that the rotary embedding turns:
+  // head_dim, or Phi-3's int(head_dim * partial_rotary_factor).
+  int64_t rotary_dim = 0;
   int64_t vocab_size = 0;
   int64_t max_position_embeddings = 0;
 
@@ -86,6 +89,8 @@ struct ModelConfig {
   // Qwen3: an RMSNorm over each head's q and k (q_norm, k_norm: [head_dim]
   // weights) after the projections, before the rotary embedding.
   bool qk_norm = false;
+  // Phi-3 (family kPhi3) fuses q|k|v into self_attn.qkv_proj and gate|up
+  // into mlp.gate_up_proj; no biases.
 
   // OPT.
   bool do_layer_norm_before = true;

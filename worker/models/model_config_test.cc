@@ -154,7 +154,7 @@ TEST(ModelConfigTest, UnsupportedArchitectureListsSupportedOnes) {
   EXPECT_EQ(c.status().message(),
             "falcon/config.json: architecture \"FalconForCausalLM\" is not supported; supported "
             "architectures: LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, "
-            "Qwen3ForCausalLM, GPT2LMHeadModel, OPTForCausalLM");
+            "Qwen3ForCausalLM, Phi3ForCausalLM, GPT2LMHeadModel, OPTForCausalLM");
 }
 
 TEST(ModelConfigTest, BadFieldsAreNamed) {
@@ -190,7 +190,7 @@ TEST(ModelConfigTest, BadFieldsAreNamed) {
       {"{" + base + R"("hidden_size": 64, "num_attention_heads": 4, "rope_scaling":
            {"type": "longrope", "factor": 2, "short_factor": [1, 1], "long_factor": [1, 2]}})",
        StatusCode::kFailedPrecondition,
-       "\"rope_scaling.short_factor\" must be a list of 8 numbers (head_dim / 2)"},
+       "\"rope_scaling.short_factor\" must be a list of 8 numbers (the rotary dimensions / 2)"},
       {"{" + base + R"("hidden_size": 16, "num_attention_heads": 4, "rope_scaling":
            {"type": "longrope", "factor": 2, "short_factor": [1, 1], "long_factor": [1, 0]}})",
        StatusCode::kFailedPrecondition,

@@ -26,6 +26,7 @@ std::vector<TensorPlan> Tensors(const RandomCheckpointOptions& o) {
   const int64_t q = o.num_attention_heads * hd;
   const int64_t kv = o.num_key_value_heads * hd;
   const bool qwen3 = o.architecture == "qwen3";
+  const bool phi3 = o.architecture == "phi3";
   // Uniform[-a, a] has standard deviation a / sqrt(3).
   auto bound = [](int64_t in) { return static_cast<float>(std::sqrt(3.0 / in)); };
   std::vector<TensorPlan> t;
@@ -33,17 +34,25 @@ std::vector<TensorPlan> Tensors(const RandomCheckpointOptions& o) {
   for (int64_t i = 0; i < o.num_hidden_layers; ++i) {
     const std::string p = "model.layers." + std::to_string(i) + ".";
     t.push_back({p + "input_layernorm.weight", {d}, 0});
-    t.push_back({p + "self_attn.q_proj.weight", {q, d}, bound(d)});
-    t.push_back({p + "self_attn.k_proj.weight", {kv, d}, bound(d)});
-    t.push_back({p + "self_attn.v_proj.weight", {kv, d}, bound(d)});
+    if (phi3) {
+      t.push_back({p + "self_attn.qkv_proj.weight", {q + 2 * kv, d}, bound(d)});
+    } else {
+      t.push_back({p + "self_attn.q_proj.weight", {q, d}, bound(d)});
+      t.push_back({p + "self_attn.k_proj.weight", {kv, d}, bound(d)});
+      t.push_back({p + "self_attn.v_proj.weight", {kv, d}, bound(d)});
+    }
     t.push_back({p + "self_attn.o_proj.weight", {d, q}, bound(q)});
     if (qwen3) {
       t.push_back({p + "self_attn.q_norm.weight", {hd}, 0});
       t.push_back({p + "self_attn.k_norm.weight", {hd}, 0});
     }
     t.push_back({p + "post_attention_layernorm.weight", {d}, 0});
-    t.push_back({p + "mlp.gate_proj.weight", {f, d}, bound(d)});
-    t.push_back({p + "mlp.up_proj.weight", {f, d}, bound(d)});
+    if (phi3) {
+      t.push_back({p + "mlp.gate_up_proj.weight", {2 * f, d}, bound(d)});
+    } else {
+      t.push_back({p + "mlp.gate_proj.weight", {f, d}, bound(d)});
+      t.push_back({p + "mlp.up_proj.weight", {f, d}, bound(d)});
+    }
     t.push_back({p + "mlp.down_proj.weight", {d, f}, bound(f)});
   }
   t.push_back({"model.norm.weight", {d}, 0});
@@ -124,8 +133,13 @@ StatusOr<RandomCheckpointInfo> WriteRandomLlamaCheckpoint(const std::string& dir
       o.num_attention_heads % o.num_key_value_heads != 0) {
     return InvalidArgumentError("heads must divide hidden_size and kv heads must divide heads");
   }
-  if (o.architecture != "llama" && o.architecture != "qwen3") {
-    return InvalidArgumentError("random checkpoints are llama or qwen3, not " + o.architecture);
+  if (o.architecture != "llama" && o.architecture != "qwen3" && o.architecture != "phi3") {
+    return InvalidArgumentError("random checkpoints are llama, qwen3 or phi3, not " +
+                                o.architecture);
+  }
+  if (!(o.partial_rotary_factor > 0 && o.partial_rotary_factor <= 1) ||
+      (o.partial_rotary_factor != 1 && o.architecture != "phi3")) {
+    return InvalidArgumentError("partial_rotary_factor is in (0, 1], and only phi3 has one");
   }
   ::mkdir(dir.c_str(), 0755);
   const int es = io::SafetensorsDtypeSize(o.dtype);
@@ -172,8 +186,11 @@ StatusOr<RandomCheckpointInfo> WriteRandomLlamaCheckpoint(const std::string& dir
                            : o.dtype == io::SafetensorsDtype::kF16 ? "float16"
                                                                    : "float32";
   const bool qwen3 = o.architecture == "qwen3";
+  const char* architecture = qwen3                      ? "Qwen3ForCausalLM"
+                             : o.architecture == "phi3" ? "Phi3ForCausalLM"
+                                                        : "LlamaForCausalLM";
   nlohmann::ordered_json config = {
-      {"architectures", {qwen3 ? "Qwen3ForCausalLM" : "LlamaForCausalLM"}},
+      {"architectures", {architecture}},
       {"model_type", o.architecture},
       {"hidden_size", o.hidden_size},
       {"intermediate_size", o.intermediate_size},
@@ -194,6 +211,11 @@ StatusOr<RandomCheckpointInfo> WriteRandomLlamaCheckpoint(const std::string& dir
   if (qwen3) {
     config["attention_bias"] = false;
     config["use_sliding_window"] = false;
+  }
+  if (o.architecture == "phi3") {
+    config["original_max_position_embeddings"] = 4096;
+    config["sliding_window"] = nullptr;
+    if (o.partial_rotary_factor != 1) config["partial_rotary_factor"] = o.partial_rotary_factor;
   }
   std::ofstream out(dir + "/config.json");
   out << config.dump(2) << "\n";

@@ -1,8 +1,9 @@
 // Random-weight Llama-shaped checkpoints, for memory and speed work at real
 // layer shapes (models that large cannot be downloaded here).
 //
-// Writes a Hugging Face directory: config.json (LlamaForCausalLM, or
-// Qwen3ForCausalLM with its per-head q/k norms and real names) and BF16,
+// Writes a Hugging Face directory: config.json (LlamaForCausalLM,
+// Qwen3ForCausalLM with its per-head q/k norms, or Phi3ForCausalLM with its
+// fused qkv_proj / gate_up_proj, each with its real names) and BF16,
 // F16 or F32 safetensors shards with model.safetensors.index.json. Weights
 // are uniform with the standard deviation 1/sqrt(in_features) (norm weights
 // 1), so activations stay O(1) through many blocks. Values come from a
@@ -31,8 +32,11 @@ struct RandomCheckpointOptions {
   // 0: hidden_size / num_attention_heads.
   int64_t head_dim = 0;
   bool tie_word_embeddings = false;
-  // "llama" or "qwen3" (self_attn.q_norm / k_norm, [head_dim], ones).
+  // "llama", "qwen3" (self_attn.q_norm / k_norm, [head_dim], ones) or
+  // "phi3" (self_attn.qkv_proj, mlp.gate_up_proj).
   std::string architecture = "llama";
+  // phi3 only: the share of each head's dimensions the rotary embedding turns.
+  double partial_rotary_factor = 1.0;
   io::SafetensorsDtype dtype = io::SafetensorsDtype::kBF16;
   // Tensors are packed into shards of at most this many bytes (a tensor
   // larger than that gets a shard of its own).

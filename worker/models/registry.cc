@@ -19,7 +19,8 @@ struct Registration {
 constexpr Registration kRegistry[] = {
     {"LlamaForCausalLM", &LoadLlamaBlock}, {"MistralForCausalLM", &LoadLlamaBlock},
     {"Qwen2ForCausalLM", &LoadLlamaBlock}, {"Qwen3ForCausalLM", &LoadLlamaBlock},
-    {"GPT2LMHeadModel", &LoadGpt2Block},   {"OPTForCausalLM", &LoadOptBlock},
+    {"Phi3ForCausalLM", &LoadPhi3Block},   {"GPT2LMHeadModel", &LoadGpt2Block},
+    {"OPTForCausalLM", &LoadOptBlock},
 };
 
 }  // namespace

@@ -60,10 +60,14 @@ void ApplyYarn(const RopeScaling& s, int64_t dim, double theta, std::vector<doub
   }
 }
 
+// config.rotary_dim, or head_dim for a config built without it.
+int64_t RotaryDim(const ModelConfig& c) { return c.rotary_dim > 0 ? c.rotary_dim : c.head_dim; }
+
 }  // namespace
 
 std::vector<double> RopeInverseFrequencies(const ModelConfig& c, int64_t seq_len) {
-  if (!c.rope_scaling) return DefaultInverseFrequencies(c.head_dim, c.rope_theta);
+  const int64_t dim = RotaryDim(c);
+  if (!c.rope_scaling) return DefaultInverseFrequencies(dim, c.rope_theta);
   const RopeScaling& s = *c.rope_scaling;
   if (s.type == "dynamic") {
     // Dynamic NTK: past max_position_embeddings the base grows so that the
@@ -71,17 +75,17 @@ std::vector<double> RopeInverseFrequencies(const ModelConfig& c, int64_t seq_len
     // it for the longest sequence seen; quantd's windows are all one length).
     const double mpe = static_cast<double>(c.max_position_embeddings);
     const double len = std::max(static_cast<double>(seq_len), mpe);
-    const double d = static_cast<double>(c.head_dim);
+    const double d = static_cast<double>(dim);
     const double base = c.rope_theta * std::pow(s.factor * len / mpe - (s.factor - 1), d / (d - 2));
-    return DefaultInverseFrequencies(c.head_dim, base);
+    return DefaultInverseFrequencies(dim, base);
   }
-  std::vector<double> inv = DefaultInverseFrequencies(c.head_dim, c.rope_theta);
+  std::vector<double> inv = DefaultInverseFrequencies(dim, c.rope_theta);
   if (s.type == "linear") {
     for (double& f : inv) f /= s.factor;
   } else if (s.type == "llama3") {
     ApplyLlama3(s, inv);
   } else if (s.type == "yarn") {
-    ApplyYarn(s, c.head_dim, c.rope_theta, inv);
+    ApplyYarn(s, dim, c.rope_theta, inv);
   } else if (s.type == "longrope") {
     const std::vector<double>& divisors =
         seq_len > s.original_max_position_embeddings ? s.long_factor : s.short_factor;
@@ -108,6 +112,13 @@ RotaryTables MakeRotaryTables(const ModelConfig& c, int64_t seq_len, at::ScalarT
 }
 
 at::Tensor ApplyRotary(const at::Tensor& x, const RotaryTables& t) {
+  const int64_t rotary = t.cos.size(-1);
+  if (rotary < x.size(-1)) {
+    // Partial rotary (Phi-3's partial_rotary_factor): the leading
+    // dimensions turn, the rest pass through.
+    return at::cat(
+        {ApplyRotary(x.narrow(-1, 0, rotary), t), x.narrow(-1, rotary, x.size(-1) - rotary)}, -1);
+  }
   const int64_t half = x.size(-1) / 2;
   at::Tensor x1 = x.narrow(-1, 0, half);
   at::Tensor x2 = x.narrow(-1, half, half);

@@ -14,7 +14,7 @@
 
 namespace quantd::models {
 
-// Inverse frequencies theta^(-2i/d), i < head_dim/2, in float64, with the
+// Inverse frequencies theta^(-2i/d), i < d/2 with d = rotary_dim, in float64, with the
 // config's rope_scaling applied for a forward pass over `seq_len` positions
 // (dynamic and longrope depend on it; the others do not).
 std::vector<double> RopeInverseFrequencies(const ModelConfig& config, int64_t seq_len = 0);
@@ -24,14 +24,15 @@ std::vector<double> RopeInverseFrequencies(const ModelConfig& config, int64_t se
 double RopeAttentionFactor(const ModelConfig& config);
 
 struct RotaryTables {
-  at::Tensor cos;  // [T, head_dim]
+  at::Tensor cos;  // [T, rotary_dim]
   at::Tensor sin;
 };
 // Tables for positions 0..seq_len-1 of one forward pass over seq_len
 // positions (computed in float64, then cast).
 RotaryTables MakeRotaryTables(const ModelConfig& config, int64_t seq_len, at::ScalarType dtype,
                               at::Device device);
-// x: [B, heads, T, head_dim], Hugging Face rotate-half layout.
+// x: [B, heads, T, head_dim], Hugging Face rotate-half layout over the
+// tables' rotary_dim leading dimensions; the others pass through.
 at::Tensor ApplyRotary(const at::Tensor& x, const RotaryTables& tables);
 
 struct AttentionOptions {

@@ -77,12 +77,15 @@ StatusOr<ModelShape> ArchitectureOf(const json& cfg) {
     shape.arch = "qwen2";
   } else if (hf_arch == "Qwen3ForCausalLM") {
     shape.arch = "qwen3";
+  } else if (hf_arch == "Phi3ForCausalLM") {
+    shape.arch = "phi3";
   } else if (hf_arch == "GPT2LMHeadModel") {
     shape.arch = "gpt2";
   } else {
     return UnimplementedError("GGUF export of architecture '" + hf_arch +
                               "' is not supported (supported: LlamaForCausalLM, "
                               "MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, "
+                              "Phi3ForCausalLM, "
                               "GPT2LMHeadModel)");
   }
   return shape;
@@ -172,7 +175,16 @@ StatusOr<ModelShape> AddModelMetadata(const json& cfg, GgufWriter* w,
   u32("feed_forward_length", ffn);
   u32("attention.head_count", shape.n_head);
   u32("attention.head_count_kv", shape.n_head_kv);
-  u32("rope.dimension_count", shape.head_dim);
+  int64_t rotary_dim = shape.head_dim;
+  if (a == "phi3") {
+    // Phi-4-mini's partial rotary: llama.cpp's n_rot.
+    QD_ASSIGN_OR_RETURN(double partial, Number(cfg, "partial_rotary_factor", 1.0));
+    rotary_dim = static_cast<int64_t>(static_cast<double>(shape.head_dim) * partial);
+    if (shape.head_dim * shape.n_head != hidden)
+      return InvalidArgumentError(
+          "llama.cpp's phi3 needs num_attention_heads * head_dim == hidden_size");
+  }
+  u32("rope.dimension_count", rotary_dim);
   if (shape.head_dim != hidden / shape.n_head) {
     u32("attention.key_length", shape.head_dim);
     u32("attention.value_length", shape.head_dim);

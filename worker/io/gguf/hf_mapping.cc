@@ -51,6 +51,19 @@ const std::vector<NamePair>& Qwen3Block() {
   return *names;
 }
 
+// Phi-3: Llama's names with q|k|v and gate|up fused (llama.cpp's attn_qkv
+// and a double-height ffn_up whose first half is the gate).
+const std::vector<NamePair>& Phi3Block() {
+  static const auto* names =
+      new std::vector<NamePair>{{"attn_norm", "input_layernorm", LayoutChange::kNone},
+                                {"attn_qkv", "self_attn.qkv_proj", LayoutChange::kNone},
+                                {"attn_output", "self_attn.o_proj", LayoutChange::kNone},
+                                {"ffn_norm", "post_attention_layernorm", LayoutChange::kNone},
+                                {"ffn_up", "mlp.gate_up_proj", LayoutChange::kNone},
+                                {"ffn_down", "mlp.down_proj", LayoutChange::kNone}};
+  return *names;
+}
+
 const std::vector<NamePair>& Gpt2Globals() {
   static const auto* names = new std::vector<NamePair>{
       {"token_embd", "transformer.wte", LayoutChange::kNone},
@@ -87,6 +100,7 @@ const std::vector<ArchNames>& Tables() {
       // llama.cpp's Qwen2 converter keeps Hugging Face's rotate-half rows.
       {"qwen2", "model.layers.", LlamaGlobals(), LlamaBlock(), /*rope_interleaved=*/false},
       {"qwen3", "model.layers.", LlamaGlobals(), Qwen3Block(), /*rope_interleaved=*/false},
+      {"phi3", "model.layers.", LlamaGlobals(), Phi3Block(), /*rope_interleaved=*/false},
       {"gpt2", "transformer.h.", Gpt2Globals(), Gpt2Block(), /*rope_interleaved=*/false},
   };
   return *tables;
@@ -175,6 +189,7 @@ StatusOr<json> LlamaLikeConfig(const GgufFile& f, const std::string& arch) {
   const bool qwen = arch == "qwen2";
   cfg["architectures"] = json::array({arch == "qwen2"   ? "Qwen2ForCausalLM"
                                       : arch == "qwen3" ? "Qwen3ForCausalLM"
+                                      : arch == "phi3"  ? "Phi3ForCausalLM"
                                                         : "LlamaForCausalLM"});
   cfg["model_type"] = arch;
   QD_ASSIGN_OR_RETURN(int64_t hidden, RequiredInt(f, arch + ".embedding_length"));
@@ -203,6 +218,21 @@ StatusOr<json> LlamaLikeConfig(const GgufFile& f, const std::string& arch) {
   cfg["hidden_act"] = "silu";
   QD_ASSIGN_OR_RETURN(int64_t head_dim, f.GetIntOr(arch + ".attention.key_length", hidden / heads));
   if (head_dim != hidden / heads) cfg["head_dim"] = head_dim;
+  if (arch == "phi3") {
+    // Phi-4-mini turns only the leading rope.dimension_count dimensions.
+    QD_ASSIGN_OR_RETURN(int64_t rot, f.GetIntOr(arch + ".rope.dimension_count", head_dim));
+    if (rot <= 0 || rot > head_dim || rot % 2 != 0) {
+      return InvalidArgumentError(f.where() + ": " + arch + ".rope.dimension_count " +
+                                  std::to_string(rot) + " does not fit head_dim " +
+                                  std::to_string(head_dim));
+    }
+    if (rot != head_dim) cfg["partial_rotary_factor"] = static_cast<double>(rot) / head_dim;
+    if (f.FindTensor("rope_factors_long.weight") || f.FindTensor("rope_factors_short.weight")) {
+      return UnimplementedError(f.where() +
+                                ": LongRoPE factor tensors (rope_factors_long / short) are not "
+                                "read here; load the Hugging Face checkpoint instead");
+    }
+  }
   if (f.Find(arch + ".rope.scaling.type")) {
     QD_ASSIGN_OR_RETURN(std::string type, f.GetString(arch + ".rope.scaling.type"));
     if (type == "linear" || type == "yarn") {
@@ -329,13 +359,13 @@ StatusOr<std::string> BuildHfConfigJson(const GgufFile& file) {
                                 ": general.architecture: " + arch.status().message());
   }
   json cfg;
-  if (*arch == "llama" || *arch == "qwen2" || *arch == "qwen3") {
+  if (*arch == "llama" || *arch == "qwen2" || *arch == "qwen3" || *arch == "phi3") {
     QD_ASSIGN_OR_RETURN(cfg, LlamaLikeConfig(file, *arch));
   } else if (*arch == "gpt2") {
     QD_ASSIGN_OR_RETURN(cfg, Gpt2Config(file));
   } else {
     return UnimplementedError(file.where() + ": GGUF architecture '" + *arch +
-                              "' is not supported (supported: llama, qwen2, qwen3, gpt2)");
+                              "' is not supported (supported: llama, qwen2, qwen3, phi3, gpt2)");
   }
   return cfg.dump(2);
 }

@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# llama.cpp peer check of Phi-3 / Phi-4-mini (fused qkv_proj and gate_up_proj,
+# partial rotary: 48 of each head's 64 dimensions turn, GQA), on a random
+# checkpoint with Phi-3's own tensor names and stories260K's tokenizer,
+# through the public CLI (quantd-quantize):
+#  1. the F32 file and the Q4_K_M recipe load in llama.cpp (its phi3
+#     architecture: attn_qkv, a double-height ffn_up) with the job's own
+#     perplexity, within 0.5% (gguf_export_peer_check.mjs);
+#  2. llama.cpp's own quantizer makes the same Q4_K_M file of quantd's F32
+#     GGUF, byte for byte (llama_quantize_check), so the fused tensors get
+#     llama.cpp's types (attn_qkv Q5_K in Q4_K_M);
+#  3. the F32 GGUF given back as --model is read as the checkpoint it came
+#     from: its float perplexity is the checkpoint's.
+set -euo pipefail
+source "$(dirname "$0")/gguf_peer_setup.sh" gguf_phi3_peer
+
+# Not named "phi3...": llama.cpp gives the special tokens of a model whose
+# general.name contains "phi3" Phi-3's attributes, and stories260K's
+# vocabulary has no <|endoftext|> (llama-vocab.cpp throws "_Map_base::at").
+phi3="$out/fused-random"
+worker/models/make_random_checkpoint --out="$phi3" --arch=phi3 --layers=2 --hidden=256 \
+  --heads=4 --kv_heads=2 --intermediate=768 --vocab=512 --dtype=f32 --partial_rotary_factor=0.75 \
+  --seed=9 >/dev/null
+cp models/stories260K/tokenizer.model "$phi3/"
+mkdir -p "$out/phi3"
+tests/peers/eval_windows "$phi3" "$TEXT" 128 8 >"$out/phi3/windows.json"
+
+run_job() {  # name recipe
+  "$BIN" --model "$phi3" --gguf-type "$2" --format gguf --output "$out/phi3/$1" \
+    --data-dir "$out/data" --threads 2 -o json --eval "$TEXT" --n-ctx 128 --eval-windows 8 \
+    >"$out/phi3/$1.json" 2>"$out/phi3/$1.err" || { cat "$out/phi3/$1.err"; fail "phi3 $1 job"; }
+}
+run_job F32 F32
+run_job Q4_K_M Q4_K_M
+for name in F32 Q4_K_M; do add_to_manifest phi3 "$name"; done
+
+echo "== phi3 Q4_K_M: llama_model_quantize of quantd's F32 GGUF vs quantd's Q4_K_M"
+tests/peers/llama_quantize_check "$libs" "$out/phi3/F32/model.gguf" 15 \
+  "$out/phi3/Q4_K_M/model.gguf" "$out/phi3/llama-Q4_K_M.gguf" 2>"$out/phi3/llama.log" ||
+  { cat "$out/phi3/llama.log"; fail "phi3 Q4_K_M differs from llama.cpp's"; }
+
+node "$(readlink -f tests/peers/gguf_export_peer_check.mjs)" "$out/manifest.json" 0.005
+
+# 3. The F32 GGUF as the model of a job.
+"$BIN" --model "$out/phi3/F32/model.gguf" --scheme w_int8_per_channel_sym --eval "$TEXT" \
+  --n-ctx 128 --eval-windows 8 --output "$out/phi3/from-gguf" --data-dir "$out/data" \
+  --threads 2 -o json >"$out/phi3/from-gguf.json" 2>"$out/phi3/from-gguf.err" ||
+  { cat "$out/phi3/from-gguf.err"; fail "phi3 GGUF as the model"; }
+"$PY" - "$out/phi3/F32.json" "$out/phi3/from-gguf.json" <<'PYEOF'
+import json, sys
+def job(path):
+    return json.loads([l for l in open(path).read().splitlines() if l.strip()][-1])
+checkpoint, gguf = job(sys.argv[1]), job(sys.argv[2])
+a = checkpoint["result"]["metrics"]["floatPerplexity"]["perplexity"]
+b = gguf["result"]["metrics"]["floatPerplexity"]["perplexity"]
+print("phi3 float perplexity: checkpoint %.6f, its F32 GGUF as the model %.6f" % (a, b))
+assert abs(b / a - 1) < 1e-5, (a, b)
+PYEOF
+echo PASS
