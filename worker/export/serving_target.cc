@@ -245,8 +245,17 @@ std::vector<std::string> VllmRefusals(ExportFormat format,
     if (!kv.empty()) problems.push_back({"kv_cache", kv});
   }
   for (const ServedLinear& l : layers) {
-    const std::string why =
-        format == ExportFormat::kHfQuark ? QuarkLayerProblem(l) : CtLayerProblem(l);
+    std::string why = format == ExportFormat::kHfQuark ? QuarkLayerProblem(l) : CtLayerProblem(l);
+    // Phi-3 keeps qkv_proj / gate_up_proj fused on disk; vLLM then splits
+    // each tensor itself (_load_fused_module_from_checkpoint), a path the
+    // suite's vLLM checkers do not follow yet, so quantd claims nothing.
+    const bool fused_on_disk =
+        EndsWith(l.specs.name, ".qkv_proj") || EndsWith(l.specs.name, ".gate_up_proj");
+    if (why.empty() && fused_on_disk && !l.excluded && l.specs.weight) {
+      why =
+          "a Linear fused on disk (Phi-3's qkv_proj / gate_up_proj): vLLM splits it while "
+          "loading, which quantd's vLLM checkers do not verify yet";
+    }
     if (!why.empty()) problems.push_back({l.specs.name, why});
   }
   for (auto& p : FusedShardProblems(layers)) problems.push_back(std::move(p));

@@ -67,6 +67,32 @@ TEST(ServingTargetTest, PresetsVllmServesForLlama8BShapes) {
     EXPECT_EQ(std::find(served.begin(), served.end(), name), served.end()) << name;
 }
 
+// Phi-3's projections fused on disk: vLLM splits them while loading, which
+// the suite's checkers do not follow, so no vLLM export is claimed; an
+// unquantized fused Linear (excluded) is vLLM's ordinary Phi-3 path.
+TEST(ServingTargetTest, LinearsFusedOnDiskAreNotClaimedForVllm) {
+  std::vector<config::LayerInfo> phi3;
+  for (int b = 0; b < 2; ++b) {
+    const std::string p = "model.layers." + std::to_string(b) + ".";
+    phi3.push_back({p + "self_attn.qkv_proj", "Linear", 4096 + 2 * 1024, 4096});
+    phi3.push_back({p + "self_attn.o_proj", "Linear", 4096, 4096});
+    phi3.push_back({p + "mlp.gate_up_proj", "Linear", 2 * 14336, 4096});
+    phi3.push_back({p + "mlp.down_proj", "Linear", 4096, 14336});
+  }
+  auto c = config::PresetConfig("w_fp8_a_fp8", std::nullopt);
+  ASSERT_TRUE(c.ok());
+  const auto served = ServedLinearsOf(*c, phi3);
+  const auto refusals = VllmRefusals(ExportFormat::kHfQuark, served);
+  ASSERT_EQ(refusals.size(), 1u);
+  EXPECT_EQ(refusals[0],
+            "model.layers.0.self_attn.qkv_proj (and 3 more): a Linear fused on disk (Phi-3's "
+            "qkv_proj / gate_up_proj): vLLM splits it while loading, which quantd's vLLM "
+            "checkers do not verify yet");
+  EXPECT_TRUE(ArtifactConsumers(ExportFormat::kCompressedTensors, served).empty());
+  c->exclude = {"re:.*qkv_proj", "re:.*gate_up_proj"};
+  EXPECT_TRUE(VllmRefusals(ExportFormat::kHfQuark, ServedLinearsOf(*c, phi3)).empty());
+}
+
 TEST(ServingTargetTest, RefusalsNameTheFirstLayerAndCountTheRest) {
   auto c = config::PresetConfig("w_int4_per_group_asym", 4);
   ASSERT_TRUE(c.ok());
