@@ -31,6 +31,18 @@ Followed, besides the files named in vllm_quark_rules.py (vllm-project/vllm):
   vllm/model_executor/models/qwen3.py @002456df36fc7a63ca4463f335a49d05634ab2ab
       (Qwen3Attention: the Llama linears plus q_norm / k_norm, RMSNorm(head_dim);
       o_proj without a bias)
+  vllm/model_executor/models/phi3.py @d3390218a7f851559a65b46309313a3c991b3457
+      (Phi3ForCausalLM is LlamaForCausalLM with qkv_proj / gate_up_proj fused on
+      disk: load_weights finds no stacked shard name in them and calls the fused
+      module's weight_loader without a shard id)
+  vllm/model_executor/layers/linear.py @9e109c9887e38c51fc16b0da89760c5bd7c293c9
+      (weight_loader_v2 without a shard id: a PerTensorScaleParameter loads into
+      shard 0 only, a BasevLLMParameter whole, the rest through
+      _load_fused_module_from_checkpoint: narrowed per shard at its offset, packed
+      dims divided by the pack factor)
+  vllm/model_executor/layers/quantization/utils/w8a8_utils.py requantize_with_max_scale
+      (a last shard scale still at its float32-min default marks a module fused on
+      disk: no requantization, the one loaded scale for every row)
 FP6 unpacking follows Quark's Pack_fp6.unpack (amd/Quark quark/torch/utils/pack.py,
 the version with the 24-bit little-endian word), which vLLM's dequant_mxfp6 calls.
 
@@ -63,6 +75,28 @@ import vllm_quark_rules as vr  # noqa: E402
 
 BF16_BOUND, F16_BOUND = 2.0 ** -7 + 2.0 ** -15, 2.0 ** -10 + 2.0 ** -21
 FP8_REQUANT_BOUND = 2.0 ** -4 + 2.0 ** -10
+F32_MIN = float(np.finfo(np.float32).min)
+E4M3_MIN = -448.0  # torch.finfo(torch.float8_e4m3fn).min
+
+
+class NarrowedRef:
+    """A checkpoint tensor narrowed along one axis, as loaded_weight.narrow."""
+
+    def __init__(self, ref, axis, offset, size):
+        self.ref, self.axis, self.offset, self.size = ref, axis, offset, size
+        self.dtype = ref.dtype
+        shape = list(ref.shape)
+        shape[axis] = size
+        self.shape = tuple(shape)
+
+    def _narrow(self, a):
+        return np.take(a, range(self.offset, self.offset + self.size), axis=self.axis)
+
+    def raw(self):
+        return self._narrow(self.ref.raw())
+
+    def values(self):
+        return self._narrow(self.ref.values())
 
 
 class Report:
@@ -80,12 +114,15 @@ class Param:
     """A parameter as create_weights allocates it."""
 
     def __init__(self, name, shape, dtype, kind, required=True, output_dim=0,
-                 input_dim=None, packed_dim=None, packed_factor=1):
+                 input_dim=None, packed_dim=None, packed_factor=1, init=None):
         self.name, self.shape, self.dtype, self.kind = name, tuple(shape), dtype, kind
         self.required, self.output_dim, self.input_dim = required, output_dim, input_dim
         self.packed_dim, self.packed_factor = packed_dim, packed_factor
         self.data = np.zeros(self.shape, dtype=np.float64)
         self.written = np.zeros(self.shape, dtype=bool)
+        # What create_weights fills in (FP8's scales: float32 min), or None
+        # for torch.empty.
+        self.init = init
 
 
 def model_geometry(cfg):
@@ -102,13 +139,25 @@ def model_geometry(cfg):
             "layers": need("num_hidden_layers"), "q": heads * head_dim,
             "kv": kv_heads * head_dim, "vocab": need("vocab_size"), "head_dim": head_dim,
             "tied": bool(cfg.get("tie_word_embeddings", False)),
-            "qk_norm": archs[0] == "Qwen3ForCausalLM"}
+            "qk_norm": archs[0] == "Qwen3ForCausalLM",
+            "fused_on_disk": archs[0] == "Phi3ForCausalLM"}
 
 
 def linear_modules(geo):
-    """(vLLM prefix, [(checkpoint shard prefix, shard id, out)], in_features)."""
+    """(vLLM prefix, [(checkpoint shard prefix, shard id, out)], in_features).
+
+    Phi-3 holds each fused module under its own name: every shard then names
+    the module itself (fused_on_disk)."""
     for n in range(geo["layers"]):
         a, m = f"model.layers.{n}.self_attn", f"model.layers.{n}.mlp"
+        if geo["fused_on_disk"]:
+            qkv, gu = f"{a}.qkv_proj", f"{m}.gate_up_proj"
+            yield (qkv, [(qkv, "q", geo["q"]), (qkv, "k", geo["kv"]), (qkv, "v", geo["kv"])],
+                   geo["hidden"])
+            yield (f"{a}.o_proj", [(f"{a}.o_proj", None, geo["hidden"])], geo["q"])
+            yield (gu, [(gu, 0, geo["inter"]), (gu, 1, geo["inter"])], geo["hidden"])
+            yield (f"{m}.down_proj", [(f"{m}.down_proj", None, geo["hidden"])], geo["inter"])
+            continue
         yield (f"{a}.qkv_proj", [(f"{a}.q_proj", "q", geo["q"]), (f"{a}.k_proj", "k", geo["kv"]),
                                  (f"{a}.v_proj", "v", geo["kv"])], geo["hidden"])
         yield (f"{a}.o_proj", [(f"{a}.o_proj", None, geo["hidden"])], geo["q"])
@@ -125,10 +174,12 @@ def create_params(scheme, outs, in_f, params_dtype):
     s = scheme.name
     if s == "QuarkW8A8Fp8":
         ps = [Param("weight", (out, in_f), "F8_E4M3", "weight", input_dim=1)]
-        ps.append(Param("weight_scale", (out,), "F32", "channel") if scheme.weight_qscheme ==
-                  "per_channel" else Param("weight_scale", (n,), "F32", "per_tensor"))
+        # weight_scale[:] = input_scale[:] = torch.finfo(torch.float32).min
+        ps.append(Param("weight_scale", (out,), "F32", "channel", init=F32_MIN)
+                  if scheme.weight_qscheme == "per_channel"
+                  else Param("weight_scale", (n,), "F32", "per_tensor", init=F32_MIN))
         if scheme.static_input:
-            ps.append(Param("input_scale", (n,), "F32", "per_tensor"))
+            ps.append(Param("input_scale", (n,), "F32", "per_tensor", init=F32_MIN))
         return ps
     if s == "QuarkW8A8Int8":
         ps = [Param("weight", (out, in_f), "I8", "weight", input_dim=1)]
@@ -253,8 +304,13 @@ def dequantize(scheme, params, outs, in_f, params_dtype):
         s = p["weight_scale"].data.reshape(-1)
         if scheme.weight_qscheme == "per_channel":
             return vf.round_to_float32(q * s[:, None]), None, None
-        exact = vf.round_to_float32(q * np.repeat(s, outs)[:, None])
         smax = s.max()
+        if s[-1] <= E4M3_MIN:
+            # requantize_with_max_scale: fused on disk (the last shard's scale
+            # is still its default), so no requantization: the loaded scale
+            # (the largest) for every row.
+            return vf.round_to_float32(q * smax), None, None
+        exact = vf.round_to_float32(q * np.repeat(s, outs)[:, None])
         if np.all(s == smax):
             return exact, None, None
         # requantize_with_max_scale: dequant in float16, requantize to the max scale.
@@ -386,7 +442,11 @@ def check(directory, reference, capability, params_dtype_opt, config_override=No
         name = scheme.name if scheme else "unquantized"
         by_name = {p.name: p for p in params}
         ok = True
-        for index, (shard, shard_id, _) in enumerate(shards):
+        on_disk = fused and len({sh for sh, _, _ in shards}) == 1
+        if on_disk:
+            ok = load_fused_on_disk(report, tensors, shards, by_name, name, outs,
+                                    params_dtype, consumed)
+        for index, (shard, shard_id, _) in enumerate([] if on_disk else shards):
             for tname in sorted(n for n in tensors if n.startswith(shard + ".")):
                 suffix = tname[len(shard) + 1:]
                 if vr.get_cache_scale(tname) is not None or suffix == "bias":
@@ -438,7 +498,7 @@ def check(directory, reference, capability, params_dtype_opt, config_override=No
             report.problem(prefix, f"{name} {e}", "the weight cannot be decoded")
             continue
         start = 0
-        for shard, _, o in shards:
+        for shard, _, o in ([(prefix, None, sum(outs))] if on_disk else shards):
             part = slice(start, start + o)
             start += o
             if reference:
@@ -459,6 +519,54 @@ def check(directory, reference, capability, params_dtype_opt, config_override=No
     check_attention(report, tensors, geo, kv_config, consumed)
     check_rest(report, tensors, geo, consumed, params_dtype)
     return report
+
+
+def load_fused_on_disk(report, tensors, shards, by_name, name, outs, params_dtype, consumed):
+    """A module fused on disk: weight_loader_v2 without a shard id."""
+    prefix = shards[0][0]
+    ok = True
+    for tname in sorted(n for n in tensors if n.startswith(prefix + ".")):
+        suffix = tname[len(prefix) + 1:]
+        if suffix == "bias":
+            continue
+        consumed.add(tname)
+        param, ref = by_name.get(suffix), tensors[tname]
+        if param is None:
+            report.problem(prefix, f"{name} has no parameter '{suffix}'",
+                           f"KeyError loading {tname}")
+            ok = False
+            continue
+        if not dtype_ok(param, ref, params_dtype):
+            report.problem(prefix, f"{name} allocates {suffix} as {param.dtype}",
+                           f"the file holds {ref.dtype}: copy_ converts the values")
+            ok = False
+            continue
+        if param.kind in ("per_tensor", "scalar"):
+            # PerTensorScaleParameter: shard 0 only; BasevLLMParameter: whole.
+            err = load_tensor(param, ref, shards[0][1], 0, outs, True)
+        else:
+            err, offset = None, 0
+            for index, (_, shard_id, size) in enumerate(shards):
+                d = param.output_dim
+                o, n = offset, size
+                if param.packed_dim is not None and param.packed_dim == d:
+                    o, n = o // param.packed_factor, n // param.packed_factor
+                offset += size
+                if len(ref.shape) <= d or ref.shape[d] < o + n:
+                    err = f"narrow({d}, {o}, {n}) of {ref.shape}: out of range"
+                    break
+                err = load_tensor(param, NarrowedRef(ref, d, o, n), shard_id, index, outs, True)
+                if err:
+                    break
+        if err:
+            report.problem(prefix, f"{name} loader asserts", err)
+            ok = False
+    # Entries no shard wrote keep what create_weights put there.
+    for p in by_name.values():
+        if p.init is not None:
+            p.data[~p.written] = p.init
+            p.written[...] = True
+    return ok
 
 
 def check_attention(report, tensors, geo, kv_config, consumed):

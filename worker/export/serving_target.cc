@@ -117,6 +117,29 @@ std::string QuarkLayerProblem(const ServedLinear& l) {
   return "vLLM's Quark loader has no scheme for " + Name(w.dtype) + " weights";
 }
 
+// Phi-3 keeps qkv_proj / gate_up_proj fused on disk, and vLLM's fused
+// module loads each tensor without a shard id (linear.py weight_loader_v2):
+// a per-tensor scale goes into shard 0 only and the other shards keep what
+// create_weights put there. QuarkW8A8Fp8 fills them with float32 min and
+// requantize_with_max_scale then takes the loaded scale for every row;
+// QuarkW8A8Int8 leaves them torch.empty and uses them per shard.
+// tests/peers/vllm_quark_check.py follows this; the compressed_tensors
+// checker does not yet, so nothing is claimed there.
+std::string FusedOnDiskProblem(ExportFormat format, const ServedLinear& l) {
+  const bool fused_on_disk =
+      EndsWith(l.specs.name, ".qkv_proj") || EndsWith(l.specs.name, ".gate_up_proj");
+  if (!fused_on_disk || l.excluded || !l.specs.weight) return "";
+  if (format == ExportFormat::kCompressedTensors)
+    return "a Linear fused on disk (Phi-3's qkv_proj / gate_up_proj): vLLM splits it while "
+           "loading, which quantd's compressed_tensors checker does not verify yet";
+  const QuantSpec& w = *l.specs.weight;
+  if (w.dtype == DataType::kInt8 && w.qscheme == QScheme::kPerTensor)
+    return "vLLM loads the one per_tensor int8 weight_scale of a Linear fused on disk "
+           "(Phi-3's qkv_proj / gate_up_proj) into its first shard and leaves the other shards' "
+           "scales uninitialized (QuarkW8A8Int8); use per_channel int8 weights or fp8";
+  return "";
+}
+
 // vLLM fuses q/k/v into qkv_proj and gate/up into gate_up_proj and gives a
 // fused module one scheme: its shards must be excluded together and
 // quantized alike (the KV cache's output spec aside).
@@ -246,16 +269,7 @@ std::vector<std::string> VllmRefusals(ExportFormat format,
   }
   for (const ServedLinear& l : layers) {
     std::string why = format == ExportFormat::kHfQuark ? QuarkLayerProblem(l) : CtLayerProblem(l);
-    // Phi-3 keeps qkv_proj / gate_up_proj fused on disk; vLLM then splits
-    // each tensor itself (_load_fused_module_from_checkpoint), a path the
-    // suite's vLLM checkers do not follow yet, so quantd claims nothing.
-    const bool fused_on_disk =
-        EndsWith(l.specs.name, ".qkv_proj") || EndsWith(l.specs.name, ".gate_up_proj");
-    if (why.empty() && fused_on_disk && !l.excluded && l.specs.weight) {
-      why =
-          "a Linear fused on disk (Phi-3's qkv_proj / gate_up_proj): vLLM splits it while "
-          "loading, which quantd's vLLM checkers do not verify yet";
-    }
+    if (why.empty()) why = FusedOnDiskProblem(format, l);
     if (!why.empty()) problems.push_back({l.specs.name, why});
   }
   for (auto& p : FusedShardProblems(layers)) problems.push_back(std::move(p));

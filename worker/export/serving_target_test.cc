@@ -67,10 +67,11 @@ TEST(ServingTargetTest, PresetsVllmServesForLlama8BShapes) {
     EXPECT_EQ(std::find(served.begin(), served.end(), name), served.end()) << name;
 }
 
-// Phi-3's projections fused on disk: vLLM splits them while loading, which
-// the suite's checkers do not follow, so no vLLM export is claimed; an
-// unquantized fused Linear (excluded) is vLLM's ordinary Phi-3 path.
-TEST(ServingTargetTest, LinearsFusedOnDiskAreNotClaimedForVllm) {
+// Phi-3's projections fused on disk, as vLLM loads them
+// (tests/peers/vllm_quark_check.py follows it): FP8 per-tensor scales are
+// fine, int8 per-tensor ones leave shards uninitialized; compressed_tensors'
+// path is not checked, so nothing is claimed there.
+TEST(ServingTargetTest, LinearsFusedOnDiskAsVllmLoadsThem) {
   std::vector<config::LayerInfo> phi3;
   for (int b = 0; b < 2; ++b) {
     const std::string p = "model.layers." + std::to_string(b) + ".";
@@ -79,18 +80,25 @@ TEST(ServingTargetTest, LinearsFusedOnDiskAreNotClaimedForVllm) {
     phi3.push_back({p + "mlp.gate_up_proj", "Linear", 2 * 14336, 4096});
     phi3.push_back({p + "mlp.down_proj", "Linear", 4096, 14336});
   }
-  auto c = config::PresetConfig("w_fp8_a_fp8", std::nullopt);
-  ASSERT_TRUE(c.ok());
-  const auto served = ServedLinearsOf(*c, phi3);
-  const auto refusals = VllmRefusals(ExportFormat::kHfQuark, served);
-  ASSERT_EQ(refusals.size(), 1u);
-  EXPECT_EQ(refusals[0],
+  auto fp8 = config::PresetConfig("w_fp8_a_fp8", std::nullopt);
+  ASSERT_TRUE(fp8.ok());
+  EXPECT_TRUE(VllmRefusals(ExportFormat::kHfQuark, ServedLinearsOf(*fp8, phi3)).empty());
+  const auto ct = VllmRefusals(ExportFormat::kCompressedTensors, ServedLinearsOf(*fp8, phi3));
+  ASSERT_EQ(ct.size(), 1u);
+  EXPECT_EQ(ct[0],
             "model.layers.0.self_attn.qkv_proj (and 3 more): a Linear fused on disk (Phi-3's "
-            "qkv_proj / gate_up_proj): vLLM splits it while loading, which quantd's vLLM "
-            "checkers do not verify yet");
-  EXPECT_TRUE(ArtifactConsumers(ExportFormat::kCompressedTensors, served).empty());
-  c->exclude = {"re:.*qkv_proj", "re:.*gate_up_proj"};
-  EXPECT_TRUE(VllmRefusals(ExportFormat::kHfQuark, ServedLinearsOf(*c, phi3)).empty());
+            "qkv_proj / gate_up_proj): vLLM splits it while loading, which quantd's "
+            "compressed_tensors checker does not verify yet");
+  auto int8 = config::PresetConfig("w_int8_a_int8_per_tensor_sym", std::nullopt);
+  ASSERT_TRUE(int8.ok());
+  const auto refusals = VllmRefusals(ExportFormat::kHfQuark, ServedLinearsOf(*int8, phi3));
+  ASSERT_EQ(refusals.size(), 1u);
+  EXPECT_NE(refusals[0].find("model.layers.0.self_attn.qkv_proj (and 3 more): vLLM loads the "
+                             "one per_tensor int8 weight_scale"),
+            std::string::npos)
+      << refusals[0];
+  int8->exclude = {"re:.*qkv_proj", "re:.*gate_up_proj"};
+  EXPECT_TRUE(VllmRefusals(ExportFormat::kHfQuark, ServedLinearsOf(*int8, phi3)).empty());
 }
 
 TEST(ServingTargetTest, RefusalsNameTheFirstLayerAndCountTheRest) {
