@@ -55,7 +55,14 @@ LINEAR_CLASS = {"qkv_proj": "QKVParallelLinear", "gate_up_proj": "MergedColumnPa
 # Qwen3 (vllm/model_executor/models/qwen3.py at 002456df36fc7a63ca4463f335a49d05634ab2ab)
 # loads its linears as Qwen2 does (the same packed_modules_mapping); its
 # q_norm / k_norm are float weights, compared like the other norms.
-ARCHITECTURES = ("LlamaForCausalLM", "MistralForCausalLM", "Qwen2ForCausalLM", "Qwen3ForCausalLM")
+# Phi-3 (vllm/model_executor/models/phi3.py at d3390218a7f851559a65b46309313a3c991b3457)
+# is LlamaForCausalLM with qkv_proj / gate_up_proj fused on disk: each tensor
+# loads without a shard id (vllm/model_executor/layers/linear.py at
+# 9e109c9887e38c51fc16b0da89760c5bd7c293c9, weight_loader_v2): a
+# PerTensorScaleParameter into shard 0 only, a BasevLLMParameter whole, the
+# others narrowed per shard (packed dims divided by the pack factor).
+ARCHITECTURES = ("LlamaForCausalLM", "MistralForCausalLM", "Qwen2ForCausalLM", "Qwen3ForCausalLM",
+                 "Phi3ForCausalLM")
 ACT_FORMATS = ("naive-quantized", "int-quantized", "float-quantized", "nvfp4-pack-quantized",
                "mxfp8-quantized")
 
@@ -334,6 +341,10 @@ class Checker:
             used.update(n for n in self.ct.tensors for s in shards if n.startswith(s + "."))
             return
         self.schemes[scheme] = self.schemes.get(scheme, 0) + len(shards)
+        if shards == [prefix] and prefix.rsplit(".", 1)[-1] in FUSED and \
+                not self.fused_on_disk_loads(prefix, scheme, weights):
+            used.update(n for n in self.ct.tensors if n.startswith(prefix + "."))
+            return
         weight_scales, input_scales = [], []
         for s in shards:
             ref = s + ".weight"
@@ -366,6 +377,31 @@ class Checker:
         if len(set(input_scales)) > 1:
             self.problem(prefix, f"input scales {input_scales} differ across {shards}; vLLM uses "
                          "their maximum for the fused layer")
+
+    def fused_on_disk_loads(self, prefix, scheme, weights):
+        """Phi-3's fused module, loaded without a shard id: False (with the
+        problem reported) where vLLM would not compute the stored weight."""
+        if scheme == "W8A8Int8" and weights["strategy"] == "tensor":
+            # CompressedTensorsW8A8Int8 (at c45614b5d83bd38e3cec1966637e11ad8c9c1aca)
+            # allocates one torch.empty weight_scale per shard; the loaded one
+            # fills shard 0 and the kernel uses every shard's.
+            self.problem(prefix, "the per-tensor weight_scale of a Linear fused on disk loads "
+                         "into shard 0 only: vLLM leaves the other shards' scales uninitialized")
+            return False
+        if scheme == "WNA16" and not weights["symmetric"]:
+            # weight_zero_point is packed along the outputs: each shard's offset
+            # is divided by the pack factor.
+            cfg, pack = self.model_config, 32 // weights["num_bits"]
+            heads = cfg.get("num_attention_heads") or 1
+            hd = cfg.get("head_dim") or (cfg.get("hidden_size") or 0) // heads
+            kv = (cfg.get("num_key_value_heads") or heads) * hd
+            sizes = ([heads * hd, kv, kv] if prefix.endswith("qkv_proj")
+                     else [cfg.get("intermediate_size") or 0] * 2)
+            if any(n % pack for n in sizes):
+                self.problem(prefix, f"shard widths {sizes} are not multiples of {pack}: vLLM "
+                             "floors the packed zero points' shard offsets")
+                return False
+        return True
 
     def expect(self, name, dtypes, shape, used, what=None):
         """A tensor create_weights allocates: present, dtype, shape (None: any numel 1)."""

@@ -196,6 +196,35 @@ for scheme in w_uint4_per_group_asym w_fp8_a_fp8; do
   echo "$name: $(tail -n 1 "$TMP/$name.check")"
 done
 
+# Phi-3 (qkv_proj / gate_up_proj fused on disk, partial rotary): vLLM loads
+# each fused tensor without a shard id. W4A16 and FP8 decode as stored; an
+# int8 per-tensor weight_scale reaches shard 0 only, so the checker fails
+# that export and quantd refuses it under --target vllm.
+PHI3="$TMP/phi3"
+"$R/worker/models/make_random_checkpoint" --out="$PHI3" --arch=phi3 --layers=2 --hidden=256 \
+  --heads=4 --kv_heads=2 --intermediate=768 --vocab=512 --dtype=f32 \
+  --partial_rotary_factor=0.75 --seed=9 >/dev/null
+cp "$MODEL/tokenizer.model" "$PHI3/"
+for scheme in w_uint4_per_group_asym w_fp8_a_fp8 w_int8_a_int8_per_tensor_sym; do
+  name="phi3-$scheme"
+  CASE_MODEL="$PHI3" quantize "$name" --scheme "$scheme" --format hf --format compressed-tensors ||
+    { cat "$TMP/$name.log"; fail "$name: quantd-quantize exit $?"; }
+  "$PY" "$CHECK" "$TMP/$name/compressed_tensors" "$TMP/$name/hf_fake_quantized" \
+    >"$TMP/$name.check" 2>&1
+  rc=$?
+  echo "$name: $(tail -n 1 "$TMP/$name.check")"
+  if [ "$scheme" = w_int8_a_int8_per_tensor_sym ]; then
+    [ "$rc" -eq 1 ] && grep -q "loads into shard 0 only" "$TMP/$name.check" ||
+      { cat "$TMP/$name.check"; fail "$name: the checker should fail it"; }
+    CASE_MODEL="$PHI3" quantize "$name-vllm" --scheme "$scheme" --format compressed-tensors \
+      --target vllm && fail "$name: accepted under --target vllm"
+    grep -q "leaves the other shards' scales uninitialized" "$TMP/$name-vllm.log" ||
+      { cat "$TMP/$name-vllm.log"; fail "$name: refused without the reason"; }
+  else
+    [ "$rc" -eq 0 ] || { cat "$TMP/$name.check"; fail "$name: vLLM conformance"; }
+  fi
+done
+
 # 2. Refused presets, with what they cannot express.
 refused=(
   "w_int2_per_group_asym|4- and 8-bit integers only"

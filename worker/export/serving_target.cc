@@ -122,21 +122,21 @@ std::string QuarkLayerProblem(const ServedLinear& l) {
 // a per-tensor scale goes into shard 0 only and the other shards keep what
 // create_weights put there. QuarkW8A8Fp8 fills them with float32 min and
 // requantize_with_max_scale then takes the loaded scale for every row;
-// QuarkW8A8Int8 leaves them torch.empty and uses them per shard.
-// tests/peers/vllm_quark_check.py follows this; the compressed_tensors
-// checker does not yet, so nothing is claimed there.
+// QuarkW8A8Int8 (and CompressedTensorsW8A8Int8) leave them torch.empty and
+// use them per shard. tests/peers/vllm_quark_check.py and vllm_ct_check.py
+// follow this.
 std::string FusedOnDiskProblem(ExportFormat format, const ServedLinear& l) {
   const bool fused_on_disk =
       EndsWith(l.specs.name, ".qkv_proj") || EndsWith(l.specs.name, ".gate_up_proj");
   if (!fused_on_disk || l.excluded || !l.specs.weight) return "";
-  if (format == ExportFormat::kCompressedTensors)
-    return "a Linear fused on disk (Phi-3's qkv_proj / gate_up_proj): vLLM splits it while "
-           "loading, which quantd's compressed_tensors checker does not verify yet";
   const QuantSpec& w = *l.specs.weight;
   if (w.dtype == DataType::kInt8 && w.qscheme == QScheme::kPerTensor)
-    return "vLLM loads the one per_tensor int8 weight_scale of a Linear fused on disk "
-           "(Phi-3's qkv_proj / gate_up_proj) into its first shard and leaves the other shards' "
-           "scales uninitialized (QuarkW8A8Int8); use per_channel int8 weights or fp8";
+    return std::string(
+               "vLLM loads the one per_tensor int8 weight_scale of a Linear fused on "
+               "disk (Phi-3's qkv_proj / gate_up_proj) into its first shard and leaves "
+               "the other shards' scales uninitialized (") +
+           (format == ExportFormat::kHfQuark ? "QuarkW8A8Int8" : "CompressedTensorsW8A8Int8") +
+           "); use per_channel int8 weights or fp8";
   return "";
 }
 
