@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "worker/algo/algorithm_plan.h"
+#include "worker/algo/algorithm_support.h"
 #include "worker/algo/awq_layout.h"
 #include "worker/common/bounded_json.h"
 #include "worker/common/deadline.h"
@@ -273,11 +274,10 @@ void CheckQuantization(SpecChecker& c, const JobSpec& spec,
     for (size_t i = 0; i < config.algorithms.size(); ++i) {
       const auto* rotation = std::get_if<config::RotationOptions>(&config.algorithms[i].options);
       if (rotation && !rotated_model) rotated_model = ReadModelConfig(spec.model_uri());
-      if (rotation && rotated_model && rotated_model->family != models::ArchitectureFamily::kLlama)
-        c.Bad(AlgorithmsField(q) + "[" + std::to_string(i) + "]",
-              "rotation folds its Hadamard matrices into a Llama-family block's separate "
-              "q/k/v, o, gate/up and down projections around RMSNorms; " +
-                  rotated_model->architecture + " has another block");
+      const std::string rotation_problem =
+          rotation && rotated_model ? algo::RotationArchitectureProblem(*rotated_model) : "";
+      if (!rotation_problem.empty())
+        c.Bad(AlgorithmsField(q) + "[" + std::to_string(i) + "]", rotation_problem);
       if (rotation && rotation->online_down_proj)
         c.NotBuilt(AlgorithmsField(q) + "[" + std::to_string(i) + "]",
                    "the online Hadamard rotation (R4) transforms down_proj's input at run time, "
