@@ -8,7 +8,9 @@
 #  2. llama.cpp's own quantizer makes the same Q4_K_M file of quantd's F32
 #     GGUF, byte for byte (llama_quantize_check);
 #  3. the F32 GGUF given back as --model is read as the checkpoint it came
-#     from: its float perplexity is the checkpoint's.
+#     from: its float perplexity is the checkpoint's;
+#  4. with YaRN in config.json, the F32 file (llama.cpp's rope.scaling keys)
+#     scores the job's perplexity in llama.cpp and reads back the same.
 set -euo pipefail
 source "$(dirname "$0")/gguf_peer_setup.sh" gguf_qwen3_peer
 
@@ -34,6 +36,24 @@ run_job Q4_K_M Q4_K_M
 run_job Q4_K_M-gptq Q4_K_M gptq
 for name in F32 Q4_K_M Q4_K_M-gptq; do add_to_manifest qwen3 "$name"; done
 
+# 4. YaRN (factor 4 over a pretrained context of 64 positions, so the ramp
+#    spans dims 0-17 of each head's 64 frequencies): the F32 file carries
+#    llama.cpp's rope.scaling keys and scores the job's perplexity there.
+yarn="$out/qwen3-yarn"
+cp -r "$qwen3" "$yarn"
+"$PY" - "$yarn/config.json" <<'PYEOF'
+import json, sys
+c = json.load(open(sys.argv[1]))
+c["rope_scaling"] = {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 64}
+json.dump(c, open(sys.argv[1], "w"))
+PYEOF
+mkdir -p "$out/qwen3yarn"
+"$BIN" --model "$yarn" --gguf-type F32 --format gguf --output "$out/qwen3yarn/F32" \
+  --data-dir "$out/data" --threads 2 -o json --eval "$TEXT" --n-ctx 128 --eval-windows 8 \
+  >"$out/qwen3yarn/F32.json" 2>"$out/qwen3yarn/F32.err" ||
+  { cat "$out/qwen3yarn/F32.err"; fail "qwen3 yarn F32 job"; }
+add_to_manifest qwen3yarn F32 "$out/qwen3/windows.json"
+
 echo "== qwen3 Q4_K_M: llama_model_quantize of quantd's F32 GGUF vs quantd's Q4_K_M"
 tests/peers/llama_quantize_check "$libs" "$out/qwen3/F32/model.gguf" 15 \
   "$out/qwen3/Q4_K_M/model.gguf" "$out/qwen3/llama-Q4_K_M.gguf" 2>"$out/qwen3/llama.log" ||
@@ -55,5 +75,21 @@ a = checkpoint["result"]["metrics"]["floatPerplexity"]["perplexity"]
 b = gguf["result"]["metrics"]["floatPerplexity"]["perplexity"]
 print("qwen3 float perplexity: checkpoint %.6f, its F32 GGUF as the model %.6f" % (a, b))
 assert abs(b / a - 1) < 1e-5, (a, b)
+PYEOF
+# The YaRN GGUF read back as the model: the same frequencies, the same
+# perplexity (and not the plain checkpoint's).
+"$BIN" --model "$out/qwen3yarn/F32/model.gguf" --scheme w_int8_per_channel_sym --eval "$TEXT" \
+  --n-ctx 128 --eval-windows 8 --output "$out/qwen3yarn/from-gguf" --data-dir "$out/data" \
+  --threads 2 -o json >"$out/qwen3yarn/from-gguf.json" 2>"$out/qwen3yarn/from-gguf.err" ||
+  { cat "$out/qwen3yarn/from-gguf.err"; fail "qwen3 yarn GGUF as the model"; }
+"$PY" - "$out/qwen3yarn/F32.json" "$out/qwen3yarn/from-gguf.json" "$out/qwen3/F32.json" <<'PYEOF'
+import json, sys
+def ppl(path):
+    job = json.loads([l for l in open(path).read().splitlines() if l.strip()][-1])
+    return job["result"]["metrics"]["floatPerplexity"]["perplexity"]
+yarn, back, plain = ppl(sys.argv[1]), ppl(sys.argv[2]), ppl(sys.argv[3])
+print("qwen3 yarn float perplexity: checkpoint %.6f, its GGUF as the model %.6f (plain %.6f)"
+      % (yarn, back, plain))
+assert abs(back / yarn - 1) < 1e-5 and abs(yarn / plain - 1) > 0.01, (yarn, back, plain)
 PYEOF
 echo PASS

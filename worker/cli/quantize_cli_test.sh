@@ -233,10 +233,10 @@ grep -q "spec.model_uri: $TMP/notes.gguf is a file but not a GGUF file" "$TMP/no
   { cat "$TMP/notgguf.out" "$TMP/notgguf.err"; fail "non-GGUF message"; }
 [ ! -e "$TMP/notgguf" ] || fail "a non-GGUF file wrote an output"
 # 12. Rope scaling that long-context checkpoints use (issue 20): stories260K
-#     with YaRN in its config.json runs GPTQ and exports hf-quark, the float
-#     perplexity moves with the frequencies (it was trained without YaRN),
-#     and gguf is refused at once, naming the format (quantd writes no YaRN
-#     metadata for llama.cpp).
+#     with YaRN in its config.json runs GPTQ and exports hf-quark and GGUF
+#     (llama.cpp's rope.scaling keys), the float perplexity moves with the
+#     frequencies (it was trained without YaRN); a YaRN attention factor
+#     llama.cpp would not compute is refused for gguf at once, naming it.
 mkdir -p "$TMP/yarn"
 cp "$MODEL/model.safetensors" "$MODEL/tokenizer.model" "$TMP/yarn/"
 "$PY" - "$MODEL/config.json" "$TMP/yarn/config.json" <<'PYEOF'
@@ -247,27 +247,38 @@ json.dump(c, open(sys.argv[2], "w"))
 PYEOF
 "$BIN" --model "$TMP/yarn" --scheme w_int4_per_channel_sym --algorithm gptq --calib "$TEXT" \
   --calib-samples 8 --calib-seq-len 128 --eval "$TEXT" --eval-windows 20 --format hf-quark \
-  --output "$TMP/yarnout" --data-dir "$TMP/data" --threads 2 -o json >"$TMP/yarn.json" 2>"$TMP/yarn.err"
+  --format gguf --output "$TMP/yarnout" --data-dir "$TMP/data" --threads 2 -o json \
+  >"$TMP/yarn.json" 2>"$TMP/yarn.err"
 rc=$?
 [ "$rc" -eq 0 ] || { cat "$TMP/yarn.err"; fail "YaRN job exit $rc"; }
 "$PY" - "$TMP/yarn.json" "$TMP/yarnout" <<'PYEOF' || fail "YaRN job checks"
-import json, math, os, sys
+import json, math, os, struct, sys
 job = json.loads([l for l in open(sys.argv[1]).read().splitlines() if l.strip()][-1])
 assert job["state"] == "SUCCEEDED", job.get("error")
 m = job["result"]["metrics"]
 fp, qp = m["floatPerplexity"]["perplexity"], m["quantizedPerplexity"]["perplexity"]
 assert math.isfinite(fp) and abs(fp / 4.8374 - 1) > 0.01, fp
 assert abs(qp / fp - 1) < 0.5, (fp, qp)
-cfg = json.load(open(os.path.join(sys.argv[2], "config.json")))
+cfg = json.load(open(os.path.join(sys.argv[2], "hf_quark", "config.json")))
 assert cfg["rope_scaling"]["rope_type"] == "yarn", cfg.get("rope_scaling")
-print("yarn ok: float ppl %.4f (plain 4.8374), GPTQ %.4f" % (fp, qp))
+gguf = open(os.path.join(sys.argv[2], "gguf", "model.gguf"), "rb").read(65536)
+assert b"llama.rope.scaling.type" in gguf and b"yarn" in gguf, "no yarn metadata"
+assert b"llama.rope.scaling.original_context_length" in gguf, "no original context"
+print("yarn ok: float ppl %.4f (plain 4.8374), GPTQ %.4f; GGUF with rope.scaling" % (fp, qp))
+PYEOF
+"$PY" - "$TMP/yarn/config.json" <<'PYEOF'
+import json, sys
+c = json.load(open(sys.argv[1]))
+c["rope_scaling"]["attention_factor"] = 1.5
+json.dump(c, open(sys.argv[1], "w"))
 PYEOF
 "$BIN" --model "$TMP/yarn" --scheme w_int8_per_channel_sym --no-eval --format gguf \
   --output "$TMP/yarngguf" --data-dir "$TMP/data" >"$TMP/yarngguf.out" 2>"$TMP/yarngguf.err"
 rc=$?
 [ "$rc" -eq 3 ] || { cat "$TMP/yarngguf.out" "$TMP/yarngguf.err"; fail "YaRN to gguf exit $rc"; }
-grep -q "gguf cannot hold LlamaForCausalLM: quantd writes llama.cpp's rope scaling for linear and llama3 only, not yarn" \
+grep -q "gguf cannot hold LlamaForCausalLM: llama.cpp's YaRN takes beta_fast 32" \
   "$TMP/yarngguf.out" "$TMP/yarngguf.err" || { cat "$TMP/yarngguf.out" "$TMP/yarngguf.err"; fail "YaRN gguf message"; }
+
 # 13. Phi-3 / Phi-4-mini (issue 20): fused qkv_proj and gate_up_proj,
 #     partial rotary. GPTQ, AWQ and SmoothQuant each run on the fused Linears
 #     as the single layers they are, and the hf-quark export keeps Phi-3's

@@ -1,5 +1,7 @@
 #include "worker/export/export_support.h"
 
+#include <cmath>
+
 namespace quantd::exporter {
 
 using gguf::GgmlType;
@@ -233,6 +235,20 @@ Status CheckExportSpec(ExportFormat format, const QuantSpec& spec, TensorRole ro
   return OkStatus();
 }
 
+namespace {
+
+// llama.cpp's rope_yarn (ggml) with only rope.scaling.type / factor /
+// original_context_length in the file: the ramp over floor / ceil of the
+// beta 32 / 1 correction dimensions and mscale 1 + 0.1 ln(factor), as
+// transformers computes YaRN by default.
+bool LlamaCppComputesYarn(const models::RopeScaling& s) {
+  const double mscale = 1.0 + 0.1 * std::log(s.factor);
+  return s.beta_fast == 32.0 && s.beta_slow == 1.0 && s.truncate && s.factor >= 1.0 &&
+         std::fabs(s.attention_factor - mscale) <= 1e-12 * mscale;
+}
+
+}  // namespace
+
 Status CheckArchitectureSupport(ExportFormat format, const models::ModelConfig& config) {
   const std::string name = ExportFormatName(format);
   const std::string& arch = config.architecture;
@@ -269,9 +285,15 @@ Status CheckArchitectureSupport(ExportFormat format, const models::ModelConfig& 
       } else if (config.family == models::ArchitectureFamily::kPhi3 &&
                  config.num_attention_heads * config.head_dim != config.hidden_size) {
         why = "llama.cpp's phi3 needs num_attention_heads * head_dim == hidden_size";
-      } else if (!rope.empty() && rope != "linear" && rope != "llama3") {
-        why = "quantd writes llama.cpp's rope scaling for linear and llama3 only, not " + rope +
-              "; export hf, hf_quark or compressed_tensors";
+      } else if (!rope.empty() && rope != "linear" && rope != "llama3" &&
+                 !(rope == "yarn" && LlamaCppComputesYarn(*config.rope_scaling))) {
+        why = rope == "yarn"
+                  ? "llama.cpp's YaRN takes beta_fast 32, beta_slow 1, truncated correction "
+                    "dimensions, factor >= 1 and the attention factor 0.1 ln(factor) + 1; this "
+                    "config sets others; export hf, hf_quark or compressed_tensors"
+                  : "quantd writes llama.cpp's rope scaling for linear, llama3 and yarn only, "
+                    "not " +
+                        rope + "; export hf, hf_quark or compressed_tensors";
       }
       break;
     case ExportFormat::kHfFakeQuantized:

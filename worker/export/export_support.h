@@ -71,7 +71,8 @@ Status CheckExportSupport(ExportFormat format, const std::vector<ExportLayerSpec
 // Llama-family decoders without q/k norms (not Qwen3) nor a rotary table that
 // depends on the sequence length (dynamic, longrope rope scaling); gguf maps
 // Llama, Mistral, Qwen2, Qwen3, Phi-3 (heads * head_dim == hidden_size) and
-// GPT-2 (not OPT) with linear or llama3 rope scaling. Checked at CreateJob when the
+// GPT-2 (not OPT) with linear, llama3 or yarn rope scaling (yarn as
+// llama.cpp computes it: default betas and attention factor). Checked at CreateJob when the
 // model's config is readable there, and by the worker before it quantizes.
 Status CheckArchitectureSupport(ExportFormat format, const models::ModelConfig& config);
 

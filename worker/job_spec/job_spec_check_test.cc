@@ -469,7 +469,7 @@ TEST(JobSpecCheckTest, FormatsTheArchitectureCannotTakeAreRefused) {
       << s;
   EXPECT_NE(s.violations()[1].description.find(
                 "gguf cannot hold LlamaForCausalLM: quantd writes llama.cpp's rope scaling for "
-                "linear and llama3 only, not longrope"),
+                "linear, llama3 and yarn only, not longrope"),
             std::string::npos)
       << s;
   // Phi-3: its fused projections go to every format but ONNX, and its

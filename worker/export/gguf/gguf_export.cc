@@ -201,6 +201,16 @@ StatusOr<ModelShape> AddModelMetadata(const json& cfg, GgufWriter* w,
       auto factors = Llama3RopeFactors(s, theta, shape.head_dim);
       const int64_t n = static_cast<int64_t>(factors.size());
       QD_RETURN_IF_ERROR(w->AddFloatTensor("rope_freqs.weight", {n}, GgmlType::kF32, factors));
+    } else if (type == "yarn") {
+      // What llama.cpp reads of YaRN; CheckArchitectureSupport refuses the
+      // settings it would compute differently.
+      w->Set(a + ".rope.scaling.type", GgufValue::String("yarn"));
+      f32("rope.scaling.factor", s.value("factor", 1.0));
+      const json& orig = s.contains("original_max_position_embeddings") &&
+                                 s["original_max_position_embeddings"].is_number_integer()
+                             ? s["original_max_position_embeddings"]
+                             : json(ctx);
+      u32("rope.scaling.original_context_length", orig.get<int64_t>());
     } else if (!type.empty() && type != "default") {
       return UnimplementedError("GGUF export of rope_scaling type '" + type + "' is not supported");
     }
