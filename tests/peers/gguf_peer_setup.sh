@@ -8,6 +8,10 @@
 #             first 30 KB)
 #   rand      a Llama of 256-multiple widths with stories260K's tokenizer
 #             (vocab 512), so llama.cpp's K-quants apply
+#   reads_back MODEL
+#             the F32 GGUF $out/MODEL/F32/model.gguf given back as --model
+#             scores the float perplexity of the job that wrote it
+#             ($out/MODEL/F32.json), to 1e-5
 #   add_to_manifest MODEL NAME [WINDOWS]
 #             adds $out/MODEL/NAME/model.gguf, with the job's perplexity
 #             ($out/MODEL/NAME.json) and windows (WINDOWS, by default
@@ -47,5 +51,21 @@ manifest["models"].append({"name": name, "gguf": gguf, "engine_ppl": ppl["perple
                            "tokens": int(ppl["protocol"]["tokens"]),
                            "windows": json.load(open(windows_path))})
 json.dump(manifest, open(manifest_path, "w"))
+PYEOF
+}
+
+reads_back() {  # model
+  "$BIN" --model "$out/$1/F32/model.gguf" --scheme w_int8_per_channel_sym --eval "$TEXT" \
+    --n-ctx 128 --eval-windows 8 --output "$out/$1/from-gguf" --data-dir "$out/data" \
+    --threads 2 -o json >"$out/$1/from-gguf.json" 2>"$out/$1/from-gguf.err" ||
+    { cat "$out/$1/from-gguf.err"; fail "$1: its F32 GGUF as the model"; }
+  "$PY" - "$1" "$out/$1/F32.json" "$out/$1/from-gguf.json" <<'PYEOF'
+import json, sys
+def ppl(path):
+    job = json.loads([l for l in open(path).read().splitlines() if l.strip()][-1])
+    return job["result"]["metrics"]["floatPerplexity"]["perplexity"]
+a, b = ppl(sys.argv[2]), ppl(sys.argv[3])
+print("%s float perplexity: checkpoint %.6f, its F32 GGUF as the model %.6f" % (sys.argv[1], a, b))
+assert abs(b / a - 1) < 1e-5, (a, b)
 PYEOF
 }

@@ -36,9 +36,9 @@ run_job Q4_K_M Q4_K_M
 run_job Q4_K_M-gptq Q4_K_M gptq
 for name in F32 Q4_K_M Q4_K_M-gptq; do add_to_manifest qwen3 "$name"; done
 
-# 4. YaRN (factor 4 over a pretrained context of 64 positions, so the ramp
-#    spans dims 0-17 of each head's 64 frequencies): the F32 file carries
-#    llama.cpp's rope.scaling keys and scores the job's perplexity there.
+# YaRN (factor 4 over a pretrained context of 64 positions, so the ramp
+# spans dims 0-17 of each head's 64 frequencies): the F32 file carries
+# llama.cpp's rope.scaling keys and scores the job's perplexity there (4.).
 yarn="$out/qwen3-yarn"
 cp -r "$qwen3" "$yarn"
 "$PY" - "$yarn/config.json" <<'PYEOF'
@@ -61,35 +61,16 @@ tests/peers/llama_quantize_check "$libs" "$out/qwen3/F32/model.gguf" 15 \
 
 node "$(readlink -f tests/peers/gguf_export_peer_check.mjs)" "$out/manifest.json" 0.005
 
-# 3. The F32 GGUF as the model of a job.
-"$BIN" --model "$out/qwen3/F32/model.gguf" --scheme w_int8_per_channel_sym --eval "$TEXT" \
-  --n-ctx 128 --eval-windows 8 --output "$out/qwen3/from-gguf" --data-dir "$out/data" \
-  --threads 2 -o json >"$out/qwen3/from-gguf.json" 2>"$out/qwen3/from-gguf.err" ||
-  { cat "$out/qwen3/from-gguf.err"; fail "qwen3 GGUF as the model"; }
-"$PY" - "$out/qwen3/F32.json" "$out/qwen3/from-gguf.json" <<'PYEOF'
-import json, sys
-def job(path):
-    return json.loads([l for l in open(path).read().splitlines() if l.strip()][-1])
-checkpoint, gguf = job(sys.argv[1]), job(sys.argv[2])
-a = checkpoint["result"]["metrics"]["floatPerplexity"]["perplexity"]
-b = gguf["result"]["metrics"]["floatPerplexity"]["perplexity"]
-print("qwen3 float perplexity: checkpoint %.6f, its F32 GGUF as the model %.6f" % (a, b))
-assert abs(b / a - 1) < 1e-5, (a, b)
-PYEOF
-# The YaRN GGUF read back as the model: the same frequencies, the same
-# perplexity (and not the plain checkpoint's).
-"$BIN" --model "$out/qwen3yarn/F32/model.gguf" --scheme w_int8_per_channel_sym --eval "$TEXT" \
-  --n-ctx 128 --eval-windows 8 --output "$out/qwen3yarn/from-gguf" --data-dir "$out/data" \
-  --threads 2 -o json >"$out/qwen3yarn/from-gguf.json" 2>"$out/qwen3yarn/from-gguf.err" ||
-  { cat "$out/qwen3yarn/from-gguf.err"; fail "qwen3 yarn GGUF as the model"; }
-"$PY" - "$out/qwen3yarn/F32.json" "$out/qwen3yarn/from-gguf.json" "$out/qwen3/F32.json" <<'PYEOF'
+# 3. The F32 GGUFs as the model: the same frequencies, the same perplexity
+#    (and YaRN's is not the plain checkpoint's).
+reads_back qwen3
+reads_back qwen3yarn
+"$PY" - "$out/qwen3/F32.json" "$out/qwen3yarn/F32.json" <<'PYEOF'
 import json, sys
 def ppl(path):
     job = json.loads([l for l in open(path).read().splitlines() if l.strip()][-1])
     return job["result"]["metrics"]["floatPerplexity"]["perplexity"]
-yarn, back, plain = ppl(sys.argv[1]), ppl(sys.argv[2]), ppl(sys.argv[3])
-print("qwen3 yarn float perplexity: checkpoint %.6f, its GGUF as the model %.6f (plain %.6f)"
-      % (yarn, back, plain))
-assert abs(back / yarn - 1) < 1e-5 and abs(yarn / plain - 1) > 0.01, (yarn, back, plain)
+plain, yarn = ppl(sys.argv[1]), ppl(sys.argv[2])
+assert abs(yarn / plain - 1) > 0.01, (plain, yarn)
 PYEOF
 echo PASS
