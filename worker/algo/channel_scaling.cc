@@ -38,6 +38,11 @@ Status FoldChannelScales(models::DecoderBlock& block, const models::LinearGroup&
                                     std::to_string(norm->weight().numel()));
       }
       const at::ScalarType t = norm->weight().scalar_type();
+      if (norm->kind() == models::NormKind::kGemmaRmsNorm) {
+        // The norm scales by (1 + weight): fold into that.
+        norm->weight() = ((1.0 + norm->weight().to(at::kFloat)) / s - 1.0).to(t);
+        return OkStatus();
+      }
       norm->weight() = (norm->weight().to(at::kFloat) / s).to(t);
       if (norm->bias().defined()) norm->bias() = (norm->bias().to(at::kFloat) / s).to(t);
       return OkStatus();

@@ -2,7 +2,11 @@
 
 #include <ATen/ATen.h>
 
+#include <algorithm>
+#include <cstdlib>
+
 #include "gtest/gtest.h"
+#include "worker/models/random_checkpoint.h"
 #include "worker/models/registry.h"
 
 namespace quantd::algo {
@@ -40,6 +44,45 @@ TEST(ChannelScalingTest, FoldingKeepsTheBlockFunction) {
             StatusCode::kFailedPrecondition);
   EXPECT_EQ(FoldChannelScales(**block, groups[0], at::ones({63})).code(),
             StatusCode::kInvalidArgument);
+}
+
+// Gemma's RMSNorms scale by (1 + weight): a folded scale must divide that,
+// not the stored weight.
+TEST(ChannelScalingTest, FoldingIntoGemmaNormsKeepsTheBlockFunction) {
+  const std::string dir = std::string(std::getenv("TEST_TMPDIR")) + "/gemma3";
+  models::RandomCheckpointOptions o;
+  o.architecture = "gemma3";
+  o.hidden_size = 64;
+  o.intermediate_size = 96;
+  o.num_hidden_layers = 1;
+  o.num_attention_heads = 4;
+  o.num_key_value_heads = 4;
+  o.head_dim = 16;
+  o.vocab_size = 32;
+  o.tie_word_embeddings = true;
+  o.dtype = io::SafetensorsDtype::kF32;
+  ASSERT_TRUE(models::WriteRandomLlamaCheckpoint(dir, o).ok());
+  auto model = models::OpenCausalLM(dir);
+  ASSERT_TRUE(model.ok()) << model.status();
+  auto block = (*model)->LoadBlock(0);
+  ASSERT_TRUE(block.ok()) << block.status();
+  at::manual_seed(2);
+  const at::Tensor x = at::randn({2, 12, 64});
+  auto before = (*block)->Forward(x);
+  ASSERT_TRUE(before.ok());
+  const auto& groups = (*block)->groups();
+  ASSERT_EQ(groups.size(), 4u);
+  EXPECT_EQ(groups[0].prev_op, "model.layers.0.input_layernorm");
+  EXPECT_EQ(groups[2].prev_op, "model.layers.0.pre_feedforward_layernorm");
+  for (size_t g = 0; g < groups.size(); ++g) {
+    ASSERT_TRUE(CanFoldScales(**block, groups[g])) << g;
+    const int64_t n = (*block)->FindLinear(groups[g].linears[0])->in_features();
+    ASSERT_TRUE(FoldChannelScales(**block, groups[g], at::rand({n}) * 4 + 0.25).ok());
+  }
+  auto after = (*block)->Forward(x);
+  ASSERT_TRUE(after.ok());
+  EXPECT_LT((*after - *before).abs().max().item<float>(),
+            1e-5 * std::max(1.0f, before->abs().max().item<float>()));
 }
 
 TEST(ChannelScalingTest, CapturesInputsAndOutputs) {

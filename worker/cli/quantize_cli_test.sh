@@ -325,4 +325,52 @@ rc=$?
 [ "$rc" -eq 3 ] || { cat "$TMP/phi3-rot.out" "$TMP/phi3-rot.err"; fail "phi3 rotation exit $rc"; }
 grep -q "spec.quantization.algorithms\[0\]: rotation folds its Hadamard matrices" \
   "$TMP/phi3-rot.out" "$TMP/phi3-rot.err" || { cat "$TMP/phi3-rot.out" "$TMP/phi3-rot.err"; fail "phi3 rotation message"; }
+# 14. Gemma 2 / Gemma 3 (issue 20): (1 + weight) sandwich norms, soft-capping,
+#     sliding layers, Gemma 3's q/k norms. GPTQ (both), AWQ and SmoothQuant
+#     (Gemma 3: scales fold into the (1 + weight) norms) run and hf-quark
+#     keeps Gemma's names; gguf and --target vllm are refused at once.
+for arch in gemma2 gemma3; do
+  GEM="$TMP/$arch"
+  "${TEST_SRCDIR}/quantd/worker/models/make_random_checkpoint" --out="$GEM" --arch="$arch" \
+    --layers=2 --hidden=256 --heads=4 --kv_heads=2 --head_dim=64 --intermediate=512 \
+    --vocab=512 --dtype=f32 --tied --seed=9 >/dev/null || fail "$arch checkpoint"
+  cp "$MODEL/tokenizer.model" "$GEM/"
+  algos="gptq awq smoothquant"
+  [ "$arch" = gemma2 ] && algos=gptq  # the norms and folds are gemma3's too
+  for algo in $algos; do
+    "$BIN" --model "$GEM" --scheme w_int4_per_group_sym --algorithm "$algo" --calib "$TEXT" \
+      --calib-samples 8 --calib-seq-len 128 --eval "$TEXT" --eval-windows 8 --n-ctx 128 \
+      --format hf-quark --output "$TMP/$arch-$algo" --data-dir "$TMP/data" --threads 2 -o json \
+      >"$TMP/$arch-$algo.json" 2>"$TMP/$arch-$algo.err" ||
+      { cat "$TMP/$arch-$algo.err"; fail "$arch $algo"; }
+  done
+  "$BIN" --model "$GEM" --scheme w_fp8_a_fp8 --no-eval --format gguf --format hf-quark \
+    --target vllm --output "$TMP/$arch-refused" --data-dir "$TMP/data" \
+    >"$TMP/$arch-refused.out" 2>"$TMP/$arch-refused.err"
+  rc=$?
+  [ "$rc" -eq 3 ] || { cat "$TMP/$arch-refused.out" "$TMP/$arch-refused.err"; fail "$arch refusals exit $rc"; }
+  grep -q "quantd does not write llama.cpp's gemma2 / gemma3 yet" "$TMP/$arch-refused.out" \
+    "$TMP/$arch-refused.err" || fail "$arch: no gguf refusal"
+  grep -q "spec.export.target: target vllm: quantd's vLLM checkers" "$TMP/$arch-refused.out" \
+    "$TMP/$arch-refused.err" || { cat "$TMP/$arch-refused.err"; fail "$arch: no vllm refusal"; }
+done
+"$PY" - "$TMP" <<'PYEOF' || fail "gemma checks"
+import json, math, os, struct, sys
+tmp = sys.argv[1]
+for arch, algos in (("gemma2", ("gptq",)), ("gemma3", ("gptq", "awq", "smoothquant"))):
+    for algo in algos:
+        lines = [l for l in open(os.path.join(tmp, "%s-%s.json" % (arch, algo))).read().splitlines()
+                 if l.strip()]
+        job = json.loads(lines[-1])
+        assert job["state"] == "SUCCEEDED", (arch, algo, job.get("error"))
+        m = job["result"]["metrics"]
+        fp, qp = m["floatPerplexity"]["perplexity"], m["quantizedPerplexity"]["perplexity"]
+        assert math.isfinite(qp) and abs(qp / fp - 1) < 0.05, (arch, algo, fp, qp)
+        assert not job["result"]["artifacts"][0].get("consumers"), job["result"]["artifacts"]
+        raw = open(os.path.join(tmp, "%s-%s" % (arch, algo), "model.safetensors"), "rb").read()
+        header = json.loads(raw[8:8 + struct.unpack("<Q", raw[:8])[0]])
+        assert "model.layers.1.post_feedforward_layernorm.weight" in header, sorted(header)
+        assert ("model.layers.0.self_attn.q_norm.weight" in header) == (arch == "gemma3")
+        print("%s %s ok: float ppl %.4f, quantized %.4f" % (arch, algo, fp, qp))
+PYEOF
 echo PASS

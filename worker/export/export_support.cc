@@ -277,11 +277,13 @@ Status CheckArchitectureSupport(ExportFormat format, const models::ModelConfig& 
       }
       break;
     case ExportFormat::kGguf:
-      if (config.family == models::ArchitectureFamily::kOpt) {
-        why =
-            "llama.cpp has no OPT architecture; gguf maps LlamaForCausalLM, "
-            "MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, Phi3ForCausalLM, "
-            "GPT2LMHeadModel";
+      if (config.family == models::ArchitectureFamily::kOpt ||
+          config.family == models::ArchitectureFamily::kGemma) {
+        why = (config.family == models::ArchitectureFamily::kOpt
+                   ? std::string("llama.cpp has no OPT architecture")
+                   : std::string("quantd does not write llama.cpp's gemma2 / gemma3 yet")) +
+              "; gguf maps LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, "
+              "Qwen3ForCausalLM, Phi3ForCausalLM, GPT2LMHeadModel";
       } else if (config.family == models::ArchitectureFamily::kPhi3 &&
                  config.num_attention_heads * config.head_dim != config.hidden_size) {
         why = "llama.cpp's phi3 needs num_attention_heads * head_dim == hidden_size";

@@ -1,5 +1,7 @@
 #include "worker/export/exporter.h"
 
+#include <algorithm>
+
 #include "worker/export/compressed_tensors/ct_export.h"
 #include "worker/export/export_support.h"
 #include "worker/export/gguf/gguf.h"
@@ -97,6 +99,10 @@ StatusOr<ExportResult> ExportModel(const QuantizedModel& model, ExportFormat for
   const std::vector<ExportLayerSpecs> specs = ExportLayerSpecsOf(model);
   QD_RETURN_IF_ERROR(CheckExportSupport(format, specs));
   const std::vector<ServedLinear> served = ServedLinearsOfModel(model);
+  const std::string architecture_problem = VllmArchitectureProblem(model.config());
+  if (options.target == ServingTarget::kVllm && !architecture_problem.empty())
+    return Status(StatusCode::kFailedPrecondition, "target vllm: " + architecture_problem,
+                  "NOT_SERVABLE");
   if (options.target == ServingTarget::kVllm) {
     const std::vector<std::string> refusals = VllmRefusals(format, served);
     if (!refusals.empty())
@@ -109,7 +115,11 @@ StatusOr<ExportResult> ExportModel(const QuantizedModel& model, ExportFormat for
                     "NOT_SERVABLE");
   }
   StatusOr<ExportResult> written = WriteExport(model, format, options, specs, progress);
-  if (written.ok()) written->artifact.consumers = ArtifactConsumers(format, served);
+  if (written.ok()) {
+    written->artifact.consumers = ArtifactConsumers(format, served);
+    auto& c = written->artifact.consumers;
+    if (!architecture_problem.empty()) c.erase(std::remove(c.begin(), c.end(), "vllm"), c.end());
+  }
   return written;
 }
 

@@ -290,6 +290,16 @@ std::vector<std::string> VllmRefusals(ExportFormat format,
   return out;
 }
 
+std::string VllmArchitectureProblem(const models::ModelConfig& config) {
+  static const char* kChecked[] = {"LlamaForCausalLM", "MistralForCausalLM", "Qwen2ForCausalLM",
+                                   "Qwen3ForCausalLM", "Phi3ForCausalLM"};
+  for (const char* a : kChecked)
+    if (config.architecture == a) return "";
+  return "quantd's vLLM checkers (tests/peers/vllm_*_check.py) follow vLLM's Llama-family "
+         "loaders, not its " +
+         config.architecture + " loader, so quantd claims no vLLM export of it";
+}
+
 std::vector<std::string> ArtifactConsumers(ExportFormat format,
                                            const std::vector<ServedLinear>& layers) {
   switch (format) {

@@ -61,6 +61,13 @@ bool IsVllmFormat(ExportFormat format);
 // refusal or the shapes its WNA16 scheme cannot pack.
 std::vector<std::string> VllmRefusals(ExportFormat format, const std::vector<ServedLinear>& layers);
 
+// Why quantd does not claim vLLM for a model of this architecture, or "":
+// the suite's vLLM checkers follow vLLM's Llama-family loaders
+// (LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM,
+// Phi3ForCausalLM) and no other, so CreateJob refuses `--target vllm` and
+// the artifacts name no vLLM consumer for the rest.
+std::string VllmArchitectureProblem(const models::ModelConfig& config);
+
 // The consumers that load an artifact of `format` holding `layers`:
 // "vllm" (hf_quark or compressed_tensors, VllmRefusals empty), "llama.cpp" (gguf), "onnxruntime"
 // (onnx_qdq). Only consumers the suite checks are named.

@@ -535,9 +535,13 @@ void CheckExport(SpecChecker& c, const JobSpec& spec,
     c.Bad("spec.export.target", "unknown value " + std::to_string(ex.target()) +
                                     " (SERVING_TARGET_ANY or SERVING_TARGET_VLLM)");
   } else if (vllm && resolved.ok() && !c.OutOfTime("spec.export.target")) {
-    for (const FieldViolation& v : CheckServingTarget(
-             spec, *resolved, vllm_formats, ReadModelLayers(spec.model_uri()), c.deadline()))
-      c.Bad(v.field, v.description);
+    const std::optional<models::ModelConfig> model = ReadModelConfig(spec.model_uri());
+    const std::string problem = model ? exporter::VllmArchitectureProblem(*model) : "";
+    if (!problem.empty()) c.Bad("spec.export.target", "target vllm: " + problem);
+    if (problem.empty())
+      for (const FieldViolation& v : CheckServingTarget(
+               spec, *resolved, vllm_formats, ReadModelLayers(spec.model_uri()), c.deadline()))
+        c.Bad(v.field, v.description);
   }
 }
 

@@ -21,6 +21,10 @@ StatusOr<std::unique_ptr<DecoderBlock>> LoadLlamaBlock(const ModelConfig& config
 // partial rotary dimensions, a sliding window on every layer.
 StatusOr<std::unique_ptr<DecoderBlock>> LoadPhi3Block(const ModelConfig& config, int64_t index,
                                                       const WeightLoader& loader);
+// Gemma 2 / Gemma 3: (1 + weight) sandwich norms, soft-capped attention,
+// sliding layers, Gemma 3's q/k norms and local rope base.
+StatusOr<std::unique_ptr<DecoderBlock>> LoadGemmaBlock(const ModelConfig& config, int64_t index,
+                                                       const WeightLoader& loader);
 // GPT-2: LayerNorm, fused c_attn, GELU MLP.
 StatusOr<std::unique_ptr<DecoderBlock>> LoadGpt2Block(const ModelConfig& config, int64_t index,
                                                       const WeightLoader& loader);

@@ -440,6 +440,136 @@ TEST(ArchitecturesTest, Phi4MiniPartialRotaryGqaAndLongRope) {
   ExpectMatches(dir, ref, w, at::randint(50, {1, 12}, at::kLong), "Phi3ForCausalLM");
 }
 
+// Gemma 2 / Gemma 3 (transformers' models/gemma2/modular_gemma2.py at
+// 213da5a04374 and models/gemma3/modular_gemma3.py): embeddings times
+// sqrt(hidden) (rounded to float32), (1 + w) RMSNorms before and after the
+// attention and the MLP, scores scaled by query_pre_attn_scalar^-0.5 and
+// soft-capped, sliding layers, a tanh-GELU GeGLU, logits soft-capped; Gemma
+// 3's q/k norms and its local rope base on sliding layers.
+struct GemmaRef {
+  int64_t d, h, kvh, hd, layers, ffn, window;
+  std::vector<bool> sliding;
+  double qpas, attn_cap, final_cap;
+  std::vector<double> inv_global, inv_local;
+  bool qk_norm = false;
+
+  T operator()(const Weights& w, const T& ids) const {
+    const double eps = 1e-6;
+    auto norm = [&](const T& x, const std::string& name) {
+      return x / (x.pow(2).mean({-1}, true) + eps).sqrt() * (1 + w.at(name + ".weight"));
+    };
+    const double scale = static_cast<double>(static_cast<float>(std::sqrt(double(d))));
+    T x = w.at("model.embed_tokens.weight").index_select(0, ids) * scale;
+    const int64_t t = ids.size(0);
+    for (int64_t l = 0; l < layers; ++l) {
+      const std::string p = "model.layers." + std::to_string(l) + ".";
+      T n = norm(x, p + "input_layernorm");
+      T q = Lin(n, w, p + "self_attn.q_proj", false).reshape({t, h, hd});
+      T k = Lin(n, w, p + "self_attn.k_proj", false).reshape({t, kvh, hd});
+      if (qk_norm) {
+        q = norm(q, p + "self_attn.q_norm");
+        k = norm(k, p + "self_attn.k_norm");
+      }
+      const std::vector<double>& inv = sliding[l] ? inv_local : inv_global;
+      q = Rope(q, inv);
+      k = Rope(k, inv);
+      T v = Lin(n, w, p + "self_attn.v_proj", false).reshape({t, kvh, hd});
+      // Attention with soft-capped scores, written out here.
+      T out = at::zeros({t, h, hd}, at::kDouble);
+      for (int64_t head = 0; head < h; ++head) {
+        T sc = q.select(1, head).matmul(k.select(1, head / (h / kvh)).t()) / std::sqrt(qpas);
+        if (attn_cap > 0) sc = at::tanh(sc / attn_cap) * attn_cap;
+        for (int64_t i = 0; i < t; ++i)
+          for (int64_t j = 0; j < t; ++j)
+            if (j > i || (sliding[l] && i - j >= window)) sc[i][j] = -INFINITY;
+        out.select(1, head).copy_(at::softmax(sc, -1).matmul(v.select(1, head / (h / kvh))));
+      }
+      T attn = Lin(out.reshape({t, h * hd}), w, p + "self_attn.o_proj", false);
+      x = x + norm(attn, p + "post_attention_layernorm");
+      n = norm(x, p + "pre_feedforward_layernorm");
+      T gate = Lin(n, w, p + "mlp.gate_proj", false);
+      gate = 0.5 * gate * (1 + at::tanh(std::sqrt(2.0 / M_PI) * (gate + 0.044715 * gate.pow(3))));
+      T mlp = Lin(gate * Lin(n, w, p + "mlp.up_proj", false), w, p + "mlp.down_proj", false);
+      x = x + norm(mlp, p + "post_feedforward_layernorm");
+    }
+    T logits = norm(x, "model.norm").matmul(w.at("model.embed_tokens.weight").t());  // tied
+    return final_cap > 0 ? at::tanh(logits / final_cap) * final_cap : logits;
+  }
+};
+
+std::vector<std::pair<std::string, std::vector<int64_t>>> GemmaShapes(const GemmaRef& r,
+                                                                      int64_t vocab) {
+  std::vector<std::pair<std::string, std::vector<int64_t>>> s = {
+      {"model.embed_tokens.weight", {vocab, r.d}}, {"model.norm.weight", {r.d}}};
+  for (int64_t l = 0; l < r.layers; ++l) {
+    const std::string p = "model.layers." + std::to_string(l) + ".";
+    for (const char* n : {"input_layernorm", "post_attention_layernorm",
+                          "pre_feedforward_layernorm", "post_feedforward_layernorm"})
+      s.push_back({p + n + ".weight", {r.d}});
+    s.push_back({p + "self_attn.q_proj.weight", {r.h * r.hd, r.d}});
+    s.push_back({p + "self_attn.k_proj.weight", {r.kvh * r.hd, r.d}});
+    s.push_back({p + "self_attn.v_proj.weight", {r.kvh * r.hd, r.d}});
+    s.push_back({p + "self_attn.o_proj.weight", {r.d, r.h * r.hd}});
+    if (r.qk_norm) {
+      s.push_back({p + "self_attn.q_norm.weight", {r.hd}});
+      s.push_back({p + "self_attn.k_norm.weight", {r.hd}});
+    }
+    s.push_back({p + "mlp.gate_proj.weight", {r.ffn, r.d}});
+    s.push_back({p + "mlp.up_proj.weight", {r.ffn, r.d}});
+    s.push_back({p + "mlp.down_proj.weight", {r.d, r.ffn}});
+  }
+  return s;
+}
+
+TEST(ArchitecturesTest, Gemma2SoftCappingSandwichNormsAndAlternatingWindows) {
+  at::manual_seed(20);
+  // Layers 0 and 2 slide (window 4 < 11 tokens), layer 1 is full; caps low
+  // enough to bite on random weights; query_pre_attn_scalar != head_dim.
+  const std::string dir = NewDir("gemma2");
+  GemmaRef ref{32,
+               4,
+               2,
+               16,
+               3,
+               48,
+               4,
+               {true, false, true},
+               24.0,
+               5.0,
+               3.0,
+               InvFreq(16, 10000),
+               InvFreq(16, 10000)};
+  const Weights w = WriteCheckpoint(dir, R"({"architectures": ["Gemma2ForCausalLM"],
+    "model_type": "gemma2", "hidden_size": 32, "intermediate_size": 48, "num_hidden_layers": 3,
+    "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16, "vocab_size": 50,
+    "rms_norm_eps": 1e-6, "rope_theta": 10000.0, "hidden_activation": "gelu_pytorch_tanh",
+    "query_pre_attn_scalar": 24, "sliding_window": 4, "attn_logit_softcapping": 5.0,
+    "final_logit_softcapping": 3.0, "tie_word_embeddings": true})",
+                                    GemmaShapes(ref, 50));
+  ExpectMatches(dir, ref, w, at::randint(50, {2, 11}, at::kLong), "Gemma2ForCausalLM");
+}
+
+TEST(ArchitecturesTest, Gemma3QkNormsLocalRopeBaseAndScaledGlobalRope) {
+  at::manual_seed(21);
+  // sliding_window_pattern 3: layers 0, 1 slide with the local base 10000;
+  // layer 2 is global with theta 1e6 and linear rope scaling 8; no caps.
+  const std::string dir = NewDir("gemma3");
+  std::vector<double> global = InvFreq(16, 1e6);
+  for (double& f : global) f /= 8;
+  GemmaRef ref{32, 4, 1, 16, 3, 48, 5, {true, true, false}, 16.0, 0, 0, global, InvFreq(16, 10000)};
+  ref.qk_norm = true;
+  const Weights w = WriteCheckpoint(dir, R"({"architectures": ["Gemma3ForCausalLM"],
+    "model_type": "gemma3_text", "hidden_size": 32, "intermediate_size": 48,
+    "num_hidden_layers": 3, "num_attention_heads": 4, "num_key_value_heads": 1, "head_dim": 16,
+    "vocab_size": 50, "rms_norm_eps": 1e-6, "rope_theta": 1000000.0,
+    "rope_local_base_freq": 10000.0, "rope_scaling": {"rope_type": "linear", "factor": 8.0},
+    "query_pre_attn_scalar": 16, "sliding_window": 5, "sliding_window_pattern": 3,
+    "final_logit_softcapping": null, "attn_logit_softcapping": null,
+    "hidden_activation": "gelu_pytorch_tanh"})",
+                                    GemmaShapes(ref, 50));
+  ExpectMatches(dir, ref, w, at::randint(50, {2, 12}, at::kLong), "Gemma3ForCausalLM");
+}
+
 struct OptRef {
   int64_t d, h, layers, proj;
   bool pre;

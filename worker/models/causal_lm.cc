@@ -1,5 +1,7 @@
 #include "worker/models/causal_lm.h"
 
+#include <cmath>
+
 namespace quantd::models {
 namespace {
 
@@ -43,6 +45,8 @@ StatusOr<at::Tensor> EmbeddingStage::Forward(const at::Tensor& ids) const {
     }
     const int64_t t = ids.size(1);
     at::Tensor h = token_->Forward(ids);
+    // Gemma multiplies by sqrt(hidden_size) rounded to the hidden dtype.
+    if (embed_scale_ > 0) h = h * at::scalar_tensor(embed_scale_, h.options());
     if (project_in_) h = project_in_->Forward(h);
     if (position_) {
       if (t + position_offset_ > position_->info().num_embeddings) {
@@ -82,7 +86,9 @@ StatusOr<at::Tensor> HeadStage::Forward(const at::Tensor& hidden) const {
                                                           : hidden.scalar_type());
     if (final_norm_) x = final_norm_->Forward(x);
     if (project_out_) x = project_out_->Forward(x);
-    return lm_head_->Forward(x).to(at::kFloat);
+    at::Tensor logits = lm_head_->Forward(x).to(at::kFloat);
+    if (softcap_ > 0) logits = at::tanh(logits / softcap_) * softcap_;
+    return logits;
   });
 }
 
@@ -100,6 +106,8 @@ StatusOr<std::unique_ptr<EmbeddingStage>> CausalLM::LoadEmbedding(
   std::unique_ptr<EmbeddingStage> e(new EmbeddingStage());
   e->options_ = options_;
   e->position_offset_ = layout_.position_offset;
+  if (config_.scale_embeddings)
+    e->embed_scale_ = std::sqrt(static_cast<double>(config_.hidden_size));
   const EmbeddingInfo& tok = layout_.token_embedding;
   QD_ASSIGN_OR_RETURN(at::Tensor w,
                       loader.Load(tok.name + ".weight", {tok.num_embeddings, tok.embedding_dim}));
@@ -131,6 +139,7 @@ StatusOr<std::unique_ptr<HeadStage>> CausalLM::LoadHead(const io::TensorSource& 
   WeightLoader loader(source, layout_, options_);
   std::unique_ptr<HeadStage> h(new HeadStage());
   h->hidden_size_ = config_.hidden_size;
+  h->softcap_ = config_.final_logit_softcapping;
   if (!layout_.final_norm.name.empty()) {
     QD_ASSIGN_OR_RETURN(auto wb, loader.LoadNorm(layout_.final_norm));
     h->final_norm_ =

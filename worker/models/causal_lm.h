@@ -90,12 +90,14 @@ class EmbeddingStage {
   EmbeddingStage() = default;
   ModelOptions options_;
   int64_t position_offset_ = 0;
+  double embed_scale_ = 0;  // Gemma: sqrt(hidden_size), in the hidden dtype
   std::unique_ptr<Embedding> token_;
   std::unique_ptr<Embedding> position_;
   std::unique_ptr<Linear> project_in_;
 };
 
-// Final hidden states -> logits: final norm, OPT's project_out, lm_head.
+// Final hidden states -> logits: final norm, OPT's project_out, lm_head,
+// Gemma 2's soft-capping.
 class HeadStage {
  public:
   Norm* final_norm() { return final_norm_.get(); }
@@ -117,6 +119,7 @@ class HeadStage {
   std::unique_ptr<Linear> lm_head_;
   bool tied_ = false;
   int64_t hidden_size_ = 0;
+  double softcap_ = 0;  // Gemma 2's final_logit_softcapping
 };
 
 // Builds block `index` of an architecture family from `loader`.

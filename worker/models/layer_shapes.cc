@@ -83,6 +83,26 @@ BlockLayout Phi3Block(const ModelConfig& c, int64_t i) {
   return b;
 }
 
+// Gemma 2 / 3 (modeling_gemma2.py, modeling_gemma3.py): Llama's linears,
+// four (1 + weight) RMSNorms around the attention and the MLP, Gemma 3's
+// q/k norms. The post norms sit on the outputs, so the pre norms (and
+// up_proj, and v_proj without GQA) absorb input scales as in Llama.
+BlockLayout GemmaBlock(const ModelConfig& c, int64_t i) {
+  BlockLayout b = LlamaBlock(c, i);
+  const NormKind g = NormKind::kGemmaRmsNorm;
+  const int64_t d = c.hidden_size;
+  b.norms = {Norm(b.prefix + "input_layernorm", g, d),
+             Norm(b.prefix + "post_attention_layernorm", g, d),
+             Norm(b.prefix + "pre_feedforward_layernorm", g, d),
+             Norm(b.prefix + "post_feedforward_layernorm", g, d)};
+  if (c.qk_norm) {
+    b.norms.push_back(Norm(b.prefix + "self_attn.q_norm", g, c.head_dim));
+    b.norms.push_back(Norm(b.prefix + "self_attn.k_norm", g, c.head_dim));
+  }
+  b.groups[2].prev_op = b.prefix + "pre_feedforward_layernorm";
+  return b;
+}
+
 BlockLayout Gpt2Block(const ModelConfig& c, int64_t i) {
   BlockLayout b;
   b.prefix = "transformer.h." + std::to_string(i) + ".";
@@ -142,8 +162,11 @@ ModelLayout GetModelLayout(const ModelConfig& c) {
   switch (c.family) {
     case ArchitectureFamily::kLlama:
     case ArchitectureFamily::kPhi3:
+    case ArchitectureFamily::kGemma:
       m.token_embedding = {"model.embed_tokens", c.vocab_size, d};
-      m.final_norm = Norm("model.norm", NormKind::kRmsNorm, d);
+      m.final_norm = Norm(
+          "model.norm",
+          c.family == ArchitectureFamily::kGemma ? NormKind::kGemmaRmsNorm : NormKind::kRmsNorm, d);
       m.lm_head = Linear("lm_head", c.vocab_size, d, false, -1);
       break;
     case ArchitectureFamily::kGpt2:
@@ -183,6 +206,8 @@ BlockLayout GetBlockLayout(const ModelConfig& c, int64_t block) {
       return OptBlock(c, block);
     case ArchitectureFamily::kPhi3:
       return Phi3Block(c, block);
+    case ArchitectureFamily::kGemma:
+      return GemmaBlock(c, block);
     case ArchitectureFamily::kLlama:
       break;
   }

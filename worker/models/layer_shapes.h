@@ -45,7 +45,8 @@ struct LinearGroup {
   std::string prev_op;
 };
 
-enum class NormKind { kRmsNorm, kLayerNorm };
+// kGemmaRmsNorm: Gemma's RMSNorm, which scales by (1 + weight) in float32.
+enum class NormKind { kRmsNorm, kLayerNorm, kGemmaRmsNorm };
 
 struct NormInfo {
   std::string name;  // module name, e.g. "model.layers.0.input_layernorm"

@@ -3,7 +3,7 @@
 //   make_random_checkpoint --out=/tmp/llama7b-4blocks --layers=4
 //       [--hidden=4096 --intermediate=11008 --heads=32 --kv_heads=32
 //        --vocab=32000 --dtype=bf16|f16|f32 --shard_mb=2048 --seed=1 --tied
-//        --arch=llama|qwen3|phi3 --head_dim=N --partial_rotary_factor=F]
+//        --arch=llama|qwen3|phi3|gemma2|gemma3 --head_dim=N --partial_rotary_factor=F]
 //
 // Prints one JSON line: {"dir":..., "bytes":..., "shards":...}.
 #include <cstdio>

@@ -104,6 +104,8 @@ constexpr ArchitectureRow kArchitectures[] = {
     {"Qwen2ForCausalLM", "qwen2", ArchitectureFamily::kLlama},
     {"Qwen3ForCausalLM", "qwen3", ArchitectureFamily::kLlama},
     {"Phi3ForCausalLM", "phi3", ArchitectureFamily::kPhi3},
+    {"Gemma2ForCausalLM", "gemma2", ArchitectureFamily::kGemma},
+    {"Gemma3ForCausalLM", "gemma3_text", ArchitectureFamily::kGemma},
     {"GPT2LMHeadModel", "gpt2", ArchitectureFamily::kGpt2},
     {"OPTForCausalLM", "opt", ArchitectureFamily::kOpt},
 };
@@ -252,6 +254,29 @@ Status ParseRopeScaling(const Reader& r, ModelConfig& c) {
   return OkStatus();
 }
 
+// config.json's layer_types (transformers' per-layer attention kinds) into
+// c.sliding_window_layers; false when the config has none.
+StatusOr<bool> ParseLayerTypes(const Reader& r, ModelConfig& c) {
+  auto types = r.j.find("layer_types");
+  if (types == r.j.end() || types->is_null()) return false;
+  const int64_t n = c.num_hidden_layers;
+  if (!types->is_array() || static_cast<int64_t>(types->size()) != n) {
+    return BadConfig(r.source, "layer_types",
+                     "must list one attention type per layer (" + std::to_string(n) + ")");
+  }
+  c.sliding_window_layers.assign(n, false);
+  for (int64_t i = 0; i < n; ++i) {
+    const json& t = (*types)[i];
+    if (t != "full_attention" && t != "sliding_attention") {
+      return BadConfig(
+          r.source, "layer_types",
+          "entries must be \"full_attention\" or \"sliding_attention\", got " + t.dump());
+    }
+    c.sliding_window_layers[i] = t == "sliding_attention";
+  }
+  return true;
+}
+
 // Qwen2 / Qwen3 (configuration_qwen2.py): with use_sliding_window, the
 // layers that config.layer_types marks "sliding_attention" see only the
 // last sliding_window positions; without layer_types, the layers from
@@ -266,22 +291,8 @@ Status ParseQwenSlidingWindow(const Reader& r, ModelConfig& c) {
   QD_ASSIGN_OR_RETURN(int64_t window, r.Int("sliding_window", int64_t{4096}, 1, int64_t{1} << 40));
   const int64_t n = c.num_hidden_layers;
   c.sliding_window_layers.assign(n, false);
-  auto types = r.j.find("layer_types");
-  if (types != r.j.end() && !types->is_null()) {
-    if (!types->is_array() || static_cast<int64_t>(types->size()) != n) {
-      return BadConfig(r.source, "layer_types",
-                       "must list one attention type per layer (" + std::to_string(n) + ")");
-    }
-    for (int64_t i = 0; i < n; ++i) {
-      const json& t = (*types)[i];
-      if (t != "full_attention" && t != "sliding_attention") {
-        return BadConfig(
-            r.source, "layer_types",
-            "entries must be \"full_attention\" or \"sliding_attention\", got " + t.dump());
-      }
-      c.sliding_window_layers[i] = t == "sliding_attention";
-    }
-  } else {
+  QD_ASSIGN_OR_RETURN(const bool typed, ParseLayerTypes(r, c));
+  if (!typed) {
     QD_ASSIGN_OR_RETURN(int64_t first, r.Int("max_window_layers", int64_t{28}, 0, kMaxLayers));
     for (int64_t i = first; i < n; ++i) c.sliding_window_layers[i] = true;
   }
@@ -325,6 +336,62 @@ Status ParseLlamaFamily(const Reader& r, ModelConfig& c) {
     QD_ASSIGN_OR_RETURN(int64_t w, r.Int("sliding_window", std::nullopt, 1, int64_t{1} << 40));
     c.sliding_window = w;
   }
+  return OkStatus();
+}
+
+// Gemma 2 / Gemma 3 text (transformers' configuration_gemma2.py and
+// configuration_gemma3.py): the Llama keys with Gemma's defaults, the
+// soft-capping and attention scale, and which layers slide (layer_types,
+// else Gemma 2's every other layer from layer 0, Gemma 3's all but every
+// sliding_window_pattern-th).
+Status ParseGemma(const Reader& r, ModelConfig& c) {
+  const bool gemma3 = c.architecture == "Gemma3ForCausalLM";
+  QD_RETURN_IF_ERROR(ParseLlamaFamily(r, c));
+  QD_ASSIGN_OR_RETURN(c.head_dim, r.Int("head_dim", int64_t{256}));
+  QD_ASSIGN_OR_RETURN(c.num_key_value_heads, r.Int("num_key_value_heads", int64_t{4}));
+  QD_ASSIGN_OR_RETURN(c.tie_word_embeddings, r.Bool("tie_word_embeddings", true));
+  QD_ASSIGN_OR_RETURN(c.rope_theta, r.Double("rope_theta", gemma3 ? 1000000.0 : 10000.0));
+  // gemma2's configs carry hidden_activation (and often hidden_act too).
+  QD_ASSIGN_OR_RETURN(std::string act, r.String("hidden_act", "gelu_pytorch_tanh"));
+  QD_ASSIGN_OR_RETURN(c.hidden_act, r.String("hidden_activation", act));
+  QD_ASSIGN_OR_RETURN(bool attention_bias, r.Bool("attention_bias", false));
+  c.qkv_bias = c.o_bias = attention_bias;
+  QD_ASSIGN_OR_RETURN(c.query_pre_attn_scalar, r.Double("query_pre_attn_scalar", 256.0));
+  if (!(c.query_pre_attn_scalar > 0) || !std::isfinite(c.query_pre_attn_scalar)) {
+    return BadConfig(r.source, "query_pre_attn_scalar", "must be a positive number");
+  }
+  // An explicit null turns soft-capping off; absent, Gemma 2 caps at 50 / 30.
+  auto capping = [&](const char* key, double fallback) -> StatusOr<double> {
+    auto it = r.j.find(key);
+    if (it != r.j.end() && it->is_null()) return 0.0;
+    QD_ASSIGN_OR_RETURN(double v, r.Double(key, fallback));
+    if (v < 0 || !std::isfinite(v)) return BadConfig(r.source, key, "must be positive or null");
+    return v;
+  };
+  QD_ASSIGN_OR_RETURN(c.attn_logit_softcapping,
+                      capping("attn_logit_softcapping", gemma3 ? 0.0 : 50.0));
+  QD_ASSIGN_OR_RETURN(c.final_logit_softcapping,
+                      capping("final_logit_softcapping", gemma3 ? 0.0 : 30.0));
+  c.scale_embeddings = true;
+  if (gemma3) {
+    c.qk_norm = true;
+    QD_ASSIGN_OR_RETURN(c.rope_local_base_freq, r.Double("rope_local_base_freq", 10000.0));
+    if (!(c.rope_local_base_freq > 0)) {
+      return BadConfig(r.source, "rope_local_base_freq", "must be positive");
+    }
+  }
+  auto w = r.j.find("sliding_window");
+  if (w != r.j.end() && w->is_null()) return OkStatus();
+  QD_ASSIGN_OR_RETURN(int64_t window, r.Int("sliding_window", int64_t{4096}, 1, int64_t{1} << 40));
+  const int64_t n = c.num_hidden_layers;
+  c.sliding_window_layers.assign(n, false);
+  QD_ASSIGN_OR_RETURN(const bool typed, ParseLayerTypes(r, c));
+  if (!typed) {
+    QD_ASSIGN_OR_RETURN(int64_t pattern,
+                        r.Int("sliding_window_pattern", int64_t{gemma3 ? 6 : 2}, 1, kMaxLayers));
+    for (int64_t i = 0; i < n; ++i) c.sliding_window_layers[i] = (i + 1) % pattern != 0;
+  }
+  c.sliding_window = window;
   return OkStatus();
 }
 
@@ -422,6 +489,9 @@ StatusOr<ModelConfig> ParseModelConfig(const std::string& json_text, const std::
     case ArchitectureFamily::kPhi3:
       QD_RETURN_IF_ERROR(ParseLlamaFamily(r, c));
       break;
+    case ArchitectureFamily::kGemma:
+      QD_RETURN_IF_ERROR(ParseGemma(r, c));
+      break;
     case ArchitectureFamily::kGpt2:
       QD_RETURN_IF_ERROR(ParseGpt2(r, c));
       break;
@@ -447,8 +517,9 @@ StatusOr<ModelConfig> ParseModelConfig(const std::string& json_text, const std::
                          ") must divide num_attention_heads (" +
                          std::to_string(c.num_attention_heads) + ")");
   }
-  const bool rotary =
-      c.family == ArchitectureFamily::kLlama || c.family == ArchitectureFamily::kPhi3;
+  const bool rotary = c.family == ArchitectureFamily::kLlama ||
+                      c.family == ArchitectureFamily::kPhi3 ||
+                      c.family == ArchitectureFamily::kGemma;
   if (c.head_dim % 2 != 0 && rotary) {
     return BadConfig(source, "head_dim", "must be even for rotary embeddings");
   }
@@ -505,6 +576,18 @@ int64_t SlidingWindowAt(const ModelConfig& c, int64_t layer) {
   const bool slides = layer >= 0 && layer < static_cast<int64_t>(c.sliding_window_layers.size()) &&
                       c.sliding_window_layers[layer];
   return slides ? *c.sliding_window : 0;
+}
+
+}  // namespace quantd::models
+
+namespace quantd::models {
+
+ModelConfig RopeConfigAt(const ModelConfig& c, int64_t layer) {
+  if (c.rope_local_base_freq <= 0 || SlidingWindowAt(c, layer) == 0) return c;
+  ModelConfig local = c;
+  local.rope_theta = c.rope_local_base_freq;
+  local.rope_scaling.reset();
+  return local;
 }
 
 }  // namespace quantd::models

@@ -49,7 +49,7 @@ struct RopeScaling {
 
 // Implementation families; each covers the architectures listed in
 // SupportedArchitectures().
-enum class ArchitectureFamily { kLlama, kPhi3, kGpt2, kOpt };
+enum class ArchitectureFamily { kLlama, kPhi3, kGemma, kGpt2, kOpt };
 
 struct ModelConfig {
   // config.json "architectures"[0], e.g. "LlamaForCausalLM".
@@ -92,6 +92,20 @@ struct ModelConfig {
   // Phi-3 (family kPhi3) fuses q|k|v into self_attn.qkv_proj and gate|up
   // into mlp.gate_up_proj; no biases.
 
+  // Gemma 2 / Gemma 3 (family kGemma): RMSNorms scale by (1 + weight), and
+  // sandwich the attention and the MLP (pre and post norms); Gemma 3 adds
+  // q/k norms (qk_norm).
+  // Attention scores are scaled by query_pre_attn_scalar^-0.5 (0: head_dim).
+  double query_pre_attn_scalar = 0;
+  // tanh soft-capping: scores = cap * tanh(scores / cap); 0: none.
+  double attn_logit_softcapping = 0;
+  double final_logit_softcapping = 0;  // on the logits
+  // The token embeddings are multiplied by sqrt(hidden_size).
+  bool scale_embeddings = false;
+  // Gemma 3: the sliding layers' rope base, without rope_scaling (the full
+  // layers use rope_theta and rope_scaling); 0: every layer uses rope_theta.
+  double rope_local_base_freq = 0;
+
   // OPT.
   bool do_layer_norm_before = true;
   bool final_layer_norm = true;     // absent when _remove_final_layer_norm
@@ -120,6 +134,10 @@ StatusOr<ModelConfig> ParseModelConfig(const std::string& json_text, const std::
 // The sliding window of layer `layer`, 0 when it attends to every earlier
 // position.
 int64_t SlidingWindowAt(const ModelConfig& config, int64_t layer);
+
+// The config layer `layer`'s rotary embedding follows: `config` itself, or
+// for a Gemma 3 sliding layer, rope_local_base_freq without rope_scaling.
+ModelConfig RopeConfigAt(const ModelConfig& config, int64_t layer);
 
 // Reads `path` (a config.json, or a directory containing one).
 StatusOr<ModelConfig> LoadModelConfig(const std::string& path);

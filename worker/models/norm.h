@@ -29,7 +29,8 @@ class Norm {
   const at::Tensor& bias() const { return bias_; }
 
   // Normalises over the last dimension. RMSNorm computes its statistics in
-  // float32 and scales in the input dtype, as the reference implementation.
+  // float32 and scales in the input dtype, as the reference implementation;
+  // Gemma's scales by (1 + weight) in float32.
   at::Tensor Forward(const at::Tensor& x) const;
 
  private:

@@ -17,7 +17,8 @@ namespace {
 struct TensorPlan {
   std::string name;
   std::vector<int64_t> shape;
-  float bound;  // uniform in [-bound, bound]; 0 means all ones (norms)
+  float bound;            // uniform in [-bound, bound]; 0 means constant (norms)
+  float constant = 1.0f;  // the value of a constant tensor
 };
 
 std::vector<TensorPlan> Tensors(const RandomCheckpointOptions& o) {
@@ -27,13 +28,18 @@ std::vector<TensorPlan> Tensors(const RandomCheckpointOptions& o) {
   const int64_t kv = o.num_key_value_heads * hd;
   const bool qwen3 = o.architecture == "qwen3";
   const bool phi3 = o.architecture == "phi3";
+  const bool gemma = o.architecture == "gemma2" || o.architecture == "gemma3";
   // Uniform[-a, a] has standard deviation a / sqrt(3).
   auto bound = [](int64_t in) { return static_cast<float>(std::sqrt(3.0 / in)); };
   std::vector<TensorPlan> t;
-  t.push_back({"model.embed_tokens.weight", {o.vocab_size, d}, 1.0f});
+  // Gemma multiplies its embeddings by sqrt(hidden) and ties them to the
+  // logits: std 1/sqrt(hidden) keeps both O(1). Its norms scale by
+  // (1 + weight), so zeros are the identity, as transformers initialises.
+  t.push_back({"model.embed_tokens.weight", {o.vocab_size, d}, gemma ? bound(d) : 1.0f});
+  const float norm_one = gemma ? 0.0f : 1.0f;
   for (int64_t i = 0; i < o.num_hidden_layers; ++i) {
     const std::string p = "model.layers." + std::to_string(i) + ".";
-    t.push_back({p + "input_layernorm.weight", {d}, 0});
+    t.push_back({p + "input_layernorm.weight", {d}, 0, norm_one});
     if (phi3) {
       t.push_back({p + "self_attn.qkv_proj.weight", {q + 2 * kv, d}, bound(d)});
     } else {
@@ -42,11 +48,15 @@ std::vector<TensorPlan> Tensors(const RandomCheckpointOptions& o) {
       t.push_back({p + "self_attn.v_proj.weight", {kv, d}, bound(d)});
     }
     t.push_back({p + "self_attn.o_proj.weight", {d, q}, bound(q)});
-    if (qwen3) {
-      t.push_back({p + "self_attn.q_norm.weight", {hd}, 0});
-      t.push_back({p + "self_attn.k_norm.weight", {hd}, 0});
+    if (qwen3 || o.architecture == "gemma3") {
+      t.push_back({p + "self_attn.q_norm.weight", {hd}, 0, norm_one});
+      t.push_back({p + "self_attn.k_norm.weight", {hd}, 0, norm_one});
     }
-    t.push_back({p + "post_attention_layernorm.weight", {d}, 0});
+    t.push_back({p + "post_attention_layernorm.weight", {d}, 0, norm_one});
+    if (gemma) {
+      t.push_back({p + "pre_feedforward_layernorm.weight", {d}, 0, norm_one});
+      t.push_back({p + "post_feedforward_layernorm.weight", {d}, 0, norm_one});
+    }
     if (phi3) {
       t.push_back({p + "mlp.gate_up_proj.weight", {2 * f, d}, bound(d)});
     } else {
@@ -55,7 +65,7 @@ std::vector<TensorPlan> Tensors(const RandomCheckpointOptions& o) {
     }
     t.push_back({p + "mlp.down_proj.weight", {d, f}, bound(f)});
   }
-  t.push_back({"model.norm.weight", {d}, 0});
+  t.push_back({"model.norm.weight", {d}, 0, norm_one});
   if (!o.tie_word_embeddings) t.push_back({"lm_head.weight", {o.vocab_size, d}, bound(d)});
   return t;
 }
@@ -106,7 +116,7 @@ void Fill(const TensorPlan& t, io::SafetensorsDtype dtype, Rng& rng, std::vector
   const int es = io::SafetensorsDtypeSize(dtype);
   out.resize(n * es);
   for (uint64_t i = 0; i < n; ++i) {
-    float v = 1.0f;
+    float v = t.constant;
     if (t.bound != 0) {
       // 24 random bits -> [-1, 1).
       const float unit = static_cast<float>(rng.Next() >> 40) * (2.0f / 16777216.0f) - 1.0f;
@@ -133,9 +143,10 @@ StatusOr<RandomCheckpointInfo> WriteRandomLlamaCheckpoint(const std::string& dir
       o.num_attention_heads % o.num_key_value_heads != 0) {
     return InvalidArgumentError("heads must divide hidden_size and kv heads must divide heads");
   }
-  if (o.architecture != "llama" && o.architecture != "qwen3" && o.architecture != "phi3") {
-    return InvalidArgumentError("random checkpoints are llama, qwen3 or phi3, not " +
-                                o.architecture);
+  if (o.architecture != "llama" && o.architecture != "qwen3" && o.architecture != "phi3" &&
+      o.architecture != "gemma2" && o.architecture != "gemma3") {
+    return InvalidArgumentError(
+        "random checkpoints are llama, qwen3, phi3, gemma2 or gemma3, not " + o.architecture);
   }
   if (!(o.partial_rotary_factor > 0 && o.partial_rotary_factor <= 1) ||
       (o.partial_rotary_factor != 1 && o.architecture != "phi3")) {
@@ -186,9 +197,11 @@ StatusOr<RandomCheckpointInfo> WriteRandomLlamaCheckpoint(const std::string& dir
                            : o.dtype == io::SafetensorsDtype::kF16 ? "float16"
                                                                    : "float32";
   const bool qwen3 = o.architecture == "qwen3";
-  const char* architecture = qwen3                      ? "Qwen3ForCausalLM"
-                             : o.architecture == "phi3" ? "Phi3ForCausalLM"
-                                                        : "LlamaForCausalLM";
+  const char* architecture = qwen3                        ? "Qwen3ForCausalLM"
+                             : o.architecture == "phi3"   ? "Phi3ForCausalLM"
+                             : o.architecture == "gemma2" ? "Gemma2ForCausalLM"
+                             : o.architecture == "gemma3" ? "Gemma3ForCausalLM"
+                                                          : "LlamaForCausalLM";
   nlohmann::ordered_json config = {
       {"architectures", {architecture}},
       {"model_type", o.architecture},
@@ -211,6 +224,25 @@ StatusOr<RandomCheckpointInfo> WriteRandomLlamaCheckpoint(const std::string& dir
   if (qwen3) {
     config["attention_bias"] = false;
     config["use_sliding_window"] = false;
+  }
+  if (o.architecture == "gemma2" || o.architecture == "gemma3") {
+    // Gemma's own keys, at Gemma's defaults for these shapes.
+    const int64_t hd = o.head_dim > 0 ? o.head_dim : o.hidden_size / o.num_attention_heads;
+    config["model_type"] = o.architecture == "gemma3" ? "gemma3_text" : "gemma2";
+    config["head_dim"] = hd;
+    config["hidden_activation"] = "gelu_pytorch_tanh";
+    config["hidden_act"] = "gelu_pytorch_tanh";
+    config["query_pre_attn_scalar"] = hd;
+    config["sliding_window"] = 4096;
+    config["rms_norm_eps"] = 1e-6;
+    if (o.architecture == "gemma2") {
+      config["attn_logit_softcapping"] = 50.0;
+      config["final_logit_softcapping"] = 30.0;
+    } else {
+      config["rope_theta"] = 1000000.0;
+      config["rope_local_base_freq"] = 10000.0;
+      config["sliding_window_pattern"] = 6;
+    }
   }
   if (o.architecture == "phi3") {
     config["original_max_position_embeddings"] = 4096;

@@ -2,8 +2,9 @@
 // layer shapes (models that large cannot be downloaded here).
 //
 // Writes a Hugging Face directory: config.json (LlamaForCausalLM,
-// Qwen3ForCausalLM with its per-head q/k norms, or Phi3ForCausalLM with its
-// fused qkv_proj / gate_up_proj, each with its real names) and BF16,
+// Qwen3ForCausalLM with its per-head q/k norms, Phi3ForCausalLM with its
+// fused qkv_proj / gate_up_proj, Gemma2ForCausalLM / Gemma3ForCausalLM with
+// their sandwich norms, each with its real names) and BF16,
 // F16 or F32 safetensors shards with model.safetensors.index.json. Weights
 // are uniform with the standard deviation 1/sqrt(in_features) (norm weights
 // 1), so activations stay O(1) through many blocks. Values come from a
@@ -32,8 +33,9 @@ struct RandomCheckpointOptions {
   // 0: hidden_size / num_attention_heads.
   int64_t head_dim = 0;
   bool tie_word_embeddings = false;
-  // "llama", "qwen3" (self_attn.q_norm / k_norm, [head_dim], ones) or
-  // "phi3" (self_attn.qkv_proj, mlp.gate_up_proj).
+  // "llama", "qwen3" (self_attn.q_norm / k_norm, [head_dim], ones), "phi3"
+  // (self_attn.qkv_proj, mlp.gate_up_proj), "gemma2" or "gemma3" (pre / post
+  // feedforward norms; gemma3's q/k norms; set tie_word_embeddings as Gemma).
   std::string architecture = "llama";
   // phi3 only: the share of each head's dimensions the rotary embedding turns.
   double partial_rotary_factor = 1.0;

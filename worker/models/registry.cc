@@ -17,9 +17,10 @@ struct Registration {
 // Keep in step with SupportedArchitectures() (model_config.cc); the registry
 // test checks that every supported architecture is registered.
 constexpr Registration kRegistry[] = {
-    {"LlamaForCausalLM", &LoadLlamaBlock}, {"MistralForCausalLM", &LoadLlamaBlock},
-    {"Qwen2ForCausalLM", &LoadLlamaBlock}, {"Qwen3ForCausalLM", &LoadLlamaBlock},
-    {"Phi3ForCausalLM", &LoadPhi3Block},   {"GPT2LMHeadModel", &LoadGpt2Block},
+    {"LlamaForCausalLM", &LoadLlamaBlock},  {"MistralForCausalLM", &LoadLlamaBlock},
+    {"Qwen2ForCausalLM", &LoadLlamaBlock},  {"Qwen3ForCausalLM", &LoadLlamaBlock},
+    {"Phi3ForCausalLM", &LoadPhi3Block},    {"Gemma2ForCausalLM", &LoadGemmaBlock},
+    {"Gemma3ForCausalLM", &LoadGemmaBlock}, {"GPT2LMHeadModel", &LoadGpt2Block},
     {"OPTForCausalLM", &LoadOptBlock},
 };
 

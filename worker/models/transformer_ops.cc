@@ -143,6 +143,8 @@ at::Tensor AttendRows(const at::Tensor& q, const at::Tensor& k, const at::Tensor
   const bool low_precision =
       scores.scalar_type() != at::kFloat && scores.scalar_type() != at::kDouble;
   if (low_precision) scores = scores.to(at::kFloat);
+  // Gemma 2's soft-capping, on the scaled scores before the mask.
+  if (o.softcap > 0) scores = at::tanh(scores / o.softcap) * o.softcap;
   const auto idx = at::TensorOptions().dtype(at::kLong).device(q.device());
   at::Tensor r = at::arange(q0, q1, idx).unsqueeze(1);
   at::Tensor c = at::arange(0, q1, idx).unsqueeze(0);

@@ -39,6 +39,7 @@ struct AttentionOptions {
   double scale = 1.0;          // multiplies q.k
   int64_t sliding_window = 0;  // 0: unlimited
   int64_t max_score_elements = int64_t{1} << 20;
+  double softcap = 0;  // scores -> softcap * tanh(scores / softcap); 0: none
 };
 // q: [B, H, T, hd]; k, v: [B, KVH, T, hd] with H a multiple of KVH (query
 // head h uses kv head h / (H/KVH)). Returns [B, H, T, hd]. Softmax runs in
