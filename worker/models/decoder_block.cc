@@ -141,4 +141,26 @@ StatusOr<at::Tensor> DecoderBlock::Run(const at::Tensor& hidden, Output output) 
   }
 }
 
+at::Tensor DecoderBlock::SeparateQkvAttention(const at::Tensor& normed,
+                                              const AttentionLayout& layout,
+                                              const ModelConfig& rope_config, at::ScalarType dtype,
+                                              const AttentionOptions& options) {
+  const ModelConfig& c = config();
+  const int64_t b = normed.size(0), t = normed.size(1), hd = c.head_dim;
+  const int64_t h = c.num_attention_heads, kvh = c.num_key_value_heads;
+  at::Tensor q = linear(layout.q).Forward(normed).view({b, t, h, hd});
+  at::Tensor k = linear(layout.k).Forward(normed).view({b, t, kvh, hd});
+  if (c.qk_norm) {
+    q = norm(layout.q_norm).Forward(q);
+    k = norm(layout.k_norm).Forward(k);
+  }
+  q = q.transpose(1, 2);
+  k = k.transpose(1, 2);
+  at::Tensor v = linear(layout.v).Forward(normed).view({b, t, kvh, hd}).transpose(1, 2);
+  const RotaryTables rope = MakeRotaryTables(rope_config, t, dtype, normed.device());
+  q = ApplyRotary(q, rope);
+  k = ApplyRotary(k, rope);
+  return CausalSelfAttention(q, k, v, options).transpose(1, 2).reshape({b, t, h * hd});
+}
+
 }  // namespace quantd::models

@@ -24,6 +24,7 @@
 #include "worker/models/model_config.h"
 #include "worker/models/model_options.h"
 #include "worker/models/norm.h"
+#include "worker/models/transformer_ops.h"
 #include "worker/models/weight_loader.h"
 
 namespace quantd::models {
@@ -91,6 +92,20 @@ class DecoderBlock {
   // One sub-batch. May throw.
   virtual at::Tensor ForwardChunk(const at::Tensor& hidden) = 0;
 
+  // The attention of blocks with separate q/k/v projections (Llama, Gemma):
+  // q, k, v from `normed` ([B, T, D]) by the linears at these layout
+  // positions, the per-head q/k norms when the config has them, the rotary
+  // embedding of `rope_config` (tables in `dtype`, the block input's), then
+  // CausalSelfAttention with `options`.
+  // Returns the heads side by side, [B, T, heads * head_dim], for o_proj.
+  struct AttentionLayout {
+    size_t q, k, v;
+    size_t q_norm = 0, k_norm = 0;  // read when config().qk_norm
+  };
+  at::Tensor SeparateQkvAttention(const at::Tensor& normed, const AttentionLayout& layout,
+                                  const ModelConfig& rope_config, at::ScalarType dtype,
+                                  const AttentionOptions& options);
+
   // Layout order.
   Linear& linear(size_t i) { return *linears_[i]; }
   Norm& norm(size_t i) { return *norms_[i]; }
@@ -109,6 +124,16 @@ class DecoderBlock {
   std::vector<std::unique_ptr<Linear>> linears_;
   std::vector<std::unique_ptr<Norm>> norms_;
 };
+
+// A `Block` (a DecoderBlock with a (config, index, options) constructor)
+// with its weights loaded: what each architecture's Load*Block returns.
+template <typename Block>
+StatusOr<std::unique_ptr<DecoderBlock>> LoadBlockOf(const ModelConfig& config, int64_t index,
+                                                    const WeightLoader& loader) {
+  auto block = std::make_unique<Block>(config, index, loader.options());
+  QD_RETURN_IF_ERROR(block->LoadWeights(loader));
+  return std::unique_ptr<DecoderBlock>(std::move(block));
+}
 
 }  // namespace quantd::models
 

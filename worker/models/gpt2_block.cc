@@ -46,9 +46,7 @@ class Gpt2Block final : public DecoderBlock {
 
 StatusOr<std::unique_ptr<DecoderBlock>> LoadGpt2Block(const ModelConfig& config, int64_t index,
                                                       const WeightLoader& loader) {
-  auto block = std::make_unique<Gpt2Block>(config, index, loader.options());
-  QD_RETURN_IF_ERROR(block->LoadWeights(loader));
-  return std::unique_ptr<DecoderBlock>(std::move(block));
+  return LoadBlockOf<Gpt2Block>(config, index, loader);
 }
 
 }  // namespace quantd::models

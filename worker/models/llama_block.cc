@@ -25,27 +25,13 @@ class LlamaBlock final : public DecoderBlock {
  protected:
   at::Tensor ForwardChunk(const at::Tensor& x) override {
     const ModelConfig& c = config();
-    const int64_t b = x.size(0), t = x.size(1), hd = c.head_dim;
-    const int64_t h = c.num_attention_heads, kvh = c.num_key_value_heads;
-
-    at::Tensor normed = norm(kInputNorm).Forward(x);
-    at::Tensor q = linear(kQ).Forward(normed).view({b, t, h, hd});
-    at::Tensor k = linear(kK).Forward(normed).view({b, t, kvh, hd});
-    if (c.qk_norm) {
-      q = norm(kQNorm).Forward(q);
-      k = norm(kKNorm).Forward(k);
-    }
-    q = q.transpose(1, 2);
-    k = k.transpose(1, 2);
-    at::Tensor v = linear(kV).Forward(normed).view({b, t, kvh, hd}).transpose(1, 2);
-    const RotaryTables rope = MakeRotaryTables(c, t, x.scalar_type(), x.device());
-    q = ApplyRotary(q, rope);
-    k = ApplyRotary(k, rope);
     AttentionOptions ao;
-    ao.scale = 1.0 / std::sqrt(static_cast<double>(hd));
+    ao.scale = 1.0 / std::sqrt(static_cast<double>(c.head_dim));
     ao.sliding_window = SlidingWindowAt(c, index());
     ao.max_score_elements = options().max_attention_elements;
-    at::Tensor attn = CausalSelfAttention(q, k, v, ao).transpose(1, 2).reshape({b, t, h * hd});
+    at::Tensor normed = norm(kInputNorm).Forward(x);
+    at::Tensor attn =
+        SeparateQkvAttention(normed, {kQ, kK, kV, kQNorm, kKNorm}, c, x.scalar_type(), ao);
     at::Tensor hidden = x + linear(kO).Forward(attn);
 
     normed = norm(kPostAttentionNorm).Forward(hidden);
@@ -59,9 +45,7 @@ class LlamaBlock final : public DecoderBlock {
 
 StatusOr<std::unique_ptr<DecoderBlock>> LoadLlamaBlock(const ModelConfig& config, int64_t index,
                                                        const WeightLoader& loader) {
-  auto block = std::make_unique<LlamaBlock>(config, index, loader.options());
-  QD_RETURN_IF_ERROR(block->LoadWeights(loader));
-  return std::unique_ptr<DecoderBlock>(std::move(block));
+  return LoadBlockOf<LlamaBlock>(config, index, loader);
 }
 
 }  // namespace quantd::models

@@ -49,9 +49,7 @@ class OptBlock final : public DecoderBlock {
 
 StatusOr<std::unique_ptr<DecoderBlock>> LoadOptBlock(const ModelConfig& config, int64_t index,
                                                      const WeightLoader& loader) {
-  auto block = std::make_unique<OptBlock>(config, index, loader.options());
-  QD_RETURN_IF_ERROR(block->LoadWeights(loader));
-  return std::unique_ptr<DecoderBlock>(std::move(block));
+  return LoadBlockOf<OptBlock>(config, index, loader);
 }
 
 }  // namespace quantd::models

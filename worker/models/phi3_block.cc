@@ -55,9 +55,7 @@ class Phi3Block final : public DecoderBlock {
 
 StatusOr<std::unique_ptr<DecoderBlock>> LoadPhi3Block(const ModelConfig& config, int64_t index,
                                                       const WeightLoader& loader) {
-  auto block = std::make_unique<Phi3Block>(config, index, loader.options());
-  QD_RETURN_IF_ERROR(block->LoadWeights(loader));
-  return std::unique_ptr<DecoderBlock>(std::move(block));
+  return LoadBlockOf<Phi3Block>(config, index, loader);
 }
 
 }  // namespace quantd::models
