@@ -27,6 +27,7 @@
 #include "worker/common/crash_handler.h"
 #include "worker/common/dashed_flags.h"
 #include "worker/common/device.h"
+#include "worker/io/uri/hf_hub.h"
 #include "worker/io/uri/uri_roots.h"
 #include "worker/pipeline/activation_offload.h"
 #include "worker/runner/lease_loop.h"
@@ -45,6 +46,14 @@ ABSL_FLAG(std::vector<std::string>, allowed_roots, {},
           "may go below; outputs may always go below <data-dir>/artifacts/. Default: none (no "
           "input is allowed)");
 ABSL_FLAG(std::string, hf_cache, "", "Hugging Face hub cache for hf:// URIs");
+ABSL_FLAG(std::string, hf_endpoint, "",
+          "the Hugging Face Hub for hf:// models (default $HF_ENDPOINT, else "
+          "https://huggingface.co)");
+ABSL_FLAG(bool, hf_offline, false,
+          "never contact the Hub: hf:// models come from the cache alone (also $HF_HUB_OFFLINE=1)");
+ABSL_FLAG(std::string, hf_token_file, "",
+          "a file (a mounted secret) holding the Hub token for private or gated models "
+          "(default $HF_TOKEN)");
 ABSL_FLAG(int, lease_wait_seconds, 10, "long-poll duration of each LeaseJob call");
 ABSL_FLAG(int, max_jobs, 0, "exit after this many jobs (0: run until stopped)");
 ABSL_FLAG(int, threads, 0, "intra-op threads for LibTorch (0: one per core)");
@@ -169,6 +178,15 @@ int main(int argc, char** argv) {
   exec_opt.roots = std::make_shared<const quantd::io::UriRoots>(*std::move(roots));
   LogUriPolicy(*exec_opt.roots);
   exec_opt.hf_cache_dir = absl::GetFlag(FLAGS_hf_cache);
+  auto hub = quantd::io::HubAccessFromEnvironment(absl::GetFlag(FLAGS_hf_endpoint),
+                                                  absl::GetFlag(FLAGS_hf_offline),
+                                                  absl::GetFlag(FLAGS_hf_token_file));
+  if (!hub.ok()) {
+    std::cerr << "quantd-worker: " << hub.status().message() << "\n";
+    return 2;
+  }
+  exec_opt.hf_endpoint = hub->endpoint;
+  exec_opt.hf_token = hub->token;
   exec_opt.keep_scratch = absl::GetFlag(FLAGS_keep_scratch);
   exec_opt.device = device;
   auto offload = quantd::pipeline::ParseActivationOffload(absl::GetFlag(FLAGS_activation_offload));

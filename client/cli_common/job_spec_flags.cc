@@ -22,7 +22,8 @@ namespace {
 // JobSpecFlagsUsage's text at indent 0.
 constexpr char kJobSpecFlagsUsage[] = R"(
 --model URI             model directory or .gguf file (file:// or a plain
-                        path, hf://)
+                        path), hf://ORG/NAME[@REV] from the Hugging Face Hub,
+                        or an http(s):// .gguf file
 --scheme NAME           quantization preset, e.g. w_int4_per_group_sym
 --config FILE           quantization config: the reference toolkit's JSON
                         (a config.json or its quantization_config object)

@@ -186,7 +186,10 @@ std::string RenderJob(const quantd::v1::Job& job) {
   if (job.attempt() > 0) absl::StrAppend(&state, " (attempt ", job.attempt(), ")");
   if (!job.worker().empty()) absl::StrAppend(&state, " on ", job.worker());
   lines.push_back("state:      " + state);
-  lines.push_back("model:      " + job.spec().model_uri());
+  std::string model = job.spec().model_uri();
+  if (!job.result().resolved_revision().empty())
+    absl::StrAppend(&model, " (commit ", job.result().resolved_revision(), ")");
+  lines.push_back("model:      " + model);
   lines.push_back("quantize:   " + DescribeQuantization(job.spec()));
   if (job.state() == quantd::v1::RUNNING || job.state() == quantd::v1::CANCELLING)
     lines.push_back("progress:   " + RenderProgressBar(job.progress(), 20));

@@ -164,6 +164,13 @@ TEST(RenderTest, JobSummaryOfALlamaCppRecipe) {
   job.mutable_spec()->mutable_quantization()->add_algorithms()->mutable_gptq();
   EXPECT_NE(RenderJob(job).find("quantize:   llama.cpp Q4_K_M + gptq\n"), std::string::npos)
       << RenderJob(job);
+  // A Hub model shows the commit it ran on.
+  job.mutable_spec()->set_model_uri("hf://org/m");
+  job.mutable_result()->set_resolved_revision("f9c3b0db68d1b34d02ef5eccacd7af26f119c8cc");
+  EXPECT_NE(RenderJob(job).find(
+                "model:      hf://org/m (commit f9c3b0db68d1b34d02ef5eccacd7af26f119c8cc)\n"),
+            std::string::npos)
+      << RenderJob(job);
 }
 
 TEST(RenderTest, HumanBytes) {

@@ -29,9 +29,10 @@
 #include "worker/common/crash_handler.h"
 #include "worker/common/device.h"
 #include "worker/common/peak_rss.h"
-#include "worker/runner/pipeline_executor.h"
+#include "worker/io/uri/hf_hub.h"
 #include "worker/job_spec/resolve_job.h"
 #include "worker/job_spec/rpc_status.h"
+#include "worker/runner/pipeline_executor.h"
 
 namespace quantd::cli {
 namespace {
@@ -138,6 +139,14 @@ int Main(int argc, char** argv) {
   exec_opt.keep_scratch = run->keep_scratch;
   exec_opt.device = DeviceName(*device);
   exec_opt.activation_offload = run->activation_offload;
+  // hf:// models: the Hub as $HF_ENDPOINT / $HF_TOKEN / $HF_HUB_OFFLINE say.
+  auto hub = io::HubAccessFromEnvironment("", false, "");
+  if (!hub.ok()) {
+    std::cerr << "quantd-quantize: " << hub.status().message() << "\n";
+    return 2;
+  }
+  exec_opt.hf_endpoint = hub->endpoint;
+  exec_opt.hf_token = hub->token;
   worker::PipelineExecutor executor(exec_opt);
 
   ConsoleOptions console;

@@ -99,9 +99,13 @@ class SpecChecker {
 // Every URI is split by the one parser (worker/io/uri/uri_parser.h) that the
 // frontend's policy and the worker use, so a URI this check accepts is the
 // one they check and open.
-void CheckUri(SpecChecker& c, const std::string& field, const std::string& uri, bool required) {
+// What a URI names, which decides the schemes it may use.
+enum class UriRole { kModel, kDataset, kOutput };
+
+void CheckUri(SpecChecker& c, const std::string& field, const std::string& uri, bool required,
+              UriRole role) {
   if (uri.empty()) {
-    if (required) c.Bad(field, "is required (a file:// URI)");
+    if (required) c.Bad(field, "is required (a file://, hf:// or https:// URI)");
     return;
   }
   auto parsed = io::ParseUri(uri);
@@ -109,8 +113,26 @@ void CheckUri(SpecChecker& c, const std::string& field, const std::string& uri, 
     c.Bad(field, parsed.status().message());
     return;
   }
-  if (parsed->scheme != "file") {
-    c.NotBuilt(field, parsed->scheme + ":// URIs are not supported yet; use file://");
+  const std::string& scheme = parsed->scheme;
+  if (scheme == "file") return;
+  switch (role) {
+    case UriRole::kModel:
+      // hf:// is a checkpoint directory; over http(s) only one file comes.
+      if ((scheme == "http" || scheme == "https") &&
+          !(parsed->path.size() > 5 &&
+            parsed->path.compare(parsed->path.size() - 5, 5, ".gguf") == 0)) {
+        c.Bad(field, "an " + scheme +
+                         ":// model is one .gguf file; a checkpoint directory comes from hf:// "
+                         "or file://");
+      }
+      return;
+    case UriRole::kDataset:
+      if (scheme == "hf")
+        c.NotBuilt(field, "hf:// datasets are not supported yet; use https:// or file://");
+      return;
+    case UriRole::kOutput:
+      c.NotBuilt(field, scheme + ":// outputs are not supported yet; use file://");
+      return;
   }
 }
 
@@ -353,7 +375,7 @@ void CheckQuantization(SpecChecker& c, const JobSpec& spec,
 void CheckCalibration(SpecChecker& c, const JobSpec& spec) {
   if (!spec.has_calibration()) return;
   const auto& cal = spec.calibration();
-  CheckUri(c, "spec.calibration.dataset_uri", cal.dataset_uri(), false);
+  CheckUri(c, "spec.calibration.dataset_uri", cal.dataset_uri(), false, UriRole::kDataset);
   if (cal.has_num_samples() && cal.num_samples() <= 0)
     c.Bad("spec.calibration.num_samples", "must be positive");
   if (cal.has_seq_len() && cal.seq_len() < 2)
@@ -373,7 +395,7 @@ void CheckEvaluation(SpecChecker& c, const JobSpec& spec) {
   if (!spec.has_evaluation()) return;
   const auto& ev = spec.evaluation();
   if (ev.disabled()) return;
-  CheckUri(c, "spec.evaluation.dataset_uri", ev.dataset_uri(), false);
+  CheckUri(c, "spec.evaluation.dataset_uri", ev.dataset_uri(), false, UriRole::kDataset);
   if (ev.has_n_ctx() && (ev.n_ctx() < 2 || ev.n_ctx() > 1 << 20))
     c.Bad("spec.evaluation.n_ctx", "must be in [2, 1048576], got " + std::to_string(ev.n_ctx()));
   if (ev.max_windows() < 0) c.Bad("spec.evaluation.max_windows", "must not be negative");
@@ -521,7 +543,8 @@ void CheckExport(SpecChecker& c, const JobSpec& spec,
     if (!s.ok()) c.Bad(field, s.message());
     if (s.ok() && exporter::IsVllmFormat(*format)) vllm_formats.push_back(*format);
   }
-  if (!ex.output_uri().empty()) CheckUri(c, "spec.export.output_uri", ex.output_uri(), false);
+  if (!ex.output_uri().empty())
+    CheckUri(c, "spec.export.output_uri", ex.output_uri(), false, UriRole::kOutput);
   if (!quantd::v1::GgufFloatType_IsValid(ex.gguf_float_type())) {
     c.Bad("spec.export.gguf_float_type", "unknown value " + std::to_string(ex.gguf_float_type()) +
                                              " (GGUF_F32, GGUF_F16 or GGUF_BF16)");
@@ -550,7 +573,7 @@ void CheckExport(SpecChecker& c, const JobSpec& spec,
 Status CheckResolvedJobSpec(const JobSpec& spec, const StatusOr<config::QuantConfig>& quantization,
                             std::vector<std::string>* warnings, std::chrono::milliseconds budget) {
   SpecChecker c(budget.count() > 0 ? Deadline::After(budget) : Deadline::Never());
-  CheckUri(c, "spec.model_uri", spec.model_uri(), true);
+  CheckUri(c, "spec.model_uri", spec.model_uri(), true, UriRole::kModel);
   CheckModelCheckpoint(c, spec);
   CheckQuantization(c, spec, quantization, warnings);
   CheckCalibration(c, spec);

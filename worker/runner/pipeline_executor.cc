@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 
@@ -62,6 +63,14 @@ void RemoveDeadViews(const fs::path& inputs) {
   }
 }
 
+// The files of a model directory the engine reads: those a view holds and
+// those fetched from the Hub.
+void ModelFileNames(std::vector<std::string>& names, std::vector<std::string>& suffixes) {
+  names = {"config.json", "model.safetensors.index.json"};
+  for (const char* name : exporter::kHfSideFiles) names.push_back(name);
+  suffixes = {".safetensors"};
+}
+
 std::string JobId(const std::string& name) {
   auto slash = name.rfind('/');
   return slash == std::string::npos ? name : name.substr(slash + 1);
@@ -69,8 +78,10 @@ std::string JobId(const std::string& name) {
 
 }  // namespace
 
-StatusOr<std::string> PipelineExecutor::Resolve(const std::string& field, const std::string& uri,
-                                                const std::string& tenant) const {
+StatusOr<io::ResolvedUri> PipelineExecutor::Resolve(const std::string& field,
+                                                    const std::string& uri,
+                                                    const std::string& tenant,
+                                                    JobContext* ctx) const {
   io::UriOptions opt;
   if (options_.roots != nullptr) {
     Status allowed = options_.roots->CheckInput(uri, tenant);
@@ -78,10 +89,26 @@ StatusOr<std::string> PipelineExecutor::Resolve(const std::string& field, const 
     opt.allowed_roots = options_.roots->InputDirectories(tenant);
   }
   opt.hf_cache_dir = options_.hf_cache_dir;
+  opt.hf_endpoint = options_.hf_endpoint;
+  opt.hf_token = options_.hf_token;
+  ModelFileNames(opt.hf_model_files, opt.hf_model_suffixes);
+  if (ctx != nullptr) {
+    opt.on_hub_progress = [ctx](const io::HubFileProgress& p) {
+      quantd::v1::Progress progress;
+      progress.set_stage(quantd::v1::LOAD);
+      const bool big = p.bytes_total >= (1u << 20);
+      const double unit = big ? 1048576.0 : 1024.0;
+      char amount[64];
+      std::snprintf(amount, sizeof(amount), "%.1f of %.1f %s", p.bytes_done / unit,
+                    p.bytes_total / unit, big ? "MiB" : "KiB");
+      progress.set_message("downloading " + p.file + ": " + amount);
+      ctx->SetProgress(progress);
+    };
+  }
   opt.download_cache_dir = (fs::path(options_.data_dir) / "cache").string();
   auto r = io::ResolveUri({uri, ""}, opt);
   if (!r.ok()) return Status(r.status()).Prepend(field + " " + io::QuoteUri(uri) + ": ");
-  return r->local_path;
+  return *std::move(r);
 }
 
 StatusOr<pipeline::JobOptions> PipelineExecutor::BuildOptions(const quantd::v1::Job& job) const {
@@ -89,10 +116,15 @@ StatusOr<pipeline::JobOptions> PipelineExecutor::BuildOptions(const quantd::v1::
   return BuildOptions(job, resolved);
 }
 
-StatusOr<pipeline::JobOptions> PipelineExecutor::BuildOptions(
-    const quantd::v1::Job& job, const job_spec::ResolvedJob& resolved) const {
+StatusOr<pipeline::JobOptions> PipelineExecutor::BuildOptions(const quantd::v1::Job& job,
+                                                              const job_spec::ResolvedJob& resolved,
+                                                              JobContext* ctx,
+                                                              io::ResolvedUri* model) const {
   pipeline::JobOptions o;
-  QD_ASSIGN_OR_RETURN(o.model_dir, Resolve("spec.model_uri", resolved.model_uri, job.tenant()));
+  QD_ASSIGN_OR_RETURN(io::ResolvedUri model_uri,
+                      Resolve("spec.model_uri", resolved.model_uri, job.tenant(), ctx));
+  o.model_dir = model_uri.local_path;
+  if (model != nullptr) *model = std::move(model_uri);
   const job_spec::ResolvedQuantization& q = resolved.quantization;
   o.planner = q.planner;
   o.quant_config = q.config;
@@ -109,8 +141,9 @@ StatusOr<pipeline::JobOptions> PipelineExecutor::BuildOptions(
 
   const job_spec::CalibrationSettings& cal = resolved.calibration;
   if (!cal.dataset_uri.empty()) {
-    QD_ASSIGN_OR_RETURN(o.calibration.dataset_path,
+    QD_ASSIGN_OR_RETURN(io::ResolvedUri data,
                         Resolve("spec.calibration.dataset_uri", cal.dataset_uri, job.tenant()));
+    o.calibration.dataset_path = data.local_path;
   }
   if (cal.text_field) o.calibration.text_field = *cal.text_field;
   if (cal.num_samples) o.calibration.num_samples = *cal.num_samples;
@@ -123,8 +156,9 @@ StatusOr<pipeline::JobOptions> PipelineExecutor::BuildOptions(
   const job_spec::EvaluationSettings& ev = resolved.evaluation;
   o.evaluation.enabled = ev.enabled();
   if (o.evaluation.enabled) {
-    QD_ASSIGN_OR_RETURN(o.evaluation.dataset_path,
+    QD_ASSIGN_OR_RETURN(io::ResolvedUri data,
                         Resolve("spec.evaluation.dataset_uri", ev.dataset_uri, job.tenant()));
+    o.evaluation.dataset_path = data.local_path;
   }
   if (ev.text_field) o.evaluation.text_field = *ev.text_field;
   if (ev.n_ctx) o.evaluation.n_ctx = *ev.n_ctx;
@@ -191,9 +225,7 @@ StatusOr<std::unique_ptr<io::ModelFiles>> PipelineExecutor::OpenModelView(
   if (options_.roots == nullptr && !one_file) return std::unique_ptr<io::ModelFiles>();
   RemoveDeadViews(inputs.parent_path());
   io::ModelFilesOptions mf;
-  mf.names = {"config.json", "model.safetensors.index.json"};
-  for (const char* name : exporter::kHfSideFiles) mf.names.push_back(name);
-  mf.suffixes = {".safetensors"};
+  ModelFileNames(mf.names, mf.suffixes);
   mf.allowed_dirs = options_.roots != nullptr ? options_.roots->InputDirectories(tenant)
                                               : std::vector<std::string>{"/"};
   if (!one_file) {
@@ -234,7 +266,8 @@ ExecutionOutcome PipelineExecutor::Execute(const quantd::v1::Job& job,
   // A cancel or a lost lease (ctx) stops every long loop below, planning
   // included, not only the block loop.
   CancellationScope scope([&ctx] { return ctx.CancelRequested(); });
-  auto options = BuildOptions(job, resolved);
+  io::ResolvedUri model;
+  auto options = BuildOptions(job, resolved, &ctx, &model);
   if (!options.ok()) {
     out.status = options.status();
     return out;
@@ -271,6 +304,17 @@ ExecutionOutcome PipelineExecutor::Execute(const quantd::v1::Job& job,
     options->model_dir = model_files->view_dir();
   }
   EventForwarder forwarder(ctx);
+  if (!model.revision.empty()) {
+    forwarder.OnLog(pipeline::LogLevel::kInfo,
+                    "spec.model_uri " + resolved.model_uri + ": commit " + model.revision +
+                        (model.files_downloaded > 0
+                             ? " (" + std::to_string(model.files_downloaded) + " files, " +
+                                   std::to_string(model.bytes_downloaded) + " bytes downloaded)"
+                             : " (from the cache)"));
+  }
+  if (!model.warning.empty()) {
+    forwarder.OnLog(pipeline::LogLevel::kWarning, "spec.model_uri: " + model.warning);
+  }
   if (!resolved.evaluation.disabled && resolved.evaluation.dataset_uri.empty())
     forwarder.OnLog(
         pipeline::LogLevel::kWarning,
@@ -279,6 +323,7 @@ ExecutionOutcome PipelineExecutor::Execute(const quantd::v1::Job& job,
   out.status = result.status;
   out.cancelled = result.cancelled;
   out.result = ToProto(result.report, job.spec());
+  out.result.set_resolved_revision(model.revision);
   if (!options_.keep_scratch) {
     std::error_code ec;
     fs::remove_all(options->scratch_dir, ec);

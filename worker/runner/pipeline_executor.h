@@ -37,6 +37,10 @@ struct PipelineExecutorOptions {
   // files).
   std::shared_ptr<const io::UriRoots> roots;
   std::string hf_cache_dir;  // empty: $HF_HUB_CACHE / $HF_HOME/hub / ~/.cache/huggingface/hub
+  // The Hub for hf:// models (empty: offline, the cache alone) and a token
+  // for private or gated repositories (never written anywhere).
+  std::string hf_endpoint;
+  std::string hf_token;
   // Keep a job's scratch directory after it ends (debugging).
   bool keep_scratch = false;
   // Where blocks run: "cpu" or "cuda:N" (checked by the binary at startup,
@@ -60,14 +64,19 @@ class PipelineExecutor : public JobExecutor {
 
   // The engine's options for a resolved job: URIs resolved to local paths,
   // algorithms made for the planner, defaults applied.
+  // With `ctx`, a model fetched from the Hub reports its download progress
+  // there; `model`, when given, receives what resolving spec.model_uri found
+  // (for hf://, the commit and the files fetched).
   StatusOr<pipeline::JobOptions> BuildOptions(const quantd::v1::Job& job,
-                                              const job_spec::ResolvedJob& resolved) const;
+                                              const job_spec::ResolvedJob& resolved,
+                                              JobContext* ctx = nullptr,
+                                              io::ResolvedUri* model = nullptr) const;
   // The same after resolving job.spec().
   StatusOr<pipeline::JobOptions> BuildOptions(const quantd::v1::Job& job) const;
 
  private:
-  StatusOr<std::string> Resolve(const std::string& field, const std::string& uri,
-                                const std::string& tenant) const;
+  StatusOr<io::ResolvedUri> Resolve(const std::string& field, const std::string& uri,
+                                    const std::string& tenant, JobContext* ctx = nullptr) const;
   // The confined view the engine reads the model through (model_files.h),
   // under `inputs`: a directory's listed files when the worker has roots;
   // a GGUF file always, as model.gguf beside the config.json and chat

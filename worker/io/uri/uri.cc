@@ -51,16 +51,17 @@ StatusOr<ResolvedUri> ResolveFile(const ParsedUri& p, const ResolveRequest& requ
   return r;
 }
 
-StatusOr<ResolvedUri> ResolveHf(const ParsedUri& p, const ResolveRequest& request,
-                                const UriOptions& options) {
+// The snapshot of a revision already in the cache (no network).
+StatusOr<ResolvedUri> ResolveHfFromCache(const ParsedUri& p, const ResolveRequest& request,
+                                         const UriOptions& options) {
   const std::string cache = HfCacheDir(options);
-  std::string repo = "models--" + (p.host.empty() ? p.path : p.host + "--" + p.path);
-  const std::string repo_dir = cache + "/" + repo;
+  const HubRepo repo{"model", p.host, p.path, p.revision};
+  const std::string repo_dir = cache + "/" + repo.CacheDirName();
   struct stat st;
   if (stat(repo_dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
     return NotFoundError(request.uri + ": " + repo_dir +
-                         " is not in the Hugging Face cache (this service never downloads from "
-                         "the hub; populate the cache first)");
+                         " is not in the Hugging Face cache (the worker is offline: "
+                         "populate the cache first, or give it --hf-endpoint)");
   }
   std::string commit = p.revision;
   const std::string ref_file = repo_dir + "/refs/" + p.revision;
@@ -82,6 +83,56 @@ StatusOr<ResolvedUri> ResolveHf(const ParsedUri& p, const ResolveRequest& reques
   QD_ASSIGN_OR_RETURN(std::string canonical_cache, Canonical(cache));
   QD_ASSIGN_OR_RETURN(r.local_path,
                       CheckPathAllowed(snapshot, options.allowed_roots, canonical_cache));
+  if (IsCommitId(commit)) r.revision = commit;
+  return r;
+}
+
+StatusOr<ResolvedUri> ResolveHf(const ParsedUri& p, const ResolveRequest& request,
+                                const UriOptions& options) {
+  if (options.hf_endpoint.empty()) return ResolveHfFromCache(p, request, options);
+  HubOptions hub;
+  hub.endpoint = options.hf_endpoint;
+  hub.token = options.hf_token;
+  hub.cache_dir = HfCacheDir(options);
+  hub.names = options.hf_model_files;
+  hub.suffixes = options.hf_model_suffixes;
+  hub.max_file_bytes = options.max_download_bytes;
+  hub.connect_timeout_ms = options.connect_timeout_ms;
+  hub.file_timeout_ms = options.download_timeout_ms;
+  hub.min_bytes_per_second = options.min_bytes_per_second;
+  hub.on_progress = options.on_hub_progress;
+  auto fetched = FetchHubSnapshot(HubRepo{"model", p.host, p.path, p.revision}, hub);
+  if (!fetched.ok()) {
+    const StatusCode code = fetched.status().code();
+    // An unreachable Hub: a revision the cache already holds still runs.
+    if (code == StatusCode::kUnavailable || code == StatusCode::kDeadlineExceeded) {
+      auto cached = ResolveHfFromCache(p, request, options);
+      if (cached.ok()) {
+        cached->warning = "the Hub could not be reached (" + fetched.status().message() +
+                          "); using the cached snapshot of revision " + p.revision;
+        return cached;
+      }
+    }
+    return fetched.status();
+  }
+  const bool has_weights =
+      std::any_of(fetched->files.begin(), fetched->files.end(), [](const std::string& f) {
+        return f.size() > 12 && f.compare(f.size() - 12, 12, ".safetensors") == 0;
+      });
+  if (!has_weights && std::find(options.hf_model_suffixes.begin(), options.hf_model_suffixes.end(),
+                                ".safetensors") != options.hf_model_suffixes.end()) {
+    return FailedPreconditionError(request.uri + ": commit " + fetched->commit +
+                                   " has no *.safetensors weights (quantd reads safetensors "
+                                   "only; PyTorch .bin pickles are never loaded)");
+  }
+  ResolvedUri r;
+  QD_ASSIGN_OR_RETURN(std::string canonical_cache, Canonical(hub.cache_dir));
+  QD_ASSIGN_OR_RETURN(r.local_path, CheckPathAllowed(fetched->snapshot_dir, options.allowed_roots,
+                                                     canonical_cache));
+  r.revision = fetched->commit;
+  r.files_downloaded = fetched->files_downloaded;
+  r.bytes_downloaded = fetched->bytes_downloaded;
+  r.downloaded = fetched->files_downloaded > 0;
   return r;
 }
 

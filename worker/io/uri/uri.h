@@ -1,10 +1,13 @@
 // Model and data URIs: where a job's checkpoint or dataset lives.
 //
 //   file:///abs/path            a local file or directory
-//   hf://ORG/NAME[@REV]         a model in a local Hugging Face hub cache
-//                               (models--ORG--NAME/snapshots/<commit>/; REV is
-//                               a commit or a ref under refs/, default main);
-//                               never touches the network
+//   hf://ORG/NAME[@REV]         a model on the Hugging Face Hub (hf_hub.h):
+//                               REV (default main) resolved to a commit, the
+//                               files a job reads fetched into the shared hub
+//                               cache (models--ORG--NAME/snapshots/<commit>/).
+//                               Without an endpoint (offline), or when the Hub
+//                               cannot be reached, the cache alone serves it
+//                               (REV a commit or a ref under refs/)
 //   http(s)://host/path         downloaded through libcurl into a local cache
 //                               (size and time limits, optional sha256)
 //
@@ -18,10 +21,12 @@
 #define QUANTD_WORKER_IO_URI_URI_H_
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
 #include "worker/common/status.h"
+#include "worker/io/uri/hf_hub.h"
 #include "worker/io/uri/uri_parser.h"
 
 namespace quantd::io {
@@ -36,6 +41,16 @@ struct UriOptions {
   // Hugging Face hub cache; empty: $HF_HUB_CACHE, else $HF_HOME/hub, else
   // $HOME/.cache/huggingface/hub.
   std::string hf_cache_dir;
+  // The Hub's HTTP endpoint for hf:// (https://huggingface.co, or a mirror);
+  // empty: offline, the cache alone.
+  std::string hf_endpoint;
+  // A bearer token for private and gated repositories (never in a message).
+  std::string hf_token;
+  // The files of a model repository to fetch: names and name suffixes.
+  std::vector<std::string> hf_model_files;
+  std::vector<std::string> hf_model_suffixes;
+  // Called as Hub files download.
+  std::function<void(const HubFileProgress&)> on_hub_progress;
   // Where http(s) downloads are kept; required for http(s).
   std::string download_cache_dir;
   uint64_t max_download_bytes = 64ull << 30;
@@ -50,6 +65,15 @@ struct ResolvedUri {
   std::string local_path;   // canonical absolute path of the file or directory
   std::string sha256;       // hex digest, for downloads (empty otherwise)
   bool downloaded = false;  // false when served from the download cache
+  // hf://: the commit the revision resolved to (empty when the cache was
+  // read without a ref or commit to say which).
+  std::string revision;
+  // hf://: the files fetched now and their bytes (0: all were cached).
+  int files_downloaded = 0;
+  uint64_t bytes_downloaded = 0;
+  // Something the job's user should know (the Hub was unreachable and the
+  // cache served the revision); empty otherwise.
+  std::string warning;
 };
 
 // Per-request expectations.

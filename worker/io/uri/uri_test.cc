@@ -209,7 +209,7 @@ TEST_F(UriTest, HfUrisResolveAgainstTheLocalCache) {
   EXPECT_EQ(Resolve("hf://acme/tiny@nope").status().code(), StatusCode::kNotFound);
   auto absent = Resolve("hf://acme/huge");
   EXPECT_EQ(absent.status().code(), StatusCode::kNotFound);
-  EXPECT_THAT(absent.status().message(), HasSubstr("never downloads"));
+  EXPECT_THAT(absent.status().message(), HasSubstr("the worker is offline"));
 
   // HF_HUB_CACHE is the default cache.
   options_.hf_cache_dir.clear();
