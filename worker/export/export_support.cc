@@ -2,6 +2,8 @@
 
 #include <cmath>
 
+#include "worker/io/gguf/hf_mapping.h"
+
 namespace quantd::exporter {
 
 using gguf::GgmlType;
@@ -249,6 +251,42 @@ bool LlamaCppComputesYarn(const models::RopeScaling& s) {
 
 }  // namespace
 
+std::string LlamaCppGemmaProblem(const models::ModelConfig& config) {
+  const bool gemma2 = config.model_type == "gemma2";
+  const std::string arch = gemma2 ? "gemma2" : "gemma3";
+  // src/models/gemma2.cpp / gemma3.cpp: queries scaled by head_dim^-0.5, or
+  // (hidden / heads)^-0.5 for the 27B models, known by their layer count.
+  const bool is_27b = config.num_hidden_layers == (gemma2 ? 46 : 62);
+  const double llama_scalar =
+      is_27b ? static_cast<double>(config.hidden_size / config.num_attention_heads)
+             : static_cast<double>(config.head_dim);
+  const double scalar =
+      config.query_pre_attn_scalar > 0 ? config.query_pre_attn_scalar : config.head_dim;
+  if (scalar != llama_scalar) {
+    return "llama.cpp's " + arch + " scales attention by " +
+           std::to_string(static_cast<int64_t>(llama_scalar)) +
+           "^-0.5 for this model, and query_pre_attn_scalar is " + std::to_string(scalar);
+  }
+  if (gemma2 && (config.attn_logit_softcapping <= 0 || config.final_logit_softcapping <= 0)) {
+    return "llama.cpp's gemma2 always soft-caps the attention scores and the logits, and this "
+           "config leaves one of attn_logit_softcapping / final_logit_softcapping unset";
+  }
+  if (!gemma2 && config.attn_logit_softcapping > 0) {
+    return "llama.cpp's gemma3 has no attention soft-capping (attn_logit_softcapping)";
+  }
+  if (gemma2 && !config.tie_word_embeddings) {
+    return "llama.cpp's gemma2 reads the output from the embedding (tie_word_embeddings)";
+  }
+  std::vector<bool> sliding;
+  for (int64_t il = 0; il < config.num_hidden_layers; ++il)
+    sliding.push_back(models::SlidingWindowAt(config, il) > 0);
+  if (!gguf::LlamaCppSlidingPeriod(sliding)) {
+    return "llama.cpp slides every layer but each period-th, and this config's layer_types "
+           "follow no such period";
+  }
+  return "";
+}
+
 Status CheckArchitectureSupport(ExportFormat format, const models::ModelConfig& config) {
   const std::string name = ExportFormatName(format);
   const std::string& arch = config.architecture;
@@ -277,13 +315,14 @@ Status CheckArchitectureSupport(ExportFormat format, const models::ModelConfig& 
       }
       break;
     case ExportFormat::kGguf:
-      if (config.family == models::ArchitectureFamily::kOpt ||
-          config.family == models::ArchitectureFamily::kGemma) {
-        why = (config.family == models::ArchitectureFamily::kOpt
-                   ? std::string("llama.cpp has no OPT architecture")
-                   : std::string("quantd does not write llama.cpp's gemma2 / gemma3 yet")) +
-              "; gguf maps LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, "
-              "Qwen3ForCausalLM, Phi3ForCausalLM, GPT2LMHeadModel";
+      if (config.family == models::ArchitectureFamily::kOpt) {
+        why =
+            "llama.cpp has no OPT architecture; gguf maps LlamaForCausalLM, MistralForCausalLM, "
+            "Qwen2ForCausalLM, Qwen3ForCausalLM, Phi3ForCausalLM, Gemma2ForCausalLM, "
+            "Gemma3ForCausalLM, GPT2LMHeadModel";
+      } else if (config.family == models::ArchitectureFamily::kGemma) {
+        why = LlamaCppGemmaProblem(config);
+        if (!why.empty()) why += "; export hf, hf_quark or compressed_tensors";
       } else if (config.family == models::ArchitectureFamily::kPhi3 &&
                  config.num_attention_heads * config.head_dim != config.hidden_size) {
         why = "llama.cpp's phi3 needs num_attention_heads * head_dim == hidden_size";

@@ -65,14 +65,20 @@ Status CheckExportSpec(ExportFormat format, const quant::QuantSpec& spec, quant:
 // one is listed as a field violation (field "<name>.<role>").
 Status CheckExportSupport(ExportFormat format, const std::vector<ExportLayerSpecs>& layers);
 
+// Why llama.cpp's gemma2 / gemma3 would compute this Gemma config
+// differently from transformers (empty when it would not): its query scale,
+// soft-caps, tied output (gemma2) and sliding-layer period.
+std::string LlamaCppGemmaProblem(const models::ModelConfig& config);
+
 // OK, or INVALID_ARGUMENT (reason EXPORT_FORMAT_UNSUPPORTED) naming the
 // format and why it cannot hold a model of this architecture: GPT-2's Conv1D
 // weights have no hf_quark or compressed_tensors layout; onnx_qdq writes
 // Llama-family decoders without q/k norms (not Qwen3) nor a rotary table that
 // depends on the sequence length (dynamic, longrope rope scaling); gguf maps
-// Llama, Mistral, Qwen2, Qwen3, Phi-3 (heads * head_dim == hidden_size) and
-// GPT-2 (not OPT) with linear, llama3 or yarn rope scaling (yarn as
-// llama.cpp computes it: default betas and attention factor). Checked at CreateJob when the
+// Llama, Mistral, Qwen2, Qwen3, Phi-3 (heads * head_dim == hidden_size),
+// Gemma 2 / Gemma 3 (as LlamaCppGemmaProblem allows) and GPT-2 (not OPT)
+// with linear, llama3 or yarn rope scaling (yarn as llama.cpp computes it:
+// default betas and attention factor). Checked at CreateJob when the
 // model's config is readable there, and by the worker before it quantizes.
 Status CheckArchitectureSupport(ExportFormat format, const models::ModelConfig& config);
 

@@ -1,5 +1,7 @@
 #include "worker/export/export_support.h"
 
+#include <nlohmann/json.hpp>
+
 #include "gtest/gtest.h"
 
 namespace quantd::exporter {
@@ -185,6 +187,78 @@ TEST(ExportSupport, GgufTypeFollowsTheJobsCodes) {
       "Q4_0 has no zero point");
   EXPECT_EQ(
       GgufCodesMismatch(Spec(DataType::kInt4, QScheme::kPerGroup, 32, false), GgmlType::kQ4_1), "");
+}
+
+}  // namespace
+}  // namespace quantd::exporter
+
+namespace quantd::exporter {
+namespace {
+
+// A Gemma config.json as make_random_checkpoint writes it, with `changes`
+// applied on top.
+models::ModelConfig Gemma(const std::string& arch, int layers, const nlohmann::json& changes) {
+  nlohmann::json c = {
+      {"architectures", {arch == "gemma2" ? "Gemma2ForCausalLM" : "Gemma3ForCausalLM"}},
+      {"model_type", arch == "gemma2" ? "gemma2" : "gemma3_text"},
+      {"hidden_size", 256},
+      {"intermediate_size", 768},
+      {"num_hidden_layers", layers},
+      {"num_attention_heads", 2},
+      {"num_key_value_heads", 1},
+      {"head_dim", 64},
+      {"vocab_size", 512},
+      {"max_position_embeddings", 4096},
+      {"rms_norm_eps", 1e-6},
+      {"rope_theta", 10000.0},
+      {"hidden_activation", "gelu_pytorch_tanh"},
+      {"query_pre_attn_scalar", 64},
+      {"sliding_window", 32},
+      {"tie_word_embeddings", true}};
+  if (arch == "gemma2") {
+    c["attn_logit_softcapping"] = 50.0;
+    c["final_logit_softcapping"] = 30.0;
+  } else {
+    c["rope_local_base_freq"] = 10000.0;
+  }
+  if (changes.is_object()) c.update(changes);
+  auto parsed = models::ParseModelConfig(c.dump(), "config.json");
+  EXPECT_TRUE(parsed.ok()) << parsed.status();
+  return *parsed;
+}
+
+std::string GgufProblem(const models::ModelConfig& config) {
+  return CheckArchitectureSupport(ExportFormat::kGguf, config).message();
+}
+
+TEST(ExportSupport, GgufTakesTheGemmaConfigsLlamaCppComputesAlike) {
+  EXPECT_EQ(GgufProblem(Gemma("gemma2", 2, {})), "");
+  EXPECT_EQ(GgufProblem(Gemma("gemma3", 7, {})), "");
+  EXPECT_NE(GgufProblem(Gemma("gemma2", 2, {{"query_pre_attn_scalar", 128}}))
+                .find("llama.cpp's gemma2 scales attention by 64^-0.5"),
+            std::string::npos);
+  EXPECT_NE(GgufProblem(Gemma("gemma2", 2, {{"attn_logit_softcapping", nullptr}}))
+                .find("always soft-caps"),
+            std::string::npos);
+  EXPECT_NE(
+      GgufProblem(Gemma("gemma2", 2, {{"tie_word_embeddings", false}})).find("tie_word_embeddings"),
+      std::string::npos);
+  EXPECT_NE(GgufProblem(Gemma("gemma3", 7, {{"attn_logit_softcapping", 50.0}}))
+                .find("no attention soft-capping"),
+            std::string::npos);
+  // Full then sliding: no period of llama.cpp's gives that.
+  EXPECT_NE(
+      GgufProblem(Gemma("gemma2", 2, {{"layer_types", {"full_attention", "sliding_attention"}}}))
+          .find("follow no such period"),
+      std::string::npos);
+  EXPECT_EQ(
+      GgufProblem(Gemma("gemma2", 2, {{"layer_types", {"sliding_attention", "full_attention"}}})),
+      "");
+  // The refusal names the format and the way out.
+  const Status s = CheckArchitectureSupport(ExportFormat::kGguf,
+                                            Gemma("gemma3", 7, {{"attn_logit_softcapping", 50.0}}));
+  EXPECT_EQ(s.reason(), "EXPORT_FORMAT_UNSUPPORTED");
+  EXPECT_NE(s.message().find("export hf, hf_quark or compressed_tensors"), std::string::npos);
 }
 
 }  // namespace

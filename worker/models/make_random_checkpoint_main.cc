@@ -3,7 +3,8 @@
 //   make_random_checkpoint --out=/tmp/llama7b-4blocks --layers=4
 //       [--hidden=4096 --intermediate=11008 --heads=32 --kv_heads=32
 //        --vocab=32000 --dtype=bf16|f16|f32 --shard_mb=2048 --seed=1 --tied
-//        --arch=llama|qwen3|phi3|gemma2|gemma3 --head_dim=N --partial_rotary_factor=F]
+//        --arch=llama|qwen3|phi3|gemma2|gemma3 --head_dim=N --partial_rotary_factor=F
+//        --sliding_window=N]
 //
 // Prints one JSON line: {"dir":..., "bytes":..., "shards":...}.
 #include <cstdio>
@@ -64,6 +65,8 @@ int main(int argc, char** argv) {
       o.head_dim = std::atoll(v.c_str());
     } else if (Flag(a, "--partial_rotary_factor", &v)) {
       o.partial_rotary_factor = std::atof(v.c_str());
+    } else if (Flag(a, "--sliding_window", &v)) {
+      o.sliding_window = std::atoll(v.c_str());
     } else if (std::strcmp(a, "--tied") == 0) {
       o.tie_word_embeddings = true;
     } else {

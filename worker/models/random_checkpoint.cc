@@ -233,7 +233,7 @@ StatusOr<RandomCheckpointInfo> WriteRandomLlamaCheckpoint(const std::string& dir
     config["hidden_activation"] = "gelu_pytorch_tanh";
     config["hidden_act"] = "gelu_pytorch_tanh";
     config["query_pre_attn_scalar"] = hd;
-    config["sliding_window"] = 4096;
+    config["sliding_window"] = o.sliding_window > 0 ? o.sliding_window : 4096;
     config["rms_norm_eps"] = 1e-6;
     if (o.architecture == "gemma2") {
       config["attn_logit_softcapping"] = 50.0;

@@ -39,6 +39,9 @@ struct RandomCheckpointOptions {
   std::string architecture = "llama";
   // phi3 only: the share of each head's dimensions the rotary embedding turns.
   double partial_rotary_factor = 1.0;
+  // gemma2 / gemma3: the sliding window of their sliding layers (0: Gemma's
+  // 4096).
+  int64_t sliding_window = 0;
   io::SafetensorsDtype dtype = io::SafetensorsDtype::kBF16;
   // Tensors are packed into shards of at most this many bytes (a tensor
   // larger than that gets a shard of its own).

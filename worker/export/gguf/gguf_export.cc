@@ -79,16 +79,72 @@ StatusOr<ModelShape> ArchitectureOf(const json& cfg) {
     shape.arch = "qwen3";
   } else if (hf_arch == "Phi3ForCausalLM") {
     shape.arch = "phi3";
+  } else if (hf_arch == "Gemma2ForCausalLM") {
+    shape.arch = "gemma2";
+  } else if (hf_arch == "Gemma3ForCausalLM") {
+    shape.arch = "gemma3";
   } else if (hf_arch == "GPT2LMHeadModel") {
     shape.arch = "gpt2";
   } else {
     return UnimplementedError("GGUF export of architecture '" + hf_arch +
                               "' is not supported (supported: LlamaForCausalLM, "
                               "MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, "
-                              "Phi3ForCausalLM, "
+                              "Phi3ForCausalLM, Gemma2ForCausalLM, Gemma3ForCausalLM, "
                               "GPT2LMHeadModel)");
   }
   return shape;
+}
+
+// Which layers of a Gemma config.json slide, as transformers' Gemma2Config /
+// Gemma3TextConfig derive them: layer_types, else every second layer
+// (Gemma 2) or all but every sliding_window_pattern-th (Gemma 3, default 6);
+// none without a sliding_window. The llama.cpp period of that, or nullopt.
+StatusOr<std::optional<int64_t>> GemmaSlidingPeriod(const json& cfg, int64_t layers) {
+  std::vector<bool> sliding(static_cast<size_t>(std::max<int64_t>(layers, 0)), false);
+  auto window = cfg.find("sliding_window");
+  if (window != cfg.end() && window->is_number() && window->get<double>() > 0) {
+    auto types = cfg.find("layer_types");
+    const bool gemma2 = cfg.value("model_type", "") == "gemma2";
+    int64_t pattern = gemma2 ? 2 : 6;
+    if (auto p = cfg.find("sliding_window_pattern"); p != cfg.end() && p->is_number_integer())
+      pattern = p->get<int64_t>();
+    for (int64_t il = 0; il < layers; ++il) {
+      if (types != cfg.end() && types->is_array() &&
+          static_cast<int64_t>(types->size()) == layers) {
+        sliding[il] = (*types)[il] == "sliding_attention";
+      } else {
+        sliding[il] = pattern > 0 && (il + 1) % pattern != 0;
+      }
+    }
+  }
+  return LlamaCppSlidingPeriod(sliding);
+}
+
+// Gemma's keys of llama.cpp (src/models/gemma2.cpp, gemma3.cpp): soft-caps,
+// the sliding window and its layer period, Gemma 3's local rope base.
+// CheckArchitectureSupport refuses what these cannot say.
+Status AddGemmaMetadata(const json& cfg, const std::string& a, GgufWriter* w) {
+  const bool gemma2 = a == "gemma2";
+  auto number = [&](const char* key) -> std::optional<double> {
+    auto it = cfg.find(key);
+    if (it == cfg.end() || !it->is_number()) return std::nullopt;
+    return it->get<double>();
+  };
+  auto f32 = [&](const std::string& key, double v) {
+    w->Set(a + "." + key, GgufValue::Float32(static_cast<float>(v)));
+  };
+  if (auto cap = number("attn_logit_softcapping"); cap && gemma2)
+    f32("attn_logit_softcapping", *cap);
+  if (auto cap = number("final_logit_softcapping")) f32("final_logit_softcapping", *cap);
+  QD_ASSIGN_OR_RETURN(int64_t layers, Int(cfg, "num_hidden_layers"));
+  QD_ASSIGN_OR_RETURN(std::optional<int64_t> period, GemmaSlidingPeriod(cfg, layers));
+  if (auto window = number("sliding_window"); window && *window > 0 && period) {
+    w->Set(a + ".attention.sliding_window", GgufValue::Uint32(static_cast<uint32_t>(*window)));
+    w->Set(a + ".attention.sliding_window_pattern",
+           GgufValue::Uint32(static_cast<uint32_t>(*period)));
+  }
+  if (!gemma2) f32("rope.freq_base_swa", number("rope_local_base_freq").value_or(10000.0));
+  return OkStatus();
 }
 
 StatusOr<ModelShape> AddModelMetadata(const json& cfg, GgufWriter* w,
@@ -191,6 +247,7 @@ StatusOr<ModelShape> AddModelMetadata(const json& cfg, GgufWriter* w,
   }
   f32("attention.layer_norm_rms_epsilon", eps);
   f32("rope.freq_base", theta);
+  if (a == "gemma2" || a == "gemma3") QD_RETURN_IF_ERROR(AddGemmaMetadata(cfg, a, w));
   if (cfg.contains("rope_scaling") && cfg["rope_scaling"].is_object()) {
     const json& s = cfg["rope_scaling"];
     const std::string type = s.value("rope_type", s.value("type", ""));
@@ -334,6 +391,7 @@ Status WriteGgufFromHf(const std::string& config_json, const io::TensorSource& w
       try {
         if (permute) return RopeHalfToInterleaved(hf, heads);
         if (change == LayoutChange::kTranspose && hf.dim() == 2) return hf.t().contiguous();
+        if (change == LayoutChange::kPlusOne) return (hf.to(at::kFloat) + 1.0f).contiguous();
         return hf.contiguous();
       } catch (const c10::Error& e) {
         return InternalError(e.what_without_backtrace());

@@ -103,6 +103,9 @@ StatusOr<at::Tensor> GgufTensorSource::Load(const std::string& name, at::ScalarT
         if (out.dim() != 2) return DataLossError(context + "expected a 2-D Conv1D weight");
         out = out.t().contiguous();
         break;
+      case LayoutChange::kPlusOne:
+        out = out - 1.0f;
+        break;
     }
     return dtype == at::kFloat ? out : out.to(dtype);
   } catch (const c10::Error& err) {

@@ -1,5 +1,6 @@
 #include "worker/io/gguf/hf_mapping.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <nlohmann/json.hpp>
@@ -64,6 +65,52 @@ const std::vector<NamePair>& Phi3Block() {
   return *names;
 }
 
+// Gemma 2: sandwich norms around attention and MLP, every norm stored as
+// 1 + w; the output shares the embedding (llama.cpp has no output tensor).
+const std::vector<NamePair>& GemmaGlobals() {
+  static const auto* names =
+      new std::vector<NamePair>{{"token_embd", "model.embed_tokens", LayoutChange::kNone},
+                                {"output_norm", "model.norm", LayoutChange::kPlusOne}};
+  return *names;
+}
+
+const std::vector<NamePair>& Gemma2Block() {
+  static const auto* names = new std::vector<NamePair>{
+      {"attn_norm", "input_layernorm", LayoutChange::kPlusOne},
+      {"attn_q", "self_attn.q_proj", LayoutChange::kNone},
+      {"attn_k", "self_attn.k_proj", LayoutChange::kNone},
+      {"attn_v", "self_attn.v_proj", LayoutChange::kNone},
+      {"attn_output", "self_attn.o_proj", LayoutChange::kNone},
+      {"post_attention_norm", "post_attention_layernorm", LayoutChange::kPlusOne},
+      {"ffn_norm", "pre_feedforward_layernorm", LayoutChange::kPlusOne},
+      {"ffn_gate", "mlp.gate_proj", LayoutChange::kNone},
+      {"ffn_up", "mlp.up_proj", LayoutChange::kNone},
+      {"ffn_down", "mlp.down_proj", LayoutChange::kNone},
+      {"post_ffw_norm", "post_feedforward_layernorm", LayoutChange::kPlusOne}};
+  return *names;
+}
+
+// Gemma 3: Gemma 2's names plus per-head q/k norms (also 1 + w).
+const std::vector<NamePair>& Gemma3Block() {
+  static const auto* names = [] {
+    auto* v = new std::vector<NamePair>(Gemma2Block());
+    v->push_back({"attn_q_norm", "self_attn.q_norm", LayoutChange::kPlusOne});
+    v->push_back({"attn_k_norm", "self_attn.k_norm", LayoutChange::kPlusOne});
+    return v;
+  }();
+  return *names;
+}
+
+// Gemma 3 may keep a separate output (llama.cpp reads one when present).
+const std::vector<NamePair>& Gemma3Globals() {
+  static const auto* names = [] {
+    auto* v = new std::vector<NamePair>(GemmaGlobals());
+    v->push_back({"output", "lm_head", LayoutChange::kNone});
+    return v;
+  }();
+  return *names;
+}
+
 const std::vector<NamePair>& Gpt2Globals() {
   static const auto* names = new std::vector<NamePair>{
       {"token_embd", "transformer.wte", LayoutChange::kNone},
@@ -101,6 +148,8 @@ const std::vector<ArchNames>& Tables() {
       {"qwen2", "model.layers.", LlamaGlobals(), LlamaBlock(), /*rope_interleaved=*/false},
       {"qwen3", "model.layers.", LlamaGlobals(), Qwen3Block(), /*rope_interleaved=*/false},
       {"phi3", "model.layers.", LlamaGlobals(), Phi3Block(), /*rope_interleaved=*/false},
+      {"gemma2", "model.layers.", GemmaGlobals(), Gemma2Block(), /*rope_interleaved=*/false},
+      {"gemma3", "model.layers.", Gemma3Globals(), Gemma3Block(), /*rope_interleaved=*/false},
       {"gpt2", "transformer.h.", Gpt2Globals(), Gpt2Block(), /*rope_interleaved=*/false},
   };
   return *tables;
@@ -138,7 +187,10 @@ bool ParseBlock(std::string_view name, std::string_view prefix, std::string* ind
 
 // Weights change layout; a 1-D bias only changes for the RoPE permutation.
 LayoutChange ChangeFor(const ArchNames& t, const NamePair& p, std::string_view suffix) {
-  if (p.change == LayoutChange::kTranspose && suffix != ".weight") return LayoutChange::kNone;
+  if ((p.change == LayoutChange::kTranspose || p.change == LayoutChange::kPlusOne) &&
+      suffix != ".weight") {
+    return LayoutChange::kNone;
+  }
   const bool rope = p.change == LayoutChange::kRopeQuery || p.change == LayoutChange::kRopeKey;
   if (rope && !t.rope_interleaved) return LayoutChange::kNone;
   return p.change;
@@ -184,14 +236,61 @@ StatusOr<int64_t> VocabSize(const GgufFile& f, const std::string& arch) {
   return InvalidArgumentError(f.where() + ": cannot tell the vocabulary size");
 }
 
+// What llama.cpp's gemma2 / gemma3 take from the metadata or assume
+// (src/models/gemma2.cpp, gemma3.cpp), as Gemma's config.json keys.
+Status AddGemmaConfig(const GgufFile& f, const std::string& arch, json* cfg) {
+  const bool gemma2 = arch == "gemma2";
+  const int64_t hidden = (*cfg)["hidden_size"];
+  const int64_t heads = (*cfg)["num_attention_heads"];
+  const int64_t layers = (*cfg)["num_hidden_layers"];
+  QD_ASSIGN_OR_RETURN(int64_t head_dim, f.GetIntOr(arch + ".attention.key_length", hidden / heads));
+  (*cfg)["head_dim"] = head_dim;
+  (*cfg)["hidden_activation"] = "gelu_pytorch_tanh";
+  (*cfg)["hidden_act"] = "gelu_pytorch_tanh";
+  // llama.cpp scales queries by head_dim^-0.5, or (hidden / heads)^-0.5 for
+  // the 27B models, which it knows by their layer count.
+  const bool is_27b = layers == (gemma2 ? 46 : 62);
+  (*cfg)["query_pre_attn_scalar"] = is_27b ? hidden / heads : head_dim;
+  if (gemma2) {
+    QD_ASSIGN_OR_RETURN(double attn, f.GetFloatOr(arch + ".attn_logit_softcapping", 50));
+    QD_ASSIGN_OR_RETURN(double final_cap, f.GetFloatOr(arch + ".final_logit_softcapping", 30));
+    (*cfg)["attn_logit_softcapping"] = ShortestFloat32(attn);
+    (*cfg)["final_logit_softcapping"] = ShortestFloat32(final_cap);
+  } else {
+    QD_ASSIGN_OR_RETURN(double final_cap, f.GetFloatOr(arch + ".final_logit_softcapping", 0));
+    (*cfg)["attn_logit_softcapping"] = nullptr;
+    (*cfg)["final_logit_softcapping"] = final_cap > 0 ? json(ShortestFloat32(final_cap)) : json();
+  }
+  // Sliding layers: those with il % period < period - 1 (llama.cpp's
+  // set_swa_pattern), with period 2 (gemma2) or 6 (gemma3) by default.
+  QD_ASSIGN_OR_RETURN(int64_t window,
+                      f.GetIntOr(arch + ".attention.sliding_window", gemma2 ? 4096 : 0));
+  QD_ASSIGN_OR_RETURN(int64_t period,
+                      f.GetIntOr(arch + ".attention.sliding_window_pattern", gemma2 ? 2 : 6));
+  json types = json::array();
+  for (int64_t il = 0; il < layers; ++il) {
+    const bool slides = window > 0 && (period == 0 || il % period < period - 1);
+    types.push_back(slides ? "sliding_attention" : "full_attention");
+  }
+  (*cfg)["sliding_window"] = window > 0 ? json(window) : json();
+  (*cfg)["layer_types"] = types;
+  if (!gemma2) {
+    QD_ASSIGN_OR_RETURN(double local_base, f.GetFloatOr(arch + ".rope.freq_base_swa", 10000));
+    (*cfg)["rope_local_base_freq"] = ShortestFloat32(local_base);
+  }
+  return OkStatus();
+}
+
 StatusOr<json> LlamaLikeConfig(const GgufFile& f, const std::string& arch) {
   json cfg;
   const bool qwen = arch == "qwen2";
-  cfg["architectures"] = json::array({arch == "qwen2"   ? "Qwen2ForCausalLM"
-                                      : arch == "qwen3" ? "Qwen3ForCausalLM"
-                                      : arch == "phi3"  ? "Phi3ForCausalLM"
-                                                        : "LlamaForCausalLM"});
-  cfg["model_type"] = arch;
+  cfg["architectures"] = json::array({arch == "qwen2"    ? "Qwen2ForCausalLM"
+                                      : arch == "qwen3"  ? "Qwen3ForCausalLM"
+                                      : arch == "phi3"   ? "Phi3ForCausalLM"
+                                      : arch == "gemma2" ? "Gemma2ForCausalLM"
+                                      : arch == "gemma3" ? "Gemma3ForCausalLM"
+                                                         : "LlamaForCausalLM"});
+  cfg["model_type"] = arch == "gemma3" ? "gemma3_text" : arch;
   QD_ASSIGN_OR_RETURN(int64_t hidden, RequiredInt(f, arch + ".embedding_length"));
   QD_ASSIGN_OR_RETURN(int64_t ffn, RequiredInt(f, arch + ".feed_forward_length"));
   QD_ASSIGN_OR_RETURN(int64_t layers, RequiredInt(f, arch + ".block_count"));
@@ -271,6 +370,7 @@ StatusOr<json> LlamaLikeConfig(const GgufFile& f, const std::string& arch) {
                               ": rope_freqs.weight (llama3 rope scaling) cannot be expressed as "
                               "config.json rope_scaling; load the Hugging Face checkpoint instead");
   }
+  if (arch == "gemma2" || arch == "gemma3") QD_RETURN_IF_ERROR(AddGemmaConfig(f, arch, &cfg));
   if (!qwen && f.FindTensor("blk.0.attn_q.bias")) cfg["attention_bias"] = true;
   cfg["tie_word_embeddings"] = f.FindTensor("output.weight") == nullptr;
   QD_RETURN_IF_ERROR(AddSpecialTokens(f, &cfg));
@@ -307,6 +407,18 @@ StatusOr<json> Gpt2Config(const GgufFile& f) {
 }  // namespace
 
 bool IsMappedArchitecture(std::string_view arch) { return FindArch(arch) != nullptr; }
+
+std::optional<int64_t> LlamaCppSlidingPeriod(const std::vector<bool>& sliding) {
+  const int64_t n = static_cast<int64_t>(sliding.size());
+  for (int64_t period = 0; period <= std::max<int64_t>(n, 1); ++period) {
+    bool same = true;
+    for (int64_t il = 0; il < n && same; ++il) {
+      same = sliding[il] == (period == 0 || il % period < period - 1);
+    }
+    if (same) return period;
+  }
+  return std::nullopt;
+}
 
 std::optional<TensorNameMapping> GgufToHfTensorName(std::string_view arch,
                                                     std::string_view gguf_name) {
@@ -359,13 +471,16 @@ StatusOr<std::string> BuildHfConfigJson(const GgufFile& file) {
                                 ": general.architecture: " + arch.status().message());
   }
   json cfg;
-  if (*arch == "llama" || *arch == "qwen2" || *arch == "qwen3" || *arch == "phi3") {
+  if (*arch == "llama" || *arch == "qwen2" || *arch == "qwen3" || *arch == "phi3" ||
+      *arch == "gemma2" || *arch == "gemma3") {
     QD_ASSIGN_OR_RETURN(cfg, LlamaLikeConfig(file, *arch));
   } else if (*arch == "gpt2") {
     QD_ASSIGN_OR_RETURN(cfg, Gpt2Config(file));
   } else {
-    return UnimplementedError(file.where() + ": GGUF architecture '" + *arch +
-                              "' is not supported (supported: llama, qwen2, qwen3, phi3, gpt2)");
+    return UnimplementedError(
+        file.where() + ": GGUF architecture '" + *arch +
+        "' is not supported (supported: llama, qwen2, qwen3, phi3, gemma2, gemma3, "
+        "gpt2)");
   }
   return cfg.dump(2);
 }

@@ -14,6 +14,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "worker/common/status.h"
 #include "worker/io/gguf/gguf_file.h"
@@ -31,6 +32,9 @@ enum class LayoutChange {
   kRopeKey,
   // GPT-2 Conv1D weights are [in, out] in Hugging Face and [out, in] in GGUF.
   kTranspose,
+  // Gemma's RMSNorm weights: Hugging Face stores w and scales by (1 + w);
+  // llama.cpp stores 1 + w (float32) and scales by it.
+  kPlusOne,
 };
 
 struct TensorNameMapping {
@@ -42,13 +46,19 @@ struct TensorNameMapping {
 bool IsMappedArchitecture(std::string_view arch);
 
 // "blk.0.attn_q.weight" -> "model.layers.0.self_attn.q_proj.weight" (llama,
-// qwen2, qwen3) or "transformer.h.0.attn.c_attn.weight" (gpt2); nullopt for a tensor
-// with no Hugging Face counterpart (e.g. llama.cpp's rope_freqs).
+// qwen2, qwen3, phi3, gemma2, gemma3) or "transformer.h.0.attn.c_attn.weight" (gpt2); nullopt for a
+// tensor with no Hugging Face counterpart (e.g. llama.cpp's rope_freqs).
 std::optional<TensorNameMapping> GgufToHfTensorName(std::string_view arch,
                                                     std::string_view gguf_name);
 // The reverse; nullopt for a name the architecture does not have.
 std::optional<TensorNameMapping> HfToGgufTensorName(std::string_view arch,
                                                     std::string_view hf_name);
+
+// llama.cpp marks layer il sliding when il % period < period - 1 (period 0:
+// every layer; llama_hparams::set_swa_pattern). The period that gives
+// exactly `sliding` (one flag per layer; 1 when none slides), or nullopt
+// when no period does.
+std::optional<int64_t> LlamaCppSlidingPeriod(const std::vector<bool>& sliding);
 
 // The config.json a Hugging Face checkpoint of this model would have, built
 // from the GGUF metadata ("llama.embedding_length" -> "hidden_size", ...).

@@ -46,6 +46,36 @@ TEST(HfMappingTest, LlamaNamesBothWays) {
   EXPECT_FALSE(HfToGgufTensorName("llama", "model.layers.0.self_attn.rotary_emb.inv_freq"));
 }
 
+TEST(HfMappingTest, GemmaNamesAndNormsStoredAsOnePlusW) {
+  auto post = HfToGgufTensorName("gemma2", "model.layers.1.post_feedforward_layernorm.weight");
+  ASSERT_TRUE(post.has_value());
+  EXPECT_EQ(post->name, "blk.1.post_ffw_norm.weight");
+  EXPECT_EQ(post->change, LayoutChange::kPlusOne);
+  EXPECT_EQ(HfToGgufTensorName("gemma2", "model.layers.0.pre_feedforward_layernorm.weight")->name,
+            "blk.0.ffn_norm.weight");
+  EXPECT_EQ(HfToGgufTensorName("gemma2", "model.norm.weight")->change, LayoutChange::kPlusOne);
+  // Rotate-half rows stay as they are; the output is the embedding.
+  EXPECT_EQ(HfToGgufTensorName("gemma2", "model.layers.0.self_attn.q_proj.weight")->change,
+            LayoutChange::kNone);
+  EXPECT_FALSE(HfToGgufTensorName("gemma2", "lm_head.weight").has_value());
+  EXPECT_EQ(HfToGgufTensorName("gemma3", "lm_head.weight")->name, "output.weight");
+  auto q_norm = GgufToHfTensorName("gemma3", "blk.2.attn_q_norm.weight");
+  ASSERT_TRUE(q_norm.has_value());
+  EXPECT_EQ(q_norm->name, "model.layers.2.self_attn.q_norm.weight");
+  EXPECT_EQ(q_norm->change, LayoutChange::kPlusOne);
+  EXPECT_FALSE(HfToGgufTensorName("gemma2", "model.layers.0.self_attn.q_norm.weight").has_value());
+}
+
+TEST(HfMappingTest, LlamaCppSlidingPeriods) {
+  // Gemma 2 (every second layer from the first) and Gemma 3 (five of six).
+  EXPECT_EQ(LlamaCppSlidingPeriod({true, false, true, false}), 2);
+  EXPECT_EQ(LlamaCppSlidingPeriod({true, true, true, true, true, false, true}), 6);
+  EXPECT_EQ(LlamaCppSlidingPeriod({true, true, true}), 0);     // all slide
+  EXPECT_EQ(LlamaCppSlidingPeriod({false, false, false}), 1);  // none
+  EXPECT_EQ(LlamaCppSlidingPeriod({false, true}), std::nullopt);
+  EXPECT_EQ(LlamaCppSlidingPeriod({true, false, false}), std::nullopt);
+}
+
 TEST(HfMappingTest, Gpt2NamesAndConv1DTransposes) {
   auto qkv = GgufToHfTensorName("gpt2", "blk.2.attn_qkv.weight");
   ASSERT_TRUE(qkv.has_value());
