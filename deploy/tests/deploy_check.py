@@ -590,7 +590,8 @@ def check_overlay(overlay, objects, flags, images, docs, version):
             env = container_env(c, objects)
             for e in c.get("env", []):
                 ref = e.get("valueFrom", {}).get("secretKeyRef")
-                if ref and ref["key"] not in secrets.get(ref["name"], set()):
+                # An optional key may be absent: the variable is then unset.
+                if ref and not ref.get("optional") and ref["key"] not in secrets.get(ref["name"], set()):
                     p.add(cw, "env %s reads key %s of Secret %s, which does not exist" % (
                         e["name"], ref["key"], ref["name"]))
             for src in c.get("envFrom", []):

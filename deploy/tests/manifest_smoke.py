@@ -110,7 +110,9 @@ def container_command(container, template, objects, secrets, entry_argv, remap, 
             env[e["name"]] = e["value"]
         elif "secretKeyRef" in e.get("valueFrom", {}):
             ref = e["valueFrom"]["secretKeyRef"]
-            env[e["name"]] = secrets[(ref["name"], ref["key"])]
+            if (ref["name"], ref["key"]) in secrets or not ref.get("optional"):
+                env[e["name"]] = secrets[(ref["name"], ref["key"])]
+            # An optional key that is absent leaves the variable unset.
         elif "fieldRef" in e.get("valueFrom", {}):
             env[e["name"]] = "smoke-" + container["name"]
     env.update(overrides)
