@@ -116,11 +116,12 @@ CurlResponse PerformCurlRequest(const CurlRequest& request) {
   curl_easy_setopt(curl, CURLOPT_FOLLOWLOCATION, request.follow_redirects ? 1L : 0L);
   curl_easy_setopt(curl, CURLOPT_MAXREDIRS, request.max_redirects);
   curl_easy_setopt(curl, CURLOPT_FAILONERROR, 1L);
-  curl_easy_setopt(curl, CURLOPT_CONNECTTIMEOUT_MS, static_cast<long>(request.connect_timeout_ms));
-  curl_easy_setopt(curl, CURLOPT_TIMEOUT_MS, static_cast<long>(request.timeout_ms));
-  if (request.min_bytes_per_second > 0) {
+  curl_easy_setopt(curl, CURLOPT_CONNECTTIMEOUT_MS,
+                   static_cast<long>(request.limits.connect_timeout_ms));
+  curl_easy_setopt(curl, CURLOPT_TIMEOUT_MS, static_cast<long>(request.limits.timeout_ms));
+  if (request.limits.min_bytes_per_second > 0) {
     curl_easy_setopt(curl, CURLOPT_LOW_SPEED_LIMIT,
-                     static_cast<long>(request.min_bytes_per_second));
+                     static_cast<long>(request.limits.min_bytes_per_second));
     curl_easy_setopt(curl, CURLOPT_LOW_SPEED_TIME, 30L);
   }
   curl_easy_setopt(curl, CURLOPT_MAXFILESIZE_LARGE,

@@ -20,6 +20,13 @@
 
 namespace quantd::io {
 
+// Time limits of one transfer, shared by every kind of download.
+struct TransferLimits {
+  int64_t connect_timeout_ms = 10'000;
+  int64_t timeout_ms = 3'600'000;       // the whole transfer
+  int64_t min_bytes_per_second = 1024;  // over 30 s; 0 disables
+};
+
 struct CurlRequest {
   std::string url;
   bool head_only = false;
@@ -32,9 +39,7 @@ struct CurlRequest {
   uint64_t range_start = 0;
   bool follow_redirects = true;
   long max_redirects = 5;
-  int64_t connect_timeout_ms = 10'000;
-  int64_t timeout_ms = 3'600'000;
-  int64_t min_bytes_per_second = 1024;  // over 30 s; 0 disables
+  TransferLimits limits;
   uint64_t max_body_bytes = 64ull << 30;
   // Receives the body in pieces; returning false aborts the transfer.
   std::function<bool(const char* data, size_t size)> on_body;

@@ -142,9 +142,7 @@ class HubClient {
     CurlRequest r;
     r.url = url;
     r.bearer_token = options_.token;
-    r.connect_timeout_ms = options_.connect_timeout_ms;
-    r.timeout_ms = options_.file_timeout_ms;
-    r.min_bytes_per_second = options_.min_bytes_per_second;
+    r.limits = options_.limits;
     return r;
   }
 
@@ -176,7 +174,7 @@ class HubClient {
     std::string body;
     CurlRequest req = Request(ApiUrl());
     req.max_body_bytes = kMaxListingBytes;
-    req.timeout_ms = std::min<int64_t>(options_.file_timeout_ms, 300'000);
+    req.limits.timeout_ms = std::min<int64_t>(options_.limits.timeout_ms, 300'000);
     req.on_body = [&](const char* d, size_t n) {
       body.append(d, n);
       return true;

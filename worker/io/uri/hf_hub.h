@@ -32,6 +32,7 @@
 #include <vector>
 
 #include "worker/common/status.h"
+#include "worker/io/uri/curl_request.h"
 
 namespace quantd::io {
 
@@ -63,9 +64,7 @@ struct HubOptions {
   uint64_t max_file_bytes = 64ull << 30;
   uint64_t max_total_bytes = 256ull << 30;
   size_t max_files = 4096;  // files listed in a revision
-  int64_t connect_timeout_ms = 10'000;
-  int64_t file_timeout_ms = 3'600'000;  // per transfer
-  int64_t min_bytes_per_second = 1024;  // over 30 s; 0 disables
+  TransferLimits limits;    // per transfer
   int max_attempts = 4;                 // transfers per file, resuming each time
   int64_t retry_backoff_ms = 200;       // doubled after each failed attempt
   // Called as a file downloads (at most every 8 MiB, and at its end).

@@ -61,9 +61,7 @@ StatusOr<HttpDownloadResult> HttpDownload(const std::string& url,
   bool write_failed = false;
   CurlRequest request;
   request.url = url;
-  request.connect_timeout_ms = options.connect_timeout_ms;
-  request.timeout_ms = options.timeout_ms;
-  request.min_bytes_per_second = options.min_bytes_per_second;
+  request.limits = options.limits;
   request.max_body_bytes = options.max_bytes;
   request.on_body = [&](const char* data, size_t n) {
     if (std::fwrite(data, 1, n, file) != n) return !(write_failed = true);

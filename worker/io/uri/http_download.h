@@ -12,15 +12,14 @@
 #include <string>
 
 #include "worker/common/status.h"
+#include "worker/io/uri/curl_request.h"
 
 namespace quantd::io {
 
 struct HttpDownloadOptions {
   std::string cache_dir;
   uint64_t max_bytes = 64ull << 30;
-  int64_t connect_timeout_ms = 10'000;
-  int64_t timeout_ms = 3'600'000;
-  int64_t min_bytes_per_second = 1024;  // over 30 s; 0 disables
+  TransferLimits limits;
   std::string expected_sha256;          // lower-case hex; empty: not checked
 };
 

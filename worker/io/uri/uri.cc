@@ -97,9 +97,7 @@ StatusOr<ResolvedUri> ResolveHf(const ParsedUri& p, const ResolveRequest& reques
   hub.names = options.hf_model_files;
   hub.suffixes = options.hf_model_suffixes;
   hub.max_file_bytes = options.max_download_bytes;
-  hub.connect_timeout_ms = options.connect_timeout_ms;
-  hub.file_timeout_ms = options.download_timeout_ms;
-  hub.min_bytes_per_second = options.min_bytes_per_second;
+  hub.limits = options.download_limits;
   hub.on_progress = options.on_hub_progress;
   auto fetched = FetchHubSnapshot(HubRepo{"model", p.host, p.path, p.revision}, hub);
   if (!fetched.ok()) {
@@ -140,9 +138,7 @@ StatusOr<ResolvedUri> ResolveHttp(const ResolveRequest& request, const UriOption
   HttpDownloadOptions d;
   d.cache_dir = options.download_cache_dir;
   d.max_bytes = options.max_download_bytes;
-  d.connect_timeout_ms = options.connect_timeout_ms;
-  d.timeout_ms = options.download_timeout_ms;
-  d.min_bytes_per_second = options.min_bytes_per_second;
+  d.limits = options.download_limits;
   d.expected_sha256 = request.expected_sha256;
   QD_ASSIGN_OR_RETURN(HttpDownloadResult got, HttpDownload(request.uri, d));
   ResolvedUri r;

@@ -54,12 +54,9 @@ struct UriOptions {
   // Where http(s) downloads are kept; required for http(s).
   std::string download_cache_dir;
   uint64_t max_download_bytes = 64ull << 30;
-  int64_t connect_timeout_ms = 10'000;
-  int64_t download_timeout_ms = 3'600'000;
-  // Abort when the transfer is slower than this many bytes/s for 30 s (0: off).
-  int64_t min_bytes_per_second = 1024;
+  // Per download (http(s), each Hub file).
+  TransferLimits download_limits;
 };
-
 
 struct ResolvedUri {
   std::string local_path;   // canonical absolute path of the file or directory

@@ -256,7 +256,7 @@ TEST_F(UriTest, HttpDownloadsIntoTheCacheWithChecksAndLimits) {
   EXPECT_EQ(big.status().code(), StatusCode::kResourceExhausted);
   EXPECT_THAT(big.status().message(), HasSubstr("/big"));
 
-  options_.download_timeout_ms = 300;
+  options_.download_limits.timeout_ms = 300;
   EXPECT_EQ(Resolve(server.Url("/slow")).status().code(), StatusCode::kDeadlineExceeded);
 
   // No partial files are left behind by the failures.
@@ -267,7 +267,7 @@ TEST_F(UriTest, HttpDownloadsIntoTheCacheWithChecksAndLimits) {
   }
 
   // Nothing listens on a closed port.
-  options_.connect_timeout_ms = 2000;
+  options_.download_limits.connect_timeout_ms = 2000;
   EXPECT_EQ(Resolve("http://127.0.0.1:1/x").status().code(), StatusCode::kUnavailable);
   options_.allowed_schemes = {"file"};
   EXPECT_EQ(Resolve(server.Url("/model.gguf")).status().code(), StatusCode::kPermissionDenied);
