@@ -28,6 +28,7 @@
 #include "worker/common/dashed_flags.h"
 #include "worker/common/device.h"
 #include "worker/io/uri/hf_hub.h"
+#include "worker/io/uri/s3_client.h"
 #include "worker/io/uri/uri_roots.h"
 #include "worker/pipeline/activation_offload.h"
 #include "worker/runner/lease_loop.h"
@@ -51,6 +52,12 @@ ABSL_FLAG(std::string, hf_endpoint, "",
           "https://huggingface.co)");
 ABSL_FLAG(bool, hf_offline, false,
           "never contact the Hub: hf:// models come from the cache alone (also $HF_HUB_OFFLINE=1)");
+ABSL_FLAG(std::string, s3_endpoint, "",
+          "the S3 endpoint for s3:// models, data and outputs (default $AWS_ENDPOINT_URL_S3, "
+          "$AWS_ENDPOINT_URL, else https://s3.<$AWS_REGION>.amazonaws.com)");
+ABSL_FLAG(std::string, s3_credentials_file, "",
+          "an AWS shared-credentials file (a mounted secret) for s3:// (default "
+          "$AWS_ACCESS_KEY_ID / $AWS_SECRET_ACCESS_KEY / $AWS_SESSION_TOKEN)");
 ABSL_FLAG(std::string, hf_token_file, "",
           "a file (a mounted secret) holding the Hub token for private or gated models "
           "(default $HF_TOKEN)");
@@ -187,6 +194,13 @@ int main(int argc, char** argv) {
   }
   exec_opt.hf_endpoint = hub->endpoint;
   exec_opt.hf_token = hub->token;
+  auto s3 = quantd::io::S3OptionsFromEnvironment(absl::GetFlag(FLAGS_s3_endpoint),
+                                                 absl::GetFlag(FLAGS_s3_credentials_file));
+  if (!s3.ok()) {
+    std::cerr << "quantd-worker: " << s3.status().message() << "\n";
+    return 2;
+  }
+  exec_opt.s3 = *s3;
   exec_opt.keep_scratch = absl::GetFlag(FLAGS_keep_scratch);
   exec_opt.device = device;
   auto offload = quantd::pipeline::ParseActivationOffload(absl::GetFlag(FLAGS_activation_offload));

@@ -85,7 +85,7 @@ TEST_F(UriPolicyTest, RefusesEscapes) {
   ExpectDenied("file://" + data_ + "/artifacts/other-job", "is outside");
   ExpectInvalid("file://otherhost" + models_, "names the host");
   ExpectInvalid("https://user:pw@huggingface.co/acme/m", "credentials");
-  ExpectInvalid("s3://bucket/acme", "'s3'");
+  ExpectInvalid("gs://bucket/acme", "'gs'");
   ExpectInvalid(models_ + "/llama", "no scheme");
   ExpectInvalid("file://" + models_ + "/a%00b", "NUL");
   ExpectInvalid("file://" + models_ + "?/../outside", "query");

@@ -156,9 +156,10 @@ class Handler(http.server.BaseHTTPRequestHandler):
     # ---- plumbing ---------------------------------------------------------
 
     def handle_request(self, head, endpoint=True):
-        hub = self.server.hub
         self.head, self.status, self.body_bytes = head, None, 0
+        self.logged = False
         url = urllib.parse.urlsplit(self.path)
+        self.url = url
         try:
             if not endpoint:
                 raise HubError(404, None, f"no {self.command} endpoints")
@@ -169,8 +170,15 @@ class Handler(http.server.BaseHTTPRequestHandler):
                 headers["X-Error-Code"] = e.code
             body = json.dumps({"error": str(e)}).encode()
             self.reply(e.status, headers, body)
-        hub.write_log({
-            "method": self.command, "path": url.path, "query": url.query,
+        if not self.logged:
+            self.log_request_line()
+
+    def log_request_line(self):
+        """Appends this request's record. reply() calls it before the body
+        goes out, so a client that has read a whole answer finds its line."""
+        self.logged = True
+        self.server.hub.write_log({
+            "method": self.command, "path": self.url.path, "query": self.url.query,
             "range": self.headers.get("Range"), "auth": self.auth_state(),
             "status": self.status, "body_bytes": self.body_bytes})
 
@@ -193,19 +201,21 @@ class Handler(http.server.BaseHTTPRequestHandler):
         for name, value in headers.items():
             self.send_header(name, value)
         self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
         if self.head:
+            self.log_request_line()
+            self.end_headers()
             return
         if limit is not None:
             body = body[:limit]
+        self.body_bytes = len(body)  # what this answer sends (or cuts off at)
+        self.log_request_line()
+        self.end_headers()
         step = max(1, rate // 10) if rate else max(1, len(body))
         try:
             for start in range(0, len(body), step):
                 if rate and start:
                     time.sleep(step / rate)
-                chunk = body[start:start + step]
-                self.wfile.write(chunk)
-                self.body_bytes += len(chunk)
+                self.wfile.write(body[start:start + step])
             if limit is not None:
                 self.close_connection = True
                 self.connection.shutdown(socket.SHUT_RDWR)

@@ -3,12 +3,12 @@
 #ifndef QUANTD_TESTS_HUB_FAKE_HUB_PROCESS_H_
 #define QUANTD_TESTS_HUB_FAKE_HUB_PROCESS_H_
 
-#include <sys/types.h>
-
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
+
+#include "tests/testing/port_file_server.h"
 
 namespace quantd::testing {
 
@@ -19,7 +19,7 @@ class FakeHub {
   // null (and prints why) when it does not start.
   static std::unique_ptr<FakeHub> Start(const std::vector<std::string>& args,
                                         const std::string& work_dir);
-  ~FakeHub();  // SIGTERM, then waits
+  ~FakeHub() = default;  // stops the server (SIGTERM)
   FakeHub(const FakeHub&) = delete;
   FakeHub& operator=(const FakeHub&) = delete;
 
@@ -35,7 +35,7 @@ class FakeHub {
 
  private:
   FakeHub() = default;
-  pid_t pid_ = -1;
+  std::unique_ptr<PortFileServer> server_;
   int port_ = 0;
   std::string log_path_;
 };

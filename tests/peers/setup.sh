@@ -15,6 +15,8 @@ flock 9
 if [ -f node_modules/node-llama-cpp/package.json ] &&
    [ -f node_modules/onnxruntime-node/package.json ] &&
    [ -f node_modules/@huggingface/tokenizers/package.json ] &&
+   [ -f node_modules/s3rver/package.json ] &&
+   [ -f node_modules/@aws-sdk/client-s3/package.json ] &&
    [ "$(cat "$stamp" 2>/dev/null)" = "$want" ]; then
   exit 0
 fi

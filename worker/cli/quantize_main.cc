@@ -147,6 +147,13 @@ int Main(int argc, char** argv) {
   }
   exec_opt.hf_endpoint = hub->endpoint;
   exec_opt.hf_token = hub->token;
+  // s3:// as the AWS variables say ($AWS_ENDPOINT_URL_S3, $AWS_REGION, ...).
+  auto s3 = io::S3OptionsFromEnvironment("", "");
+  if (!s3.ok()) {
+    std::cerr << "quantd-quantize: " << s3.status().message() << "\n";
+    return 2;
+  }
+  exec_opt.s3 = *s3;
   worker::PipelineExecutor executor(exec_opt);
 
   ConsoleOptions console;

@@ -105,7 +105,7 @@ enum class UriRole { kModel, kDataset, kOutput };
 void CheckUri(SpecChecker& c, const std::string& field, const std::string& uri, bool required,
               UriRole role) {
   if (uri.empty()) {
-    if (required) c.Bad(field, "is required (a file://, hf:// or https:// URI)");
+    if (required) c.Bad(field, "is required (a file://, hf://, s3:// or https:// URI)");
     return;
   }
   auto parsed = io::ParseUri(uri);
@@ -122,8 +122,8 @@ void CheckUri(SpecChecker& c, const std::string& field, const std::string& uri, 
           !(parsed->path.size() > 5 &&
             parsed->path.compare(parsed->path.size() - 5, 5, ".gguf") == 0)) {
         c.Bad(field, "an " + scheme +
-                         ":// model is one .gguf file; a checkpoint directory comes from hf:// "
-                         "or file://");
+                         ":// model is one .gguf file; a checkpoint directory comes from hf://, "
+                         "s3:// or file://");
       }
       return;
     case UriRole::kDataset:
@@ -131,7 +131,8 @@ void CheckUri(SpecChecker& c, const std::string& field, const std::string& uri, 
         c.NotBuilt(field, "hf:// datasets are not supported yet; use https:// or file://");
       return;
     case UriRole::kOutput:
-      c.NotBuilt(field, scheme + ":// outputs are not supported yet; use file://");
+      if (scheme != "s3")
+        c.NotBuilt(field, scheme + ":// outputs are not supported; use file:// or s3://");
       return;
   }
 }

@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <map>
 
 #include "worker/algo/registry.h"
 #include "worker/common/cancellation.h"
@@ -91,7 +92,8 @@ StatusOr<io::ResolvedUri> PipelineExecutor::Resolve(const std::string& field,
   opt.hf_cache_dir = options_.hf_cache_dir;
   opt.hf_endpoint = options_.hf_endpoint;
   opt.hf_token = options_.hf_token;
-  ModelFileNames(opt.hf_model_files, opt.hf_model_suffixes);
+  ModelFileNames(opt.model_files, opt.model_file_suffixes);
+  opt.s3 = options_.s3;
   if (ctx != nullptr) {
     opt.on_hub_progress = [ctx](const io::HubFileProgress& p) {
       quantd::v1::Progress progress;
@@ -116,10 +118,9 @@ StatusOr<pipeline::JobOptions> PipelineExecutor::BuildOptions(const quantd::v1::
   return BuildOptions(job, resolved);
 }
 
-StatusOr<pipeline::JobOptions> PipelineExecutor::BuildOptions(const quantd::v1::Job& job,
-                                                              const job_spec::ResolvedJob& resolved,
-                                                              JobContext* ctx,
-                                                              io::ResolvedUri* model) const {
+StatusOr<pipeline::JobOptions> PipelineExecutor::BuildOptions(
+    const quantd::v1::Job& job, const job_spec::ResolvedJob& resolved, JobContext* ctx,
+    io::ResolvedUri* model, std::optional<io::OutputLocation>* remote_output) const {
   pipeline::JobOptions o;
   QD_ASSIGN_OR_RETURN(io::ResolvedUri model_uri,
                       Resolve("spec.model_uri", resolved.model_uri, job.tenant(), ctx));
@@ -173,18 +174,45 @@ StatusOr<pipeline::JobOptions> PipelineExecutor::BuildOptions(const quantd::v1::
       ex.output_uri.empty()
           ? io::PathToFileUri(options_.data_dir + "/artifacts/" + JobId(job.name()))
           : ex.output_uri;
+  std::optional<io::OutputLocation> remote;
   if (options_.roots != nullptr) {
     auto where = options_.roots->CheckOutput(output_uri, job.tenant());
     if (!where.ok()) return Status(where.status()).Prepend("spec.export.output_uri: ");
-    o.export_options.output_dir = where->path;
-    o.export_options.output_root = where->base;
+    if (where->scheme == "s3") {
+      remote = *where;
+    } else {
+      o.export_options.output_dir = where->path;
+      o.export_options.output_root = where->base;
+    }
   } else {
     auto parsed = io::ParseUri(output_uri);
     if (!parsed.ok()) return Status(parsed.status()).Prepend("spec.export.output_uri: ");
-    if (parsed->scheme != "file")
+    if (parsed->scheme == "s3") {
+      io::OutputLocation loc;
+      loc.scheme = "s3";
+      loc.bucket = parsed->host;
+      loc.path = parsed->path;
+      remote = loc;
+    } else if (parsed->scheme != "file") {
       return InvalidArgumentError("spec.export.output_uri: " + io::QuoteUri(output_uri) +
-                                  " is not a file:// URI; outputs are local directories");
-    o.export_options.output_dir = parsed->path;
+                                  " is not a file:// or s3:// URI");
+    } else {
+      o.export_options.output_dir = parsed->path;
+    }
+  }
+  if (remote) {
+    if (remote->path.size() <= 1) {
+      return InvalidArgumentError("spec.export.output_uri: " + io::QuoteUri(output_uri) +
+                                  " names a whole bucket; an output is a prefix in it");
+    }
+    if (options_.s3.endpoint.empty()) {
+      return FailedPreconditionError("spec.export.output_uri: this worker has no S3 endpoint");
+    }
+    // Exported here first, uploaded after the run (UploadArtifacts).
+    o.export_options.output_root = options_.data_dir + "/artifacts";
+    o.export_options.output_dir =
+        o.export_options.output_root + "/" + JobId(job.name()) + "-upload";
+    if (remote_output != nullptr) *remote_output = remote;
   }
   o.export_options.tenant = job.tenant();
   o.export_options.overwrite = ex.overwrite;
@@ -214,6 +242,36 @@ ExecutionOutcome PipelineExecutor::Execute(const quantd::v1::Job& job, JobContex
     return out;
   }
   return Execute(job, *resolved, ctx);
+}
+
+Status PipelineExecutor::UploadArtifacts(const io::OutputLocation& remote,
+                                         const std::string& local_dir, const std::string& job_name,
+                                         quantd::v1::JobResult& result) const {
+  const io::S3Client s3(options_.s3);
+  const std::string prefix = remote.path.substr(1);
+  for (quantd::v1::Artifact& a : *result.mutable_artifacts()) {
+    auto parsed = io::ParseUri(a.uri());
+    if (!parsed.ok() || parsed->scheme != "file" || !io::PathIsUnder(parsed->path, local_dir)) {
+      return InternalError("artifact " + io::QuoteUri(a.uri()) + " is not in " + local_dir);
+    }
+    const std::string sub = parsed->path.substr(local_dir.size());  // "" or "/<format>"
+    std::vector<std::string> files;
+    for (const auto& f : a.files()) files.push_back(f.path());
+    QD_ASSIGN_OR_RETURN(std::vector<io::S3UploadedFile> uploaded,
+                        s3.UploadFiles(parsed->path, files, remote.bucket, prefix + sub, job_name));
+    // What went up is what the export measured.
+    std::map<std::string, std::string> sha;
+    for (const auto& f : uploaded) sha[f.path] = f.sha256;
+    for (const auto& f : a.files()) {
+      if (sha[f.path()] != f.sha256()) {
+        return DataLossError("uploaded " + f.path() + " differs from the exported file");
+      }
+    }
+    a.set_uri("s3://" + remote.bucket + "/" + prefix + sub);
+  }
+  std::error_code ec;
+  fs::remove_all(local_dir, ec);
+  return OkStatus();
 }
 
 StatusOr<std::unique_ptr<io::ModelFiles>> PipelineExecutor::OpenModelView(
@@ -267,7 +325,8 @@ ExecutionOutcome PipelineExecutor::Execute(const quantd::v1::Job& job,
   // included, not only the block loop.
   CancellationScope scope([&ctx] { return ctx.CancelRequested(); });
   io::ResolvedUri model;
-  auto options = BuildOptions(job, resolved, &ctx, &model);
+  std::optional<io::OutputLocation> remote;
+  auto options = BuildOptions(job, resolved, &ctx, &model, &remote);
   if (!options.ok()) {
     out.status = options.status();
     return out;
@@ -324,6 +383,13 @@ ExecutionOutcome PipelineExecutor::Execute(const quantd::v1::Job& job,
   out.cancelled = result.cancelled;
   out.result = ToProto(result.report, job.spec());
   out.result.set_resolved_revision(model.revision);
+  if (remote && out.status.ok() && !out.cancelled) {
+    forwarder.OnLog(pipeline::LogLevel::kInfo,
+                    "uploading the artifacts to s3://" + remote->bucket + remote->path);
+    Status uploaded =
+        UploadArtifacts(*remote, options->export_options.output_dir, job.name(), out.result);
+    if (!uploaded.ok()) out.status = uploaded.Prepend("spec.export.output_uri: ");
+  }
   if (!options_.keep_scratch) {
     std::error_code ec;
     fs::remove_all(options->scratch_dir, ec);

@@ -11,6 +11,7 @@
 
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -41,6 +42,9 @@ struct PipelineExecutorOptions {
   // for private or gated repositories (never written anywhere).
   std::string hf_endpoint;
   std::string hf_token;
+  // s3:// inputs and outputs (endpoint, region, credentials; never written
+  // anywhere). An empty endpoint refuses s3://.
+  io::S3Options s3;
   // Keep a job's scratch directory after it ends (debugging).
   bool keep_scratch = false;
   // Where blocks run: "cpu" or "cuda:N" (checked by the binary at startup,
@@ -66,11 +70,13 @@ class PipelineExecutor : public JobExecutor {
   // algorithms made for the planner, defaults applied.
   // With `ctx`, a model fetched from the Hub reports its download progress
   // there; `model`, when given, receives what resolving spec.model_uri found
-  // (for hf://, the commit and the files fetched).
-  StatusOr<pipeline::JobOptions> BuildOptions(const quantd::v1::Job& job,
-                                              const job_spec::ResolvedJob& resolved,
-                                              JobContext* ctx = nullptr,
-                                              io::ResolvedUri* model = nullptr) const;
+  // (for hf://, the commit and the files fetched); `remote_output`, when
+  // given, the s3:// output (the export then goes to a local staging
+  // directory, uploaded after the run).
+  StatusOr<pipeline::JobOptions> BuildOptions(
+      const quantd::v1::Job& job, const job_spec::ResolvedJob& resolved, JobContext* ctx = nullptr,
+      io::ResolvedUri* model = nullptr,
+      std::optional<io::OutputLocation>* remote_output = nullptr) const;
   // The same after resolving job.spec().
   StatusOr<pipeline::JobOptions> BuildOptions(const quantd::v1::Job& job) const;
 
@@ -82,6 +88,10 @@ class PipelineExecutor : public JobExecutor {
   // a GGUF file always, as model.gguf beside the config.json and chat
   // template made from its metadata (gguf_model_dir.h). Null for a local
   // run's directory, which is read as it is.
+  // Uploads each artifact of `result` (exported below `local_dir`) to the
+  // s3:// output and points its URI there; the local copy is removed.
+  Status UploadArtifacts(const io::OutputLocation& remote, const std::string& local_dir,
+                         const std::string& job_name, quantd::v1::JobResult& result) const;
   StatusOr<std::unique_ptr<io::ModelFiles>> OpenModelView(const std::string& model_path,
                                                           const std::filesystem::path& inputs,
                                                           const std::string& tenant) const;

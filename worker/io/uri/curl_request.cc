@@ -6,6 +6,8 @@
 #include <cctype>
 #include <mutex>
 
+#include "worker/common/sha256.h"
+
 namespace quantd::io {
 namespace {
 
@@ -129,6 +131,31 @@ CurlResponse PerformCurlRequest(const CurlRequest& request) {
   // Sizes and digests are of the bytes as stored: no content decoding.
   curl_easy_setopt(curl, CURLOPT_HTTP_CONTENT_DECODING, 0L);
   if (request.head_only) curl_easy_setopt(curl, CURLOPT_NOBODY, 1L);
+  if (!request.method.empty())
+    curl_easy_setopt(curl, CURLOPT_CUSTOMREQUEST, request.method.c_str());
+  if (request.body != nullptr) {
+    curl_easy_setopt(curl, CURLOPT_POSTFIELDSIZE_LARGE,
+                     static_cast<curl_off_t>(request.body->size()));
+    curl_easy_setopt(curl, CURLOPT_POSTFIELDS, request.body->data());
+  }
+  struct curl_slist* headers = nullptr;
+  std::vector<std::string> lines = request.headers;
+  if (request.body != nullptr) lines.push_back("Expect:");  // no 100-continue round trip
+  std::string sigv4;
+  if (request.aws != nullptr) {
+    // The payload's digest, signed with the rest (S3 checks it).
+    lines.push_back("x-amz-content-sha256: " +
+                    Sha256Hex(request.body != nullptr ? *request.body : std::string()));
+    if (!request.aws->session_token.empty()) {
+      lines.push_back("x-amz-security-token: " + request.aws->session_token);
+    }
+    sigv4 = "aws:amz:" + request.aws->region + ":s3";
+    curl_easy_setopt(curl, CURLOPT_AWS_SIGV4, sigv4.c_str());
+    curl_easy_setopt(curl, CURLOPT_USERNAME, request.aws->access_key_id.c_str());
+    curl_easy_setopt(curl, CURLOPT_PASSWORD, request.aws->secret_access_key.c_str());
+  }
+  for (const std::string& line : lines) headers = curl_slist_append(headers, line.c_str());
+  if (headers != nullptr) curl_easy_setopt(curl, CURLOPT_HTTPHEADER, headers);
   if (!request.bearer_token.empty()) {
     curl_easy_setopt(curl, CURLOPT_HTTPAUTH, static_cast<long>(CURLAUTH_BEARER));
     curl_easy_setopt(curl, CURLOPT_XOAUTH2_BEARER, request.bearer_token.c_str());
@@ -143,6 +170,7 @@ CurlResponse PerformCurlRequest(const CurlRequest& request) {
   const CURLcode rc = curl_easy_perform(curl);
   curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &response.http_status);
   curl_easy_cleanup(curl);
+  curl_slist_free_all(headers);
   response.curl_code = rc;
   if (rc != CURLE_OK) response.curl_error = error[0] ? error : curl_easy_strerror(rc);
   return response;

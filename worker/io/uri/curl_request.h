@@ -27,9 +27,23 @@ struct TransferLimits {
   int64_t min_bytes_per_second = 1024;  // over 30 s; 0 disables
 };
 
+// AWS Signature Version 4 (libcurl's CURLOPT_AWS_SIGV4) for S3.
+struct AwsSigning {
+  std::string region;
+  std::string access_key_id;
+  std::string secret_access_key;
+  std::string session_token;  // sent as x-amz-security-token when set
+};
+
 struct CurlRequest {
   std::string url;
   bool head_only = false;
+  std::string method;                 // "" : GET (HEAD with head_only); PUT, POST, DELETE
+  const std::string* body = nullptr;  // PUT / POST body (kept alive by the caller)
+  std::vector<std::string> headers;   // extra "Name: value" lines
+  // When set, the request is signed for S3 (the body's sha256 is signed
+  // too); the secret never appears in a message.
+  const AwsSigning* aws = nullptr;
   // Sent as "Authorization: Bearer ..." to the URL's host only (curl drops
   // it on a redirect to another host). Never part of a message.
   std::string bearer_token;

@@ -228,8 +228,8 @@ TEST_F(HfHubTest, ResolveUriFetchesFromTheHubAndFallsBackToTheCacheWhenItIsDown)
   uri.allowed_schemes = {"hf"};
   uri.hf_cache_dir = options_.cache_dir;
   uri.hf_endpoint = hub_->Endpoint();
-  uri.hf_model_files = options_.names;
-  uri.hf_model_suffixes = options_.suffixes;
+  uri.model_files = options_.names;
+  uri.model_file_suffixes = options_.suffixes;
   auto r = ResolveUri({"hf://karpathy/stories260K", ""}, uri);
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_TRUE(IsCommitId(r->revision));

@@ -6,10 +6,11 @@
 
 #include <algorithm>
 #include <cctype>
+#include <filesystem>
 #include <fstream>
 
-#include "worker/io/uri/http_download.h"
 #include "worker/common/sha256.h"
+#include "worker/io/uri/http_download.h"
 
 namespace quantd::io {
 namespace {
@@ -94,8 +95,8 @@ StatusOr<ResolvedUri> ResolveHf(const ParsedUri& p, const ResolveRequest& reques
   hub.endpoint = options.hf_endpoint;
   hub.token = options.hf_token;
   hub.cache_dir = HfCacheDir(options);
-  hub.names = options.hf_model_files;
-  hub.suffixes = options.hf_model_suffixes;
+  hub.names = options.model_files;
+  hub.suffixes = options.model_file_suffixes;
   hub.max_file_bytes = options.max_download_bytes;
   hub.limits = options.download_limits;
   hub.on_progress = options.on_hub_progress;
@@ -117,8 +118,9 @@ StatusOr<ResolvedUri> ResolveHf(const ParsedUri& p, const ResolveRequest& reques
       std::any_of(fetched->files.begin(), fetched->files.end(), [](const std::string& f) {
         return f.size() > 12 && f.compare(f.size() - 12, 12, ".safetensors") == 0;
       });
-  if (!has_weights && std::find(options.hf_model_suffixes.begin(), options.hf_model_suffixes.end(),
-                                ".safetensors") != options.hf_model_suffixes.end()) {
+  if (!has_weights &&
+      std::find(options.model_file_suffixes.begin(), options.model_file_suffixes.end(),
+                ".safetensors") != options.model_file_suffixes.end()) {
     return FailedPreconditionError(request.uri + ": commit " + fetched->commit +
                                    " has no *.safetensors weights (quantd reads safetensors "
                                    "only; PyTorch .bin pickles are never loaded)");
@@ -146,6 +148,29 @@ StatusOr<ResolvedUri> ResolveHttp(const ResolveRequest& request, const UriOption
   QD_ASSIGN_OR_RETURN(r.local_path, CheckPathAllowed(got.path, options.allowed_roots, cache_root));
   r.sha256 = got.sha256;
   r.downloaded = got.downloaded;
+  return r;
+}
+
+StatusOr<ResolvedUri> ResolveS3(const ParsedUri& p, const ResolveRequest& request,
+                                const UriOptions& options) {
+  if (options.s3.endpoint.empty()) {
+    return FailedPreconditionError(request.uri + ": this worker has no S3 endpoint");
+  }
+  if (options.download_cache_dir.empty()) {
+    return FailedPreconditionError(request.uri + ": s3:// needs a download cache directory");
+  }
+  S3Options s3 = options.s3;
+  s3.limits = options.download_limits;
+  s3.max_object_bytes = options.max_download_bytes;
+  const std::string cache = options.download_cache_dir + "/s3";
+  std::error_code ec;
+  std::filesystem::create_directories(cache, ec);
+  QD_ASSIGN_OR_RETURN(
+      std::string local,
+      S3Client(s3).Fetch(p.host, p.path, cache, options.model_files, options.model_file_suffixes));
+  ResolvedUri r;
+  QD_ASSIGN_OR_RETURN(std::string cache_root, Canonical(cache));
+  QD_ASSIGN_OR_RETURN(r.local_path, CheckPathAllowed(local, options.allowed_roots, cache_root));
   return r;
 }
 
@@ -181,6 +206,7 @@ StatusOr<ResolvedUri> ResolveUri(const ResolveRequest& request, const UriOptions
   }
   if (p.scheme == "file") return ResolveFile(p, request, options);
   if (p.scheme == "hf") return ResolveHf(p, request, options);
+  if (p.scheme == "s3") return ResolveS3(p, request, options);
   return ResolveHttp(request, options);
 }
 

@@ -10,6 +10,9 @@
 //                               (REV a commit or a ref under refs/)
 //   http(s)://host/path         downloaded through libcurl into a local cache
 //                               (size and time limits, optional sha256)
+//   s3://BUCKET/KEY             an object, or the model files below a prefix,
+//                               downloaded into the download cache
+//                               (s3_client.h)
 //
 // URIs are parsed by uri_parser.h (the parser the frontend's policy uses).
 // Every resolution ends in a local path that is canonicalised (symlinks
@@ -27,13 +30,14 @@
 
 #include "worker/common/status.h"
 #include "worker/io/uri/hf_hub.h"
+#include "worker/io/uri/s3_client.h"
 #include "worker/io/uri/uri_parser.h"
 
 namespace quantd::io {
 
 struct UriOptions {
-  // Schemes that may be resolved: any of "file", "hf", "http", "https".
-  std::vector<std::string> allowed_schemes = {"file", "hf", "http", "https"};
+  // Schemes that may be resolved: any of "file", "hf", "http", "https", "s3".
+  std::vector<std::string> allowed_schemes = {"file", "hf", "http", "https", "s3"};
   // Directories a resolved path must lie under (after canonicalisation).
   // Empty means no restriction; the hub cache and download cache below are
   // always allowed for their own schemes.
@@ -46,9 +50,12 @@ struct UriOptions {
   std::string hf_endpoint;
   // A bearer token for private and gated repositories (never in a message).
   std::string hf_token;
-  // The files of a model repository to fetch: names and name suffixes.
-  std::vector<std::string> hf_model_files;
-  std::vector<std::string> hf_model_suffixes;
+  // The files of a model (a Hub repository, an S3 prefix) to fetch: names
+  // and name suffixes.
+  std::vector<std::string> model_files;
+  std::vector<std::string> model_file_suffixes;
+  // s3:// (endpoint, region, credentials); an empty endpoint refuses s3://.
+  S3Options s3;
   // Called as Hub files download.
   std::function<void(const HubFileProgress&)> on_hub_progress;
   // Where http(s) downloads are kept; required for http(s).

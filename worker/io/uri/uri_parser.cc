@@ -7,7 +7,8 @@
 namespace quantd::io {
 namespace {
 
-constexpr char kForms[] = "expected file:///abs/path, hf://ORG/NAME[@REV] or http(s)://host/path";
+constexpr char kForms[] =
+    "expected file:///abs/path, hf://ORG/NAME[@REV], http(s)://host/path or s3://BUCKET/KEY";
 
 std::string Lower(std::string s) {
   std::transform(s.begin(), s.end(), s.begin(),
@@ -151,6 +152,32 @@ StatusOr<ParsedUri> ParseHttp(ParsedUri p, const std::string& rest, const std::s
   return p;
 }
 
+// An S3 bucket name: 3 to 63 of [a-z0-9.-], starting and ending with a
+// letter or digit.
+bool IsBucketName(const std::string& s) {
+  if (s.size() < 3 || s.size() > 63) return false;
+  auto alnum = [](unsigned char c) { return std::islower(c) || std::isdigit(c); };
+  if (!alnum(s.front()) || !alnum(s.back())) return false;
+  return std::all_of(s.begin(), s.end(),
+                     [&](unsigned char c) { return alnum(c) || c == '.' || c == '-'; });
+}
+
+StatusOr<ParsedUri> ParseS3(ParsedUri p, const std::string& rest, const std::string& uri) {
+  if (rest.find_first_of("?#") != std::string::npos) {
+    return Invalid(uri, "has a query or fragment; expected s3://BUCKET/KEY");
+  }
+  const size_t slash = rest.find('/');
+  p.host = slash == std::string::npos ? rest : rest.substr(0, slash);
+  if (!IsBucketName(p.host)) {
+    return Invalid(uri,
+                   "names no valid bucket (3 to 63 of a-z, 0-9, '.', '-'); expected "
+                   "s3://BUCKET/KEY");
+  }
+  QD_ASSIGN_OR_RETURN(p.path,
+                      DecodePath(slash == std::string::npos ? "/" : rest.substr(slash), uri));
+  return p;
+}
+
 }  // namespace
 
 std::string QuoteUri(const std::string& uri) {
@@ -207,6 +234,7 @@ StatusOr<ParsedUri> ParseUri(const std::string& uri) {
   if (p.scheme == "file") return ParseFile(std::move(p), rest, uri);
   if (p.scheme == "hf") return ParseHf(std::move(p), rest, uri);
   if (p.scheme == "http" || p.scheme == "https") return ParseHttp(std::move(p), rest, uri);
+  if (p.scheme == "s3") return ParseS3(std::move(p), rest, uri);
   return Invalid(uri, "has the scheme '" + p.scheme + "', which is not supported; " + kForms);
 }
 

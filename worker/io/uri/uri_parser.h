@@ -6,6 +6,7 @@
 //   file:///abs/path       (file://localhost/abs/path)
 //   hf://ORG/NAME[@REV]    a model in the local Hugging Face hub cache
 //   http(s)://host/path[?query]
+//   s3://BUCKET/KEY        an object, or a prefix ("directory"), in S3
 //
 // file:// URIs are refused when they carry what could make the checked path
 // differ from the written one: a query ('?') or fragment ('#'), an encoded
@@ -25,9 +26,13 @@
 namespace quantd::io {
 
 struct ParsedUri {
-  std::string scheme;    // lower case: file, hf, http or https
-  std::string host;      // http(s): host[:port], lower case; hf: ORG (may be empty); file: empty
-  std::string path;      // file: decoded absolute path; http(s): decoded path; hf: NAME
+  std::string scheme;  // lower case: file, hf, http, https or s3
+  // http(s): host[:port], lower case; hf: ORG (may be empty); s3: the
+  // bucket; file: empty.
+  std::string host;
+  // file: decoded absolute path; http(s): decoded path; hf: NAME; s3: "/"
+  // and the decoded key.
+  std::string path;
   std::string query;     // http(s): "?..." as written (empty when none)
   std::string revision;  // hf only ("main" when absent)
 };

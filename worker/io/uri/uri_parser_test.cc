@@ -43,7 +43,10 @@ TEST(UriParserTest, FileUriTable) {
       {"file://localhost", StatusCode::kInvalidArgument, "no absolute path"},
       {"/srv/out", StatusCode::kInvalidArgument, "no scheme"},
       {"://srv/out", StatusCode::kInvalidArgument, "no scheme"},
-      {"s3://bucket/x", StatusCode::kInvalidArgument, "'s3'"},
+      {"gs://bucket/x", StatusCode::kInvalidArgument, "'gs'"},
+      {"s3://Bad_Bucket/x", StatusCode::kInvalidArgument, "names no valid bucket"},
+      {"s3://bucket/a/../b", StatusCode::kPermissionDenied, ""},
+      {"s3://bucket/x?versionId=1", StatusCode::kInvalidArgument, "query"},
       // Escapes.
       {"file:///srv/out/../victim", StatusCode::kPermissionDenied, "'..'"},
       {"file:///srv/out/%2e%2e/victim", StatusCode::kPermissionDenied, "'..'"},

@@ -204,7 +204,7 @@ std::string UriRoots::NotAllowed(const std::string& uri, const std::string& tena
   std::vector<std::string> allowed;
   bool tenant_roots = false;
   for (const Root& r : roots_) {
-    if (what == "output" && r.scheme != "file") continue;
+    if (what == "output" && r.scheme != "file" && r.scheme != "s3") continue;
     tenant_roots |= r.per_tenant;
     std::string configured, resolved;
     if (!PathsFor(r, tenant, &configured, &resolved)) continue;
@@ -266,8 +266,11 @@ Status UriRoots::CheckInput(const std::string& uri, const std::string& tenant) c
 StatusOr<OutputLocation> UriRoots::CheckOutput(const std::string& uri,
                                                const std::string& tenant) const {
   QD_ASSIGN_OR_RETURN(ParsedUri p, ParseUri(uri));
+  if (p.scheme == "s3") return CheckS3Output(p, uri, tenant);
   if (p.scheme != "file") {
-    return Denied(QuoteUri(uri) + " is not a file:// URI; outputs are local directories");
+    return Denied(QuoteUri(uri) +
+                  " is not a file:// or s3:// URI; outputs are directories "
+                  "or object prefixes");
   }
   struct Candidate {
     std::string base;   // opened as given
@@ -309,6 +312,35 @@ StatusOr<OutputLocation> UriRoots::CheckOutput(const std::string& uri,
   return Denied(NotAllowed(uri, tenant, "output"));
 }
 
+StatusOr<OutputLocation> UriRoots::CheckS3Output(const ParsedUri& p, const std::string& uri,
+                                                 const std::string& tenant) const {
+  const Root* best = nullptr;
+  std::string best_prefix;
+  for (const Root& r : roots_) {
+    std::string configured, resolved;
+    if (r.scheme != "s3" || r.host != p.host || !PathsFor(r, tenant, &configured, &resolved)) {
+      continue;
+    }
+    if (p.path == configured) {
+      return Denied(QuoteUri(uri) +
+                    " is an allowed prefix itself; an output must be a prefix below it");
+    }
+    if (!PathIsUnder(p.path, configured)) continue;
+    if (best == nullptr || configured.size() > best_prefix.size()) {
+      best = &r;
+      best_prefix = configured;
+    }
+  }
+  if (best == nullptr) return Denied(NotAllowed(uri, tenant, "output"));
+  OutputLocation loc;
+  loc.scheme = "s3";
+  loc.bucket = p.host;
+  loc.path = p.path;
+  loc.base = best_prefix;
+  loc.relative = best_prefix == "/" ? p.path.substr(1) : p.path.substr(best_prefix.size() + 1);
+  return loc;
+}
+
 std::vector<std::string> UriRoots::InputDirectories(const std::string& tenant) const {
   std::vector<std::string> out;
   for (const Root& r : roots_) {
@@ -324,7 +356,7 @@ std::vector<std::string> UriRoots::InputRoots() const { return specs_; }
 std::vector<std::string> UriRoots::OutputRoots() const {
   std::vector<std::string> out;
   for (const Root& r : roots_) {
-    if (r.scheme == "file") out.push_back(r.spec);
+    if (r.scheme == "file" || r.scheme == "s3") out.push_back(r.spec);
   }
   if (!artifacts_dir_.empty()) out.push_back(JoinPath(artifacts_dir_, "/"));
   return out;
@@ -339,6 +371,7 @@ std::vector<std::string> UriRoots::TenantRoots() const {
 }
 
 Status CheckOutputWalk(const OutputLocation& location) {
+  if (location.scheme != "file") return OkStatus();  // an object store has no links
   Fd dir(::open(location.base.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   // A base that is not there (yet) or not readable here is the worker's to
   // judge; this check only refuses what the worker would refuse for sure.

@@ -5,11 +5,11 @@
 // every URI.
 //
 // Roots are URI prefixes the operator names: file:///dir (or /dir),
-// https://host/prefix, http://host/prefix, hf://ORG/ or hf://ORG/NAME. A
-// file or http(s) root may contain the path segment {tenant}, replaced by the
-// job's tenant (file:///srv/out/{tenant}); such a root applies only to jobs
-// whose tenant is a safe path segment (IsSafeTenantSegment), so it matches
-// nothing for the empty tenant of an unauthenticated quantd.
+// https://host/prefix, http://host/prefix, hf://ORG/, hf://ORG/NAME or
+// s3://BUCKET/prefix. A file, http(s) or s3 root may contain the path segment {tenant}, replaced by
+// the job's tenant (file:///srv/out/{tenant}); such a root applies only to jobs whose tenant is a
+// safe path segment (IsSafeTenantSegment), so it matches nothing for the empty tenant of an
+// unauthenticated quantd.
 //
 // - Inputs (model, calibration and evaluation data) must lie under a root;
 //   a file:// input is resolved with realpath first (also the existing part
@@ -18,7 +18,8 @@
 // - Outputs are file:// directories strictly below a file root or below
 //   <data-dir>/artifacts/, which is always allowed (the default output
 //   location). They are matched without resolving symlinks: the worker walks
-//   from the root without following any (worker/export/artifact.h).
+//   from the root without following any (worker/export/artifact.h). An
+//   s3:// output is a prefix strictly below an s3 root.
 //
 // Refusals are PERMISSION_DENIED with reason URI_NOT_ALLOWED; the message
 // quotes the URI and says what is allowed. Callers prefix the field name.
@@ -46,6 +47,8 @@ bool IsSafeTenantSegment(const std::string& tenant);
 // directory); `relative` (never empty, no '.'/'..') is walked below it
 // without following symlinks.
 struct OutputLocation {
+  std::string scheme = "file";  // or "s3": then base and path are key prefixes of `bucket`
+  std::string bucket;
   std::string path;
   std::string base;
   std::string relative;
@@ -77,15 +80,15 @@ class UriRoots {
   // For the startup logs of quantd and quantd-worker.
   const std::vector<std::string>& roots() const { return specs_; }
   std::vector<std::string> InputRoots() const;   // every root, as configured
-  std::vector<std::string> OutputRoots() const;  // file roots, then artifacts_dir + "/"
+  std::vector<std::string> OutputRoots() const;  // file and s3 roots, then artifacts_dir + "/"
   std::vector<std::string> TenantRoots() const;  // the roots with {tenant}
   const std::string& artifacts_dir() const { return artifacts_dir_; }
 
  private:
   struct Root {
     std::string spec;    // as configured
-    std::string scheme;  // file, http, https, hf
-    std::string host;    // http(s): host[:port]; hf: ORG; file: empty
+    std::string scheme;  // file, http, https, hf, s3
+    std::string host;    // http(s): host[:port]; hf: ORG; s3: bucket; file: empty
     // file: the root path as configured (normalised) and as resolved; for a
     // per-tenant root only the part before the first {tenant}, and `suffix`
     // is the rest ("/{tenant}/out"). http(s), hf: the decoded path prefix.
@@ -98,6 +101,8 @@ class UriRoots {
   // false when the root does not apply to this tenant.
   static bool PathsFor(const Root& root, const std::string& tenant, std::string* configured,
                        std::string* resolved);
+  StatusOr<OutputLocation> CheckS3Output(const ParsedUri& p, const std::string& uri,
+                                         const std::string& tenant) const;
   std::string NotAllowed(const std::string& uri, const std::string& tenant,
                          const std::string& what) const;
 

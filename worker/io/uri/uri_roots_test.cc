@@ -191,8 +191,34 @@ TEST_F(UriRootsTest, RemoteRoots) {
   EXPECT_TRUE(roots.CheckInput("https://hub.example/acme/m", "acme").ok());
   EXPECT_EQ(roots.CheckInput("https://hub.example/acme/m", "globex").code(),
             StatusCode::kPermissionDenied);
-  // Only file roots take outputs.
+  // Only file and s3 roots take outputs.
   EXPECT_EQ(roots.OutputRoots(), std::vector<std::string>{base_ + "/data/artifacts/"});
+}
+
+TEST_F(UriRootsTest, S3RootsTakeInputsAndOutputsBelowThem) {
+  UriRoots roots = Make({"s3://models/", "s3://out/runs/{tenant}"});
+  EXPECT_TRUE(roots.CheckInput("s3://models/llama/8b", "").ok());
+  EXPECT_EQ(roots.CheckInput("s3://other/llama", "").code(), StatusCode::kPermissionDenied);
+  EXPECT_EQ(roots.CheckInput("s3://models/a/%2e%2e/b", "").code(), StatusCode::kPermissionDenied);
+  auto out = roots.CheckOutput("s3://out/runs/acme/job1", "acme");
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_EQ(out->scheme, "s3");
+  EXPECT_EQ(out->bucket, "out");
+  EXPECT_EQ(out->path, "/runs/acme/job1");
+  EXPECT_EQ(out->relative, "job1");
+  EXPECT_TRUE(CheckOutputWalk(*out).ok());
+  // Another tenant's prefix, the root itself, another bucket.
+  EXPECT_EQ(roots.CheckOutput("s3://out/runs/acme/job1", "globex").status().code(),
+            StatusCode::kPermissionDenied);
+  auto root = roots.CheckOutput("s3://out/runs/acme", "acme");
+  EXPECT_THAT(root.status().message(), HasSubstr("an allowed prefix itself"));
+  EXPECT_TRUE(roots.CheckOutput("s3://models/x", "acme").ok());  // roots take both
+  auto elsewhere = roots.CheckOutput("s3://third/x", "acme");
+  EXPECT_EQ(elsewhere.status().code(), StatusCode::kPermissionDenied);
+  EXPECT_THAT(elsewhere.status().message(), HasSubstr("s3://out/runs/{tenant}"));
+  EXPECT_EQ(roots.OutputRoots(),
+            (std::vector<std::string>{"s3://models/", "s3://out/runs/{tenant}",
+                                      base_ + "/data/artifacts/"}));
 }
 
 }  // namespace

@@ -146,7 +146,7 @@ TEST_F(UriTest, ParsesTheThreeForms) {
   EXPECT_EQ(http->query, "?x=1");
 
   EXPECT_EQ(ParseUri("/plain/path").status().code(), StatusCode::kInvalidArgument);
-  EXPECT_THAT(ParseUri("s3://bucket/x").status().message(), HasSubstr("'s3'"));
+  EXPECT_THAT(ParseUri("gs://bucket/x").status().message(), HasSubstr("'gs'"));
   EXPECT_EQ(ParseUri("file://otherhost/x").status().code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(ParseUri("file://relative").status().code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(ParseUri("file:///a/../etc/passwd").status().code(), StatusCode::kPermissionDenied);
