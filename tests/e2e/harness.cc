@@ -69,7 +69,7 @@ std::string TempDir(const std::string& name) {
   return dir.string();
 }
 
-static std::string ReadAll(const std::string& path) {
+std::string ReadFile(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   std::stringstream ss;
   ss << in.rdbuf();
@@ -131,7 +131,7 @@ int Process::Stop(int sig, std::chrono::milliseconds timeout) {
   return -1;
 }
 
-std::string Process::Log() const { return ReadAll(log_path_); }
+std::string Process::Log() const { return ReadFile(log_path_); }
 
 CommandResult RunCommand(const std::vector<std::string>& argv, std::chrono::seconds timeout) {
   static int counter = 0;
@@ -166,8 +166,8 @@ CommandResult RunCommand(const std::vector<std::string>& argv, std::chrono::seco
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   r.exit_code = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-  r.stdout_text = ReadAll(out_path);
-  r.stderr_text += ReadAll(err_path);
+  r.stdout_text = ReadFile(out_path);
+  r.stderr_text += ReadFile(err_path);
   return r;
 }
 
@@ -301,6 +301,14 @@ bool WaitUntil(const std::function<bool()>& done, std::chrono::seconds ceiling,
     std::this_thread::sleep_for(poll);
   }
   return true;
+}
+
+std::string LastLine(const std::string& text) {
+  const size_t end = text.find_last_not_of("\r\n");
+  if (end == std::string::npos) return "";
+  const size_t start = text.find_last_of('\n', end);
+  return text.substr(start == std::string::npos ? 0 : start + 1,
+                     end - (start == std::string::npos ? 0 : start + 1) + 1);
 }
 
 }  // namespace quantd::e2e

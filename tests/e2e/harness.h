@@ -132,6 +132,13 @@ std::vector<quantd::v1::JobEvent> Events(quantd::v1::QuantizationService::Stub& 
 // A fresh directory under TEST_TMPDIR.
 std::string TempDir(const std::string& name);
 
+// A file's whole content ("" when it cannot be read).
+std::string ReadFile(const std::string& path);
+
+// The last non-empty line of `text` (quantctl -o json --wait prints the
+// events, then the final job).
+std::string LastLine(const std::string& text);
+
 }  // namespace quantd::e2e
 
 #endif  // QUANTD_TESTS_E2E_HARNESS_H_

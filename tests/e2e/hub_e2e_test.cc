@@ -8,9 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <set>
-#include <sstream>
 
-#include "absl/strings/str_split.h"
 #include "gtest/gtest.h"
 #include "tests/e2e/harness.h"
 #include "tests/hub/fake_hub_process.h"
@@ -22,18 +20,6 @@ namespace fs = std::filesystem;
 using quantd::v1::Job;
 
 constexpr char kToken[] = "hf_E2eSecretTokenNeverLogged42";
-
-std::string ReadAll(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
-std::string LastLine(const std::string& text) {
-  std::vector<std::string> lines = absl::StrSplit(text, '\n', absl::SkipEmpty());
-  return lines.empty() ? "" : lines.back();
-}
 
 TEST(HubE2eTest, TwoWorkersQuantizeAPrivateHubModelDownloadedOnceAndNeverLogTheToken) {
   const std::string data = TempDir("hub_e2e");
@@ -116,7 +102,7 @@ TEST(HubE2eTest, TwoWorkersQuantizeAPrivateHubModelDownloadedOnceAndNeverLogTheT
     }
     EXPECT_TRUE(logged_commit) << events_text;
   }
-  std::string commit = ReadAll(cache + "/models--karpathy--stories260K/refs/main");
+  std::string commit = ReadFile(cache + "/models--karpathy--stories260K/refs/main");
   EXPECT_EQ(GetJob(*api, names[0]).result().resolved_revision(), commit);
   EXPECT_EQ(workers_used.size(), 2u) << "both workers should have run a job";
 
@@ -134,10 +120,9 @@ TEST(HubE2eTest, TwoWorkersQuantizeAPrivateHubModelDownloadedOnceAndNeverLogTheT
   const std::string text_url =
       hub->Endpoint() + "/datasets/tiny/stories/resolve/main/tinystories-sample.txt";
   CommandResult pinned = Quantctl(
-      quantd->address(),
-      {"-o", "json", "submit", "--model", "hf://karpathy/stories260K@" + commit, "--scheme",
-       "w_int8_per_channel_sym", "--eval", text_url, "--eval-windows", "4", "--output",
-       data + "/out-pinned", "--wait"});
+      quantd->address(), {"-o", "json", "submit", "--model", "hf://karpathy/stories260K@" + commit,
+                          "--scheme", "w_int8_per_channel_sym", "--eval", text_url,
+                          "--eval-windows", "4", "--output", data + "/out-pinned", "--wait"});
   ASSERT_EQ(pinned.exit_code, 0) << pinned.stderr_text << pinned.stdout_text;
   EXPECT_EQ(hub->Requests().size(), before + 2);  // the listing and the text
   Job pinned_job;
@@ -146,8 +131,8 @@ TEST(HubE2eTest, TwoWorkersQuantizeAPrivateHubModelDownloadedOnceAndNeverLogTheT
   EXPECT_EQ(pinned_job.result().resolved_revision(), commit);
   EXPECT_EQ(pinned_job.result().metrics().quantized_perplexity().perplexity(),
             GetJob(*api, names[0]).result().metrics().quantized_perplexity().perplexity());
-  EXPECT_EQ(ReadAll(data + "/out-pinned/model.safetensors"),
-            ReadAll(data + "/out0/model.safetensors"));
+  EXPECT_EQ(ReadFile(data + "/out-pinned/model.safetensors"),
+            ReadFile(data + "/out0/model.safetensors"));
 
   // A repository that does not exist fails its job, naming it.
   CommandResult missing = Quantctl(
@@ -172,7 +157,7 @@ TEST(HubE2eTest, TwoWorkersQuantizeAPrivateHubModelDownloadedOnceAndNeverLogTheT
       {"worker w1 log", workers[0]->Log()},
       {"worker w2 log", workers[1]->Log()},
       {"events and jobs", events_text + pinned.stdout_text + missing.stdout_text},
-      {"job store", ReadAll(data + "/quantd.db") + ReadAll(data + "/quantd.db-wal")},
+      {"job store", ReadFile(data + "/quantd.db") + ReadFile(data + "/quantd.db-wal")},
       {"hub request log", hub->LogText()}};
   for (const auto& [where, text] : places) {
     EXPECT_FALSE(text.empty()) << where;

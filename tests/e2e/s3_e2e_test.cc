@@ -9,9 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
-#include <sstream>
 
-#include "absl/strings/str_split.h"
 #include "gtest/gtest.h"
 #include "tests/e2e/harness.h"
 #include "tests/peers/s3_endpoint.h"
@@ -23,18 +21,6 @@ namespace fs = std::filesystem;
 using quantd::v1::Job;
 
 constexpr char kSecret[] = "e2eS3SecretKeyNeverLogged0123456789";
-
-std::string ReadAll(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
-std::string LastLine(const std::string& text) {
-  std::vector<std::string> lines = absl::StrSplit(text, '\n', absl::SkipEmpty());
-  return lines.empty() ? "" : lines.back();
-}
 
 TEST(S3E2eTest, AJobReadsItsModelAndTextFromS3AndUploadsItsArtifactsThere) {
   const std::string data = TempDir("s3_e2e");
@@ -120,7 +106,7 @@ TEST(S3E2eTest, AJobReadsItsModelAndTextFromS3AndUploadsItsArtifactsThere) {
       {"quantd log", quantd->Log()},
       {"worker log", worker->Log()},
       {"events and job", events + r.stdout_text},
-      {"job store", ReadAll(data + "/quantd.db") + ReadAll(data + "/quantd.db-wal")}};
+      {"job store", ReadFile(data + "/quantd.db") + ReadFile(data + "/quantd.db-wal")}};
   for (const auto& [where, text] : places) {
     EXPECT_FALSE(text.empty()) << where;
     EXPECT_EQ(text.find(kSecret), std::string::npos) << "the secret key is in the " << where;

@@ -30,13 +30,6 @@ Job ParseJob(const std::string& json) {
   return job;
 }
 
-// The last non-empty line of quantctl's output (-o json --wait prints the
-// events, then the final job).
-std::string LastLine(const std::string& text) {
-  std::vector<std::string> lines = absl::StrSplit(text, '\n', absl::SkipEmpty());
-  return lines.empty() ? "" : lines.back();
-}
-
 // A copy of stories260K whose files a test can break.
 std::string CopyModel(const std::string& name) {
   std::string dir = TempDir(name);
