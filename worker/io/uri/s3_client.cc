@@ -1,6 +1,7 @@
 #include "worker/io/uri/s3_client.h"
 
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cctype>
@@ -202,7 +203,8 @@ Status S3Client::Download(const std::string& bucket, const std::string& key,
     return ResourceExhaustedError(what + " is " + std::to_string(expected_size) +
                                   " bytes; at most " + std::to_string(options_.max_object_bytes));
   }
-  const std::string part = local_path + ".part";
+  // Per process: workers sharing a data directory may fetch the same object.
+  const std::string part = local_path + ".part." + std::to_string(getpid());
   std::error_code ec;
   fs::create_directories(fs::path(local_path).parent_path(), ec);
   for (int attempt = 1;; ++attempt) {

@@ -59,7 +59,7 @@ class S3Client {
   // Every object under `prefix` (a key prefix, no leading '/'), all pages.
   StatusOr<std::vector<S3Object>> List(const std::string& bucket, const std::string& prefix) const;
 
-  // The object into `local_path` (via local_path + ".part"); DATA_LOSS when
+  // The object into `local_path` (via a per-process ".part." file); DATA_LOSS when
   // its length is not `expected_size`.
   Status Download(const std::string& bucket, const std::string& key, const std::string& local_path,
                   uint64_t expected_size) const;
