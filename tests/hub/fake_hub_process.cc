@@ -2,21 +2,11 @@
 
 #include <filesystem>
 #include <fstream>
-#include <sstream>
 
 #include "worker/common/sha256.h"
 
 namespace quantd::testing {
-namespace {
 namespace fs = std::filesystem;
-
-std::string ReadText(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-}  // namespace
 
 std::unique_ptr<FakeHub> FakeHub::Start(const std::vector<std::string>& args,
                                         const std::string& work_dir) {
@@ -53,7 +43,7 @@ std::vector<nlohmann::json> FakeHub::Gets(const std::string& prefix) const {
   return out;
 }
 
-std::string FakeHub::LogText() const { return ReadText(log_path_); }
+std::string FakeHub::LogText() const { return ReadTextFile(log_path_); }
 
 std::string FileSha256(const std::string& path) {
   auto d = Sha256File(path);

@@ -14,14 +14,12 @@
 #include <thread>
 
 namespace quantd::testing {
-namespace {
-std::string ReadText(const std::string& path) {
+std::string ReadTextFile(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   std::stringstream s;
   s << in.rdbuf();
   return s.str();
 }
-}  // namespace
 
 std::unique_ptr<PortFileServer> PortFileServer::Start(const std::vector<std::string>& argv,
                                                       const std::string& port_file,
@@ -42,18 +40,18 @@ std::unique_ptr<PortFileServer> PortFileServer::Start(const std::vector<std::str
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
   while (std::chrono::steady_clock::now() < deadline) {
     if (std::filesystem::exists(port_file)) {
-      server->port_ = std::atoi(ReadText(port_file).c_str());
+      server->port_ = std::atoi(ReadTextFile(port_file).c_str());
       if (server->port_ > 0) return server;
     }
     int status = 0;
     if (waitpid(server->pid_, &status, WNOHANG) == server->pid_) {
-      std::cerr << argv[0] << " exited: " << ReadText(log_path) << "\n";
+      std::cerr << argv[0] << " exited: " << ReadTextFile(log_path) << "\n";
       server->pid_ = -1;
       return nullptr;
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
-  std::cerr << argv[0] << " did not start: " << ReadText(log_path) << "\n";
+  std::cerr << argv[0] << " did not start: " << ReadTextFile(log_path) << "\n";
   return nullptr;
 }
 

@@ -12,6 +12,9 @@
 
 namespace quantd::testing {
 
+// A file's whole content ("" when it cannot be read).
+std::string ReadTextFile(const std::string& path);
+
 class PortFileServer {
  public:
   // Runs `argv` (argv[0] a path) with `port_file` among its arguments as the
