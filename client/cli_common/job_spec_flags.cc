@@ -41,6 +41,9 @@ constexpr char kJobSpecFlagsUsage[] = R"(
 --calib-seed N          seed of the random windows (default 0)
 --calib-dtype T         float32 (default) or bfloat16: the dtype of the
                         calibration passes' matrix products
+--min-expert-tokens N   mixture-of-experts models: experts routed fewer
+                        calibration tokens are reported and rounded to
+                        nearest instead of fitted by GPTQ (default 8)
 --eval URI              evaluation text for perplexity
 --n-ctx N               perplexity window (default 256)
 --eval-windows N        score only the first N windows (default all)
@@ -90,13 +93,29 @@ quantd::Status DoubleFlag(const ParsedArgs& a, const std::string& name, Setter s
 }  // namespace
 
 const std::set<std::string>& JobSpecValueFlags() {
-  static const auto* flags = new std::set<std::string>{
-      "model",         "scheme",         "config",       "group-size",
-      "exclude",       "algorithm",      "calib",        "calib-samples",
-      "calib-seq-len", "calib-sampling", "calib-seed",   "calib-dtype",
-      "eval",          "n-ctx",          "eval-windows", "max-ppl-increase",
-      "max-kl",        "format",         "output",       "gguf-float-type",
-      "gguf-type",     "target"};
+  static const auto* flags = new std::set<std::string>{"model",
+                                                       "scheme",
+                                                       "config",
+                                                       "group-size",
+                                                       "exclude",
+                                                       "algorithm",
+                                                       "calib",
+                                                       "calib-samples",
+                                                       "calib-seq-len",
+                                                       "calib-sampling",
+                                                       "calib-seed",
+                                                       "calib-dtype",
+                                                       "eval",
+                                                       "n-ctx",
+                                                       "eval-windows",
+                                                       "max-ppl-increase",
+                                                       "max-kl",
+                                                       "format",
+                                                       "output",
+                                                       "gguf-float-type",
+                                                       "gguf-type",
+                                                       "target",
+                                                       "min-expert-tokens"};
   return *flags;
 }
 
@@ -228,12 +247,16 @@ quantd::Status FillJobSpec(const ParsedArgs& a, quantd::v1::JobSpec* spec) {
   }
 
   if (a.Has("calib") || a.Has("calib-samples") || a.Has("calib-seq-len") ||
-      a.Has("calib-sampling") || a.Has("calib-seed") || a.Has("calib-dtype")) {
+      a.Has("calib-sampling") || a.Has("calib-seed") || a.Has("calib-dtype") ||
+      a.Has("min-expert-tokens")) {
     auto* c = spec->mutable_calibration();
     c->set_dataset_uri(ToUri(a.Get("calib")));
     if (auto s = IntFlag(a, "calib-samples", [&](int n) { c->set_num_samples(n); }); !s.ok())
       return s;
     if (auto s = IntFlag(a, "calib-seq-len", [&](int n) { c->set_seq_len(n); }); !s.ok()) return s;
+    if (auto s = IntFlag(a, "min-expert-tokens", [&](int n) { c->set_min_expert_tokens(n); });
+        !s.ok())
+      return s;
     if (a.Has("calib-sampling")) {
       auto mode = ParseCalibSamplingFlag(a.Get("calib-sampling"));
       if (!mode.ok()) return mode.status();

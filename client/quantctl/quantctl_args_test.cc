@@ -52,7 +52,7 @@ TEST(QuantctlArgsTest, TakesItsOwnFlagsAndEveryJobFlag) {
                                    "max-kl",          "format",          "output",
                                    "device",          "label",           "max-attempts",
                                    "gguf-float-type", "gguf-type",       "target",
-                                   "algorithm"}));
+                                   "algorithm",       "min-expert-tokens"}));
   EXPECT_EQ(QuantctlBoolFlags(), (std::set<std::string>{"wait", "all", "help", "tls", "overwrite",
                                                         "no-eval", "fp8-kv-cache"}));
 }

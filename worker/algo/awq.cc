@@ -229,6 +229,9 @@ Status AwqAlgorithm::Apply(pipeline::BlockAlgorithmContext& ctx) {
   std::vector<std::string> inputs_of, outputs_of;
   for (size_t gi = 0; gi < groups.size(); ++gi) {
     if (!chosen[gi]) continue;  // left to the pipeline's quantizer
+    // A mixture-of-experts group: its linears see different tokens and no
+    // one module's output shows the effect of a scale on all of them.
+    if (groups[gi].routed) continue;
     GroupWork w;
     w.group = &groups[gi];
     for (const std::string& name : groups[gi].linears) {

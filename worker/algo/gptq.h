@@ -58,10 +58,13 @@ class HessianAccumulator {
   // [columns, columns] float32.
   const at::Tensor& hessian() const { return h_; }
   int64_t num_samples() const { return n_; }
+  // Rows (tokens) added, whatever their batching.
+  int64_t num_rows() const { return rows_; }
 
  private:
   at::Tensor h_;
   int64_t n_ = 0;
+  int64_t rows_ = 0;
 };
 
 // What every GPTQ run reports besides its weights.

@@ -3,8 +3,11 @@
 // the true-sequential order (q,k,v -> o -> gate,up -> down) in which
 // GptqAlgorithm quantizes the block's linears with GptqQuantizeWeight
 // (gptq.cc), or with a llama.cpp recipe's block types (gptq_ggml.cc).
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <map>
+#include <set>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -36,6 +39,7 @@ Status HessianAccumulator::Add(const at::Tensor& x) {
     // batch scaled by sqrt(2/n) on both sides.
     h_.mul_(static_cast<double>(n_) / static_cast<double>(n_ + b));
     n_ += b;
+    rows_ += rows.size(0);
     rows = rows * static_cast<float>(std::sqrt(2.0 / static_cast<double>(n_)));
     h_.addmm_(rows.t(), rows);
     return OkStatus();
@@ -97,25 +101,56 @@ Status GptqAlgorithm::Apply(pipeline::BlockAlgorithmContext& ctx) {
     if (targets.empty() && ggml_targets.empty()) continue;
     if (ctx.observer.CancelRequested()) return CancelledError("cancelled");
 
-    // Each sub-batch's pass stops once the group's input has been seen: the
-    // q/k/v group needs only the input norm, down_proj most of the block.
-    models::Linear* first = targets.empty() ? ggml_targets[0].first : targets[0].first;
-    HessianAccumulator acc(first->in_features());
+    // One Hessian per input: the group's, or in a mixture-of-experts group
+    // each module's (an expert's gate and up share one; each sees only its
+    // routed tokens). A dense group's pass stops once its input has been
+    // seen: the q/k/v group needs only the input norm, down_proj most of
+    // the block; an expert group's runs the whole block.
+    std::map<std::string, HessianAccumulator> accs;
+    auto input_of = [&group](const models::Linear* l) {
+      return group.routed ? l->name().substr(0, l->name().rfind('.')) : std::string();
+    };
     {
       ScopedHooks hooks;
-      hooks.ObserveInput(*first, [&acc, &ctx](const at::Tensor& x) {
-        if (ctx.stages != nullptr) ctx.stages->Mark("gptq forward");
-        Status s = acc.Add(x);
-        if (ctx.stages != nullptr) ctx.stages->Mark("gptq hessian");
-        if (!s.ok()) throw std::runtime_error(s.message());
-        throw models::DecoderBlock::StopPass();
-      });
+      std::vector<models::Linear*> all;
+      for (auto& t : ggml_targets) all.push_back(t.first);
+      for (auto& t : targets) all.push_back(t.first);
+      for (models::Linear* l : all) {
+        auto [it, added] = accs.try_emplace(input_of(l), l->in_features());
+        if (!added) continue;
+        HessianAccumulator* acc = &it->second;
+        const bool stop = !group.routed;
+        hooks.ObserveInput(*l, [acc, stop, &ctx](const at::Tensor& x) {
+          if (ctx.stages != nullptr) ctx.stages->Mark("gptq forward");
+          Status s = acc->Add(x);
+          if (ctx.stages != nullptr) ctx.stages->Mark("gptq hessian");
+          if (!s.ok()) throw std::runtime_error(s.message());
+          if (stop) throw models::DecoderBlock::StopPass();
+        });
+      }
       QD_RETURN_IF_ERROR(block.RunHooks(ctx.inputs));
       if (ctx.stages != nullptr) ctx.stages->Mark("gptq forward");
     }
+    // An expert that too few calibration tokens reached keeps its weights
+    // for the round-to-nearest that follows (BlockStep::RoundWeights).
+    std::set<std::string> warned;
+    auto starved = [&](const models::Linear* l) {
+      const std::string input = input_of(l);
+      const int64_t rows = accs.at(input).num_rows();
+      if (!group.routed || rows >= std::max<int64_t>(ctx.min_expert_tokens, 1)) return false;
+      if (warned.insert(input).second) {
+        ctx.observer.OnLog(pipeline::LogLevel::kWarning,
+                           "GPTQ left " + input + " to round-to-nearest: " + std::to_string(rows) +
+                               " calibration tokens reached it (min_expert_tokens " +
+                               std::to_string(ctx.min_expert_tokens) + ")");
+      }
+      return true;
+    };
 
     for (auto& [linear, type] : ggml_targets) {
       if (ctx.observer.CancelRequested()) return CancelledError("cancelled");
+      if (starved(linear)) continue;
+      const HessianAccumulator& acc = accs.at(input_of(linear));
       at::Tensor float_weight = linear->weight().clone();
       auto result = GptqQuantizeGgml(float_weight, acc.hessian(), type, options_);
       if (!result.ok()) return Status(result.status()).Prepend("layer " + linear->name() + ": ");
@@ -126,6 +161,8 @@ Status GptqAlgorithm::Apply(pipeline::BlockAlgorithmContext& ctx) {
     }
     for (auto& [linear, spec] : targets) {
       if (ctx.observer.CancelRequested()) return CancelledError("cancelled");
+      if (starved(linear)) continue;
+      const HessianAccumulator& acc = accs.at(input_of(linear));
       at::Tensor float_weight = linear->weight().clone();
       auto result = GptqQuantizeWeight(float_weight, acc.hessian(), spec, options_);
       if (!result.ok()) return Status(result.status()).Prepend("layer " + linear->name() + ": ");

@@ -194,7 +194,8 @@ TEST(QuantizeArgsTest, TakesTheSharedJobFlagsAndItsLocalRunFlags) {
                                                          "gguf-float-type",
                                                          "gguf-type",
                                                          "target",
-                                                         "algorithm"}));
+                                                         "algorithm",
+                                                         "min-expert-tokens"}));
   EXPECT_EQ(QuantizeBoolFlags(), (std::set<std::string>{"overwrite", "no-eval", "fp8-kv-cache",
                                                         "keep-scratch", "help"}));
   // A served job's fields that a local run has no use for.

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <map>
 #include <set>
 #include <sstream>
@@ -29,6 +30,17 @@ bool IsEmbeddingType(const std::string& type) {
 bool IsLmHead(const std::string& name) {
   const size_t dot = name.rfind('.');
   return (dot == std::string::npos ? name : name.substr(dot + 1)) == "lm_head";
+}
+
+// Mixture-of-experts routers and Qwen2-MoE's shared-expert gate
+// (models/layer_shapes.cc names them): they choose experts rather than
+// compute features, and vLLM keeps them unquantized.
+bool IsExpertRouter(const std::string& name) {
+  for (const char* tail : {".mlp.gate", ".block_sparse_moe.gate", ".mlp.shared_expert_gate"}) {
+    const size_t n = std::strlen(tail);
+    if (name.size() >= n && name.compare(name.size() - n, n, tail) == 0) return true;
+  }
+  return false;
 }
 
 std::string FormatDouble(double v) {
@@ -256,6 +268,12 @@ ResolvedLayer ResolveLayer(const QuantConfig& config, const std::string& name,
   if (r.origin == ResolvedLayer::Origin::kNotQuantized) {
     if (IsLmHead(name)) {
       r.source = "lm_head is left in float unless a layer_quant_config glob names it";
+      return r;
+    }
+    if (IsExpertRouter(name)) {
+      r.source =
+          "mixture-of-experts routers are left in float unless a layer_quant_config glob names "
+          "them";
       return r;
     }
     for (size_t i = 0; i < config.layer_type_quant_config.size(); ++i) {

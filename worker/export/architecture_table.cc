@@ -11,7 +11,8 @@ namespace quantd::exporter {
 namespace {
 
 // A small config.json of each architecture with the keys its checks read;
-// the shapes are Llama-3-8B's, Qwen3-8B's, Phi-3-mini's, GPT-2's, OPT-125m's.
+// the shapes are Llama-3-8B's (Qwen3-8B's head_dim; the MoE configs' own
+// default experts), Phi-3-mini's, GPT-2's, OPT-125m's.
 std::string ConfigJson(const std::string& architecture) {
   const std::string arch = "{\"architectures\": [\"" + architecture + "\"], ";
   if (architecture == "GPT2LMHeadModel")
@@ -20,7 +21,8 @@ std::string ConfigJson(const std::string& architecture) {
     return arch + R"("hidden_size": 768, "ffn_dim": 3072, "num_hidden_layers": 12,
       "num_attention_heads": 12, "vocab_size": 50272, "max_position_embeddings": 2048})";
   std::string extra;
-  if (architecture == "Qwen3ForCausalLM") extra = R"(, "head_dim": 128)";
+  if (architecture == "Qwen3ForCausalLM" || architecture == "Qwen3MoeForCausalLM")
+    extra = R"(, "head_dim": 128)";
   if (architecture == "Phi3ForCausalLM") extra = R"(, "original_max_position_embeddings": 4096)";
   return arch + R"("hidden_size": 4096, "intermediate_size": 14336, "num_hidden_layers": 32,
       "num_attention_heads": 32, "num_key_value_heads": 8, "vocab_size": 128256)" +

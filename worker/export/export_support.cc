@@ -300,9 +300,9 @@ Status CheckArchitectureSupport(ExportFormat format, const models::ModelConfig& 
               " layout; export hf or gguf";
       break;
     case ExportFormat::kOnnxQdq:
-      if (config.family != models::ArchitectureFamily::kLlama) {
+      if (config.family != models::ArchitectureFamily::kLlama || config.num_experts > 0) {
         why =
-            "onnx_qdq writes Llama-family decoders (LlamaForCausalLM, MistralForCausalLM, "
+            "onnx_qdq writes dense Llama-family decoders (LlamaForCausalLM, MistralForCausalLM, "
             "Qwen2ForCausalLM)";
       } else if (config.qk_norm) {
         why =
@@ -320,6 +320,10 @@ Status CheckArchitectureSupport(ExportFormat format, const models::ModelConfig& 
             "llama.cpp has no OPT architecture; gguf maps LlamaForCausalLM, MistralForCausalLM, "
             "Qwen2ForCausalLM, Qwen3ForCausalLM, Phi3ForCausalLM, Gemma2ForCausalLM, "
             "Gemma3ForCausalLM, GPT2LMHeadModel";
+      } else if (config.num_experts > 0) {
+        why =
+            "quantd does not yet write llama.cpp's stacked expert tensors (ffn_*_exps); export "
+            "hf, hf_quark or compressed_tensors";
       } else if (config.family == models::ArchitectureFamily::kGemma) {
         why = LlamaCppGemmaProblem(config);
         if (!why.empty()) why += "; export hf, hf_quark or compressed_tensors";

@@ -388,6 +388,8 @@ void CheckCalibration(SpecChecker& c, const JobSpec& spec) {
     c.Bad("spec.calibration.compute_dtype",
           "unknown compute dtype " + std::to_string(cal.compute_dtype()) +
               " (COMPUTE_FLOAT32 or COMPUTE_BFLOAT16)");
+  if (cal.has_min_expert_tokens() && cal.min_expert_tokens() < 0)
+    c.Bad("spec.calibration.min_expert_tokens", "must not be negative");
   if (cal.sampling() == quantd::v1::CONCAT && cal.seed() != 0)
     c.Bad("spec.calibration.seed", "applies to RANDOM_WINDOWS sampling; CONCAT draws nothing");
 }

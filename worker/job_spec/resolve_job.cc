@@ -22,6 +22,7 @@ CalibrationSettings CalibrationOf(const quantd::v1::JobSpec& spec) {
   out.seed = cal.seed();
   out.on_float_outputs = spec.quantization().calibrate_on_float_outputs();
   out.bfloat16_compute = cal.compute_dtype() == quantd::v1::COMPUTE_BFLOAT16;
+  if (cal.has_min_expert_tokens()) out.min_expert_tokens = cal.min_expert_tokens();
   return out;
 }
 

@@ -41,6 +41,7 @@ struct CalibrationSettings {
   uint64_t seed = 0;
   bool on_float_outputs = false;  // spec.quantization.calibrate_on_float_outputs
   bool bfloat16_compute = false;  // spec.calibration.compute_dtype COMPUTE_BFLOAT16
+  std::optional<int> min_expert_tokens;
 };
 
 struct EvaluationSettings {

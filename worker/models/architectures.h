@@ -17,6 +17,10 @@ namespace quantd::models {
 // MLP; Qwen3 adds per-head q/k RMSNorms.
 StatusOr<std::unique_ptr<DecoderBlock>> LoadLlamaBlock(const ModelConfig& config, int64_t index,
                                                        const WeightLoader& loader);
+// Mixtral, Qwen2-MoE, Qwen3-MoE: the Llama block with a mixture-of-experts
+// MLP on the config's sparse layers (a Llama block on the others).
+StatusOr<std::unique_ptr<DecoderBlock>> LoadMoeBlock(const ModelConfig& config, int64_t index,
+                                                     const WeightLoader& loader);
 // Phi-3 / Phi-4: the Llama block with fused qkv_proj and gate_up_proj,
 // partial rotary dimensions, a sliding window on every layer.
 StatusOr<std::unique_ptr<DecoderBlock>> LoadPhi3Block(const ModelConfig& config, int64_t index,

@@ -119,6 +119,17 @@ struct LlamaRef {
   double rope_scale = 1.0;
   // Layers that attend through `window` (empty: all of them).
   std::vector<bool> sliding_layers = {};
+  // Mixture of experts on the layers `moe_layers` marks: MoeMlp.
+  struct Moe {
+    std::string router;  // relative to the layer prefix
+    std::string expert;  // "<prefix>experts.N." is expert + N + "."
+    std::string gate, up, down;
+    int64_t experts = 0, top_k = 0;
+    bool norm_topk = false;
+    bool shared = false;  // Qwen2-MoE's shared expert
+    std::vector<bool> layers;
+  };
+  Moe moe = {};
 
   T operator()(const Weights& w, const T& ids) const {
     T x = w.at("model.embed_tokens.weight").index_select(0, ids);
@@ -139,11 +150,44 @@ struct LlamaRef {
       x = x + Lin(Attend(q, k, v, 1 / std::sqrt(double(hd)), slides ? window : 0), w,
                   p + "self_attn.o_proj", o_bias);
       n = Rms(x, w.at(p + "post_attention_layernorm.weight"), eps);
-      T gate = Lin(n, w, p + "mlp.gate_proj", false);
-      x = x + Lin(gate / (1 + (-gate).exp()) * Lin(n, w, p + "mlp.up_proj", false), w,
-                  p + "mlp.down_proj", false);
+      if (moe.experts > 0 && moe.layers[l]) {
+        x = x + MoeMlp(w, p, n);
+      } else {
+        x = x + SwiGlu(w, p + "mlp.", "gate_proj", "up_proj", "down_proj", n);
+      }
     }
     return Rms(x, w.at("model.norm.weight"), eps).matmul(w.at(lm_head).t());
+  }
+
+  static T SwiGlu(const Weights& w, const std::string& p, const std::string& gate,
+                  const std::string& up, const std::string& down, const T& n) {
+    T g = Lin(n, w, p + gate, false);
+    return Lin(g / (1 + (-g).exp()) * Lin(n, w, p + up, false), w, p + down, false);
+  }
+
+  // Token by token, as the sum over its top-k experts of weight x expert(x)
+  // (the weights a softmax over all router logits, renormalised over the
+  // chosen ones when norm_topk).
+  T MoeMlp(const Weights& w, const std::string& p, const T& n) const {
+    T out = at::zeros_like(n);
+    T probs = at::softmax(Lin(n, w, p + moe.router, false), -1);
+    for (int64_t tok = 0; tok < n.size(0); ++tok) {
+      auto [top, idx] = probs[tok].topk(moe.top_k);
+      // A near tie would let float32 rounding pick another expert.
+      T sorted = std::get<0>(probs[tok].sort(-1, true));
+      EXPECT_GT((sorted[moe.top_k - 1] - sorted[moe.top_k]).item<double>(), 1e-5);
+      if (moe.norm_topk) top = top / top.sum();
+      for (int64_t j = 0; j < moe.top_k; ++j) {
+        const std::string e = p + moe.expert + std::to_string(idx[j].item<int64_t>()) + ".";
+        out[tok] += top[j] * SwiGlu(w, e, moe.gate, moe.up, moe.down, n[tok]);
+      }
+    }
+    if (moe.shared) {
+      T scale = at::sigmoid(Lin(n, w, p + "mlp.shared_expert_gate", false));
+      out =
+          out + scale * SwiGlu(w, p + "mlp.shared_expert.", "gate_proj", "up_proj", "down_proj", n);
+    }
+    return out;
   }
 };
 
@@ -171,9 +215,38 @@ std::vector<std::pair<std::string, std::vector<int64_t>>> LlamaShapes(const Llam
       s.push_back({p + "self_attn.q_norm.weight", {r.hd}});
       s.push_back({p + "self_attn.k_norm.weight", {r.hd}});
     }
+    if (r.moe.experts > 0 && r.moe.layers[l]) continue;
     s.push_back({p + "mlp.gate_proj.weight", {ffn, r.d}});
     s.push_back({p + "mlp.up_proj.weight", {ffn, r.d}});
     s.push_back({p + "mlp.down_proj.weight", {r.d, ffn}});
+  }
+  return s;
+}
+
+// LlamaShapes plus the sparse layers' router and experts of `moe_ffn`
+// (and a shared expert of `shared_ffn`).
+std::vector<std::pair<std::string, std::vector<int64_t>>> MoeShapes(const LlamaRef& r,
+                                                                    int64_t vocab, int64_t ffn,
+                                                                    int64_t moe_ffn,
+                                                                    int64_t shared_ffn = 0) {
+  auto s = LlamaShapes(r, vocab, ffn, true);
+  for (int64_t l = 0; l < r.layers; ++l) {
+    if (!r.moe.layers[l]) continue;
+    const std::string p = "model.layers." + std::to_string(l) + ".";
+    s.push_back({p + r.moe.router + ".weight", {r.moe.experts, r.d}});
+    auto mlp = [&](const std::string& e, const std::string& gate, const std::string& up,
+                   const std::string& down, int64_t f) {
+      s.push_back({e + gate + ".weight", {f, r.d}});
+      s.push_back({e + up + ".weight", {f, r.d}});
+      s.push_back({e + down + ".weight", {r.d, f}});
+    };
+    for (int64_t e = 0; e < r.moe.experts; ++e) {
+      mlp(p + r.moe.expert + std::to_string(e) + ".", r.moe.gate, r.moe.up, r.moe.down, moe_ffn);
+    }
+    if (r.moe.shared) {
+      s.push_back({p + "mlp.shared_expert_gate.weight", {1, r.d}});
+      mlp(p + "mlp.shared_expert.", "gate_proj", "up_proj", "down_proj", shared_ffn);
+    }
   }
   return s;
 }
@@ -224,6 +297,71 @@ TEST(ArchitecturesTest, Qwen3QkNormAttentionBiasAndExplicitHeadDim) {
     "max_window_layers": 2, "layer_types": ["full_attention", "full_attention"]})",
                                     LlamaShapes(ref, 50, 48, true));
   ExpectMatches(dir, ref, w, at::randint(50, {2, 9}, at::kLong), "Qwen3ForCausalLM");
+}
+
+// Mixtral (transformers' models/mixtral/modeling_mixtral.py, v4.51,
+// MixtralSparseMoeBlock): every layer sparse, experts' w1 / w3 / w2, top-2
+// weights renormalised, Mistral's sliding window.
+TEST(ArchitecturesTest, MixtralTopTwoOfFourExpertsWithSlidingWindow) {
+  at::manual_seed(21);
+  const std::string dir = NewDir("mixtral");
+  LlamaRef ref{32, 4, 2, 8, 2, 1e-5, InvFreq(8, 1e6), false, 5, "lm_head.weight"};
+  ref.moe = {"block_sparse_moe.gate",
+             "block_sparse_moe.experts.",
+             "w1",
+             "w3",
+             "w2",
+             4,
+             2,
+             true,
+             false,
+             {true, true}};
+  const Weights w = WriteCheckpoint(dir, R"({"architectures": ["MixtralForCausalLM"],
+    "hidden_size": 32, "intermediate_size": 24, "num_hidden_layers": 2,
+    "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 50,
+    "rms_norm_eps": 1e-5, "rope_theta": 1000000.0, "sliding_window": 5,
+    "num_local_experts": 4, "num_experts_per_tok": 2})",
+                                    MoeShapes(ref, 50, 24, 24));
+  ExpectMatches(dir, ref, w, at::randint(50, {2, 11}, at::kLong), "MixtralForCausalLM");
+}
+
+// Qwen2-MoE (models/qwen2_moe/modeling_qwen2_moe.py, v4.51): q/k/v biases,
+// top-2 of 4 without renormalising, the shared expert scaled by
+// sigmoid(shared_expert_gate), layer 0 dense through mlp_only_layers.
+TEST(ArchitecturesTest, Qwen2MoeSharedExpertAndDenseLayer) {
+  at::manual_seed(22);
+  const std::string dir = NewDir("qwen2_moe");
+  LlamaRef ref{32, 4, 2, 8, 3, 1e-6, InvFreq(8, 1e6), true, 0, "lm_head.weight"};
+  ref.moe = {"mlp.gate", "mlp.experts.", "gate_proj", "up_proj",          "down_proj", 4,
+             2,          false,          true,        {false, true, true}};
+  const Weights w = WriteCheckpoint(dir, R"({"architectures": ["Qwen2MoeForCausalLM"],
+    "hidden_size": 32, "intermediate_size": 40, "num_hidden_layers": 3,
+    "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 50,
+    "rms_norm_eps": 1e-6, "rope_theta": 1000000.0, "tie_word_embeddings": false,
+    "num_experts": 4, "num_experts_per_tok": 2, "moe_intermediate_size": 16,
+    "shared_expert_intermediate_size": 20, "norm_topk_prob": false,
+    "decoder_sparse_step": 1, "mlp_only_layers": [0], "use_sliding_window": false})",
+                                    MoeShapes(ref, 50, 40, 16, 20));
+  ExpectMatches(dir, ref, w, at::randint(50, {2, 9}, at::kLong), "Qwen2MoeForCausalLM");
+}
+
+// Qwen3-MoE (models/qwen3_moe/modeling_qwen3_moe.py, v4.51): Qwen3's q/k
+// norms, top-3 of 8 renormalised, every second layer sparse
+// (decoder_sparse_step 2).
+TEST(ArchitecturesTest, Qwen3MoeQkNormsRenormalisedTopThreeEverySecondLayer) {
+  at::manual_seed(23);
+  const std::string dir = NewDir("qwen3_moe");
+  LlamaRef ref{32, 4, 2, 16, 2, 1e-6, InvFreq(16, 1e6), false, 0, "lm_head.weight", true};
+  ref.moe = {"mlp.gate", "mlp.experts.", "gate_proj", "up_proj",    "down_proj", 8,
+             3,          true,           false,       {false, true}};
+  const Weights w = WriteCheckpoint(dir, R"({"architectures": ["Qwen3MoeForCausalLM"],
+    "hidden_size": 32, "intermediate_size": 40, "num_hidden_layers": 2, "head_dim": 16,
+    "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 50,
+    "rms_norm_eps": 1e-6, "rope_theta": 1000000.0, "tie_word_embeddings": false,
+    "num_experts": 8, "num_experts_per_tok": 3, "moe_intermediate_size": 12,
+    "norm_topk_prob": true, "decoder_sparse_step": 2, "use_sliding_window": false})",
+                                    MoeShapes(ref, 50, 40, 12));
+  ExpectMatches(dir, ref, w, at::randint(50, {3, 10}, at::kLong), "Qwen3MoeForCausalLM");
 }
 
 TEST(ArchitecturesTest, MistralSlidingWindowAndExplicitHeadDim) {

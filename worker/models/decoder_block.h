@@ -72,6 +72,11 @@ class DecoderBlock {
   // values are then gone; otherwise it is Forward. Same values as Forward.
   StatusOr<at::Tensor> ForwardInPlace(const at::Tensor& hidden);
 
+  // A mixture-of-experts block: the tokens routed to each expert by the
+  // passes since the last call (counted again from zero). Empty for a
+  // dense block.
+  virtual std::vector<int64_t> TakeExpertTokenCounts() { return {}; }
+
   // Thrown by a linear's hook to end the current sub-batch's pass once the
   // hook has seen what it needs (RunHooks).
   struct StopPass {};

@@ -50,6 +50,35 @@ BlockLayout LlamaBlock(const ModelConfig& c, int64_t i) {
       {{m + "gate_proj", m + "up_proj"}, b.prefix + "post_attention_layernorm"},
       {{m + "down_proj"}, m + "up_proj"},
   };
+  if (IsMoeLayer(c, i)) {
+    // The sparse MLP replaces the dense one. Everything that reads the
+    // post-attention norm's output is one group, the router first (it sees
+    // every token), so a scale folded into the norm reaches all of them;
+    // the down projections each have their own up projection before them,
+    // so none is named.
+    const MoeLayout moe = GetMoeLayout(c, i);
+    b.linears.resize(4);
+    b.groups.resize(2);
+    LinearGroup in{{moe.router}, b.prefix + "post_attention_layernorm", true};
+    LinearGroup out{{}, "", true};
+    b.linears.push_back(Linear(moe.router, c.num_experts, d, false, i));
+    auto add_mlp = [&](const MoeLayout::Mlp& mlp, int64_t ffn) {
+      b.linears.push_back(Linear(mlp.gate, ffn, d, false, i));
+      b.linears.push_back(Linear(mlp.up, ffn, d, false, i));
+      b.linears.push_back(Linear(mlp.down, d, ffn, false, i));
+      in.linears.push_back(mlp.gate);
+      in.linears.push_back(mlp.up);
+      out.linears.push_back(mlp.down);
+    };
+    if (!moe.shared_expert_gate.empty()) {
+      b.linears.push_back(Linear(moe.shared_expert_gate, 1, d, false, i));
+      in.linears.push_back(moe.shared_expert_gate);
+      add_mlp(moe.shared_expert, c.shared_expert_intermediate_size);
+    }
+    for (const MoeLayout::Mlp& e : moe.experts) add_mlp(e, c.moe_intermediate_size);
+    b.groups.push_back(std::move(in));
+    b.groups.push_back(std::move(out));
+  }
   return b;
 }
 
@@ -212,6 +241,32 @@ BlockLayout GetBlockLayout(const ModelConfig& c, int64_t block) {
       break;
   }
   return LlamaBlock(c, block);
+}
+
+MoeLayout GetMoeLayout(const ModelConfig& c, int64_t block) {
+  MoeLayout moe;
+  if (!IsMoeLayer(c, block)) return moe;
+  const std::string p = "model.layers." + std::to_string(block) + ".";
+  if (c.architecture == "MixtralForCausalLM") {
+    // modeling_mixtral.py: block_sparse_moe.experts.N.{w1 gate, w3 up, w2 down}.
+    moe.router = p + "block_sparse_moe.gate";
+    for (int64_t e = 0; e < c.num_experts; ++e) {
+      const std::string x = p + "block_sparse_moe.experts." + std::to_string(e) + ".";
+      moe.experts.push_back({x + "w1", x + "w3", x + "w2"});
+    }
+    return moe;
+  }
+  moe.router = p + "mlp.gate";
+  if (c.shared_expert_intermediate_size > 0) {
+    moe.shared_expert_gate = p + "mlp.shared_expert_gate";
+    const std::string x = p + "mlp.shared_expert.";
+    moe.shared_expert = {x + "gate_proj", x + "up_proj", x + "down_proj"};
+  }
+  for (int64_t e = 0; e < c.num_experts; ++e) {
+    const std::string x = p + "mlp.experts." + std::to_string(e) + ".";
+    moe.experts.push_back({x + "gate_proj", x + "up_proj", x + "down_proj"});
+  }
+  return moe;
 }
 
 std::vector<LinearLayerInfo> ListLinearLayers(const ModelConfig& c) {

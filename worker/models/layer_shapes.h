@@ -43,6 +43,12 @@ struct LinearGroup {
   // per-input-channel scale (SmoothQuant/AWQ folding); empty when none can
   // (e.g. a GELU sits in between, or a post-LN OPT block).
   std::string prev_op;
+  // A mixture-of-experts group: each linear sees only the tokens routed to
+  // its expert (the router and a shared expert see all of them), so
+  // statistics are per module (the linears of one expert share theirs)
+  // rather than one for the group. prev_op's statistics are the first
+  // linear's, which sees every token.
+  bool routed = false;
 };
 
 // kGemmaRmsNorm: Gemma's RMSNorm, which scales by (1 + weight) in float32.
@@ -86,6 +92,22 @@ struct BlockLayout {
 
 ModelLayout GetModelLayout(const ModelConfig& config);
 BlockLayout GetBlockLayout(const ModelConfig& config, int64_t block);
+
+// The parts of a mixture-of-experts MLP by module name, in the block's
+// linears() order: the router, then (Qwen2-MoE) the shared expert's gate
+// scalar and its gate / up / down projections, then every expert's gate /
+// up / down (Mixtral's w1 / w3 / w2).
+struct MoeLayout {
+  std::string router;
+  std::string shared_expert_gate;  // empty when none
+  struct Mlp {
+    std::string gate, up, down;
+  };
+  Mlp shared_expert;  // empty names when none
+  std::vector<Mlp> experts;
+};
+// Empty names and no experts for a dense layer.
+MoeLayout GetMoeLayout(const ModelConfig& config, int64_t block);
 
 // Every linear layer of the model: all blocks in order, then the model-level
 // ones (project_in/out, lm_head).

@@ -356,10 +356,12 @@ TEST(RegistryTest, UnknownArchitectureIsFailedPrecondition) {
   auto m = LoadCausalLM(c, std::make_shared<io::TensorMapSource>());
   EXPECT_EQ(m.status().code(), StatusCode::kFailedPrecondition);
   EXPECT_EQ(m.status().reason(), "UNSUPPORTED_ARCHITECTURE");
-  EXPECT_THAT(m.status().message(),
-              HasSubstr("LlamaForCausalLM, MistralForCausalLM, "
-                        "Qwen2ForCausalLM, Qwen3ForCausalLM, Phi3ForCausalLM, Gemma2ForCausalLM, "
-                        "Gemma3ForCausalLM, GPT2LMHeadModel, OPTForCausalLM"));
+  EXPECT_THAT(
+      m.status().message(),
+      HasSubstr("LlamaForCausalLM, MistralForCausalLM, "
+                "Qwen2ForCausalLM, Qwen3ForCausalLM, MixtralForCausalLM, "
+                "Qwen2MoeForCausalLM, Qwen3MoeForCausalLM, Phi3ForCausalLM, Gemma2ForCausalLM, "
+                "Gemma3ForCausalLM, GPT2LMHeadModel, OPTForCausalLM"));
   for (const auto& arch : SupportedArchitectures()) {
     c.architecture = arch;
     EXPECT_TRUE(LoadCausalLM(c, std::make_shared<io::TensorMapSource>()).ok()) << arch;

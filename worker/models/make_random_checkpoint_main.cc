@@ -3,8 +3,9 @@
 //   make_random_checkpoint --out=/tmp/llama7b-4blocks --layers=4
 //       [--hidden=4096 --intermediate=11008 --heads=32 --kv_heads=32
 //        --vocab=32000 --dtype=bf16|f16|f32 --shard_mb=2048 --seed=1 --tied
-//        --arch=llama|qwen3|phi3|gemma2|gemma3 --head_dim=N --partial_rotary_factor=F
-//        --sliding_window=N]
+//        --arch=llama|qwen3|phi3|gemma2|gemma3|mixtral|qwen2_moe|qwen3_moe
+//        --head_dim=N --partial_rotary_factor=F --sliding_window=N
+//        --experts=N --experts_per_tok=K --moe_intermediate=N]
 //
 // Prints one JSON line: {"dir":..., "bytes":..., "shards":...}.
 #include <cstdio>
@@ -67,6 +68,12 @@ int main(int argc, char** argv) {
       o.partial_rotary_factor = std::atof(v.c_str());
     } else if (Flag(a, "--sliding_window", &v)) {
       o.sliding_window = std::atoll(v.c_str());
+    } else if (Flag(a, "--experts", &v)) {
+      o.num_experts = std::atoll(v.c_str());
+    } else if (Flag(a, "--experts_per_tok", &v)) {
+      o.num_experts_per_tok = std::atoll(v.c_str());
+    } else if (Flag(a, "--moe_intermediate", &v)) {
+      o.moe_intermediate_size = std::atoll(v.c_str());
     } else if (std::strcmp(a, "--tied") == 0) {
       o.tie_word_embeddings = true;
     } else {

@@ -17,6 +17,7 @@ using nlohmann::json;
 // they are far above any real model.
 constexpr int64_t kMaxDim = int64_t{1} << 24;
 constexpr int64_t kMaxLayers = 4096;
+constexpr int64_t kMaxExperts = 4096;
 
 Status BadConfig(const std::string& source, const std::string& key, const std::string& what) {
   return Status(StatusCode::kFailedPrecondition, source + ": \"" + key + "\" " + what,
@@ -103,6 +104,9 @@ constexpr ArchitectureRow kArchitectures[] = {
     {"MistralForCausalLM", "mistral", ArchitectureFamily::kLlama},
     {"Qwen2ForCausalLM", "qwen2", ArchitectureFamily::kLlama},
     {"Qwen3ForCausalLM", "qwen3", ArchitectureFamily::kLlama},
+    {"MixtralForCausalLM", "mixtral", ArchitectureFamily::kLlama},
+    {"Qwen2MoeForCausalLM", "qwen2_moe", ArchitectureFamily::kLlama},
+    {"Qwen3MoeForCausalLM", "qwen3_moe", ArchitectureFamily::kLlama},
     {"Phi3ForCausalLM", "phi3", ArchitectureFamily::kPhi3},
     {"Gemma2ForCausalLM", "gemma2", ArchitectureFamily::kGemma},
     {"Gemma3ForCausalLM", "gemma3_text", ArchitectureFamily::kGemma},
@@ -300,6 +304,62 @@ Status ParseQwenSlidingWindow(const Reader& r, ModelConfig& c) {
   return OkStatus();
 }
 
+// Mixtral (configuration_mixtral.py: num_local_experts, every layer sparse,
+// experts of intermediate_size, weights always renormalised) and
+// Qwen2-MoE / Qwen3-MoE (configuration_qwen2_moe.py, configuration_qwen3_moe.py:
+// num_experts, moe_intermediate_size, norm_topk_prob, a layer is sparse when
+// not in mlp_only_layers and (layer + 1) % decoder_sparse_step == 0;
+// Qwen2-MoE's shared expert).
+Status ParseMixtureOfExperts(const Reader& r, ModelConfig& c) {
+  const bool mixtral = c.architecture == "MixtralForCausalLM";
+  const bool qwen2 = c.architecture == "Qwen2MoeForCausalLM";
+  if (!mixtral && !qwen2 && c.architecture != "Qwen3MoeForCausalLM") return OkStatus();
+  const int64_t n = c.num_hidden_layers;
+  c.moe_layers.assign(n, true);
+  if (mixtral) {
+    QD_ASSIGN_OR_RETURN(c.num_experts, r.Int("num_local_experts", int64_t{8}, 1, kMaxExperts));
+    QD_ASSIGN_OR_RETURN(c.num_experts_per_tok,
+                        r.Int("num_experts_per_tok", int64_t{2}, 1, kMaxExperts));
+    c.moe_intermediate_size = c.intermediate_size;
+    c.norm_topk_prob = true;
+  } else {
+    QD_ASSIGN_OR_RETURN(c.num_experts,
+                        r.Int("num_experts", int64_t{qwen2 ? 60 : 128}, 0, kMaxExperts));
+    QD_ASSIGN_OR_RETURN(c.num_experts_per_tok,
+                        r.Int("num_experts_per_tok", int64_t{qwen2 ? 4 : 8}, 1, kMaxExperts));
+    QD_ASSIGN_OR_RETURN(c.moe_intermediate_size,
+                        r.Int("moe_intermediate_size", int64_t{qwen2 ? 1408 : 768}));
+    QD_ASSIGN_OR_RETURN(c.norm_topk_prob, r.Bool("norm_topk_prob", false));
+    if (qwen2) {
+      QD_ASSIGN_OR_RETURN(c.shared_expert_intermediate_size,
+                          r.Int("shared_expert_intermediate_size", int64_t{5632}, 0));
+    }
+    QD_ASSIGN_OR_RETURN(int64_t step, r.Int("decoder_sparse_step", int64_t{1}, 1, kMaxLayers));
+    for (int64_t i = 0; i < n; ++i) c.moe_layers[i] = c.num_experts > 0 && (i + 1) % step == 0;
+    auto only = r.j.find("mlp_only_layers");
+    if (only != r.j.end() && !only->is_null()) {
+      if (!only->is_array() || only->size() > static_cast<size_t>(kMaxLayers)) {
+        return BadConfig(r.source, "mlp_only_layers", "must be a list of layer indices");
+      }
+      for (const json& v : *only) {
+        if (!v.is_number_integer() || v.get<int64_t>() < 0 || v.get<int64_t>() >= n) {
+          return BadConfig(
+              r.source, "mlp_only_layers",
+              "entries must be layer indices in [0, " + std::to_string(n) + "), got " + v.dump());
+        }
+        c.moe_layers[v.get<int64_t>()] = false;
+      }
+    }
+  }
+  if (c.num_experts > 0 && c.num_experts_per_tok > c.num_experts) {
+    return BadConfig(r.source, "num_experts_per_tok",
+                     "(" + std::to_string(c.num_experts_per_tok) + ") must not exceed the " +
+                         std::to_string(c.num_experts) + " experts");
+  }
+  if (c.num_experts == 0) c.moe_layers.assign(n, false);
+  return OkStatus();
+}
+
 Status ParseLlamaFamily(const Reader& r, ModelConfig& c) {
   QD_ASSIGN_OR_RETURN(c.hidden_size, r.Int("hidden_size", std::nullopt));
   QD_ASSIGN_OR_RETURN(c.intermediate_size, r.Int("intermediate_size", std::nullopt));
@@ -313,8 +373,11 @@ Status ParseLlamaFamily(const Reader& r, ModelConfig& c) {
   QD_ASSIGN_OR_RETURN(c.rope_theta, r.Double("rope_theta", 10000.0));
   QD_ASSIGN_OR_RETURN(c.hidden_act, r.String("hidden_act", "silu"));
   QD_ASSIGN_OR_RETURN(c.tie_word_embeddings, r.Bool("tie_word_embeddings", false));
-  if (c.architecture == "Qwen2ForCausalLM" || c.architecture == "Qwen3ForCausalLM") {
-    const bool qwen3 = c.architecture == "Qwen3ForCausalLM";
+  const bool qwen_moe =
+      c.architecture == "Qwen2MoeForCausalLM" || c.architecture == "Qwen3MoeForCausalLM";
+  if (c.architecture == "Qwen2ForCausalLM" || c.architecture == "Qwen3ForCausalLM" || qwen_moe) {
+    const bool qwen3 =
+        c.architecture == "Qwen3ForCausalLM" || c.architecture == "Qwen3MoeForCausalLM";
     QD_RETURN_IF_ERROR(ParseQwenSlidingWindow(r, c));
     // Qwen2 always has q/k/v biases; Qwen3 (modeling_qwen3.py) has
     // attention_bias on all four projections, and per-head q/k norms.
@@ -330,13 +393,14 @@ Status ParseLlamaFamily(const Reader& r, ModelConfig& c) {
     QD_ASSIGN_OR_RETURN(c.mlp_bias, r.Bool("mlp_bias", false));
   }
   // Phi-3 (Mistral's attention) slides every layer when the window is set.
-  const bool slides_all =
-      c.architecture == "MistralForCausalLM" || c.family == ArchitectureFamily::kPhi3;
+  const bool slides_all = c.architecture == "MistralForCausalLM" ||
+                          c.architecture == "MixtralForCausalLM" ||
+                          c.family == ArchitectureFamily::kPhi3;
   if (slides_all && r.Has("sliding_window")) {
     QD_ASSIGN_OR_RETURN(int64_t w, r.Int("sliding_window", std::nullopt, 1, int64_t{1} << 40));
     c.sliding_window = w;
   }
-  return OkStatus();
+  return ParseMixtureOfExperts(r, c);
 }
 
 // Gemma 2 / Gemma 3 text (transformers' configuration_gemma2.py and
@@ -569,6 +633,11 @@ StatusOr<ModelConfig> LoadModelConfig(const std::string& path) {
 }  // namespace quantd::models
 
 namespace quantd::models {
+
+bool IsMoeLayer(const ModelConfig& c, int64_t layer) {
+  return c.num_experts > 0 && layer >= 0 && layer < static_cast<int64_t>(c.moe_layers.size()) &&
+         c.moe_layers[layer];
+}
 
 int64_t SlidingWindowAt(const ModelConfig& c, int64_t layer) {
   if (!c.sliding_window) return 0;

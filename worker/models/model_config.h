@@ -106,6 +106,23 @@ struct ModelConfig {
   // layers use rope_theta and rope_scaling); 0: every layer uses rope_theta.
   double rope_local_base_freq = 0;
 
+  // Mixture of experts (Mixtral, Qwen2-MoE, Qwen3-MoE; family kLlama): the
+  // MLP of a sparse layer is a router (a Linear to num_experts logits),
+  // num_experts SwiGLU experts of moe_intermediate_size, and each token's
+  // num_experts_per_tok best experts summed with their softmax weights.
+  // num_experts 0: a dense model. Read the layers through IsMoeLayer.
+  int64_t num_experts = 0;
+  int64_t num_experts_per_tok = 0;
+  int64_t moe_intermediate_size = 0;
+  // Renormalise the chosen experts' weights to sum to 1 (Mixtral always).
+  bool norm_topk_prob = false;
+  // Qwen2-MoE: one more SwiGLU expert that every token goes through, scaled
+  // by sigmoid(shared_expert_gate(x)); 0: none.
+  int64_t shared_expert_intermediate_size = 0;
+  // Which layers are sparse (the others have a dense Llama MLP of
+  // intermediate_size): Qwen's decoder_sparse_step and mlp_only_layers.
+  std::vector<bool> moe_layers;
+
   // OPT.
   bool do_layer_norm_before = true;
   bool final_layer_norm = true;     // absent when _remove_final_layer_norm
@@ -134,6 +151,9 @@ StatusOr<ModelConfig> ParseModelConfig(const std::string& json_text, const std::
 // The sliding window of layer `layer`, 0 when it attends to every earlier
 // position.
 int64_t SlidingWindowAt(const ModelConfig& config, int64_t layer);
+
+// True when layer `layer` has a mixture-of-experts MLP.
+bool IsMoeLayer(const ModelConfig& config, int64_t layer);
 
 // The config layer `layer`'s rotary embedding follows: `config` itself, or
 // for a Gemma 3 sliding layer, rope_local_base_freq without rope_scaling.

@@ -151,12 +151,12 @@ TEST(ModelConfigTest, UnsupportedArchitectureListsSupportedOnes) {
   ASSERT_FALSE(c.ok());
   EXPECT_EQ(c.status().code(), StatusCode::kFailedPrecondition);
   EXPECT_EQ(c.status().reason(), "UNSUPPORTED_ARCHITECTURE");
-  EXPECT_EQ(
-      c.status().message(),
-      "falcon/config.json: architecture \"FalconForCausalLM\" is not supported; supported "
-      "architectures: LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, "
-      "Qwen3ForCausalLM, Phi3ForCausalLM, Gemma2ForCausalLM, Gemma3ForCausalLM, GPT2LMHeadModel, "
-      "OPTForCausalLM");
+  EXPECT_EQ(c.status().message(),
+            "falcon/config.json: architecture \"FalconForCausalLM\" is not supported; supported "
+            "architectures: LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, "
+            "Qwen3ForCausalLM, MixtralForCausalLM, Qwen2MoeForCausalLM, Qwen3MoeForCausalLM, "
+            "Phi3ForCausalLM, Gemma2ForCausalLM, Gemma3ForCausalLM, GPT2LMHeadModel, "
+            "OPTForCausalLM");
 }
 
 TEST(ModelConfigTest, BadFieldsAreNamed) {

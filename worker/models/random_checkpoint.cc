@@ -2,6 +2,7 @@
 
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <fstream>
@@ -26,8 +27,11 @@ std::vector<TensorPlan> Tensors(const RandomCheckpointOptions& o) {
   const int64_t hd = o.head_dim > 0 ? o.head_dim : d / o.num_attention_heads;
   const int64_t q = o.num_attention_heads * hd;
   const int64_t kv = o.num_key_value_heads * hd;
-  const bool qwen3 = o.architecture == "qwen3";
+  const bool qwen3 = o.architecture == "qwen3" || o.architecture == "qwen3_moe";
   const bool phi3 = o.architecture == "phi3";
+  const bool mixtral = o.architecture == "mixtral";
+  const bool moe = mixtral || o.architecture == "qwen2_moe" || o.architecture == "qwen3_moe";
+  const int64_t ef = o.moe_intermediate_size > 0 ? o.moe_intermediate_size : f;
   const bool gemma = o.architecture == "gemma2" || o.architecture == "gemma3";
   // Uniform[-a, a] has standard deviation a / sqrt(3).
   auto bound = [](int64_t in) { return static_cast<float>(std::sqrt(3.0 / in)); };
@@ -56,6 +60,29 @@ std::vector<TensorPlan> Tensors(const RandomCheckpointOptions& o) {
     if (gemma) {
       t.push_back({p + "pre_feedforward_layernorm.weight", {d}, 0, norm_one});
       t.push_back({p + "post_feedforward_layernorm.weight", {d}, 0, norm_one});
+    }
+    auto mlp = [&](const std::string& m, const char* gate, const char* up, const char* down,
+                   int64_t ffn) {
+      t.push_back({m + gate + ".weight", {ffn, d}, bound(d)});
+      t.push_back({m + up + ".weight", {ffn, d}, bound(d)});
+      t.push_back({m + down + ".weight", {d, ffn}, bound(ffn)});
+    };
+    if (moe) {
+      const std::string m = p + (mixtral ? "block_sparse_moe." : "mlp.");
+      t.push_back({m + "gate.weight", {o.num_experts, d}, bound(d)});
+      for (int64_t e = 0; e < o.num_experts; ++e) {
+        const std::string x = m + "experts." + std::to_string(e) + ".";
+        if (mixtral) {
+          mlp(x, "w1", "w3", "w2", ef);
+        } else {
+          mlp(x, "gate_proj", "up_proj", "down_proj", ef);
+        }
+      }
+      if (o.architecture == "qwen2_moe") {
+        t.push_back({m + "shared_expert_gate.weight", {1, d}, bound(d)});
+        mlp(m + "shared_expert.", "gate_proj", "up_proj", "down_proj", f);
+      }
+      continue;
     }
     if (phi3) {
       t.push_back({p + "mlp.gate_up_proj.weight", {2 * f, d}, bound(d)});
@@ -143,10 +170,17 @@ StatusOr<RandomCheckpointInfo> WriteRandomLlamaCheckpoint(const std::string& dir
       o.num_attention_heads % o.num_key_value_heads != 0) {
     return InvalidArgumentError("heads must divide hidden_size and kv heads must divide heads");
   }
-  if (o.architecture != "llama" && o.architecture != "qwen3" && o.architecture != "phi3" &&
-      o.architecture != "gemma2" && o.architecture != "gemma3") {
+  static const char* kArchitectures[] = {"llama",  "qwen3",   "phi3",      "gemma2",
+                                         "gemma3", "mixtral", "qwen2_moe", "qwen3_moe"};
+  if (std::find(std::begin(kArchitectures), std::end(kArchitectures), o.architecture) ==
+      std::end(kArchitectures)) {
     return InvalidArgumentError(
-        "random checkpoints are llama, qwen3, phi3, gemma2 or gemma3, not " + o.architecture);
+        "random checkpoints are llama, qwen3, phi3, gemma2, gemma3, mixtral, qwen2_moe or "
+        "qwen3_moe, not " +
+        o.architecture);
+  }
+  if (o.num_experts < 1 || o.num_experts_per_tok < 1 || o.num_experts_per_tok > o.num_experts) {
+    return InvalidArgumentError("num_experts_per_tok must be in [1, num_experts]");
   }
   if (!(o.partial_rotary_factor > 0 && o.partial_rotary_factor <= 1) ||
       (o.partial_rotary_factor != 1 && o.architecture != "phi3")) {
@@ -196,12 +230,15 @@ StatusOr<RandomCheckpointInfo> WriteRandomLlamaCheckpoint(const std::string& dir
   const char* dtype_name = o.dtype == io::SafetensorsDtype::kBF16  ? "bfloat16"
                            : o.dtype == io::SafetensorsDtype::kF16 ? "float16"
                                                                    : "float32";
-  const bool qwen3 = o.architecture == "qwen3";
-  const char* architecture = qwen3                        ? "Qwen3ForCausalLM"
-                             : o.architecture == "phi3"   ? "Phi3ForCausalLM"
-                             : o.architecture == "gemma2" ? "Gemma2ForCausalLM"
-                             : o.architecture == "gemma3" ? "Gemma3ForCausalLM"
-                                                          : "LlamaForCausalLM";
+  const bool qwen3 = o.architecture == "qwen3" || o.architecture == "qwen3_moe";
+  const char* architecture = o.architecture == "qwen3"       ? "Qwen3ForCausalLM"
+                             : o.architecture == "phi3"      ? "Phi3ForCausalLM"
+                             : o.architecture == "gemma2"    ? "Gemma2ForCausalLM"
+                             : o.architecture == "gemma3"    ? "Gemma3ForCausalLM"
+                             : o.architecture == "mixtral"   ? "MixtralForCausalLM"
+                             : o.architecture == "qwen2_moe" ? "Qwen2MoeForCausalLM"
+                             : o.architecture == "qwen3_moe" ? "Qwen3MoeForCausalLM"
+                                                             : "LlamaForCausalLM";
   nlohmann::ordered_json config = {
       {"architectures", {architecture}},
       {"model_type", o.architecture},
@@ -242,6 +279,23 @@ StatusOr<RandomCheckpointInfo> WriteRandomLlamaCheckpoint(const std::string& dir
       config["rope_theta"] = 1000000.0;
       config["rope_local_base_freq"] = 10000.0;
       config["sliding_window_pattern"] = 6;
+    }
+  }
+  if (o.architecture == "mixtral") {
+    config["num_local_experts"] = o.num_experts;
+    config["num_experts_per_tok"] = o.num_experts_per_tok;
+    config["sliding_window"] = nullptr;
+  } else if (o.architecture == "qwen2_moe" || o.architecture == "qwen3_moe") {
+    config["num_experts"] = o.num_experts;
+    config["num_experts_per_tok"] = o.num_experts_per_tok;
+    config["moe_intermediate_size"] =
+        o.moe_intermediate_size > 0 ? o.moe_intermediate_size : o.intermediate_size;
+    config["norm_topk_prob"] = o.architecture == "qwen3_moe";
+    config["decoder_sparse_step"] = 1;
+    config["mlp_only_layers"] = nlohmann::ordered_json::array();
+    config["use_sliding_window"] = false;
+    if (o.architecture == "qwen2_moe") {
+      config["shared_expert_intermediate_size"] = o.intermediate_size;
     }
   }
   if (o.architecture == "phi3") {

@@ -4,7 +4,9 @@
 // Writes a Hugging Face directory: config.json (LlamaForCausalLM,
 // Qwen3ForCausalLM with its per-head q/k norms, Phi3ForCausalLM with its
 // fused qkv_proj / gate_up_proj, Gemma2ForCausalLM / Gemma3ForCausalLM with
-// their sandwich norms, each with its real names) and BF16,
+// their sandwich norms, MixtralForCausalLM, Qwen2MoeForCausalLM and
+// Qwen3MoeForCausalLM with their routers and experts, each with its real
+// names) and BF16,
 // F16 or F32 safetensors shards with model.safetensors.index.json. Weights
 // are uniform with the standard deviation 1/sqrt(in_features) (norm weights
 // 1), so activations stay O(1) through many blocks. Values come from a
@@ -37,6 +39,12 @@ struct RandomCheckpointOptions {
   // (self_attn.qkv_proj, mlp.gate_up_proj), "gemma2" or "gemma3" (pre / post
   // feedforward norms; gemma3's q/k norms; set tie_word_embeddings as Gemma).
   std::string architecture = "llama";
+  // "mixtral", "qwen2_moe" (with a shared expert of intermediate_size) and
+  // "qwen3_moe" (with qwen3's q/k norms): every layer a mixture of
+  // num_experts experts of moe_intermediate_size (0: intermediate_size).
+  int64_t num_experts = 8;
+  int64_t num_experts_per_tok = 2;
+  int64_t moe_intermediate_size = 0;
   // phi3 only: the share of each head's dimensions the rotary embedding turns.
   double partial_rotary_factor = 1.0;
   // gemma2 / gemma3: the sliding window of their sliding layers (0: Gemma's

@@ -19,9 +19,10 @@ struct Registration {
 constexpr Registration kRegistry[] = {
     {"LlamaForCausalLM", &LoadLlamaBlock},  {"MistralForCausalLM", &LoadLlamaBlock},
     {"Qwen2ForCausalLM", &LoadLlamaBlock},  {"Qwen3ForCausalLM", &LoadLlamaBlock},
-    {"Phi3ForCausalLM", &LoadPhi3Block},    {"Gemma2ForCausalLM", &LoadGemmaBlock},
-    {"Gemma3ForCausalLM", &LoadGemmaBlock}, {"GPT2LMHeadModel", &LoadGpt2Block},
-    {"OPTForCausalLM", &LoadOptBlock},
+    {"MixtralForCausalLM", &LoadMoeBlock},  {"Qwen2MoeForCausalLM", &LoadMoeBlock},
+    {"Qwen3MoeForCausalLM", &LoadMoeBlock}, {"Phi3ForCausalLM", &LoadPhi3Block},
+    {"Gemma2ForCausalLM", &LoadGemmaBlock}, {"Gemma3ForCausalLM", &LoadGemmaBlock},
+    {"GPT2LMHeadModel", &LoadGpt2Block},    {"OPTForCausalLM", &LoadOptBlock},
 };
 
 }  // namespace

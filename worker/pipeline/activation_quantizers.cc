@@ -1,6 +1,7 @@
 #include "worker/pipeline/activation_quantizers.h"
 
 #include <algorithm>
+#include <map>
 #include <memory>
 #include <utility>
 #include <vector>
@@ -43,7 +44,19 @@ struct PendingObserver {
   bool output = false;
   std::unique_ptr<quant::Observer> observer;
   double min = INFINITY, max = -INFINITY;
+  int64_t rows = 0;  // tokens observed
 };
+
+// "model.layers.3.mlp.experts.17.down_proj" -> "model.layers.3.mlp.experts.*.down_proj";
+// empty for a module outside an expert.
+std::string ExpertPeerKey(const std::string& module) {
+  const std::string tag = ".experts.";
+  const size_t at = module.find(tag);
+  if (at == std::string::npos) return "";
+  const size_t end = module.find('.', at + tag.size());
+  if (end == std::string::npos) return "";
+  return module.substr(0, at + tag.size()) + "*" + module.substr(end);
+}
 
 }  // namespace
 
@@ -62,7 +75,8 @@ bool HasActivationQuantization(const std::map<std::string, LayerPlan>& plans) {
 StatusOr<ActivationParams> CalibrateBlockActivations(models::DecoderBlock& block,
                                                      const at::Tensor& hidden,
                                                      const std::map<std::string, LayerPlan>& plans,
-                                                     const KvCacheOptions& kv) {
+                                                     const KvCacheOptions& kv,
+                                                     int64_t min_expert_tokens) {
   ActivationParams out;
   std::vector<std::unique_ptr<PendingObserver>> pending;
   auto error = std::make_shared<Status>();
@@ -91,6 +105,7 @@ StatusOr<ActivationParams> CalibrateBlockActivations(models::DecoderBlock& block
                                                         const at::Tensor& t) {
         if (!*armed) return t;
         Record(error, Status(p->observer->Observe(t)).Prepend(what + ": "));
+        p->rows += t.numel() / std::max<int64_t>(t.size(-1), 1);
         if (!p->output) {
           p->min = std::min(p->min, t.min().item<double>());
           p->max = std::max(p->max, t.max().item<double>());
@@ -111,13 +126,36 @@ StatusOr<ActivationParams> CalibrateBlockActivations(models::DecoderBlock& block
   if (!forward.ok()) return forward.status();
   if (!error->ok()) return *error;
 
+  // Experts the router starved wait for their peers' parameters.
+  const int64_t floor = std::max<int64_t>(min_expert_tokens, 1);
+  std::vector<PendingObserver*> starved;
+  std::map<std::pair<std::string, bool>, quant::QParams> widest;  // (peer key, output)
   for (auto& p : pending) {
+    const std::string peer = ExpertPeerKey(p->module);
+    if (!peer.empty() && p->rows < floor) {
+      starved.push_back(p.get());
+      continue;
+    }
     auto qp = p->observer->ComputeQParams();
     if (!qp.ok())
       return Status(qp.status())
           .Prepend((p->output ? "output of " : "input of ") + p->module + ": ");
     (p->output ? out.outputs : out.inputs)[p->module] = *qp;
     if (!p->output) out.input_ranges[p->module] = {p->min, p->max};
+    if (peer.empty()) continue;
+    auto [it, added] = widest.try_emplace({peer, p->output}, *qp);
+    if (!added && qp->scale.max().item<double>() > it->second.scale.max().item<double>())
+      it->second = *qp;
+  }
+  for (PendingObserver* p : starved) {
+    auto it = widest.find({ExpertPeerKey(p->module), p->output});
+    if (it == widest.end()) {
+      return FailedPreconditionError(
+          (p->output ? "output of " : "input of ") + p->module + ": " + std::to_string(p->rows) +
+          " calibration tokens reached it and no other expert of the block reached " +
+          std::to_string(floor) + "; calibrate on more samples or lower min_expert_tokens");
+    }
+    (p->output ? out.outputs : out.inputs)[p->module] = it->second;
   }
 
   // One cache scale per block: max over its k and v projections, floored.

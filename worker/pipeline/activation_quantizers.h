@@ -54,10 +54,16 @@ bool HasActivationQuantization(const std::map<std::string, LayerPlan>& plans);
 // Observes the static input/output specs of `block`'s linears over `hidden`
 // and returns their parameters (k/v outputs unified when `kv_layers` names
 // them as cache projections). Any error names the layer.
+//
+// An expert's linear (a name with "experts.N.") that fewer than
+// max(1, min_expert_tokens) tokens reached takes the widest parameters
+// (largest scale) of the same linear of the block's other experts that
+// did reach the floor; FAILED_PRECONDITION when none did.
 StatusOr<ActivationParams> CalibrateBlockActivations(models::DecoderBlock& block,
                                                      const at::Tensor& hidden,
                                                      const std::map<std::string, LayerPlan>& plans,
-                                                     const KvCacheOptions& kv);
+                                                     const KvCacheOptions& kv,
+                                                     int64_t min_expert_tokens = 0);
 
 // Adds the fake-quantization hooks of every input/output spec of `block`'s
 // linears: static ones from `params` (FAILED_PRECONDITION when missing),

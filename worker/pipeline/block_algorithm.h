@@ -63,6 +63,11 @@ struct BlockAlgorithmContext {
   // layer's weight to (uint8 [out, row bytes], GptqQuantizeGgml), which the
   // GGUF export writes as they are.
   std::map<std::string, at::Tensor> ggml_blocks;
+  // Mixture-of-experts blocks: an expert whose linears saw fewer
+  // calibration tokens than this gets no statistics-driven algorithm (GPTQ
+  // leaves it to round-to-nearest) and is reported
+  // (CalibrationOptions::min_expert_tokens).
+  int64_t min_expert_tokens = 0;
 };
 
 class BlockAlgorithm {

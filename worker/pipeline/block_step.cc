@@ -60,10 +60,34 @@ Status BlockStep::FloatForward(BlockWork& w, const at::Tensor& hidden) const {
     // Only calibration data makes an imatrix (without it the block metrics
     // run on evaluation windows).
     if (recipe_ && !opt_.calibration.dataset_path.empty()) ObserveImportance(w, hooks);
+    w.block->TakeExpertTokenCounts();
     QD_ASSIGN_OR_RETURN(w.float_out, w.block->Forward(hidden));
+    ReportExperts(w);
     w.stages.Mark("float forward");
   }
   return OkStatus();
+}
+
+// A mixture-of-experts block's routing of the calibration tokens, with a
+// warning for each expert below the floor.
+void BlockStep::ReportExperts(BlockWork& w) const {
+  const std::vector<int64_t> counts = w.block->TakeExpertTokenCounts();
+  const int64_t floor = opt_.calibration.min_expert_tokens;
+  for (size_t e = 0; e < counts.size(); ++e) {
+    ExpertReport r;
+    r.expert = static_cast<int>(e);
+    r.calibration_tokens = counts[e];
+    r.below_floor = counts[e] < std::max<int64_t>(floor, 1);
+    if (r.below_floor) {
+      obs_.OnLog(LogLevel::kWarning,
+                 "block " + std::to_string(w.index + 1) + ": expert " + std::to_string(e) +
+                     " was routed " + std::to_string(counts[e]) +
+                     " calibration tokens, fewer than min_expert_tokens " + std::to_string(floor) +
+                     ": GPTQ leaves its weights to round-to-nearest and its static activation "
+                     "scales are the widest of its peers'");
+    }
+    w.report.experts.push_back(r);
+  }
 }
 
 // llama.cpp's imatrix statistics for the recipe's weights of the block: the
@@ -86,6 +110,7 @@ Status BlockStep::RunAlgorithms(BlockWork& w, const at::Tensor& hidden) const {
   auto& block = w.block;
   BlockReport& br = w.report;
   BlockAlgorithmContext ctx{model_, *block, hidden, opt_.planner, obs_, {}, {}, {}, &w.stages};
+  ctx.min_expert_tokens = opt_.calibration.min_expert_tokens;
   if (recipe_) {
     ctx.ggml_type = [this](const std::string& module) -> std::optional<gguf::GgmlType> {
       const gguf::RecipeTensorPlan* p = recipe_->PlanOf(module + ".weight");
@@ -195,7 +220,9 @@ Status BlockStep::QuantizedForward(BlockWork& w, at::Tensor& hidden) const {
   if (opt_.model_transform) QD_RETURN_IF_ERROR(opt_.model_transform->InstallOnline(block));
   // The block's static activation quantizers (inputs, outputs, KV cache),
   // calibrated on the quantized path, and what each layer observed.
-  QD_ASSIGN_OR_RETURN(ActivationParams p, CalibrateBlockActivations(block, hidden, plans_, kv_));
+  QD_ASSIGN_OR_RETURN(
+      ActivationParams p,
+      CalibrateBlockActivations(block, hidden, plans_, kv_, opt_.calibration.min_expert_tokens));
   // Scales a quantized checkpoint stored are kept (act_params_ has them).
   for (auto& [name, qp] : p.inputs) {
     const StoredLayerParams* kept = stored_ ? stored_->Find(name) : nullptr;

@@ -125,6 +125,7 @@ class BlockStep {
   const gguf::GgufRecipeWeights* recipe_;
 
   void ObserveImportance(BlockWork& w, algo::ScopedHooks& hooks) const;
+  void ReportExperts(BlockWork& w) const;
 };
 
 }  // namespace quantd::pipeline

@@ -36,10 +36,22 @@ struct LayerReport {
   double input_max = 0;
 };
 
+// One expert of a mixture-of-experts block.
+struct ExpertReport {
+  int expert = 0;  // 0-based, as in the module names
+  // Calibration tokens the router sent to it (the float forward pass).
+  int64_t calibration_tokens = 0;
+  // Fewer than CalibrationOptions::min_expert_tokens: GPTQ left it to
+  // round-to-nearest.
+  bool below_floor = false;
+};
+
 struct BlockReport {
   int block = 0;  // 1-based
   int block_count = 0;
   std::vector<LayerReport> layers;
+  // Mixture-of-experts blocks: each expert's routed tokens; empty otherwise.
+  std::vector<ExpertReport> experts;
   // ||y_q - y_f||^2 / ||y_f||^2 on the calibration (or evaluation) samples;
   // unset when not measured (no calibration data).
   std::optional<double> output_rel_mse;

@@ -47,6 +47,10 @@ struct CalibrationOptions {
   // Float32 is the reference numerics bit for bit; bfloat16 is how a bf16
   // checkpoint computes, several times faster on a GPU.
   at::ScalarType compute_dtype = at::kFloat;
+  // Mixture-of-experts models: an expert routed fewer calibration tokens
+  // than this is reported, and its weights are rounded to nearest instead
+  // of fitted by GPTQ on too little data.
+  int64_t min_expert_tokens = 8;
 };
 
 struct EvaluationOptions {

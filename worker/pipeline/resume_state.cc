@@ -20,6 +20,11 @@ constexpr int kFormatVersion = 1;
 constexpr char kManifest[] = "resume.json";
 
 json ToJson(const BlockReport& b) {
+  json experts = json::array();
+  for (const auto& e : b.experts)
+    experts.push_back({{"expert", e.expert},
+                       {"calibration_tokens", e.calibration_tokens},
+                       {"below_floor", e.below_floor}});
   json layers = json::array();
   for (const auto& l : b.layers)
     layers.push_back({{"name", l.name},
@@ -37,7 +42,8 @@ json ToJson(const BlockReport& b) {
           {"algorithm_seconds", b.algorithm_seconds},
           {"device_peak_allocated_bytes", b.device_peak_allocated_bytes},
           {"device_peak_reserved_bytes", b.device_peak_reserved_bytes},
-          {"layers", layers}};
+          {"layers", layers},
+          {"experts", experts}};
 }
 
 BlockReport BlockFromJson(const json& j) {
@@ -63,6 +69,14 @@ BlockReport BlockFromJson(const json& j) {
     r.input_min = l.at("input_min").get<double>();
     r.input_max = l.at("input_max").get<double>();
     b.layers.push_back(std::move(r));
+  }
+  // Absent from the checkpoints of earlier versions.
+  for (const auto& e : j.value("experts", json::array())) {
+    ExpertReport r;
+    r.expert = e.at("expert").get<int>();
+    r.calibration_tokens = e.at("calibration_tokens").get<int64_t>();
+    r.below_floor = e.at("below_floor").get<bool>();
+    b.experts.push_back(r);
   }
   return b;
 }

@@ -67,6 +67,12 @@ quantd::v1::BlockMetrics ToProto(const pipeline::BlockReport& b) {
     lm->set_input_min(l.input_min);
     lm->set_input_max(l.input_max);
   }
+  for (const auto& e : b.experts) {
+    auto* em = out.add_experts();
+    em->set_expert(e.expert);
+    em->set_calibration_tokens(e.calibration_tokens);
+    em->set_below_floor(e.below_floor);
+  }
   return out;
 }
 

@@ -153,6 +153,7 @@ StatusOr<pipeline::JobOptions> PipelineExecutor::BuildOptions(
   o.calibration.seed = cal.seed;
   o.calibration.on_float_outputs = cal.on_float_outputs;
   if (cal.bfloat16_compute) o.calibration.compute_dtype = at::kBFloat16;
+  if (cal.min_expert_tokens) o.calibration.min_expert_tokens = *cal.min_expert_tokens;
 
   const job_spec::EvaluationSettings& ev = resolved.evaluation;
   o.evaluation.enabled = ev.enabled();
