@@ -21,8 +21,9 @@ std::string ConfigJson(const std::string& architecture) {
     return arch + R"("hidden_size": 768, "ffn_dim": 3072, "num_hidden_layers": 12,
       "num_attention_heads": 12, "vocab_size": 50272, "max_position_embeddings": 2048})";
   std::string extra;
-  if (architecture == "Qwen3ForCausalLM" || architecture == "Qwen3MoeForCausalLM")
-    extra = R"(, "head_dim": 128)";
+  if (architecture == "Qwen3ForCausalLM") extra = R"(, "head_dim": 128)";
+  // Qwen3-30B-A3B renormalises its experts' weights.
+  if (architecture == "Qwen3MoeForCausalLM") extra = R"(, "head_dim": 128, "norm_topk_prob": true)";
   if (architecture == "Phi3ForCausalLM") extra = R"(, "original_max_position_embeddings": 4096)";
   return arch + R"("hidden_size": 4096, "intermediate_size": 14336, "num_hidden_layers": 32,
       "num_attention_heads": 32, "num_key_value_heads": 8, "vocab_size": 128256)" +

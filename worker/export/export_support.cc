@@ -287,6 +287,27 @@ std::string LlamaCppGemmaProblem(const models::ModelConfig& config) {
   return "";
 }
 
+std::string LlamaCppMoeProblem(const models::ModelConfig& config) {
+  // llama.cpp (src/models/llama.cpp, qwen2moe.cpp, qwen3moe.cpp) makes every
+  // layer sparse, renormalises the chosen weights for llama and qwen3moe
+  // but not qwen2moe, and needs Qwen2-MoE's shared expert.
+  for (bool sparse : config.moe_layers) {
+    if (!sparse)
+      return "llama.cpp makes every layer a mixture of experts; this config has dense ones";
+  }
+  const bool qwen2 = config.architecture == "Qwen2MoeForCausalLM";
+  const bool renormalises = !qwen2;
+  if (config.norm_topk_prob != renormalises) {
+    return std::string("llama.cpp's ") + (qwen2 ? "qwen2moe" : "qwen3moe") +
+           (renormalises ? " renormalises" : " does not renormalise") +
+           " the chosen experts' weights, and norm_topk_prob says otherwise";
+  }
+  if (qwen2 && config.shared_expert_intermediate_size == 0)
+    return "llama.cpp's qwen2moe needs the shared expert";
+  if (qwen2 && config.tie_word_embeddings) return "llama.cpp's qwen2moe needs its own output head";
+  return "";
+}
+
 Status CheckArchitectureSupport(ExportFormat format, const models::ModelConfig& config) {
   const std::string name = ExportFormatName(format);
   const std::string& arch = config.architecture;
@@ -321,9 +342,8 @@ Status CheckArchitectureSupport(ExportFormat format, const models::ModelConfig& 
             "Qwen2ForCausalLM, Qwen3ForCausalLM, Phi3ForCausalLM, Gemma2ForCausalLM, "
             "Gemma3ForCausalLM, GPT2LMHeadModel";
       } else if (config.num_experts > 0) {
-        why =
-            "quantd does not yet write llama.cpp's stacked expert tensors (ffn_*_exps); export "
-            "hf, hf_quark or compressed_tensors";
+        why = LlamaCppMoeProblem(config);
+        if (!why.empty()) why += "; export hf, hf_quark or compressed_tensors";
       } else if (config.family == models::ArchitectureFamily::kGemma) {
         why = LlamaCppGemmaProblem(config);
         if (!why.empty()) why += "; export hf, hf_quark or compressed_tensors";

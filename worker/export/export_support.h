@@ -70,12 +70,19 @@ Status CheckExportSupport(ExportFormat format, const std::vector<ExportLayerSpec
 // soft-caps, tied output (gemma2) and sliding-layer period.
 std::string LlamaCppGemmaProblem(const models::ModelConfig& config);
 
+// Why llama.cpp's llama (Mixtral), qwen2moe or qwen3moe would compute this
+// mixture-of-experts config differently from transformers (empty when it
+// would not): dense layers, the renormalisation of the chosen experts'
+// weights, Qwen2-MoE's shared expert and output head.
+std::string LlamaCppMoeProblem(const models::ModelConfig& config);
+
 // OK, or INVALID_ARGUMENT (reason EXPORT_FORMAT_UNSUPPORTED) naming the
 // format and why it cannot hold a model of this architecture: GPT-2's Conv1D
 // weights have no hf_quark or compressed_tensors layout; onnx_qdq writes
-// Llama-family decoders without q/k norms (not Qwen3) nor a rotary table that
+// dense Llama-family decoders without q/k norms (not Qwen3) nor a rotary table that
 // depends on the sequence length (dynamic, longrope rope scaling); gguf maps
-// Llama, Mistral, Qwen2, Qwen3, Phi-3 (heads * head_dim == hidden_size),
+// Llama, Mistral, Qwen2, Qwen3, Mixtral / Qwen2-MoE / Qwen3-MoE (as
+// LlamaCppMoeProblem allows), Phi-3 (heads * head_dim == hidden_size),
 // Gemma 2 / Gemma 3 (as LlamaCppGemmaProblem allows) and GPT-2 (not OPT)
 // with linear, llama3 or yarn rope scaling (yarn as llama.cpp computes it:
 // default betas and attention factor). Checked at CreateJob when the

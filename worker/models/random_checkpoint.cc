@@ -31,7 +31,8 @@ std::vector<TensorPlan> Tensors(const RandomCheckpointOptions& o) {
   const bool phi3 = o.architecture == "phi3";
   const bool mixtral = o.architecture == "mixtral";
   const bool moe = mixtral || o.architecture == "qwen2_moe" || o.architecture == "qwen3_moe";
-  const int64_t ef = o.moe_intermediate_size > 0 ? o.moe_intermediate_size : f;
+  // Mixtral's experts are intermediate_size wide.
+  const int64_t ef = !mixtral && o.moe_intermediate_size > 0 ? o.moe_intermediate_size : f;
   const bool gemma = o.architecture == "gemma2" || o.architecture == "gemma3";
   // Uniform[-a, a] has standard deviation a / sqrt(3).
   auto bound = [](int64_t in) { return static_cast<float>(std::sqrt(3.0 / in)); };
@@ -50,6 +51,11 @@ std::vector<TensorPlan> Tensors(const RandomCheckpointOptions& o) {
       t.push_back({p + "self_attn.q_proj.weight", {q, d}, bound(d)});
       t.push_back({p + "self_attn.k_proj.weight", {kv, d}, bound(d)});
       t.push_back({p + "self_attn.v_proj.weight", {kv, d}, bound(d)});
+      if (o.architecture == "qwen2_moe") {  // Qwen2's q/k/v biases
+        t.push_back({p + "self_attn.q_proj.bias", {q}, bound(d)});
+        t.push_back({p + "self_attn.k_proj.bias", {kv}, bound(d)});
+        t.push_back({p + "self_attn.v_proj.bias", {kv}, bound(d)});
+      }
     }
     t.push_back({p + "self_attn.o_proj.weight", {d, q}, bound(q)});
     if (qwen3 || o.architecture == "gemma3") {

@@ -41,7 +41,8 @@ struct RandomCheckpointOptions {
   std::string architecture = "llama";
   // "mixtral", "qwen2_moe" (with a shared expert of intermediate_size) and
   // "qwen3_moe" (with qwen3's q/k norms): every layer a mixture of
-  // num_experts experts of moe_intermediate_size (0: intermediate_size).
+  // num_experts experts of moe_intermediate_size (0, and always for
+  // mixtral: intermediate_size).
   int64_t num_experts = 8;
   int64_t num_experts_per_tok = 2;
   int64_t moe_intermediate_size = 0;

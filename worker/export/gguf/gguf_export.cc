@@ -1,7 +1,9 @@
 #include "worker/export/gguf/gguf_export.h"
 
 #include <cmath>
+#include <map>
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "worker/common/bounded_json.h"
 #include "worker/export/gguf/gguf_writer.h"
@@ -19,7 +21,18 @@ struct ModelShape {
   int64_t n_head_kv = 0;
   int64_t head_dim = 0;
   bool rope_permute = false;
+  int64_t n_expert = 0;  // mixture of experts; 0 for a dense model
 };
+
+// The experts of a Mixtral (num_local_experts) or Qwen MoE (num_experts)
+// config.json; 0 for a dense one.
+int64_t ExpertCount(const json& cfg) {
+  for (const char* key : {"num_local_experts", "num_experts"}) {
+    auto it = cfg.find(key);
+    if (it != cfg.end() && it->is_number_integer()) return it->get<int64_t>();
+  }
+  return 0;
+}
 
 StatusOr<int64_t> Int(const json& cfg, const char* key) {
   auto it = cfg.find(key);
@@ -70,13 +83,18 @@ StatusOr<ModelShape> ArchitectureOf(const json& cfg) {
     hf_arch = cfg["architectures"][0].get<std::string>();
   }
   ModelShape shape;
-  if (hf_arch == "LlamaForCausalLM" || hf_arch == "MistralForCausalLM") {
+  if (hf_arch == "LlamaForCausalLM" || hf_arch == "MistralForCausalLM" ||
+      hf_arch == "MixtralForCausalLM") {
     shape.arch = "llama";
     shape.rope_permute = true;
   } else if (hf_arch == "Qwen2ForCausalLM") {
     shape.arch = "qwen2";
   } else if (hf_arch == "Qwen3ForCausalLM") {
     shape.arch = "qwen3";
+  } else if (hf_arch == "Qwen2MoeForCausalLM") {
+    shape.arch = "qwen2moe";
+  } else if (hf_arch == "Qwen3MoeForCausalLM") {
+    shape.arch = "qwen3moe";
   } else if (hf_arch == "Phi3ForCausalLM") {
     shape.arch = "phi3";
   } else if (hf_arch == "Gemma2ForCausalLM") {
@@ -88,10 +106,12 @@ StatusOr<ModelShape> ArchitectureOf(const json& cfg) {
   } else {
     return UnimplementedError("GGUF export of architecture '" + hf_arch +
                               "' is not supported (supported: LlamaForCausalLM, "
-                              "MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, "
+                              "MistralForCausalLM, MixtralForCausalLM, Qwen2ForCausalLM, "
+                              "Qwen3ForCausalLM, Qwen2MoeForCausalLM, Qwen3MoeForCausalLM, "
                               "Phi3ForCausalLM, Gemma2ForCausalLM, Gemma3ForCausalLM, "
                               "GPT2LMHeadModel)");
   }
+  shape.n_expert = ExpertCount(cfg);
   return shape;
 }
 
@@ -229,6 +249,22 @@ StatusOr<ModelShape> AddModelMetadata(const json& cfg, GgufWriter* w,
   u32("embedding_length", hidden);
   u32("block_count", layers);
   u32("feed_forward_length", ffn);
+  if (shape.n_expert > 0) {
+    // llama.cpp's expert keys (llama-arch.cpp LLM_KV_EXPERT_*): Mixtral's
+    // experts are feed_forward_length wide; Qwen's have their own width and
+    // Qwen2-MoE's shared expert another.
+    QD_ASSIGN_OR_RETURN(int64_t used, Int(cfg, "num_experts_per_tok"));
+    u32("expert_count", shape.n_expert);
+    u32("expert_used_count", used);
+    if (a == "qwen2moe" || a == "qwen3moe") {
+      QD_ASSIGN_OR_RETURN(int64_t expert_ffn, Int(cfg, "moe_intermediate_size"));
+      u32("expert_feed_forward_length", expert_ffn);
+    }
+    if (a == "qwen2moe") {
+      QD_ASSIGN_OR_RETURN(int64_t shared_ffn, Int(cfg, "shared_expert_intermediate_size"));
+      u32("expert_shared_feed_forward_length", shared_ffn);
+    }
+  }
   u32("attention.head_count", shape.n_head);
   u32("attention.head_count_kv", shape.n_head_kv);
   int64_t rotary_dim = shape.head_dim;
@@ -293,11 +329,17 @@ struct MappedTensor {
   TensorNameMapping mapping;
   std::vector<int64_t> ne;
   std::vector<int64_t> hf_shape;  // the checkpoint's shape
+  // A stack of experts (blk.N.ffn_*_exps): every expert's tensor, in
+  // expert order (hf_name is expert 0's, hf_shape one expert's).
+  std::vector<std::string> expert_names;
 };
 
 StatusOr<std::vector<MappedTensor>> MapTensors(const ModelShape& shape,
                                                const io::TensorSource& weights) {
   std::vector<MappedTensor> out;
+  std::map<std::string, std::vector<std::string>> stacks;  // GGUF name -> experts
+  std::map<std::string, std::set<std::vector<int64_t>>> shapes;
+  std::vector<std::string> order;
   for (const std::string& hf_name : weights.Names()) {
     if (IsSkippedBuffer(hf_name)) continue;
     auto mapping = HfToGgufTensorName(shape.arch, hf_name);
@@ -316,8 +358,47 @@ StatusOr<std::vector<MappedTensor>> MapTensors(const ModelShape& shape,
     if (mapping->change == LayoutChange::kTranspose && torch_shape.size() == 2) {
       std::swap(torch_shape[0], torch_shape[1]);
     }
+    if (mapping->squeeze && torch_shape.size() == 2 && torch_shape[0] == 1) {
+      torch_shape.erase(torch_shape.begin());
+    }
+    if (mapping->expert >= 0) {
+      // Gathered below into one stacked tensor per name.
+      auto [it, added] = stacks.try_emplace(mapping->name);
+      if (added) order.push_back(mapping->name);
+      auto& experts = it->second;
+      if (experts.size() <= static_cast<size_t>(mapping->expert))
+        experts.resize(static_cast<size_t>(mapping->expert) + 1);
+      experts[mapping->expert] = hf_name;
+      shapes[mapping->name].insert(info->shape);
+      continue;
+    }
     out.push_back({hf_name, *mapping,
                    std::vector<int64_t>(torch_shape.rbegin(), torch_shape.rend()), info->shape});
+  }
+  for (const std::string& name : order) {
+    const std::vector<std::string>& experts = stacks[name];
+    const auto& shape_set = shapes[name];
+    for (size_t e = 0; e < experts.size(); ++e) {
+      if (experts[e].empty())
+        return InvalidArgumentError(weights.Description() + " has no expert " + std::to_string(e) +
+                                    " for " + name);
+    }
+    if (static_cast<int64_t>(experts.size()) != shape.n_expert) {
+      return InvalidArgumentError(weights.Description() + " has " + std::to_string(experts.size()) +
+                                  " experts for " + name + ", config.json " +
+                                  std::to_string(shape.n_expert));
+    }
+    if (shape_set.size() != 1 || shape_set.begin()->size() != 2) {
+      return InvalidArgumentError("the experts of " + name + " in " + weights.Description() +
+                                  " are not matrices of one shape");
+    }
+    const std::vector<int64_t>& one = *shape_set.begin();
+    MappedTensor m{experts[0],
+                   TensorNameMapping{name, LayoutChange::kNone},
+                   {one[1], one[0], static_cast<int64_t>(experts.size())},
+                   one,
+                   experts};
+    out.push_back(std::move(m));
   }
   return out;
 }
@@ -347,6 +428,7 @@ StatusOr<std::map<std::string, RecipeTensorPlan>> PlanGgufRecipe(const std::stri
   if (cfg.contains("num_key_value_heads") && cfg["num_key_value_heads"].is_number_integer())
     model.n_head_kv = cfg["num_key_value_heads"];
   QD_ASSIGN_OR_RETURN(std::vector<MappedTensor> mapped, MapTensors(shape, weights));
+  model.n_expert = ExpertCount(cfg);
   std::vector<RecipeTensor> tensors;
   for (const MappedTensor& m : mapped)
     tensors.push_back({m.mapping.name, m.ne.empty() ? 0 : m.ne[0], static_cast<int>(m.ne.size())});
@@ -355,8 +437,14 @@ StatusOr<std::map<std::string, RecipeTensorPlan>> PlanGgufRecipe(const std::stri
   std::map<std::string, RecipeTensorPlan> plan;
   for (size_t i = 0; i < mapped.size(); ++i) {
     if (!choices[i].type) continue;
-    plan[mapped[i].hf_name] = {mapped[i].mapping.name, *choices[i].type, choices[i].wanted,
-                               mapped[i].mapping.change == LayoutChange::kTranspose};
+    const RecipeTensorPlan p{mapped[i].mapping.name, *choices[i].type, choices[i].wanted,
+                             mapped[i].mapping.change == LayoutChange::kTranspose};
+    // Every expert of a stack gets the stack's type.
+    if (mapped[i].expert_names.empty()) {
+      plan[mapped[i].hf_name] = p;
+    } else {
+      for (const std::string& e : mapped[i].expert_names) plan[e] = p;
+    }
   }
   return plan;
 }
@@ -398,19 +486,47 @@ Status WriteGgufFromHf(const std::string& config_json, const io::TensorSource& w
       }
     };
     const io::TensorSource* source = &weights;
-    Status added = writer.AddTensor(
-        mapping.name, ne, type,
-        [source, hf_name, to_gguf, encode, type](std::vector<uint8_t>* bytes) -> Status {
-          if (encode) {
-            Status s = encode(to_gguf, bytes);
-            return s.Prepend(hf_name + ": ");
-          }
-          QD_ASSIGN_OR_RETURN(at::Tensor t, source->Load(hf_name, at::kFloat));
-          QD_ASSIGN_OR_RETURN(t, to_gguf(t));
-          QD_ASSIGN_OR_RETURN(uint64_t size, GgmlRowBytes(type, t.numel()));
-          bytes->resize(size);
-          return QuantizeRow(type, t.data_ptr<float>(), bytes->data(), t.numel());
-        });
+    // One Hugging Face tensor's bytes, as they go into the GGUF tensor.
+    auto one = [source, to_gguf, type](const std::string& name, const decltype(encode)& encode_one,
+                                       std::vector<uint8_t>* bytes) -> Status {
+      if (encode_one) return encode_one(to_gguf, bytes).Prepend(name + ": ");
+      QD_ASSIGN_OR_RETURN(at::Tensor t, source->Load(name, at::kFloat));
+      QD_ASSIGN_OR_RETURN(t, to_gguf(t));
+      QD_ASSIGN_OR_RETURN(uint64_t size, GgmlRowBytes(type, t.numel()));
+      bytes->resize(size);
+      return QuantizeRow(type, t.data_ptr<float>(), bytes->data(), t.numel());
+    };
+    // A stack of experts is each expert's rows in turn, each encoded as the
+    // job encodes that expert's weight, all of one type.
+    std::vector<decltype(encode)> expert_encodings;
+    for (size_t e = 1; e < m.expert_names.size(); ++e) {
+      decltype(encode) enc;
+      if (options.tensor_encoding) {
+        QD_ASSIGN_OR_RETURN(std::optional<GgufTensorEncoding> custom,
+                            options.tensor_encoding(m.expert_names[e], m.hf_shape));
+        if (custom) {
+          if (custom->type != type)
+            return InvalidArgumentError("the experts of " + mapping.name +
+                                        " are not all of one type (" + m.expert_names[e] + ")");
+          enc = custom->encode;
+        }
+      }
+      if (static_cast<bool>(enc) != static_cast<bool>(encode))
+        return InvalidArgumentError("the experts of " + mapping.name + " are encoded differently");
+      expert_encodings.push_back(std::move(enc));
+    }
+    Status added =
+        writer.AddTensor(mapping.name, ne, type,
+                         [one, hf_name, encode, names = m.expert_names,
+                          expert_encodings](std::vector<uint8_t>* bytes) -> Status {
+                           QD_RETURN_IF_ERROR(one(hf_name, encode, bytes));
+                           std::vector<uint8_t> part;
+                           for (size_t e = 1; e < names.size(); ++e) {
+                             QD_RETURN_IF_ERROR(one(names[e], expert_encodings[e - 1], &part));
+                             bytes->insert(bytes->end(), part.begin(), part.end());
+                           }
+                           return OkStatus();
+                         });
     if (!added.ok()) return added.Prepend(hf_name + " as " + GetGgmlTypeTraits(type).name + ": ");
   }
   return writer.Write(path);

@@ -41,12 +41,59 @@ const std::vector<NamePair>& LlamaBlock() {
   return *names;
 }
 
+// Mixture-of-experts names around the experts themselves: the router and
+// Qwen2-MoE's shared expert.
+struct ExpertNames {
+  const char* prefix;  // relative to the block: "mlp.experts."
+  const char* gate;    // each expert's, relative to "<prefix><E>."
+  const char* up;
+  const char* down;
+};
+
+constexpr ExpertNames kMixtralExperts = {"block_sparse_moe.experts.", "w1", "w3", "w2"};
+constexpr ExpertNames kQwenExperts = {"mlp.experts.", "gate_proj", "up_proj", "down_proj"};
+
+// Llama's names, and Mixtral's router (llama.cpp writes Mixtral as llama
+// with experts).
+const std::vector<NamePair>& LlamaMoeBlock() {
+  static const auto* names = [] {
+    auto* v = new std::vector<NamePair>(LlamaBlock());
+    v->push_back({"ffn_gate_inp", "block_sparse_moe.gate", LayoutChange::kNone});
+    return v;
+  }();
+  return *names;
+}
+
+// Qwen2-MoE: Qwen2's names, the router, the shared expert and its gate.
+const std::vector<NamePair>& Qwen2MoeBlock() {
+  static const auto* names = [] {
+    auto* v = new std::vector<NamePair>(LlamaBlock());
+    v->push_back({"ffn_gate_inp", "mlp.gate", LayoutChange::kNone});
+    v->push_back({"ffn_gate_inp_shexp", "mlp.shared_expert_gate", LayoutChange::kNone});
+    v->push_back({"ffn_gate_shexp", "mlp.shared_expert.gate_proj", LayoutChange::kNone});
+    v->push_back({"ffn_up_shexp", "mlp.shared_expert.up_proj", LayoutChange::kNone});
+    v->push_back({"ffn_down_shexp", "mlp.shared_expert.down_proj", LayoutChange::kNone});
+    return v;
+  }();
+  return *names;
+}
+
 // Qwen3: Llama's names plus the per-head q/k norms.
 const std::vector<NamePair>& Qwen3Block() {
   static const auto* names = [] {
     auto* v = new std::vector<NamePair>(LlamaBlock());
     v->push_back({"attn_q_norm", "self_attn.q_norm", LayoutChange::kNone});
     v->push_back({"attn_k_norm", "self_attn.k_norm", LayoutChange::kNone});
+    return v;
+  }();
+  return *names;
+}
+
+// Qwen3-MoE: Qwen3's names and the router.
+const std::vector<NamePair>& Qwen3MoeBlock() {
+  static const auto* names = [] {
+    auto* v = new std::vector<NamePair>(Qwen3Block());
+    v->push_back({"ffn_gate_inp", "mlp.gate", LayoutChange::kNone});
     return v;
   }();
   return *names;
@@ -139,14 +186,21 @@ struct ArchNames {
   // Whether q/k rows are in llama.cpp's interleaved RoPE order; when not,
   // the table's kRopeQuery / kRopeKey are no change.
   bool rope_interleaved;
+  // The experts' names, for the architectures with them.
+  const ExpertNames* experts = nullptr;
 };
 
 const std::vector<ArchNames>& Tables() {
   static const auto* tables = new std::vector<ArchNames>{
-      {"llama", "model.layers.", LlamaGlobals(), LlamaBlock(), /*rope_interleaved=*/true},
+      {"llama", "model.layers.", LlamaGlobals(), LlamaMoeBlock(), /*rope_interleaved=*/true,
+       &kMixtralExperts},
       // llama.cpp's Qwen2 converter keeps Hugging Face's rotate-half rows.
       {"qwen2", "model.layers.", LlamaGlobals(), LlamaBlock(), /*rope_interleaved=*/false},
       {"qwen3", "model.layers.", LlamaGlobals(), Qwen3Block(), /*rope_interleaved=*/false},
+      {"qwen2moe", "model.layers.", LlamaGlobals(), Qwen2MoeBlock(), /*rope_interleaved=*/false,
+       &kQwenExperts},
+      {"qwen3moe", "model.layers.", LlamaGlobals(), Qwen3MoeBlock(), /*rope_interleaved=*/false,
+       &kQwenExperts},
       {"phi3", "model.layers.", LlamaGlobals(), Phi3Block(), /*rope_interleaved=*/false},
       {"gemma2", "model.layers.", GemmaGlobals(), Gemma2Block(), /*rope_interleaved=*/false},
       {"gemma3", "model.layers.", Gemma3Globals(), Gemma3Block(), /*rope_interleaved=*/false},
@@ -457,11 +511,27 @@ std::optional<TensorNameMapping> HfToGgufTensorName(std::string_view arch,
   if (!ParseBlock(base, t->hf_block_prefix, &index, &rest)) return std::nullopt;
   for (const auto& p : t->block) {
     if (rest == p.hf) {
-      return TensorNameMapping{"blk." + index + "." + p.gguf + std::string(suffix),
-                               ChangeFor(*t, p, suffix)};
+      TensorNameMapping m{"blk." + index + "." + p.gguf + std::string(suffix),
+                          ChangeFor(*t, p, suffix)};
+      m.squeeze = std::string_view(p.gguf) == "ffn_gate_inp_shexp";
+      return m;
     }
   }
-  return std::nullopt;
+  // "<experts prefix><E>.<role>" -> expert E of blk.N.ffn_<role>_exps.
+  const ExpertNames* e = t->experts;
+  std::string expert;
+  std::string_view role;
+  if (e == nullptr || suffix != ".weight" || !ParseBlock(rest, e->prefix, &expert, &role)) {
+    return std::nullopt;
+  }
+  const char* gguf = role == e->gate   ? "ffn_gate_exps"
+                     : role == e->up   ? "ffn_up_exps"
+                     : role == e->down ? "ffn_down_exps"
+                                       : nullptr;
+  if (gguf == nullptr) return std::nullopt;
+  TensorNameMapping m{"blk." + index + "." + gguf + ".weight", LayoutChange::kNone};
+  m.expert = std::stoll(expert);
+  return m;
 }
 
 StatusOr<std::string> BuildHfConfigJson(const GgufFile& file) {
@@ -469,6 +539,11 @@ StatusOr<std::string> BuildHfConfigJson(const GgufFile& file) {
   if (!arch.ok()) {
     return InvalidArgumentError(file.where() +
                                 ": general.architecture: " + arch.status().message());
+  }
+  if (auto experts = file.GetIntOr(*arch + ".expert_count", 0); experts.ok() && *experts > 0) {
+    return UnimplementedError(file.where() +
+                              ": a mixture-of-experts GGUF file is not read as a model here; "
+                              "load the Hugging Face checkpoint instead");
   }
   json cfg;
   if (*arch == "llama" || *arch == "qwen2" || *arch == "qwen3" || *arch == "phi3" ||

@@ -40,6 +40,13 @@ enum class LayoutChange {
 struct TensorNameMapping {
   std::string name;  // the other convention's name
   LayoutChange change = LayoutChange::kNone;
+  // Mixture of experts, Hugging Face to GGUF only: the tensor is expert
+  // `expert` of the GGUF tensor `name` (blk.N.ffn_{gate,up,down}_exps),
+  // which stacks every expert's along its slowest axis; -1 otherwise.
+  int64_t expert = -1;
+  // The GGUF tensor drops the leading size-1 axis (Qwen2-MoE's
+  // shared_expert_gate, [1, hidden] -> ne [hidden]).
+  bool squeeze = false;
 };
 
 // Architectures (general.architecture) whose tensor names are mapped.
@@ -50,7 +57,10 @@ bool IsMappedArchitecture(std::string_view arch);
 // tensor with no Hugging Face counterpart (e.g. llama.cpp's rope_freqs).
 std::optional<TensorNameMapping> GgufToHfTensorName(std::string_view arch,
                                                     std::string_view gguf_name);
-// The reverse; nullopt for a name the architecture does not have.
+// The reverse; nullopt for a name the architecture does not have. The
+// mixture-of-experts architectures (llama with Mixtral's
+// block_sparse_moe, qwen2moe, qwen3moe) map each expert's weight to its
+// slice of the stacked tensor (TensorNameMapping::expert).
 std::optional<TensorNameMapping> HfToGgufTensorName(std::string_view arch,
                                                     std::string_view hf_name);
 

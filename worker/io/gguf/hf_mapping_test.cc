@@ -66,6 +66,45 @@ TEST(HfMappingTest, GemmaNamesAndNormsStoredAsOnePlusW) {
   EXPECT_FALSE(HfToGgufTensorName("gemma2", "model.layers.0.self_attn.q_norm.weight").has_value());
 }
 
+// Each expert's weight is its slice of llama.cpp's stacked tensor; the
+// router and Qwen2-MoE's shared expert map one to one.
+TEST(HfMappingTest, ExpertsGoToTheirSliceOfTheStackedTensors) {
+  struct Case {
+    const char* arch;
+    const char* hf;
+    const char* gguf;
+    int64_t expert;
+  };
+  const Case cases[] = {
+      {"llama", "model.layers.1.block_sparse_moe.gate.weight", "blk.1.ffn_gate_inp.weight", -1},
+      {"llama", "model.layers.1.block_sparse_moe.experts.7.w1.weight", "blk.1.ffn_gate_exps.weight",
+       7},
+      {"llama", "model.layers.1.block_sparse_moe.experts.0.w3.weight", "blk.1.ffn_up_exps.weight",
+       0},
+      {"llama", "model.layers.1.block_sparse_moe.experts.2.w2.weight", "blk.1.ffn_down_exps.weight",
+       2},
+      {"qwen3moe", "model.layers.0.mlp.gate.weight", "blk.0.ffn_gate_inp.weight", -1},
+      {"qwen3moe", "model.layers.0.mlp.experts.127.down_proj.weight", "blk.0.ffn_down_exps.weight",
+       127},
+      {"qwen2moe", "model.layers.3.mlp.shared_expert.up_proj.weight", "blk.3.ffn_up_shexp.weight",
+       -1},
+  };
+  for (const Case& c : cases) {
+    auto m = HfToGgufTensorName(c.arch, c.hf);
+    ASSERT_TRUE(m.has_value()) << c.hf;
+    EXPECT_EQ(m->name, c.gguf);
+    EXPECT_EQ(m->expert, c.expert) << c.hf;
+  }
+  auto gate = HfToGgufTensorName("qwen2moe", "model.layers.3.mlp.shared_expert_gate.weight");
+  ASSERT_TRUE(gate.has_value());
+  EXPECT_EQ(gate->name, "blk.3.ffn_gate_inp_shexp.weight");
+  EXPECT_TRUE(gate->squeeze);
+  // No expert bias, no unknown role, and a dense model has no experts.
+  EXPECT_FALSE(HfToGgufTensorName("qwen3moe", "model.layers.0.mlp.experts.1.down_proj.bias"));
+  EXPECT_FALSE(HfToGgufTensorName("qwen3moe", "model.layers.0.mlp.experts.1.w9.weight"));
+  EXPECT_FALSE(HfToGgufTensorName("qwen3", "model.layers.0.mlp.experts.1.down_proj.weight"));
+}
+
 TEST(HfMappingTest, LlamaCppSlidingPeriods) {
   // Gemma 2 (every second layer from the first) and Gemma 3 (five of six).
   EXPECT_EQ(LlamaCppSlidingPeriod({true, false, true, false}), 2);

@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# llama.cpp peer check of the mixture-of-experts models (Mixtral as
+# llama.cpp's llama with experts, Qwen2-MoE with its shared expert as
+# qwen2moe, Qwen3-MoE with its q/k norms as qwen3moe), on random
+# checkpoints with their real tensor names, 256-multiple widths (so the
+# K-quants apply) and stories260K's tokenizer, through the public CLI
+# (quantd-quantize). Each expert's weights go into llama.cpp's stacked
+# blk.N.ffn_{gate,up,down}_exps tensors:
+#  1. the F32 file and the Q4_K_M recipe load in llama.cpp with the job's
+#     own perplexity, within 0.5% (gguf_export_peer_check.mjs): llama.cpp's
+#     routing, an independent implementation, agrees with quantd's;
+#  2. llama.cpp's own quantizer makes the same Q4_K_M file of quantd's F32
+#     GGUF, byte for byte (llama_quantize_check).
+set -euo pipefail
+source "$(dirname "$0")/gguf_peer_setup.sh" gguf_moe_peer
+
+for arch in mixtral qwen2_moe qwen3_moe; do
+  dir="$out/$arch-random"
+  worker/models/make_random_checkpoint --out="$dir" --arch="$arch" --layers=2 \
+    --hidden=256 --heads=4 --kv_heads=2 --intermediate=512 --vocab=512 --experts=4 \
+    --experts_per_tok=2 --moe_intermediate=256 --dtype=f32 --seed=13 >/dev/null
+  cp models/stories260K/tokenizer.model "$dir/"
+  mkdir -p "$out/$arch"
+  tests/peers/eval_windows "$dir" "$TEXT" 128 8 >"$out/$arch/windows.json"
+  for recipe in F32 Q4_K_M; do
+    "$BIN" --model "$dir" --gguf-type "$recipe" --format gguf --output "$out/$arch/$recipe" \
+      --data-dir "$out/data" --threads 2 -o json --eval "$TEXT" --n-ctx 128 --eval-windows 8 \
+      >"$out/$arch/$recipe.json" 2>"$out/$arch/$recipe.err" ||
+      { cat "$out/$arch/$recipe.err"; fail "$arch $recipe job"; }
+    add_to_manifest "$arch" "$recipe"
+  done
+  echo "== $arch Q4_K_M: llama_model_quantize of quantd's F32 GGUF vs quantd's Q4_K_M"
+  tests/peers/llama_quantize_check "$libs" "$out/$arch/F32/model.gguf" 15 \
+    "$out/$arch/Q4_K_M/model.gguf" "$out/$arch/llama-Q4_K_M.gguf" 2>"$out/$arch/llama.log" ||
+    { cat "$out/$arch/llama.log"; fail "$arch Q4_K_M differs from llama.cpp's"; }
+done
+
+node "$(readlink -f tests/peers/gguf_export_peer_check.mjs)" "$out/manifest.json" 0.005
+echo PASS
