@@ -44,6 +44,7 @@ constexpr char kJobSpecFlagsUsage[] = R"(
 --min-expert-tokens N   mixture-of-experts models: experts routed fewer
                         calibration tokens are reported and rounded to
                         nearest instead of fitted by GPTQ (default 8)
+--float-starved-experts leave such experts in float instead
 --eval URI              evaluation text for perplexity
 --n-ctx N               perplexity window (default 256)
 --eval-windows N        score only the first N windows (default all)
@@ -120,7 +121,8 @@ const std::set<std::string>& JobSpecValueFlags() {
 }
 
 const std::set<std::string>& JobSpecBoolFlags() {
-  static const auto* flags = new std::set<std::string>{"overwrite", "no-eval", "fp8-kv-cache"};
+  static const auto* flags =
+      new std::set<std::string>{"overwrite", "no-eval", "fp8-kv-cache", "float-starved-experts"};
   return *flags;
 }
 
@@ -248,7 +250,7 @@ quantd::Status FillJobSpec(const ParsedArgs& a, quantd::v1::JobSpec* spec) {
 
   if (a.Has("calib") || a.Has("calib-samples") || a.Has("calib-seq-len") ||
       a.Has("calib-sampling") || a.Has("calib-seed") || a.Has("calib-dtype") ||
-      a.Has("min-expert-tokens")) {
+      a.Has("min-expert-tokens") || a.Get("float-starved-experts") == "true") {
     auto* c = spec->mutable_calibration();
     c->set_dataset_uri(ToUri(a.Get("calib")));
     if (auto s = IntFlag(a, "calib-samples", [&](int n) { c->set_num_samples(n); }); !s.ok())
@@ -257,6 +259,7 @@ quantd::Status FillJobSpec(const ParsedArgs& a, quantd::v1::JobSpec* spec) {
     if (auto s = IntFlag(a, "min-expert-tokens", [&](int n) { c->set_min_expert_tokens(n); });
         !s.ok())
       return s;
+    if (a.Get("float-starved-experts") == "true") c->set_keep_starved_experts_float(true);
     if (a.Has("calib-sampling")) {
       auto mode = ParseCalibSamplingFlag(a.Get("calib-sampling"));
       if (!mode.ok()) return mode.status();

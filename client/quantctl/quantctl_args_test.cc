@@ -53,8 +53,9 @@ TEST(QuantctlArgsTest, TakesItsOwnFlagsAndEveryJobFlag) {
                                    "device",          "label",           "max-attempts",
                                    "gguf-float-type", "gguf-type",       "target",
                                    "algorithm",       "min-expert-tokens"}));
-  EXPECT_EQ(QuantctlBoolFlags(), (std::set<std::string>{"wait", "all", "help", "tls", "overwrite",
-                                                        "no-eval", "fp8-kv-cache"}));
+  EXPECT_EQ(QuantctlBoolFlags(),
+            (std::set<std::string>{"wait", "all", "help", "tls", "overwrite", "no-eval",
+                                   "fp8-kv-cache", "float-starved-experts"}));
 }
 
 // Every flag quantctl takes is in its usage (--help aside: `quantctl help`).

@@ -209,6 +209,44 @@ TEST_F(MoeE2eTest, StaticActivationsSmoothQuantAndAwq) {
   }
 }
 
+// --float-starved-experts: expert 3 of block 1 keeps its float weights
+// and no activation quantizer, in the metrics and in the export.
+TEST_F(MoeE2eTest, AStarvedExpertCanStayInFloat) {
+  std::vector<std::string> args = {"--scheme", "w_int8_a_int8_per_tensor_sym", "--algorithm",
+                                   "gptq",     "--float-starved-experts",      "--format",
+                                   "hf-quark"};
+  auto cal = Calibration();
+  args.insert(args.end(), cal.begin(), cal.end());
+  const Job job = Run(args);
+  ASSERT_EQ(job.state(), quantd::v1::SUCCEEDED) << job.error().message();
+  const auto& block = job.result().metrics().blocks(0);
+  ASSERT_EQ(block.experts_size(), kExperts);
+  for (const auto& e : block.experts()) EXPECT_EQ(e.kept_float(), e.expert() == 3) << e.expert();
+  int float_layers = 0, quantized_experts = 0;
+  for (const auto& l : block.layers()) {
+    if (l.name().find(".experts.3.") != std::string::npos) {
+      EXPECT_TRUE(l.excluded()) << l.name();
+      EXPECT_EQ(l.input_format(), "") << l.name();
+      ++float_layers;
+    } else if (l.name().find(".experts.") != std::string::npos) {
+      EXPECT_FALSE(l.excluded()) << l.name();
+      ++quantized_experts;
+    }
+  }
+  EXPECT_EQ(float_layers, 3);
+  EXPECT_EQ(quantized_experts, 9);
+  // The export leaves its weights unquantized: the reference format's
+  // config names them in its exclude list, and only them.
+  const std::string config = ReadFile(job.result().artifacts(0).uri().substr(7) + "/config.json");
+  for (const auto& b : job.result().metrics().blocks()) {
+    for (const auto& e : b.experts()) {
+      const std::string name = "\"model.layers." + std::to_string(b.block() - 1) + ".mlp.experts." +
+                               std::to_string(e.expert()) + ".down_proj\"";
+      EXPECT_EQ(config.find(name) != std::string::npos, e.kept_float()) << name;
+    }
+  }
+}
+
 TEST_F(MoeE2eTest, ExportsWithoutMixtureOfExpertsAreRefusedAtSubmit) {
   CommandResult r = Quantctl(quantd_->address(),
                              {"submit", "--model", *model_, "--scheme", "w_int8_per_channel_sym",

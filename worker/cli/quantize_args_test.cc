@@ -196,8 +196,9 @@ TEST(QuantizeArgsTest, TakesTheSharedJobFlagsAndItsLocalRunFlags) {
                                                          "target",
                                                          "algorithm",
                                                          "min-expert-tokens"}));
-  EXPECT_EQ(QuantizeBoolFlags(), (std::set<std::string>{"overwrite", "no-eval", "fp8-kv-cache",
-                                                        "keep-scratch", "help"}));
+  EXPECT_EQ(QuantizeBoolFlags(),
+            (std::set<std::string>{"overwrite", "no-eval", "fp8-kv-cache", "float-starved-experts",
+                                   "keep-scratch", "help"}));
   // A served job's fields that a local run has no use for.
   for (const char* flag : {"--label", "--max-attempts", "--request-id", "--wait"}) {
     auto a = ParseQuantizeArgs({"--model", "/m", "--scheme", "x", flag, "1"});

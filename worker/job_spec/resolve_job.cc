@@ -23,6 +23,7 @@ CalibrationSettings CalibrationOf(const quantd::v1::JobSpec& spec) {
   out.on_float_outputs = spec.quantization().calibrate_on_float_outputs();
   out.bfloat16_compute = cal.compute_dtype() == quantd::v1::COMPUTE_BFLOAT16;
   if (cal.has_min_expert_tokens()) out.min_expert_tokens = cal.min_expert_tokens();
+  out.keep_starved_experts_float = cal.keep_starved_experts_float();
   return out;
 }
 

@@ -42,6 +42,7 @@ struct CalibrationSettings {
   bool on_float_outputs = false;  // spec.quantization.calibrate_on_float_outputs
   bool bfloat16_compute = false;  // spec.calibration.compute_dtype COMPUTE_BFLOAT16
   std::optional<int> min_expert_tokens;
+  bool keep_starved_experts_float = false;
 };
 
 struct EvaluationSettings {

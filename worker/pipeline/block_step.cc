@@ -78,15 +78,30 @@ void BlockStep::ReportExperts(BlockWork& w) const {
     r.expert = static_cast<int>(e);
     r.calibration_tokens = counts[e];
     r.below_floor = counts[e] < std::max<int64_t>(floor, 1);
+    r.kept_float = r.below_floor && opt_.calibration.keep_starved_experts_float;
     if (r.below_floor) {
       obs_.OnLog(LogLevel::kWarning,
                  "block " + std::to_string(w.index + 1) + ": expert " + std::to_string(e) +
                      " was routed " + std::to_string(counts[e]) +
                      " calibration tokens, fewer than min_expert_tokens " + std::to_string(floor) +
-                     ": GPTQ leaves its weights to round-to-nearest and its static activation "
-                     "scales are the widest of its peers'");
+                     (r.kept_float ? ": it stays in float"
+                                   : ": GPTQ leaves its weights to round-to-nearest and its "
+                                     "static activation scales are the widest of its peers'"));
     }
     w.report.experts.push_back(r);
+  }
+  KeepExpertsFloat(w.block->config(), w.index, w.report.experts, plans_);
+}
+
+void KeepExpertsFloat(const models::ModelConfig& config, int block,
+                      const std::vector<ExpertReport>& report,
+                      std::map<std::string, LayerPlan>& plans) {
+  const models::MoeLayout moe = models::GetMoeLayout(config, block);
+  for (const ExpertReport& r : report) {
+    if (!r.kept_float || r.expert < 0 || static_cast<size_t>(r.expert) >= moe.experts.size())
+      continue;
+    const models::MoeLayout::Mlp& mlp = moe.experts[r.expert];
+    for (const std::string* name : {&mlp.gate, &mlp.up, &mlp.down}) plans[*name] = LayerPlan{};
   }
 }
 
@@ -109,7 +124,14 @@ Status BlockStep::RunAlgorithms(BlockWork& w, const at::Tensor& hidden) const {
   const int i = w.index;
   auto& block = w.block;
   BlockReport& br = w.report;
-  BlockAlgorithmContext ctx{model_, *block, hidden, opt_.planner, obs_, {}, {}, {}, &w.stages};
+  // An expert left in float (KeepExpertsFloat) is left alone by the
+  // algorithms too.
+  const LayerPlanner planner = [this](const std::string& name, const std::string& type) {
+    auto it = plans_.find(name);
+    if (it != plans_.end() && !it->second.quantized()) return it->second;
+    return opt_.planner(name, type);
+  };
+  BlockAlgorithmContext ctx{model_, *block, hidden, planner, obs_, {}, {}, {}, &w.stages};
   ctx.min_expert_tokens = opt_.calibration.min_expert_tokens;
   if (recipe_) {
     ctx.ggml_type = [this](const std::string& module) -> std::optional<gguf::GgmlType> {

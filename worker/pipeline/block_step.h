@@ -79,6 +79,13 @@ struct BlockWork {
   StageTimes stages;  // where the block's time went (Begin starts it)
 };
 
+// The experts of block `block` (0-based) that `report` marks kept in
+// float: their linears' plans become unquantized. A resumed job applies it
+// to the blocks it restores.
+void KeepExpertsFloat(const models::ModelConfig& config, int block,
+                      const std::vector<ExpertReport>& report,
+                      std::map<std::string, LayerPlan>& plans);
+
 class BlockStep {
  public:
   // Job-wide inputs: `opt` (transform, algorithms, planner, calibration,
@@ -89,8 +96,10 @@ class BlockStep {
   // layers keep (act_params already holds the kept activation scales).
   // `recipe`, for a job with a llama.cpp recipe: the weights it quantizes
   // are rounded to the recipe's decoded blocks instead of through a plan.
+  // `plans` changes only where CalibrationOptions::keep_starved_experts_float
+  // leaves an expert in float (KeepExpertsFloat).
   BlockStep(const JobOptions& opt, const models::CausalLM& model,
-            const std::map<std::string, LayerPlan>& plans, const KvCacheOptions& kv,
+            std::map<std::string, LayerPlan>& plans, const KvCacheOptions& kv,
             ActivationParams& act_params, ScratchStore& scratch, JobObserver& obs,
             const StoredQuantization* stored = nullptr,
             const gguf::GgufRecipeWeights* recipe = nullptr)
@@ -116,7 +125,7 @@ class BlockStep {
  private:
   const JobOptions& opt_;
   const models::CausalLM& model_;
-  const std::map<std::string, LayerPlan>& plans_;
+  std::map<std::string, LayerPlan>& plans_;
   const KvCacheOptions& kv_;
   ActivationParams& act_params_;
   ScratchStore& scratch_;

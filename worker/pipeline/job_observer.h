@@ -42,8 +42,9 @@ struct ExpertReport {
   // Calibration tokens the router sent to it (the float forward pass).
   int64_t calibration_tokens = 0;
   // Fewer than CalibrationOptions::min_expert_tokens: GPTQ left it to
-  // round-to-nearest.
+  // round-to-nearest, or (keep_starved_experts_float) it stays in float.
   bool below_floor = false;
+  bool kept_float = false;
 };
 
 struct BlockReport {

@@ -51,6 +51,8 @@ struct CalibrationOptions {
   // than this is reported, and its weights are rounded to nearest instead
   // of fitted by GPTQ on too little data.
   int64_t min_expert_tokens = 8;
+  // Such an expert stays in float (weights and activations) instead.
+  bool keep_starved_experts_float = false;
 };
 
 struct EvaluationOptions {

@@ -473,6 +473,10 @@ class QuantizationJob {
       act_params_ = std::move(resumed.activation_params);
       bytes_delta_ = resumed.bytes_delta;
       report_.blocks = std::move(resumed.blocks);
+      // Experts the restored blocks left in float stay so in the plans the
+      // rest of the job (and its export) reads.
+      for (const BlockReport& b : report_.blocks)
+        KeepExpertsFloat(model_->config(), b.block - 1, b.experts, plans_);
     }
     for (const auto& [name, kept] : stored_.layers) {
       if (kept.input) act_params_.inputs[name] = *kept.input;

@@ -24,7 +24,8 @@ json ToJson(const BlockReport& b) {
   for (const auto& e : b.experts)
     experts.push_back({{"expert", e.expert},
                        {"calibration_tokens", e.calibration_tokens},
-                       {"below_floor", e.below_floor}});
+                       {"below_floor", e.below_floor},
+                       {"kept_float", e.kept_float}});
   json layers = json::array();
   for (const auto& l : b.layers)
     layers.push_back({{"name", l.name},
@@ -76,6 +77,7 @@ BlockReport BlockFromJson(const json& j) {
     r.expert = e.at("expert").get<int>();
     r.calibration_tokens = e.at("calibration_tokens").get<int64_t>();
     r.below_floor = e.at("below_floor").get<bool>();
+    r.kept_float = e.value("kept_float", false);
     b.experts.push_back(r);
   }
   return b;

@@ -72,6 +72,7 @@ quantd::v1::BlockMetrics ToProto(const pipeline::BlockReport& b) {
     em->set_expert(e.expert);
     em->set_calibration_tokens(e.calibration_tokens);
     em->set_below_floor(e.below_floor);
+    em->set_kept_float(e.kept_float);
   }
   return out;
 }

@@ -154,6 +154,7 @@ StatusOr<pipeline::JobOptions> PipelineExecutor::BuildOptions(
   o.calibration.on_float_outputs = cal.on_float_outputs;
   if (cal.bfloat16_compute) o.calibration.compute_dtype = at::kBFloat16;
   if (cal.min_expert_tokens) o.calibration.min_expert_tokens = *cal.min_expert_tokens;
+  o.calibration.keep_starved_experts_float = cal.keep_starved_experts_float;
 
   const job_spec::EvaluationSettings& ev = resolved.evaluation;
   o.evaluation.enabled = ev.enabled();

@@ -81,6 +81,8 @@ Status WriteActivation(ShardedSafetensorsWriter& w, const std::string& prefix,
 //    layer name where the layers of a glob differ;
 //  - `exclude` names each Linear left in float exactly (vLLM compares names,
 //    it does not expand globs or prefixes); "re:" entries stay as they are.
+//    A Linear the config quantizes but the job left in float (an expert kept
+//    float, CalibrationOptions::keep_starved_experts_float) is named too.
 config::QuantConfig ExportedConfig(const QuantizedModel& model) {
   config::QuantConfig c = model.quant_config();
   std::vector<config::NamedLayerQuantConfig> kv_entries;
@@ -120,7 +122,9 @@ config::QuantConfig ExportedConfig(const QuantizedModel& model) {
     const bool excluded = std::any_of(c.exclude.begin(), c.exclude.end(), [&](const auto& e) {
       return e.rfind("re:", 0) != 0 && config::ExcludeMatch(e, info.name);
     });
-    if (excluded) exclude.push_back(info.name);
+    const bool kept_float = model.FindLayer(info.name) == nullptr &&
+                            config::ResolveLayer(c, info.name, info.type).quantized;
+    if (excluded || kept_float) exclude.push_back(info.name);
   }
   c.exclude = std::move(exclude);
   return c;
