@@ -24,19 +24,7 @@ for arch in gemma2 gemma3; do
     --hidden=256 --heads=2 --kv_heads=1 --head_dim=64 --intermediate=768 --vocab=512 \
     --dtype=f32 --tied --sliding_window=32 --seed=11 >/dev/null
   cp models/stories260K/tokenizer.model "$dir/"
-  mkdir -p "$out/$arch"
-  tests/peers/eval_windows "$dir" "$TEXT" 128 8 >"$out/$arch/windows.json"
-  for recipe in F32 Q4_K_M; do
-    "$BIN" --model "$dir" --gguf-type "$recipe" --format gguf --output "$out/$arch/$recipe" \
-      --data-dir "$out/data" --threads 2 -o json --eval "$TEXT" --n-ctx 128 --eval-windows 8 \
-      >"$out/$arch/$recipe.json" 2>"$out/$arch/$recipe.err" ||
-      { cat "$out/$arch/$recipe.err"; fail "$arch $recipe job"; }
-    add_to_manifest "$arch" "$recipe"
-  done
-  echo "== $arch Q4_K_M: llama_model_quantize of quantd's F32 GGUF vs quantd's Q4_K_M"
-  tests/peers/llama_quantize_check "$libs" "$out/$arch/F32/model.gguf" 15 \
-    "$out/$arch/Q4_K_M/model.gguf" "$out/$arch/llama-Q4_K_M.gguf" 2>"$out/$arch/llama.log" ||
-    { cat "$out/$arch/llama.log"; fail "$arch Q4_K_M differs from llama.cpp's"; }
+  f32_and_q4_k_m "$arch" "$dir"
 done
 
 node "$(readlink -f tests/peers/gguf_export_peer_check.mjs)" "$out/manifest.json" 0.005

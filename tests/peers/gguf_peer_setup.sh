@@ -12,6 +12,9 @@
 #             the F32 GGUF $out/MODEL/F32/model.gguf given back as --model
 #             scores the float perplexity of the job that wrote it
 #             ($out/MODEL/F32.json), to 1e-5
+#   f32_and_q4_k_m MODEL DIR
+#             the F32 and Q4_K_M jobs of the checkpoint DIR, in the
+#             manifest, and the Q4_K_M file checked against llama.cpp's
 #   add_to_manifest MODEL NAME [WINDOWS]
 #             adds $out/MODEL/NAME/model.gguf, with the job's perplexity
 #             ($out/MODEL/NAME.json) and windows (WINDOWS, by default
@@ -68,4 +71,24 @@ a, b = ppl(sys.argv[2]), ppl(sys.argv[3])
 print("%s float perplexity: checkpoint %.6f, its F32 GGUF as the model %.6f" % (sys.argv[1], a, b))
 assert abs(b / a - 1) < 1e-5, (a, b)
 PYEOF
+}
+
+# f32_and_q4_k_m MODEL DIR: the checkpoint DIR's evaluation windows, its F32
+# and Q4_K_M GGUF jobs into $out/MODEL (both added to the manifest), and
+# llama.cpp's own quantizer of the F32 file, which must give quantd's Q4_K_M
+# file byte for byte (llama_quantize_check).
+f32_and_q4_k_m() {
+  mkdir -p "$out/$1"
+  tests/peers/eval_windows "$2" "$TEXT" 128 8 >"$out/$1/windows.json"
+  for recipe in F32 Q4_K_M; do
+    "$BIN" --model "$2" --gguf-type "$recipe" --format gguf --output "$out/$1/$recipe" \
+      --data-dir "$out/data" --threads 2 -o json --eval "$TEXT" --n-ctx 128 --eval-windows 8 \
+      >"$out/$1/$recipe.json" 2>"$out/$1/$recipe.err" ||
+      { cat "$out/$1/$recipe.err"; fail "$1 $recipe job"; }
+    add_to_manifest "$1" "$recipe"
+  done
+  echo "== $1 Q4_K_M: llama_model_quantize of quantd's F32 GGUF vs quantd's Q4_K_M"
+  tests/peers/llama_quantize_check "$libs" "$out/$1/F32/model.gguf" 15 \
+    "$out/$1/Q4_K_M/model.gguf" "$out/$1/llama-Q4_K_M.gguf" 2>"$out/$1/llama.log" ||
+    { cat "$out/$1/llama.log"; fail "$1 Q4_K_M differs from llama.cpp's"; }
 }

@@ -22,22 +22,7 @@ worker/models/make_random_checkpoint --out="$phi3" --arch=phi3 --layers=2 --hidd
   --heads=4 --kv_heads=2 --intermediate=768 --vocab=512 --dtype=f32 --partial_rotary_factor=0.75 \
   --seed=9 >/dev/null
 cp models/stories260K/tokenizer.model "$phi3/"
-mkdir -p "$out/phi3"
-tests/peers/eval_windows "$phi3" "$TEXT" 128 8 >"$out/phi3/windows.json"
-
-run_job() {  # name recipe
-  "$BIN" --model "$phi3" --gguf-type "$2" --format gguf --output "$out/phi3/$1" \
-    --data-dir "$out/data" --threads 2 -o json --eval "$TEXT" --n-ctx 128 --eval-windows 8 \
-    >"$out/phi3/$1.json" 2>"$out/phi3/$1.err" || { cat "$out/phi3/$1.err"; fail "phi3 $1 job"; }
-}
-run_job F32 F32
-run_job Q4_K_M Q4_K_M
-for name in F32 Q4_K_M; do add_to_manifest phi3 "$name"; done
-
-echo "== phi3 Q4_K_M: llama_model_quantize of quantd's F32 GGUF vs quantd's Q4_K_M"
-tests/peers/llama_quantize_check "$libs" "$out/phi3/F32/model.gguf" 15 \
-  "$out/phi3/Q4_K_M/model.gguf" "$out/phi3/llama-Q4_K_M.gguf" 2>"$out/phi3/llama.log" ||
-  { cat "$out/phi3/llama.log"; fail "phi3 Q4_K_M differs from llama.cpp's"; }
+f32_and_q4_k_m phi3 "$phi3"
 
 node "$(readlink -f tests/peers/gguf_export_peer_check.mjs)" "$out/manifest.json" 0.005
 

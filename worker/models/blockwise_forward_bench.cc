@@ -4,14 +4,19 @@
 //
 //   bazel run //worker/models:blockwise_forward_bench -- [--tokens=512]
 //       [--batch=1] [--iters=3] [--hidden=4096] [--intermediate=11008]
-//       [--heads=32] [--kv_heads=32]
+//       [--heads=32] [--kv_heads=32] [--experts=0 --experts_per_tok=2]
 //
 // The block is built from random weights in memory (one block; no file).
+// With --experts=E it is a Mixtral block (a router and E experts of
+// --intermediate, each token through --experts_per_tok of them), and its
+// linear params count each expert's at experts_per_tok / E: the work a
+// token does, so the ratio shows what routing and dispatch cost.
 // Block FLOPs = 2 x tokens x linear params + 4 x batch x seq^2 x hidden
 // (q.k and p.v). The baseline multiplies a [tokens, hidden] activation by
 // [hidden, hidden] matrices in a chain; its time is scaled to the block's
 // FLOPs. ratio = block time / baseline time (1.0 = the block runs at plain
 // matmul speed; the excess is attention, norms, rotary and activations).
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -25,6 +30,7 @@
 int main(int argc, char** argv) {
   using namespace quantd;
   int64_t tokens = 512, batch = 1, iters = 3, hidden = 4096, inter = 11008, heads = 32, kv = 32;
+  int64_t experts = 0, experts_per_tok = 2;
   for (int i = 1; i < argc; ++i) {
     if (!bench::IntFlag(argv[i], "--tokens", &tokens) &&
         !bench::IntFlag(argv[i], "--batch", &batch) &&
@@ -32,7 +38,9 @@ int main(int argc, char** argv) {
         !bench::IntFlag(argv[i], "--hidden", &hidden) &&
         !bench::IntFlag(argv[i], "--intermediate", &inter) &&
         !bench::IntFlag(argv[i], "--heads", &heads) &&
-        !bench::IntFlag(argv[i], "--kv_heads", &kv)) {
+        !bench::IntFlag(argv[i], "--kv_heads", &kv) &&
+        !bench::IntFlag(argv[i], "--experts", &experts) &&
+        !bench::IntFlag(argv[i], "--experts_per_tok", &experts_per_tok)) {
       std::fprintf(stderr, "unknown argument %s\n", argv[i]);
       return 2;
     }
@@ -48,15 +56,25 @@ int main(int argc, char** argv) {
   c.head_dim = hidden / heads;
   c.vocab_size = 32000;
   c.norm_eps = 1e-5;
+  if (experts > 0) {
+    c.architecture = "MixtralForCausalLM";
+    c.num_experts = experts;
+    c.num_experts_per_tok = std::min(experts_per_tok, experts);
+    c.moe_intermediate_size = inter;
+    c.norm_topk_prob = true;
+    c.moe_layers = {true};
+  }
 
   auto weights = std::make_shared<io::TensorMapSource>("random block");
   at::manual_seed(0);
   const models::BlockLayout layout = models::GetBlockLayout(c, 0);
-  int64_t params = 0;
+  double params = 0;
   for (const auto& l : layout.linears) {
     weights->Put(l.name + ".weight",
                  at::randn({l.out_features, l.in_features}) / std::sqrt(double(l.in_features)));
-    params += l.out_features * l.in_features;
+    const bool expert = l.name.find(".experts.") != std::string::npos;
+    params += double(l.out_features * l.in_features) *
+              (expert ? double(c.num_experts_per_tok) / double(experts) : 1.0);
   }
   for (const auto& n : layout.norms) weights->Put(n.name + ".weight", at::ones({n.dim}));
   auto model = models::LoadCausalLM(c, weights);
@@ -103,6 +121,9 @@ int main(int argc, char** argv) {
       "block: hidden %lld, intermediate %lld, heads %lld/%lld, %lld x %lld tokens, %.1f GFLOP\n",
       (long long)hidden, (long long)inter, (long long)heads, (long long)kv, (long long)batch,
       (long long)seq, block_flops / 1e9);
+  if (experts > 0)
+    std::printf("mixture of experts: %lld experts, %lld per token (FLOPs of the chosen ones)\n",
+                (long long)experts, (long long)c.num_experts_per_tok);
   std::printf("block forward:      %8.3f s  %9.1f tokens/s  %6.1f GFLOPS\n", block_s,
               batch * seq / block_s, block_flops / block_s / 1e9);
   std::printf(

@@ -1,6 +1,7 @@
 #include "worker/models/decoder_block.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "worker/common/cancellation.h"
 
@@ -139,6 +140,17 @@ StatusOr<at::Tensor> DecoderBlock::Run(const at::Tensor& hidden, Output output) 
   } catch (const std::exception& e) {
     return InternalError(where + e.what());
   }
+}
+
+at::Tensor DecoderBlock::LlamaAttentionResidual(const at::Tensor& x) {
+  const ModelConfig& c = config();
+  AttentionOptions ao;
+  ao.scale = 1.0 / std::sqrt(static_cast<double>(c.head_dim));
+  ao.sliding_window = SlidingWindowAt(c, index());
+  ao.max_score_elements = options().max_attention_elements;
+  at::Tensor normed = norm(0).Forward(x);
+  at::Tensor attn = SeparateQkvAttention(normed, {0, 1, 2, 2, 3}, c, x.scalar_type(), ao);
+  return x + linear(3).Forward(attn);
 }
 
 at::Tensor DecoderBlock::SeparateQkvAttention(const at::Tensor& normed,

@@ -111,6 +111,11 @@ class DecoderBlock {
                                   const ModelConfig& rope_config, at::ScalarType dtype,
                                   const AttentionOptions& options);
 
+  // x + o_proj(attention(input_layernorm(x))) for a block in Llama's layout
+  // (linears q, k, v, o first; norms input_layernorm, post_attention_layernorm,
+  // then q_norm and k_norm): the Llama and mixture-of-experts blocks.
+  at::Tensor LlamaAttentionResidual(const at::Tensor& x);
+
   // Layout order.
   Linear& linear(size_t i) { return *linears_[i]; }
   Norm& norm(size_t i) { return *norms_[i]; }

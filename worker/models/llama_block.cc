@@ -12,9 +12,10 @@ namespace quantd::models {
 namespace {
 
 // Layout order (layer_shapes.cc): q, k, v, o, gate, up, down; norms input,
-// post_attention, then q_norm, k_norm when the config has them.
-enum { kQ, kK, kV, kO, kGate, kUp, kDown };
-enum { kInputNorm, kPostAttentionNorm, kQNorm, kKNorm };
+// post_attention, then q_norm, k_norm when the config has them (the
+// attention's are DecoderBlock::LlamaAttentionResidual's).
+enum { kGate = 4, kUp, kDown };
+enum { kPostAttentionNorm = 1 };
 
 class LlamaBlock final : public DecoderBlock {
  public:
@@ -25,16 +26,8 @@ class LlamaBlock final : public DecoderBlock {
  protected:
   at::Tensor ForwardChunk(const at::Tensor& x) override {
     const ModelConfig& c = config();
-    AttentionOptions ao;
-    ao.scale = 1.0 / std::sqrt(static_cast<double>(c.head_dim));
-    ao.sliding_window = SlidingWindowAt(c, index());
-    ao.max_score_elements = options().max_attention_elements;
-    at::Tensor normed = norm(kInputNorm).Forward(x);
-    at::Tensor attn =
-        SeparateQkvAttention(normed, {kQ, kK, kV, kQNorm, kKNorm}, c, x.scalar_type(), ao);
-    at::Tensor hidden = x + linear(kO).Forward(attn);
-
-    normed = norm(kPostAttentionNorm).Forward(hidden);
+    at::Tensor hidden = LlamaAttentionResidual(x);
+    at::Tensor normed = norm(kPostAttentionNorm).Forward(hidden);
     at::Tensor gate = Activation(linear(kGate).Forward(normed), c.hidden_act);
     at::Tensor mlp = linear(kDown).Forward(gate * linear(kUp).Forward(normed));
     return hidden + mlp;

@@ -21,9 +21,10 @@ namespace {
 
 // Layout order (layer_shapes.cc): q, k, v, o, router, [shared_expert_gate,
 // shared gate, up, down], then gate, up, down of each expert; norms input,
-// post_attention, then q_norm, k_norm.
-enum { kQ, kK, kV, kO, kRouter };
-enum { kInputNorm, kPostAttentionNorm, kQNorm, kKNorm };
+// post_attention, then q_norm, k_norm (the attention's are
+// DecoderBlock::LlamaAttentionResidual's).
+enum { kRouter = 4 };
+enum { kPostAttentionNorm = 1 };
 
 class MoeBlock final : public DecoderBlock {
  public:
@@ -42,15 +43,7 @@ class MoeBlock final : public DecoderBlock {
 
  protected:
   at::Tensor ForwardChunk(const at::Tensor& x) override {
-    const ModelConfig& c = config();
-    AttentionOptions ao;
-    ao.scale = 1.0 / std::sqrt(static_cast<double>(c.head_dim));
-    ao.sliding_window = SlidingWindowAt(c, index());
-    ao.max_score_elements = options().max_attention_elements;
-    at::Tensor normed = norm(kInputNorm).Forward(x);
-    at::Tensor attn =
-        SeparateQkvAttention(normed, {kQ, kK, kV, kQNorm, kKNorm}, c, x.scalar_type(), ao);
-    at::Tensor hidden = x + linear(kO).Forward(attn);
+    at::Tensor hidden = LlamaAttentionResidual(x);
     return hidden + SparseMlp(norm(kPostAttentionNorm).Forward(hidden));
   }
 
