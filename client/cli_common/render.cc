@@ -6,6 +6,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
+#include <vector>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
@@ -128,6 +130,24 @@ std::string RenderBlockMetrics(const quantd::v1::BlockMetrics& b, int block_coun
   if (n > 0)
     absl::StrAppend(
         &row, absl::StrFormat("  sqnr mean %5.1f dB  min %5.1f dB (%s)", sum / n, min_sqnr, worst));
+  // A mixture-of-experts block: the spread of routed calibration tokens,
+  // and the experts below the floor (kept in float or rounded to nearest).
+  if (b.experts_size() > 0) {
+    int64_t lo = INT64_MAX, hi = 0;
+    std::vector<std::string> starved;
+    for (const auto& e : b.experts()) {
+      lo = std::min<int64_t>(lo, e.calibration_tokens());
+      hi = std::max<int64_t>(hi, e.calibration_tokens());
+      if (e.below_floor()) starved.push_back(absl::StrCat(e.expert(), e.kept_float() ? "f" : ""));
+    }
+    absl::StrAppend(&row, absl::StrFormat("  experts %d: %d-%d tokens", b.experts_size(), lo, hi));
+    if (!starved.empty()) {
+      const size_t shown = std::min<size_t>(starved.size(), 4);
+      absl::StrAppend(&row, ", below floor ",
+                      absl::StrJoin(starved.begin(), starved.begin() + shown, " "),
+                      starved.size() > shown ? " ..." : "");
+    }
+  }
   // On a GPU, the allocator's peaks during the block: live tensors, and all
   // it held (before the time, which stays last on the line).
   if (b.device_peak_reserved_bytes() > 0)

@@ -77,6 +77,21 @@ TEST(RenderTest, BlockRowNamesWorstLayer) {
             "  0.04 s");
 }
 
+// A mixture-of-experts block: the spread of routed tokens and the experts
+// below the floor ("f": kept in float).
+TEST(RenderTest, BlockRowSummarisesTheExperts) {
+  auto b = Parse<quantd::v1::BlockMetrics>(R"pb(
+    block: 1
+    experts { expert: 0 calibration_tokens: 700 }
+    experts { expert: 1 calibration_tokens: 5 below_floor: true }
+    experts { expert: 2 calibration_tokens: 1343 }
+    experts { expert: 3 calibration_tokens: 0 below_floor: true kept_float: true }
+  )pb");
+  EXPECT_EQ(RenderBlockMetrics(b, 2), "block  1/2   experts 4: 0-1343 tokens, below floor 1 3f");
+  for (auto& e : *b.mutable_experts()) e.set_below_floor(false);
+  EXPECT_EQ(RenderBlockMetrics(b, 2), "block  1/2   experts 4: 0-1343 tokens");
+}
+
 // A block without calibration data has no output error: the row leaves it
 // out instead of printing a sentinel as a measurement (issue 25: "out
 // rel-mse -1.000e+00").
