@@ -18,6 +18,10 @@ using nlohmann::json;
 constexpr int64_t kMaxDim = int64_t{1} << 24;
 constexpr int64_t kMaxLayers = 4096;
 constexpr int64_t kMaxExperts = 4096;
+// Experts over all layers: each is three Linears that the server lists at
+// submit time, so a hostile config must not ask for millions. Real models
+// stay far below (Qwen3-235B-A22B: 128 x 94 = 12032).
+constexpr int64_t kMaxExpertsTimesLayers = 32768;
 
 Status BadConfig(const std::string& source, const std::string& key, const std::string& what) {
   return Status(StatusCode::kFailedPrecondition, source + ": \"" + key + "\" " + what,
@@ -357,6 +361,12 @@ Status ParseMixtureOfExperts(const Reader& r, ModelConfig& c) {
                          std::to_string(c.num_experts) + " experts");
   }
   if (c.num_experts == 0) c.moe_layers.assign(n, false);
+  if (c.num_experts * n > kMaxExpertsTimesLayers) {
+    return BadConfig(r.source, mixtral ? "num_local_experts" : "num_experts",
+                     "(" + std::to_string(c.num_experts) + ") times num_hidden_layers (" +
+                         std::to_string(n) + ") must not exceed " +
+                         std::to_string(kMaxExpertsTimesLayers));
+  }
   return OkStatus();
 }
 

@@ -145,6 +145,57 @@ TEST(ModelConfigTest, Qwen3HasQkNormsAndAttentionBiasOnAllFourProjections) {
   EXPECT_FALSE(q2->o_bias || q2->qk_norm);
 }
 
+// Qwen3-30B-A3B's keys, Qwen's dense layers, Mixtral's defaults, and the
+// bounds a hostile config meets.
+TEST(ModelConfigTest, MixtureOfExpertsKeysAndBounds) {
+  const std::string qwen3_moe = R"({"architectures": ["Qwen3MoeForCausalLM"],
+    "hidden_size": 2048, "intermediate_size": 6144, "num_hidden_layers": 48,
+    "num_attention_heads": 32, "num_key_value_heads": 4, "head_dim": 128, "vocab_size": 151936,
+    "num_experts": 128, "num_experts_per_tok": 8, "moe_intermediate_size": 768,
+    "norm_topk_prob": true, "decoder_sparse_step": 1, "mlp_only_layers": []})";
+  auto c = ParseModelConfig(qwen3_moe, "q/config.json");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->num_experts, 128);
+  EXPECT_EQ(c->num_experts_per_tok, 8);
+  EXPECT_EQ(c->moe_intermediate_size, 768);
+  EXPECT_TRUE(c->norm_topk_prob && c->qk_norm);
+  EXPECT_TRUE(IsMoeLayer(*c, 0) && IsMoeLayer(*c, 47));
+  EXPECT_FALSE(IsMoeLayer(*c, 48));
+
+  std::string dense = qwen3_moe;
+  dense.replace(dense.find("\"decoder_sparse_step\": 1, \"mlp_only_layers\": []"), 47,
+                "\"decoder_sparse_step\": 2, \"mlp_only_layers\": [5]");
+  auto d = ParseModelConfig(dense, "q/config.json");
+  ASSERT_TRUE(d.ok()) << d.status();
+  EXPECT_FALSE(IsMoeLayer(*d, 0));  // (0 + 1) % 2 != 0
+  EXPECT_FALSE(IsMoeLayer(*d, 5));  // mlp_only_layers
+  EXPECT_TRUE(IsMoeLayer(*d, 3));
+
+  auto mixtral = ParseModelConfig(R"({"architectures": ["MixtralForCausalLM"],
+    "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2,
+    "num_attention_heads": 4, "vocab_size": 10})",
+                                  "m/config.json");
+  ASSERT_TRUE(mixtral.ok()) << mixtral.status();
+  EXPECT_EQ(mixtral->num_experts, 8);
+  EXPECT_EQ(mixtral->num_experts_per_tok, 2);
+  EXPECT_EQ(mixtral->moe_intermediate_size, 128);
+  EXPECT_TRUE(mixtral->norm_topk_prob);
+
+  std::string too_many = qwen3_moe;
+  too_many.replace(too_many.find("\"num_experts_per_tok\": 8"), 24, "\"num_experts_per_tok\": 200");
+  EXPECT_EQ(ParseModelConfig(too_many, "q/config.json").status().message(),
+            "q/config.json: \"num_experts_per_tok\" (200) must not exceed the 128 experts");
+  std::string huge = qwen3_moe;
+  huge.replace(huge.find("\"num_experts\": 128"), 18, "\"num_experts\": 4096");
+  EXPECT_EQ(ParseModelConfig(huge, "q/config.json").status().message(),
+            "q/config.json: \"num_experts\" (4096) times num_hidden_layers (48) must not exceed "
+            "32768");
+  std::string bad_layer = qwen3_moe;
+  bad_layer.replace(bad_layer.find("\"mlp_only_layers\": []"), 21, "\"mlp_only_layers\": [48]");
+  EXPECT_EQ(ParseModelConfig(bad_layer, "q/config.json").status().message(),
+            "q/config.json: \"mlp_only_layers\" entries must be layer indices in [0, 48), got 48");
+}
+
 TEST(ModelConfigTest, UnsupportedArchitectureListsSupportedOnes) {
   auto c = ParseModelConfig(R"({"architectures": ["FalconForCausalLM"], "hidden_size": 64})",
                             "falcon/config.json");
