@@ -212,9 +212,15 @@ TEST_F(MoeE2eTest, StaticActivationsSmoothQuantAndAwq) {
 // --float-starved-experts: expert 3 of block 1 keeps its float weights
 // and no activation quantizer, in the metrics and in the export.
 TEST_F(MoeE2eTest, AStarvedExpertCanStayInFloat) {
-  std::vector<std::string> args = {"--scheme", "w_int8_a_int8_per_tensor_sym", "--algorithm",
-                                   "gptq",     "--float-starved-experts",      "--format",
-                                   "hf-quark"};
+  std::vector<std::string> args = {"--scheme",
+                                   "w_int8_a_int8_per_tensor_sym",
+                                   "--algorithm",
+                                   "gptq",
+                                   "--float-starved-experts",
+                                   "--format",
+                                   "hf-quark",
+                                   "--format",
+                                   "compressed-tensors"};
   auto cal = Calibration();
   args.insert(args.end(), cal.begin(), cal.end());
   const Job job = Run(args);
@@ -235,14 +241,20 @@ TEST_F(MoeE2eTest, AStarvedExpertCanStayInFloat) {
   }
   EXPECT_EQ(float_layers, 3);
   EXPECT_EQ(quantized_experts, 9);
-  // The export leaves its weights unquantized: the reference format's
-  // config names them in its exclude list, and only them.
-  const std::string config = ReadFile(job.result().artifacts(0).uri().substr(7) + "/config.json");
-  for (const auto& b : job.result().metrics().blocks()) {
-    for (const auto& e : b.experts()) {
-      const std::string name = "\"model.layers." + std::to_string(b.block() - 1) + ".mlp.experts." +
-                               std::to_string(e.expert()) + ".down_proj\"";
-      EXPECT_EQ(config.find(name) != std::string::npos, e.kept_float()) << name;
+  // Both exports leave its weights unquantized: the reference format's
+  // config names them in its exclude list, compressed-tensors' in its
+  // ignore list, and only them among the experts.
+  ASSERT_EQ(job.result().artifacts_size(), 2);
+  for (const auto& artifact : job.result().artifacts()) {
+    const std::string config = ReadFile(artifact.uri().substr(7) + "/config.json");
+    ASSERT_FALSE(config.empty()) << artifact.uri();
+    for (const auto& b : job.result().metrics().blocks()) {
+      for (const auto& e : b.experts()) {
+        const std::string name = "\"model.layers." + std::to_string(b.block() - 1) +
+                                 ".mlp.experts." + std::to_string(e.expert()) + ".down_proj\"";
+        EXPECT_EQ(config.find(name) != std::string::npos, e.kept_float())
+            << name << " in " << artifact.uri();
+      }
     }
   }
 }
