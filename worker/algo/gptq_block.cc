@@ -137,7 +137,7 @@ Status GptqAlgorithm::Apply(pipeline::BlockAlgorithmContext& ctx) {
     auto starved = [&](const models::Linear* l) {
       const std::string input = input_of(l);
       const int64_t rows = accs.at(input).num_rows();
-      if (!group.routed || rows >= std::max<int64_t>(ctx.min_expert_tokens, 1)) return false;
+      if (!group.routed || !pipeline::BelowExpertFloor(rows, ctx.min_expert_tokens)) return false;
       if (warned.insert(input).second) {
         ctx.observer.OnLog(pipeline::LogLevel::kWarning,
                            "GPTQ left " + input + " to round-to-nearest: " + std::to_string(rows) +

@@ -127,12 +127,11 @@ StatusOr<ActivationParams> CalibrateBlockActivations(models::DecoderBlock& block
   if (!error->ok()) return *error;
 
   // Experts the router starved wait for their peers' parameters.
-  const int64_t floor = std::max<int64_t>(min_expert_tokens, 1);
   std::vector<PendingObserver*> starved;
   std::map<std::pair<std::string, bool>, quant::QParams> widest;  // (peer key, output)
   for (auto& p : pending) {
     const std::string peer = ExpertPeerKey(p->module);
-    if (!peer.empty() && p->rows < floor) {
+    if (!peer.empty() && BelowExpertFloor(p->rows, min_expert_tokens)) {
       starved.push_back(p.get());
       continue;
     }
@@ -153,7 +152,8 @@ StatusOr<ActivationParams> CalibrateBlockActivations(models::DecoderBlock& block
       return FailedPreconditionError(
           (p->output ? "output of " : "input of ") + p->module + ": " + std::to_string(p->rows) +
           " calibration tokens reached it and no other expert of the block reached " +
-          std::to_string(floor) + "; calibrate on more samples or lower min_expert_tokens");
+          std::to_string(std::max<int64_t>(min_expert_tokens, 1)) +
+          "; calibrate on more samples or lower min_expert_tokens");
     }
     (p->output ? out.outputs : out.inputs)[p->module] = it->second;
   }

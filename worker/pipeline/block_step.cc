@@ -77,7 +77,7 @@ void BlockStep::ReportExperts(BlockWork& w) const {
     ExpertReport r;
     r.expert = static_cast<int>(e);
     r.calibration_tokens = counts[e];
-    r.below_floor = counts[e] < std::max<int64_t>(floor, 1);
+    r.below_floor = BelowExpertFloor(counts[e], floor);
     r.kept_float = r.below_floor && opt_.calibration.keep_starved_experts_float;
     if (r.below_floor) {
       obs_.OnLog(LogLevel::kWarning,

@@ -6,6 +6,8 @@
 #ifndef QUANTD_WORKER_PIPELINE_LAYER_PLAN_H_
 #define QUANTD_WORKER_PIPELINE_LAYER_PLAN_H_
 
+#include <algorithm>
+#include <cstdint>
 #include <functional>
 #include <optional>
 #include <string>
@@ -26,6 +28,14 @@ struct LayerPlan {
 // (module name, module type such as "Linear") -> plan. Must be pure: the
 // pipeline may ask twice for the same layer.
 using LayerPlanner = std::function<LayerPlan(const std::string& name, const std::string& type)>;
+
+// A mixture-of-experts expert that `tokens` calibration tokens reached is
+// below the floor (CalibrationOptions::min_expert_tokens; no token at all
+// always is): GPTQ rounds it to nearest, its static scales come from its
+// peers, or it stays in float.
+inline bool BelowExpertFloor(int64_t tokens, int64_t min_expert_tokens) {
+  return tokens < std::max<int64_t>(min_expert_tokens, 1);
+}
 
 }  // namespace quantd::pipeline
 
