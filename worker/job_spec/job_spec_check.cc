@@ -26,6 +26,7 @@
 #include "worker/export/serving_target.h"
 #include "worker/io/gguf/gguf_file.h"
 #include "worker/io/gguf/hf_mapping.h"
+#include "worker/io/uri/hub_dataset.h"
 #include "worker/io/uri/model_files.h"
 #include "worker/io/uri/uri_parser.h"
 #include "worker/job_spec/config_proto.h"
@@ -117,6 +118,9 @@ void CheckUri(SpecChecker& c, const std::string& field, const std::string& uri, 
   if (scheme == "file") return;
   switch (role) {
     case UriRole::kModel:
+      if (scheme == "hf" && parsed->hub_type == "dataset") {
+        c.Bad(field, "names a dataset (hf://datasets/...); a model is hf://ORG/NAME[@REV]");
+      }
       // hf:// is a checkpoint directory; over http(s) only one file comes.
       if ((scheme == "http" || scheme == "https") &&
           !(parsed->path.size() > 5 &&
@@ -127,13 +131,31 @@ void CheckUri(SpecChecker& c, const std::string& field, const std::string& uri, 
       }
       return;
     case UriRole::kDataset:
-      if (scheme == "hf")
-        c.NotBuilt(field, "hf:// datasets are not supported yet; use https:// or file://");
+      if (scheme == "hf" && parsed->hub_type != "dataset") {
+        c.Bad(field,
+              "names a model; a dataset on the Hub is hf://datasets/ORG/NAME[@REV][?split=...]");
+      } else if (scheme == "hf") {
+        auto query = io::ParseHubDatasetQuery(parsed->query);
+        if (!query.ok()) c.Bad(field, query.status().message());
+      }
       return;
     case UriRole::kOutput:
       if (scheme != "s3")
         c.NotBuilt(field, scheme + ":// outputs are not supported; use file:// or s3://");
       return;
+  }
+}
+
+// An hf://datasets URI's field= and the spec's text_field must agree.
+void CheckDatasetField(SpecChecker& c, const std::string& prefix, const std::string& uri,
+                       const std::string& text_field) {
+  if (text_field.empty()) return;
+  auto parsed = io::ParseUri(uri);
+  if (!parsed.ok() || parsed->hub_type != "dataset") return;
+  auto query = io::ParseHubDatasetQuery(parsed->query);
+  if (query.ok() && !query->field.empty() && query->field != text_field) {
+    c.Bad(prefix + ".text_field",
+          "is '" + text_field + "' but " + prefix + ".dataset_uri says field=" + query->field);
   }
 }
 
@@ -377,6 +399,7 @@ void CheckCalibration(SpecChecker& c, const JobSpec& spec) {
   if (!spec.has_calibration()) return;
   const auto& cal = spec.calibration();
   CheckUri(c, "spec.calibration.dataset_uri", cal.dataset_uri(), false, UriRole::kDataset);
+  CheckDatasetField(c, "spec.calibration", cal.dataset_uri(), cal.text_field());
   if (cal.has_num_samples() && cal.num_samples() <= 0)
     c.Bad("spec.calibration.num_samples", "must be positive");
   if (cal.has_seq_len() && cal.seq_len() < 2)
@@ -399,6 +422,7 @@ void CheckEvaluation(SpecChecker& c, const JobSpec& spec) {
   const auto& ev = spec.evaluation();
   if (ev.disabled()) return;
   CheckUri(c, "spec.evaluation.dataset_uri", ev.dataset_uri(), false, UriRole::kDataset);
+  CheckDatasetField(c, "spec.evaluation", ev.dataset_uri(), ev.text_field());
   if (ev.has_n_ctx() && (ev.n_ctx() < 2 || ev.n_ctx() > 1 << 20))
     c.Bad("spec.evaluation.n_ctx", "must be in [2, 1048576], got " + std::to_string(ev.n_ctx()));
   if (ev.max_windows() < 0) c.Bad("spec.evaluation.max_windows", "must not be negative");

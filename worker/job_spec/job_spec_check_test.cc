@@ -511,16 +511,46 @@ TEST(JobSpecCheckTest, UrisGoThroughTheOneParser) {
                                       "spec.evaluation.dataset_uri", "spec.export.output_uri"}));
 }
 
-// ---- hostile input (issue 17): every parser and pattern bounded ----
-
-std::string Deep(int depth) { return std::string(depth, '[') + std::string(depth, ']'); }
-
 std::string Description(const Status& s, const std::string& field) {
   for (const auto& v : s.violations()) {
     if (v.field == field) return v.description;
   }
   return "<no violation on " + field + ">";
 }
+
+TEST(JobSpecCheckTest, HubDatasetUrisAreCheckedWithEveryMistakeNamed) {
+  auto spec = Parse(R"pb(quantization { scheme: "w_int8_per_channel_sym" })pb");
+  spec.set_model_uri("hf://datasets/acme/chat");
+  spec.mutable_calibration()->set_dataset_uri(
+      "hf://datasets/acme/chat?split=train_sft&field=messages");
+  spec.mutable_calibration()->set_text_field("text");
+  spec.mutable_evaluation()->set_dataset_uri("hf://datasets/acme/chat?split=test&colour=red");
+  Status s = CheckJobSpec(spec);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(Fields(s), (std::vector<std::string>{"spec.model_uri", "spec.calibration.text_field",
+                                                 "spec.evaluation.dataset_uri"}));
+  EXPECT_EQ(Description(s, "spec.model_uri"),
+            "names a dataset (hf://datasets/...); a model is hf://ORG/NAME[@REV]");
+  EXPECT_EQ(Description(s, "spec.calibration.text_field"),
+            "is 'text' but spec.calibration.dataset_uri says field=messages");
+  EXPECT_EQ(Description(s, "spec.evaluation.dataset_uri"),
+            "the dataset query: unknown key 'colour' (known: split, config, field, file)");
+  spec.mutable_evaluation()->set_dataset_uri("hf://acme/tiny");
+  EXPECT_EQ(Description(CheckJobSpec(spec), "spec.evaluation.dataset_uri"),
+            "names a model; a dataset on the Hub is hf://datasets/ORG/NAME[@REV][?split=...]");
+
+  spec.set_model_uri("hf://acme/tiny");
+  spec.mutable_calibration()->set_dataset_uri(
+      "hf://datasets/acme/chat@v2?split=train_sft&field=messages");
+  spec.mutable_calibration()->set_text_field("messages");
+  spec.mutable_evaluation()->set_dataset_uri(
+      "hf://datasets/wikitext/wikitext?config=wikitext-2-raw-v1&split=test");
+  EXPECT_TRUE(CheckJobSpec(spec).ok()) << CheckJobSpec(spec);
+}
+
+// ---- hostile input (issue 17): every parser and pattern bounded ----
+
+std::string Deep(int depth) { return std::string(depth, '[') + std::string(depth, ']'); }
 
 TEST(JobSpecCheckTest, DeeplyNestedQuarkJsonIsRefusedWithEveryOtherViolation) {
   auto spec = Parse(R"pb(model_uri: "file:///m" device: "tpu")pb");

@@ -30,6 +30,11 @@ namespace quantd::pipeline {
 
 struct CalibrationOptions {
   std::string dataset_path;  // empty: no calibration set
+  // A dataset of several files (an hf://datasets split): read in this order
+  // instead of dataset_path (then the snapshot folder), named dataset_name.
+  std::vector<std::string> dataset_files;
+  std::string dataset_name;
+  std::string dataset_revision;  // hf://datasets: the resolved commit
   std::string text_field = "text";
   int num_samples = 128;
   int seq_len = 512;
@@ -58,6 +63,9 @@ struct CalibrationOptions {
 struct EvaluationOptions {
   bool enabled = true;
   std::string dataset_path;
+  std::vector<std::string> dataset_files;  // as CalibrationOptions'
+  std::string dataset_name;
+  std::string dataset_revision;
   std::string text_field = "text";
   int n_ctx = 256;
   int max_windows = 0;  // 0: every window

@@ -380,12 +380,23 @@ class QuantizationJob {
     return ends(kv_.key_suffix) || ends(kv_.value_suffix);
   }
 
+  // One file, or a split's files as one dataset.
+  static StatusOr<io::Dataset> LoadJobDataset(const std::string& path,
+                                              const std::vector<std::string>& files,
+                                              const std::string& name,
+                                              const io::DatasetOptions& dopt) {
+    if (files.empty()) return io::LoadDataset(path, dopt);
+    return io::LoadDatasetFiles(files, name, dopt);
+  }
+
   Status LoadEvaluation() {
     if (opt_.evaluation.dataset_path.empty())
       return InvalidArgumentError("evaluation is enabled but has no dataset");
     io::DatasetOptions dopt;
     dopt.text_field = opt_.evaluation.text_field;
-    QD_ASSIGN_OR_RETURN(io::Dataset data, io::LoadDataset(opt_.evaluation.dataset_path, dopt));
+    QD_ASSIGN_OR_RETURN(io::Dataset data,
+                        LoadJobDataset(opt_.evaluation.dataset_path, opt_.evaluation.dataset_files,
+                                       opt_.evaluation.dataset_name, dopt));
     eval_dataset_name_ = data.name;
     // Tokenizing stops at the job's cancellation scope (RunQuantizationJob).
     QD_ASSIGN_OR_RETURN(std::vector<int32_t> ids, data.TextTokens(*tokenizer_));
@@ -404,7 +415,9 @@ class QuantizationJob {
     if (!opt_.calibration.dataset_path.empty()) {
       io::DatasetOptions dopt;
       dopt.text_field = opt_.calibration.text_field;
-      QD_ASSIGN_OR_RETURN(io::Dataset data, io::LoadDataset(opt_.calibration.dataset_path, dopt));
+      QD_ASSIGN_OR_RETURN(io::Dataset data, LoadJobDataset(opt_.calibration.dataset_path,
+                                                           opt_.calibration.dataset_files,
+                                                           opt_.calibration.dataset_name, dopt));
       QD_ASSIGN_OR_RETURN(std::vector<int32_t> stream, data.TokenStream(*tokenizer_));
       if (obs_.CancelRequested()) return CancelledStatus("tokenizing the calibration data");
       io::CalibrationOptions copt;

@@ -100,6 +100,10 @@ std::string ResumeFingerprint(const JobOptions& o) {
     << o.evaluation.dataset_path << "|" << o.evaluation.n_ctx << "|" << o.evaluation.metric_windows
     << "\n"
     << (o.kv_cache ? quant::DescribeSpec(*o.kv_cache) : "") << "|" << o.min_kv_scale << "\n";
+  // A split's files (the path is their snapshot folder); nothing for one
+  // file, so that earlier jobs' fingerprints hold.
+  for (const auto& f : o.calibration.dataset_files) s << "calibration file " << f << "\n";
+  for (const auto& f : o.evaluation.dataset_files) s << "evaluation file " << f << "\n";
   for (const auto& a : o.block_algorithms) s << a->name() << ",";
   s << "\n" << (o.model_transform ? "transform" : "");
   return Sha256Hex(s.str());

@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <map>
+#include <tuple>
 
 #include "worker/algo/registry.h"
 #include "worker/common/cancellation.h"
@@ -142,9 +143,13 @@ StatusOr<pipeline::JobOptions> PipelineExecutor::BuildOptions(
 
   const job_spec::CalibrationSettings& cal = resolved.calibration;
   if (!cal.dataset_uri.empty()) {
-    QD_ASSIGN_OR_RETURN(io::ResolvedUri data,
-                        Resolve("spec.calibration.dataset_uri", cal.dataset_uri, job.tenant()));
+    QD_ASSIGN_OR_RETURN(io::ResolvedUri data, Resolve("spec.calibration.dataset_uri",
+                                                      cal.dataset_uri, job.tenant(), ctx));
     o.calibration.dataset_path = data.local_path;
+    o.calibration.dataset_revision = data.revision;
+    o.calibration.dataset_files = data.files;
+    o.calibration.dataset_name = data.dataset_name;
+    if (!data.field.empty()) o.calibration.text_field = data.field;
   }
   if (cal.text_field) o.calibration.text_field = *cal.text_field;
   if (cal.num_samples) o.calibration.num_samples = *cal.num_samples;
@@ -160,8 +165,12 @@ StatusOr<pipeline::JobOptions> PipelineExecutor::BuildOptions(
   o.evaluation.enabled = ev.enabled();
   if (o.evaluation.enabled) {
     QD_ASSIGN_OR_RETURN(io::ResolvedUri data,
-                        Resolve("spec.evaluation.dataset_uri", ev.dataset_uri, job.tenant()));
+                        Resolve("spec.evaluation.dataset_uri", ev.dataset_uri, job.tenant(), ctx));
     o.evaluation.dataset_path = data.local_path;
+    o.evaluation.dataset_revision = data.revision;
+    o.evaluation.dataset_files = data.files;
+    o.evaluation.dataset_name = data.dataset_name;
+    if (!data.field.empty()) o.evaluation.text_field = data.field;
   }
   if (ev.text_field) o.evaluation.text_field = *ev.text_field;
   if (ev.n_ctx) o.evaluation.n_ctx = *ev.n_ctx;
@@ -373,6 +382,15 @@ ExecutionOutcome PipelineExecutor::Execute(const quantd::v1::Job& job,
                                    std::to_string(model.bytes_downloaded) + " bytes downloaded)"
                              : " (from the cache)"));
   }
+  for (const auto& [field, revision, name] :
+       {std::tuple{"spec.calibration.dataset_uri", options->calibration.dataset_revision,
+                   options->calibration.dataset_name},
+        std::tuple{"spec.evaluation.dataset_uri", options->evaluation.dataset_revision,
+                   options->evaluation.dataset_name}}) {
+    if (!revision.empty())
+      forwarder.OnLog(pipeline::LogLevel::kInfo,
+                      std::string(field) + " " + name + ": commit " + revision);
+  }
   if (!model.warning.empty()) {
     forwarder.OnLog(pipeline::LogLevel::kWarning, "spec.model_uri: " + model.warning);
   }
@@ -385,6 +403,8 @@ ExecutionOutcome PipelineExecutor::Execute(const quantd::v1::Job& job,
   out.cancelled = result.cancelled;
   out.result = ToProto(result.report, job.spec());
   out.result.set_resolved_revision(model.revision);
+  out.result.set_calibration_dataset_revision(options->calibration.dataset_revision);
+  out.result.set_evaluation_dataset_revision(options->evaluation.dataset_revision);
   if (remote && out.status.ok() && !out.cancelled) {
     forwarder.OnLog(pipeline::LogLevel::kInfo,
                     "uploading the artifacts to s3://" + remote->bucket + remote->path);

@@ -2,6 +2,7 @@
 
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cstring>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -198,6 +199,28 @@ StatusOr<Dataset> ParseDataset(std::string_view content, DatasetFormat format,
   return d;
 }
 
+StatusOr<Dataset> LoadDatasetFiles(const std::vector<std::string>& paths, const std::string& name,
+                                   const DatasetOptions& options) {
+  if (paths.empty()) return InvalidArgumentError("dataset " + name + " has no files");
+  Dataset all;
+  all.name = name;
+  all.separator = options.separator;
+  DatasetOptions each = options;
+  for (const std::string& path : paths) {
+    QD_ASSIGN_OR_RETURN(Dataset d, LoadDataset(path, each));
+    if ((d.pretokenized() && !all.text_rows.empty()) ||
+        (!d.pretokenized() && !all.id_rows.empty())) {
+      return InvalidArgumentError("dataset " + name + ": " + d.name +
+                                  " holds other rows (text or token ids) than the files before it");
+    }
+    each.max_bytes -= std::min<uint64_t>(each.max_bytes, d.bytes);
+    for (auto& row : d.text_rows) all.text_rows.push_back(std::move(row));
+    for (auto& row : d.id_rows) all.id_rows.push_back(std::move(row));
+    all.bytes += d.bytes;
+  }
+  return all;
+}
+
 StatusOr<Dataset> LoadDataset(const std::string& path, const DatasetOptions& options) {
   struct stat st;
   if (::stat(path.c_str(), &st) != 0) return NotFoundError("dataset " + path + " does not exist");
@@ -215,6 +238,7 @@ StatusOr<Dataset> LoadDataset(const std::string& path, const DatasetOptions& opt
   DatasetFormat format = options.format;
   if (format == DatasetFormat::kAuto) format = FormatForPath(path);
   QD_ASSIGN_OR_RETURN(Dataset d, ParseDataset(content, format, BaseName(path), options));
+  d.bytes = content.size();
   return d;
 }
 

@@ -41,6 +41,7 @@ struct Dataset {
   // Exactly one of the two is non-empty.
   std::vector<std::string> text_rows;
   std::vector<std::vector<int32_t>> id_rows;
+  uint64_t bytes = 0;  // of the files read
 
   bool pretokenized() const { return !id_rows.empty(); }
   // Text rows joined with the separator.
@@ -58,6 +59,11 @@ struct Dataset {
 // max_bytes; CANCELLED when the thread's CancellationScope asks to stop
 // (worker/common/cancellation.h; TextTokens and TokenStream likewise).
 StatusOr<Dataset> LoadDataset(const std::string& path, const DatasetOptions& options = {});
+// Several files read as one dataset (a split's shards, in order): their rows
+// concatenated, max_bytes bounding their sum; `name` names the whole. The
+// files must hold the same kind of rows.
+StatusOr<Dataset> LoadDatasetFiles(const std::vector<std::string>& paths, const std::string& name,
+                                   const DatasetOptions& options = {});
 // Parses content already in memory; `name` names it in errors and results.
 StatusOr<Dataset> ParseDataset(std::string_view content, DatasetFormat format,
                                const std::string& name, const DatasetOptions& options = {});

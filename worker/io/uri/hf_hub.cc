@@ -17,6 +17,7 @@
 #include "worker/common/bounded_json.h"
 #include "worker/common/sha256.h"
 #include "worker/io/uri/curl_request.h"
+#include "worker/io/uri/hub_dataset.h"
 
 namespace quantd::io {
 namespace {
@@ -65,6 +66,20 @@ std::string Unquote(std::string etag) {
   return etag;
 }
 
+// A repository path for a URL: each segment encoded, the slashes kept (as
+// the Hub's client quotes file names).
+std::string EncodePath(const std::string& path) {
+  std::string out;
+  size_t start = 0;
+  while (true) {
+    const size_t slash = path.find('/', start);
+    out += EncodeSegment(path.substr(start, slash == std::string::npos ? slash : slash - start));
+    if (slash == std::string::npos) return out;
+    out += '/';
+    start = slash + 1;
+  }
+}
+
 struct ListedFile {
   std::string name;
   uint64_t size = 0;
@@ -93,10 +108,18 @@ class HubClient {
       return FailedPreconditionError(uri_ + ": no Hugging Face cache directory is configured");
     }
     QD_ASSIGN_OR_RETURN(Listing listing, List());
+    std::vector<std::string> chosen;
+    if (options_.choose_files) {
+      std::vector<std::string> listed;
+      for (const ListedFile& f : listing.files) listed.push_back(f.name);
+      QD_ASSIGN_OR_RETURN(chosen, options_.choose_files(listed));
+    }
     std::vector<ListedFile> wanted;
     uint64_t total = 0;
     for (ListedFile& f : listing.files) {
-      if (!Wanted(f.name)) continue;
+      if (options_.choose_files ? std::find(chosen.begin(), chosen.end(), f.name) == chosen.end()
+                                : !Wanted(f.name))
+        continue;
       if (!f.has_size || f.etag.empty()) QD_RETURN_IF_ERROR(Head(listing.commit, f));
       if (f.size > options_.max_file_bytes) {
         return ResourceExhaustedError(uri_ + ": " + f.name + " is " + std::to_string(f.size) +
@@ -135,7 +158,7 @@ class HubClient {
   }
   std::string ResolveUrl(const std::string& commit, const std::string& file) const {
     return endpoint_ + "/" + (repo_.type == "dataset" ? "datasets/" : "") + repo_.Id() +
-           "/resolve/" + commit + "/" + EncodeSegment(file);
+           "/resolve/" + commit + "/" + EncodePath(file);
   }
 
   CurlRequest Request(const std::string& url) const {
@@ -208,7 +231,8 @@ class HubClient {
       if (!s.is_object() || !s.contains("rfilename") || !s["rfilename"].is_string()) continue;
       ListedFile f;
       f.name = s["rfilename"].get<std::string>();
-      if (!IsPlainFileName(f.name)) continue;  // subfolders and odd names are never fetched
+      // Odd names are never fetched; subfolders only when a chooser asks.
+      if (!(options_.choose_files ? IsHubRelativePath(f.name) : IsPlainFileName(f.name))) continue;
       if (s.contains("size") && s["size"].is_number_unsigned()) {
         f.size = s["size"].get<uint64_t>();
         f.has_size = true;
@@ -281,8 +305,12 @@ class HubClient {
                    HubSnapshot& snap) {
     const fs::path blob = repo_dir_ / "blobs" / f.etag;
     const fs::path link = snapshot / f.name;
-    const std::string link_target = "../../blobs/" + f.etag;
+    // Relative to the link's folder: one "../" more per subfolder.
+    std::string link_target = "../../blobs/" + f.etag;
+    for (char c : f.name)
+      if (c == '/') link_target = "../" + link_target;
     std::error_code ec;
+    fs::create_directories(link.parent_path(), ec);
     if (fs::is_symlink(link, ec) && fs::read_symlink(link, ec).string() == link_target &&
         IsBlobOfSize(blob, f.size)) {
       return OkStatus();  // already in the cache

@@ -61,6 +61,11 @@ struct HubOptions {
   // `suffixes`. Files in subfolders are never fetched.
   std::vector<std::string> names;
   std::vector<std::string> suffixes;
+  // Instead (datasets): picks the files to fetch from every listed path of
+  // plain relative segments, subfolders included (IsHubRelativePath); its
+  // error fails the fetch.
+  std::function<StatusOr<std::vector<std::string>>(const std::vector<std::string>& listed)>
+      choose_files;
   uint64_t max_file_bytes = 64ull << 30;
   uint64_t max_total_bytes = 256ull << 30;
   size_t max_files = 4096;  // files listed in a revision
@@ -74,7 +79,7 @@ struct HubOptions {
 struct HubSnapshot {
   std::string commit;              // 40 hex digits
   std::string snapshot_dir;        // <cache>/<repo dir>/snapshots/<commit>
-  std::vector<std::string> files;  // fetched (or already cached) file names
+  std::vector<std::string> files;  // fetched (or already cached) file paths
   int files_downloaded = 0;
   uint64_t bytes_downloaded = 0;
 };

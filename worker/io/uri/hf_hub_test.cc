@@ -258,5 +258,61 @@ TEST_F(HfHubTest, ResolveUriFetchesFromTheHubAndFallsBackToTheCacheWhenItIsDown)
   EXPECT_THAT(no_weights.status().message(), HasSubstr("no *.safetensors weights"));
 }
 
+// hf://datasets: the split's files from subfolders, in shard order, linked
+// into the snapshot at their depth; the offline cache serves them too.
+TEST_F(HfHubTest, ResolveUriFetchesADatasetSplitFromSubfolders) {
+  const fs::path ds = dir_ / "dataset";
+  for (const char* f : {"data/train-00001-of-00002.jsonl", "data/train-00000-of-00002.jsonl",
+                        "data/test-00000-of-00001.jsonl", "README.md", "train_notes.txt.bak"}) {
+    fs::create_directories((ds / f).parent_path());
+    std::ofstream(ds / f) << "{\"text\": \"" << f << "\"}\n";
+  }
+  fs::create_directories(ds / "data");
+  {
+    std::ofstream big(ds / "data/train-00002-of-00002.parquet");  // an LFS file
+    big << std::string(1000, 'p');
+  }
+  StartHub({"--dataset", "acme/chat=" + ds.string()});
+  UriOptions uri;
+  uri.allowed_schemes = {"hf"};
+  uri.hf_cache_dir = options_.cache_dir;
+  uri.hf_endpoint = hub_->Endpoint();
+  auto r = ResolveUri({"hf://datasets/acme/chat?split=train&field=text", ""}, uri);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_TRUE(IsCommitId(r->revision));
+  EXPECT_EQ(r->files_downloaded, 3);
+  EXPECT_EQ(r->field, "text");
+  EXPECT_EQ(r->dataset_name, "acme/chat:train");
+  const fs::path snapshot = dir_ / "hub" / "datasets--acme--chat" / "snapshots" / r->revision;
+  EXPECT_EQ(r->files,
+            (std::vector<std::string>{(snapshot / "data/train-00000-of-00002.jsonl").string(),
+                                      (snapshot / "data/train-00001-of-00002.jsonl").string(),
+                                      (snapshot / "data/train-00002-of-00002.parquet").string()}));
+  EXPECT_EQ(fs::read_symlink(snapshot / "data/train-00002-of-00002.parquet").string(),
+            "../../../blobs/" + FileSha256((ds / "data/train-00002-of-00002.parquet").string()));
+  std::ifstream first(r->files[0]);
+  std::string line;
+  std::getline(first, line);
+  EXPECT_EQ(line, "{\"text\": \"data/train-00000-of-00002.jsonl\"}");
+  EXPECT_FALSE(fs::exists(snapshot / "data/test-00000-of-00001.jsonl"));  // only the split
+
+  // Offline, the cache alone serves the same split.
+  uri.hf_endpoint.clear();
+  auto cached = ResolveUri({"hf://datasets/acme/chat?split=train", ""}, uri);
+  ASSERT_TRUE(cached.ok()) << cached.status();
+  EXPECT_EQ(cached->files, r->files);
+  EXPECT_EQ(cached->revision, r->revision);
+
+  // A split the repository lacks names its data files.
+  uri.hf_endpoint = hub_->Endpoint();
+  auto missing = ResolveUri({"hf://datasets/acme/chat?split=validation", ""}, uri);
+  EXPECT_EQ(missing.status().code(), StatusCode::kNotFound);
+  EXPECT_THAT(missing.status().message(),
+              HasSubstr("no data file holds the split 'validation'; its data files are "
+                        "data/test-00000-of-00001.jsonl, data/train-00000-of-00002.jsonl"));
+  // A model URI never reads the dataset repository.
+  EXPECT_EQ(ResolveUri({"hf://acme/chat", ""}, uri).status().code(), StatusCode::kNotFound);
+}
+
 }  // namespace
 }  // namespace quantd::io

@@ -11,6 +11,7 @@
 
 #include "worker/common/sha256.h"
 #include "worker/io/uri/http_download.h"
+#include "worker/io/uri/hub_dataset.h"
 
 namespace quantd::io {
 namespace {
@@ -52,11 +53,51 @@ StatusOr<ResolvedUri> ResolveFile(const ParsedUri& p, const ResolveRequest& requ
   return r;
 }
 
+HubRepo RepoOf(const ParsedUri& p) { return HubRepo{p.hub_type, p.host, p.path, p.revision}; }
+
+// A dataset's chosen files under `snapshot`, each checked to stay in the
+// roots or the cache.
+Status AddDatasetFiles(const ParsedUri& p, const HubDatasetQuery& q,
+                       const std::vector<std::string>& chosen, const std::string& snapshot,
+                       const UriOptions& options, const std::string& canonical_cache,
+                       ResolvedUri& r) {
+  std::vector<std::string> sorted = chosen;  // shard 00000 first
+  std::sort(sorted.begin(), sorted.end());
+  for (const std::string& f : sorted) {
+    const std::string path = snapshot + "/" + f;
+    QD_RETURN_IF_ERROR(CheckPathAllowed(path, options.allowed_roots, canonical_cache).status());
+    r.files.push_back(path);
+  }
+  r.field = q.field;
+  r.dataset_name = RepoOf(p).Id() + ":" + (q.file.empty() ? q.split : q.file);
+  return OkStatus();
+}
+
+// The repository paths of the files under a cached snapshot (its entries
+// are symlinks into blobs/; folders are walked, never followed as links).
+std::vector<std::string> SnapshotFiles(const std::string& snapshot) {
+  namespace fs = std::filesystem;
+  std::vector<std::string> out;
+  std::error_code ec;
+  for (auto it = fs::recursive_directory_iterator(snapshot, ec);
+       !ec && it != fs::recursive_directory_iterator() && out.size() < 65536; it.increment(ec)) {
+    if (it.depth() > 8) {
+      it.disable_recursion_pending();
+      continue;
+    }
+    if (it->is_symlink(ec) || it->is_regular_file(ec)) {
+      // Lexically: fs::relative would follow the link into blobs/.
+      out.push_back(it->path().lexically_relative(snapshot).string());
+    }
+  }
+  return out;
+}
+
 // The snapshot of a revision already in the cache (no network).
 StatusOr<ResolvedUri> ResolveHfFromCache(const ParsedUri& p, const ResolveRequest& request,
                                          const UriOptions& options) {
   const std::string cache = HfCacheDir(options);
-  const HubRepo repo{"model", p.host, p.path, p.revision};
+  const HubRepo repo = RepoOf(p);
   const std::string repo_dir = cache + "/" + repo.CacheDirName();
   struct stat st;
   if (stat(repo_dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
@@ -85,6 +126,12 @@ StatusOr<ResolvedUri> ResolveHfFromCache(const ParsedUri& p, const ResolveReques
   QD_ASSIGN_OR_RETURN(r.local_path,
                       CheckPathAllowed(snapshot, options.allowed_roots, canonical_cache));
   if (IsCommitId(commit)) r.revision = commit;
+  if (p.hub_type == "dataset") {
+    QD_ASSIGN_OR_RETURN(HubDatasetQuery q, ParseHubDatasetQuery(p.query));
+    QD_ASSIGN_OR_RETURN(std::vector<std::string> chosen,
+                        SelectHubDatasetFiles(SnapshotFiles(snapshot), q, request.uri));
+    QD_RETURN_IF_ERROR(AddDatasetFiles(p, q, chosen, snapshot, options, canonical_cache, r));
+  }
   return r;
 }
 
@@ -100,7 +147,14 @@ StatusOr<ResolvedUri> ResolveHf(const ParsedUri& p, const ResolveRequest& reques
   hub.max_file_bytes = options.max_download_bytes;
   hub.limits = options.download_limits;
   hub.on_progress = options.on_hub_progress;
-  auto fetched = FetchHubSnapshot(HubRepo{"model", p.host, p.path, p.revision}, hub);
+  HubDatasetQuery query;
+  if (p.hub_type == "dataset") {
+    QD_ASSIGN_OR_RETURN(query, ParseHubDatasetQuery(p.query));
+    hub.choose_files = [&](const std::vector<std::string>& listed) {
+      return SelectHubDatasetFiles(listed, query, request.uri);
+    };
+  }
+  auto fetched = FetchHubSnapshot(RepoOf(p), hub);
   if (!fetched.ok()) {
     const StatusCode code = fetched.status().code();
     // An unreachable Hub: a revision the cache already holds still runs.
@@ -118,7 +172,7 @@ StatusOr<ResolvedUri> ResolveHf(const ParsedUri& p, const ResolveRequest& reques
       std::any_of(fetched->files.begin(), fetched->files.end(), [](const std::string& f) {
         return f.size() > 12 && f.compare(f.size() - 12, 12, ".safetensors") == 0;
       });
-  if (!has_weights &&
+  if (!has_weights && p.hub_type == "model" &&
       std::find(options.model_file_suffixes.begin(), options.model_file_suffixes.end(),
                 ".safetensors") != options.model_file_suffixes.end()) {
     return FailedPreconditionError(request.uri + ": commit " + fetched->commit +
@@ -130,6 +184,10 @@ StatusOr<ResolvedUri> ResolveHf(const ParsedUri& p, const ResolveRequest& reques
   QD_ASSIGN_OR_RETURN(r.local_path, CheckPathAllowed(fetched->snapshot_dir, options.allowed_roots,
                                                      canonical_cache));
   r.revision = fetched->commit;
+  if (p.hub_type == "dataset") {
+    QD_RETURN_IF_ERROR(AddDatasetFiles(p, query, fetched->files, fetched->snapshot_dir, options,
+                                       canonical_cache, r));
+  }
   r.files_downloaded = fetched->files_downloaded;
   r.bytes_downloaded = fetched->bytes_downloaded;
   r.downloaded = fetched->files_downloaded > 0;

@@ -1,6 +1,9 @@
 // Model and data URIs: where a job's checkpoint or dataset lives.
 //
 //   file:///abs/path            a local file or directory
+//   hf://datasets/ORG/NAME[@REV][?split=S&config=C&field=F&file=PATH]
+//                               a dataset on the Hub: the data files of the
+//                               split (hub_dataset.h), fetched like a model's
 //   hf://ORG/NAME[@REV]         a model on the Hugging Face Hub (hf_hub.h):
 //                               REV (default main) resolved to a commit, the
 //                               files a job reads fetched into the shared hub
@@ -75,6 +78,12 @@ struct ResolvedUri {
   // hf://: the files fetched now and their bytes (0: all were cached).
   int files_downloaded = 0;
   uint64_t bytes_downloaded = 0;
+  // hf://datasets: the split's data files (snapshot paths, in order), the
+  // query's field ("" when it names none) and a name for results
+  // ("ORG/NAME:split", "ORG/NAME:path" for ?file=).
+  std::vector<std::string> files;
+  std::string field;
+  std::string dataset_name;
   // Something the job's user should know (the Hub was unreachable and the
   // cache served the revision); empty otherwise.
   std::string warning;

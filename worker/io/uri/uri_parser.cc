@@ -8,7 +8,8 @@ namespace quantd::io {
 namespace {
 
 constexpr char kForms[] =
-    "expected file:///abs/path, hf://ORG/NAME[@REV], http(s)://host/path or s3://BUCKET/KEY";
+    "expected file:///abs/path, hf://ORG/NAME[@REV], hf://datasets/ORG/NAME[@REV][?QUERY], "
+    "http(s)://host/path or s3://BUCKET/KEY";
 
 std::string Lower(std::string s) {
   std::transform(s.begin(), s.end(), s.begin(),
@@ -109,6 +110,20 @@ StatusOr<ParsedUri> ParseFile(ParsedUri p, const std::string& rest, const std::s
 
 StatusOr<ParsedUri> ParseHf(ParsedUri p, const std::string& rest, const std::string& uri) {
   std::string repo = rest;
+  p.hub_type = "model";
+  if (repo.rfind("datasets/", 0) == 0) {
+    p.hub_type = "dataset";
+    repo = repo.substr(9);
+    // A dataset's query picks its split and field (hub_dataset.h).
+    const size_t q = repo.find('?');
+    if (q != std::string::npos) {
+      p.query = repo.substr(q);
+      repo = repo.substr(0, q);
+    }
+  }
+  if (repo.find_first_of("?#") != std::string::npos) {
+    return Invalid(uri, "has a query or fragment; only hf://datasets/ORG/NAME URIs take a query");
+  }
   const size_t at = repo.find('@');
   p.revision = "main";
   if (at != std::string::npos) {
@@ -131,7 +146,11 @@ StatusOr<ParsedUri> ParseHf(ParsedUri p, const std::string& rest, const std::str
     }
   }
   if (p.path == "." || p.path == "..") return Escapes(uri);
-  if (!IsHubName(p.path)) return Invalid(uri, "has an invalid model name; expected hf://ORG/NAME[@REV]");
+  if (!IsHubName(p.path)) {
+    return Invalid(uri, p.hub_type == "dataset"
+                            ? "has an invalid dataset name; expected hf://datasets/ORG/NAME[@REV]"
+                            : "has an invalid model name; expected hf://ORG/NAME[@REV]");
+  }
   return p;
 }
 

@@ -4,7 +4,9 @@
 // byte the path the worker opens. Percent-decoding happens once, here.
 //
 //   file:///abs/path       (file://localhost/abs/path)
-//   hf://ORG/NAME[@REV]    a model in the local Hugging Face hub cache
+//   hf://ORG/NAME[@REV]    a model on the Hugging Face Hub
+//   hf://datasets/ORG/NAME[@REV][?split=..&config=..&field=..&file=..]
+//                          a dataset on the Hub (hub_dataset.h)
 //   http(s)://host/path[?query]
 //   s3://BUCKET/KEY        an object, or a prefix ("directory"), in S3
 //
@@ -33,8 +35,10 @@ struct ParsedUri {
   // file: decoded absolute path; http(s): decoded path; hf: NAME; s3: "/"
   // and the decoded key.
   std::string path;
-  std::string query;     // http(s): "?..." as written (empty when none)
+  // http(s) and hf://datasets: "?..." as written (empty when none)
+  std::string query;
   std::string revision;  // hf only ("main" when absent)
+  std::string hub_type;  // hf only: "model" or "dataset"
 };
 
 // Longest file:// path accepted (bytes, decoded), as PATH_MAX.

@@ -107,8 +107,9 @@ StatusOr<UriRoots> UriRoots::Create(const std::vector<std::string>& roots,
     // "hf://ORG/" names an organisation, which the URI form would read as a
     // model name.
     bool hf_org = false;
-    if (uri.rfind("hf://", 0) == 0 && uri.size() > 6 && uri.back() == '/' &&
-        uri.find('/', 5) == uri.size() - 1) {
+    const size_t repo_start = uri.rfind("hf://datasets/", 0) == 0 ? 14 : 5;
+    if (uri.rfind("hf://", 0) == 0 && uri.size() > repo_start + 1 && uri.back() == '/' &&
+        uri.find('/', repo_start) == uri.size() - 1) {
       hf_org = true;
       parse_target = uri.substr(0, uri.size() - 1);
     }
@@ -118,6 +119,7 @@ StatusOr<UriRoots> UriRoots::Create(const std::vector<std::string>& roots,
     r.spec = spec;
     r.scheme = parsed->scheme;
     r.host = parsed->host;
+    r.hub_type = parsed->hub_type;
     if (!parsed->query.empty()) return BadRoot(spec, "has a query; a root is a path prefix");
     if (r.scheme == "hf") {
       if (hf_org) {
@@ -255,7 +257,8 @@ Status UriRoots::CheckInput(const std::string& uri, const std::string& tenant) c
   const std::string path = p.scheme == "hf" ? "/" + p.path : p.path;
   for (const Root& r : roots_) {
     std::string configured, resolved;
-    if (r.scheme != p.scheme || r.host != p.host || !PathsFor(r, tenant, &configured, &resolved)) {
+    if (r.scheme != p.scheme || r.host != p.host || r.hub_type != p.hub_type ||
+        !PathsFor(r, tenant, &configured, &resolved)) {
       continue;
     }
     if (PathIsUnder(path, configured)) return OkStatus();

@@ -5,11 +5,12 @@
 // every URI.
 //
 // Roots are URI prefixes the operator names: file:///dir (or /dir),
-// https://host/prefix, http://host/prefix, hf://ORG/, hf://ORG/NAME or
-// s3://BUCKET/prefix. A file, http(s) or s3 root may contain the path segment {tenant}, replaced by
-// the job's tenant (file:///srv/out/{tenant}); such a root applies only to jobs whose tenant is a
-// safe path segment (IsSafeTenantSegment), so it matches nothing for the empty tenant of an
-// unauthenticated quantd.
+// https://host/prefix, http://host/prefix, hf://ORG/, hf://ORG/NAME (models),
+// hf://datasets/ORG/, hf://datasets/ORG/NAME (datasets: a model root never
+// admits a dataset of the same name, nor the reverse) or s3://BUCKET/prefix. A file, http(s) or s3
+// root may contain the path segment {tenant}, replaced by the job's tenant
+// (file:///srv/out/{tenant}); such a root applies only to jobs whose tenant is a safe path segment
+// (IsSafeTenantSegment), so it matches nothing for the empty tenant of an unauthenticated quantd.
 //
 // - Inputs (model, calibration and evaluation data) must lie under a root;
 //   a file:// input is resolved with realpath first (also the existing part
@@ -89,6 +90,7 @@ class UriRoots {
     std::string spec;    // as configured
     std::string scheme;  // file, http, https, hf, s3
     std::string host;    // http(s): host[:port]; hf: ORG; s3: bucket; file: empty
+    std::string hub_type;  // hf: "model" or "dataset"
     // file: the root path as configured (normalised) and as resolved; for a
     // per-tenant root only the part before the first {tenant}, and `suffix`
     // is the rest ("/{tenant}/out"). http(s), hf: the decoded path prefix.

@@ -195,6 +195,17 @@ TEST_F(UriRootsTest, RemoteRoots) {
   EXPECT_EQ(roots.OutputRoots(), std::vector<std::string>{base_ + "/data/artifacts/"});
 }
 
+TEST_F(UriRootsTest, HubDatasetRootsAreNotModelRoots) {
+  UriRoots roots = Make({"hf://acme/", "hf://datasets/wiki/", "hf://datasets/org/chat"});
+  EXPECT_TRUE(roots.CheckInput("hf://datasets/wiki/text?split=test", "").ok());
+  EXPECT_TRUE(roots.CheckInput("hf://datasets/org/chat@v1?split=train_sft", "").ok());
+  EXPECT_EQ(roots.CheckInput("hf://datasets/org/other", "").code(), StatusCode::kPermissionDenied);
+  // A model root admits no dataset of its organisation, a dataset root no model.
+  EXPECT_EQ(roots.CheckInput("hf://datasets/acme/tiny", "").code(), StatusCode::kPermissionDenied);
+  EXPECT_EQ(roots.CheckInput("hf://wiki/text", "").code(), StatusCode::kPermissionDenied);
+  EXPECT_TRUE(roots.CheckInput("hf://acme/tiny", "").ok());
+}
+
 TEST_F(UriRootsTest, S3RootsTakeInputsAndOutputsBelowThem) {
   UriRoots roots = Make({"s3://models/", "s3://out/runs/{tenant}"});
   EXPECT_TRUE(roots.CheckInput("s3://models/llama/8b", "").ok());
