@@ -10,7 +10,7 @@ PACKAGES=(
   libtorch-dev libgrpc++-dev libgrpc-dev protobuf-compiler protobuf-compiler-grpc libprotobuf-dev
   libabsl-dev prometheus-cpp-dev libgtest-dev libgmock-dev libbenchmark-dev
   libsqlite3-dev libpq-dev libsentencepiece-dev nlohmann-json3-dev libre2-dev libcurl4-openssl-dev
-  libicu-dev
+  libicu-dev libsnappy-dev libzstd-dev
   libssl-dev zlib1g-dev
   # LibTorch's CPU matmuls go through the system BLAS; without OpenBLAS that is
   # Debian's netlib reference BLAS (~1 GFLOPS, 20x slower on these machines).
