@@ -279,7 +279,7 @@ Status Reader::ParseFooter() {
       have_schema = true;
       return r.ReadList(
           type,
-          [&](uint32_t count, CType) -> Status {
+          [&](uint64_t count, CType) -> Status {
             if (count > uint64_t{limits_.max_columns} + 1) {
               return Limit("schema has " + std::to_string(count) + " elements, over max_columns (" +
                            std::to_string(limits_.max_columns) + ")");
@@ -352,6 +352,9 @@ Status Reader::BuildNode(int parent, int depth, size_t* next) {
                " children, more than the schema holds");
   }
   for (int c = 0; c < pe.num_children; ++c) {
+    // Earlier children's subtrees consume elements too.
+    if (*next >= schema_.size())
+      return Bad("schema element \"" + pe.name + "\" has more children than the schema holds");
     const SchemaElement& e = schema_[(*next)++];
     // Names become JSON keys, which must be UTF-8 for dump().
     if (!ValidUtf8(e.name)) return Bad("column name is not valid UTF-8");
@@ -480,7 +483,7 @@ Status Reader::ParseRowGroups() {
   const size_t num_leaves = leaf_nodes_.size();
   Status s = r.ReadList(
       CType::kList,
-      [&](uint32_t count, CType elem) -> Status {
+      [&](uint64_t count, CType elem) -> Status {
         if (count > limits_.max_row_groups)
           return Limit("file has " + std::to_string(count) + " row groups, over max_row_groups (" +
                        std::to_string(limits_.max_row_groups) + ")");
@@ -491,6 +494,7 @@ Status Reader::ParseRowGroups() {
       },
       [&](CType) -> Status {
         RowGroup rg;
+        QD_RETURN_IF_ERROR(Charge(wanted_.size() * sizeof(ColumnMeta)));
         rg.columns.resize(wanted_.size());
         size_t ncols = 0;
         bool have_cols = false;
@@ -500,7 +504,7 @@ Status Reader::ParseRowGroups() {
           have_cols = true;
           return r.ReadList(
               type,
-              [&](uint32_t count, CType elem) -> Status {
+              [&](uint64_t count, CType elem) -> Status {
                 if (count != num_leaves)
                   return InvalidArgumentError("row group has " + std::to_string(count) +
                                               " column chunks, the schema " +
@@ -580,6 +584,7 @@ Status Reader::Decompress(int codec, std::string_view in, uint64_t size, std::st
       return Bad("zstd page decompresses to " + std::to_string(got) + " bytes, its header says " +
                  std::to_string(size));
   } else if (codec == 2) {  // GZIP, possibly several concatenated members
+    if (in.size() > UINT32_MAX || size > UINT32_MAX) return Limit("gzip page is over 4 GiB");
     buf->resize(size);
     z_stream zs{};
     if (inflateInit2(&zs, 15 + 32) != Z_OK) return Bad("cannot start gzip");
@@ -657,7 +662,7 @@ Status DecodeHybrid(std::string_view data, int width, size_t count, uint64_t max
                                       " is out of range (max " + std::to_string(max_value) + ")");
         out->push_back(static_cast<uint32_t>(v));
       }
-      uint64_t run_bytes = groups > (UINT64_MAX / 8) ? UINT64_MAX : groups * width;
+      uint64_t run_bytes = groups > (UINT64_MAX / 32) ? UINT64_MAX : groups * width;
       pos += std::min<uint64_t>(run_bytes, n - pos);
     } else {
       uint64_t run = header >> 1;
@@ -782,7 +787,8 @@ Status Reader::DecodeValues(int leaf, const std::string& col, int encoding, std:
                ? json(static_cast<uint64_t>(v))
                : json(v);
   };
-  out->reserve(count);
+  // Every value but an RLE-run index takes at least a bit of `data`.
+  out->reserve(std::min<uint64_t>(count, uint64_t{data.size()} * 8));
   switch (encoding) {
     case kPlain: {
       const char* p = data.data();

@@ -48,7 +48,9 @@ struct ParquetLimits {
 
 // The rows of a Parquet file (in memory) as JSON objects holding the
 // requested top-level columns (all of them when `columns` is empty), in file
-// order; at most `max_rows` rows (reading stops early).
+// order; at most `max_rows` rows (reading stops early). Object keys are
+// sorted (nlohmann::json's std::map), whatever the order in `columns`. A
+// column that does not exist is INVALID_ARGUMENT listing the ones that do.
 StatusOr<std::vector<nlohmann::json>> ReadParquetRows(std::string_view content,
                                                       const std::vector<std::string>& columns,
                                                       const std::string& name,

@@ -2,7 +2,11 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <snappy-c.h>
+#include <zlib.h>
+#include <zstd.h>
 
+#include <cstring>
 #include <fstream>
 #include <sstream>
 
@@ -326,7 +330,8 @@ std::string PageHeader(int type, int32_t uncompressed, int32_t compressed, int32
 }
 
 // One required column "x" of `type` in one row group whose chunk is `pages`.
-std::string MakeFile(const std::string& pages, int type, int64_t rows, int schema_children = 1) {
+std::string MakeFile(const std::string& pages, int type, int64_t rows, int schema_children = 1,
+                     int codec = 0) {
   std::string f = "PAR1" + pages;
   TW w;
   w.Push();
@@ -351,7 +356,7 @@ std::string MakeFile(const std::string& pages, int type, int64_t rows, int schem
   w.Int(2, 4);
   w.Begin(3);
   w.Int(1, type);
-  w.Int(4, 0);
+  w.Int(4, codec);
   w.Int(5, rows);
   w.Int(7, pages.size());
   w.Int(9, 4);
@@ -374,6 +379,57 @@ TEST(ParquetReaderTest, CraftedFileReads) {
   auto rows = ReadParquetRows(MakeFile(PlainInt32Page(-7), 1, 1), {"x"}, "c");
   ASSERT_TRUE(rows.ok()) << rows.status();
   EXPECT_EQ(*rows, std::vector<json>{json::parse(R"({"x":-7})")});
+}
+
+// A PLAIN page of 1000 INT32 values i*3 compressed with each codec by its
+// library, then one whose header understates the decompressed size.
+TEST(ParquetReaderTest, CompressedPagesRoundTrip) {
+  std::string plain;
+  for (int32_t i = 0; i < 1000; ++i) {
+    const int32_t v = i * 3;
+    plain.append(reinterpret_cast<const char*>(&v), 4);
+  }
+  for (int codec : {1, 2, 6}) {
+    SCOPED_TRACE(codec);
+    std::string z;
+    if (codec == 1) {
+      size_t n = snappy_max_compressed_length(plain.size());
+      z.resize(n);
+      ASSERT_EQ(snappy_compress(plain.data(), plain.size(), z.data(), &n), SNAPPY_OK);
+      z.resize(n);
+    } else if (codec == 2) {
+      z_stream zs{};
+      ASSERT_EQ(deflateInit2(&zs, 6, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY), Z_OK);  // gzip
+      z.resize(deflateBound(&zs, plain.size()) + 32);
+      zs.next_in = reinterpret_cast<Bytef*>(plain.data());
+      zs.avail_in = plain.size();
+      zs.next_out = reinterpret_cast<Bytef*>(z.data());
+      zs.avail_out = z.size();
+      ASSERT_EQ(deflate(&zs, Z_FINISH), Z_STREAM_END);
+      z.resize(zs.total_out);
+      deflateEnd(&zs);
+    } else {
+      z.resize(ZSTD_compressBound(plain.size()));
+      size_t n = ZSTD_compress(z.data(), z.size(), plain.data(), plain.size(), 3);
+      ASSERT_FALSE(ZSTD_isError(n));
+      z.resize(n);
+    }
+    auto rows = ReadParquetRows(
+        MakeFile(PageHeader(0, plain.size(), z.size(), 1000, 0) + z, 1, 1000, 1, codec), {"x"},
+        "z");
+    ASSERT_TRUE(rows.ok()) << rows.status();
+    ASSERT_EQ(rows->size(), 1000u);
+    for (int i = 0; i < 1000; ++i) ASSERT_EQ((*rows)[i]["x"], i * 3);
+    // The header says one byte less than the page decompresses to.
+    Status s = ReadParquetRows(MakeFile(PageHeader(0, plain.size() - 1, z.size(), 1000, 0) + z, 1,
+                                        1000, 1, codec),
+                               {"x"}, "z")
+                   .status();
+    EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s;
+  }
+  // Codecs without a library here are named.
+  Status s = ReadParquetRows(MakeFile(PlainInt32Page(1), 1, 1, 1, 7), {"x"}, "z").status();
+  EXPECT_THAT(s.message(), HasSubstr("compression codec LZ4_RAW is not supported"));
 }
 
 Status Read(const std::string& file, const ParquetLimits& limits = {}) {
@@ -444,6 +500,33 @@ TEST(ParquetReaderTest, LimitsOnColumnsAndRowGroupsAndDecoding) {
   l.max_nesting = 2;
   EXPECT_EQ(ParquetColumnNames(Fixture("hyparquet_chat.parquet"), "r", l).status().code(),
             StatusCode::kResourceExhausted);
+}
+
+// The root claims two children, but its first child's subtree takes the
+// rest of the schema (a fuzzer find: read past the schema list).
+TEST(ParquetReaderTest, SchemaChildrenPastTheSchema) {
+  TW w;
+  w.Push();
+  w.List(2, 12, 3);
+  w.Push();
+  w.Str(4, "schema");
+  w.Int(5, 2);
+  w.End();
+  w.Push();
+  w.Str(4, "g");
+  w.Int(5, 1);
+  w.End();
+  w.Push();
+  w.Int(1, 1);
+  w.Str(4, "x");
+  w.End();
+  w.End();
+  uint32_t len = w.b.size();
+  std::string f = "PAR1" + w.b + std::string(reinterpret_cast<const char*>(&len), 4) + "PAR1";
+  auto names = ParquetColumnNames(f, "s");
+  ASSERT_FALSE(names.ok());
+  EXPECT_EQ(names.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_THAT(names.status().message(), HasSubstr("more children than the schema holds"));
 }
 
 TEST(ParquetReaderTest, InvalidUtf8IsRefused) {

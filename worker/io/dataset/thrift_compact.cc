@@ -74,7 +74,7 @@ Status CompactReader::ReadList(CType type, const HeaderFn& header, const Element
   // Every element takes at least one byte.
   if (count > data_.size() - pos_)
     return Error("list of " + std::to_string(count) + " elements is longer than its data");
-  if (Status s = header(static_cast<uint32_t>(count), static_cast<CType>(elem)); !s.ok()) return s;
+  if (Status s = header(count, static_cast<CType>(elem)); !s.ok()) return s;
   for (uint64_t i = 0; i < count; ++i) {
     if (Status s = element(static_cast<CType>(elem)); !s.ok()) return s;
   }
@@ -151,7 +151,7 @@ Status CompactReader::SkipValue(CType type, bool list_element) {
     case CType::kList:
     case CType::kSet:
       return ReadList(
-          type, [](uint32_t, CType) { return OkStatus(); },
+          type, [](uint64_t, CType) { return OkStatus(); },
           [this](CType elem) { return SkipValue(elem, true); });
     case CType::kMap: {
       if (++depth_ > max_depth_)

@@ -47,7 +47,7 @@ class CompactReader {
   // Reads a list or set whose field type is `type`; `header` sees the element
   // count (already bounded by the bytes left) and type, then `element` is
   // called once per element and must consume it.
-  using HeaderFn = std::function<Status(uint32_t count, CType elem)>;
+  using HeaderFn = std::function<Status(uint64_t count, CType elem)>;
   using ElementFn = std::function<Status(CType elem)>;
   Status ReadList(CType type, const HeaderFn& header, const ElementFn& element);
 
