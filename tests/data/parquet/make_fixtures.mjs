@@ -3,7 +3,8 @@
 //   npm install --prefix /tmp/pqgen hyparquet-writer@0.17.0
 //   HYPARQUET_WRITER=/tmp/pqgen/node_modules/hyparquet-writer/src/index.js \
 //     node tests/data/parquet/make_fixtures.mjs tests/data/parquet
-// The expected values are asserted in worker/io/dataset/parquet_reader_test.cc.
+// hyparquet-writer writes DATA_PAGE_V2 pages. The expected values are
+// asserted in worker/io/dataset/parquet_reader_test.cc.
 import { writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 
@@ -66,4 +67,25 @@ writeFileSync(join(out, 'hyparquet_encodings.parquet'), new Uint8Array(parquetWr
     { name: 'score', data: Array.from({ length: n }, (_, i) => i / 4), type: 'DOUBLE', nullable: false, encoding: 'BYTE_STREAM_SPLIT' },
   ],
   pageSize: 512,
+})))
+
+// Nested records over many small pages and three row groups: null lists,
+// empty lists, null struct fields; parquet_reader_test checks it by formula.
+const m = 200
+const pagedIds = Array.from({ length: m }, (_, i) =>
+  i % 11 === 5 ? null : Array.from({ length: i % 9 }, (_, k) => BigInt(i * 100 + k)))
+const pagedMessages = Array.from({ length: m }, (_, i) =>
+  i % 7 === 3 ? null : Array.from({ length: i % 5 }, (_, k) =>
+    ({ role: k % 2 ? 'assistant' : 'user', content: k === 2 ? null : `m${i}.${k}` })))
+writeFileSync(join(out, 'hyparquet_paged.parquet'), new Uint8Array(parquetWriteBuffer({
+  columnData: [{ name: 'ids', data: pagedIds }, { name: 'messages', data: pagedMessages }],
+  schema: [
+    { name: 'root', num_children: 2 },
+    { name: 'ids', repetition_type: 'OPTIONAL', converted_type: 'LIST', num_children: 1 },
+    { name: 'list', repetition_type: 'REPEATED', num_children: 1 },
+    { name: 'element', type: 'INT64', repetition_type: 'REQUIRED' },
+    ...schema.slice(5),
+  ],
+  pageSize: 64,
+  rowGroupSize: 90,
 })))

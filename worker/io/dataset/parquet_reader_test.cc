@@ -202,6 +202,38 @@ TEST(ParquetReaderTest, HyparquetEncodings) {
   }
 }
 
+// Records of nested lists over many small pages and three row groups, as
+// make_fixtures.mjs builds them (the same values hyparquet reads back).
+TEST(ParquetReaderTest, HyparquetNestedRecordsAcrossPages) {
+  auto rows = Rows("hyparquet_paged.parquet", {"ids", "messages"});
+  ASSERT_EQ(rows.size(), 200u);
+  for (int i = 0; i < 200; ++i) {
+    json ids = nullptr;
+    if (i % 11 != 5) {
+      ids = json::array();
+      for (int k = 0; k < i % 9; ++k) ids.push_back(i * 100 + k);
+    }
+    json messages = nullptr;
+    if (i % 7 != 3) {
+      messages = json::array();
+      for (int k = 0; k < i % 5; ++k) {
+        messages.push_back(
+            {{"role", k % 2 ? "assistant" : "user"},
+             {"content",
+              k == 2 ? json(nullptr) : json("m" + std::to_string(i) + "." + std::to_string(k))}});
+      }
+    }
+    ASSERT_EQ(rows[i], json({{"ids", ids}, {"messages", messages}})) << i;
+  }
+  // Stopping early mid row group.
+  auto first = Rows("hyparquet_paged.parquet", {"messages"}, 100);
+  ASSERT_EQ(first.size(), 100u);
+  EXPECT_EQ(
+      first[99],
+      json::parse(
+          R"({"messages":[{"role":"user","content":"m99.0"},{"role":"assistant","content":"m99.1"},{"role":"user","content":null},{"role":"assistant","content":"m99.3"}]})"));
+}
+
 TEST(ParquetReaderTest, MissingColumnListsAvailable) {
   auto rows = ReadParquetRows(Fixture("hyparquet_chat.parquet"), {"txt"}, "chat.parquet");
   ASSERT_FALSE(rows.ok());
