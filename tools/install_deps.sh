@@ -19,7 +19,7 @@ PACKAGES=(
   golang-github-gogo-googleapis-dev grpc-proto
   # reference implementations and peers used by tests
   python3 python3-torch python3-numpy python3-onnx python3-grpcio python3-sentencepiece
-  python3-protobuf protobuf-compiler-grpc
+  python3-protobuf protobuf-compiler-grpc python3-jinja2
   nodejs  # npm: see below
   # services used by end-to-end tests
   postgresql sqlite3 clang

@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Renders every testdata template over every testdata context with the C++
+# engine and with jinja2 (jinja2_render.py, /usr/bin/python3 whose
+# python3-jinja2 is the reference) and asserts byte-identical output, or
+# that both fail (raise_exception, undefined, type errors).
+set -euo pipefail
+engine="$1"
+reference="$2"
+dir="$(dirname "$reference")/testdata"
+tmp="${TEST_TMPDIR:-$(mktemp -d)}"
+pairs=0
+failures=0
+both_failed=0
+for t in "$dir"/*.jinja; do
+  for c in "$dir"/contexts/*.json; do
+    pairs=$((pairs + 1))
+    set +e
+    "$engine" "$t" "$c" >"$tmp/cc.out" 2>"$tmp/cc.err"
+    cc_rc=$?
+    /usr/bin/python3 "$reference" "$t" "$c" >"$tmp/py.out" 2>"$tmp/py.err"
+    py_rc=$?
+    set -e
+    name="$(basename "$t") x $(basename "$c")"
+    if [[ $cc_rc -ne $py_rc ]]; then
+      echo "FAIL $name: engine exit $cc_rc, jinja2 exit $py_rc"
+      cat "$tmp/cc.err" "$tmp/py.err"
+      failures=$((failures + 1))
+    elif [[ $cc_rc -ne 0 ]]; then
+      both_failed=$((both_failed + 1))
+      echo "both failed: $name: $(head -c 200 "$tmp/py.err")"
+    elif ! cmp -s "$tmp/cc.out" "$tmp/py.out"; then
+      echo "FAIL $name: output differs"
+      diff <(od -c "$tmp/py.out") <(od -c "$tmp/cc.out") | head -20 || true
+      failures=$((failures + 1))
+    fi
+  done
+done
+echo "$pairs pairs, $failures mismatches, $both_failed failed on both sides"
+[[ $failures -eq 0 && $pairs -ge 40 ]]
