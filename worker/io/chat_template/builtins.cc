@@ -118,9 +118,7 @@ Value Split(const std::string& s, const Value& sep, int64_t maxsplit) {
       while (i < cps.size() && IsPySpace(cps[i])) ++i;
       if (i >= cps.size()) break;
       if (maxsplit >= 0 && static_cast<int64_t>(out.size()) == maxsplit) {
-        size_t e = cps.size();
-        while (e > i && IsPySpace(cps[e - 1])) --e;
-        out.push_back(Value::String(EncodeUtf8({cps.begin() + i, cps.begin() + e})));
+        out.push_back(Value::String(EncodeUtf8({cps.begin() + i, cps.end()})));
         break;
       }
       size_t j = i;
@@ -272,6 +270,21 @@ std::string Escape(const std::string& s) {
   return out;
 }
 
+// Python's float(str) for the forms numbers take (no hex, which strtod reads).
+bool ParsePyFloat(const std::string& t, double* out) {
+  if (t.empty()) return false;
+  std::string low = MapCase(t, Lower);
+  const size_t skip = low[0] == '+' || low[0] == '-' ? 1 : 0;
+  const std::string word = low.substr(skip);
+  if (word != "inf" && word != "infinity" && word != "nan") {
+    for (char c : low)
+      if (!((c >= '0' && c <= '9') || c == '+' || c == '-' || c == '.' || c == 'e')) return false;
+  }
+  char* end = nullptr;
+  *out = std::strtod(t.c_str(), &end);
+  return *end == 0;
+}
+
 int64_t ToInt(const Value& v, Renderer* r) {
   if (!v.is_int() && !v.is_bool()) r->Error("an integer is required, got " + v.TypeName());
   return v.as_int();
@@ -285,50 +298,61 @@ bool IsKnownTest(const std::string& name) { return Tests().count(name) > 0; }
 Value Renderer::GetAttr(const Value& obj, const std::string& name) {
   static const std::set<std::string> kStrMethods = {
       "strip", "lstrip", "rstrip",     "split",   "startswith", "endswith", "upper",
-      "lower", "title",  "capitalize", "replace", "find",       "count"};
+      "lower", "title",  "capitalize", "replace", "find",       "count",    "join"};
   static const std::set<std::string> kDictMethods = {"items", "keys", "values", "get"};
   static const std::set<std::string> kUnsafe = {
       "append",  "extend", "insert",     "pop",     "remove",      "clear",      "sort",
       "reverse", "update", "setdefault", "popitem", "__setitem__", "__delitem__"};
-  if (obj.is_undefined()) Error("'" + obj.undefined_hint() + "' is undefined");
+  // The sandbox hides underscore attributes (__class__, ...) as undefined.
+  if (!name.empty() && name[0] == '_')
+    return Value::Undefined("access to attribute '" + name + "' is unsafe.");
+  if (obj.is_undefined()) Error(obj.undefined_hint());
   auto bound = [&](const std::string& n) {
     return Value::MakeCallable(Callable{n, std::make_shared<const Value>(obj), nullptr});
   };
   if (obj.is_string() && kStrMethods.count(name)) return bound(name);
   if (obj.is_dict() && kDictMethods.count(name)) return bound(name);
-  if ((obj.is_dict() || obj.is_list()) && kUnsafe.count(name)) return bound("unsafe:" + name);
+  // Mutating methods print as undefined and fail when called, as the
+  // ImmutableSandboxedEnvironment makes them.
+  if ((obj.is_dict() || obj.is_list()) && kUnsafe.count(name))
+    return Value::Undefined("access to attribute '" + name + "' of '" + obj.TypeName() +
+                            "' object is unsafe.");
   if (obj.is_dict()) {
     if (const Value* v = obj.dict().Find(name)) return *v;
   } else if (obj.is_namespace()) {
     if (const Value* v = obj.ns().Find(name)) return *v;
   }
-  return Value::Undefined(obj.TypeName() + " object has no attribute " + name);
+  return Value::Undefined("'" + obj.TypeName() + " object' has no attribute '" + name + "'");
 }
 
 Value Renderer::GetItem(const Value& obj, const Value& key) {
-  if (obj.is_undefined()) Error("'" + obj.undefined_hint() + "' is undefined");
+  if (obj.is_undefined()) Error(obj.undefined_hint());
   if (obj.is_dict() && key.is_string()) {
     if (const Value* v = obj.dict().Find(key.str())) return *v;
-    return Value::Undefined(key.str());
+    return Value::Undefined("'dict object' has no attribute '" + key.str() + "'");
   }
   if ((obj.is_list() || obj.is_string()) && (key.is_int() || key.is_bool())) {
     int64_t i = key.as_int();
     if (obj.is_list()) {
       const int64_t n = obj.list().size();
       if (i < 0) i += n;
-      if (i < 0 || i >= n) return Value::Undefined("index " + std::to_string(key.as_int()));
+      if (i < 0 || i >= n)
+        return Value::Undefined("'" + obj.TypeName() + " object' has no element " +
+                                std::to_string(key.as_int()));
       return obj.list()[i];
     }
     std::vector<uint32_t> cps = DecodeUtf8(obj.str());
     const int64_t n = cps.size();
     if (i < 0) i += n;
-    if (i < 0 || i >= n) return Value::Undefined("index " + std::to_string(key.as_int()));
+    if (i < 0 || i >= n)
+      return Value::Undefined("'" + obj.TypeName() + " object' has no element " +
+                              std::to_string(key.as_int()));
     std::string s;
     AppendUtf8(cps[i], &s);
     return Value::String(s);
   }
   if (key.is_string()) return GetAttr(obj, key.str());
-  return Value::Undefined("item");
+  return Value::Undefined("'" + obj.TypeName() + " object' has no element " + key.Repr());
 }
 
 std::vector<Value> Renderer::Iterate(const Value& v) {
@@ -356,7 +380,7 @@ std::vector<Value> Renderer::Iterate(const Value& v) {
 }
 
 Value Renderer::Call(const Value& f, std::vector<Value> args, Kwargs kwargs) {
-  if (f.is_undefined()) Error("'" + f.undefined_hint() + "' is undefined");
+  if (f.is_undefined()) Error(f.undefined_hint());
   if (!f.is_callable()) Error("'" + f.TypeName() + "' object is not callable");
   const Callable& c = f.callable();
   if (c.macro) return CallMacro(*c.macro, std::move(args), std::move(kwargs));
@@ -416,9 +440,10 @@ Value Renderer::CallGlobal(const std::string& name, std::vector<Value>& args, Kw
 
 Value Renderer::CallMethod(const std::string& name, const Value& self, std::vector<Value>& args,
                            Kwargs& kwargs) {
-  if (name.rfind("unsafe:", 0) == 0)
-    Error("access to attribute '" + name.substr(7) + "' of '" + self.TypeName() +
-          "' object is unsafe.");
+  if (name == "cycle" && self.is_int()) {  // loop.cycle(a, b, ...)
+    if (args.empty()) Error("no items for cycling given");
+    return args[self.as_int() % args.size()];
+  }
   if (self.is_dict()) {
     const Dict& d = self.dict();
     if (name == "get") {
@@ -471,6 +496,18 @@ Value Renderer::CallMethod(const std::string& name, const Value& self, std::vect
                                  ToInt(Arg(args, kwargs, 2, "count", Value::Int(-1)), this), this));
   }
   if (name == "title" || name == "capitalize") return Filter(name, self, {}, {});
+  if (name == "join") {
+    std::string out;
+    bool first = true;
+    for (const auto& x : Iterate(Arg(args, kwargs, 0, "iterable"))) {
+      if (!x.is_string()) Error("sequence item: expected str instance, " + x.TypeName() + " found");
+      if (!first) out += s;
+      first = false;
+      out += x.str();
+      CheckSize(out.size());
+    }
+    return Value::String(std::move(out));
+  }
   if (name == "find" || name == "count") {
     Value a = Arg(args, kwargs, 0, "sub");
     if (!a.is_string()) Error(name + "() argument must be str");
@@ -602,7 +639,7 @@ Value Renderer::Filter(const std::string& name, const Value& v, std::vector<Valu
     const bool first = Arg(args, kwargs, 1, "first", Value::Bool(false)).Truthy();
     const bool blank = Arg(args, kwargs, 2, "blank", Value::Bool(false)).Truthy();
     std::vector<std::string> lines;
-    const std::string s = need_str();
+    const std::string s = need_str() + "\n";  // as jinja2, so that "x\n" keeps its newline
     size_t p = 0;
     while (p < s.size()) {
       size_t e = s.find_first_of("\r\n", p);
@@ -612,7 +649,6 @@ Value Renderer::Filter(const std::string& name, const Value& v, std::vector<Valu
       if (p < s.size() && s[p] == '\r' && p + 1 < s.size() && s[p + 1] == '\n') ++p;
       if (p < s.size()) ++p;
     }
-    if (lines.empty()) lines.push_back("");
     std::string rv = lines[0];
     for (size_t i = 1; i < lines.size(); ++i) {
       rv += "\n";
@@ -645,8 +681,8 @@ Value Renderer::Filter(const std::string& name, const Value& v, std::vector<Valu
       errno = 0;
       const long long i = std::strtoll(t.c_str(), &end, 10);
       if (!t.empty() && *end == 0 && errno == 0) return Value::Int(i);
-      const double f = std::strtod(t.c_str(), &end);
-      if (!t.empty() && *end == 0 && std::isfinite(f) && std::fabs(f) < 9.2e18)
+      double f;
+      if (ParsePyFloat(t, &f) && std::isfinite(f) && std::fabs(f) < 9.2e18)
         return Value::Int(static_cast<int64_t>(f));
     }
     return dflt;
@@ -656,9 +692,8 @@ Value Renderer::Filter(const std::string& name, const Value& v, std::vector<Valu
     if (v.is_number()) return Value::Float(v.as_float());
     if (v.is_string()) {
       std::string t = Strip(v.str(), Value(), true, true);
-      char* end = nullptr;
-      const double f = std::strtod(t.c_str(), &end);
-      if (!t.empty() && *end == 0) return Value::Float(f);
+      double f;
+      if (ParsePyFloat(t, &f)) return Value::Float(f);
     }
     return dflt;
   }
@@ -688,11 +723,11 @@ Value Renderer::Filter(const std::string& name, const Value& v, std::vector<Valu
   }
   if (name == "first" || name == "last") {
     if (v.is_list()) {
-      if (v.list().empty()) return Value::Undefined("first");
+      if (v.list().empty()) return Value::Undefined("No first item, sequence was empty.");
       return name == "first" ? v.list().front() : v.list().back();
     }
     std::vector<Value> items = need_list();
-    if (items.empty()) return Value::Undefined(name);
+    if (items.empty()) return Value::Undefined("No " + name + " item, sequence was empty.");
     return name == "first" ? items.front() : items.back();
   }
   if (name == "list") return Value::MakeList(need_list());
@@ -810,7 +845,7 @@ Value Renderer::Filter(const std::string& name, const Value& v, std::vector<Valu
       return Value::MakeList(std::move(out));
     }
     if (name == "max" || name == "min") {
-      if (items.empty()) return Value::Undefined(name);
+      if (items.empty()) return Value::Undefined("No aggregated item, sequence was empty.");
       Value best = items[0];
       for (const auto& x : items)
         if (name == "max" ? Less(key(best), key(x)) : Less(key(x), key(best))) best = x;

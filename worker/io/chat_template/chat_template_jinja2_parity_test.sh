@@ -36,4 +36,31 @@ for t in "$dir"/*.jinja; do
   done
 done
 echo "$pairs pairs, $failures mismatches, $both_failed failed on both sides"
-[[ $failures -eq 0 && $pairs -ge 40 ]]
+
+# Short snippets, one construct each, over the tool-call conversation;
+# jinja2 renders them all in one process.
+snippets=0
+for s in "$dir"/snippets/*.txt; do
+  out="$tmp/$(basename "$s" .txt)"
+  mkdir -p "$out"
+  /usr/bin/python3 "$reference" --snippets "$s" "$dir/contexts/c3_tools.json" "$out"
+  for t in "$out"/*.jinja; do
+    n="${t%.jinja}"
+    snippets=$((snippets + 1))
+    set +e
+    "$engine" "$t" "$dir/contexts/c3_tools.json" >"$n.cc" 2>"$n.cc_err"
+    cc_rc=$?
+    set -e
+    if [[ $cc_rc -ne $(cat "$n.rc") ]]; then
+      echo "FAIL $(basename "$s") snippet $(basename "$n"): engine exit $cc_rc, jinja2 exit $(cat "$n.rc")"
+      cat "$t"; echo; cat "$n.cc_err" "$n.out"; echo
+      failures=$((failures + 1))
+    elif [[ $cc_rc -eq 0 ]] && ! cmp -s "$n.cc" "$n.out"; then
+      echo "FAIL $(basename "$s") snippet $(basename "$n"): output differs"
+      cat "$t"; echo; echo "jinja2: $(cat "$n.out")"; echo "engine: $(cat "$n.cc")"
+      failures=$((failures + 1))
+    fi
+  done
+done
+echo "$snippets snippets; $failures mismatches in all"
+[[ $failures -eq 0 && $pairs -ge 40 && $snippets -ge 100 ]]

@@ -113,7 +113,18 @@ TEST(ChatTemplateTest, RefusesFileAccessAndUnsupportedTags) {
   }
 }
 
+TEST(ChatTemplateTest, RefusesWhatItDoesNotImplement) {
+  // jinja2 has these; the engine refuses them rather than render differently.
+  EXPECT_EQ(ChatTemplate::Parse("{{ 'x' | center }}").status().code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(ChatTemplate::Parse("{% for x in y recursive %}{% endfor %}").status().code(),
+            StatusCode::kInvalidArgument);
+  const Status s = Err("{{ '%s' % 1 }}");
+  EXPECT_NE(s.message().find("not supported"), std::string::npos) << s;
+}
+
 TEST(ChatTemplateTest, SandboxRefusesMutation) {
+  EXPECT_EQ(Ok("[{{ messages.append }}][{{ messages.__class__ }}]", kChat), "[][]");
   const Status s = Err("{% set l = [1] %}{{ l.append(2) }}");
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
   EXPECT_NE(s.message().find("unsafe"), std::string::npos) << s;

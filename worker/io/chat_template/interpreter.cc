@@ -155,11 +155,17 @@ void Renderer::ExecFor(const Stmt& s, Frame* frame) {
     loop->Set("length", Value::Int(n));
     loop->Set("depth", Value::Int(1));
     loop->Set("depth0", Value::Int(0));
-    loop->Set("previtem", i > 0 ? items[i - 1] : Value::Undefined("loop.previtem"));
-    loop->Set("nextitem", i + 1 < n ? items[i + 1] : Value::Undefined("loop.nextitem"));
-    loop_frame.vars["loop"] = Value::MakeDict(loop);
-    Assign(bind, &loop_frame, items[i]);
-    if (Exec(s.body, &loop_frame) == Flow::kBreak) break;
+    loop->Set("previtem", i > 0 ? items[i - 1] : Value::Undefined("there is no previous item"));
+    loop->Set("nextitem", i + 1 < n ? items[i + 1] : Value::Undefined("there is no next item"));
+    loop->Set("cycle", Value::MakeCallable(Callable{
+                           "cycle", std::make_shared<const Value>(Value::Int(i)), nullptr}));
+    // jinja2 gives every iteration fresh locals: a `set` in one iteration
+    // is not seen by the next.
+    Frame iteration;
+    iteration.parent = frame;
+    iteration.vars["loop"] = Value::MakeDict(loop);
+    Assign(bind, &iteration, items[i]);
+    if (Exec(s.body, &iteration) == Flow::kBreak) break;
   }
   if (n == 0) Exec(s.else_body, frame);
 }
@@ -173,7 +179,7 @@ Value Renderer::Lookup(const std::string& name, Frame* frame) {
                                          "strftime_now"};
   for (const char* g : kGlobals)
     if (name == g) return Value::MakeCallable(Callable{name, nullptr, nullptr});
-  return Value::Undefined(name);
+  return Value::Undefined("'" + name + "' is undefined");
 }
 
 namespace {
@@ -257,7 +263,7 @@ Value Renderer::Eval(const Expr& e, Frame* frame) {
       line_ = e.line;
       if (obj.is_undefined())
         Fail(StatusCode::kInvalidArgument,
-             "line " + std::to_string(line_) + ": '" + obj.undefined_hint() + "' is undefined");
+             "line " + std::to_string(line_) + ": " + obj.undefined_hint());
       int64_t b, en, st;
       if (obj.is_string()) {
         std::vector<uint32_t> cps = DecodeUtf8(obj.str());
@@ -353,7 +359,8 @@ Value Renderer::Eval(const Expr& e, Frame* frame) {
     case ExprKind::kCond:
       if (Eval(*e.args[0], frame).Truthy()) return Eval(*e.args[1], frame);
       if (e.args[2]) return Eval(*e.args[2], frame);
-      return Value::Undefined("conditional expression");
+      return Value::Undefined(
+          "the inline if-expression evaluated to false and no else section was defined.");
   }
   return Value();
 }
@@ -364,6 +371,7 @@ bool Renderer::Less(const Value& a, const Value& b) {
     return a.as_int() < b.as_int();
   }
   if (a.is_string() && b.is_string()) return a.str() < b.str();
+  if (a.is_undefined() && b.is_undefined()) return false;  // as jinja2's sort of missing attributes
   if (a.is_list() && b.is_list() && a.is_tuple() == b.is_tuple()) {
     const auto& x = a.list();
     const auto& y = b.list();
@@ -407,7 +415,7 @@ bool Renderer::Compare(const std::string& op, const Value& a, const Value& b) {
 Value Renderer::EvalBinary(const std::string& op, const Value& a, const Value& b) {
   if (a.is_undefined() || b.is_undefined()) {
     const Value& u = a.is_undefined() ? a : b;
-    Error("'" + u.undefined_hint() + "' is undefined");
+    Error(u.undefined_hint());
   }
   const bool ints = (a.is_int() || a.is_bool()) && (b.is_int() || b.is_bool());
   const bool nums = a.is_number() && b.is_number();
@@ -528,7 +536,8 @@ Value Renderer::CallMacro(const Stmt& m, std::vector<Value> args, Kwargs kwargs)
     }
     if (!found)
       frame.vars[m.targets[i]] =
-          m.defaults[i] ? Eval(*m.defaults[i], &frame) : Value::Undefined(m.targets[i]);
+          m.defaults[i] ? Eval(*m.defaults[i], &frame)
+                        : Value::Undefined("parameter '" + m.targets[i] + "' was not provided");
   }
   for (auto& [k, v] : kwargs) {
     bool known = false;

@@ -1,6 +1,11 @@
-"""jinja2_render.py TEMPLATE_FILE CONTEXT_JSON_FILE: renders with jinja2
-configured as transformers configures it for chat templates; prints the
-rendering, or the error on stderr and exits 1 (the parity test's reference).
+"""The parity test's reference: jinja2 configured as transformers
+configures it for chat templates.
+
+jinja2_render.py TEMPLATE_FILE CONTEXT_JSON_FILE
+    prints the rendering, or the error on stderr and exits 1.
+jinja2_render.py --snippets SNIPPETS_FILE CONTEXT_JSON_FILE OUT_DIR
+    splits SNIPPETS_FILE at lines "====" into OUT_DIR/N.jinja and renders
+    each in this one process into OUT_DIR/N.out and OUT_DIR/N.rc.
 """
 import json
 import sys
@@ -25,22 +30,46 @@ def strftime_now(fmt):
     return datetime.now().strftime(fmt)
 
 
-def main():
-    with open(sys.argv[1], encoding="utf-8") as f:
-        source = f.read()
-    with open(sys.argv[2], encoding="utf-8") as f:
+def load_context(path):
+    with open(path, encoding="utf-8") as f:
         # The engine takes an nlohmann::json, whose objects iterate in key
         # order; sort here too so that both sides see the same dicts.
-        context = json.loads(f.read(), object_pairs_hook=lambda kv: dict(sorted(kv)))
+        return json.loads(f.read(), object_pairs_hook=lambda kv: dict(sorted(kv)))
+
+
+def render(source, context):
+    """Returns (rendering, None) or (None, error text)."""
     env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True,
                                         extensions=[loopcontrols])
     env.filters["tojson"] = tojson
     env.globals["raise_exception"] = raise_exception
     env.globals["strftime_now"] = strftime_now
     try:
-        out = env.from_string(source).render(**context)
+        return env.from_string(source).render(**context), None
     except Exception as e:  # pylint: disable=broad-except
-        sys.stderr.write(f"{type(e).__name__}: {e}\n")
+        return None, f"{type(e).__name__}: {e}"
+
+
+def main():
+    if sys.argv[1] == "--snippets":
+        with open(sys.argv[2], encoding="utf-8") as f:
+            snippets = f.read().split("\n====\n")
+        context = load_context(sys.argv[3])
+        out_dir = sys.argv[4]
+        for i, source in enumerate(snippets):
+            with open(f"{out_dir}/{i}.jinja", "w", encoding="utf-8") as f:
+                f.write(source)
+            out, err = render(source, context)
+            with open(f"{out_dir}/{i}.out", "w", encoding="utf-8") as f:
+                f.write(out if err is None else err)
+            with open(f"{out_dir}/{i}.rc", "w", encoding="utf-8") as f:
+                f.write("0" if err is None else "1")
+        return 0
+    with open(sys.argv[1], encoding="utf-8") as f:
+        source = f.read()
+    out, err = render(source, load_context(sys.argv[2]))
+    if err is not None:
+        sys.stderr.write(err + "\n")
         return 1
     sys.stdout.write(out)
     return 0
