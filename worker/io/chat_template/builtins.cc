@@ -368,6 +368,7 @@ std::vector<Value> Renderer::Iterate(const Value& v) {
     return out;
   }
   if (v.is_string()) {
+    CheckSize(v.str().size() * sizeof(Value));  // one Value per character
     for (uint32_t c : DecodeUtf8(v.str())) {
       std::string s;
       AppendUtf8(c, &s);
@@ -391,7 +392,8 @@ Value Renderer::Call(const Value& f, std::vector<Value> args, Kwargs kwargs) {
 Value Renderer::CallGlobal(const std::string& name, std::vector<Value>& args, Kwargs& kwargs) {
   if (name == "raise_exception") {
     Fail(StatusCode::kInvalidArgument,
-         "template raised an exception: " + Arg(args, kwargs, 0, "message").Str());
+         "template raised an exception: " +
+             Arg(args, kwargs, 0, "message").Str(limits_.max_output_bytes));
   }
   if (name == "strftime_now") {
     Value fmt = Arg(args, kwargs, 0, "format");
@@ -556,9 +558,9 @@ bool Renderer::Test(const std::string& name, const Value& v, const std::vector<V
     if (d == 0) Error("integer division or modulo by zero");
     return d == -1 || ToInt(v, this) % d == 0;
   }
-  if (name == "eq" || name == "equalto" || name == "==") return Equal(v, arg());
-  if (name == "ne") return !Equal(v, arg());
-  if (name == "sameas") return Equal(v, arg()) && (v.is_none() || v.is_bool());
+  if (name == "eq" || name == "equalto" || name == "==") return Eq(v, arg());
+  if (name == "ne") return !Eq(v, arg());
+  if (name == "sameas") return Eq(v, arg()) && (v.is_none() || v.is_bool());
   if (name == "lt" || name == "lessthan") return Less(v, arg());
   if (name == "gt" || name == "greaterthan") return Less(arg(), v);
   if (name == "le") return !Less(arg(), v);
@@ -571,7 +573,7 @@ Value Renderer::Filter(const std::string& name, const Value& v, std::vector<Valu
                        Kwargs kwargs) {
   auto need_str = [&]() -> std::string {
     if (v.is_undefined() && name != "string") return "";
-    return v.Str();
+    return v.Str(limits_.max_output_bytes);
   };
   auto need_list = [&]() { return Iterate(v); };
   if (name == "default" || name == "d") {
@@ -582,9 +584,10 @@ Value Renderer::Filter(const std::string& name, const Value& v, std::vector<Valu
   }
   if (name == "safe" || name == "string") {
     if (v.is_undefined() && name == "safe") return Value::String("");
-    return Value::String(v.Str());
+    return Value::String(v.Str(limits_.max_output_bytes));
   }
-  if (name == "escape" || name == "e") return Value::String(Escape(v.Str()));
+  if (name == "escape" || name == "e")
+    return Value::String(Escape(v.Str(limits_.max_output_bytes)));
   if (name == "trim")
     return Value::String(Strip(need_str(), Arg(args, kwargs, 0, "chars"), true, true));
   if (name == "upper") return Value::String(MapCase(need_str(), Upper));
@@ -628,7 +631,8 @@ Value Renderer::Filter(const std::string& name, const Value& v, std::vector<Valu
   }
   if (name == "replace") {
     Value a = Arg(args, kwargs, 0, "old"), b = Arg(args, kwargs, 1, "new");
-    return Value::String(Replace(need_str(), a.Str(), b.Str(),
+    return Value::String(Replace(need_str(), a.Str(limits_.max_output_bytes),
+                                 b.Str(limits_.max_output_bytes),
                                  ToInt(Arg(args, kwargs, 2, "count", Value::Int(-1)), this), this));
   }
   if (name == "indent") {
@@ -706,7 +710,8 @@ Value Renderer::Filter(const std::string& name, const Value& v, std::vector<Valu
   }
   if (name == "round") {
     const int64_t prec = ToInt(Arg(args, kwargs, 0, "precision", Value::Int(0)), this);
-    const std::string method = Arg(args, kwargs, 1, "method", Value::String("common")).Str();
+    const std::string method =
+        Arg(args, kwargs, 1, "method", Value::String("common")).Str(limits_.max_output_bytes);
     if (!v.is_number()) Error("round() needs a number");
     if (method == "common") {
       if (!v.is_float()) return Value::Int(v.as_int());
@@ -769,14 +774,15 @@ Value Renderer::Filter(const std::string& name, const Value& v, std::vector<Valu
     return !cs && x.is_string() ? Value::String(MapCase(x.str(), Lower)) : x;
   };
   if (name == "join") {
-    const std::string sep = Arg(args, kwargs, 0, "d", Value::String("")).Str();
+    const std::string sep =
+        Arg(args, kwargs, 0, "d", Value::String("")).Str(limits_.max_output_bytes);
     const Value attr = Arg(args, kwargs, 1, "attribute", Value());
     std::string out;
     bool first = true;
     for (const auto& x : need_list()) {
       if (!first) out += sep;
       first = false;
-      out += (attr.is_undefined() ? x : attr_of(x, attr)).Str();
+      out += (attr.is_undefined() ? x : attr_of(x, attr)).Str(limits_.max_output_bytes);
       CheckSize(out.size());
     }
     return Value::String(std::move(out));
@@ -809,7 +815,7 @@ Value Renderer::Filter(const std::string& name, const Value& v, std::vector<Valu
       Value subject = by_attr ? attr_of(x, Arg(args, kwargs, 0, "attribute")) : x;
       bool ok;
       if (args.size() > ti) {
-        const std::string t = args[ti].Str();
+        const std::string t = args[ti].Str(limits_.max_output_bytes);
         if (!IsKnownTest(t)) Error("No test named '" + t + "'.");
         ok = Test(t, subject, std::vector<Value>(args.begin() + ti + 1, args.end()));
       } else {
@@ -835,7 +841,7 @@ Value Renderer::Filter(const std::string& name, const Value& v, std::vector<Valu
         bool dup = false;
         for (const auto& s : seen) {
           Step();
-          dup = dup || Equal(s, k);
+          dup = dup || Eq(s, k);
         }
         if (!dup) {
           seen.push_back(k);
@@ -859,7 +865,8 @@ Value Renderer::Filter(const std::string& name, const Value& v, std::vector<Valu
   if (name == "dictsort") {
     if (!v.is_dict()) Error("dictsort needs a mapping");
     const bool cs = Arg(args, kwargs, 0, "case_sensitive", Value::Bool(false)).Truthy();
-    const bool by_value = Arg(args, kwargs, 1, "by", Value::String("key")).Str() == "value";
+    const bool by_value =
+        Arg(args, kwargs, 1, "by", Value::String("key")).Str(limits_.max_output_bytes) == "value";
     const bool rev = Arg(args, kwargs, 2, "reverse", Value::Bool(false)).Truthy();
     std::vector<Value> a;
     Kwargs k;

@@ -183,6 +183,27 @@ TEST(ChatTemplateTest, OutputLimitAndHugeValuesRefusedBeforeAllocating) {
   EXPECT_EQ(Err("{{ range(10**9) | length }}").code(), StatusCode::kResourceExhausted);
 }
 
+TEST(ChatTemplateTest, HostileValuesAreBounded) {
+  // Nesting deeper than Value::kMaxNesting would make printing recurse deeply.
+  EXPECT_EQ(Err("{% set ns = namespace(l=[]) %}{% for i in range(1000) %}"
+                "{% set ns.l = [ns.l] %}{% endfor %}{{ ns.l }}")
+                .code(),
+            StatusCode::kResourceExhausted);
+  // A namespace inside a namespace could form a cycle.
+  EXPECT_EQ(Err("{% set ns = namespace() %}{% set ns.me = [ns] %}").code(),
+            StatusCode::kInvalidArgument);
+  // Shared strings print far past the output limit: refused while printing.
+  EXPECT_EQ(Err("{% set s = 'a' * 1000000 %}{{ [s] * 100 }}").code(),
+            StatusCode::kResourceExhausted);
+  // Comparing shared containers element by element is charged in steps.
+  ChatTemplateLimits l;
+  l.max_steps = 100000;
+  EXPECT_EQ(
+      Err("{% set a = range(1000) | list %}{% set m = [a] * 1000 %}{{ m == m }}", json::object(), l)
+          .code(),
+      StatusCode::kResourceExhausted);
+}
+
 TEST(ChatTemplateTest, Cancellation) {
   CancellationScope scope([] { return true; });
   auto t = ChatTemplate::Parse("{% for i in range(100000) %}{% endfor %}");

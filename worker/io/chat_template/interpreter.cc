@@ -29,7 +29,7 @@ void Renderer::Step(uint64_t n) {
 
 void Renderer::CheckSize(size_t bytes) const {
   if (bytes > limits_.max_output_bytes)
-    Fail(StatusCode::kResourceExhausted, "line " + std::to_string(line_) + ": a string of " +
+    Fail(StatusCode::kResourceExhausted, "line " + std::to_string(line_) + ": a value of " +
                                              std::to_string(bytes) + " bytes is over the " +
                                              std::to_string(limits_.max_output_bytes) +
                                              "-byte output limit");
@@ -63,6 +63,7 @@ void Renderer::Assign(const Stmt& s, Frame* frame, Value v) {
   if (!s.attr.empty()) {
     Value target = Lookup(s.targets[0], frame);
     if (!target.is_namespace()) Error("can only assign attributes of a namespace()");
+    if (v.HoldsNamespace()) Error("a namespace attribute cannot hold a namespace");
     target.ns().Set(s.attr, std::move(v));
     return;
   }
@@ -87,7 +88,7 @@ Renderer::Flow Renderer::ExecOne(const Stmt& s, Frame* frame) {
       return Flow::kNormal;
     case StmtKind::kOutput: {
       Value v = Eval(*s.expr, frame);
-      Emit(v.Str());
+      Emit(v.Str(limits_.max_output_bytes));
       return Flow::kNormal;
     }
     case StmtKind::kIf:
@@ -332,7 +333,7 @@ Value Renderer::Eval(const Expr& e, Frame* frame) {
     case ExprKind::kConcat: {
       std::string s;
       for (const auto& a : e.args) {
-        std::string part = Eval(*a, frame).Str();
+        std::string part = Eval(*a, frame).Str(limits_.max_output_bytes);
         CheckSize(s.size() + part.size());
         s += part;
       }
@@ -365,6 +366,11 @@ Value Renderer::Eval(const Expr& e, Frame* frame) {
   return Value();
 }
 
+bool Renderer::Eq(const Value& a, const Value& b) {
+  const std::function<void()> tick = [this] { Step(); };
+  return Equal(a, b, &tick);
+}
+
 bool Renderer::Less(const Value& a, const Value& b) {
   if (a.is_number() && b.is_number()) {
     if (a.is_float() || b.is_float()) return a.as_float() < b.as_float();
@@ -377,7 +383,7 @@ bool Renderer::Less(const Value& a, const Value& b) {
     const auto& y = b.list();
     for (size_t i = 0; i < x.size() && i < y.size(); ++i) {
       Step();
-      if (!Equal(x[i], y[i])) return Less(x[i], y[i]);
+      if (!Eq(x[i], y[i])) return Less(x[i], y[i]);
     }
     return x.size() < y.size();
   }
@@ -385,8 +391,8 @@ bool Renderer::Less(const Value& a, const Value& b) {
 }
 
 bool Renderer::Compare(const std::string& op, const Value& a, const Value& b) {
-  if (op == "==") return Equal(a, b);
-  if (op == "!=") return !Equal(a, b);
+  if (op == "==") return Eq(a, b);
+  if (op == "!=") return !Eq(a, b);
   if (op == "<") return Less(a, b);
   if (op == ">") return Less(b, a);
   if (op == "<=") return !Less(b, a);
@@ -399,7 +405,7 @@ bool Renderer::Compare(const std::string& op, const Value& a, const Value& b) {
   } else if (b.is_list()) {
     for (const auto& x : b.list()) {
       Step();
-      if (Equal(a, x)) {
+      if (Eq(a, x)) {
         found = true;
         break;
       }
@@ -430,6 +436,7 @@ Value Renderer::EvalBinary(const std::string& op, const Value& a, const Value& b
     }
     if (a.is_list() && b.is_list() && a.is_tuple() == b.is_tuple()) {
       Step(a.list().size() + b.list().size());
+      CheckSize((a.list().size() + b.list().size()) * sizeof(Value));
       Value::List l = a.list();
       l.insert(l.end(), b.list().begin(), b.list().end());
       return Value::MakeList(std::move(l), a.is_tuple());

@@ -34,6 +34,8 @@ class Renderer {
   bool Test(const std::string& name, const Value& v, const std::vector<Value>& args);
   // Python <, for sort and comparisons; type errors fail.
   bool Less(const Value& a, const Value& b);
+  // Python ==, one step per element compared.
+  bool Eq(const Value& a, const Value& b);
 
  private:
   enum class Flow { kNormal, kBreak, kContinue };

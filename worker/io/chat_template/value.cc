@@ -1,5 +1,6 @@
 #include "worker/io/chat_template/value.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -56,6 +57,42 @@ Value Value::FromJson(const nlohmann::json& j) {
     default:
       TypeFail("unsupported JSON value in the context");
   }
+}
+
+Value Value::MakeList(List items, bool tuple) {
+  Value v(Type::kList);
+  int depth = 0;
+  for (const auto& x : items) depth = std::max<int>(depth, x.nesting_);
+  if (depth + 1 > kMaxNesting)
+    Fail(StatusCode::kResourceExhausted,
+         "values nest deeper than " + std::to_string(kMaxNesting) + " levels");
+  v.nesting_ = depth + 1;
+  v.list_ = std::make_shared<const List>(std::move(items));
+  v.tuple_ = tuple;
+  return v;
+}
+
+Value Value::MakeDict(std::shared_ptr<const Dict> d) {
+  Value v(Type::kDict);
+  int depth = 0;
+  for (const auto& [k, x] : d->items()) depth = std::max<int>(depth, x.nesting_);
+  if (depth + 1 > kMaxNesting)
+    Fail(StatusCode::kResourceExhausted,
+         "values nest deeper than " + std::to_string(kMaxNesting) + " levels");
+  v.nesting_ = depth + 1;
+  v.dict_ = std::move(d);
+  return v;
+}
+
+bool Value::HoldsNamespace() const {
+  if (is_namespace()) return true;
+  if (is_list())
+    for (const auto& x : *list_)
+      if (x.HoldsNamespace()) return true;
+  if (is_dict())
+    for (const auto& [k, x] : dict_->items())
+      if (x.HoldsNamespace()) return true;
+  return false;
 }
 
 bool Value::Truthy() const {
@@ -233,56 +270,69 @@ std::string ReprString(const std::string& s) {
   return out;
 }
 
-std::string Value::Str() const {
-  switch (type_) {
-    case Type::kUndefined:
-      return "";
-    case Type::kString:
-      return *str_;
-    default:
-      return Repr();
-  }
+std::string Value::Str(size_t max) const {
+  if (is_undefined()) return "";
+  if (is_string()) return *str_;
+  return Repr(max);
 }
 
-std::string Value::Repr() const {
+std::string Value::Repr(size_t max) const {
+  std::string out;
+  AppendRepr(&out, max);
+  return out;
+}
+
+void Value::AppendRepr(std::string* out, size_t max) const {
+  if (out->size() > max)
+    Fail(StatusCode::kResourceExhausted,
+         "a printed value is over the " + std::to_string(max) + "-byte output limit");
   switch (type_) {
     case Type::kUndefined:
-      return "Undefined";
+      *out += "Undefined";
+      return;
     case Type::kNone:
-      return "None";
+      *out += "None";
+      return;
     case Type::kBool:
-      return int_ ? "True" : "False";
+      *out += int_ ? "True" : "False";
+      return;
     case Type::kInt:
-      return std::to_string(int_);
+      *out += std::to_string(int_);
+      return;
     case Type::kFloat:
-      return FormatFloat(float_);
+      *out += FormatFloat(float_);
+      return;
     case Type::kString:
-      return ReprString(*str_);
+      *out += ReprString(*str_);
+      return;
     case Type::kList: {
-      std::string out = tuple_ ? "(" : "[";
+      *out += tuple_ ? "(" : "[";
       for (size_t i = 0; i < list_->size(); ++i) {
-        if (i) out += ", ";
-        out += (*list_)[i].Repr();
+        if (i) *out += ", ";
+        (*list_)[i].AppendRepr(out, max);
       }
-      if (tuple_ && list_->size() == 1) out += ",";
-      return out + (tuple_ ? ")" : "]");
+      if (tuple_ && list_->size() == 1) *out += ",";
+      *out += tuple_ ? ")" : "]";
+      return;
     }
     case Type::kDict:
     case Type::kNamespace: {
       const Dict& d = is_dict() ? *dict_ : *ns_;
-      std::string out = is_dict() ? "{" : "<Namespace {";
+      *out += is_dict() ? "{" : "<Namespace {";
       bool first = true;
       for (const auto& [k, v] : d.items()) {
-        if (!first) out += ", ";
+        if (!first) *out += ", ";
         first = false;
-        out += ReprString(k) + ": " + v.Repr();
+        *out += ReprString(k) + ": ";
+        v.AppendRepr(out, max);
       }
-      return out + (is_dict() ? "}" : "}>");
+      *out += is_dict() ? "}" : "}>";
+      return;
     }
     case Type::kCallable:
-      return "<function " + callable_->name + ">";
+      *out += "<function " + callable_->name + ">";
+      return;
   }
-  return "";
 }
 
 std::string Value::TypeName() const {
@@ -311,7 +361,8 @@ std::string Value::TypeName() const {
   return "object";
 }
 
-bool Equal(const Value& a, const Value& b) {
+bool Equal(const Value& a, const Value& b, const std::function<void()>* tick) {
+  if (tick) (*tick)();
   if (a.is_number() && b.is_number()) {
     if (a.is_float() || b.is_float()) return a.as_float() == b.as_float();
     return a.as_int() == b.as_int();
@@ -326,14 +377,14 @@ bool Equal(const Value& a, const Value& b) {
     case Value::Type::kList: {
       if (a.is_tuple() != b.is_tuple() || a.list().size() != b.list().size()) return false;
       for (size_t i = 0; i < a.list().size(); ++i)
-        if (!Equal(a.list()[i], b.list()[i])) return false;
+        if (!Equal(a.list()[i], b.list()[i], tick)) return false;
       return true;
     }
     case Value::Type::kDict: {
       if (a.dict().size() != b.dict().size()) return false;
       for (const auto& [k, v] : a.dict().items()) {
         const Value* o = b.dict().Find(k);
-        if (!o || !Equal(v, *o)) return false;
+        if (!o || !Equal(v, *o, tick)) return false;
       }
       return true;
     }

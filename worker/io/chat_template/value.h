@@ -5,6 +5,7 @@
 #define QUANTD_WORKER_IO_CHAT_TEMPLATE_VALUE_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
@@ -83,17 +84,11 @@ class Value {
     v.str_ = std::make_shared<const std::string>(std::move(s));
     return v;
   }
-  static Value MakeList(List items, bool tuple = false) {
-    Value v(Type::kList);
-    v.list_ = std::make_shared<const List>(std::move(items));
-    v.tuple_ = tuple;
-    return v;
-  }
-  static Value MakeDict(std::shared_ptr<const Dict> d) {
-    Value v(Type::kDict);
-    v.dict_ = std::move(d);
-    return v;
-  }
+  // Containers nest at most kMaxNesting deep, so that printing, comparing
+  // and tojson recurse a bounded depth (RESOURCE_EXHAUSTED past it).
+  static constexpr int kMaxNesting = 256;
+  static Value MakeList(List items, bool tuple = false);
+  static Value MakeDict(std::shared_ptr<const Dict> d);
   static Value MakeNamespace(std::shared_ptr<Dict> d) {
     Value v(Type::kNamespace);
     v.ns_ = std::move(d);
@@ -133,17 +128,22 @@ class Value {
   std::string undefined_hint() const { return str_ ? *str_ : std::string(); }
 
   bool Truthy() const;
-  // Python's str(): what {{ value }} prints ("" for undefined).
-  std::string Str() const;
+  // Python's str(): what {{ value }} prints ("" for undefined). Fails with
+  // RESOURCE_EXHAUSTED past `max` bytes, before building more.
+  std::string Str(size_t max = SIZE_MAX) const;
   // Python's repr(), used inside printed lists and dicts.
-  std::string Repr() const;
+  std::string Repr(size_t max = SIZE_MAX) const;
+  // True when a namespace is inside (namespaces may not hold one: cycles).
+  bool HoldsNamespace() const;
   // Python type name for error messages ("str", "list", "dict", ...).
   std::string TypeName() const;
 
  private:
   explicit Value(Type t) : type_(t) {}
+  void AppendRepr(std::string* out, size_t max) const;
   Type type_ = Type::kUndefined;
   bool tuple_ = false;
+  uint16_t nesting_ = 0;
   int64_t int_ = 0;
   double float_ = 0;
   std::shared_ptr<const std::string> str_;
@@ -153,8 +153,9 @@ class Value {
   std::shared_ptr<const Callable> callable_;
 };
 
-// Python ==, with 1 == 1.0 == True and element-wise containers.
-bool Equal(const Value& a, const Value& b);
+// Python ==, with 1 == 1.0 == True and element-wise containers; `tick`
+// (if given) is called once per element compared, to charge steps.
+bool Equal(const Value& a, const Value& b, const std::function<void()>* tick = nullptr);
 // Python float repr: shortest round-trip digits, "1.0", "1e+16", "inf".
 std::string FormatFloat(double f);
 // Python repr of a str: single quotes unless it holds ' and no ".
