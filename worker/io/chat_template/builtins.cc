@@ -141,9 +141,20 @@ Value Split(const std::string& s, const Value& sep, int64_t maxsplit) {
   return Value::MakeList(std::move(out));
 }
 
-void JsonString(const std::string& s, std::string* out) {
+// transformers' tojson: json.dumps(x, ensure_ascii=False, indent=None,
+// separators=None, sort_keys=False), arguments in that order.
+struct JsonOptions {
+  bool ascii = false;
+  bool has_indent = false;
+  std::string unit;  // one level of indentation
+  std::string item_sep = ", ";
+  std::string key_sep = ": ";
+  bool sort_keys = false;
+};
+
+void JsonString(const std::string& s, const JsonOptions& o, std::string* out) {
   *out += '"';
-  for (unsigned char c : s) {
+  for (uint32_t c : DecodeUtf8(s)) {
     switch (c) {
       case '"':
         *out += "\\\"";
@@ -166,27 +177,36 @@ void JsonString(const std::string& s, std::string* out) {
       case '\f':
         *out += "\\f";
         break;
-      default:
-        if (c < 0x20) {
-          char buf[8];
+      default: {
+        char buf[16];
+        if (c < 0x20 || (o.ascii && c >= 0x7F && c < 0x10000)) {
           std::snprintf(buf, sizeof(buf), "\\u%04x", c);
           *out += buf;
+        } else if (o.ascii && c >= 0x10000) {
+          const uint32_t v = c - 0x10000;
+          std::snprintf(buf, sizeof(buf), "\\u%04x\\u%04x", 0xD800 + (v >> 10),
+                        0xDC00 + (v & 0x3FF));
+          *out += buf;
         } else {
-          *out += static_cast<char>(c);
+          AppendUtf8(c, out);
         }
+      }
     }
   }
   *out += '"';
 }
 
-// json.dumps(v, ensure_ascii=False, indent=indent, sort_keys=sort_keys).
-void ToJson(const Value& v, int64_t indent, bool sort_keys, int level, std::string* out,
-            Renderer* r) {
+void ToJson(const Value& v, const JsonOptions& o, int level, std::string* out, Renderer* r) {
   r->Step();
-  r->CheckSize(out->size());
-  const std::string nl = indent >= 0 ? "\n" + std::string(indent * (level + 1), ' ') : "";
-  const std::string nl_end = indent >= 0 ? "\n" + std::string(indent * level, ' ') : "";
-  const char* item_sep = indent >= 0 ? "," : ", ";
+  r->CheckSize(out->size() + o.unit.size() * (level + 1));
+  auto repeat = [&](int n) {
+    std::string s = "\n";
+    for (int k = 0; k < n; ++k) s += o.unit;
+    return s;
+  };
+  const std::string nl = o.has_indent ? repeat(level + 1) : "";
+  const std::string nl_end = o.has_indent ? repeat(level) : "";
+  const std::string& item_sep = o.item_sep;
   switch (v.type()) {
     case Value::Type::kNone:
       *out += "null";
@@ -205,7 +225,7 @@ void ToJson(const Value& v, int64_t indent, bool sort_keys, int level, std::stri
       return;
     }
     case Value::Type::kString:
-      JsonString(v.str(), out);
+      JsonString(v.str(), o, out);
       return;
     case Value::Type::kList: {
       if (v.list().empty()) {
@@ -215,7 +235,7 @@ void ToJson(const Value& v, int64_t indent, bool sort_keys, int level, std::stri
       *out += "[";
       for (size_t i = 0; i < v.list().size(); ++i) {
         *out += i ? item_sep + nl : nl;
-        ToJson(v.list()[i], indent, sort_keys, level + 1, out, r);
+        ToJson(v.list()[i], o, level + 1, out, r);
       }
       *out += nl_end + "]";
       return;
@@ -227,14 +247,14 @@ void ToJson(const Value& v, int64_t indent, bool sort_keys, int level, std::stri
       }
       std::vector<const std::pair<std::string, Value>*> items;
       for (const auto& kv : v.dict().items()) items.push_back(&kv);
-      if (sort_keys)
+      if (o.sort_keys)
         std::sort(items.begin(), items.end(), [](auto* a, auto* b) { return a->first < b->first; });
       *out += "{";
       for (size_t i = 0; i < items.size(); ++i) {
         *out += i ? item_sep + nl : nl;
-        JsonString(items[i]->first, out);
-        *out += ": ";
-        ToJson(items[i]->second, indent, sort_keys, level + 1, out, r);
+        JsonString(items[i]->first, o, out);
+        *out += o.key_sep;
+        ToJson(items[i]->second, o, level + 1, out, r);
       }
       *out += nl_end + "}";
       return;
@@ -664,11 +684,26 @@ Value Renderer::Filter(const std::string& name, const Value& v, std::vector<Valu
     return Value::String(rv);
   }
   if (name == "tojson") {
-    Value ind = Arg(args, kwargs, 0, "indent", Value::None());
-    const int64_t indent = ind.is_none() ? -1 : std::min<int64_t>(ToInt(ind, this), 64);
-    const bool sort_keys = Arg(args, kwargs, 99, "sort_keys", Value::Bool(false)).Truthy();
+    JsonOptions o;
+    o.ascii = Arg(args, kwargs, 0, "ensure_ascii", Value::Bool(false)).Truthy();
+    const Value ind = Arg(args, kwargs, 1, "indent", Value::None());
+    if (!ind.is_none() && !ind.is_undefined()) {
+      o.has_indent = true;
+      o.item_sep = ",";
+      o.unit = ind.is_string() ? ind.str()
+                               : std::string(std::clamp<int64_t>(ToInt(ind, this), 0, 1024), ' ');
+    }
+    const Value sep = Arg(args, kwargs, 2, "separators", Value::None());
+    if (!sep.is_none() && !sep.is_undefined()) {
+      if (!sep.is_list() || sep.list().size() != 2 || !sep.list()[0].is_string() ||
+          !sep.list()[1].is_string())
+        Error("tojson separators must be an (item_separator, key_separator) pair");
+      o.item_sep = sep.list()[0].str();
+      o.key_sep = sep.list()[1].str();
+    }
+    o.sort_keys = Arg(args, kwargs, 3, "sort_keys", Value::Bool(false)).Truthy();
     std::string out;
-    ToJson(v, indent, sort_keys, 0, &out, this);
+    ToJson(v, o, 0, &out, this);
     CheckSize(out.size());
     return Value::String(std::move(out));
   }

@@ -28,6 +28,14 @@ for t in "$dir"/*.jinja; do
     elif [[ $cc_rc -ne 0 ]]; then
       both_failed=$((both_failed + 1))
       echo "both failed: $name: $(head -c 200 "$tmp/py.err")"
+      # raise_exception's message must reach the engine's Status too.
+      if grep -q '^TemplateError: ' "$tmp/py.err"; then
+        msg="$(sed -n 's/^TemplateError: //p' "$tmp/py.err" | head -1)"
+        if ! grep -qF "template raised an exception: $msg" "$tmp/cc.err"; then
+          echo "FAIL $name: engine error lacks the raise_exception message: $(cat "$tmp/cc.err")"
+          failures=$((failures + 1))
+        fi
+      fi
     elif ! cmp -s "$tmp/cc.out" "$tmp/py.out"; then
       echo "FAIL $name: output differs"
       diff <(od -c "$tmp/py.out") <(od -c "$tmp/cc.out") | head -20 || true

@@ -203,7 +203,8 @@ void SliceIndices(int64_t len, const Value& start, const Value& stop, const Valu
     if (!v.is_int() && !v.is_bool()) r->Error("slice indices must be integers or None");
     return v.as_int();
   };
-  *st = get(step, 1);
+  // Clamped as Python clamps to the ssize_t range, so -st cannot overflow.
+  *st = std::max<int64_t>(get(step, 1), -std::numeric_limits<int64_t>::max());
   if (*st == 0) r->Error("slice step cannot be zero");
   const bool neg = *st < 0;
   auto adjust = [&](const Value& v, int64_t dflt) -> int64_t {
@@ -218,6 +219,11 @@ void SliceIndices(int64_t len, const Value& start, const Value& stop, const Valu
   };
   *b = adjust(start, neg ? len - 1 : 0);
   *e = adjust(stop, neg ? -1 : len);
+}
+// Items in a slice from b towards e by st, without stepping past int64.
+int64_t SliceCount(int64_t b, int64_t e, int64_t st) {
+  if (st > 0) return e > b ? (e - b - 1) / st + 1 : 0;
+  return b > e ? (b - e - 1) / -st + 1 : 0;
 }
 }  // namespace
 
@@ -270,7 +276,7 @@ Value Renderer::Eval(const Expr& e, Frame* frame) {
         std::vector<uint32_t> cps = DecodeUtf8(obj.str());
         SliceIndices(cps.size(), parts[0], parts[1], parts[2], &b, &en, &st, this);
         std::vector<uint32_t> out;
-        for (int64_t i = b; st > 0 ? i < en : i > en; i += st) out.push_back(cps[i]);
+        for (int64_t k = 0, n = SliceCount(b, en, st); k < n; ++k) out.push_back(cps[b + k * st]);
         Step(out.size());
         return Value::String(EncodeUtf8(out));
       }
@@ -278,7 +284,7 @@ Value Renderer::Eval(const Expr& e, Frame* frame) {
         const auto& l = obj.list();
         SliceIndices(l.size(), parts[0], parts[1], parts[2], &b, &en, &st, this);
         Value::List out;
-        for (int64_t i = b; st > 0 ? i < en : i > en; i += st) out.push_back(l[i]);
+        for (int64_t k = 0, n = SliceCount(b, en, st); k < n; ++k) out.push_back(l[b + k * st]);
         Step(out.size());
         return Value::MakeList(std::move(out), obj.is_tuple());
       }
