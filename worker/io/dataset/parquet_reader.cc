@@ -215,12 +215,12 @@ class Reader {
   Status BuildNode(int parent, int depth, size_t* next);
   Status CheckSupported(int node, const std::string& column) const;
   Status ReadChunk(int leaf, const ColumnMeta& cm, size_t need, Triplets* t);
-  Status DecodePage(int leaf, const std::string& col, int page_type, std::string_view levels_rep,
+  Status DecodePage(int leaf, const std::string& col, std::string_view levels_rep,
                     std::string_view levels_def, std::string_view values, int64_t num_values,
                     int encoding, bool v1, const std::vector<json>* dict, Triplets* t);
   Status DecodeValues(int leaf, const std::string& col, int encoding, std::string_view data,
                       size_t count, const std::vector<json>* dict, std::vector<json>* out);
-  Status ToJson(int leaf, const std::string& col, std::string_view bytes, json* out);
+  Status ToJson(const std::string& col, std::string_view bytes, json* out);
   Status Decompress(int codec, std::string_view in, uint64_t size, std::string* buf,
                     std::string_view* out);
   Status Assemble(const std::vector<int>& path, size_t i, Triplets& t, size_t b, size_t e,
@@ -763,11 +763,10 @@ Status DecodeDeltaBinaryPacked(Cursor& c, size_t count, std::vector<int64_t>* ou
   return OkStatus();
 }
 
-Status Reader::ToJson(int leaf, const std::string& col, std::string_view bytes, json* out) {
+Status Reader::ToJson(const std::string& col, std::string_view bytes, json* out) {
   if (!ValidUtf8(bytes)) return Bad("column \"" + col + "\" holds a value that is not valid UTF-8");
   QD_RETURN_IF_ERROR(Charge(bytes.size()));
   *out = std::string(bytes);
-  (void)leaf;
   return OkStatus();
 }
 
@@ -832,7 +831,7 @@ Status Reader::DecodeValues(int leaf, const std::string& col, int encoding, std:
             return where("PLAIN byte array of " + std::to_string(len) +
                          " bytes runs past its page");
           json v;
-          QD_RETURN_IF_ERROR(ToJson(leaf, col, data.substr(pos, len), &v));
+          QD_RETURN_IF_ERROR(ToJson(col, data.substr(pos, len), &v));
           out->push_back(std::move(v));
           pos += len;
         }
@@ -905,9 +904,9 @@ Status Reader::DecodeValues(int leaf, const std::string& col, int encoding, std:
           QD_RETURN_IF_ERROR(Charge(prefix[i]));
           prev.resize(prefix[i]);
           prev.append(suffix);
-          QD_RETURN_IF_ERROR(ToJson(leaf, col, prev, &v));
+          QD_RETURN_IF_ERROR(ToJson(col, prev, &v));
         } else {
-          QD_RETURN_IF_ERROR(ToJson(leaf, col, suffix, &v));
+          QD_RETURN_IF_ERROR(ToJson(col, suffix, &v));
         }
         out->push_back(std::move(v));
       }
@@ -948,12 +947,10 @@ Status Reader::DecodeValues(int leaf, const std::string& col, int encoding, std:
   }
 }
 
-Status Reader::DecodePage(int leaf, const std::string& col, int page_type,
-                          std::string_view rep_data, std::string_view def_data,
-                          std::string_view values, int64_t num_values, int encoding, bool v1,
-                          const std::vector<json>* dict, Triplets* t) {
+Status Reader::DecodePage(int leaf, const std::string& col, std::string_view rep_data,
+                          std::string_view def_data, std::string_view values, int64_t num_values,
+                          int encoding, bool v1, const std::vector<json>* dict, Triplets* t) {
   const Node& node = nodes_[leaf_nodes_[leaf]];
-  (void)page_type;
   if (num_values < 0) return Bad("column \"" + col + "\": page has negative num_values");
   const size_t n = static_cast<size_t>(num_values);
   if (n > (limits_.max_decoded_bytes - decoded_) / kSlotCost)
@@ -1067,7 +1064,9 @@ Status ParsePageHeader(CompactReader& r, PageHeader* h) {
 
 Status Reader::ReadChunk(int leaf, const ColumnMeta& cm, size_t need, Triplets* t) {
   const Node& node = nodes_[leaf_nodes_[leaf]];
-  const std::string col = node.el->name;
+  // The dotted schema path names a nested leaf, e.g. messages.list.element.role.
+  std::string col;
+  for (int n : leaf_paths_[leaf]) col += (col.empty() ? "" : ".") + nodes_[n].el->name;
   if (cm.type != node.el->type)
     return Bad("column \"" + col + "\": chunk type " + TypeName(cm.type) +
                " differs from the schema's " + TypeName(node.el->type));
@@ -1132,7 +1131,7 @@ Status Reader::ReadChunk(int leaf, const ColumnMeta& cm, size_t need, Triplets* 
                    EncodingName(h.rep_encoding) + " is not supported");
       std::string_view data;
       QD_RETURN_IF_ERROR(Decompress(cm.codec, payload, h.uncompressed, &buf, &data));
-      QD_RETURN_IF_ERROR(DecodePage(leaf, col, h.type, {}, {}, data, h.num_values, h.encoding, true,
+      QD_RETURN_IF_ERROR(DecodePage(leaf, col, {}, {}, data, h.num_values, h.encoding, true,
                                     have_dict ? &dict : nullptr, t));
       values_read += h.num_values;
     } else if (h.type == kDataPageV2) {
@@ -1147,8 +1146,8 @@ Status Reader::ReadChunk(int leaf, const ColumnMeta& cm, size_t need, Triplets* 
       uint64_t body_size = static_cast<uint64_t>(h.uncompressed) - h.rep_len - h.def_len;
       std::string_view data;
       QD_RETURN_IF_ERROR(Decompress(h.is_compressed ? cm.codec : 0, body, body_size, &buf, &data));
-      QD_RETURN_IF_ERROR(DecodePage(leaf, col, h.type, rep, def, data, h.num_values, h.encoding,
-                                    false, have_dict ? &dict : nullptr, t));
+      QD_RETURN_IF_ERROR(DecodePage(leaf, col, rep, def, data, h.num_values, h.encoding, false,
+                                    have_dict ? &dict : nullptr, t));
       values_read += h.num_values;
     }
     // INDEX_PAGE and unknown page types are skipped.

@@ -567,6 +567,15 @@ TEST(ParquetReaderTest, InvalidUtf8IsRefused) {
   Status s = Read(MakeFile(PageHeader(0, data.size(), data.size(), 1, 0) + data, 6, 1));
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
   EXPECT_THAT(s.message(), HasSubstr("not valid UTF-8"));
+  // A nested leaf is named by its path: a flipped byte in a message's
+  // content turns "Hi" into invalid UTF-8.
+  std::string chat = Fixture("hyparquet_chat.parquet");
+  size_t at = chat.find("Hi");
+  ASSERT_NE(at, std::string::npos);
+  chat[at] = '\xc3';
+  s = ReadParquetRows(chat, {"messages"}, "c").status();
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), HasSubstr("column \"messages.list.element.content\""));
 }
 
 TEST(ParquetReaderTest, UnknownCodecAndEncodingAreNamed) {
