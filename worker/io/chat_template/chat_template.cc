@@ -35,6 +35,15 @@ StatusOr<ChatTemplate> ChatTemplate::Parse(std::string_view source,
 }
 
 StatusOr<std::string> ChatTemplate::Render(const nlohmann::json& context) const {
+  return RenderImpl(context);
+}
+
+StatusOr<std::string> ChatTemplate::Render(const nlohmann::ordered_json& context) const {
+  return RenderImpl(context);
+}
+
+template <typename Json>
+StatusOr<std::string> ChatTemplate::RenderImpl(const Json& context) const {
   if (!context.is_object())
     return InvalidArgumentError("chat template: the context must be a JSON object");
   try {

@@ -39,10 +39,16 @@ class ChatTemplate {
   // tools, ...). raise_exception(msg) -> INVALID_ARGUMENT carrying msg; a
   // limit -> RESOURCE_EXHAUSTED; a type error -> INVALID_ARGUMENT naming the
   // line; CANCELLED when the thread's CancellationScope asks.
+  // Dicts iterate in nlohmann::json's order, sorted by key.
   StatusOr<std::string> Render(const nlohmann::json& context) const;
+  // Dicts keep the document's key order, as transformers' json.load does,
+  // so that `tools | tojson` prints keys as the tool schema has them.
+  StatusOr<std::string> Render(const nlohmann::ordered_json& context) const;
 
  private:
   struct Program;
+  template <typename Json>
+  StatusOr<std::string> RenderImpl(const Json& context) const;
   ChatTemplate(std::shared_ptr<const Program> program) : program_(std::move(program)) {}
   std::shared_ptr<const Program> program_;
 };

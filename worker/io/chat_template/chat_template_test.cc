@@ -63,6 +63,16 @@ TEST(ChatTemplateTest, PrintsLikePython) {
   EXPECT_EQ(Ok("{{ {'a': [1, 2]} | tojson }}|{{ 'é\"' | tojson }}"), "{\"a\": [1, 2]}|\"é\\\"\"");
 }
 
+TEST(ChatTemplateTest, OrderedContextKeepsKeyOrder) {
+  auto t = ChatTemplate::Parse("{{ tool | tojson }}{% for k in tool %}{{ k }}{% endfor %}");
+  ASSERT_TRUE(t.ok());
+  const char* doc = R"({"tool": {"name": "f", "description": "d", "arguments": {}}})";
+  EXPECT_EQ(*t->Render(nlohmann::ordered_json::parse(doc)),
+            R"({"name": "f", "description": "d", "arguments": {}}namedescriptionarguments)");
+  EXPECT_EQ(*t->Render(json::parse(doc)),
+            R"({"arguments": {}, "description": "d", "name": "f"}argumentsdescriptionname)");
+}
+
 TEST(ChatTemplateTest, LoopsNamespacesMacros) {
   EXPECT_EQ(Ok("{% set ns = namespace(n=0) %}{% for x in range(10) if x is odd %}"
                "{% if x > 6 %}{% break %}{% endif %}{% set ns.n = ns.n + x %}"

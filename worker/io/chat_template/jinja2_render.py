@@ -32,9 +32,9 @@ def strftime_now(fmt):
 
 def load_context(path):
     with open(path, encoding="utf-8") as f:
-        # The engine takes an nlohmann::json, whose objects iterate in key
-        # order; sort here too so that both sides see the same dicts.
-        return json.loads(f.read(), object_pairs_hook=lambda kv: dict(sorted(kv)))
+        # Key order as in the file, as transformers loads it; the engine's
+        # CLI reads an nlohmann::ordered_json to match.
+        return json.load(f)
 
 
 def render(source, context):

@@ -27,7 +27,9 @@ int main(int argc, char** argv) {
     std::cerr << "cannot read the inputs\n";
     return 2;
   }
-  const nlohmann::json ctx = nlohmann::json::parse(context, nullptr, /*allow_exceptions=*/false);
+  // Ordered, so that dicts keep the file's key order as transformers does.
+  const nlohmann::ordered_json ctx =
+      nlohmann::ordered_json::parse(context, nullptr, /*allow_exceptions=*/false);
   if (ctx.is_discarded()) {
     std::cerr << "context is not JSON\n";
     return 2;

@@ -25,39 +25,45 @@ void Dict::Set(const std::string& key, Value v) {
   items_.emplace_back(key, std::move(v));
 }
 
-Value Value::FromJson(const nlohmann::json& j) {
+namespace {
+template <typename Json>
+Value FromJsonImpl(const Json& j) {
   switch (j.type()) {
-    case nlohmann::json::value_t::null:
-      return None();
-    case nlohmann::json::value_t::boolean:
-      return Bool(j.get<bool>());
-    case nlohmann::json::value_t::number_integer:
-      return Int(j.get<int64_t>());
-    case nlohmann::json::value_t::number_unsigned: {
-      const uint64_t u = j.get<uint64_t>();
+    case Json::value_t::null:
+      return Value::None();
+    case Json::value_t::boolean:
+      return Value::Bool(j.template get<bool>());
+    case Json::value_t::number_integer:
+      return Value::Int(j.template get<int64_t>());
+    case Json::value_t::number_unsigned: {
+      const uint64_t u = j.template get<uint64_t>();
       if (u > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))
         TypeFail("context integer " + std::to_string(u) + " is beyond int64");
-      return Int(static_cast<int64_t>(u));
+      return Value::Int(static_cast<int64_t>(u));
     }
-    case nlohmann::json::value_t::number_float:
-      return Float(j.get<double>());
-    case nlohmann::json::value_t::string:
-      return String(j.get<std::string>());
-    case nlohmann::json::value_t::array: {
-      List items;
+    case Json::value_t::number_float:
+      return Value::Float(j.template get<double>());
+    case Json::value_t::string:
+      return Value::String(j.template get<std::string>());
+    case Json::value_t::array: {
+      Value::List items;
       items.reserve(j.size());
-      for (const auto& e : j) items.push_back(FromJson(e));
-      return MakeList(std::move(items));
+      for (const auto& e : j) items.push_back(FromJsonImpl(e));
+      return Value::MakeList(std::move(items));
     }
-    case nlohmann::json::value_t::object: {
+    case Json::value_t::object: {
       auto d = std::make_shared<Dict>();
-      for (auto it = j.begin(); it != j.end(); ++it) d->Set(it.key(), FromJson(it.value()));
-      return MakeDict(std::move(d));
+      for (auto it = j.begin(); it != j.end(); ++it) d->Set(it.key(), FromJsonImpl(it.value()));
+      return Value::MakeDict(std::move(d));
     }
     default:
       TypeFail("unsupported JSON value in the context");
   }
 }
+}  // namespace
+
+Value Value::FromJson(const nlohmann::json& j) { return FromJsonImpl(j); }
+Value Value::FromJson(const nlohmann::ordered_json& j) { return FromJsonImpl(j); }
 
 Value Value::MakeList(List items, bool tuple) {
   Value v(Type::kList);

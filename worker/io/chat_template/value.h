@@ -99,7 +99,10 @@ class Value {
     v.callable_ = std::make_shared<const Callable>(std::move(c));
     return v;
   }
+  // Objects keep the JSON's iteration order: sorted keys for
+  // nlohmann::json, the document's order for nlohmann::ordered_json.
   static Value FromJson(const nlohmann::json& j);
+  static Value FromJson(const nlohmann::ordered_json& j);
 
   Type type() const { return type_; }
   bool is_undefined() const { return type_ == Type::kUndefined; }
