@@ -33,7 +33,10 @@ constexpr char kJobSpecFlagsUsage[] = R"(
 --algorithm A           run algorithm A with its default options: gptq, awq,
                         smoothquant, autosmoothquant, rotation (repeatable;
                         needs --calib; with --gguf-type: gptq)
---calib URI             calibration text (.txt or .jsonl)
+--calib URI             calibration data: a .txt, .jsonl, .parquet or token-id
+                        file, or hf://datasets/ORG/NAME[@REV]?split=S&field=F
+                        (chat messages are rendered with the model's chat
+                        template; docs/datasets.md)
 --calib-samples N       calibration samples (default 128)
 --calib-seq-len N       calibration sample length in tokens (default 512)
 --calib-sampling M      random-windows (default: windows at seeded random
@@ -45,7 +48,7 @@ constexpr char kJobSpecFlagsUsage[] = R"(
                         calibration tokens are reported and rounded to
                         nearest instead of fitted by GPTQ (default 8)
 --float-starved-experts leave such experts in float instead
---eval URI              evaluation text for perplexity
+--eval URI              evaluation text for perplexity (the forms of --calib)
 --n-ctx N               perplexity window (default 256)
 --eval-windows N        score only the first N windows (default all)
 --no-eval               skip evaluation

@@ -210,6 +210,13 @@ std::string RenderJob(const quantd::v1::Job& job) {
   if (!job.result().resolved_revision().empty())
     absl::StrAppend(&model, " (commit ", job.result().resolved_revision(), ")");
   lines.push_back("model:      " + model);
+  // Hub datasets name the commit they ran on (other sources have none).
+  if (!job.result().calibration_dataset_revision().empty())
+    lines.push_back("calib data: " + job.spec().calibration().dataset_uri() + " (commit " +
+                    job.result().calibration_dataset_revision() + ")");
+  if (!job.result().evaluation_dataset_revision().empty())
+    lines.push_back("eval data:  " + job.spec().evaluation().dataset_uri() + " (commit " +
+                    job.result().evaluation_dataset_revision() + ")");
   lines.push_back("quantize:   " + DescribeQuantization(job.spec()));
   if (job.state() == quantd::v1::RUNNING || job.state() == quantd::v1::CANCELLING)
     lines.push_back("progress:   " + RenderProgressBar(job.progress(), 20));

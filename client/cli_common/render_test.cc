@@ -186,6 +186,14 @@ TEST(RenderTest, JobSummaryOfALlamaCppRecipe) {
                 "model:      hf://org/m (commit f9c3b0db68d1b34d02ef5eccacd7af26f119c8cc)\n"),
             std::string::npos)
       << RenderJob(job);
+  // So does a Hub dataset, under the model.
+  job.mutable_spec()->mutable_calibration()->set_dataset_uri(
+      "hf://datasets/org/chat?split=train_sft");
+  job.mutable_result()->set_calibration_dataset_revision(std::string(40, 'a'));
+  EXPECT_NE(RenderJob(job).find("\ncalib data: hf://datasets/org/chat?split=train_sft (commit " +
+                                std::string(40, 'a') + ")\nquantize:"),
+            std::string::npos)
+      << RenderJob(job);
 }
 
 TEST(RenderTest, HumanBytes) {

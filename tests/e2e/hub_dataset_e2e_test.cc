@@ -162,5 +162,102 @@ TEST(HubDatasetE2eTest, SplitsFromTheHubCalibrateAndEvaluateLikeTheSameLocalRows
   EXPECT_EQ(LastJob(from_files).result().calibration_dataset_revision(), commit);
 }
 
+// A chat dataset in Parquet (tests/data/parquet/tinystories_chat.parquet,
+// written by hyparquet-writer): its `messages` rendered with the model's
+// chat template calibrate the job, and its `text` column evaluates it just
+// as the same rows in a local JSON Lines file do.
+TEST(HubDatasetE2eTest, ParquetChatConversationsRenderWithTheModelsTemplate) {
+  const std::string data = TempDir("hub_chat_e2e");
+  const std::string repo = TempDir("hub_chat_e2e_repo");
+  fs::create_directories(repo + "/data");
+  fs::copy_file(Runfile("tests/data/parquet/tinystories_chat.parquet"),
+                repo + "/data/train_sft-00000-of-00001.parquet");
+  // stories260K with a ChatML-style template, and without one.
+  const std::string model = data + "/inputs/chat-model", plain = data + "/inputs/plain-model";
+  for (const std::string& dir : {model, plain}) {
+    fs::create_directories(dir);
+    for (const char* f : {"config.json", "model.safetensors", "tokenizer.model"})
+      fs::copy_file(Runfile(std::string("models/stories260K/") + f), dir + "/" + f);
+  }
+  std::ofstream(model + "/chat_template.jinja")
+      << "{% for m in messages %}{{ '<|' + m['role'] + '|>\\n' + m['content'] | trim }}\n"
+         "{% endfor %}{% if add_generation_prompt %}<|assistant|>\n{% endif %}";
+  // The text column's first 96 paragraphs as local JSON Lines.
+  std::vector<std::string> rows = Paragraphs();
+  rows.resize(96);
+  WriteJsonl(data + "/inputs/text.jsonl", rows, 0, rows.size(), "text");
+
+  auto hub = testing::FakeHub::Start({"--dataset", "tiny/chat=" + repo}, data + "/fake_hub");
+  ASSERT_NE(hub, nullptr);
+  std::vector<std::string> roots = DefaultRoots();
+  roots.push_back("hf://datasets/tiny/");
+  roots.push_back(data + "/inputs");
+  auto quantd = Quantd::Start({.data_dir = data, .allowed_uri_roots = roots});
+  ASSERT_NE(quantd, nullptr);
+  std::string joined;
+  for (const auto& r : roots) joined += (joined.empty() ? "" : ",") + r;
+  fs::create_directories(data + "/w1");
+  auto worker = StartWorker(quantd->address(), data + "/w1", "w1",
+                            {"--allowed-roots=" + joined, "--hf-cache=" + data + "/hf-cache",
+                             "--hf-endpoint=" + hub->Endpoint()});
+  ASSERT_NE(worker, nullptr);
+  auto submit = [&](const std::string& m, const std::string& eval, const std::string& out) {
+    return Quantctl(quantd->address(), {"-o",
+                                        "json",
+                                        "submit",
+                                        "--model",
+                                        m,
+                                        "--scheme",
+                                        "w_int4_per_channel_sym",
+                                        "--algorithm",
+                                        "gptq",
+                                        "--calib",
+                                        "hf://datasets/tiny/chat?split=train_sft&field=messages",
+                                        "--calib-samples",
+                                        "8",
+                                        "--calib-seq-len",
+                                        "64",
+                                        "--eval",
+                                        eval,
+                                        "--eval-windows",
+                                        "4",
+                                        "--output",
+                                        data + "/" + out,
+                                        "--wait"});
+  };
+  CommandResult chat = submit(model, "hf://datasets/tiny/chat?split=train_sft", "out-chat");
+  ASSERT_EQ(chat.exit_code, 0) << chat.stderr_text << chat.stdout_text << worker->Log();
+  CommandResult local = submit(model, data + "/inputs/text.jsonl", "out-local");
+  ASSERT_EQ(local.exit_code, 0) << local.stderr_text << local.stdout_text;
+  const Job chat_job = LastJob(chat), local_job = LastJob(local);
+  EXPECT_EQ(chat_job.result().evaluation_dataset_revision().size(), 40u);
+  // The Parquet text column evaluates as the same rows in JSON Lines.
+  EXPECT_GT(chat_job.result().metrics().float_perplexity().perplexity(), 1.0);
+  EXPECT_EQ(chat_job.result().metrics().float_perplexity().perplexity(),
+            local_job.result().metrics().float_perplexity().perplexity());
+  EXPECT_EQ(ReadFile(data + "/out-chat/model.safetensors"),
+            ReadFile(data + "/out-local/model.safetensors"));
+  auto api = quantd->NewClient();
+  bool rendered = false;
+  for (const auto& ev : Events(*api, chat_job.name())) {
+    rendered |= ev.has_log() && ev.log().message() ==
+                                    "dataset tiny/chat:train_sft: 96 conversations rendered "
+                                    "with the model's chat template";
+  }
+  EXPECT_TRUE(rendered);
+
+  // A model without a chat template cannot take chat data: the job fails
+  // naming the dataset, and the queue goes on.
+  CommandResult no_template = submit(plain, data + "/inputs/text.jsonl", "out-plain");
+  EXPECT_NE(no_template.exit_code, 0);
+  const Job failed = LastJob(no_template);
+  EXPECT_EQ(failed.state(), quantd::v1::FAILED);
+  EXPECT_EQ(failed.error().code(), 9) << failed.error().message();  // FAILED_PRECONDITION
+  EXPECT_NE(failed.error().message().find("dataset tiny/chat:train_sft holds chat messages and "
+                                          "the model has no chat template"),
+            std::string::npos)
+      << failed.error().message();
+}
+
 }  // namespace
 }  // namespace quantd::e2e

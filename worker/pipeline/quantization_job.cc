@@ -18,13 +18,16 @@
 #include "worker/eval/perplexity.h"
 #include "worker/export/export_support.h"
 #include "worker/export/exporter.h"
+#include "worker/export/gguf/gguf_chat_metadata.h"
 #include "worker/export/gguf/gguf_recipe_weights.h"
 #include "worker/export/hf/hf_files.h"
 #include "worker/export/quantized_checkpoint.h"
 #include "worker/io/dataset/calibration.h"
+#include "worker/io/dataset/chat_rows.h"
 #include "worker/io/dataset/dataset.h"
 #include "worker/io/tensor_map_source.h"
 #include "worker/io/tokenizer/load_tokenizer.h"
+#include "worker/io/tokenizer/special_tokens.h"
 #include "worker/models/layer_shapes.h"
 #include "worker/models/registry.h"
 #include "worker/pipeline/activation_quantizers.h"
@@ -380,13 +383,27 @@ class QuantizationJob {
     return ends(kv_.key_suffix) || ends(kv_.value_suffix);
   }
 
-  // One file, or a split's files as one dataset.
-  static StatusOr<io::Dataset> LoadJobDataset(const std::string& path,
-                                              const std::vector<std::string>& files,
-                                              const std::string& name,
-                                              const io::DatasetOptions& dopt) {
-    if (files.empty()) return io::LoadDataset(path, dopt);
-    return io::LoadDatasetFiles(files, name, dopt);
+  // One file, or a split's files as one dataset; chat conversations
+  // rendered with the model's chat template.
+  StatusOr<io::Dataset> LoadJobDataset(const std::string& path,
+                                       const std::vector<std::string>& files,
+                                       const std::string& name, const io::DatasetOptions& dopt) {
+    QD_ASSIGN_OR_RETURN(io::Dataset d, files.empty() ? io::LoadDataset(path, dopt)
+                                                     : io::LoadDatasetFiles(files, name, dopt));
+    if (d.chat_rows.empty()) return d;
+    io::ChatRenderSettings chat;
+    QD_ASSIGN_OR_RETURN(exporter::GgufChatMetadata meta,
+                        exporter::HfChatMetadata(opt_.model_dir, *tokenizer_));
+    for (const auto& [key, value] : meta.kv) {
+      if (key == "tokenizer.chat_template") chat.chat_template = value.s;
+    }
+    QD_ASSIGN_OR_RETURN(io::SpecialTokenConfig special, io::ReadSpecialTokenConfig(opt_.model_dir));
+    chat.bos_token = special.bos_token.value_or("");
+    chat.eos_token = special.eos_token.value_or("");
+    QD_RETURN_IF_ERROR(io::RenderChatRows(d, chat));
+    Log(LogLevel::kInfo, "dataset " + d.name + ": " + std::to_string(d.text_rows.size()) +
+                             " conversations rendered with the model's chat template");
+    return d;
   }
 
   Status LoadEvaluation() {

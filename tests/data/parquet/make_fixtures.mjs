@@ -5,7 +5,7 @@
 //     node tests/data/parquet/make_fixtures.mjs tests/data/parquet
 // hyparquet-writer writes DATA_PAGE_V2 pages. The expected values are
 // asserted in worker/io/dataset/parquet_reader_test.cc.
-import { writeFileSync } from 'node:fs'
+import { readFileSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 
 const { parquetWriteBuffer } = await import(process.env.HYPARQUET_WRITER ?? 'hyparquet-writer')
@@ -88,4 +88,26 @@ writeFileSync(join(out, 'hyparquet_paged.parquet'), new Uint8Array(parquetWriteB
   ],
   pageSize: 64,
   rowGroupSize: 90,
+})))
+
+// A Hugging Face-style chat and text dataset over the bundled TinyStories
+// sample (//tests/e2e:hub_dataset_e2e_test serves it from the fake Hub):
+// `text` is each paragraph, `messages` a user turn and the next paragraph as
+// the assistant's answer. Snappy, dictionary where it pays, two row groups.
+const paragraphs = readFileSync(join(out, '..', 'tinystories-sample.txt'), 'utf8')
+  .split('\n\n').filter((p) => p.length > 0).slice(0, 96)
+writeFileSync(join(out, 'tinystories_chat.parquet'), new Uint8Array(parquetWriteBuffer({
+  columnData: [
+    { name: 'text', data: paragraphs },
+    { name: 'messages', data: paragraphs.map((p, i) => [
+      { role: 'user', content: `Tell me story ${i}.` },
+      { role: 'assistant', content: p },
+    ]) },
+  ],
+  schema: [
+    { name: 'root', num_children: 2 },
+    schema[1],
+    ...schema.slice(5),
+  ],
+  rowGroupSize: 48,
 })))

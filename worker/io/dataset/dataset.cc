@@ -9,6 +9,7 @@
 
 #include "worker/common/bounded_json.h"
 #include "worker/common/cancellation.h"
+#include "worker/io/dataset/parquet_reader.h"
 
 namespace quantd::io {
 namespace {
@@ -46,6 +47,56 @@ StatusOr<std::vector<int32_t>> IdArray(const json& v, const std::string& where) 
   return ids;
 }
 
+// One row's value: a string (text), an array of token ids, or an array of
+// chat messages (objects with a "role").
+Status AddValue(const json& value, const std::string& where, const std::string& field, Dataset& d) {
+  enum Kind { kText, kIds, kChat };
+  Kind kind;
+  // A missing value (Parquet's null) or an empty list holds no tokens of
+  // any kind.
+  if (value.is_null() || (value.is_array() && value.empty())) return OkStatus();
+  if (value.is_string()) {
+    kind = kText;
+  } else if (value.is_array() && !value.empty() && value[0].is_object()) {
+    kind = kChat;
+  } else if (value.is_array()) {
+    kind = kIds;
+  } else {
+    return InvalidArgumentError(where + ": \"" + field +
+                                "\" must be a string, an array of token ids or an array of chat "
+                                "messages, got " +
+                                std::string(value.type_name()));
+  }
+  const int kinds =
+      (d.text_rows.empty() ? 0 : 1) + (d.id_rows.empty() ? 0 : 1) + (d.chat_rows.empty() ? 0 : 1);
+  const bool same = (kind == kText && !d.text_rows.empty()) ||
+                    (kind == kIds && !d.id_rows.empty()) || (kind == kChat && !d.chat_rows.empty());
+  if (kinds > 0 && !same) {
+    return InvalidArgumentError(where + ": mixes text, token-id and chat-message rows");
+  }
+  switch (kind) {
+    case kText:
+      d.text_rows.push_back(value.get<std::string>());
+      break;
+    case kIds: {
+      QD_ASSIGN_OR_RETURN(auto ids, IdArray(value, where));
+      d.id_rows.push_back(std::move(ids));
+      break;
+    }
+    case kChat:
+      for (const json& m : value) {
+        if (!m.is_object() || !m.contains("role") || !m["role"].is_string()) {
+          return InvalidArgumentError(where +
+                                      ": a chat message must be an object with a "
+                                      "\"role\" string");
+        }
+      }
+      d.chat_rows.push_back(value);
+      break;
+  }
+  return OkStatus();
+}
+
 Status ParseJsonl(std::string_view content, const std::string& name, const DatasetOptions& o,
                   Dataset& d) {
   size_t line_no = 0;
@@ -70,21 +121,17 @@ Status ParseJsonl(std::string_view content, const std::string& name, const Datas
       }
       field = &*it;
     }
-    if (field->is_string()) {
-      if (!d.id_rows.empty()) {
-        return InvalidArgumentError(where + ": mixes text rows and token-id rows");
-      }
-      d.text_rows.push_back(field->get<std::string>());
-    } else if (field->is_array()) {
-      if (!d.text_rows.empty()) {
-        return InvalidArgumentError(where + ": mixes text rows and token-id rows");
-      }
-      QD_ASSIGN_OR_RETURN(auto ids, IdArray(*field, where));
-      d.id_rows.push_back(std::move(ids));
-    } else {
-      return InvalidArgumentError(where + ": \"" + o.text_field +
-                                  "\" must be a string or an array of token ids");
-    }
+    QD_RETURN_IF_ERROR(AddValue(*field, where, o.text_field, d));
+  }
+  return OkStatus();
+}
+
+Status ParseParquet(std::string_view content, const std::string& name, const DatasetOptions& o,
+                    Dataset& d) {
+  QD_ASSIGN_OR_RETURN(std::vector<json> rows, ReadParquetRows(content, {o.text_field}, name));
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const std::string where = "dataset " + name + " row " + std::to_string(i);
+    QD_RETURN_IF_ERROR(AddValue(rows[i][o.text_field], where, o.text_field, d));
   }
   return OkStatus();
 }
@@ -133,6 +180,7 @@ DatasetFormat FormatForPath(const std::string& path) {
   if (EndsWith(path, ".jsonl")) return DatasetFormat::kJsonl;
   if (EndsWith(path, ".json")) return DatasetFormat::kJsonIds;
   if (EndsWith(path, ".ids")) return DatasetFormat::kRawIds;
+  if (EndsWith(path, ".parquet")) return DatasetFormat::kParquet;
   return DatasetFormat::kText;
 }
 
@@ -146,6 +194,28 @@ std::string Dataset::JoinedText() const {
 }
 
 StatusOr<std::vector<int32_t>> Dataset::TextTokens(const Tokenizer& tokenizer) const {
+  if (!chat_rows.empty()) {
+    return FailedPreconditionError("dataset " + name +
+                                   " holds chat messages, which the model's chat template renders "
+                                   "first (RenderChatRows)");
+  }
+  if (rendered_chat) {
+    // Each conversation as transformers' apply_chat_template tokenizes it:
+    // the template's own BOS text becomes the BOS id.
+    std::vector<int32_t> out;
+    for (const std::string& row : text_rows) {
+      std::string_view text = row;
+      if (!chat_bos_text.empty() && tokenizer.bos_id() >= 0 &&
+          text.substr(0, chat_bos_text.size()) == chat_bos_text) {
+        out.push_back(tokenizer.bos_id());
+        text.remove_prefix(chat_bos_text.size());
+      }
+      std::vector<int32_t> ids = tokenizer.Encode(text);
+      if (StopRequested()) return CancelledStatus("tokenizing dataset " + name);
+      out.insert(out.end(), ids.begin(), ids.end());
+    }
+    return out;
+  }
   if (!pretokenized()) {
     std::vector<int32_t> ids = tokenizer.Encode(JoinedText());
     // Encode returns part of the ids when the job's scope asked it to stop.
@@ -168,7 +238,7 @@ StatusOr<std::vector<int32_t>> Dataset::TextTokens(const Tokenizer& tokenizer) c
 
 StatusOr<std::vector<int32_t>> Dataset::TokenStream(const Tokenizer& tokenizer) const {
   QD_ASSIGN_OR_RETURN(std::vector<int32_t> ids, TextTokens(tokenizer));
-  if (!pretokenized() && tokenizer.add_bos() && tokenizer.bos_id() >= 0) {
+  if (!pretokenized() && !rendered_chat && tokenizer.add_bos() && tokenizer.bos_id() >= 0) {
     ids.insert(ids.begin(), tokenizer.bos_id());
   }
   return ids;
@@ -194,8 +264,12 @@ StatusOr<Dataset> ParseDataset(std::string_view content, DatasetFormat format,
     case DatasetFormat::kRawIds:
       QD_RETURN_IF_ERROR(ParseRawIds(content, name, d));
       break;
+    case DatasetFormat::kParquet:
+      QD_RETURN_IF_ERROR(ParseParquet(content, name, options, d));
+      break;
   }
-  if (d.text_rows.empty() && d.id_rows.empty()) return Malformed(name, "has no rows");
+  if (d.text_rows.empty() && d.id_rows.empty() && d.chat_rows.empty())
+    return Malformed(name, "has no rows");
   return d;
 }
 
@@ -208,14 +282,17 @@ StatusOr<Dataset> LoadDatasetFiles(const std::vector<std::string>& paths, const 
   DatasetOptions each = options;
   for (const std::string& path : paths) {
     QD_ASSIGN_OR_RETURN(Dataset d, LoadDataset(path, each));
-    if ((d.pretokenized() && !all.text_rows.empty()) ||
-        (!d.pretokenized() && !all.id_rows.empty())) {
+    if ((!d.text_rows.empty() && (!all.id_rows.empty() || !all.chat_rows.empty())) ||
+        (!d.id_rows.empty() && (!all.text_rows.empty() || !all.chat_rows.empty())) ||
+        (!d.chat_rows.empty() && (!all.text_rows.empty() || !all.id_rows.empty()))) {
       return InvalidArgumentError("dataset " + name + ": " + d.name +
-                                  " holds other rows (text or token ids) than the files before it");
+                                  " holds other rows (text, token ids or chat messages) than the "
+                                  "files before it");
     }
     each.max_bytes -= std::min<uint64_t>(each.max_bytes, d.bytes);
     for (auto& row : d.text_rows) all.text_rows.push_back(std::move(row));
     for (auto& row : d.id_rows) all.id_rows.push_back(std::move(row));
+    for (auto& row : d.chat_rows) all.chat_rows.push_back(std::move(row));
     all.bytes += d.bytes;
   }
   return all;

@@ -1,20 +1,27 @@
-// Datasets for calibration and evaluation: plain text, JSONL with a named
-// text field, and pre-tokenized ids.
+// Datasets for calibration and evaluation: plain text, JSONL or Parquet with
+// a named field, pre-tokenized ids, and chat conversations.
 //
 // Formats (DatasetFormat::kAuto picks by extension):
 //   .txt (anything else): the whole file is one text row.
-//   .jsonl: one JSON value per line; an object's `text_field` holds either a
-//     string (a text row) or an array of token ids, and a bare array is a
-//     row of ids. Blank lines are skipped; empty strings are kept (wikitext
-//     has them, and they matter when rows are joined).
+//   .jsonl: one JSON value per line; an object's `text_field` holds a string
+//     (a text row), an array of token ids, or an array of chat messages
+//     ({"role", "content"} objects, as ultrachat-style data holds them);
+//     a bare array is a row of ids. Blank lines, null values and empty
+//     arrays are skipped; empty strings are kept (wikitext has them, and
+//     they matter when rows are joined).
+//   .parquet: the column `text_field` of every row, read as JSONL's field
+//     (parquet_reader.h: strings, lists of ids, lists of message structs).
 //   .json: an array of token ids, or an array of such arrays.
 //   .ids: raw little-endian int32 token ids, one sequence.
 // Text rows are joined with "\n\n" before tokenizing (the usual wikitext
-// protocol); id rows are concatenated. Torch-free.
+// protocol); id rows are concatenated. Chat rows are rendered to text by the
+// model's chat template first (chat_rows.h), then each conversation is
+// tokenized on its own. Torch-free.
 #ifndef QUANTD_WORKER_IO_DATASET_DATASET_H_
 #define QUANTD_WORKER_IO_DATASET_DATASET_H_
 
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -24,7 +31,7 @@
 
 namespace quantd::io {
 
-enum class DatasetFormat { kAuto, kText, kJsonl, kJsonIds, kRawIds };
+enum class DatasetFormat { kAuto, kText, kJsonl, kJsonIds, kRawIds, kParquet };
 
 struct DatasetOptions {
   DatasetFormat format = DatasetFormat::kAuto;
@@ -38,10 +45,16 @@ struct Dataset {
   // The file's base name, recorded with every metric computed on it.
   std::string name;
   std::string separator = "\n\n";
-  // Exactly one of the two is non-empty.
+  // Exactly one of the three is non-empty.
   std::vector<std::string> text_rows;
   std::vector<std::vector<int32_t>> id_rows;
-  uint64_t bytes = 0;  // of the files read
+  std::vector<nlohmann::json> chat_rows;  // each an array of messages
+  uint64_t bytes = 0;                     // of the files read
+  // Set when text_rows are rendered conversations (chat_rows.h): each is
+  // tokenized alone, a leading chat_bos_text as the BOS id, and no BOS is
+  // added (the template writes its own).
+  bool rendered_chat = false;
+  std::string chat_bos_text;
 
   bool pretokenized() const { return !id_rows.empty(); }
   // Text rows joined with the separator.

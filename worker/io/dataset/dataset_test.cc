@@ -6,6 +6,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "worker/common/cancellation.h"
+#include "worker/io/dataset/chat_rows.h"
 
 namespace quantd::io {
 namespace {
@@ -98,8 +99,10 @@ TEST(DatasetTest, MalformedInputNamesFileAndLine) {
   const std::vector<Case> cases = {
       {"{\"text\":\"a\"}\n{oops\n", DatasetFormat::kJsonl, "d line 2: not valid JSON"},
       {"{\"text\":\"a\"}\n{\"other\":1}\n", DatasetFormat::kJsonl, "d line 2: no field \"text\""},
-      {"{\"text\":\"a\"}\n[1,2]\n", DatasetFormat::kJsonl, "line 2: mixes text rows and token-id"},
-      {"{\"text\":3}\n", DatasetFormat::kJsonl, "must be a string or an array of token ids"},
+      {"{\"text\":\"a\"}\n[1,2]\n", DatasetFormat::kJsonl,
+       "line 2: mixes text, token-id and chat-message rows"},
+      {"{\"text\":3}\n", DatasetFormat::kJsonl,
+       "must be a string, an array of token ids or an array of chat messages, got number"},
       {"[1,-2]\n", DatasetFormat::kJsonl, "token id -2 is out of range"},
       {"[1,\"a\"]", DatasetFormat::kJsonIds, "token ids must be integers"},
       {"{}", DatasetFormat::kJsonIds, "expected a JSON array"},
@@ -143,6 +146,95 @@ TEST(DatasetTest, StopsWhenTheJobIsCancelled) {
   auto tokens = wikitext->TokenStream(tok);
   EXPECT_EQ(tokens.status().code(), StatusCode::kCancelled);
   EXPECT_THAT(tokens.status().message(), HasSubstr("tokenizing dataset wikitext2-test.jsonl"));
+}
+
+// A Parquet file written by an independent writer (hyparquet-writer): its
+// text column, its token-id column, and its chat column.
+TEST(DatasetTest, ParquetColumnsAreRowsOfEachKind) {
+  const std::string file = "tests/data/parquet/hyparquet_chat.parquet";
+  DatasetOptions o;
+  auto text = LoadDataset(file, o);
+  ASSERT_TRUE(text.ok()) << text.status();
+  EXPECT_EQ(text->name, "hyparquet_chat.parquet");
+  // The null row is skipped, the empty string kept.
+  EXPECT_EQ(text->text_rows, (std::vector<std::string>{"hello world", "",
+                                                       "na\xC3\xAFve caf\xC3\xA9 \xE2\x80\x94 "
+                                                       "\xE6\x97\xA5\xE6\x9C\xAC\xE8\xAA\x9E "
+                                                       "\xF0\x9F\x99\x82",
+                                                       "last row"}));
+  o.text_field = "ids";
+  auto ids = LoadDataset(file, o);
+  ASSERT_FALSE(ids.ok());
+  EXPECT_EQ(ids.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_THAT(ids.status().message(),
+              HasSubstr("dataset hyparquet_chat.parquet row 2: token id -5 is out of range"));
+  o.text_field = "nope";
+  auto missing = LoadDataset(file, o);
+  EXPECT_EQ(missing.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_THAT(missing.status().message(), HasSubstr("nope"));
+  EXPECT_THAT(missing.status().message(), HasSubstr("messages"));
+}
+
+TEST(DatasetTest, ChatRowsRenderWithTheTemplateAndTokenizePerConversation) {
+  DatasetOptions o;
+  o.text_field = "messages";
+  auto d = LoadDataset("tests/data/parquet/hyparquet_chat.parquet", o);
+  ASSERT_TRUE(d.ok()) << d.status();
+  ASSERT_EQ(d->chat_rows.size(), 3u);  // a null and an empty conversation skipped
+  ByteTokenizer tok(true);
+  EXPECT_EQ(d->TextTokens(tok).status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(RenderChatRows(*d, {}).code(), StatusCode::kFailedPrecondition);
+
+  ChatRenderSettings chat;
+  chat.chat_template =
+      "{{ bos_token }}{% for m in messages %}<|{{ m.role }}|>{{ m.content | trim }}\n"
+      "{% endfor %}{% if add_generation_prompt %}<|assistant|>{% endif %}";
+  chat.bos_token = "<s>";
+  chat.eos_token = "</s>";
+  ASSERT_TRUE(RenderChatRows(*d, chat).ok());
+  EXPECT_TRUE(d->chat_rows.empty());
+  EXPECT_EQ(d->text_rows, (std::vector<std::string>{
+                              "<s><|user|>Hi\n<|assistant|>Hello! \xF0\x9F\x91\x8B\n",
+                              "<s><|system|>\n", "<s><|user|>a\n<|assistant|>b\n<|user|>c\n"}));
+  // Each conversation's BOS text is the BOS id; no second BOS is added.
+  auto stream = d->TokenStream(tok);
+  ASSERT_TRUE(stream.ok());
+  std::vector<int32_t> want;
+  for (const std::string& row : d->text_rows) {
+    want.push_back(1);
+    for (unsigned char c : row.substr(3)) want.push_back(3 + c);
+  }
+  EXPECT_EQ(*stream, want);
+
+  // A template that refuses a row names the conversation and says why.
+  auto again = LoadDataset("tests/data/parquet/hyparquet_chat.parquet", o);
+  ASSERT_TRUE(again.ok());
+  chat.chat_template =
+      "{% for m in messages %}{% if m.role == 'system' %}{{ raise_exception('no system role') }}"
+      "{% endif %}{{ m.content }}{% endfor %}";
+  const Status refused = RenderChatRows(*again, chat);
+  EXPECT_EQ(refused.code(), StatusCode::kInvalidArgument);
+  EXPECT_THAT(refused.message(),
+              HasSubstr("dataset hyparquet_chat.parquet conversation 1: the model's chat "
+                        "template: "));
+  EXPECT_THAT(refused.message(), HasSubstr("no system role"));
+  chat.chat_template = "{% for m in messages %}";
+  EXPECT_EQ(RenderChatRows(*again, chat).code(), StatusCode::kInvalidArgument);
+}
+
+TEST(DatasetTest, JsonlChatRowsAndMixedKinds) {
+  auto d = ParseDataset(
+      "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}]}\n{\"messages\": []}\n",
+      DatasetFormat::kJsonl, "c.jsonl", DatasetOptions{.text_field = "messages"});
+  ASSERT_TRUE(d.ok()) << d.status();
+  EXPECT_EQ(d->chat_rows.size(), 1u);
+  auto mixed = ParseDataset("{\"t\": [{\"role\": \"user\"}]}\n{\"t\": \"text\"}\n",
+                            DatasetFormat::kJsonl, "m.jsonl", DatasetOptions{.text_field = "t"});
+  EXPECT_THAT(mixed.status().message(),
+              HasSubstr("m.jsonl line 2: mixes text, token-id and chat-message rows"));
+  auto no_role = ParseDataset("{\"t\": [{\"content\": \"x\"}]}\n", DatasetFormat::kJsonl, "r.jsonl",
+                              DatasetOptions{.text_field = "t"});
+  EXPECT_THAT(no_role.status().message(), HasSubstr("an object with a \"role\" string"));
 }
 
 }  // namespace
