@@ -9,6 +9,7 @@
 
 #include "worker/common/bounded_json.h"
 #include "worker/common/cancellation.h"
+#include "worker/io/dataset/decompress.h"
 #include "worker/io/dataset/parquet_reader.h"
 
 namespace quantd::io {
@@ -259,7 +260,13 @@ StatusOr<Dataset> ParseDataset(std::string_view content, DatasetFormat format,
       QD_RETURN_IF_ERROR(ParseJsonl(content, name, options, d));
       break;
     case DatasetFormat::kJsonIds:
-      QD_RETURN_IF_ERROR(ParseJsonIds(content, name, d));
+      // A .json file of objects is JSON Lines (c4's .json.gz shards are).
+      if (const size_t first = content.find_first_not_of(" \t\r\n");
+          first != std::string_view::npos && content[first] == '{') {
+        QD_RETURN_IF_ERROR(ParseJsonl(content, name, options, d));
+      } else {
+        QD_RETURN_IF_ERROR(ParseJsonIds(content, name, d));
+      }
       break;
     case DatasetFormat::kRawIds:
       QD_RETURN_IF_ERROR(ParseRawIds(content, name, d));
@@ -312,8 +319,14 @@ StatusOr<Dataset> LoadDataset(const std::string& path, const DatasetOptions& opt
   std::string content(static_cast<size_t>(st.st_size), '\0');
   in.read(content.data(), st.st_size);
   if (in.gcount() != st.st_size) return DataLossError("dataset " + path + ": short read");
+  // x.jsonl.gz / x.jsonl.zst: decompressed under the same bound, read as x.jsonl.
+  const Compression compression = CompressionForPath(path);
+  if (compression != Compression::kNone) {
+    QD_ASSIGN_OR_RETURN(content,
+                        Decompress(content, compression, options.max_bytes, BaseName(path)));
+  }
   DatasetFormat format = options.format;
-  if (format == DatasetFormat::kAuto) format = FormatForPath(path);
+  if (format == DatasetFormat::kAuto) format = FormatForPath(StripCompressionExtension(path));
   QD_ASSIGN_OR_RETURN(Dataset d, ParseDataset(content, format, BaseName(path), options));
   d.bytes = content.size();
   return d;

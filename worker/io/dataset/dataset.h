@@ -11,8 +11,10 @@
 //     they matter when rows are joined).
 //   .parquet: the column `text_field` of every row, read as JSONL's field
 //     (parquet_reader.h: strings, lists of ids, lists of message structs).
-//   .json: an array of token ids, or an array of such arrays.
+//   .json: an array of token ids, or an array of such arrays; a file whose
+//     first value is an object is JSON Lines.
 //   .ids: raw little-endian int32 token ids, one sequence.
+//   x.gz, x.zst: decompressed (decompress.h) and read as x.
 // Text rows are joined with "\n\n" before tokenizing (the usual wikitext
 // protocol); id rows are concatenated. Chat rows are rendered to text by the
 // model's chat template first (chat_rows.h), then each conversation is
@@ -37,7 +39,8 @@ struct DatasetOptions {
   DatasetFormat format = DatasetFormat::kAuto;
   std::string text_field = "text";
   std::string separator = "\n\n";
-  // Files larger than this are refused (RESOURCE_EXHAUSTED).
+  // Files larger than this, or decompressing to more, are refused
+  // (RESOURCE_EXHAUSTED).
   uint64_t max_bytes = uint64_t{2} << 30;
 };
 

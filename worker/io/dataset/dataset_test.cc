@@ -1,5 +1,8 @@
 #include "worker/io/dataset/dataset.h"
 
+#include <zlib.h>
+#include <zstd.h>
+
 #include <cstdlib>
 #include <fstream>
 
@@ -7,6 +10,7 @@
 #include "gtest/gtest.h"
 #include "worker/common/cancellation.h"
 #include "worker/io/dataset/chat_rows.h"
+#include "worker/io/dataset/decompress.h"
 
 namespace quantd::io {
 namespace {
@@ -105,7 +109,8 @@ TEST(DatasetTest, MalformedInputNamesFileAndLine) {
        "must be a string, an array of token ids or an array of chat messages, got number"},
       {"[1,-2]\n", DatasetFormat::kJsonl, "token id -2 is out of range"},
       {"[1,\"a\"]", DatasetFormat::kJsonIds, "token ids must be integers"},
-      {"{}", DatasetFormat::kJsonIds, "expected a JSON array"},
+      {"{}", DatasetFormat::kJsonIds, "d line 1: no field \"text\""},
+      {"7", DatasetFormat::kJsonIds, "expected a JSON array"},
       {"abc", DatasetFormat::kRawIds, "3 bytes, not a whole number of int32 ids"},
       {std::string("\xff\xff\xff\xff", 4), DatasetFormat::kRawIds, "index 0 is negative"},
       {"\n\n", DatasetFormat::kJsonl, "has no rows"},
@@ -235,6 +240,74 @@ TEST(DatasetTest, JsonlChatRowsAndMixedKinds) {
   auto no_role = ParseDataset("{\"t\": [{\"content\": \"x\"}]}\n", DatasetFormat::kJsonl, "r.jsonl",
                               DatasetOptions{.text_field = "t"});
   EXPECT_THAT(no_role.status().message(), HasSubstr("an object with a \"role\" string"));
+}
+
+std::string Gzip(const std::string& data) {
+  z_stream zs{};
+  EXPECT_EQ(deflateInit2(&zs, 6, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY), Z_OK);
+  std::string out(deflateBound(&zs, data.size()) + 32, '\0');
+  zs.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(data.data()));
+  zs.avail_in = data.size();
+  zs.next_out = reinterpret_cast<Bytef*>(out.data());
+  zs.avail_out = out.size();
+  EXPECT_EQ(deflate(&zs, Z_FINISH), Z_STREAM_END);
+  out.resize(zs.total_out);
+  deflateEnd(&zs);
+  return out;
+}
+
+std::string Zstd(const std::string& data) {
+  std::string out(ZSTD_compressBound(data.size()), '\0');
+  out.resize(ZSTD_compress(out.data(), out.size(), data.data(), data.size(), 3));
+  return out;
+}
+
+std::string WriteTemp(const std::string& name, const std::string& bytes) {
+  const std::string path = std::string(getenv("TEST_TMPDIR")) + "/" + name;
+  std::ofstream(path, std::ios::binary) << bytes;
+  return path;
+}
+
+// c4's .json.gz shards (JSON Lines in a .json name, gzip members
+// concatenated) and pile-val's .jsonl.zst read as the text they hold.
+TEST(DatasetTest, CompressedFilesReadAsTheirContent) {
+  std::ifstream in("tests/data/c4-sample.jsonl", std::ios::binary);
+  const std::string c4((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const size_t half = c4.find('\n', c4.size() / 2) + 1;
+  auto plain = LoadDataset("tests/data/c4-sample.jsonl");
+  ASSERT_TRUE(plain.ok());
+  auto gz = LoadDataset(WriteTemp("c4-validation.00000-of-00008.json.gz",
+                                  Gzip(c4.substr(0, half)) + Gzip(c4.substr(half))));
+  ASSERT_TRUE(gz.ok()) << gz.status();
+  EXPECT_EQ(gz->name, "c4-validation.00000-of-00008.json.gz");
+  EXPECT_EQ(gz->text_rows, plain->text_rows);
+  auto zst = LoadDataset(WriteTemp("val.jsonl.zst", Zstd(c4)));
+  ASSERT_TRUE(zst.ok()) << zst.status();
+  EXPECT_EQ(zst->text_rows, plain->text_rows);
+
+  // Bounded: the limit applies to what comes out, not the compressed size.
+  DatasetOptions small;
+  small.max_bytes = c4.size() - 1;
+  const std::string bomb = WriteTemp("bomb.jsonl.zst", Zstd(std::string(64 << 20, ' ')));
+  EXPECT_EQ(LoadDataset(WriteTemp("c4.jsonl.gz", Gzip(c4)), small).status().code(),
+            StatusCode::kResourceExhausted);
+  small.max_bytes = 1 << 20;
+  EXPECT_EQ(LoadDataset(bomb, small).status().code(), StatusCode::kResourceExhausted);
+  // Truncated and corrupt data are INVALID_ARGUMENT naming the file.
+  const std::string z = Gzip(c4), s = Zstd(c4);
+  for (size_t cut : {size_t{0}, size_t{10}, z.size() / 2, z.size() - 1}) {
+    auto t = LoadDataset(WriteTemp("cut.jsonl.gz", z.substr(0, cut)));
+    EXPECT_EQ(t.status().code(), StatusCode::kInvalidArgument) << cut;
+    EXPECT_THAT(t.status().message(), HasSubstr("dataset cut.jsonl.gz: corrupt or truncated gzip"));
+  }
+  for (size_t cut : {size_t{10}, s.size() / 2, s.size() - 1}) {
+    auto t = LoadDataset(WriteTemp("cut.jsonl.zst", s.substr(0, cut)));
+    EXPECT_EQ(t.status().code(), StatusCode::kInvalidArgument) << cut << t.status();
+  }
+  EXPECT_EQ(Decompress("abc", Compression::kNone, 2, "n").status().code(),
+            StatusCode::kResourceExhausted);
+  EXPECT_EQ(CompressionForPath("a.jsonl.zst"), Compression::kZstd);
+  EXPECT_EQ(StripCompressionExtension("a.json.gz"), "a.json");
 }
 
 }  // namespace

@@ -20,8 +20,10 @@ bool EndsWith(const std::string& s, const std::string& suffix) {
 }
 
 bool IsDataFile(const std::string& path) {
-  for (const char* ext : {".parquet", ".jsonl", ".json", ".txt"})
-    if (EndsWith(path, ext)) return true;
+  for (const char* ext : {".parquet", ".jsonl", ".json", ".txt"}) {
+    for (const char* compressed : {"", ".gz", ".zst"})
+      if (EndsWith(path, std::string(ext) + compressed)) return true;
+  }
   return false;
 }
 
@@ -56,16 +58,22 @@ std::vector<std::string> Split(const std::string& s, char sep) {
   }
 }
 
-// True when `name` (a file name) is the split's: "train.jsonl",
-// "train-00000-of-00002.parquet", "train_sft.parquet" is not "train"'s.
-bool FileNameIsSplit(const std::string& name, const std::string& split) {
-  if (name.compare(0, split.size(), split) != 0 || name.size() == split.size()) return false;
-  const char next = name[split.size()];
-  if (next == '.') return true;
-  if (next != '-' && next != '_') return false;
-  // "train_sft" is its own split: after '_' only digits (a shard) count.
-  if (next == '_') return std::isdigit(static_cast<unsigned char>(name[split.size() + 1])) != 0;
-  return true;
+// The Hub's rule for a split named in a path segment: the split as a word
+// between non-word characters ('-', '.', ' ', digits) or the segment's ends,
+// so "train-00000.parquet" and "c4-train.00000.json.gz" are train's and
+// "train_sft-00000.parquet" is not.
+bool SegmentNamesSplit(const std::string& segment, const std::string& split) {
+  auto separator = [](char c) {
+    return c == '-' || c == '.' || c == ' ' || std::isdigit(static_cast<unsigned char>(c));
+  };
+  for (size_t pos = segment.find(split); pos != std::string::npos;
+       pos = segment.find(split, pos + 1)) {
+    const size_t after = pos + split.size();
+    if ((pos == 0 || separator(segment[pos - 1])) &&
+        (after == segment.size() || separator(segment[after])))
+      return true;
+  }
+  return false;
 }
 
 }  // namespace
@@ -110,8 +118,8 @@ StatusOr<HubDatasetQuery> ParseHubDatasetQuery(const std::string& query) {
     } else if (key == "file") {
       if (!IsHubRelativePath(value) || !IsDataFile(value)) {
         problems.push_back("file '" + value.substr(0, 128) +
-                           "' is not a relative .parquet, .jsonl, .json or .txt path of plain "
-                           "names");
+                           "' is not a relative .parquet, .jsonl, .json or .txt path (.gz or "
+                           ".zst for the last three) of plain names");
       }
       q.file = value;
     } else {
@@ -157,9 +165,9 @@ StatusOr<std::vector<std::string>> SelectHubDatasetFiles(const std::vector<std::
       if (parts.size() < 2 || parts[0] != query.config) continue;
       parts.erase(parts.begin());
     }
-    const bool in_split_folder =
-        std::find(parts.begin(), parts.end() - 1, query.split) != parts.end() - 1;
-    if (!in_split_folder && !FileNameIsSplit(parts.back(), query.split)) continue;
+    if (std::none_of(parts.begin(), parts.end(),
+                     [&](const std::string& p) { return SegmentNamesSplit(p, query.split); }))
+      continue;
     chosen.push_back(path);
     // "data/" is the Hub's plain layout, not a configuration.
     if (query.config.empty() && parts.size() >= 2 && parts[0] != "data" && parts[0] != query.split)

@@ -2,14 +2,15 @@
 // files of a Hugging Face dataset repository a job reads.
 //
 // A dataset repository holds its splits as data files (.parquet, .jsonl,
-// .json, .txt) named after the split, the layouts the Hub's dataset viewer
-// recognises: `train.jsonl`, `data/train-00000-of-00002.parquet`,
+// .json, .txt, the last three also .gz or .zst) named after the split, the layouts the Hub's
+// dataset viewer recognises: `train.jsonl`, `data/train-00000-of-00002.parquet`,
 // `test/part0.jsonl`, and, for a repository with several configurations
 // (subsets), the same under a folder per configuration
 // (`wikitext-2-raw-v1/test-00000-of-00001.parquet`). The query says:
-//   split   the split (default "train"): files whose name is the split, or
-//           starts with it and '-', '_' or '.', or that lie in a folder
-//           named after it;
+//   split   the split (default "train"): files with the split as a word of
+//           their name or of a folder's, between '-', '.', ' ' or digits
+//           (the Hub's rule: "train-00000.parquet", "c4-train.00001.json.gz",
+//           "train/part0.jsonl"; "train_sft.parquet" is another split);
 //   config  the configuration's folder; required when the split's files lie
 //           in several configuration folders;
 //   field   the column or JSON field holding the text, the token ids or the

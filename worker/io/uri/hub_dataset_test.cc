@@ -88,6 +88,26 @@ TEST(HubDatasetFilesTest, ConfigurationsAndFile) {
   EXPECT_EQ(f.status().code(), StatusCode::kNotFound);
 }
 
+// c4's and pile-val's layouts: the split inside a name, compressed JSON.
+TEST(HubDatasetFilesTest, SplitAsAWordOfTheNameAndCompressedFiles) {
+  const Files listed = {"en/c4-train.00000-of-01024.json.gz",
+                        "en/c4-validation.00000-of-00008.json.gz",
+                        "en.noblocklist/c4-validation.00000-of-00008.json.gz",
+                        "val.jsonl.zst",
+                        "retrain.jsonl",
+                        "trainer.jsonl"};
+  auto f = SelectHubDatasetFiles(listed, {"validation", "en", "", ""}, "u");
+  ASSERT_TRUE(f.ok()) << f.status().message();
+  EXPECT_EQ(*f, (Files{"en/c4-validation.00000-of-00008.json.gz"}));
+  f = SelectHubDatasetFiles(listed, {"val", "", "", ""}, "u");
+  ASSERT_TRUE(f.ok()) << f.status().message();
+  EXPECT_EQ(*f, (Files{"val.jsonl.zst"}));
+  // "retrain" and "trainer" hold the word only inside another word.
+  f = SelectHubDatasetFiles(listed, {"train", "", "", ""}, "u");
+  ASSERT_TRUE(f.ok()) << f.status().message();
+  EXPECT_EQ(*f, (Files{"en/c4-train.00000-of-01024.json.gz"}));
+}
+
 TEST(HubDatasetFilesTest, ShardCountIsBounded) {
   Files listed;
   for (size_t i = 0; i <= kMaxHubDatasetFiles; ++i)
