@@ -1,8 +1,10 @@
 #include "worker/pipeline/resume_state.h"
 
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
@@ -19,6 +21,21 @@ namespace {
 constexpr int kFormatVersion = 1;
 constexpr char kManifest[] = "resume.json";
 
+// JSON has no infinity: an excluded layer's weight SQNR (+inf) would be
+// written as null and fail the read, silently restarting the job.
+json DoubleToJson(double v) {
+  if (std::isfinite(v)) return v;
+  return std::isnan(v) ? "nan" : (v > 0 ? "inf" : "-inf");
+}
+
+// Earlier versions wrote +inf as null.
+double DoubleFromJson(const json& j) {
+  if (j.is_null() || j == "inf") return std::numeric_limits<double>::infinity();
+  if (j == "-inf") return -std::numeric_limits<double>::infinity();
+  if (j == "nan") return std::numeric_limits<double>::quiet_NaN();
+  return j.get<double>();
+}
+
 json ToJson(const BlockReport& b) {
   json experts = json::array();
   for (const auto& e : b.experts)
@@ -32,10 +49,10 @@ json ToJson(const BlockReport& b) {
                       {"weight_format", l.weight_format},
                       {"input_format", l.input_format},
                       {"output_format", l.output_format},
-                      {"weight_sqnr_db", l.weight_sqnr_db},
+                      {"weight_sqnr_db", DoubleToJson(l.weight_sqnr_db)},
                       {"excluded", l.excluded},
-                      {"input_min", l.input_min},
-                      {"input_max", l.input_max}});
+                      {"input_min", DoubleToJson(l.input_min)},
+                      {"input_max", DoubleToJson(l.input_max)}});
   return {{"block", b.block},
           {"block_count", b.block_count},
           {"output_rel_mse", b.output_rel_mse ? json(*b.output_rel_mse) : json(nullptr)},
@@ -65,10 +82,10 @@ BlockReport BlockFromJson(const json& j) {
     r.weight_format = l.at("weight_format").get<std::string>();
     r.input_format = l.at("input_format").get<std::string>();
     r.output_format = l.at("output_format").get<std::string>();
-    r.weight_sqnr_db = l.at("weight_sqnr_db").get<double>();
+    r.weight_sqnr_db = DoubleFromJson(l.at("weight_sqnr_db"));
     r.excluded = l.at("excluded").get<bool>();
-    r.input_min = l.at("input_min").get<double>();
-    r.input_max = l.at("input_max").get<double>();
+    r.input_min = DoubleFromJson(l.at("input_min"));
+    r.input_max = DoubleFromJson(l.at("input_max"));
     b.layers.push_back(std::move(r));
   }
   // Absent from the checkpoints of earlier versions.

@@ -4,10 +4,12 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <limits>
 #include <mutex>
 
 #include "gtest/gtest.h"
 #include "worker/common/sha256.h"
+#include "worker/models/random_checkpoint.h"
 #include "worker/pipeline/quantization_job.h"
 #include "worker/pipeline/resume_state.h"
 
@@ -111,6 +113,11 @@ TEST(ResumeStateTest, BlockReportsRoundTrip) {
   l.name = "model.layers.0.mlp.down_proj";
   l.weight_sqnr_db = 22.125;
   b.layers.push_back(l);
+  LayerReport excluded;  // left in float: its SQNR is infinite
+  excluded.name = "model.layers.0.mlp.gate";
+  excluded.excluded = true;
+  excluded.weight_sqnr_db = std::numeric_limits<double>::infinity();
+  b.layers.push_back(excluded);
   st.blocks.push_back(b);
   ASSERT_TRUE(WriteResumeState(dir, st).ok());
   auto back = ReadResumeState(dir);
@@ -124,9 +131,11 @@ TEST(ResumeStateTest, BlockReportsRoundTrip) {
   EXPECT_EQ(r.algorithm_seconds, 40.25);
   EXPECT_EQ(r.device_peak_allocated_bytes, (int64_t{15} << 30) + 7);
   EXPECT_EQ(r.device_peak_reserved_bytes, (int64_t{41} << 30) + 3);
-  ASSERT_EQ(r.layers.size(), 1u);
+  ASSERT_EQ(r.layers.size(), 2u);
   EXPECT_EQ(r.layers[0].name, "model.layers.0.mlp.down_proj");
   EXPECT_EQ(r.layers[0].weight_sqnr_db, 22.125);
+  EXPECT_TRUE(r.layers[1].excluded);
+  EXPECT_EQ(r.layers[1].weight_sqnr_db, std::numeric_limits<double>::infinity());
 }
 
 TEST_F(ResumeTest, StoppedJobResumesAfterTheLastFinishedBlockWithIdenticalResults) {
@@ -160,6 +169,100 @@ TEST_F(ResumeTest, StoppedJobResumesAfterTheLastFinishedBlockWithIdenticalResult
   EXPECT_EQ(resumed.report.quantized_model_bytes, full.report.quantized_model_bytes);
   auto a = Sha256File(o.export_options.output_dir + "/model.safetensors");
   auto b = Sha256File(Options("full").export_options.output_dir + "/model.safetensors");
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_EQ(*a, *b);
+}
+
+// A mixture-of-experts job that leaves its starved experts in float
+// (keep_starved_experts_float) resumes with the same experts in float, the
+// same per-expert reports and the same bytes.
+TEST_F(ResumeTest, MoeJobWithFloatExpertsResumesIdentically) {
+  const std::string model = (root_ / "qwen2-moe").string();
+  models::RandomCheckpointOptions c;
+  c.architecture = "qwen2_moe";
+  c.hidden_size = 64;
+  c.intermediate_size = 96;
+  c.num_hidden_layers = 3;
+  c.num_attention_heads = 4;
+  c.num_key_value_heads = 2;
+  c.vocab_size = 512;
+  c.num_experts = 8;
+  c.num_experts_per_tok = 2;
+  c.moe_intermediate_size = 32;
+  c.dtype = io::SafetensorsDtype::kF32;
+  c.seed = 3;
+  fs::create_directories(model);
+  auto written = models::WriteRandomLlamaCheckpoint(model, c);
+  ASSERT_TRUE(written.ok()) << written.status();
+  fs::copy_file("models/stories260K/tokenizer.model", model + "/tokenizer.model");
+  auto options = [&](const std::string& name) {
+    JobOptions o = Options(name);
+    o.model_dir = model;
+    quant::QuantSpec w;
+    w.dtype = quant::DataType::kInt8;
+    w.qscheme = quant::QScheme::kPerChannel;
+    w.ch_axis = 0;
+    quant::QuantSpec a;
+    a.dtype = quant::DataType::kInt8;
+    // The attention and the experts; routers and the shared expert in float.
+    o.planner = [w, a](const std::string& n, const std::string&) {
+      LayerPlan p;
+      if (n.find(".self_attn.") != std::string::npos ||
+          n.find(".mlp.experts.") != std::string::npos) {
+        p.weight = w;
+        p.input = a;
+      }
+      return p;
+    };
+    o.kv_cache.reset();
+    // 4 x 64 tokens, 2 of 8 experts each: 64 routed tokens an expert on average.
+    o.calibration.seq_len = 64;
+    o.calibration.min_expert_tokens = 64;
+    o.calibration.keep_starved_experts_float = true;
+    return o;
+  };
+  StoppingObserver full_obs;
+  JobOutcome full = RunQuantizationJob(options("moe-full"), full_obs);
+  ASSERT_TRUE(full.status.ok()) << full.status;
+  int kept = 0, total = 0;
+  for (const auto& b : full.report.blocks) {
+    for (const auto& e : b.experts) {
+      kept += e.kept_float;
+      ++total;
+    }
+  }
+  ASSERT_EQ(total, 24);
+  ASSERT_GT(kept, 0);
+  ASSERT_LT(kept, total);
+
+  JobOptions o = options("moe-resumed");
+  StoppingObserver first(1);
+  const JobOutcome stopped = RunQuantizationJob(o, first);
+  ASSERT_EQ(stopped.status.code(), StatusCode::kCancelled) << stopped.status;
+  // The checkpoint after block 1 reads back (an excluded layer's infinite
+  // weight SQNR once made it unreadable, and the job silently started over).
+  auto st = ReadResumeState(o.scratch_dir);
+  ASSERT_TRUE(st.has_value());
+  EXPECT_EQ(st->blocks_done, 1);
+  EXPECT_EQ(st->fingerprint, ResumeFingerprint(o));
+  StoppingObserver second;
+  JobOutcome resumed = RunQuantizationJob(o, second);
+  ASSERT_TRUE(resumed.status.ok()) << resumed.status;
+  EXPECT_TRUE(second.Logged("resumed at block 2/3"));
+  EXPECT_EQ(second.blocks, (std::vector<int>{2, 3}));
+  ASSERT_EQ(resumed.report.blocks.size(), 3u);
+  for (int i = 0; i < 3; ++i) {
+    const auto &r = resumed.report.blocks[i], &f = full.report.blocks[i];
+    EXPECT_EQ(r.output_rel_mse, f.output_rel_mse) << i;
+    ASSERT_EQ(r.experts.size(), f.experts.size()) << i;
+    for (size_t e = 0; e < r.experts.size(); ++e) {
+      EXPECT_EQ(r.experts[e].calibration_tokens, f.experts[e].calibration_tokens) << i << " " << e;
+      EXPECT_EQ(r.experts[e].kept_float, f.experts[e].kept_float) << i << " " << e;
+    }
+  }
+  EXPECT_EQ(resumed.report.quantized_perplexity->ppl, full.report.quantized_perplexity->ppl);
+  auto a = Sha256File(o.export_options.output_dir + "/model.safetensors");
+  auto b = Sha256File(options("moe-full").export_options.output_dir + "/model.safetensors");
   ASSERT_TRUE(a.ok() && b.ok());
   EXPECT_EQ(*a, *b);
 }
