@@ -32,6 +32,12 @@ std::string Join(const std::vector<std::string>& items) {
 
 }  // namespace
 
+std::string AllowedRootsFlag(const std::vector<std::string>& roots) {
+  std::string joined;
+  for (const auto& r : roots) joined += (joined.empty() ? "" : ",") + r;
+  return "--allowed-roots=" + joined;
+}
+
 std::vector<std::string> DefaultRoots() {
   // As given: quantd resolves each root itself and accepts outputs below
   // either spelling.

@@ -64,6 +64,8 @@ CommandResult RunCommand(const std::vector<std::string>& argv,
 // The URI roots tests get by default: the runfiles directory, the real
 // directories its bundled files link into (the source tree), and TEST_TMPDIR.
 std::vector<std::string> DefaultRoots();
+// `roots` as a worker's --allowed-roots flag.
+std::string AllowedRootsFlag(const std::vector<std::string>& roots);
 
 struct QuantdOptions {
   std::string data_dir;        // required

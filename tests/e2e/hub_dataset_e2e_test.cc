@@ -52,6 +52,28 @@ void WriteJsonl(const std::string& path, const std::vector<std::string>& rows, s
   }
 }
 
+// The fake Hub serving one dataset repository (ID=DIR), quantd, and one
+// worker reading the Hub; roots: the defaults, hf://datasets/tiny/ and `local`.
+struct HubService {
+  void Start(const std::string& data, const std::string& dataset, const std::string& local) {
+    hub = testing::FakeHub::Start({"--dataset", dataset}, data + "/fake_hub");
+    ASSERT_NE(hub, nullptr);
+    std::vector<std::string> roots = DefaultRoots();
+    roots.push_back("hf://datasets/tiny/");
+    roots.push_back(local);
+    quantd = Quantd::Start({.data_dir = data, .allowed_uri_roots = roots});
+    ASSERT_NE(quantd, nullptr);
+    fs::create_directories(data + "/w1");
+    worker = StartWorker(quantd->address(), data + "/w1", "w1",
+                         {AllowedRootsFlag(roots), "--hf-cache=" + data + "/hf-cache",
+                          "--hf-endpoint=" + hub->Endpoint()});
+    ASSERT_NE(worker, nullptr);
+  }
+  std::unique_ptr<testing::FakeHub> hub;
+  std::unique_ptr<Quantd> quantd;
+  std::unique_ptr<Process> worker;
+};
+
 Job LastJob(const CommandResult& r) {
   Job job;
   EXPECT_TRUE(google::protobuf::util::JsonStringToMessage(LastLine(r.stdout_text), &job).ok())
@@ -74,20 +96,11 @@ TEST(HubDatasetE2eTest, SplitsFromTheHubCalibrateAndEvaluateLikeTheSameLocalRows
   WriteJsonl(data + "/local/train.jsonl", rows, 0, split, "text");
   WriteJsonl(data + "/local/test.jsonl", rows, split, rows.size(), "text");
 
-  auto hub = testing::FakeHub::Start({"--dataset", "tiny/stories=" + repo}, data + "/fake_hub");
-  ASSERT_NE(hub, nullptr);
-  std::vector<std::string> roots = DefaultRoots();
-  roots.push_back("hf://datasets/tiny/");
-  roots.push_back(data + "/local");
-  auto quantd = Quantd::Start({.data_dir = data, .allowed_uri_roots = roots});
-  ASSERT_NE(quantd, nullptr);
-  std::string joined;
-  for (const auto& r : roots) joined += (joined.empty() ? "" : ",") + r;
-  fs::create_directories(data + "/w1");
-  auto worker = StartWorker(quantd->address(), data + "/w1", "w1",
-                            {"--allowed-roots=" + joined, "--hf-cache=" + data + "/hf-cache",
-                             "--hf-endpoint=" + hub->Endpoint()});
-  ASSERT_NE(worker, nullptr);
+  HubService service;
+  ASSERT_NO_FATAL_FAILURE(service.Start(data, "tiny/stories=" + repo, data + "/local"));
+  const auto& hub = service.hub;
+  const auto& quantd = service.quantd;
+  const auto& worker = service.worker;
 
   auto submit = [&](const std::string& calib, const std::string& eval, const std::string& out) {
     return Quantctl(quantd->address(), {"-o",
@@ -187,20 +200,11 @@ TEST(HubDatasetE2eTest, ParquetChatConversationsRenderWithTheModelsTemplate) {
   rows.resize(96);
   WriteJsonl(data + "/inputs/text.jsonl", rows, 0, rows.size(), "text");
 
-  auto hub = testing::FakeHub::Start({"--dataset", "tiny/chat=" + repo}, data + "/fake_hub");
-  ASSERT_NE(hub, nullptr);
-  std::vector<std::string> roots = DefaultRoots();
-  roots.push_back("hf://datasets/tiny/");
-  roots.push_back(data + "/inputs");
-  auto quantd = Quantd::Start({.data_dir = data, .allowed_uri_roots = roots});
-  ASSERT_NE(quantd, nullptr);
-  std::string joined;
-  for (const auto& r : roots) joined += (joined.empty() ? "" : ",") + r;
-  fs::create_directories(data + "/w1");
-  auto worker = StartWorker(quantd->address(), data + "/w1", "w1",
-                            {"--allowed-roots=" + joined, "--hf-cache=" + data + "/hf-cache",
-                             "--hf-endpoint=" + hub->Endpoint()});
-  ASSERT_NE(worker, nullptr);
+  HubService service;
+  ASSERT_NO_FATAL_FAILURE(service.Start(data, "tiny/chat=" + repo, data + "/inputs"));
+  const auto& hub = service.hub;
+  const auto& quantd = service.quantd;
+  const auto& worker = service.worker;
   auto submit = [&](const std::string& m, const std::string& eval, const std::string& out) {
     return Quantctl(quantd->address(), {"-o",
                                         "json",

@@ -47,15 +47,13 @@ TEST(HubE2eTest, TwoWorkersQuantizeAPrivateHubModelDownloadedOnceAndNeverLogTheT
   roots.push_back(hub->Endpoint() + "/datasets/tiny/");
   auto quantd = Quantd::Start({.data_dir = data, .allowed_uri_roots = roots});
   ASSERT_NE(quantd, nullptr);
-  std::string joined_roots;
-  for (const auto& r : roots) joined_roots += (joined_roots.empty() ? "" : ",") + r;
   const std::string cache = data + "/hf-cache";
   std::vector<std::unique_ptr<Process>> workers;
   for (const char* id : {"w1", "w2"}) {
     fs::create_directories(data + "/" + id);
     workers.push_back(
         StartWorker(quantd->address(), data + "/" + id, id,
-                    {"--allowed-roots=" + joined_roots, "--hf-cache=" + cache,
+                    {AllowedRootsFlag(roots), "--hf-cache=" + cache,
                      "--hf-endpoint=" + hub->Endpoint(), "--hf-token-file=" + token_file}));
   }
 

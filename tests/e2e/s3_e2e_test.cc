@@ -43,11 +43,9 @@ TEST(S3E2eTest, AJobReadsItsModelAndTextFromS3AndUploadsItsArtifactsThere) {
     roots.push_back(r);
   auto quantd = Quantd::Start({.data_dir = data, .allowed_uri_roots = roots});
   ASSERT_NE(quantd, nullptr);
-  std::string joined;
-  for (const auto& r : roots) joined += (joined.empty() ? "" : ",") + r;
   fs::create_directories(data + "/w1");
   auto worker = StartWorker(quantd->address(), data + "/w1", "w1",
-                            {"--allowed-roots=" + joined, "--s3-endpoint=" + s3->Url(),
+                            {AllowedRootsFlag(roots), "--s3-endpoint=" + s3->Url(),
                              "--s3-credentials-file=" + credentials});
 
   CommandResult r =

@@ -46,6 +46,20 @@ class StoppingObserver : public JobObserver {
   int stop_after_;
 };
 
+quant::QuantSpec Int8PerChannel() {
+  quant::QuantSpec w;
+  w.dtype = quant::DataType::kInt8;
+  w.qscheme = quant::QScheme::kPerChannel;
+  w.ch_axis = 0;
+  return w;
+}
+
+quant::QuantSpec Int8PerTensor() {
+  quant::QuantSpec a;
+  a.dtype = quant::DataType::kInt8;
+  return a;
+}
+
 class ResumeTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -57,12 +71,7 @@ class ResumeTest : public ::testing::Test {
   // W8A8 with static int8 inputs and an FP8 KV cache, so a resumed job must
   // also restore calibrated activation parameters and the hidden states.
   JobOptions Options(const std::string& name) {
-    quant::QuantSpec w;
-    w.dtype = quant::DataType::kInt8;
-    w.qscheme = quant::QScheme::kPerChannel;
-    w.ch_axis = 0;
-    quant::QuantSpec a;
-    a.dtype = quant::DataType::kInt8;
+    const quant::QuantSpec w = Int8PerChannel(), a = Int8PerTensor();
     JobOptions o;
     o.model_dir = "models/stories260K";
     o.planner = [w, a](const std::string& n, const std::string&) {
@@ -198,12 +207,7 @@ TEST_F(ResumeTest, MoeJobWithFloatExpertsResumesIdentically) {
   auto options = [&](const std::string& name) {
     JobOptions o = Options(name);
     o.model_dir = model;
-    quant::QuantSpec w;
-    w.dtype = quant::DataType::kInt8;
-    w.qscheme = quant::QScheme::kPerChannel;
-    w.ch_axis = 0;
-    quant::QuantSpec a;
-    a.dtype = quant::DataType::kInt8;
+    const quant::QuantSpec w = Int8PerChannel(), a = Int8PerTensor();
     // The attention and the experts; routers and the shared expert in float.
     o.planner = [w, a](const std::string& n, const std::string&) {
       LayerPlan p;

@@ -6,6 +6,8 @@
 #include <cstdlib>
 #include <limits>
 
+#include "worker/io/tokenizer/byte_level.h"
+
 namespace quantd::io::chat_template {
 
 void Fail(StatusCode code, std::string message) { throw TemplateError{code, std::move(message)}; }
@@ -196,23 +198,12 @@ std::vector<uint32_t> DecodeUtf8(const std::string& s) {
 }
 
 void AppendUtf8(uint32_t cp, std::string* out) {
-  if (cp < 0x80) {
-    out->push_back(static_cast<char>(cp));
-  } else if (cp >= 0xDC80 && cp <= 0xDCFF) {
+  // Python's surrogateescape: U+DC80..U+DCFF stand for the raw bytes.
+  if (cp >= 0xDC80 && cp <= 0xDCFF) {
     out->push_back(static_cast<char>(cp - 0xDC00));
-  } else if (cp < 0x800) {
-    out->push_back(static_cast<char>(0xC0 | (cp >> 6)));
-    out->push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-  } else if (cp < 0x10000) {
-    out->push_back(static_cast<char>(0xE0 | (cp >> 12)));
-    out->push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
-    out->push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-  } else {
-    out->push_back(static_cast<char>(0xF0 | (cp >> 18)));
-    out->push_back(static_cast<char>(0x80 | ((cp >> 12) & 0x3F)));
-    out->push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
-    out->push_back(static_cast<char>(0x80 | (cp & 0x3F)));
+    return;
   }
+  io::AppendUtf8(static_cast<char32_t>(cp), out);
 }
 
 std::string EncodeUtf8(const std::vector<uint32_t>& cps) {

@@ -65,38 +65,26 @@ StatusOr<std::string> Unzstd(std::string_view in, uint64_t max_bytes, const std:
   ZSTD_DCtx_setParameter(ctx.get(), ZSTD_d_windowLogMax, 27);
   std::string out;
   ZSTD_inBuffer input{in.data(), in.size(), 0};
-  size_t last = 0;
+  size_t pending = 0;  // non-zero while a frame is unfinished
   CancellationPoller poller(16);
-  while (input.pos < input.size) {
+  while (input.pos < input.size || pending != 0) {
     if (poller.Due()) return CancelledStatus("decompressing dataset " + name);
     const size_t before = out.size();
     if (before >= max_bytes) return TooBig(name, max_bytes);
     const size_t room = std::min<uint64_t>(kChunk, max_bytes - before);
     out.resize(before + room);
     ZSTD_outBuffer output{out.data() + before, room, 0};
-    last = ZSTD_decompressStream(ctx.get(), &output, &input);
+    const size_t consumed = input.pos;
+    pending = ZSTD_decompressStream(ctx.get(), &output, &input);
     out.resize(before + output.pos);
-    if (ZSTD_isError(last)) {
+    if (ZSTD_isError(pending)) {
       return InvalidArgumentError("dataset " + name + ": corrupt zstd data (" +
-                                  ZSTD_getErrorName(last) + ")");
+                                  ZSTD_getErrorName(pending) + ")");
     }
+    // Nothing in, nothing out: the last frame ends early.
+    if (output.pos == 0 && input.pos == consumed)
+      return InvalidArgumentError("dataset " + name + ": truncated zstd data");
   }
-  // Flush what the decoder holds once the input is consumed.
-  while (last != 0) {
-    const size_t before = out.size();
-    if (before >= max_bytes) return TooBig(name, max_bytes);
-    const size_t room = std::min<uint64_t>(kChunk, max_bytes - before);
-    out.resize(before + room);
-    ZSTD_outBuffer output{out.data() + before, room, 0};
-    last = ZSTD_decompressStream(ctx.get(), &output, &input);
-    out.resize(before + output.pos);
-    if (ZSTD_isError(last)) {
-      return InvalidArgumentError("dataset " + name + ": corrupt zstd data (" +
-                                  ZSTD_getErrorName(last) + ")");
-    }
-    if (output.pos == 0) break;  // no progress: the frame is truncated
-  }
-  if (last != 0) return InvalidArgumentError("dataset " + name + ": truncated zstd data");
   return out;
 }
 
