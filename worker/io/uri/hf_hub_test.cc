@@ -314,5 +314,24 @@ TEST_F(HfHubTest, ResolveUriFetchesADatasetSplitFromSubfolders) {
   EXPECT_EQ(ResolveUri({"hf://acme/chat", ""}, uri).status().code(), StatusCode::kNotFound);
 }
 
+// A dataset repository may list more files than a model may (c4 lists
+// tens of thousands of shards); only the split's are fetched.
+TEST_F(HfHubTest, ADatasetRevisionMayListManyFiles) {
+  const fs::path ds = dir_ / "big";
+  fs::create_directories(ds / "other");
+  for (int i = 0; i < 5000; ++i) std::ofstream(ds / "other" / (std::to_string(i) + ".jsonl")) << i;
+  fs::create_directories(ds / "en");
+  std::ofstream(ds / "en" / "c4-validation.00000-of-00001.json") << "{\"text\": \"x\"}\n";
+  StartHub({"--dataset", "allenai/c4=" + ds.string()});
+  UriOptions uri;
+  uri.allowed_schemes = {"hf"};
+  uri.hf_cache_dir = options_.cache_dir;
+  uri.hf_endpoint = hub_->Endpoint();
+  auto r = ResolveUri({"hf://datasets/allenai/c4?config=en&split=validation", ""}, uri);
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_EQ(r->files.size(), 1u);
+  EXPECT_EQ(r->files_downloaded, 1);
+}
+
 }  // namespace
 }  // namespace quantd::io

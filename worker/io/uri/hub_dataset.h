@@ -36,6 +36,8 @@ struct HubDatasetQuery {
 
 // At most this many data files are read for one split.
 inline constexpr size_t kMaxHubDatasetFiles = 64;
+// A dataset revision may list this many files (a model's: 4096).
+inline constexpr size_t kMaxHubDatasetListing = size_t{1} << 17;
 
 // Parses a ParsedUri's query ("" or "?k=v&..."). INVALID_ARGUMENT naming
 // every unknown, repeated, empty or malformed key at once.

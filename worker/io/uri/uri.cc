@@ -149,6 +149,9 @@ StatusOr<ResolvedUri> ResolveHf(const ParsedUri& p, const ResolveRequest& reques
   hub.on_progress = options.on_hub_progress;
   HubDatasetQuery query;
   if (p.hub_type == "dataset") {
+    // allenai/c4 lists tens of thousands of shards; the listing's JSON stays
+    // bounded at 16 MiB whatever the count.
+    hub.max_files = kMaxHubDatasetListing;
     QD_ASSIGN_OR_RETURN(query, ParseHubDatasetQuery(p.query));
     hub.choose_files = [&](const std::vector<std::string>& listed) {
       return SelectHubDatasetFiles(listed, query, request.uri);
