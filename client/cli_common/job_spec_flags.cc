@@ -37,6 +37,8 @@ constexpr char kJobSpecFlagsUsage[] = R"(
                         file, or hf://datasets/ORG/NAME[@REV]?split=S&field=F
                         (chat messages are rendered with the model's chat
                         template; docs/datasets.md)
+--calib-field F         the JSON Lines field or Parquet column to read
+                        (default text; e.g. messages for chat data)
 --calib-samples N       calibration samples (default 128)
 --calib-seq-len N       calibration sample length in tokens (default 512)
 --calib-sampling M      random-windows (default: windows at seeded random
@@ -49,6 +51,7 @@ constexpr char kJobSpecFlagsUsage[] = R"(
                         nearest instead of fitted by GPTQ (default 8)
 --float-starved-experts leave such experts in float instead
 --eval URI              evaluation text for perplexity (the forms of --calib)
+--eval-field F          as --calib-field, for --eval
 --n-ctx N               perplexity window (default 256)
 --eval-windows N        score only the first N windows (default all)
 --no-eval               skip evaluation
@@ -104,12 +107,14 @@ const std::set<std::string>& JobSpecValueFlags() {
                                                        "exclude",
                                                        "algorithm",
                                                        "calib",
+                                                       "calib-field",
                                                        "calib-samples",
                                                        "calib-seq-len",
                                                        "calib-sampling",
                                                        "calib-seed",
                                                        "calib-dtype",
                                                        "eval",
+                                                       "eval-field",
                                                        "n-ctx",
                                                        "eval-windows",
                                                        "max-ppl-increase",
@@ -251,11 +256,12 @@ quantd::Status FillJobSpec(const ParsedArgs& a, quantd::v1::JobSpec* spec) {
     if (a.Get("fp8-kv-cache") == "true") q->set_fp8_kv_cache(true);
   }
 
-  if (a.Has("calib") || a.Has("calib-samples") || a.Has("calib-seq-len") ||
+  if (a.Has("calib") || a.Has("calib-field") || a.Has("calib-samples") || a.Has("calib-seq-len") ||
       a.Has("calib-sampling") || a.Has("calib-seed") || a.Has("calib-dtype") ||
       a.Has("min-expert-tokens") || a.Get("float-starved-experts") == "true") {
     auto* c = spec->mutable_calibration();
     c->set_dataset_uri(ToUri(a.Get("calib")));
+    if (a.Has("calib-field")) c->set_text_field(a.Get("calib-field"));
     if (auto s = IntFlag(a, "calib-samples", [&](int n) { c->set_num_samples(n); }); !s.ok())
       return s;
     if (auto s = IntFlag(a, "calib-seq-len", [&](int n) { c->set_seq_len(n); }); !s.ok()) return s;
@@ -289,6 +295,7 @@ quantd::Status FillJobSpec(const ParsedArgs& a, quantd::v1::JobSpec* spec) {
   auto* ev = spec->mutable_evaluation();
   if (a.Get("no-eval") == "true") ev->set_disabled(true);
   if (a.Has("eval")) ev->set_dataset_uri(ToUri(a.Get("eval")));
+  if (a.Has("eval-field")) ev->set_text_field(a.Get("eval-field"));
   if (auto s = IntFlag(a, "n-ctx", [&](int n) { ev->set_n_ctx(n); }); !s.ok()) return s;
   if (auto s = IntFlag(a, "eval-windows", [&](int n) { ev->set_max_windows(n); }); !s.ok())
     return s;

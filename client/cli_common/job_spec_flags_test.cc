@@ -47,13 +47,17 @@ TEST(JobSpecFlagsTest, EveryJobFlagLandsInItsSpecField) {
                           "*down_proj",
                           "--fp8-kv-cache",
                           "--calib",
-                          "/data/c.txt",
+                          "/data/c.parquet",
+                          "--calib-field",
+                          "messages",
                           "--calib-samples",
                           "16",
                           "--calib-seq-len",
                           "128",
                           "--eval",
-                          "hf://org/eval",
+                          "hf://datasets/org/eval?split=test",
+                          "--eval-field",
+                          "content",
                           "--n-ctx",
                           "512",
                           "--eval-windows",
@@ -79,10 +83,12 @@ TEST(JobSpecFlagsTest, EveryJobFlagLandsInItsSpecField) {
   ASSERT_EQ(spec.quantization().exclude_size(), 1);
   EXPECT_EQ(spec.quantization().exclude(0), "*down_proj");
   EXPECT_TRUE(spec.quantization().fp8_kv_cache());
-  EXPECT_EQ(spec.calibration().dataset_uri(), "file:///data/c.txt");
+  EXPECT_EQ(spec.calibration().dataset_uri(), "file:///data/c.parquet");
+  EXPECT_EQ(spec.calibration().text_field(), "messages");
   EXPECT_EQ(spec.calibration().num_samples(), 16);
   EXPECT_EQ(spec.calibration().seq_len(), 128);
-  EXPECT_EQ(spec.evaluation().dataset_uri(), "hf://org/eval");
+  EXPECT_EQ(spec.evaluation().dataset_uri(), "hf://datasets/org/eval?split=test");
+  EXPECT_EQ(spec.evaluation().text_field(), "content");
   EXPECT_EQ(spec.evaluation().n_ctx(), 512);
   EXPECT_EQ(spec.evaluation().max_windows(), 9);
   EXPECT_DOUBLE_EQ(spec.evaluation().max_perplexity_increase(), 0.02);

@@ -205,34 +205,35 @@ TEST(HubDatasetE2eTest, ParquetChatConversationsRenderWithTheModelsTemplate) {
   const auto& hub = service.hub;
   const auto& quantd = service.quantd;
   const auto& worker = service.worker;
-  auto submit = [&](const std::string& m, const std::string& eval, const std::string& out) {
-    return Quantctl(quantd->address(), {"-o",
-                                        "json",
-                                        "submit",
-                                        "--model",
-                                        m,
-                                        "--scheme",
-                                        "w_int4_per_channel_sym",
-                                        "--algorithm",
-                                        "gptq",
-                                        "--calib",
-                                        "hf://datasets/tiny/chat?split=train_sft&field=messages",
-                                        "--calib-samples",
-                                        "8",
-                                        "--calib-seq-len",
-                                        "64",
-                                        "--eval",
-                                        eval,
-                                        "--eval-windows",
-                                        "4",
-                                        "--output",
-                                        data + "/" + out,
-                                        "--wait"});
+  const std::vector<std::string> hub_chat = {
+      "--calib", "hf://datasets/tiny/chat?split=train_sft&field=messages"};
+  auto submit = [&](const std::string& m, std::vector<std::string> calib, const std::string& eval,
+                    const std::string& out) {
+    std::vector<std::string> argv = {
+        "-o",          "json", "submit", "--model", m, "--scheme", "w_int4_per_channel_sym",
+        "--algorithm", "gptq"};
+    argv.insert(argv.end(), calib.begin(), calib.end());
+    for (const std::string& a :
+         {std::string("--calib-samples"), std::string("8"), std::string("--calib-seq-len"),
+          std::string("64"), std::string("--eval"), eval, std::string("--eval-windows"),
+          std::string("4"), std::string("--output"), data + "/" + out, std::string("--wait")})
+      argv.push_back(a);
+    return Quantctl(quantd->address(), argv);
   };
-  CommandResult chat = submit(model, "hf://datasets/tiny/chat?split=train_sft", "out-chat");
+  CommandResult chat =
+      submit(model, hub_chat, "hf://datasets/tiny/chat?split=train_sft", "out-chat");
   ASSERT_EQ(chat.exit_code, 0) << chat.stderr_text << chat.stdout_text << worker->Log();
-  CommandResult local = submit(model, data + "/inputs/text.jsonl", "out-local");
+  CommandResult local = submit(model, hub_chat, data + "/inputs/text.jsonl", "out-local");
   ASSERT_EQ(local.exit_code, 0) << local.stderr_text << local.stdout_text;
+  // The same Parquet file given locally, its column named by --calib-field.
+  fs::copy_file(Runfile("tests/data/parquet/tinystories_chat.parquet"),
+                data + "/inputs/chat.parquet");
+  CommandResult local_chat =
+      submit(model, {"--calib", data + "/inputs/chat.parquet", "--calib-field", "messages"},
+             data + "/inputs/text.jsonl", "out-local-chat");
+  ASSERT_EQ(local_chat.exit_code, 0) << local_chat.stderr_text << local_chat.stdout_text;
+  EXPECT_EQ(ReadFile(data + "/out-local-chat/model.safetensors"),
+            ReadFile(data + "/out-local/model.safetensors"));
   const Job chat_job = LastJob(chat), local_job = LastJob(local);
   EXPECT_EQ(chat_job.result().evaluation_dataset_revision().size(), 40u);
   // The Parquet text column evaluates as the same rows in JSON Lines.
@@ -252,7 +253,7 @@ TEST(HubDatasetE2eTest, ParquetChatConversationsRenderWithTheModelsTemplate) {
 
   // A model without a chat template cannot take chat data: the job fails
   // naming the dataset, and the queue goes on.
-  CommandResult no_template = submit(plain, data + "/inputs/text.jsonl", "out-plain");
+  CommandResult no_template = submit(plain, hub_chat, data + "/inputs/text.jsonl", "out-plain");
   EXPECT_NE(no_template.exit_code, 0);
   const Job failed = LastJob(no_template);
   EXPECT_EQ(failed.state(), quantd::v1::FAILED);

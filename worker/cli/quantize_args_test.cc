@@ -195,7 +195,9 @@ TEST(QuantizeArgsTest, TakesTheSharedJobFlagsAndItsLocalRunFlags) {
                                                          "gguf-type",
                                                          "target",
                                                          "algorithm",
-                                                         "min-expert-tokens"}));
+                                                         "min-expert-tokens",
+                                                         "calib-field",
+                                                         "eval-field"}));
   EXPECT_EQ(QuantizeBoolFlags(),
             (std::set<std::string>{"overwrite", "no-eval", "fp8-kv-cache", "float-starved-experts",
                                    "keep-scratch", "help"}));
