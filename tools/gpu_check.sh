@@ -14,6 +14,10 @@
 # 4. The stories260K agreement check with quantd-quantize: --device cpu vs
 #    --device cuda:0, identical artifact sha256 and |ppl difference| <= 1e-4.
 # 5. With --e2e, the end-to-end jobs at Llama-3-8B shapes (below).
+# 6. With --parity, tools/transformers_parity.py: quantd's float forward and
+#    a W8 RTN job's export against Hugging Face Transformers, per
+#    architecture (needs transformers in python3); its table is written to
+#    docs/transformers_parity.md.
 #
 # Logs go to the build dir (gpu_check-logs/, with a copy of the report in
 # report.md); stdout gets a markdown report for docs/performance.md (date,
@@ -78,6 +82,7 @@
 #                     when they need over half the GPU's free memory)
 #   --e2e-eval-windows N  the RTN e2e job also evaluates perplexity on N
 #                     windows of n_ctx 2048 (default 0: no evaluation)
+#   --parity          also build dump_logits and run part 6
 #   --deps FILE       unpack tools/gpu_deps_bundle.sh's archive (the Debian
 #                     gRPC / protobuf / Abseil / ... the build needs) into a
 #                     private prefix: for GPU hosts without those packages
@@ -103,6 +108,7 @@ QUICK=0
 DEPS=""
 CPU_BENCH=1
 E2E=0
+PARITY=0
 E2E_SAMPLES=16
 E2E_GPTQ_SAMPLES=16
 E2E_BLOCKS=32
@@ -129,6 +135,7 @@ while [ $# -gt 0 ]; do
     --deps) DEPS="$2"; shift 2 ;;
     --no-cpu-bench) CPU_BENCH=0; shift ;;
     --e2e) E2E=1; shift ;;
+    --parity) PARITY=1; shift ;;
     --e2e-samples) E2E_SAMPLES="$2"; shift 2 ;;
     --e2e-gptq-samples) E2E_GPTQ_SAMPLES="$2"; shift 2 ;;
     --e2e-blocks) E2E_BLOCKS="$2"; shift 2 ;;
@@ -333,6 +340,9 @@ if [ -z "$QUANTIZE" ]; then
   fi
   if [ "$E2E" = 1 ]; then
     ROOTS="$ROOTS;//worker/models:make_random_checkpoint"; TARGETS+=(make_random_checkpoint)
+  fi
+  if [ "$PARITY" = 1 ]; then
+    ROOTS="$ROOTS;//worker/models:dump_logits"; TARGETS+=(dump_logits)
   fi
   if [ "$BENCH" = 1 ]; then
     for b in "${BENCHES[@]}"; do ROOTS="$ROOTS;$b"; TARGETS+=("${b##*:}"); done
@@ -642,5 +652,25 @@ fi
 # --- 5. End to end (tools/gpu_check_e2e.sh) -------------------------------------
 # shellcheck source=tools/gpu_check_e2e.sh
 source "$ROOT/tools/gpu_check_e2e.sh"
+
+# --- 6. Parity with Transformers --------------------------------------------------
+if [ "$PARITY" = 1 ]; then
+  echo
+  echo "## Parity with Transformers"
+  echo
+  DUMP="$(dirname "$QUANTIZE")/dump_logits"
+  [ -x "$DUMP" ] || DUMP="$(dirname "$QUANTIZE")/../models/dump_logits"  # Bazel's layout
+  if ! python3 -c 'import transformers' 2>/dev/null; then
+    echo "skipped: python3 has no transformers"
+  elif [ ! -x "$DUMP" ]; then
+    echo "skipped: no dump_logits beside $QUANTIZE"
+  elif ! python3 "$ROOT/tools/transformers_parity.py" --dump-logits "$DUMP" \
+        --quantize "$QUANTIZE" --report "$ROOT/docs/transformers_parity.md" >"$LOG/parity.log" 2>&1; then
+    sed -n '/^| architecture/,$p' "$LOG/parity.log"; tail -5 "$LOG/parity.log"
+    echo "**parity FAILED** (see $LOG/parity.log)"; FAILED=1
+  else
+    sed -n '/^| architecture/,$p' "$LOG/parity.log"
+  fi
+fi
 
 exit "$FAILED"

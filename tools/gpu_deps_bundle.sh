@@ -1,7 +1,8 @@
 #!/bin/bash
 # gpu_deps_bundle.sh: packs the Debian C++ libraries the engine's CMake build
 # needs (Abseil, protobuf + protoc, gRPC + its plugin, re2, ICU, curl,
-# sentencepiece, GoogleTest, nlohmann-json headers and the .proto imports)
+# sentencepiece, snappy, zstd, zlib (the dataset readers), GoogleTest,
+# nlohmann-json headers and the .proto imports)
 # into one archive, for a GPU host that has CMake, a compiler and a pip
 # LibTorch but none of those packages and no package registry.
 #
@@ -21,7 +22,9 @@ mkdir -p "$STAGE/include" "$STAGE/lib" "$STAGE/bin" "$STAGE/proto"
 
 # Headers.
 for d in absl google/protobuf grpc grpcpp grpc++ re2 nlohmann unicode curl gtest gmock \
-         sentencepiece_processor.h sentencepiece_trainer.h; do
+         sentencepiece_processor.h sentencepiece_trainer.h \
+         snappy-c.h snappy.h snappy-sinksource.h snappy-stubs-public.h \
+         zstd.h zstd_errors.h zlib.h zconf.h; do
   if [ -e "/usr/include/$d" ]; then
     mkdir -p "$STAGE/include/$(dirname "$d")"
     cp -a "/usr/include/$d" "$STAGE/include/$(dirname "$d")/"
