@@ -108,7 +108,13 @@ Status BlockCheckpointer::Write(int done, const at::Tensor& hidden, int64_t byte
 }
 
 ResumePoint BlockCheckpointer::Resume(int n, const std::map<std::string, LayerPlan>& plans) {
-  std::optional<ResumeState> st = ReadResumeState(scratch_dir_);
+  StatusOr<std::optional<ResumeState>> loaded = LoadResumeState(scratch_dir_);
+  if (!loaded.ok()) {
+    Log(LogLevel::kWarning,
+        "cannot read the checkpoint (" + loaded.status().ToString() + "); starting over");
+    return {};
+  }
+  const std::optional<ResumeState>& st = *loaded;
   if (!st || st->blocks_done == 0) return {};
   if (st->fingerprint != fingerprint_ || st->blocks_done > n) {
     Log(LogLevel::kWarning,

@@ -126,12 +126,18 @@ std::string ResumeFingerprint(const JobOptions& o) {
   return Sha256Hex(s.str());
 }
 
-std::optional<ResumeState> ReadResumeState(const std::string& scratch_dir) {
-  std::ifstream in(fs::path(scratch_dir) / kManifest);
-  if (!in) return std::nullopt;
+StatusOr<std::optional<ResumeState>> LoadResumeState(const std::string& scratch_dir) {
+  const fs::path path = fs::path(scratch_dir) / kManifest;
+  std::ifstream in(path);
+  if (!in) return std::optional<ResumeState>();
+  auto unreadable = [&](const std::string& why) {
+    return DataLossError(path.string() + ": " + why);
+  };
   try {
     json j = json::parse(in);
-    if (j.at("version").get<int>() != kFormatVersion) return std::nullopt;
+    if (j.at("version").get<int>() != kFormatVersion)
+      return unreadable("format version " + j.at("version").dump() + ", not " +
+                        std::to_string(kFormatVersion));
     ResumeState st;
     st.fingerprint = j.at("fingerprint").get<std::string>();
     st.blocks_done = j.at("blocks_done").get<int>();
@@ -139,11 +145,17 @@ std::optional<ResumeState> ReadResumeState(const std::string& scratch_dir) {
     st.has_hidden = j.at("has_hidden").get<bool>();
     for (const auto& b : j.at("blocks")) st.blocks.push_back(BlockFromJson(b));
     if (st.blocks_done < 0 || static_cast<int>(st.blocks.size()) != st.blocks_done)
-      return std::nullopt;
-    return st;
-  } catch (const json::exception&) {
-    return std::nullopt;
+      return unreadable("blocks_done " + std::to_string(st.blocks_done) + " with " +
+                        std::to_string(st.blocks.size()) + " block reports");
+    return std::optional<ResumeState>(std::move(st));
+  } catch (const json::exception& e) {
+    return unreadable(e.what());
   }
+}
+
+std::optional<ResumeState> ReadResumeState(const std::string& scratch_dir) {
+  auto st = LoadResumeState(scratch_dir);
+  return st.ok() ? *st : std::nullopt;
 }
 
 Status WriteResumeState(const std::string& scratch_dir, const ResumeState& st) {

@@ -37,6 +37,9 @@ std::string ResumeFingerprint(const JobOptions& options);
 // The checkpoint in `scratch_dir`, or nullopt when there is none. A manifest
 // that cannot be read is treated as absent (the job starts over).
 std::optional<ResumeState> ReadResumeState(const std::string& scratch_dir);
+// Same, telling an absent manifest (nullopt) from one that cannot be read
+// (DATA_LOSS saying why: not JSON, another format version, a missing field).
+StatusOr<std::optional<ResumeState>> LoadResumeState(const std::string& scratch_dir);
 
 // Writes resume.json atomically.
 Status WriteResumeState(const std::string& scratch_dir, const ResumeState& state);

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <fstream>
 #include <limits>
 #include <mutex>
 
@@ -333,6 +334,21 @@ TEST_F(ResumeTest, DamagedCheckpointStartsOver) {
   JobOutcome out = RunQuantizationJob(o, second);
   ASSERT_TRUE(out.status.ok()) << out.status;
   EXPECT_TRUE(second.Logged("cannot resume"));
+  EXPECT_EQ(second.blocks.size(), 5u);
+}
+
+// A manifest that cannot be read is said, not taken for no checkpoint.
+TEST_F(ResumeTest, UnreadableManifestIsLoggedAndTheJobStartsOver) {
+  JobOptions o = Options("unreadable");
+  StoppingObserver first(2);
+  ASSERT_EQ(RunQuantizationJob(o, first).status.code(), StatusCode::kCancelled);
+  std::ofstream(fs::path(o.scratch_dir) / "resume.json", std::ios::trunc) << "{\"version\": ";
+  auto loaded = LoadResumeState(o.scratch_dir);
+  EXPECT_EQ(loaded.status().code(), StatusCode::kDataLoss);
+  StoppingObserver second;
+  JobOutcome out = RunQuantizationJob(o, second);
+  ASSERT_TRUE(out.status.ok()) << out.status;
+  EXPECT_TRUE(second.Logged("cannot read the checkpoint (DATA_LOSS: "));
   EXPECT_EQ(second.blocks.size(), 5u);
 }
 
