@@ -202,7 +202,6 @@ TEST(HubDatasetE2eTest, ParquetChatConversationsRenderWithTheModelsTemplate) {
 
   HubService service;
   ASSERT_NO_FATAL_FAILURE(service.Start(data, "tiny/chat=" + repo, data + "/inputs"));
-  const auto& hub = service.hub;
   const auto& quantd = service.quantd;
   const auto& worker = service.worker;
   const std::vector<std::string> hub_chat = {
