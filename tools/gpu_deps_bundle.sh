@@ -23,8 +23,7 @@ mkdir -p "$STAGE/include" "$STAGE/lib" "$STAGE/bin" "$STAGE/proto"
 # Headers.
 for d in absl google/protobuf grpc grpcpp grpc++ re2 nlohmann unicode curl gtest gmock \
          sentencepiece_processor.h sentencepiece_trainer.h \
-         snappy-c.h snappy.h snappy-sinksource.h snappy-stubs-public.h \
-         zstd.h zstd_errors.h zlib.h zconf.h; do
+         snappy-c.h zstd.h zlib.h zconf.h; do  # the last four: worker/io/dataset's codecs
   if [ -e "/usr/include/$d" ]; then
     mkdir -p "$STAGE/include/$(dirname "$d")"
     cp -a "/usr/include/$d" "$STAGE/include/$(dirname "$d")/"
