@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Generates the Python protobuf and gRPC modules of quantd's API (quantd.v1 and
 # the google.rpc error details it uses) with Debian's protoc and
-# grpc_python_plugin. quantd_client imports them from quantd_client/_generated
+# grpc_python_plugin, and the google.api HTTP rules its service carries. quantd_client imports them from quantd_client/_generated
 # (or $QUANTD_CLIENT_GENERATED), so run this once after a checkout or a proto
 # change; Bazel runs it itself for the tests (//client/python:generated).
 #
@@ -29,4 +29,5 @@ mkdir -p "$out"
   "$proto_root"/quantd/v1/job.proto "$proto_root"/quantd/v1/quant_config.proto \
   "$proto_root"/quantd/v1/quantization_service.proto "$proto_root"/quantd/v1/worker_service.proto
 "$protoc" --proto_path="$googleapis" --python_out="$out" \
-  "$googleapis"/google/rpc/status.proto "$googleapis"/google/rpc/error_details.proto
+  "$googleapis"/google/rpc/status.proto "$googleapis"/google/rpc/error_details.proto \
+  "$googleapis"/google/api/annotations.proto "$googleapis"/google/api/http.proto
