@@ -22,10 +22,11 @@ PACKAGES=(
   python3-protobuf protobuf-compiler-grpc python3-jinja2
   nodejs  # npm: see below
   # generated SDKs (docs/sdk.md): the Go client and its protoc plugins, the
-  # HTTP/JSON face's HTTP library, and the OpenAPI document's schema check
+  # HTTP/JSON face's HTTP library, the OpenAPI document's schema check and
+  # the typed Python stubs' mypy check
   golang-go protoc-gen-go protoc-gen-go-grpc golang-google-grpc-dev
   golang-google-protobuf-dev golang-google-genproto-dev
-  libcpp-httplib-dev python3-jsonschema
+  libcpp-httplib-dev python3-jsonschema mypy
   # services used by end-to-end tests
   postgresql sqlite3 clang
   # deploy/ checks (//deploy:deploy_test): YAML lint; ldd/readelf come with binutils;
