@@ -166,6 +166,22 @@ class Client:
         default) as the iteration goes. `view` "basic" (the default) leaves out
         each job's quantization config content and per-block metrics; "full"
         returns every field, as `get` does."""
+        for page in self.list_pages(
+            state, labels, order_by=order_by, page_size=page_size, view=view
+        ):
+            yield from page.jobs
+
+    def list_pages(
+        self,
+        state: Union[None, StateLike, Iterable[StateLike]] = None,
+        labels: Optional[Mapping[str, str]] = None,
+        *,
+        order_by: str = "",
+        page_size: int = 0,
+        view: str = "basic",
+    ) -> Iterator[service_pb2.ListJobsResponse]:
+        """As `list`, one ListJobsResponse per page, following next_page_token
+        until it is empty."""
         views = {"basic": service_pb2.BASIC, "full": service_pb2.FULL}
         if view.lower() not in views:
             raise ValueError(f"view must be 'basic' or 'full', got {view!r}")
@@ -184,7 +200,7 @@ class Client:
         )
         while True:
             response = self._call(self._stub.ListJobs, request)
-            yield from response.jobs
+            yield response
             if not response.next_page_token:
                 return
             request.page_token = response.next_page_token
