@@ -274,7 +274,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
             raise HubError(404, "RepositoryNotFound", f"{repo_id} not found")
         if repo_id in hub.private and self.auth_state() != "ok":
             raise HubError(401, "GatedRepo", f"{repo_id} needs a valid token")
-        if rev not in ("main", repo.commit):
+        if rev not in ("main", repo.commit, *hub.args.ref):
             raise HubError(404, "RevisionNotFound", f"no revision {rev!r}")
         return repo
 
@@ -349,6 +349,8 @@ def main():
                 ("--private", "ORG/NAME"))
     for flag, meta in repeated:
         p.add_argument(flag, action="append", default=[], metavar=meta)
+    p.add_argument("--ref", action="append", default=[], metavar="REF",
+                   help="another revision name every repo answers, e.g. refs/convert/parquet")
     p.add_argument("--token", help="the token private repos accept")
     p.add_argument("--drop-after-bytes", type=int, metavar="N",
                    help="cut each blob's first /cdn GET after N body bytes")

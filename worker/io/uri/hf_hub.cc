@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cctype>
 #include <chrono>
 #include <cstdio>
@@ -448,7 +449,11 @@ class HubClient {
   Status WriteAtomically(const fs::path& path, const std::string& text) const {
     std::error_code ec;
     fs::create_directories(path.parent_path(), ec);
-    const fs::path tmp = path.string() + ".tmp." + std::to_string(getpid());
+    // Unique per writer: two fetches of one repository in one process (two
+    // threads) must not share a temporary file.
+    static std::atomic<uint64_t> writes{0};
+    const fs::path tmp =
+        path.string() + ".tmp." + std::to_string(getpid()) + "." + std::to_string(++writes);
     {
       std::ofstream out(tmp, std::ios::trunc);
       out << text;

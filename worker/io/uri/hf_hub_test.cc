@@ -314,6 +314,38 @@ TEST_F(HfHubTest, ResolveUriFetchesADatasetSplitFromSubfolders) {
   EXPECT_EQ(ResolveUri({"hf://acme/chat", ""}, uri).status().code(), StatusCode::kNotFound);
 }
 
+// A ref with slashes (the Hub's Parquet conversion) is fetched by its
+// encoded name, cached under refs/ at its depth, and served offline.
+TEST_F(HfHubTest, ARevisionWithSlashesIsFetchedAndCached) {
+  const fs::path ds = dir_ / "dataset";
+  fs::create_directories(ds / "default" / "train");
+  std::ofstream(ds / "default" / "train" / "0000.jsonl") << "{\"text\": \"converted\"}\n";
+  StartHub({"--dataset", "acme/chat=" + ds.string(), "--ref", "refs/convert/parquet"});
+  UriOptions uri;
+  uri.allowed_schemes = {"hf"};
+  uri.hf_cache_dir = options_.cache_dir;
+  uri.hf_endpoint = hub_->Endpoint();
+  auto r = ResolveUri({"hf://datasets/acme/chat@refs%2Fconvert%2Fparquet?split=train", ""}, uri);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_TRUE(IsCommitId(r->revision));
+  ASSERT_EQ(r->files.size(), 1u);
+  const fs::path ref =
+      dir_ / "hub" / "datasets--acme--chat" / "refs" / "refs" / "convert" / "parquet";
+  std::ifstream in(ref);
+  std::string commit;
+  std::getline(in, commit);
+  EXPECT_EQ(commit, r->revision);
+
+  uri.hf_endpoint.clear();
+  auto cached = ResolveUri({"hf://datasets/acme/chat@refs/convert/parquet?split=train", ""}, uri);
+  ASSERT_TRUE(cached.ok()) << cached.status();
+  EXPECT_EQ(cached->revision, r->revision);
+  EXPECT_EQ(cached->files, r->files);
+  // Another ref the cache does not hold.
+  EXPECT_EQ(ResolveUri({"hf://datasets/acme/chat@refs/pr/1?split=train", ""}, uri).status().code(),
+            StatusCode::kNotFound);
+}
+
 // A dataset repository may list more files than a model may (c4 lists
 // tens of thousands of shards); only the split's are fetched.
 TEST_F(HfHubTest, ADatasetRevisionMayListManyFiles) {

@@ -7,6 +7,10 @@
 namespace quantd::io {
 namespace {
 
+// A ref with slashes is short (refs/convert/parquet, refs/pr/12).
+constexpr size_t kMaxHubRevisionBytes = 255;
+constexpr size_t kMaxHubRevisionDepth = 8;
+
 constexpr char kForms[] =
     "expected file:///abs/path, hf://ORG/NAME[@REV], hf://datasets/ORG/NAME[@REV][?QUERY], "
     "http(s)://host/path or s3://BUCKET/KEY";
@@ -83,6 +87,37 @@ bool IsHubName(const std::string& s) {
   });
 }
 
+// A Hub revision: a branch, tag or commit, or a ref with slashes such as the
+// Hub's Parquet conversion `refs/convert/parquet`, written as is or with
+// %2F as huggingface_hub writes it. Each segment is a Hub name, so the ref
+// file the cache keeps for it (refs/<revision>) stays inside refs/.
+StatusOr<std::string> ParseHubRevision(const std::string& raw, const std::string& uri) {
+  std::string revision;
+  for (size_t i = 0; i < raw.size(); ++i) {
+    if (raw[i] == '%' && i + 2 < raw.size() && raw[i + 1] == '2' &&
+        (raw[i + 2] == 'F' || raw[i + 2] == 'f')) {
+      revision.push_back('/');
+      i += 2;
+    } else {
+      revision.push_back(raw[i]);
+    }
+  }
+  bool valid = revision.size() <= kMaxHubRevisionBytes;
+  size_t depth = 0;
+  for (size_t start = 0; valid && start <= revision.size(); ++depth) {
+    size_t end = revision.find('/', start);
+    if (end == std::string::npos) end = revision.size();
+    valid = depth < kMaxHubRevisionDepth && IsHubName(revision.substr(start, end - start));
+    start = end + 1;
+  }
+  if (!valid) {
+    return Invalid(uri, "has an invalid revision '" + QuoteUri(raw) +
+                            "'; expected a branch, tag, commit or ref such as "
+                            "refs/convert/parquet");
+  }
+  return revision;
+}
+
 bool IsSchemeName(const std::string& s) {
   if (s.empty() || !std::isalpha(static_cast<unsigned char>(s[0]))) return false;
   return std::all_of(s.begin(), s.end(), [](unsigned char c) {
@@ -127,11 +162,8 @@ StatusOr<ParsedUri> ParseHf(ParsedUri p, const std::string& rest, const std::str
   const size_t at = repo.find('@');
   p.revision = "main";
   if (at != std::string::npos) {
-    p.revision = repo.substr(at + 1);
+    QD_ASSIGN_OR_RETURN(p.revision, ParseHubRevision(repo.substr(at + 1), uri));
     repo = repo.substr(0, at);
-    if (!IsHubName(p.revision)) {
-      return Invalid(uri, "has an invalid revision '" + QuoteUri(p.revision) + "'");
-    }
   }
   while (!repo.empty() && repo.back() == '/') repo.pop_back();
   const size_t slash = repo.find('/');

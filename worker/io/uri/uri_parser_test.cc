@@ -1,6 +1,7 @@
 #include "worker/io/uri/uri_parser.h"
 
 #include <string>
+#include <vector>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -96,6 +97,22 @@ TEST(UriParserTest, HfAndHttpForms) {
   EXPECT_EQ(ParseUri("hf://../x").status().code(), StatusCode::kPermissionDenied);
   EXPECT_EQ(ParseUri("hf://org/a/b").status().code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(ParseUri("hf://org/a?x").status().code(), StatusCode::kInvalidArgument);
+
+  // Refs with slashes, as written or as huggingface_hub encodes them.
+  for (const std::string rev :
+       {"refs/convert/parquet", "refs%2Fconvert%2Fparquet", "refs%2fpr/12"}) {
+    auto ref = ParseUri("hf://datasets/org/name@" + rev + "?split=train");
+    ASSERT_TRUE(ref.ok()) << rev << ": " << ref.status();
+    EXPECT_EQ(ref->revision, rev == "refs%2fpr/12" ? "refs/pr/12" : "refs/convert/parquet");
+    EXPECT_EQ(ref->path, "name");
+    EXPECT_EQ(ref->query, "?split=train");
+  }
+  for (const std::string& rev :
+       std::vector<std::string>{"refs/../x", "refs//x", "refs/", "/refs", "refs%2F..%2Fx", "a b",
+                                "refs%2e%2e", "1/2/3/4/5/6/7/8/9", std::string(256, 'r')}) {
+    auto bad = ParseUri("hf://org/name@" + rev);
+    EXPECT_EQ(bad.status().code(), StatusCode::kInvalidArgument) << rev;
+  }
 
   auto http = ParseUri("HTTPS://Example.org:8443/a/b%20c.gguf?x=1#frag");
   ASSERT_TRUE(http.ok()) << http.status();
