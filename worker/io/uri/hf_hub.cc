@@ -25,6 +25,10 @@ namespace {
 
 namespace fs = std::filesystem;
 
+constexpr char kListingsDir[] = "quantd-listings";
+// A listing of kMaxHubDatasetListing paths of a few hundred bytes each.
+constexpr uintmax_t kMaxListingFileBytes = uintmax_t{64} << 20;
+
 // A revision listing is a few KiB per hundred files; 4096 files fit easily.
 constexpr size_t kMaxListingBytes = size_t{16} << 20;
 constexpr uint64_t kProgressEveryBytes = uint64_t{8} << 20;
@@ -145,6 +149,11 @@ class HubClient {
     for (const ListedFile& f : wanted) {
       QD_RETURN_IF_ERROR(FetchFile(listing.commit, f, snapshot, snap));
       snap.files.push_back(f.name);
+    }
+    if (options_.choose_files) {
+      std::string names;
+      for (const ListedFile& f : listing.files) names += f.name + "\n";
+      QD_RETURN_IF_ERROR(WriteAtomically(repo_dir_ / kListingsDir / listing.commit, names));
     }
     if (repo_.revision != listing.commit) {
       QD_RETURN_IF_ERROR(WriteAtomically(repo_dir_ / "refs" / repo_.revision, listing.commit));
@@ -476,6 +485,32 @@ class HubClient {
 std::string HubRepo::CacheDirName() const {
   return std::string(type == "dataset" ? "datasets--" : "models--") +
          (org.empty() ? name : org + "--" + name);
+}
+
+StatusOr<std::optional<std::vector<std::string>>> ReadHubListing(const std::string& repo_dir,
+                                                                 const std::string& commit) {
+  if (!IsCommitId(commit)) return std::optional<std::vector<std::string>>();
+  const fs::path path = fs::path(repo_dir) / kListingsDir / commit;
+  std::error_code ec;
+  if (!fs::is_regular_file(fs::symlink_status(path, ec))) {
+    return std::optional<std::vector<std::string>>();
+  }
+  const uintmax_t size = fs::file_size(path, ec);
+  if (ec || size > kMaxListingFileBytes) {
+    return DataLossError(path.string() + " is not a listing quantd wrote (" +
+                         (ec ? ec.message() : std::to_string(size) + " bytes") + ")");
+  }
+  std::ifstream in(path);
+  std::vector<std::string> files;
+  for (std::string line; std::getline(in, line);) {
+    if (line.empty()) continue;
+    if (files.size() == kMaxHubDatasetListing) {
+      return DataLossError(path.string() + " lists more than " +
+                           std::to_string(kMaxHubDatasetListing) + " files");
+    }
+    files.push_back(line);
+  }
+  return std::optional<std::vector<std::string>>(std::move(files));
 }
 
 bool IsCommitId(const std::string& revision) { return IsHex(revision, 40); }

@@ -28,6 +28,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -93,6 +94,15 @@ struct HubSnapshot {
 // limit; DEADLINE_EXCEEDED / UNAVAILABLE for network failures that the
 // retries did not overcome.
 StatusOr<HubSnapshot> FetchHubSnapshot(const HubRepo& repo, const HubOptions& options);
+
+// The file list of a dataset commit as the Hub listed it. A fetch that
+// chooses files (a dataset split) keeps it beside the snapshots, at
+// <cache>/<repo dir>/quantd-listings/<commit>, one path per line, so that an
+// offline run can tell a split the cache holds whole from one it holds in
+// part. Returns nullopt when the cache has no listing of the commit (it was
+// filled by another client); DATA_LOSS for a listing that is not one.
+StatusOr<std::optional<std::vector<std::string>>> ReadHubListing(const std::string& repo_dir,
+                                                                 const std::string& commit);
 
 // How a process reaches the Hub: the endpoint ("" when offline) and token.
 struct HubAccess {

@@ -302,6 +302,7 @@ TEST_F(HfHubTest, ResolveUriFetchesADatasetSplitFromSubfolders) {
   ASSERT_TRUE(cached.ok()) << cached.status();
   EXPECT_EQ(cached->files, r->files);
   EXPECT_EQ(cached->revision, r->revision);
+  EXPECT_EQ(cached->warning, "");
 
   // A split the repository lacks names its data files.
   uri.hf_endpoint = hub_->Endpoint();
@@ -312,6 +313,44 @@ TEST_F(HfHubTest, ResolveUriFetchesADatasetSplitFromSubfolders) {
                         "data/test-00000-of-00001.jsonl, data/train-00000-of-00002.jsonl"));
   // A model URI never reads the dataset repository.
   EXPECT_EQ(ResolveUri({"hf://acme/chat", ""}, uri).status().code(), StatusCode::kNotFound);
+}
+
+// Offline, a split of which an earlier job fetched one file is refused
+// rather than read in part; without quantd's listing of the commit (a cache
+// filled by another client) the files there are read, with a warning.
+TEST_F(HfHubTest, OfflineAPartlyCachedSplitIsRefusedOrWarnedAbout) {
+  const fs::path ds = dir_ / "dataset";
+  fs::create_directories(ds / "data");
+  for (const char* f : {"data/train-00000-of-00002.jsonl", "data/train-00001-of-00002.jsonl"}) {
+    std::ofstream(ds / f) << "{\"text\": \"" << f << "\"}\n";
+  }
+  StartHub({"--dataset", "acme/chat=" + ds.string()});
+  UriOptions uri;
+  uri.allowed_schemes = {"hf"};
+  uri.hf_cache_dir = options_.cache_dir;
+  uri.hf_endpoint = hub_->Endpoint();
+  auto one = ResolveUri({"hf://datasets/acme/chat?file=data/train-00001-of-00002.jsonl", ""}, uri);
+  ASSERT_TRUE(one.ok()) << one.status();
+  ASSERT_EQ(one->files.size(), 1u);
+
+  uri.hf_endpoint.clear();
+  auto partial = ResolveUri({"hf://datasets/acme/chat?split=train", ""}, uri);
+  EXPECT_EQ(partial.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_THAT(
+      partial.status().message(),
+      HasSubstr("offline, the cache holds 1 of the 2 data files of commit " + one->revision +
+                " that this URI reads; missing data/train-00000-of-00002.jsonl"));
+  // The file that is there is still served on its own.
+  EXPECT_TRUE(
+      ResolveUri({"hf://datasets/acme/chat?file=data/train-00001-of-00002.jsonl", ""}, uri).ok());
+
+  fs::remove_all(dir_ / "hub" / "datasets--acme--chat" / "quantd-listings");
+  auto unknown = ResolveUri({"hf://datasets/acme/chat?split=train", ""}, uri);
+  ASSERT_TRUE(unknown.ok()) << unknown.status();
+  EXPECT_EQ(unknown->files.size(), 1u);
+  EXPECT_THAT(unknown->warning,
+              HasSubstr("offline: read the 1 data file(s) of commit " + one->revision +
+                        " that the cache holds; the cache has no listing of that commit"));
 }
 
 // A ref with slashes (the Hub's Parquet conversion) is fetched by its

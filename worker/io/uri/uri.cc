@@ -8,6 +8,7 @@
 #include <cctype>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 
 #include "worker/common/sha256.h"
 #include "worker/io/uri/http_download.h"
@@ -73,6 +74,14 @@ Status AddDatasetFiles(const ParsedUri& p, const HubDatasetQuery& q,
   return OkStatus();
 }
 
+// "a, b, c and 5 more".
+std::string JoinFirst(const std::vector<std::string>& items, size_t n) {
+  std::string out;
+  for (size_t i = 0; i < items.size() && i < n; ++i) out += (i ? ", " : "") + items[i];
+  if (items.size() > n) out += " and " + std::to_string(items.size() - n) + " more";
+  return out;
+}
+
 // The repository paths of the files under a cached snapshot (its entries
 // are symlinks into blobs/; folders are walked, never followed as links).
 std::vector<std::string> SnapshotFiles(const std::string& snapshot) {
@@ -128,8 +137,33 @@ StatusOr<ResolvedUri> ResolveHfFromCache(const ParsedUri& p, const ResolveReques
   if (IsCommitId(commit)) r.revision = commit;
   if (p.hub_type == "dataset") {
     QD_ASSIGN_OR_RETURN(HubDatasetQuery q, ParseHubDatasetQuery(p.query));
+    const std::vector<std::string> cached = SnapshotFiles(snapshot);
+    QD_ASSIGN_OR_RETURN(std::optional<std::vector<std::string>> listed,
+                        ReadHubListing(repo_dir, commit));
     QD_ASSIGN_OR_RETURN(std::vector<std::string> chosen,
-                        SelectHubDatasetFiles(SnapshotFiles(snapshot), q, request.uri));
+                        SelectHubDatasetFiles(listed ? *listed : cached, q, request.uri));
+    if (listed) {
+      // A split read whole or not at all: an earlier job may have fetched
+      // only one of its files (file=...).
+      std::vector<std::string> missing;
+      for (const std::string& f : chosen) {
+        if (std::find(cached.begin(), cached.end(), f) == cached.end()) missing.push_back(f);
+      }
+      if (!missing.empty()) {
+        std::sort(missing.begin(), missing.end());
+        return FailedPreconditionError(request.uri + ": offline, the cache holds " +
+                                       std::to_string(chosen.size() - missing.size()) + " of the " +
+                                       std::to_string(chosen.size()) + " data files of commit " +
+                                       commit + " that this URI reads; missing " +
+                                       JoinFirst(missing, 8) +
+                                       " (run once with the Hub reachable to fetch them)");
+      }
+    } else {
+      r.warning = "offline: read the " + std::to_string(chosen.size()) +
+                  " data file(s) of commit " + commit +
+                  " that the cache holds; the cache has no listing of that commit, so it "
+                  "cannot tell whether the split has more files";
+    }
     QD_RETURN_IF_ERROR(AddDatasetFiles(p, q, chosen, snapshot, options, canonical_cache, r));
   }
   return r;
@@ -164,8 +198,10 @@ StatusOr<ResolvedUri> ResolveHf(const ParsedUri& p, const ResolveRequest& reques
     if (code == StatusCode::kUnavailable || code == StatusCode::kDeadlineExceeded) {
       auto cached = ResolveHfFromCache(p, request, options);
       if (cached.ok()) {
+        const std::string partial = cached->warning;
         cached->warning = "the Hub could not be reached (" + fetched.status().message() +
                           "); using the cached snapshot of revision " + p.revision;
+        if (!partial.empty()) cached->warning += "; " + partial;
         return cached;
       }
     }
