@@ -26,6 +26,7 @@
 #include "client/cli_common/render.h"
 #include "client/quantctl/connection_settings.h"
 #include "client/quantctl/quantctl_args.h"
+#include "client/report/job_report.h"
 #include "google/rpc/error_details.pb.h"
 #include "google/rpc/status.pb.h"
 #include "quantd/v1/quantization_service.grpc.pb.h"
@@ -244,6 +245,37 @@ int Get(Client& c, const std::string& name) {
   return kExitOk;
 }
 
+// The job report: HTML (default) or Markdown, to stdout or --out FILE.
+int Report(Client& c, const std::string& name, const ParsedArgs& a) {
+  const std::string format = a.Get("format", "html");
+  if (format != "html" && format != "md") {
+    std::cerr << "quantctl report: --format must be html or md, not '" << format << "'\n";
+    return kExitUsage;
+  }
+  grpc::ClientContext ctx;
+  c.Prepare(ctx);
+  quantd::v1::GetJobRequest req;
+  req.set_name(name);
+  Job job;
+  grpc::Status s = c.stub->GetJob(&ctx, req, &job);
+  if (!s.ok()) return ReportRpcError(s);
+  const std::string text =
+      format == "html" ? report::RenderJobReportHtml(job) : report::RenderJobReportMarkdown(job);
+  if (!a.Has("out")) {
+    std::cout << text;
+    return kExitOk;
+  }
+  const std::string path = a.Get("out");
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out << text;
+  if (!out.flush()) {
+    std::cerr << "quantctl report: cannot write " << path << "\n";
+    return kExitUsage;
+  }
+  std::cerr << "wrote " << path << " (" << text.size() << " bytes)\n";
+  return kExitOk;
+}
+
 int Cancel(Client& c, const std::string& name) {
   grpc::ClientContext ctx;
   c.Prepare(ctx);
@@ -361,6 +393,7 @@ int Main(int argc, char** argv) {
   if (a.command == "get") return need_name("get") ? Get(c, name) : kExitUsage;
   if (a.command == "cancel") return need_name("cancel") ? Cancel(c, name) : kExitUsage;
   if (a.command == "list") return List(c, a);
+  if (a.command == "report") return need_name("report") ? Report(c, name, a) : kExitUsage;
   std::cerr << "quantctl: unknown command '" << a.command << "'\n\n" << QuantctlUsage();
   return kExitUsage;
 }

@@ -43,6 +43,9 @@ constexpr char kUsageTail[] = R"(      --device D              cpu, cuda or cuda
                               basic (default) leaves out each job's quantization
                               config and per-block metrics; full has everything
   cancel NAME                 cancel a queued or running job
+  report NAME [--format html|md] [--out FILE]
+                              the job report: one self-contained HTML file with
+                              charts (default), or the same facts as Markdown
 
 URIs may be plain paths; they are turned into absolute file:// URIs.
 Exit codes: 0 ok, 1 job FAILED/CANCELLED, 2 usage error, 3 request refused or server unreachable.
@@ -53,7 +56,7 @@ Exit codes: 0 ok, 1 job FAILED/CANCELLED, 2 usage error, 3 request refused or se
 const std::set<std::string>& QuantctlValueFlags() {
   static const auto* flags = [] {
     auto* f = new std::set<std::string>{
-        "server", "output-format", "request-id", "state", "page-size", "view",
+        "server", "output-format", "request-id", "state", "page-size", "view", "out",
         // connection and credentials (connection_settings.h)
         "token", "tls-ca", "tls-cert", "tls-key", "tls-server-name", "quantctl-config",
         // submit's job flags that a local run does not take (FillJobSpec reads them)

@@ -41,6 +41,7 @@ TEST(QuantctlArgsTest, CredentialFlags) {
 TEST(QuantctlArgsTest, TakesItsOwnFlagsAndEveryJobFlag) {
   EXPECT_EQ(QuantctlValueFlags(), (std::set<std::string>{"server",
                                                          "output-format",
+                                                         "out",
                                                          "request-id",
                                                          "state",
                                                          "page-size",

@@ -1,0 +1,160 @@
+#include "client/report/job_report.h"
+
+#include <cmath>
+#include <limits>
+#include <string>
+
+#include "client/report/svg_chart.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace quantd::report {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+size_t Count(const std::string& text, const std::string& what) {
+  size_t n = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+
+// Three blocks of a small model: block 2's o_proj kept float, block 3
+// without a measured output error, a label a tenant chose to be hostile.
+quantd::v1::Job SampleJob() {
+  quantd::v1::Job job;
+  job.set_name("jobs/abc");
+  job.set_state(quantd::v1::SUCCEEDED);
+  job.set_attempt(1);
+  auto* spec = job.mutable_spec();
+  spec->set_model_uri("file:///models/stories260K");
+  spec->mutable_quantization()->set_scheme("w_int8_per_channel_sym");
+  (*spec->mutable_labels())["team"] = "<script>alert(1)</script>|x";
+  auto* m = job.mutable_result()->mutable_metrics();
+  m->mutable_float_perplexity()->set_perplexity(5.0);
+  m->mutable_quantized_perplexity()->set_perplexity(5.1);
+  m->mutable_quantized_perplexity()->mutable_protocol()->set_windows(4);
+  m->mutable_quantized_perplexity()->mutable_protocol()->set_n_ctx(256);
+  m->mutable_quantized_perplexity()->mutable_protocol()->set_tokens(1020);
+  m->set_kl_divergence_mean(0.0125);
+  m->set_float_model_bytes(4000);
+  m->set_quantized_model_bytes(1000);
+  const double errors[] = {1e-4, 2e-3, std::nan("")};
+  for (int b = 1; b <= 3; ++b) {
+    auto* block = m->add_blocks();
+    block->set_block(b);
+    block->set_block_count(3);
+    block->set_seconds(0.5 * b);
+    if (!std::isnan(errors[b - 1])) block->set_output_rel_mse(errors[b - 1]);
+    for (const char* role : {"self_attn.q_proj", "self_attn.o_proj", "mlp.down_proj"}) {
+      auto* l = block->add_layers();
+      l->set_name("model.layers." + std::to_string(b - 1) + "." + role);
+      l->set_weight_sqnr_db(30 + b);
+      if (b == 2 && std::string(role) == "self_attn.o_proj") {
+        l->set_excluded(true);
+        l->set_weight_sqnr_db(std::numeric_limits<double>::infinity());
+      }
+      if (std::string(role) == "mlp.down_proj") {
+        l->set_input_min(-2.0 * b);
+        l->set_input_max(3.0 * b);
+      }
+    }
+  }
+  auto* t = m->add_stage_timings();
+  t->set_stage(quantd::v1::QUANTIZE);
+  t->set_seconds(1.5);
+  auto* a = job.mutable_result()->add_artifacts();
+  a->set_format(quantd::v1::HF_QUARK);
+  a->set_uri("file:///out/a");
+  a->set_bytes(1044992);
+  a->set_sha256("7689e1e7");
+  a->set_accepted(true);
+  return job;
+}
+
+TEST(JobReportTest, HtmlIsSelfContainedAndEscapesTenantText) {
+  const std::string html = RenderJobReportHtml(SampleJob());
+  EXPECT_THAT(html, HasSubstr("Content-Security-Policy"));
+  EXPECT_THAT(html, Not(HasSubstr("<script")));
+  EXPECT_THAT(html, HasSubstr("team=&lt;script&gt;alert(1)&lt;/script&gt;|x"));
+  // Nothing to load: no src or href attribute anywhere, no URL in an
+  // attribute but the SVG namespace.
+  EXPECT_THAT(html, Not(HasSubstr("src=")));
+  EXPECT_THAT(html, Not(HasSubstr("href=")));
+  EXPECT_EQ(Count(html, "=\"http"), Count(html, "xmlns=\"http://www.w3.org/2000/svg\""));
+}
+
+TEST(JobReportTest, HtmlDrawsEveryChartWithItsValues) {
+  const std::string html = RenderJobReportHtml(SampleJob());
+  for (const char* series : {"block-output-error", "block-seconds", "layer-sqnr",
+                             "activation-ranges", "stage-seconds"}) {
+    EXPECT_EQ(Count(html, std::string("data-series=\"") + series + "\""), 1u) << series;
+  }
+  // Two measured block errors (block 3 has none), three block times.
+  EXPECT_THAT(html, HasSubstr("data-label=\"1\" data-value=\"0.0001\""));
+  EXPECT_THAT(html, HasSubstr("data-label=\"2\" data-value=\"0.002\""));
+  EXPECT_THAT(html, Not(HasSubstr("data-label=\"3\" data-value=\"nan\"")));
+  // The heatmap: 3 roles x 3 blocks, the kept-float layer grey.
+  EXPECT_EQ(Count(html, "<rect class=\"cell\""), 9u);
+  EXPECT_THAT(html,
+              HasSubstr("data-row=\"self_attn.o_proj\" data-column=\"2\" data-value=\"inf\""));
+  EXPECT_THAT(html, HasSubstr("self_attn.o_proj, 2: float"));
+  // Widest input range first.
+  const size_t first = html.find("data-label=\"model.layers.2.mlp.down_proj\" data-min=\"-6\"");
+  const size_t last = html.find("data-label=\"model.layers.0.mlp.down_proj\" data-min=\"-2\"");
+  ASSERT_NE(first, std::string::npos);
+  ASSERT_NE(last, std::string::npos);
+  EXPECT_LT(first, last);
+  EXPECT_THAT(html, HasSubstr("+2.00%"));  // 5.1 against 5.0
+  EXPECT_THAT(html, HasSubstr("4.00x smaller"));
+}
+
+TEST(JobReportTest, MarkdownHasTheSameFacts) {
+  const std::string md = RenderJobReportMarkdown(SampleJob());
+  EXPECT_THAT(md, HasSubstr("# jobs/abc (SUCCEEDED)"));
+  EXPECT_THAT(md, HasSubstr("| Quantized perplexity | 5.1 (+2.00%) |"));
+  EXPECT_THAT(md, HasSubstr("| Labels | team=&lt;script>alert(1)&lt;/script>\\|x |"));
+  EXPECT_THAT(md, HasSubstr("| 1 | 0.0001 | 0.5 |"));
+  EXPECT_THAT(md, HasSubstr("| 3 | nan | 1.5 |"));
+  EXPECT_THAT(md, HasSubstr("| self_attn.o_proj | 31 | float | 33 |"));
+  EXPECT_THAT(md, HasSubstr("| model.layers.2.mlp.down_proj | -6 | 9 |"));
+  EXPECT_THAT(md, HasSubstr("| quantize | 1.5 |"));
+  EXPECT_THAT(md, HasSubstr("| HF_QUARK | file:///out/a | 1020.5 KiB | 7689e1e7 | yes |"));
+}
+
+TEST(JobReportTest, AJobWithoutMetricsStillRenders) {
+  quantd::v1::Job job;
+  job.set_name("jobs/q");
+  job.set_state(quantd::v1::FAILED);
+  job.mutable_error()->set_code(3);
+  job.mutable_error()->set_message("bad <input>");
+  const std::string html = RenderJobReportHtml(job);
+  EXPECT_THAT(html, HasSubstr("code 3: bad &lt;input&gt;"));
+  EXPECT_THAT(html, Not(HasSubstr("<svg")));
+  EXPECT_THAT(RenderJobReportMarkdown(job), HasSubstr("## Error\n\ncode 3: bad &lt;input>"));
+}
+
+TEST(JobReportTest, LayerRoles) {
+  EXPECT_EQ(LayerRole("model.layers.3.self_attn.q_proj"), "self_attn.q_proj");
+  EXPECT_EQ(LayerRole("model.layers.1.mlp.experts.7.w1"), "mlp.experts.7.w1");
+  EXPECT_EQ(LayerRole("transformer.h.11.attn.c_attn"), "attn.c_attn");
+  EXPECT_EQ(LayerRole("lm_head"), "lm_head");
+  EXPECT_EQ(LayerRole("model.layers.12"), "model.layers.12");
+}
+
+TEST(SvgChartTest, LogScaleAndNumbers) {
+  EXPECT_EQ(FormatNumber(std::numeric_limits<double>::infinity()), "inf");
+  EXPECT_EQ(FormatNumber(0.000123456), "0.0001235");
+  BarChart c{"s", "t", "", {"a", "b"}, {1e-6, 1e-2}, /*log_scale=*/true};
+  const std::string svg = DrawBarChart(c);
+  EXPECT_THAT(svg, HasSubstr(">1e-6<"));
+  EXPECT_THAT(svg, HasSubstr(">1e-2<"));
+  EXPECT_EQ(Count(svg, "<rect class=\"bar\""), 2u);
+  // A zero or negative value has no place on a log axis: no bar.
+  c.values = {0, 1e-2};
+  EXPECT_EQ(Count(DrawBarChart(c), "<rect class=\"bar\""), 1u);
+}
+
+}  // namespace
+}  // namespace quantd::report
