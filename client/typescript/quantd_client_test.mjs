@@ -1,7 +1,8 @@
-// The TypeScript client and examples/quantize_stories.mjs against a live
-// quantd with one local worker (run by quantd_client_test.sh under Bazel):
-// golden float perplexity, artifact files, error details, paging, event
-// replay and bearer tokens.
+// The TypeScript client, examples/quantize_stories.mjs and
+// examples/sdk_scenario.mjs against a live quantd with one local worker (run
+// by quantd_client_test.sh under Bazel): golden float perplexity, artifact
+// files, error details, paging, event replay, bearer tokens, mTLS and the SDK
+// scenario's transcript (tests/sdk/SCENARIO.md).
 import assert from "node:assert/strict";
 import { spawn, spawnSync } from "node:child_process";
 import { createHash } from "node:crypto";
@@ -10,7 +11,7 @@ import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { test, after } from "node:test";
 
-import { Client, QuantdError } from "./dist/index.js";
+import { Client, JobSpecSchema, JobState, QuantdError, create } from "./dist/index.js";
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const runfiles = process.env.RUNFILES_ROOT;
@@ -68,9 +69,13 @@ async function startQuantd(name, { localWorkers = 0, extraFlags = [] } = {}) {
 }
 
 function runExample(address, ...args) {
+  return runProgram("quantize_stories.mjs", address, ...args);
+}
+
+function runProgram(program, address, ...args) {
   return spawnSync(
     process.execPath,
-    [path.join(here, "examples", "quantize_stories.mjs"), "--server", address, ...args],
+    [path.join(here, "examples", program), "--server", address, ...args],
     // A ceiling for a hang, not a budget: the example runs a whole job,
     // which takes minutes on a loaded machine.
     { encoding: "utf8", timeout: 1_800_000 },
@@ -100,7 +105,8 @@ test("the example quantizes stories260K with the golden float perplexity", async
             `float perplexity ${m.floatPerplexity.perplexity}`);
   assert.equal(m.floatPerplexity.protocol.nCtx, 256);
   assert.equal(m.floatPerplexity.protocol.windows, 20);
-  assert.equal(m.floatPerplexity.protocol.tokens, 5100);
+  // int64 fields are strings in proto3 JSON.
+  assert.equal(m.floatPerplexity.protocol.tokens, "5100");
   assert.ok(Math.abs(m.quantizedPerplexity.perplexity / m.floatPerplexity.perplexity - 1) < 0.02);
   assert.equal(m.blocks.length, 5);
 
@@ -114,15 +120,16 @@ test("the example quantizes stories260K with the golden float perplexity", async
   let total = 0;
   for (const f of artifact.files) {
     assert.equal(f.sha256, sha256File(path.join(out, f.path)), f.path);
-    assert.equal(f.bytes, statSync(path.join(out, f.path)).size, f.path);
-    total += f.bytes;
+    assert.equal(Number(f.bytes), statSync(path.join(out, f.path)).size, f.path);
+    total += Number(f.bytes);
   }
-  assert.equal(artifact.bytes, total);
+  assert.equal(Number(artifact.bytes), total);
   assert.ok("quantization_config" in JSON.parse(readFileSync(path.join(out, "config.json"), "utf8")));
 
   // The same job through the client: get (bare id too), list, replay, cancel.
   const got = await client.get(job.name);
-  assert.equal(got.state, "SUCCEEDED");
+  assert.equal(got.state, JobState.SUCCEEDED);
+  assert.equal(got.result.metrics.floatPerplexity.protocol.tokens, 5100n);
   assert.equal((await client.get(job.name.slice("jobs/".length))).name, job.name);
   const listed = [];
   for await (const j of client.list({ labels: { suite: "ts-example" } })) listed.push(j.name);
@@ -142,12 +149,12 @@ test("the example quantizes stories260K with the golden float perplexity", async
   const events = [];
   const progress = [];
   const again = await client.wait(job.name, { onEvent: (e) => events.push(e), onProgress: (p) => progress.push(p) });
-  assert.equal(again.state, "SUCCEEDED");
-  assert.deepEqual(events.map((e) => e.sequence), events.map((_, i) => i + 1));
-  assert.equal(events.filter((e) => e.payload === "blockMetrics").length, 5);
-  assert.equal(progress.length, events.filter((e) => e.payload === "progress").length);
+  assert.equal(again.state, JobState.SUCCEEDED);
+  assert.deepEqual(events.map((e) => e.sequence), events.map((_, i) => BigInt(i + 1)));
+  assert.equal(events.filter((e) => e.payload.case === "blockMetrics").length, 5);
+  assert.equal(progress.length, events.filter((e) => e.payload.case === "progress").length);
   assert.equal(progress.at(-1).percent, 100);
-  assert.equal(events.at(-1).state, "SUCCEEDED");
+  assert.deepEqual(events.at(-1).payload, { case: "state", value: JobState.SUCCEEDED });
   const tail = [];
   for await (const e of client.watch(job.name, events.at(-3).sequence)) tail.push(e.sequence);
   assert.deepEqual(tail, events.slice(-2).map((e) => e.sequence));
@@ -156,6 +163,84 @@ test("the example quantizes stories260K with the golden float perplexity", async
     assert.ok(e instanceof QuantdError);
     assert.equal(e.codeName, "FAILED_PRECONDITION");
     assert.equal(e.reason, "JOB_ALREADY_FINISHED");
+    return true;
+  });
+});
+
+test("the SDK scenario's transcript (tests/sdk/SCENARIO.md)", async () => {
+  const out = path.join(quantd.dataDir, "scenario_out");
+  const run = "ts-scenario";
+  const r = runProgram("sdk_scenario.mjs", quantd.address, "--model", MODEL, "--eval", EVAL_TEXT,
+                       "--output-dir", out, "--run", run);
+  assert.equal(r.status, 0, r.stderr + r.stdout);
+  const t = JSON.parse(r.stdout);
+  assert.deepEqual(Object.keys(t).sort(),
+                   ["cancelled_state", "list", "refused", "result", "submitted_state", "watch"]);
+
+  assert.equal(t.refused.code, "INVALID_ARGUMENT");
+  // Two bad fields: quantd's ErrorInfo reason is the generic one, and the
+  // violations come in its order (labels before the scheme).
+  assert.equal(t.refused.reason, "INVALID_ARGUMENT");
+  const [label, scheme, ...rest] = t.refused.field_violations;
+  assert.deepEqual(rest, []);
+  assert.deepEqual(label, {
+    field: 'spec.labels["Bad Key"]',
+    description: "a label key starts with a lowercase letter or a digit",
+  });
+  assert.equal(scheme.field, "spec.quantization.scheme");
+  assert.match(scheme.description, /^unknown quantization scheme 'w_int9_bogus'; known: .*w_int8_per_channel_sym/);
+
+  assert.equal(t.submitted_state, "QUEUED");
+  assert.equal(t.cancelled_state, "CANCELLED");
+  assert.equal(t.watch.states.at(-1), "SUCCEEDED");
+  assert.ok(t.watch.states.includes("RUNNING"), t.watch.states.join());
+  assert.equal(t.watch.block_metrics, 5);
+  assert.equal(t.watch.results, 1);
+  assert.equal(t.watch.progress_last_percent, "100.0");
+  assert.equal(t.watch.sequences_contiguous, true);
+
+  const res = t.result;
+  assert.equal(res.state, "SUCCEEDED");
+  assert.match(res.float_perplexity, /^\d+\.\d{4}$/);
+  assert.match(res.quantized_perplexity, /^\d+\.\d{4}$/);
+  assert.ok(Math.abs(Number(res.quantized_perplexity) / Number(res.float_perplexity) - 1) < 0.02,
+            `${res.float_perplexity} ${res.quantized_perplexity}`);
+  assert.equal(res.eval_windows, 4);
+  assert.equal(res.eval_tokens, 4 * 255);
+  assert.equal(res.blocks, 5);
+  assert.equal(res.artifact_accepted, true);
+  const paths = res.artifact_files.map((f) => f.path);
+  assert.deepEqual(paths, [...paths].sort());
+  for (const p of ["model.safetensors", "config.json", "tokenizer.model"]) assert.ok(paths.includes(p), p);
+  for (const f of res.artifact_files) {
+    const file = path.join(out, "a", f.path);
+    assert.equal(f.sha256, sha256File(file), f.path);
+    assert.equal(f.bytes, statSync(file).size, f.path);
+  }
+  // Job B was cancelled before it ran: nothing exported.
+  assert.equal(existsSync(path.join(out, "b", "model.safetensors")), false);
+
+  assert.deepEqual(t.list, { page_sizes: [1, 1], roles: ["b", "a"], states: ["CANCELLED", "SUCCEEDED"] });
+});
+
+test("a JobSpec is checked before it is sent", async () => {
+  await assert.rejects(client.submit({ modelUri: "file:///m", modelUrl: "file:///m" }), (e) => {
+    assert.ok(e instanceof TypeError);
+    assert.match(e.message, /invalid JobSpec.*modelUrl/);
+    return true;
+  });
+  await assert.rejects(client.submit({ modelUri: "file:///m", export: { formats: ["NOT_A_FORMAT"] } }),
+                       /invalid JobSpec/);
+  await assert.rejects(client.get("x".repeat(1000)), TypeError);
+  await assert.rejects(client.list({ state: "DONE" }).next(), /not a quantd\.v1\.JobState/);
+  // A message built with create() goes as it is.
+  const spec = create(JobSpecSchema, {
+    modelUri: `file://${MODEL}`,
+    quantization: { source: { case: "scheme", value: "w_int9_bogus" } },
+    evaluation: { disabled: true },
+  });
+  await assert.rejects(client.submit(spec), (e) => {
+    assert.deepEqual(e.fieldViolations.map((v) => v.field), ["spec.quantization.scheme"]);
     return true;
   });
 });
@@ -238,7 +323,7 @@ test("calls need a valid bearer token", async () => {
     const listed = [];
     for await (const j of good.list()) listed.push(j.name);
     assert.deepEqual(listed, [job.name]);
-    assert.equal((await good.cancel(job.name)).state, "CANCELLED");
+    assert.equal((await good.cancel(job.name)).state, JobState.CANCELLED);
   } finally {
     for (const c of [anonymous, wrong, good]) c.close();
     await q.stop();
@@ -288,7 +373,7 @@ test("mTLS needs the CA and a client certificate", async () => {
       });
     }
     const job = await open({ tls: mtls }).submit(spec);
-    assert.equal(job.state, "QUEUED");
+    assert.equal(job.state, JobState.QUEUED);
     const listed = [];
     for await (const j of open({ tls: { ...mtls, serverName: "localhost" } }).list()) listed.push(j.name);
     assert.deepEqual(listed, [job.name]);

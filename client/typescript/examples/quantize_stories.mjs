@@ -1,17 +1,17 @@
 #!/usr/bin/env node
 // Quantizes the bundled stories260K model with quantd and prints the result.
 //
-//   bash client/typescript/setup.sh      # once: npm ci and tsc
+//   bash client/typescript/setup.sh      # once: npm ci, generate, tsc
 //   node client/typescript/examples/quantize_stories.mjs --server 127.0.0.1:50051 --eval-windows 20
 //
 // Progress goes to stderr; the summary (or, with --json, the final job as one
-// JSON line) to stdout. Exit status: 0 SUCCEEDED, 1 the job FAILED or was
+// line of proto3 JSON) to stdout. Exit status: 0 SUCCEEDED, 1 the job FAILED or was
 // CANCELLED, 3 quantd refused the request.
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
 
-import { Client, QuantdError } from "../dist/index.js";
+import { Client, JobSchema, JobState, QuantdError, Stage, toJsonString } from "../dist/index.js";
 
 const repo = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..", "..", "..");
 const fileUri = (p) => (p.includes("://") ? p : `file://${path.resolve(p)}`);
@@ -45,7 +45,15 @@ const spec = {
     nCtx: 256,
     maxWindows: Number(args["eval-windows"]),
   },
-  labels: Object.fromEntries(args.label.map((kv) => [kv.split("=")[0], kv.slice(kv.indexOf("=") + 1)])),
+  labels: Object.fromEntries(
+    args.label.map((kv) => {
+      if (!kv.includes("=")) {
+        console.error(`error: --label wants KEY=VALUE, got ${JSON.stringify(kv)}`);
+        process.exit(2);
+      }
+      return [kv.slice(0, kv.indexOf("=")), kv.slice(kv.indexOf("=") + 1)];
+    }),
+  ),
 };
 if (args.output) spec.export = { outputUri: fileUri(args.output) };
 
@@ -57,7 +65,7 @@ try {
   job = await client.wait(job.name, {
     onProgress: (p) => {
       const block = p.block ? ` block ${p.block}/${p.blockCount}` : "";
-      console.error(`[${p.percent.toFixed(1).padStart(5)}%] ${p.stage.toLowerCase()}${block} ${p.message}`);
+      console.error(`[${p.percent.toFixed(1).padStart(5)}%] ${Stage[p.stage].toLowerCase()}${block} ${p.message}`);
     },
   });
 } catch (e) {
@@ -69,15 +77,15 @@ try {
 client.close();
 
 if (args.json) {
-  console.log(JSON.stringify(job));
+  console.log(toJsonString(JobSchema, job));
 } else {
-  console.log(`${job.name}: ${job.state}`);
+  console.log(`${job.name}: ${JobState[job.state]}`);
   const m = job.result?.metrics;
   if (m?.floatPerplexity) {
     console.log(`perplexity float:     ${m.floatPerplexity.perplexity.toFixed(4)}`);
     console.log(`perplexity quantized: ${m.quantizedPerplexity.perplexity.toFixed(4)}`);
   }
   for (const a of job.result?.artifacts ?? []) console.log(`artifact: ${a.uri} (${a.bytes} bytes)`);
-  if (job.state !== "SUCCEEDED") console.error(`error: ${client.errorOf(job)}`);
+  if (job.state !== JobState.SUCCEEDED) console.error(`error: ${client.errorOf(job)}`);
 }
-process.exit(job.state === "SUCCEEDED" ? 0 : 1);
+process.exit(job.state === JobState.SUCCEEDED ? 0 : 1);

@@ -1,17 +1,42 @@
-// Client: submit, wait for, inspect, list and cancel quantd jobs over gRPC.
-// The .proto files are loaded at run time with @grpc/proto-loader (no
-// generated code). Every call rejects with QuantdError when quantd refuses
-// it; job names may be "jobs/<id>" or the bare id.
+// Client: submit, wait for, inspect, list and cancel quantd jobs over gRPC
+// (@grpc/grpc-js), with the message types and schemas protoc-gen-es
+// generated from proto/quantd/v1 (src/gen; setup.sh). Every call rejects
+// with QuantdError when quantd refuses it; job names may be "jobs/<id>" or
+// the bare id.
 import { randomUUID } from "node:crypto";
-import { existsSync, readFileSync } from "node:fs";
-import path from "node:path";
-import { fileURLToPath } from "node:url";
+import { readFileSync } from "node:fs";
 
 import * as grpc from "@grpc/grpc-js";
-import * as protoLoader from "@grpc/proto-loader";
+import {
+  create,
+  fromBinary,
+  fromJson,
+  isMessage,
+  toBinary,
+  type DescMessage,
+  type DescMethod,
+  type JsonValue,
+  type MessageInitShape,
+  type MessageShape,
+} from "@bufbuild/protobuf";
 
-import { QuantdError, StatusDecoder } from "./errors.js";
-import type { Job, JobEvent, JobSpec, JobStateName, JobViewName, Progress } from "./types.js";
+import { QuantdError, fromServiceError, fromStatus } from "./errors.js";
+import {
+  JobSpecSchema,
+  JobStateSchema,
+  type Job,
+  type JobEvent,
+  type JobSpec,
+  type JobSpecJson,
+  type JobState,
+  type Progress,
+} from "./gen/quantd/v1/job_pb.js";
+import {
+  JobViewSchema,
+  QuantizationService,
+  type JobView,
+  type ListJobsResponse,
+} from "./gen/quantd/v1/quantization_service_pb.js";
 
 export interface TlsOptions {
   // PEM CA bundle verifying the server (default: the system roots).
@@ -24,7 +49,9 @@ export interface TlsOptions {
 }
 
 export interface ClientOptions {
-  // Bearer token, sent as "authorization: Bearer <token>" on every call.
+  // Bearer token, sent as "authorization: Bearer <token>" on every call, as
+  // per-call metadata rather than call credentials (which grpc-js only sends
+  // over TLS): plaintext to a TLS-terminating proxy is a valid setup.
   token?: string;
   // false/absent: plaintext; true: TLS with the system roots.
   tls?: boolean | TlsOptions;
@@ -33,16 +60,15 @@ export interface ClientOptions {
   // How long calls and watches keep retrying while quantd is UNAVAILABLE
   // (a restart, a frontend failover). Default 60 s.
   unavailableRetryMs?: number;
-  // Directory holding quantd/v1/*.proto (default $QUANTD_PROTO_DIR, else the
-  // repository's proto/ next to this package).
-  protoDir?: string;
-  // Directory holding google/rpc/{status,error_details}.proto (default
-  // $QUANTD_GOOGLEAPIS_DIR, else Debian's golang-github-gogo-googleapis-dev).
-  googleapisDir?: string;
 }
 
+// A job state or job view: the generated enum value or its proto name in
+// any case ("FAILED", "failed").
+export type StateLike = JobState | string;
+export type ViewLike = JobView | string;
+
 export interface ListOptions {
-  state?: JobStateName | Lowercase<JobStateName> | (JobStateName | Lowercase<JobStateName>)[];
+  state?: StateLike | StateLike[];
   labels?: Record<string, string>;
   // "create_time desc" (default) or "create_time asc".
   orderBy?: string;
@@ -50,114 +76,102 @@ export interface ListOptions {
   pageSize?: number;
   // BASIC (the default) leaves out each job's quantization config content
   // and per-block metrics; FULL returns every field, as get() does.
-  view?: JobViewName | Lowercase<JobViewName>;
+  view?: ViewLike;
 }
 
 export interface WaitOptions {
   onProgress?: (progress: Progress) => void;
   onEvent?: (event: JobEvent) => void;
-  afterSequence?: number;
+  afterSequence?: number | bigint;
 }
 
-const PACKAGE_DIR = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
-const DEFAULT_GOOGLEAPIS_DIR = "/usr/share/gocode/src/github.com/gogo/googleapis";
+// Longest job name accepted before asking quantd ("jobs/" + a 36-char id
+// fits with room); anything longer is a caller bug, not a lookup.
+const MAX_NAME_LENGTH = 256;
 
 export function jobName(name: string): string {
+  if (typeof name !== "string" || name === "" || name.length > MAX_NAME_LENGTH) {
+    throw new TypeError(`quantd client: a job name is 1 to ${MAX_NAME_LENGTH} characters, got ${String(name).slice(0, 40)}`);
+  }
   return name.startsWith("jobs/") ? name : `jobs/${name}`;
 }
 
-function defaultProtoDir(): string {
-  return process.env.QUANTD_PROTO_DIR || path.resolve(PACKAGE_DIR, "..", "..", "proto");
+function enumValue(schema: typeof JobStateSchema | typeof JobViewSchema, v: number | string): number {
+  const found =
+    typeof v === "number"
+      ? schema.values.find((e) => e.number === v)
+      : schema.values.find((e) => e.name === String(v).toUpperCase());
+  if (!found) {
+    const names = schema.values.map((e) => e.name).join(", ");
+    throw new TypeError(`quantd client: ${String(v)} is not a ${schema.typeName} (${names})`);
+  }
+  return found.number;
 }
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
-type Callback<T> = (err: grpc.ServiceError | null, value?: T) => void;
-type UnaryMethod = (
-  req: unknown,
-  md: grpc.Metadata,
-  opts: grpc.CallOptions,
-  cb: Callback<unknown>,
-) => grpc.ClientUnaryCall;
+type Method<I extends DescMessage, O extends DescMessage> = DescMethod & { input: I; output: O };
 
 export class Client {
-  private readonly stub: grpc.Client & Record<string, unknown>;
-  private readonly decoder: StatusDecoder;
+  private readonly channel: grpc.Client;
   private readonly token?: string;
   private readonly timeoutMs: number;
   private readonly retryMs: number;
 
   constructor(address = "127.0.0.1:50051", options: ClientOptions = {}) {
-    const protoDir = options.protoDir ?? defaultProtoDir();
-    const googleapisDir =
-      options.googleapisDir ?? (process.env.QUANTD_GOOGLEAPIS_DIR || DEFAULT_GOOGLEAPIS_DIR);
-    for (const [dir, file] of [
-      [protoDir, "quantd/v1/quantization_service.proto"],
-      [googleapisDir, "google/rpc/status.proto"],
-    ]) {
-      if (!existsSync(path.join(dir, file))) {
-        throw new Error(`quantd client: ${file} not found under ${dir} (see ClientOptions)`);
-      }
-    }
-    const definition = protoLoader.loadSync("quantd/v1/quantization_service.proto", {
-      includeDirs: [protoDir, googleapisDir],
-      longs: Number,
-      enums: String,
-      defaults: true,
-      oneofs: true,
-    });
-    const loaded = grpc.loadPackageDefinition(definition) as unknown as {
-      quantd: { v1: { QuantizationService: grpc.ServiceClientConstructor } };
-    };
-    this.stub = new loaded.quantd.v1.QuantizationService(
-      address,
-      channelCredentials(options.tls),
-      channelOptions(options.tls),
-    ) as grpc.Client & Record<string, unknown>;
-    this.decoder = new StatusDecoder(googleapisDir);
+    this.channel = new grpc.Client(address, channelCredentials(options.tls), channelOptions(options.tls));
     this.token = options.token;
     this.timeoutMs = options.timeoutMs ?? 30_000;
     this.retryMs = options.unavailableRetryMs ?? 60_000;
   }
 
   close(): void {
-    this.stub.close();
+    this.channel.close();
   }
 
-  // Creates a job. Without requestId a random one is used, so the retries
-  // made while quantd is unavailable never create a second job.
-  submit(spec: JobSpec, requestId?: string, opts: { validateOnly?: boolean } = {}): Promise<Job> {
-    return this.unary<Job>("CreateJob", {
-      spec,
+  // Creates a job. `spec` is a JobSpec message (create(JobSpecSchema, ...))
+  // or its proto3 JSON form (JobSpecJson: enums by name, oneofs flattened),
+  // which is checked field by field before anything is sent. Without
+  // requestId a random one is used, so the retries made while quantd is
+  // unavailable never create a second job.
+  async submit(spec: JobSpec | JobSpecJson, requestId?: string, opts: { validateOnly?: boolean } = {}): Promise<Job> {
+    return this.unary(QuantizationService.method.createJob, {
+      spec: toJobSpec(spec),
       requestId: requestId ?? `ts-${randomUUID()}`,
       validateOnly: opts.validateOnly ?? false,
     });
   }
 
-  get(name: string): Promise<Job> {
-    return this.unary<Job>("GetJob", { name: jobName(name) });
+  async get(name: string): Promise<Job> {
+    return this.unary(QuantizationService.method.getJob, { name: jobName(name) });
   }
 
   // QUEUED jobs end CANCELLED, RUNNING ones go to CANCELLING; a finished job
   // rejects with FAILED_PRECONDITION (JOB_ALREADY_FINISHED).
-  cancel(name: string): Promise<Job> {
-    return this.unary<Job>("CancelJob", { name: jobName(name) }, false);
+  async cancel(name: string): Promise<Job> {
+    return this.unary(QuantizationService.method.cancelJob, { name: jobName(name) }, false);
   }
 
   // Every matching job, fetching pages as the iteration goes.
   async *list(options: ListOptions = {}): AsyncGenerator<Job> {
+    for await (const page of this.listPages(options)) yield* page.jobs;
+  }
+
+  // As list(), one ListJobsResponse per page, following nextPageToken until
+  // it is empty.
+  async *listPages(options: ListOptions = {}): AsyncGenerator<ListJobsResponse> {
     const states = options.state === undefined ? [] : [options.state].flat();
     const request = {
       pageSize: options.pageSize ?? 0,
       pageToken: "",
-      states: states.map((s) => s.toUpperCase()),
+      states: states.map((s) => enumValue(JobStateSchema, s) as JobState),
       labels: options.labels ?? {},
       orderBy: options.orderBy ?? "",
-      view: (options.view ?? "BASIC").toUpperCase(),
+      view: enumValue(JobViewSchema, options.view ?? "BASIC") as JobView,
     };
     while (true) {
-      const page = await this.unary<{ jobs: Job[]; nextPageToken: string }>("ListJobs", request);
-      yield* page.jobs;
+      const page = await this.unary(QuantizationService.method.listJobs, request);
+      yield page;
       if (!page.nextPageToken) return;
       request.pageToken = page.nextPageToken;
     }
@@ -165,13 +179,19 @@ export class Client {
 
   // The job's events after afterSequence, live until the job ends. A stream
   // broken by UNAVAILABLE is reopened after the last event received.
-  async *watch(name: string, afterSequence = 0): AsyncGenerator<JobEvent> {
-    let after = afterSequence;
+  async *watch(name: string, afterSequence: number | bigint = 0): AsyncGenerator<JobEvent> {
+    const method = QuantizationService.method.watchJob;
+    let after = BigInt(afterSequence);
     let retryUntil = 0;
     while (true) {
-      const stream = (
-        this.stub.WatchJob as (req: unknown, md: grpc.Metadata) => grpc.ClientReadableStream<JobEvent>
-      ).call(this.stub, { name: jobName(name), afterSequence: after }, this.metadata());
+      const request = toBinary(method.input, create(method.input, { name: jobName(name), afterSequence: after }));
+      const stream = this.channel.makeServerStreamRequest(
+        path(method),
+        (b: Uint8Array) => Buffer.from(b),
+        (b: Buffer) => fromBinary(method.output, b),
+        request,
+        this.metadata(),
+      );
       try {
         for await (const event of stream as AsyncIterable<JobEvent>) {
           after = event.sequence;
@@ -181,9 +201,9 @@ export class Client {
         return;
       } catch (e) {
         const err = e as grpc.ServiceError;
-        if (err.code !== grpc.status.UNAVAILABLE) throw this.decoder.fromServiceError(err);
+        if (err.code !== grpc.status.UNAVAILABLE) throw fromServiceError(err);
         retryUntil = retryUntil || Date.now() + this.retryMs;
-        if (Date.now() >= retryUntil) throw this.decoder.fromServiceError(err);
+        if (Date.now() >= retryUntil) throw fromServiceError(err);
         await sleep(500);
       } finally {
         stream.cancel();
@@ -196,14 +216,14 @@ export class Client {
   async wait(name: string, options: WaitOptions = {}): Promise<Job> {
     for await (const event of this.watch(name, options.afterSequence ?? 0)) {
       options.onEvent?.(event);
-      if (event.payload === "progress" && event.progress) options.onProgress?.(event.progress);
+      if (event.payload.case === "progress") options.onProgress?.(event.payload.value);
     }
     return this.get(name);
   }
 
   // The QuantdError of a FAILED (or CANCELLED with a reason) job.
   errorOf(job: Job): QuantdError | null {
-    return job.error ? this.decoder.fromJobError(job.error) : null;
+    return job.error ? fromStatus(job.error) : null;
   }
 
   private metadata(): grpc.Metadata {
@@ -212,19 +232,25 @@ export class Client {
     return md;
   }
 
-  private async unary<T>(method: string, request: unknown, retry = true): Promise<T> {
+  private async unary<I extends DescMessage, O extends DescMessage>(
+    method: Method<I, O>,
+    init: MessageInitShape<I>,
+    retry = true,
+  ): Promise<MessageShape<O>> {
+    const request = toBinary(method.input, create(method.input, init));
     const giveUpAt = Date.now() + this.retryMs;
     let delay = 250;
-    const fn = this.stub[method] as UnaryMethod;
     while (true) {
       try {
-        return await new Promise<T>((resolve, reject) => {
-          fn.call(
-            this.stub,
+        return await new Promise<MessageShape<O>>((resolve, reject) => {
+          this.channel.makeUnaryRequest(
+            path(method),
+            (b: Uint8Array) => Buffer.from(b),
+            (b: Buffer) => fromBinary(method.output, b),
             request,
             this.metadata(),
             { deadline: Date.now() + this.timeoutMs },
-            (err, value) => (err ? reject(err) : resolve(value as T)),
+            (err, value) => (err ? reject(err) : resolve(value as MessageShape<O>)),
           );
         });
       } catch (e) {
@@ -234,9 +260,22 @@ export class Client {
           delay = Math.min(delay * 2, 2000);
           continue;
         }
-        throw this.decoder.fromServiceError(err);
+        throw fromServiceError(err);
       }
     }
+  }
+}
+
+function path(method: DescMethod): string {
+  return `/${method.parent.typeName}/${method.name}`;
+}
+
+function toJobSpec(spec: JobSpec | JobSpecJson): JobSpec {
+  if (isMessage(spec, JobSpecSchema)) return spec;
+  try {
+    return fromJson(JobSpecSchema, spec as JsonValue);
+  } catch (e) {
+    throw new TypeError(`quantd client: invalid JobSpec: ${(e as Error).message}`);
   }
 }
 

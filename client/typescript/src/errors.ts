@@ -1,73 +1,57 @@
 // QuantdError: a refused or failed call with quantd's error details, unpacked
 // from the google.rpc.Status quantd sends in the grpc-status-details-bin
 // trailer (an ErrorInfo reason and, for bad requests, BadRequest field
-// violations).
+// violations), with the generated google.rpc schemas.
 import * as grpc from "@grpc/grpc-js";
-import protobuf from "protobufjs";
+import { fromBinary } from "@bufbuild/protobuf";
+import { anyUnpack, type Any } from "@bufbuild/protobuf/wkt";
 
-import type { RpcStatus } from "./types.js";
+import { BadRequestSchema, ErrorInfoSchema } from "./gen/google/rpc/error_details_pb.js";
+import { StatusSchema, type Status } from "./gen/google/rpc/status_pb.js";
 
 export interface FieldViolation {
   field: string;
   description: string;
 }
 
-// Decoders for google.rpc.Status, ErrorInfo and BadRequest, loaded once from
-// the googleapis .proto files.
-export class StatusDecoder {
-  private readonly status: protobuf.Type;
-  private readonly errorInfo: protobuf.Type;
-  private readonly badRequest: protobuf.Type;
-
-  constructor(googleapisDir: string) {
-    const root = new protobuf.Root();
-    root.resolvePath = (_origin: string, target: string) =>
-      target.startsWith("google/rpc/") ? `${googleapisDir}/${target}` : target;
-    root.loadSync(["google/rpc/status.proto", "google/rpc/error_details.proto"]);
-    this.status = root.lookupType("google.rpc.Status");
-    this.errorInfo = root.lookupType("google.rpc.ErrorInfo");
-    this.badRequest = root.lookupType("google.rpc.BadRequest");
-  }
-
-  // Fills reason, domain, metadata and fieldViolations of `error` from the
-  // packed details.
-  unpack(error: QuantdError, details: { typeUrl?: string; type_url?: string; value: Uint8Array }[]) {
-    for (const any of details) {
-      const typeName = (any.typeUrl ?? any.type_url ?? "").split("/").pop();
-      if (typeName === "google.rpc.ErrorInfo" && error.reason === "") {
-        const info = this.errorInfo.toObject(this.errorInfo.decode(any.value), { defaults: true });
-        error.reason = info.reason;
-        error.domain = info.domain;
-        error.metadata = info.metadata ?? {};
-      } else if (typeName === "google.rpc.BadRequest") {
-        const bad = this.badRequest.toObject(this.badRequest.decode(any.value), { defaults: true });
-        for (const v of bad.fieldViolations ?? []) {
-          error.fieldViolations.push({ field: v.field, description: v.description });
-        }
-      }
+// Fills reason, domain, metadata and fieldViolations of `error` from the
+// packed details; the code's name stands in for a missing reason.
+function unpack(error: QuantdError, details: Any[]): void {
+  for (const any of details) {
+    const info = error.reason === "" ? anyUnpack(any, ErrorInfoSchema) : undefined;
+    if (info) {
+      error.reason = info.reason;
+      error.domain = info.domain;
+      error.metadata = { ...info.metadata };
+      continue;
     }
-    if (error.reason === "") error.reason = error.codeName;
-  }
-
-  fromServiceError(e: grpc.ServiceError): QuantdError {
-    const error = new QuantdError(e.code, e.details ?? e.message);
-    const packed = e.metadata?.get("grpc-status-details-bin") ?? [];
-    if (packed.length > 0 && typeof packed[0] !== "string") {
-      const status = this.status.toObject(this.status.decode(packed[0] as Buffer), {
-        defaults: true,
-      });
-      this.unpack(error, status.details ?? []);
-    } else {
-      error.reason = error.codeName;
+    const bad = anyUnpack(any, BadRequestSchema);
+    for (const v of bad?.fieldViolations ?? []) {
+      error.fieldViolations.push({ field: v.field, description: v.description });
     }
-    return error;
   }
+  if (error.reason === "") error.reason = error.codeName;
+}
 
-  fromJobError(status: RpcStatus): QuantdError {
-    const error = new QuantdError(status.code, status.message);
-    this.unpack(error, status.details ?? []);
-    return error;
+export function fromServiceError(e: grpc.ServiceError): QuantdError {
+  const error = new QuantdError(e.code, e.details ?? e.message);
+  const packed = e.metadata?.get("grpc-status-details-bin") ?? [];
+  let details: Any[] = [];
+  if (packed.length > 0 && typeof packed[0] !== "string") {
+    try {
+      details = fromBinary(StatusSchema, packed[0] as Buffer).details;
+    } catch {
+      // A trailer that is not a google.rpc.Status: keep code and message.
+    }
   }
+  unpack(error, details);
+  return error;
+}
+
+export function fromStatus(status: Status): QuantdError {
+  const error = new QuantdError(status.code, status.message);
+  unpack(error, status.details);
+  return error;
 }
 
 export class QuantdError extends Error {
