@@ -9,7 +9,19 @@ from __future__ import annotations
 import dataclasses
 import time
 import uuid
-from typing import Callable, Iterable, Iterator, Mapping, Optional, Sequence, Union
+from typing import (
+    Callable,
+    Iterable,
+    Iterator,
+    Mapping,
+    Optional,
+    Protocol,
+    Sequence,
+    Tuple,
+    TypeVar,
+    Union,
+    cast,
+)
 
 import grpc
 from google.protobuf import json_format
@@ -18,8 +30,45 @@ from quantd_client._protos import job_pb2, quantization_service_pb2 as service_p
 from quantd_client._protos import quantization_service_pb2_grpc as service_grpc
 from quantd_client.errors import QuantdError
 
-SpecLike = Union[job_pb2.JobSpec, Mapping]
+SpecLike = Union[job_pb2.JobSpec, Mapping[str, object]]
 StateLike = Union[int, str]
+_Metadata = Tuple[Tuple[str, str], ...]
+
+_Req = TypeVar("_Req", contravariant=True)
+_Resp = TypeVar("_Resp", covariant=True)
+_Q = TypeVar("_Q")
+_R = TypeVar("_R")
+
+
+# grpc_python_plugin writes no .pyi for quantization_service_pb2_grpc (mypy
+# skips that module, see mypy/mypy.ini), so the stub's methods are typed here.
+class _Unary(Protocol[_Req, _Resp]):
+    def __call__(self, request: _Req, *, timeout: float, metadata: _Metadata) -> _Resp:
+        ...
+
+
+class _EventStream(Protocol):
+    def __iter__(self) -> Iterator[job_pb2.JobEvent]:
+        ...
+
+    def cancel(self) -> bool:
+        ...
+
+
+class _WatchMethod(Protocol):
+    def __call__(
+        self, request: service_pb2.WatchJobRequest, *, metadata: _Metadata
+    ) -> _EventStream:
+        ...
+
+
+class _ServiceStub(Protocol):
+    CreateJob: _Unary[service_pb2.CreateJobRequest, job_pb2.Job]
+    GetJob: _Unary[service_pb2.GetJobRequest, job_pb2.Job]
+    ListJobs: _Unary[service_pb2.ListJobsRequest, service_pb2.ListJobsResponse]
+    CancelJob: _Unary[service_pb2.CancelJobRequest, job_pb2.Job]
+    WatchJob: _WatchMethod
+
 
 @dataclasses.dataclass(frozen=True)
 class TlsOptions:
@@ -45,12 +94,12 @@ def job_name(name: str) -> str:
     return name if name.startswith("jobs/") else "jobs/" + name
 
 
-def parse_state(state: StateLike) -> int:
+def parse_state(state: StateLike) -> job_pb2.JobState:
     """A JobState from its number or its name in any case ("succeeded")."""
     if isinstance(state, int):
-        return state
+        return cast(job_pb2.JobState, state)
     try:
-        return job_pb2.JobState.Value(state.upper())
+        return cast(job_pb2.JobState, job_pb2.JobState.Value(state.upper()))
     except ValueError:
         names = ", ".join(n.lower() for n in job_pb2.JobState.keys()[1:])
         raise ValueError(f"unknown job state {state!r}; one of {names}") from None
@@ -77,10 +126,10 @@ class Client:
         *,
         timeout: float = 30.0,
         unavailable_retry_seconds: float = 60.0,
-    ):
+    ) -> None:
         self._timeout = timeout
         self._retry_seconds = unavailable_retry_seconds
-        self._metadata = (("authorization", f"Bearer {token}"),) if token else ()
+        self._metadata: _Metadata = (("authorization", f"Bearer {token}"),) if token else ()
         if tls is None or tls is False:
             self._channel = grpc.insecure_channel(address)
         else:
@@ -90,11 +139,11 @@ class Client:
                 private_key=_read(opts.key_file),
                 certificate_chain=_read(opts.cert_file),
             )
-            options = []
+            options: list[Tuple[str, str]] = []
             if opts.server_name:
                 options.append(("grpc.ssl_target_name_override", opts.server_name))
             self._channel = grpc.secure_channel(address, creds, options=options)
-        self._stub = service_grpc.QuantizationServiceStub(self._channel)
+        self._stub: _ServiceStub = service_grpc.QuantizationServiceStub(self._channel)
 
     def close(self) -> None:
         self._channel.close()
@@ -102,10 +151,10 @@ class Client:
     def __enter__(self) -> "Client":
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def _call(self, method, request, retry: bool = True):
+    def _call(self, method: _Unary[_Q, _R], request: _Q, retry: bool = True) -> _R:
         deadline = time.monotonic() + self._retry_seconds
         delay = 0.25
         while True:
@@ -186,7 +235,7 @@ class Client:
         if view.lower() not in views:
             raise ValueError(f"view must be 'basic' or 'full', got {view!r}")
         if state is None:
-            states: Sequence[int] = ()
+            states: Sequence[job_pb2.JobState] = ()
         elif isinstance(state, (int, str)):
             states = (parse_state(state),)
         else:

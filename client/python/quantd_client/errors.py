@@ -8,7 +8,7 @@ BadRequest naming each bad field. QuantdError unpacks both.
 from __future__ import annotations
 
 import dataclasses
-from typing import Optional, Sequence
+from typing import Mapping, Optional, Sequence
 
 import grpc
 
@@ -44,9 +44,9 @@ class QuantdError(Exception):
         message: str,
         reason: str = "",
         domain: str = "",
-        metadata: Optional[dict] = None,
+        metadata: Optional[Mapping[str, str]] = None,
         field_violations: Sequence[FieldViolation] = (),
-    ):
+    ) -> None:
         self.code = code
         self.message = message
         self.reason = reason or code.name
@@ -69,7 +69,7 @@ class QuantdError(Exception):
         trailers = error.trailing_metadata() if hasattr(error, "trailing_metadata") else None
         status = None
         for key, value in trailers or ():
-            if key == _DETAILS_KEY:
+            if key == _DETAILS_KEY and isinstance(value, bytes):
                 status = status_pb2.Status.FromString(value)
                 break
         return cls.from_status(code, message or "", status)
@@ -79,7 +79,9 @@ class QuantdError(Exception):
         cls, code: grpc.StatusCode, message: str, status: Optional[status_pb2.Status]
     ) -> "QuantdError":
         """Builds the error from a code and an optional google.rpc.Status."""
-        reason, domain, metadata, violations = "", "", {}, []
+        reason, domain = "", ""
+        metadata: dict[str, str] = {}
+        violations: list[FieldViolation] = []
         for detail in status.details if status is not None else ():
             info = error_details_pb2.ErrorInfo()
             bad = error_details_pb2.BadRequest()
