@@ -6,7 +6,7 @@
 import assert from "node:assert/strict";
 import { spawn, spawnSync } from "node:child_process";
 import { createHash } from "node:crypto";
-import { existsSync, mkdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { test, after } from "node:test";
@@ -87,6 +87,26 @@ const client = new Client(quantd.address);
 after(async () => {
   client.close();
   await quantd.stop();
+});
+
+test("src/gen is what generate.sh makes from the .proto files under test", () => {
+  // setup.sh regenerates on newer mtimes; this catches a .proto restored
+  // with an old mtime (cp -p, rsync -a) that the client would miss.
+  const fresh = path.join(tmp, "ts_gen_check");
+  rmSync(fresh, { recursive: true, force: true });
+  const r = spawnSync("bash", [path.join(here, "generate.sh"), fresh, runfile("proto")], { encoding: "utf8" });
+  assert.equal(r.status, 0, r.stderr);
+  const files = (dir) =>
+    readdirSync(dir, { recursive: true })
+      .filter((f) => f.endsWith(".ts"))
+      .sort();
+  const used = path.join(here, "src", "gen");
+  assert.deepEqual(files(used), files(fresh));
+  assert.ok(files(fresh).includes(path.join("quantd", "v1", "job_pb.ts")));
+  for (const f of files(fresh)) {
+    assert.equal(readFileSync(path.join(used, f), "utf8"), readFileSync(path.join(fresh, f), "utf8"),
+                 `src/gen/${f} is stale: rm -r client/typescript/src/gen, then run setup.sh`);
+  }
 });
 
 test("the example quantizes stories260K with the golden float perplexity", async () => {
