@@ -14,6 +14,7 @@ import argparse
 import json
 import os
 import sys
+from typing import Any, Dict
 
 import quantd_client
 from quantd_client import Client, QuantdError
@@ -108,7 +109,7 @@ def main() -> int:
     parser.add_argument("--token")
     args = parser.parse_args()
 
-    transcript = {}
+    transcript: Dict[str, Any] = {}
     with Client(args.server, token=args.token) as client:
         transcript["refused"] = refused(client, args)
         a = client.submit(job_spec(args, "a"), request_id=f"{args.run}-a")
