@@ -27,6 +27,8 @@ PACKAGES=(
   golang-go protoc-gen-go protoc-gen-go-grpc golang-google-grpc-dev
   golang-google-protobuf-dev golang-google-genproto-dev
   libcpp-httplib-dev python3-jsonschema mypy
+  # the job report's screenshot test (//client/report:report_screenshot_test)
+  chromium python3-pil
   # services used by end-to-end tests
   postgresql sqlite3 clang
   # deploy/ checks (//deploy:deploy_test): YAML lint; ldd/readelf come with binutils;

@@ -206,7 +206,8 @@ std::string DrawHeatmap(const Heatmap& m) {
   if (!std::isfinite(lo)) lo = hi = 0;
   const auto t_of = [&](double v) { return hi > lo ? (v - lo) / (hi - lo) : 1.0; };
 
-  std::string svg = Open("heatmap", m.series, std::max(w, 360.0), h) + Title(m.title, 8);
+  // Wide enough for the legend's text as well.
+  std::string svg = Open("heatmap", m.series, std::max(w, left + 420), h) + Title(m.title, 8);
   const double top = kTop + 18;
   const size_t every = std::max<size_t>(1, static_cast<size_t>(std::ceil(24.0 / cell_w)));
   for (size_t c = 0; c < cols; c += every) {

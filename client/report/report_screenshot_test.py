@@ -1,0 +1,103 @@
+#!/usr/bin/python3
+"""The job report in a real browser: headless Chromium (Debian's chromium).
+
+Renders the demo job (testdata/demo_job.json: stories260K, W8A8 static with
+SmoothQuant, saved with `quantctl -o json get`) to HTML, then checks that
+Chromium's DOM holds every chart with its marks, and that its screenshot
+shows them: the bar, range and heatmap colours are on the page.
+"""
+
+import html.parser
+import os
+import subprocess
+import unittest
+
+from PIL import Image
+
+RUNFILES = os.path.join(os.environ["TEST_SRCDIR"], os.environ.get("TEST_WORKSPACE", "quantd"))
+TMP = os.environ["TEST_TMPDIR"]
+# A ceiling for a hang, not a budget: Chromium starts slowly on a loaded machine.
+BROWSER_TIMEOUT_S = 300
+
+
+def chromium(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        ["chromium", "--headless=new", "--no-sandbox", "--disable-gpu",
+         "--disable-dev-shm-usage", "--hide-scrollbars",
+         f"--user-data-dir={os.path.join(TMP, 'profile')}", *args],
+        capture_output=True, text=True, timeout=BROWSER_TIMEOUT_S,
+        env={**os.environ, "HOME": TMP},
+    )  # fmt: skip
+
+
+class ChartMarks(html.parser.HTMLParser):
+    """The marks (rect.bar, rect.cell, rect.range) inside each svg.chart."""
+
+    def __init__(self):
+        super().__init__()
+        self.series = None
+        self.marks = {}
+
+    def handle_starttag(self, tag, attrs):
+        a = dict(attrs)
+        if tag == "svg" and "chart" in a.get("class", "").split():
+            self.series = a["data-series"]
+            self.marks[self.series] = 0
+        elif tag == "rect" and self.series and a.get("class") in ("bar", "cell", "range"):
+            self.marks[self.series] += 1
+
+    def handle_endtag(self, tag):
+        if tag == "svg":
+            self.series = None
+
+
+def pixels_near(image: Image.Image, rgb: tuple, tolerance: int = 8) -> int:
+    return sum(
+        count
+        for count, colour in image.getcolors(maxcolors=1 << 24)
+        if all(abs(c - t) <= tolerance for c, t in zip(colour, rgb))
+    )
+
+
+class ReportScreenshotTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        render = os.path.join(RUNFILES, "client/report/render_job_report")
+        job = os.path.join(RUNFILES, "client/report/testdata/demo_job.json")
+        r = subprocess.run([render, job, "html"], capture_output=True, text=True, check=True)
+        cls.report = os.path.join(TMP, "report.html")
+        with open(cls.report, "w") as f:
+            f.write(r.stdout)
+
+    def test_the_browser_dom_holds_every_chart_with_its_marks(self):
+        r = chromium("--dump-dom", "file://" + self.report)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        parser = ChartMarks()
+        parser.feed(r.stdout)
+        # stories260K: 5 blocks of 7 linears; 12 widest input ranges; 4 stages.
+        self.assertEqual(
+            parser.marks,
+            {
+                "block-output-error": 5,
+                "block-seconds": 5,
+                "layer-sqnr": 35,
+                "activation-ranges": 12,
+                "stage-seconds": 4,
+            },
+        )
+
+    def test_the_screenshot_shows_the_charts(self):
+        png = os.path.join(TMP, "report.png")
+        r = chromium("--window-size=1000,2600", f"--screenshot={png}", "file://" + self.report)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        image = Image.open(png).convert("RGB")
+        self.assertEqual(image.size, (1000, 2600))
+        self.assertGreater(pixels_near(image, (0x2E, 0x86, 0xC1)), 20000)  # bars
+        self.assertGreater(pixels_near(image, (0xAF, 0x7A, 0xC5)), 5000)  # ranges
+        # The heatmap's warm end (low SQNR) and cool end (high SQNR).
+        self.assertGreater(pixels_near(image, (0xC0, 0x39, 0x2B), 24), 100)
+        self.assertGreater(pixels_near(image, (0x27, 0xAE, 0x60), 24), 100)
+
+
+if __name__ == "__main__":
+    unittest.main()
