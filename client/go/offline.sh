@@ -7,7 +7,9 @@
 #   client/go/offline.sh go test ./...
 #   client/go/offline.sh go build -o /tmp/sdk-scenario ./cmd/sdk-scenario
 set -euo pipefail
-here="$(dirname "$(readlink -f "$0")")"
+# The directory itself, not where a symlinked offline.sh points: in Bazel's
+# runfiles the files are links into the source tree.
+here="$(cd "$(dirname "$0")" && pwd)"
 work="${QUANTD_GO_WORK:-${TMPDIR:-/tmp}/quantd-go-$(id -u)}"
 module=github.com/quantd/quantd/client/go
 link="$work/gopath/src/$module"
