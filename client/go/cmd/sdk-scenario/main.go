@@ -36,7 +36,7 @@ type watch struct {
 	States              []string `json:"states"`
 	BlockMetrics        int      `json:"block_metrics"`
 	Results             int      `json:"results"`
-	ProgressLastPercent string   `json:"progress_last_percent"`
+	ProgressLastPercent *string  `json:"progress_last_percent"` // null without progress
 	SequencesContiguous bool     `json:"sequences_contiguous"`
 }
 
@@ -140,7 +140,7 @@ func scenario(ctx context.Context, server, token, model, eval, outputDir, run st
 		Labels:       map[string]string{"Bad Key": "x"},
 	}
 	t.Refused.FieldViolations = []violation{}
-	if job, err := client.Submit(ctx, bad); err == nil {
+	if job, err := client.Submit(ctx, bad, quantd.WithRequestID(run+"-refused")); err == nil {
 		// Recorded as OK so that the transcript shows the difference; the
 		// stray job is cancelled.
 		t.Refused.Code = quantd.CodeName(codes.OK)
@@ -189,7 +189,8 @@ func scenario(ctx context.Context, server, token, model, eval, outputDir, run st
 		case *pb.JobEvent_State:
 			t.Watch.States = append(t.Watch.States, p.State.String())
 		case *pb.JobEvent_Progress:
-			t.Watch.ProgressLastPercent = fmt.Sprintf("%.1f", p.Progress.GetPercent())
+			percent := fmt.Sprintf("%.1f", p.Progress.GetPercent())
+			t.Watch.ProgressLastPercent = &percent
 			fmt.Fprintf(os.Stderr, "[%5.1f%%] %s\n", p.Progress.GetPercent(), p.Progress.GetMessage())
 		case *pb.JobEvent_BlockMetrics:
 			t.Watch.BlockMetrics++
