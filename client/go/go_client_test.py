@@ -39,9 +39,15 @@ BIN = os.path.join(WORK, "bin")
 
 
 def go_env() -> dict:
-    # The go tool writes only under TEST_TMPDIR: its cache, its GOPATH link.
-    home = live_quantd.temp_dir("go/home")
-    return {**os.environ, "QUANTD_GO_WORK": WORK, "HOME": home, "GOENV": "off"}
+    # The go tool and the Go tests write only under TEST_TMPDIR: the build
+    # cache, the GOPATH link, t.TempDir.
+    return {
+        **os.environ,
+        "QUANTD_GO_WORK": WORK,
+        "HOME": live_quantd.temp_dir("go/home"),
+        "TMPDIR": live_quantd.temp_dir("go/tmp"),
+        "GOENV": "off",
+    }
 
 
 def go(*args: str, timeout: float = 1800) -> subprocess.CompletedProcess:
