@@ -7,7 +7,7 @@ cd "$(dirname "$0")/.."
 bash tools/install_deps.sh
 # npm packages of the peer checks (llama.cpp, onnxruntime) and the TypeScript
 # SDK, from their package-lock.json files.
-for setup in tests/peers/setup.sh client/typescript/setup.sh; do
+for setup in tests/peers/setup.sh client/typescript/setup.sh tools/buf/setup.sh; do
   if [ -f "$setup" ]; then bash "$setup"; fi
 done
 
