@@ -47,11 +47,12 @@ fi
 work="$(mktemp -d "${TMPDIR:-/tmp}/quantd-buf.XXXXXX")"
 trap 'rm -rf "$work"' EXIT
 ws="$work/ws"
-mkdir -p "$ws/quantd/v1"
+mkdir -p "$ws"
 # Copies, not links: buf sees the same tree from a source checkout and from
-# Bazel's runfiles (which are links).
+# Bazel's runfiles (which are links). All of quantd/, so that a new package
+# (quantd/v2) is linted too.
 cp "$QUANTD_PROTO_CONFIG" "$ws/buf.yaml"
-cp -L "$proto_root"/quantd/v1/*.proto "$ws/quantd/v1/"
+cp -rL "$proto_root/quantd" "$ws/quantd"
 for f in "${google_files[@]}"; do
   mkdir -p "$ws/$(dirname "$f")"
   cp -L "$QUANTD_GOOGLEAPIS_DIR/$f" "$ws/$f"
