@@ -6,6 +6,10 @@
 # and OpenAPI tests run it too.
 set -euo pipefail
 cd "$(dirname "$(readlink -f "$0")")"
+# Several tests run this at once; npm ci first deletes node_modules, so one
+# installs while the others wait (the lock is on the lock file itself).
+exec 9<package-lock.json
+flock 9
 if [ ! -f node_modules/.package-lock.json ] || [ package-lock.json -nt node_modules/.package-lock.json ]; then
   npm ci --no-audit --no-fund --loglevel=error >&2
 fi
