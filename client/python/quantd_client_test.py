@@ -217,6 +217,22 @@ class BearerTokenTest(unittest.TestCase):
                 self.assertEqual(client.cancel(job.name).state, quantd_client.JobState.Value("CANCELLED"))
 
 
+class PlaintextTokenTest(unittest.TestCase):
+    def test_a_token_goes_over_plaintext_only_to_loopback_unless_allowed(self):
+        from quantd_client.client import is_loopback
+
+        for address in ("127.0.0.1:50051", "localhost:1", "[::1]:50051", "unix:/run/q.sock",
+                        "dns:///localhost:50051", "127.8.9.10:5"):
+            self.assertTrue(is_loopback(address), address)
+            Client(address, token="t").close()
+        for address in ("192.0.2.1:50051", "quantd.internal:443", "[2001:db8::1]:1", "10.0.0.1"):
+            self.assertFalse(is_loopback(address), address)
+            with self.assertRaisesRegex(ValueError, "refusing to send a bearer token over plaintext"):
+                Client(address, token="t")
+            Client(address, token="t", allow_plaintext_token=True).close()
+            Client(address).close()  # no token, nothing to leak
+
+
 class TlsTest(unittest.TestCase):
     def test_mtls_needs_the_ca_and_a_client_certificate(self):
         pki = live_quantd.temp_dir("python_sdk_pki")

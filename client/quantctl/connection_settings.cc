@@ -1,11 +1,17 @@
 #include "client/quantctl/connection_settings.h"
 
+#include <arpa/inet.h>
+
+#include <algorithm>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 
 namespace quantd::quantctl {
@@ -53,11 +59,11 @@ quantd::Status ApplyConfigFile(const std::string& json_text, const std::string& 
       {"tls_key", &settings.tls_key, true},  {"tls_server_name", &settings.tls_server_name, false},
   };
   for (const auto& [key, value] : doc.items()) {
-    if (key == "tls") {
+    if (key == "tls" || key == "allow_plaintext_token") {
       if (!value.is_boolean())
         return quantd::InvalidArgumentError(
-            absl::StrCat(file_name, ": \"tls\" must be true or false"));
-      settings.tls = value.get<bool>();
+            absl::StrCat(file_name, ": \"", key, "\" must be true or false"));
+      (key == "tls" ? settings.tls : settings.allow_plaintext_token) = value.get<bool>();
       continue;
     }
     const StringKey* match = nullptr;
@@ -67,7 +73,8 @@ quantd::Status ApplyConfigFile(const std::string& json_text, const std::string& 
     if (match == nullptr) {
       return quantd::InvalidArgumentError(absl::StrCat(
           file_name, ": unknown key \"", key,
-          "\" (known: address, token, tls, tls_ca, tls_cert, tls_key, tls_server_name)"));
+          "\" (known: address, token, tls, tls_ca, tls_cert, tls_key, tls_server_name, "
+          "allow_plaintext_token)"));
     }
     if (!value.is_string())
       return quantd::InvalidArgumentError(
@@ -112,8 +119,38 @@ quantd::StatusOr<ConnectionSettings> ResolveConnectionSettings(const ParsedArgs&
     return quantd::InvalidArgumentError(
         "a client certificate needs both --tls-cert and --tls-key (or tls_cert and tls_key)");
   }
+  if (args.Has("allow-plaintext-token")) {
+    settings.allow_plaintext_token = args.Get("allow-plaintext-token") == "true";
+  }
   if (settings.address.empty()) return quantd::InvalidArgumentError("the server address is empty");
+  if (!settings.token.empty() && !settings.UsesTls() && !settings.allow_plaintext_token &&
+      !IsLoopbackAddress(settings.address)) {
+    return quantd::InvalidArgumentError(
+        absl::StrCat("refusing to send a bearer token over plaintext to ", settings.address,
+                     ": use --tls or --tls-ca, or --allow-plaintext-token on a trusted network"));
+  }
   return settings;
+}
+
+bool IsLoopbackAddress(const std::string& address) {
+  if (absl::StartsWith(address, "unix:") || absl::StartsWith(address, "unix-abstract:")) {
+    return true;
+  }
+  std::string host = address;
+  for (const char* prefix : {"dns:///", "ipv4:", "ipv6:"}) {
+    if (absl::StartsWith(host, prefix)) host = host.substr(std::strlen(prefix));
+  }
+  if (absl::StartsWith(host, "[")) {
+    const size_t end = host.find(']');
+    host = host.substr(1, end == std::string::npos ? std::string::npos : end - 1);
+  } else if (std::count(host.begin(), host.end(), ':') == 1) {
+    host = host.substr(0, host.find(':'));
+  }
+  if (absl::AsciiStrToLower(host) == "localhost") return true;
+  in_addr v4;
+  if (inet_pton(AF_INET, host.c_str(), &v4) == 1) return (ntohl(v4.s_addr) >> 24) == 127;
+  in6_addr v6;
+  return inet_pton(AF_INET6, host.c_str(), &v6) == 1 && IN6_IS_ADDR_LOOPBACK(&v6);
 }
 
 }  // namespace quantd::quantctl

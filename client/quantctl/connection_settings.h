@@ -6,7 +6,7 @@
 // The config file:
 //   {"address": "quantd.example:50051", "token": "...",
 //    "tls": true, "tls_ca": "ca.pem", "tls_cert": "me.pem", "tls_key": "me.key",
-//    "tls_server_name": "quantd.internal"}
+//    "tls_server_name": "quantd.internal", "allow_plaintext_token": false}
 // Every key is optional; relative paths are relative to the file's directory;
 // an unknown key is an error (a typo must not silently drop a credential).
 #ifndef QUANTD_CLIENT_QUANTCTL_CONNECTION_SETTINGS_H_
@@ -32,6 +32,10 @@ struct ConnectionSettings {
   std::string tls_key;
   // Name the server certificate must carry, when it differs from the address.
   std::string tls_server_name;
+  // Send the token over plaintext to an address that is not loopback (a
+  // trusted network). Without it such settings are refused: anyone on the
+  // path could read the token.
+  bool allow_plaintext_token = false;
 
   bool UsesTls() const { return tls || !tls_ca.empty() || !tls_cert.empty(); }
 };
@@ -59,10 +63,17 @@ std::string DefaultConfigPath(const ClientEnvironment& env);
 // Merges defaults, the config file (--quantctl-config, else $QUANTCTL_CONFIG,
 // else the default path when it exists), the environment and the flags
 // (--server, --token, --tls, --tls-ca, --tls-cert, --tls-key,
-// --tls-server-name). A named config file that cannot be read is an error;
-// so are --tls-cert without --tls-key and the reverse.
+// --tls-server-name, --allow-plaintext-token). A named config file that
+// cannot be read is an error; so are --tls-cert without --tls-key and the
+// reverse, and a token over plaintext to an address that is not loopback
+// without allow_plaintext_token.
+
 quantd::StatusOr<ConnectionSettings> ResolveConnectionSettings(const ParsedArgs& args,
                                                              const ClientEnvironment& env);
+
+// Whether a gRPC target is this machine: a Unix socket, "localhost", or a
+// loopback IP literal. Other names may resolve anywhere, so they are not.
+bool IsLoopbackAddress(const std::string& address);
 
 }  // namespace quantd::quantctl
 

@@ -69,7 +69,8 @@ TEST(ConnectionSettingsTest, ConfigFileAtTheDefaultPathWithRelativeTlsPaths) {
 
 TEST(ConnectionSettingsTest, FlagsOverrideTheEnvironmentWhichOverridesTheFile) {
   const std::string dir = TempDir("cs_precedence");
-  WriteFile(dir + "/c.json", R"({"address": "file:1", "token": "file-token"})");
+  WriteFile(dir + "/c.json",
+            R"({"address": "file:1", "token": "file-token", "allow_plaintext_token": true})");
   ClientEnvironment env;
   env.config = dir + "/c.json";  // $QUANTCTL_CONFIG
   auto file_only = ResolveConnectionSettings(Args({"list"}), env);
@@ -93,7 +94,7 @@ TEST(ConnectionSettingsTest, FlagsOverrideTheEnvironmentWhichOverridesTheFile) {
   EXPECT_TRUE(with_flags->UsesTls());
 
   // --quantctl-config beats $QUANTCTL_CONFIG.
-  WriteFile(dir + "/other.json", R"({"address": "other:4"})");
+  WriteFile(dir + "/other.json", R"({"address": "other:4", "allow_plaintext_token": true})");
   env.server.clear();
   auto other =
       ResolveConnectionSettings(Args({"--quantctl-config", dir + "/other.json", "get"}), env);
@@ -122,7 +123,7 @@ TEST(ConnectionSettingsTest, BadConfigFilesAreErrorsNamingTheProblem) {
   quantd::Status typo = ApplyConfigFile(R"({"tokne": "x"})", "q.json", "/d", settings);
   EXPECT_EQ(typo.message(),
             "q.json: unknown key \"tokne\" (known: address, token, tls, tls_ca, tls_cert, tls_key, "
-            "tls_server_name)");
+            "tls_server_name, allow_plaintext_token)");
   EXPECT_EQ(ApplyConfigFile("[1]", "q.json", "/d", settings).message(),
             "q.json: not a JSON object (see docs/sdk.md for the keys)");
   EXPECT_EQ(ApplyConfigFile("{", "q.json", "/d", settings).message(),
@@ -136,6 +137,37 @@ TEST(ConnectionSettingsTest, BadConfigFilesAreErrorsNamingTheProblem) {
   ASSERT_FALSE(half_mtls.ok());
   EXPECT_EQ(half_mtls.status().message(),
             "a client certificate needs both --tls-cert and --tls-key (or tls_cert and tls_key)");
+}
+
+TEST(ConnectionSettingsTest, ATokenGoesOverPlaintextOnlyToLoopbackUnlessAllowed) {
+  for (const char* address : {"127.0.0.1:50051", "localhost:1", "[::1]:50051", "unix:/run/q.sock",
+                              "dns:///localhost:1", "127.8.9.10:5"}) {
+    EXPECT_TRUE(IsLoopbackAddress(address)) << address;
+    EXPECT_TRUE(
+        ResolveConnectionSettings(Args({"--server", address, "--token", "t", "list"}), {}).ok())
+        << address;
+  }
+  for (const char* address : {"192.0.2.1:50051", "quantd.internal:443", "[2001:db8::1]:1"}) {
+    EXPECT_FALSE(IsLoopbackAddress(address)) << address;
+    auto refused =
+        ResolveConnectionSettings(Args({"--server", address, "--token", "t", "list"}), {});
+    EXPECT_EQ(refused.status().code(), StatusCode::kInvalidArgument) << address;
+    EXPECT_EQ(refused.status().message(),
+              std::string("refusing to send a bearer token over plaintext to ") + address +
+                  ": use --tls or --tls-ca, or --allow-plaintext-token on a trusted network");
+    for (const std::vector<std::string>& ok :
+         {std::vector<std::string>{"--server", address, "--token", "t", "--tls", "list"},
+          {"--server", address, "--token", "t", "--allow-plaintext-token", "list"},
+          {"--server", address, "list"}}) {
+      EXPECT_TRUE(ResolveConnectionSettings(Args(ok), {}).ok()) << address;
+    }
+  }
+  const std::string dir = TempDir("cs_plaintext");
+  WriteFile(dir + "/c.json", R"({"allow_plaintext_token": "yes"})");
+  ClientEnvironment env;
+  env.config = dir + "/c.json";
+  EXPECT_EQ(ResolveConnectionSettings(Args({"list"}), env).status().message(),
+            dir + "/c.json: \"allow_plaintext_token\" must be true or false");
 }
 
 TEST(ConnectionSettingsTest, NoDefaultPathWithoutHome) {

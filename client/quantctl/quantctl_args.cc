@@ -21,11 +21,13 @@ global flags:
   --tls-cert FILE, --tls-key FILE
                           client certificate and key (mTLS)
   --tls-server-name NAME  name to verify in quantd's certificate (default: the host)
+  --allow-plaintext-token send the token without TLS to an address that is not
+                          loopback (a trusted network); refused otherwise
   --quantctl-config FILE  config file (default $QUANTCTL_CONFIG, else
                           ~/.config/quantd/quantctl.json when it exists): JSON with
                           address, token, tls, tls_ca, tls_cert, tls_key,
-                          tls_server_name. Flags override the environment, which
-                          overrides the file.
+                          tls_server_name, allow_plaintext_token. Flags override
+                          the environment, which overrides the file.
 
 commands:
   submit --model URI (--scheme NAME | --config FILE) [flags]
@@ -70,7 +72,7 @@ const std::set<std::string>& QuantctlValueFlags() {
 
 const std::set<std::string>& QuantctlBoolFlags() {
   static const auto* flags = [] {
-    auto* f = new std::set<std::string>{"wait", "all", "help", "tls"};
+    auto* f = new std::set<std::string>{"wait", "all", "help", "tls", "allow-plaintext-token"};
     const auto& job = cli_common::JobSpecBoolFlags();
     f->insert(job.begin(), job.end());
     return f;

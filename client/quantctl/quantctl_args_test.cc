@@ -80,9 +80,10 @@ TEST(QuantctlArgsTest, TakesItsOwnFlagsAndEveryJobFlag) {
                                                          "min-expert-tokens",
                                                          "calib-field",
                                                          "eval-field"}));
-  EXPECT_EQ(QuantctlBoolFlags(),
-            (std::set<std::string>{"wait", "all", "help", "tls", "overwrite", "no-eval",
-                                   "fp8-kv-cache", "float-starved-experts"}));
+  EXPECT_EQ(
+      QuantctlBoolFlags(),
+      (std::set<std::string>{"wait", "all", "help", "tls", "allow-plaintext-token", "overwrite",
+                             "no-eval", "fp8-kv-cache", "float-starved-experts"}));
 }
 
 // Every flag quantctl takes is in its usage (--help aside: `quantctl help`).

@@ -11,7 +11,7 @@ import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { test, after } from "node:test";
 
-import { Client, JobSpecSchema, JobState, QuantdError, create } from "./dist/index.js";
+import { Client, JobSpecSchema, JobState, QuantdError, create, isLoopback } from "./dist/index.js";
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const runfiles = process.env.RUNFILES_ROOT;
@@ -367,6 +367,19 @@ function makePki(dir) {
             "-days", "2", "-out", `${name}.pem`, ...ext);
   }
 }
+
+test("a token goes over plaintext only to loopback unless allowed", () => {
+  for (const address of ["127.0.0.1:50051", "localhost:1", "[::1]:50051", "unix:/run/q.sock", "dns:///localhost:1"]) {
+    assert.ok(isLoopback(address), address);
+    new Client(address, { token: "t" }).close();
+  }
+  for (const address of ["192.0.2.1:50051", "quantd.internal:443", "[2001:db8::1]:1", "10.0.0.1"]) {
+    assert.ok(!isLoopback(address), address);
+    assert.throws(() => new Client(address, { token: "t" }), /refusing to send a bearer token over plaintext/);
+    new Client(address, { token: "t", allowPlaintextToken: true }).close();
+    new Client(address).close();
+  }
+});
 
 test("mTLS needs the CA and a client certificate", async () => {
   const pki = path.join(tmp, "ts_sdk_pki");

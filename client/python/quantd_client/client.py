@@ -7,6 +7,7 @@ as "jobs/<id>" or the bare id.
 from __future__ import annotations
 
 import dataclasses
+import ipaddress
 import time
 import uuid
 from typing import (
@@ -105,6 +106,24 @@ def parse_state(state: StateLike) -> job_pb2.JobState:
         raise ValueError(f"unknown job state {state!r}; one of {names}") from None
 
 
+def is_loopback(address: str) -> bool:
+    """Whether a gRPC target is this machine: a Unix socket, "localhost", or a
+    loopback IP literal. Other names may resolve anywhere, so they are not."""
+    if address.startswith(("unix:", "unix-abstract:")):
+        return True
+    host = address.removeprefix("dns:///").removeprefix("ipv4:").removeprefix("ipv6:")
+    if host.startswith("["):
+        host = host[1 : host.find("]")] if "]" in host else host
+    elif host.count(":") == 1:
+        host = host.split(":")[0]
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
 class Client:
     """A connection to one quantd frontend.
 
@@ -116,6 +135,9 @@ class Client:
       timeout: deadline in seconds of each unary call.
       unavailable_retry_seconds: how long submit, the reads and wait keep
         retrying while quantd is UNAVAILABLE (a restart or a failover).
+      allow_plaintext_token: send `token` over a plaintext connection to an
+        address that is not loopback (a trusted network). Without it such a
+        client raises ValueError: anyone on the path could read the token.
     """
 
     def __init__(
@@ -126,11 +148,18 @@ class Client:
         *,
         timeout: float = 30.0,
         unavailable_retry_seconds: float = 60.0,
+        allow_plaintext_token: bool = False,
     ) -> None:
+        plaintext = tls is None or tls is False
+        if token and plaintext and not allow_plaintext_token and not is_loopback(address):
+            raise ValueError(
+                f"refusing to send a bearer token over plaintext to {address!r}: "
+                "use tls, or allow_plaintext_token=True on a trusted network"
+            )
         self._timeout = timeout
         self._retry_seconds = unavailable_retry_seconds
         self._metadata: _Metadata = (("authorization", f"Bearer {token}"),) if token else ()
-        if tls is None or tls is False:
+        if plaintext:
             self._channel = grpc.insecure_channel(address)
         else:
             opts = tls if isinstance(tls, TlsOptions) else TlsOptions()

@@ -5,6 +5,7 @@
 // the bare id.
 import { randomUUID } from "node:crypto";
 import { readFileSync } from "node:fs";
+import { isIP } from "node:net";
 
 import * as grpc from "@grpc/grpc-js";
 import {
@@ -51,8 +52,11 @@ export interface TlsOptions {
 export interface ClientOptions {
   // Bearer token, sent as "authorization: Bearer <token>" on every call, as
   // per-call metadata rather than call credentials (which grpc-js only sends
-  // over TLS): plaintext to a TLS-terminating proxy is a valid setup.
+  // over TLS), so that plaintext to a loopback sidecar proxy works. Over
+  // plaintext to any other address the constructor refuses it unless
+  // allowPlaintextToken says the network is trusted.
   token?: string;
+  allowPlaintextToken?: boolean;
   // false/absent: plaintext; true: TLS with the system roots.
   tls?: boolean | TlsOptions;
   // Deadline of each unary call (default 30 s).
@@ -119,6 +123,12 @@ export class Client {
   private readonly retryMs: number;
 
   constructor(address = "127.0.0.1:50051", options: ClientOptions = {}) {
+    if (options.token && !options.tls && !options.allowPlaintextToken && !isLoopback(address)) {
+      throw new TypeError(
+        `quantd client: refusing to send a bearer token over plaintext to ${JSON.stringify(address)}: ` +
+          "use tls, or allowPlaintextToken on a trusted network",
+      );
+    }
     this.channel = new grpc.Client(address, channelCredentials(options.tls), channelOptions(options.tls));
     this.token = options.token;
     this.timeoutMs = options.timeoutMs ?? 30_000;
@@ -277,6 +287,22 @@ function toJobSpec(spec: JobSpec | JobSpecJson): JobSpec {
   } catch (e) {
     throw new TypeError(`quantd client: invalid JobSpec: ${(e as Error).message}`);
   }
+}
+
+// Whether a gRPC target is this machine: a Unix socket, "localhost", or a
+// loopback IP literal. Other names may resolve anywhere, so they are not.
+export function isLoopback(address: string): boolean {
+  if (address.startsWith("unix:") || address.startsWith("unix-abstract:")) return true;
+  let host = address.replace(/^dns:\/\/\//, "").replace(/^ipv[46]:/, "");
+  if (host.startsWith("[")) {
+    host = host.slice(1, host.includes("]") ? host.indexOf("]") : undefined);
+  } else if (host.split(":").length === 2) {
+    host = host.split(":")[0];
+  }
+  if (host.toLowerCase() === "localhost") return true;
+  if (isIP(host) === 4) return host.split(".")[0] === "127";
+  if (isIP(host) === 6) return host === "::1" || host === "0:0:0:0:0:0:0:1";
+  return false;
 }
 
 function channelCredentials(tls: ClientOptions["tls"]): grpc.ChannelCredentials {

@@ -8,7 +8,7 @@
 //                                     quantization: { scheme: "w_int4_per_group_sym" } });
 //   const done = await client.wait(job.name, { onProgress: (p) => console.log(p.percent) });
 //   if (done.state !== JobState.SUCCEEDED) console.error(client.errorOf(done)?.toString());
-export { Client, jobName } from "./client.js";
+export { Client, isLoopback, jobName } from "./client.js";
 export type { ClientOptions, ListOptions, StateLike, TlsOptions, ViewLike, WaitOptions } from "./client.js";
 export { QuantdError } from "./errors.js";
 export type { FieldViolation } from "./errors.js";
