@@ -127,6 +127,15 @@ quantd::StatusOr<std::shared_ptr<grpc::Channel>> NewChannel(const ConnectionSett
 
 void PrintStatusLine(const std::string& line) { std::cout << line << std::endl; }
 
+// GetJob: the whole job.
+grpc::Status FetchJob(Client& c, const std::string& name, Job& job) {
+  grpc::ClientContext ctx;
+  c.Prepare(ctx);
+  quantd::v1::GetJobRequest req;
+  req.set_name(name);
+  return c.stub->GetJob(&ctx, req, &job);
+}
+
 // Follows a job's event stream, reconnecting after `last sequence` when the
 // frontend restarts, then prints the final job. Returns the exit code.
 int Watch(Client& c, const std::string& name) {
@@ -191,12 +200,8 @@ int Watch(Client& c, const std::string& name) {
     }
     return ReportRpcError(s);
   }
-  grpc::ClientContext ctx;
-  c.Prepare(ctx);
-  quantd::v1::GetJobRequest get;
-  get.set_name(name);
   Job job;
-  grpc::Status s = c.stub->GetJob(&ctx, get, &job);
+  grpc::Status s = FetchJob(c, name, job);
   if (!s.ok()) return ReportRpcError(s);
   if (c.json) {
     std::cout << ToJson(job, false) << std::endl;
@@ -234,12 +239,8 @@ int Submit(Client& c, const ParsedArgs& a) {
 }
 
 int Get(Client& c, const std::string& name) {
-  grpc::ClientContext ctx;
-  c.Prepare(ctx);
-  quantd::v1::GetJobRequest req;
-  req.set_name(name);
   Job job;
-  grpc::Status s = c.stub->GetJob(&ctx, req, &job);
+  grpc::Status s = FetchJob(c, name, job);
   if (!s.ok()) return ReportRpcError(s);
   std::cout << (c.json ? ToJson(job) + "\n" : RenderJob(job));
   return kExitOk;
@@ -252,12 +253,8 @@ int Report(Client& c, const std::string& name, const ParsedArgs& a) {
     std::cerr << "quantctl report: --format must be html or md, not '" << format << "'\n";
     return kExitUsage;
   }
-  grpc::ClientContext ctx;
-  c.Prepare(ctx);
-  quantd::v1::GetJobRequest req;
-  req.set_name(name);
   Job job;
-  grpc::Status s = c.stub->GetJob(&ctx, req, &job);
+  grpc::Status s = FetchJob(c, name, job);
   if (!s.ok()) return ReportRpcError(s);
   const std::string text =
       format == "html" ? report::RenderJobReportHtml(job) : report::RenderJobReportMarkdown(job);
