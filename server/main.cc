@@ -67,9 +67,15 @@ ABSL_FLAG(absl::Duration, shutdown_grace, absl::Seconds(5),
           "on SIGTERM/SIGINT, how long local workers and in-flight RPCs get before quantd exits; "
           "a part that does not stop is abandoned shortly after (a second signal exits at once)");
 ABSL_FLAG(std::string, port_file, "",
-          "once serving, write the bound gRPC host:port (line 1) and /metrics port (line 2) here");
+          "once serving, write the bound gRPC host:port (line 1), /metrics port (line 2) and HTTP "
+          "port (line 3; 0 when off) here");
 ABSL_FLAG(std::string, metrics_listen, "",
           "serve Prometheus /metrics on this host:port (off when empty)");
+ABSL_FLAG(std::string, http_listen, "",
+          "serve the HTTP/JSON face (docs/http_api.md) on this host:port; port 0 picks a free "
+          "port (off when empty). Plain HTTP: off loopback it needs --auth-tokens or --insecure");
+ABSL_FLAG(absl::Duration, http_sse_heartbeat, absl::Seconds(15),
+          "how often a quiet HTTP event stream (WatchJob) gets a comment line");
 ABSL_FLAG(std::string, tls_cert, "", "PEM server certificate (chain); with --tls-key enables TLS");
 ABSL_FLAG(std::string, tls_key, "", "PEM private key of --tls-cert");
 ABSL_FLAG(std::string, tls_client_ca, "",
@@ -230,6 +236,12 @@ int Run(const std::vector<std::string>& worker_args, const std::vector<std::stri
   options.max_request_bytes = absl::GetFlag(FLAGS_max_request_bytes);
   options.shutdown_grace = absl::GetFlag(FLAGS_shutdown_grace);
   options.metrics_listen = absl::GetFlag(FLAGS_metrics_listen);
+  options.http_listen = absl::GetFlag(FLAGS_http_listen);
+  options.http_sse_heartbeat = absl::GetFlag(FLAGS_http_sse_heartbeat);
+  if (options.http_sse_heartbeat < absl::Milliseconds(100)) {
+    Log(LogLevel::kError, "--http-sse-heartbeat must be at least 100ms");
+    return 2;
+  }
   options.tls_cert_file = absl::GetFlag(FLAGS_tls_cert);
   options.tls_key_file = absl::GetFlag(FLAGS_tls_key);
   options.tls_client_ca_file = absl::GetFlag(FLAGS_tls_client_ca);
@@ -262,9 +274,11 @@ int Run(const std::vector<std::string>& worker_args, const std::vector<std::stri
     return 1;
   }
   if (const std::string port_file = absl::GetFlag(FLAGS_port_file); !port_file.empty()) {
-    // Line 1: the gRPC address; line 2: the /metrics port (0 when off).
+    // Line 1: the gRPC address; line 2: the /metrics port; line 3: the
+    // HTTP port (0 when off).
     std::ofstream(port_file + ".tmp") << (*server)->address() << "\n"
-                                      << (*server)->metrics_port() << "\n";
+                                      << (*server)->metrics_port() << "\n"
+                                      << (*server)->http_port() << "\n";
     std::rename((port_file + ".tmp").c_str(), port_file.c_str());
   }
   int signal_number = 0;

@@ -241,6 +241,7 @@ quantd::Status QuantdServer::Init(QuantdServerOptions options, Clock* clock) {
   grpc::HealthCheckServiceInterface* health = grpc_server_->GetHealthCheckService();
   health->SetServingStatus(true);
   for (const char* name : kServiceNames) health->SetServingStatus(name, true);
+  QD_RETURN_IF_ERROR(StartHttp());
 
   if (options_.local_workers > 0) {
     LocalWorkerOptions workers;
@@ -288,6 +289,37 @@ quantd::Status QuantdServer::Init(QuantdServerOptions options, Clock* clock) {
   return quantd::OkStatus();
 }
 
+quantd::Status QuantdServer::StartHttp() {
+  if (options_.http_listen.empty()) return quantd::OkStatus();
+  if (!IsLoopbackListen(options_.http_listen) && options_.auth_tokens_file.empty() &&
+      !options_.insecure) {
+    return MakeError(quantd::StatusCode::kFailedPrecondition, "INSECURE_LISTEN",
+                     absl::StrCat("refusing to serve HTTP on ", options_.http_listen,
+                                  " without --auth-tokens (see --listen); give --auth-tokens, a "
+                                  "loopback address, or --insecure"));
+  }
+  // Through the server's own in-process channel, every HTTP request passes
+  // the same interceptors, authentication and limits as a gRPC one.
+  grpc::ChannelArguments args;
+  args.SetMaxReceiveMessageSize(-1);
+  args.SetMaxSendMessageSize(options_.max_request_bytes);
+  http::HttpGatewayOptions http;
+  http.listen = options_.http_listen;
+  http.max_body_bytes = static_cast<size_t>(options_.max_request_bytes);
+  http.heartbeat = options_.http_sse_heartbeat;
+  http.openapi_json = options_.http_openapi_json;
+  QD_ASSIGN_OR_RETURN(http_,
+                      http::HttpGateway::Start(
+                          grpc_server_->InProcessChannel(args),
+                          google::protobuf::DescriptorPool::generated_pool()->FindServiceByName(
+                              v1::QuantizationService::service_full_name()),
+                          std::move(http)));
+  Log(LogLevel::kInfo, "quantd serving HTTP",
+      {{"address", absl::StrCat(ListenHost(options_.http_listen), ":", http_->port())},
+       {"openapi", options_.http_openapi_json.empty() ? "off" : "/openapi.json"}});
+  return quantd::OkStatus();
+}
+
 void QuantdServer::Shutdown() {
   if (shut_down_) return;
   shut_down_ = true;
@@ -304,6 +336,9 @@ void QuantdServer::Shutdown() {
   }
   // Wake long polls and watch streams so they return within the grace.
   notifier_.Shutdown();
+  // Before the gRPC server: the HTTP face's calls go through it.
+  shutdown_phase_ = "stopping the HTTP face";
+  if (http_ != nullptr) http_->Stop();
   shutdown_phase_ = "stopping local workers";
   if (supervisor_ != nullptr) supervisor_->Stop();
   shutdown_phase_ = "waiting for in-flight RPCs";
@@ -326,6 +361,8 @@ std::string QuantdServer::ShutdownProgress() {
 }
 
 QuantdServer::~QuantdServer() { Shutdown(); }
+
+int QuantdServer::http_port() const { return http_ != nullptr ? http_->port() : 0; }
 
 int QuantdServer::metrics_port() const { return metrics_ != nullptr ? metrics_->port() : 0; }
 

@@ -17,6 +17,7 @@
 #include "server/grpc/authenticator.h"
 #include "server/grpc/quantization_service_impl.h"
 #include "server/grpc/worker_service_impl.h"
+#include "server/http/http_gateway.h"
 #include "server/jobs/change_notifier.h"
 #include "server/jobs/job_service.h"
 #include "server/jobs/jobs_options.h"
@@ -54,6 +55,16 @@ struct QuantdServerOptions {
 
   // Prometheus /metrics address (host:port); no metrics server when empty.
   std::string metrics_listen;
+
+  // The HTTP/JSON face (server/http, docs/http_api.md) on this host:port;
+  // off when empty. Port 0 picks a free one (QuantdServer::http_port).
+  // Same loopback rule as `listen`: elsewhere it needs auth_tokens_file or
+  // insecure.
+  std::string http_listen;
+  // Comment lines on a quiet event stream this often.
+  absl::Duration http_sse_heartbeat = absl::Seconds(15);
+  // Served at GET /openapi.json when not empty.
+  std::string http_openapi_json;
 
   // TLS: a server certificate and key enable TLS for every client and
   // worker; a client CA additionally requires (mTLS) and verifies client
@@ -110,6 +121,8 @@ class QuantdServer {
   int port() const { return port_; }
   // The bound /metrics port (0 without --metrics-listen).
   int metrics_port() const;
+  // The bound HTTP port (0 without --http-listen).
+  int http_port() const;
   QuantdMetrics* metrics() { return metrics_.get(); }
   JobStore* store() { return store_.get(); }
   LocalWorkerSupervisor* supervisor() { return supervisor_.get(); }
@@ -118,6 +131,7 @@ class QuantdServer {
  private:
   QuantdServer() = default;
   quantd::Status Init(QuantdServerOptions options, Clock* clock);
+  quantd::Status StartHttp();
 
   QuantdServerOptions options_;
   std::string address_;
@@ -136,6 +150,7 @@ class QuantdServer {
   std::unique_ptr<QuantizationServiceImpl> quantization_service_;
   std::unique_ptr<WorkerServiceImpl> worker_service_;
   std::unique_ptr<grpc::Server> grpc_server_;
+  std::unique_ptr<http::HttpGateway> http_;
   std::unique_ptr<LocalWorkerSupervisor> supervisor_;
 };
 
