@@ -4,7 +4,7 @@ programs and compared with what the docs show.
 
 A checked example is a fenced block right after a marker line
 
-    <!-- docs-test: NAME [server=tour|auth] -->
+    <!-- docs-test: NAME [server=tour|auth|http] -->
 
 whose lines are `$ command` (a line ending in a backslash continues on the
 next) followed by what the command prints, stdout and stderr together as a
@@ -16,7 +16,9 @@ with `quantctl` on PATH and QUANTD_SERVER naming a
 quantd started for the test:
 
   tour: SQLite store, --local-workers=1 (the README's tour);
-  auth: --auth-tokens with one token for tenant acme, in $TOKEN.
+  auth: --auth-tokens with one token for tenant acme, in $TOKEN;
+  http: no workers (jobs stay QUEUED), --http-listen; the docs' 127.0.0.1:8080
+        is its HTTP address and /work/main in a command the directory.
 
 `$?` is the exit status of the previous command of the block.
 
@@ -62,6 +64,10 @@ sys.setrecursionlimit(100000)
 
 DOC_FILES = ["README.md"] + sorted(
     os.path.join("docs", f) for f in os.listdir(live_quantd.runfile("docs")) if f.endswith(".md"))
+# DOCS_EXAMPLES_FILES=docs/a.md,docs/b.md checks only those (e.g. while
+# writing one doc: bazel test --test_env=DOCS_EXAMPLES_FILES=...).
+if os.environ.get("DOCS_EXAMPLES_FILES"):
+    DOC_FILES = [f for f in DOC_FILES if f in os.environ["DOCS_EXAMPLES_FILES"].split(",")]
 DOC_ROOT = "/work/main"
 DOC_HOST = "vm"
 REGENERATE = "bazel run //tests/docs:docs_examples_test -- --update"
@@ -275,6 +281,15 @@ class Session:
                     metrics_port = f.read().split()[1]
                 # The docs show /metrics on port 9090.
                 self.substitutions["auth"] = {"127.0.0.1:9090": f"127.0.0.1:{metrics_port}"}
+            elif kind == "http":
+                q = live_quantd.LiveQuantd("docs_examples/http-data",
+                                           extra_flags=["--http-listen=127.0.0.1:0"])
+                with open(os.path.join(q.data_dir, "port")) as f:
+                    http_port = f.read().split()[2]
+                # The docs show the HTTP face on port 8080 and absolute paths
+                # under /work/main.
+                self.substitutions["http"] = {"127.0.0.1:8080": f"127.0.0.1:{http_port}",
+                                              DOC_ROOT: self.root}
             else:
                 raise AssertionError(f"unknown server '{kind}'")
             self.servers[kind] = q
