@@ -212,6 +212,8 @@ class HttpGateway::Impl {
   }
   void ReplyGrpc(httplib::Response& res, int http_status, const grpc::Status& status) {
     res.status = http_status;
+    // RFC 9110 11.6.1: a 401 names the scheme it wants.
+    if (http_status == 401) res.set_header("WWW-Authenticate", "Bearer");
     res.set_content(ErrorJson(http_status, status), "application/json");
   }
   void ReplyRouteError(httplib::Response& res, const RouteError& error) {

@@ -270,7 +270,8 @@ class BearerAuthTest(unittest.TestCase):
             f.write(f"{hashlib.sha256(token.encode()).hexdigest()} acme submitter\n")
         with live_quantd.LiveQuantd("http_auth", extra_flags=HTTP_FLAGS + [f"--auth-tokens={tokens_file}"]) as q:
             address = http_address(q)
-            status, _, body = raw(address, "GET", "/v1/jobs")
+            status, headers, body = raw(address, "GET", "/v1/jobs")
+            self.assertEqual(headers["WWW-Authenticate"], "Bearer")
             e = error_of(body)
             self.assertEqual((status, e["status"], e["reason"]), (401, "UNAUTHENTICATED", "MISSING_CREDENTIALS"))
             status, _, body = raw(address, "GET", "/v1/jobs", headers={"Authorization": "Bearer wrong"})
