@@ -590,6 +590,38 @@ TEST_F(QuantdServerTest, NonLoopbackListenNeedsTokensOrInsecure) {
   EXPECT_TRUE(acme.Create(JobRequest()).ok());
 }
 
+// --http-listen: off by default, a port of its own, the same loopback rule
+// as --listen, and the OpenAPI document served when one is given.
+TEST_F(QuantdServerTest, HttpFaceListensAndServesTheOpenApiDocument) {
+  Start();
+  EXPECT_EQ(server_->http_port(), 0);
+  server_.reset();
+
+  options_.http_listen = "0.0.0.0:0";
+  EXPECT_EQ(QuantdServer::Start(options_).status().reason(), "INSECURE_LISTEN");
+  options_.http_listen = "127.0.0.1:not-a-port";
+  EXPECT_EQ(QuantdServer::Start(options_).status().code(), quantd::StatusCode::kInvalidArgument);
+
+  options_.http_listen = "127.0.0.1:0";
+  options_.http_openapi_json = R"({"openapi": "3.0.3"})";
+  Start();
+  ASSERT_GT(server_->http_port(), 0);
+  EXPECT_NE(server_->http_port(), server_->port());
+  std::string reply = HttpGet(server_->http_port(), "/openapi.json");
+  EXPECT_NE(reply.find("200 OK"), std::string::npos) << reply;
+  EXPECT_NE(reply.find(R"({"openapi": "3.0.3"})"), std::string::npos) << reply;
+  reply = HttpGet(server_->http_port(), "/v1/jobs");
+  EXPECT_NE(reply.find("200 OK"), std::string::npos) << reply;
+  server_.reset();
+
+  // Without a document, /openapi.json is an unknown route.
+  options_.http_openapi_json.clear();
+  Start();
+  reply = HttpGet(server_->http_port(), "/openapi.json");
+  EXPECT_NE(reply.find("404 Not Found"), std::string::npos) << reply;
+  EXPECT_NE(reply.find("ROUTE_NOT_FOUND"), std::string::npos) << reply;
+}
+
 // The 12 MiB spec of issue 17 is refused naming the field; it stores
 // nothing, and the tenant's get, list, watch and cancel keep working.
 TEST_F(QuantdServerTest, OversizedSpecIsRefusedAndTheTenantIsStillServed) {
