@@ -13,6 +13,7 @@
 #include <fstream>
 #include <memory>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
@@ -27,6 +28,7 @@
 #include "server/app/quantd_server.h"
 #include "server/common/json_log.h"
 #include "server/common/repeated_flags.h"
+#include "server/openapi/openapi.h"
 #include "server/supervisor/worker_devices.h"
 #include "worker/common/dashed_flags.h"
 #include "worker/common/status.h"
@@ -241,6 +243,16 @@ int Run(const std::vector<std::string>& worker_args, const std::vector<std::stri
   if (options.http_sse_heartbeat < absl::Milliseconds(100)) {
     Log(LogLevel::kError, "--http-sse-heartbeat must be at least 100ms");
     return 2;
+  }
+  if (!options.http_listen.empty()) {
+    // Generated from the compiled descriptors; a rule it cannot map is a
+    // bug in the protos, which //server/openapi:openapi_test catches first.
+    try {
+      options.http_openapi_json = quantd::openapi::QuantizationServiceDocument();
+    } catch (const std::invalid_argument& e) {
+      Log(LogLevel::kError, std::string("the OpenAPI document: ") + e.what());
+      return 1;
+    }
   }
   options.tls_cert_file = absl::GetFlag(FLAGS_tls_cert);
   options.tls_key_file = absl::GetFlag(FLAGS_tls_key);

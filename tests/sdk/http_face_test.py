@@ -2,7 +2,8 @@
 """quantd's HTTP/JSON face against a live quantd: the SDK scenario over
 http.client (http_scenario.py), bearer authentication, the error shapes of
 404/405/400/413, server-sent events with Last-Event-ID resumption and
-heartbeats, and the stream limit giving slots back when clients go away."""
+heartbeats, the stream limit giving slots back when clients go away, and
+/openapi.json describing every response served."""
 
 import hashlib
 import http.client
@@ -14,6 +15,8 @@ import sys
 import time
 import unittest
 import urllib.parse
+
+import jsonschema
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "client",
                                 "python", "testing"))
@@ -150,6 +153,64 @@ class HttpFaceTest(unittest.TestCase):
         self.assertEqual((e["code"], e["status"], e["reason"]), (405, "UNIMPLEMENTED", "METHOD_NOT_ALLOWED"))
         status, headers, _ = raw(self.address, "GET", "/v1/jobs/abc:cancel")
         self.assertEqual((status, headers["Allow"]), (405, "POST"))
+
+    def test_the_openapi_document_describes_what_is_served(self):
+        status, headers, body = raw(self.address, "GET", "/openapi.json")
+        self.assertEqual((status, headers["Content-Type"]), (200, "application/json"))
+        doc = json.loads(body)
+        self.assertEqual(doc["openapi"], "3.0.3")
+
+        def check(path: str, method: str, status: int, payload) -> None:
+            """payload against the document's schema of that response."""
+            responses = doc["paths"][path][method]["responses"]
+            response = responses.get(str(status), responses["default"])
+            if "$ref" in response:
+                response = doc["components"]["responses"][response["$ref"].rsplit("/", 1)[-1]]
+            (content,) = response["content"].values()
+            schema = content.get("x-sse-data-schema", content["schema"])
+            jsonschema.validate(payload, {**schema, "components": doc["components"]})
+
+        # Every operation the document lists is served, and answers as it says.
+        status, _, body = raw(self.address, "POST", "/v1/jobs",
+                              json.dumps({"spec": spec("openapi")}).encode(),
+                              {"Content-Type": "application/json"})
+        self.assertEqual(status, 200, body)
+        job = json.loads(body)
+        check("/v1/jobs", "post", 200, job)
+        job_id = job["name"].removeprefix("jobs/")
+        status, _, body = raw(self.address, "GET", f"/v1/jobs/{job_id}")
+        check("/v1/jobs/{jobId}", "get", status, json.loads(body))
+        status, _, body = raw(self.address, "GET", "/v1/jobs?labels%5Brole%5D=openapi&view=FULL")
+        self.assertEqual(len(json.loads(body)["jobs"]), 1)
+        check("/v1/jobs", "get", status, json.loads(body))
+        status, _, body = raw(self.address, "POST", f"/v1/jobs/{job_id}:cancel", b"{}",
+                              {"Content-Type": "application/json"})
+        self.assertEqual(json.loads(body)["state"], "CANCELLED")
+        check("/v1/jobs/{jobId}:cancel", "post", status, json.loads(body))
+        # Another test's streams may hold every slot until the next heartbeat
+        # notices they are gone: retried, under a ceiling for a hang.
+        deadline = time.monotonic() + 120
+        while True:
+            status, headers, body = raw(self.address, "GET", f"/v1/jobs/{job_id}:watch")
+            if status != 429 or time.monotonic() > deadline:
+                break
+            time.sleep(0.1)
+        self.assertEqual((status, headers["Content-Type"]), (200, "text/event-stream"))
+        events = [json.loads(line[len(b"data: "):]) for line in body.split(b"\n")
+                  if line.startswith(b"data: ")]
+        self.assertEqual([e["state"] for e in events if "state" in e], ["QUEUED", "CANCELLED"])
+        for e in events:
+            check("/v1/jobs/{jobId}:watch", "get", status, e)
+        # Errors: the service's and the gateway's.
+        status, _, body = raw(self.address, "GET", "/v1/jobs/nope")
+        self.assertEqual(status, 404)
+        check("/v1/jobs/{jobId}", "get", status, json.loads(body))
+        status, _, body = raw(self.address, "GET", "/v1/jobs?page_size=ten")
+        self.assertEqual(status, 400)
+        check("/v1/jobs", "get", status, json.loads(body))
+        # A response the schema does not describe fails the check.
+        with self.assertRaises(jsonschema.ValidationError):
+            check("/v1/jobs", "post", 200, {**job, "state": ["QUEUED"]})
 
     def test_bad_query_parameters_are_named_together(self):
         status, _, body = raw(self.address, "GET",
