@@ -32,22 +32,28 @@ class HttpError(Exception):
 
 
 class Http:
-    """One keep-alive connection to quantd's --http-listen address."""
+    """Requests to quantd's --http-listen address, each on a connection of
+    its own as curl makes them: a kept-alive connection left idle while a
+    job runs is closed by the server (its keep-alive timeout), and a request
+    sent on it would be lost."""
 
     def __init__(self, address: str, token: str = None, timeout: float = 600):
         host, _, port = address.rpartition(":")
         self.host, self.port, self.timeout = host.strip("[]"), int(port), timeout
         self.headers = {"Authorization": f"Bearer {token}"} if token else {}
-        self.conn = http.client.HTTPConnection(self.host, self.port, timeout=timeout)
 
     def call(self, method: str, path: str, body: dict = None, headers: dict = None) -> dict:
         data = None if body is None else json.dumps(body).encode()
         h = {**self.headers, **(headers or {})}
         if data is not None:
             h["Content-Type"] = "application/json"
-        self.conn.request(method, path, body=data, headers=h)
-        response = self.conn.getresponse()
-        payload = response.read()
+        conn = http.client.HTTPConnection(self.host, self.port, timeout=self.timeout)
+        try:
+            conn.request(method, path, body=data, headers=h)
+            response = conn.getresponse()
+            payload = response.read()
+        finally:
+            conn.close()
         if response.status // 100 != 2:
             raise HttpError(response.status, json.loads(payload)["error"])
         return json.loads(payload)
