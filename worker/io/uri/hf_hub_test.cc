@@ -55,6 +55,15 @@ class HfHubTest : public ::testing::Test {
     return FetchHubSnapshot(HubRepo{"model", "karpathy", "stories260K", revision}, options_);
   }
 
+  // ResolveUri's options for hf:// against the running fake Hub.
+  UriOptions HubUriOptions() const {
+    UriOptions uri;
+    uri.allowed_schemes = {"hf"};
+    uri.hf_cache_dir = options_.cache_dir;
+    uri.hf_endpoint = hub_->Endpoint();
+    return uri;
+  }
+
   fs::path RepoCache() const { return dir_ / "hub" / "models--karpathy--stories260K"; }
   std::string Sha(const char* f) const { return FileSha256((repo_ / f).string()); }
 
@@ -224,10 +233,7 @@ TEST_F(HfHubTest, SizeLimitsAreCheckedBeforeDownloading) {
 
 TEST_F(HfHubTest, ResolveUriFetchesFromTheHubAndFallsBackToTheCacheWhenItIsDown) {
   StartHub();
-  UriOptions uri;
-  uri.allowed_schemes = {"hf"};
-  uri.hf_cache_dir = options_.cache_dir;
-  uri.hf_endpoint = hub_->Endpoint();
+  UriOptions uri = HubUriOptions();
   uri.model_files = options_.names;
   uri.model_file_suffixes = options_.suffixes;
   auto r = ResolveUri({"hf://karpathy/stories260K", ""}, uri);
@@ -273,10 +279,7 @@ TEST_F(HfHubTest, ResolveUriFetchesADatasetSplitFromSubfolders) {
     big << std::string(1000, 'p');
   }
   StartHub({"--dataset", "acme/chat=" + ds.string()});
-  UriOptions uri;
-  uri.allowed_schemes = {"hf"};
-  uri.hf_cache_dir = options_.cache_dir;
-  uri.hf_endpoint = hub_->Endpoint();
+  UriOptions uri = HubUriOptions();
   auto r = ResolveUri({"hf://datasets/acme/chat?split=train&field=text", ""}, uri);
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_TRUE(IsCommitId(r->revision));
@@ -325,10 +328,7 @@ TEST_F(HfHubTest, OfflineAPartlyCachedSplitIsRefusedOrWarnedAbout) {
     std::ofstream(ds / f) << "{\"text\": \"" << f << "\"}\n";
   }
   StartHub({"--dataset", "acme/chat=" + ds.string()});
-  UriOptions uri;
-  uri.allowed_schemes = {"hf"};
-  uri.hf_cache_dir = options_.cache_dir;
-  uri.hf_endpoint = hub_->Endpoint();
+  UriOptions uri = HubUriOptions();
   auto one = ResolveUri({"hf://datasets/acme/chat?file=data/train-00001-of-00002.jsonl", ""}, uri);
   ASSERT_TRUE(one.ok()) << one.status();
   ASSERT_EQ(one->files.size(), 1u);
@@ -360,10 +360,7 @@ TEST_F(HfHubTest, ARevisionWithSlashesIsFetchedAndCached) {
   fs::create_directories(ds / "default" / "train");
   std::ofstream(ds / "default" / "train" / "0000.jsonl") << "{\"text\": \"converted\"}\n";
   StartHub({"--dataset", "acme/chat=" + ds.string(), "--ref", "refs/convert/parquet"});
-  UriOptions uri;
-  uri.allowed_schemes = {"hf"};
-  uri.hf_cache_dir = options_.cache_dir;
-  uri.hf_endpoint = hub_->Endpoint();
+  UriOptions uri = HubUriOptions();
   auto r = ResolveUri({"hf://datasets/acme/chat@refs%2Fconvert%2Fparquet?split=train", ""}, uri);
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_TRUE(IsCommitId(r->revision));
@@ -394,10 +391,7 @@ TEST_F(HfHubTest, ADatasetRevisionMayListManyFiles) {
   fs::create_directories(ds / "en");
   std::ofstream(ds / "en" / "c4-validation.00000-of-00001.json") << "{\"text\": \"x\"}\n";
   StartHub({"--dataset", "allenai/c4=" + ds.string()});
-  UriOptions uri;
-  uri.allowed_schemes = {"hf"};
-  uri.hf_cache_dir = options_.cache_dir;
-  uri.hf_endpoint = hub_->Endpoint();
+  UriOptions uri = HubUriOptions();
   auto r = ResolveUri({"hf://datasets/allenai/c4?config=en&split=validation", ""}, uri);
   ASSERT_TRUE(r.ok()) << r.status();
   ASSERT_EQ(r->files.size(), 1u);
