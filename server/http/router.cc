@@ -16,6 +16,7 @@
 #include "google/api/annotations.pb.h"
 #include "google/api/http.pb.h"
 #include "server/common/errors.h"
+#include "server/http/http_rule.h"
 
 namespace quantd::server::http {
 namespace {
@@ -250,40 +251,17 @@ quantd::StatusOr<Router> Router::ForService(const google::protobuf::ServiceDescr
   Router router;
   for (int i = 0; i < service->method_count(); ++i) {
     const google::protobuf::MethodDescriptor* m = service->method(i);
-    if (!m->options().HasExtension(google::api::http)) continue;
-    const google::api::HttpRule& top = m->options().GetExtension(google::api::http);
-    std::vector<const google::api::HttpRule*> rules = {&top};
-    for (const auto& extra : top.additional_bindings()) rules.push_back(&extra);
-    for (const google::api::HttpRule* rule : rules) {
+    for (const google::api::HttpRule* rule : HttpRules(*m)) {
       auto bad = [&](absl::string_view why) {
         return quantd::InvalidArgumentError(
             absl::StrCat("google.api.http of ", m->full_name(), ": ", why));
       };
       Route route;
       route.method = m;
-      std::string path;
-      switch (rule->pattern_case()) {
-        case google::api::HttpRule::kGet:
-          route.http_method = "GET", path = rule->get();
-          break;
-        case google::api::HttpRule::kPost:
-          route.http_method = "POST", path = rule->post();
-          break;
-        case google::api::HttpRule::kPut:
-          route.http_method = "PUT", path = rule->put();
-          break;
-        case google::api::HttpRule::kDelete:
-          route.http_method = "DELETE", path = rule->delete_();
-          break;
-        case google::api::HttpRule::kPatch:
-          route.http_method = "PATCH", path = rule->patch();
-          break;
-        case google::api::HttpRule::kCustom:
-          route.http_method = rule->custom().kind(), path = rule->custom().path();
-          break;
-        default:
-          return bad("no pattern");
-      }
+      const HttpRuleBinding binding = MethodAndPath(*rule);
+      if (binding.method.empty()) return bad("no pattern");
+      route.http_method = binding.method;
+      const std::string& path = binding.path;
       if (m->client_streaming()) return bad("client streaming cannot be served over HTTP");
       if (!rule->response_body().empty()) return bad("response_body is not supported");
       if (rule->body() != "" && rule->body() != "*") return bad("body must be \"\" or \"*\"");

@@ -15,6 +15,7 @@
 #include "google/api/http.pb.h"
 #include "google/rpc/error_details.pb.h"
 #include "quantd/v1/quantization_service.pb.h"
+#include "server/http/http_rule.h"
 
 namespace quantd::openapi {
 namespace {
@@ -559,48 +560,25 @@ Json Generator::Document(const ServiceDescriptor& service, const DocumentInfo& i
   Json paths = Json::object();
   for (int i = 0; i < service.method_count(); ++i) {
     const MethodDescriptor& method = *service.method(i);
-    if (!method.options().HasExtension(google::api::http)) continue;
+    const std::vector<const google::api::HttpRule*> rules = server::http::HttpRules(method);
+    if (rules.empty()) continue;
     if (method.client_streaming()) Fail(method, "client streaming has no HTTP mapping");
-    const google::api::HttpRule& top = method.options().GetExtension(google::api::http);
-    if (top.additional_bindings_size() > 0) {
-      for (const auto& binding : top.additional_bindings()) {
-        if (binding.additional_bindings_size() > 0) Fail(method, "nested additional_bindings");
-      }
+    for (size_t r = 1; r < rules.size(); ++r) {
+      if (rules[r]->additional_bindings_size() > 0) Fail(method, "nested additional_bindings");
     }
-    std::vector<const google::api::HttpRule*> rules = {&top};
-    for (const auto& binding : top.additional_bindings()) rules.push_back(&binding);
     for (size_t r = 0; r < rules.size(); ++r) {
       const google::api::HttpRule& rule = *rules[r];
-      std::string verb, pattern;
-      switch (rule.pattern_case()) {
-        case google::api::HttpRule::kGet:
-          verb = "get", pattern = rule.get();
-          break;
-        case google::api::HttpRule::kPut:
-          verb = "put", pattern = rule.put();
-          break;
-        case google::api::HttpRule::kPost:
-          verb = "post", pattern = rule.post();
-          break;
-        case google::api::HttpRule::kDelete:
-          verb = "delete", pattern = rule.delete_();
-          break;
-        case google::api::HttpRule::kPatch:
-          verb = "patch", pattern = rule.patch();
-          break;
-        case google::api::HttpRule::kCustom: {
-          for (char c : rule.custom().kind()) {
-            verb += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-          }
-          if (verb != "head" && verb != "options" && verb != "trace") {
-            Fail(method, "custom kind \"" + rule.custom().kind() + "\" is no HTTP method");
-          }
-          pattern = rule.custom().path();
-          break;
-        }
-        case google::api::HttpRule::PATTERN_NOT_SET:
-          Fail(method, "no HTTP method");
+      const server::http::HttpRuleBinding binding = server::http::MethodAndPath(rule);
+      if (binding.method.empty()) Fail(method, "no HTTP method");
+      std::string verb;
+      for (char c : binding.method) {
+        verb += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
       }
+      if (rule.pattern_case() == google::api::HttpRule::kCustom && verb != "head" &&
+          verb != "options" && verb != "trace") {
+        Fail(method, "custom kind \"" + rule.custom().kind() + "\" is no HTTP method");
+      }
+      const std::string& pattern = binding.path;
       if (verb == "get" || verb == "delete" || verb == "head") {
         if (!rule.body().empty()) Fail(method, verb + " with a body");
       }
