@@ -8,7 +8,6 @@ SDK scenario program (tests/sdk/SCENARIO.md) run against it, and a second
 quantd checks bearer tokens.
 """
 
-import hashlib
 import json
 import os
 import subprocess
@@ -58,10 +57,6 @@ def go(*args: str, timeout: float = 1800) -> subprocess.CompletedProcess:
         capture_output=True, text=True, timeout=timeout, env=go_env(),
     )  # fmt: skip
 
-
-def sha256_file(path: str) -> str:
-    with open(path, "rb") as f:
-        return hashlib.sha256(f.read()).hexdigest()
 
 
 def googleapis_root() -> str:
@@ -139,7 +134,7 @@ class LiveQuantdTest(unittest.TestCase):
         self.assertIn("config.json", [f["path"] for f in files])
         for f in files:
             path = os.path.join(artifact_dir, f["path"])
-            self.assertEqual(f["sha256"], sha256_file(path), f["path"])
+            self.assertEqual(f["sha256"], live_quantd.sha256_file(path), f["path"])
             self.assertEqual(int(f["bytes"]), os.path.getsize(path), f["path"])
 
     def test_example_quantizes_stories260k_with_the_golden_float_perplexity(self):
@@ -165,7 +160,7 @@ class LiveQuantdTest(unittest.TestCase):
         (artifact,) = job["result"]["artifacts"]
         self.assertEqual(artifact["uri"], "file://" + out)
         self.assertTrue(artifact["accepted"])
-        self.assertEqual(artifact["sha256"], sha256_file(os.path.join(out, "model.safetensors")))
+        self.assertEqual(artifact["sha256"], live_quantd.sha256_file(os.path.join(out, "model.safetensors")))
         self.assert_files_match(out, artifact["files"])
 
         # A refused request: exit status 3 and the field violation on stderr.
@@ -225,8 +220,7 @@ class LiveQuantdTest(unittest.TestCase):
     def test_bearer_tokens(self):
         token = "go-client-token-1234"
         tokens_file = os.path.join(live_quantd.temp_dir("go_client_auth"), "tokens")
-        with open(tokens_file, "w") as f:
-            f.write(f"{hashlib.sha256(token.encode()).hexdigest()} acme submitter\n")
+        live_quantd.write_tokens_file(tokens_file, token)
         flags = [f"--auth-tokens={tokens_file}"]
         with live_quantd.LiveQuantd("go_client_auth", extra_flags=flags) as q:
             bogus = ("--server", q.address, "--model", MODEL, "--scheme", "w_int9_bogus")

@@ -8,7 +8,6 @@ details, paging, event replay and bearer tokens.
 """
 
 import dataclasses
-import hashlib
 import json
 import os
 import subprocess
@@ -33,10 +32,6 @@ EXAMPLE = live_quantd.runfile("client/python/examples/quantize_stories.py")
 GOLDEN_FLOAT_PPL_20_WINDOWS = 4.8374
 SUCCEEDED = quantd_client.JobState.Value("SUCCEEDED")
 
-
-def sha256_file(path: str) -> str:
-    with open(path, "rb") as f:
-        return hashlib.sha256(f.read()).hexdigest()
 
 
 def run_example(address: str, *args: str) -> subprocess.CompletedProcess:
@@ -90,13 +85,13 @@ class QuantdClientTest(unittest.TestCase):
         artifact = job.result.artifacts[0]
         self.assertEqual(artifact.uri, "file://" + out)
         self.assertTrue(artifact.accepted)
-        self.assertEqual(artifact.sha256, sha256_file(os.path.join(out, "model.safetensors")))
+        self.assertEqual(artifact.sha256, live_quantd.sha256_file(os.path.join(out, "model.safetensors")))
         paths = sorted(f.path for f in artifact.files)
         self.assertIn("model.safetensors", paths)
         self.assertIn("config.json", paths)
         self.assertIn("tokenizer.model", paths)
         for f in artifact.files:
-            self.assertEqual(f.sha256, sha256_file(os.path.join(out, f.path)), f.path)
+            self.assertEqual(f.sha256, live_quantd.sha256_file(os.path.join(out, f.path)), f.path)
             self.assertEqual(f.bytes, os.path.getsize(os.path.join(out, f.path)), f.path)
         self.assertEqual(artifact.bytes, sum(f.bytes for f in artifact.files))
         with open(os.path.join(out, "config.json")) as f:
@@ -196,8 +191,7 @@ class BearerTokenTest(unittest.TestCase):
     def test_calls_need_a_valid_token(self):
         token = "sdk-test-token-1234"
         tokens_file = os.path.join(live_quantd.temp_dir("python_sdk_auth"), "tokens")
-        with open(tokens_file, "w") as f:
-            f.write(f"{hashlib.sha256(token.encode()).hexdigest()} acme submitter\n")
+        live_quantd.write_tokens_file(tokens_file, token)
         with live_quantd.LiveQuantd("python_sdk_auth", extra_flags=[f"--auth-tokens={tokens_file}"]) as q:
             spec = {"model_uri": "file://" + MODEL, "quantization": {"scheme": "w_int8_per_tensor_sym"}}
             with Client(q.address) as anonymous:

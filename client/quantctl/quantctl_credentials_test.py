@@ -5,7 +5,6 @@ $QUANTD_TOKEN, the config file, flags over the file) on a quantd with
 in the config file) on a quantd with --tls-cert/--tls-key/--tls-client-ca.
 """
 
-import hashlib
 import json
 import os
 import subprocess
@@ -44,8 +43,7 @@ class BearerTokenTest(unittest.TestCase):
     def setUpClass(cls):
         base = live_quantd.temp_dir("quantctl_auth_files")
         tokens = os.path.join(base, "tokens")
-        with open(tokens, "w") as f:
-            f.write(f"{hashlib.sha256(TOKEN.encode()).hexdigest()} acme submitter\n")
+        live_quantd.write_tokens_file(tokens, TOKEN)
         cls.quantd = live_quantd.LiveQuantd("quantctl_auth", extra_flags=[f"--auth-tokens={tokens}"])
         cls.home = live_quantd.temp_dir("quantctl_auth_home")
 

@@ -47,7 +47,6 @@ written); shorten long ones again with `...`.
 """
 
 import difflib
-import hashlib
 import os
 import re
 import socket
@@ -272,8 +271,7 @@ class Session:
                 q = live_quantd.LiveQuantd("docs_examples/main/demo-data", local_workers=1)
             elif kind == "auth":
                 tokens = os.path.join(self.home, "tokens")
-                with open(tokens, "w") as f:
-                    f.write(f"{hashlib.sha256(self.token.encode()).hexdigest()} acme submitter\n")
+                live_quantd.write_tokens_file(tokens, self.token)
                 q = live_quantd.LiveQuantd(
                     "docs_examples/auth-data", local_workers=1,
                     extra_flags=[f"--auth-tokens={tokens}", "--metrics-listen=127.0.0.1:0"])

@@ -9,7 +9,6 @@ job cancelled, the watched job's events, its metrics and artifact files (as
 on disk), and the label-filtered pages.
 """
 
-import hashlib
 import json
 import os
 import subprocess
@@ -26,10 +25,6 @@ EVAL_TEXT = live_quantd.runfile("tests/data/tinystories-sample.txt")
 # takes minutes on a loaded machine.
 SCENARIO_TIMEOUT_S = 1800
 
-
-def sha256_file(path: str) -> str:
-    with open(path, "rb") as f:
-        return hashlib.sha256(f.read()).hexdigest()
 
 
 class CrossClientScenarioTest(unittest.TestCase):
@@ -68,7 +63,7 @@ class CrossClientScenarioTest(unittest.TestCase):
         # The files the transcript names are the ones on disk.
         for f in transcript["result"]["artifact_files"]:
             path = os.path.join(out, "a", f["path"])
-            self.assertEqual(f["sha256"], sha256_file(path), f"{client}: {path}")
+            self.assertEqual(f["sha256"], live_quantd.sha256_file(path), f"{client}: {path}")
             self.assertEqual(f["bytes"], os.path.getsize(path), f"{client}: {path}")
         return transcript
 

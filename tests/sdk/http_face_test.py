@@ -327,8 +327,7 @@ class BearerAuthTest(unittest.TestCase):
     def test_the_same_tokens_as_grpc(self):
         token = "http-test-token-1234"
         tokens_file = os.path.join(live_quantd.temp_dir("http_auth"), "tokens")
-        with open(tokens_file, "w") as f:
-            f.write(f"{hashlib.sha256(token.encode()).hexdigest()} acme submitter\n")
+        live_quantd.write_tokens_file(tokens_file, token)
         with live_quantd.LiveQuantd("http_auth", extra_flags=HTTP_FLAGS + [f"--auth-tokens={tokens_file}"]) as q:
             address = http_address(q)
             status, headers, body = raw(address, "GET", "/v1/jobs")

@@ -5,6 +5,7 @@ Starts //server:quantd from the test's runfiles on 127.0.0.1 with a free port
 its process group) when the test is done.
 """
 
+import hashlib
 import os
 import signal
 import subprocess
@@ -29,6 +30,18 @@ def temp_dir(name: str) -> str:
     path = os.path.join(base, name)
     os.makedirs(path, exist_ok=True)
     return path
+
+
+def sha256_file(path: str) -> str:
+    with open(path, "rb") as f:
+        return hashlib.sha256(f.read()).hexdigest()
+
+
+def write_tokens_file(path: str, token: str) -> None:
+    """A file for quantd --auth-tokens: the token's sha256, tenant "acme",
+    role "submitter"."""
+    with open(path, "w") as f:
+        f.write(f"{hashlib.sha256(token.encode()).hexdigest()} acme submitter\n")
 
 
 def make_pki(directory: str) -> None:
