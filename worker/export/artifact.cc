@@ -206,6 +206,8 @@ const char* ExportFormatName(ExportFormat f) {
       return "onnx_qdq";
     case ExportFormat::kCompressedTensors:
       return "compressed_tensors";
+    case ExportFormat::kTorchScript:
+      return "torchscript";
   }
   return "unknown";
 }

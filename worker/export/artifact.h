@@ -15,7 +15,14 @@
 
 namespace quantd::exporter {
 
-enum class ExportFormat { kHfFakeQuantized, kHfQuark, kGguf, kOnnxQdq, kCompressedTensors };
+enum class ExportFormat {
+  kHfFakeQuantized,
+  kHfQuark,
+  kGguf,
+  kOnnxQdq,
+  kCompressedTensors,
+  kTorchScript,  // TorchScript models only (worker/torchscript/script_export.h)
+};
 const char* ExportFormatName(ExportFormat f);
 
 struct ArtifactFile {

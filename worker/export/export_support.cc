@@ -232,6 +232,7 @@ Status CheckExportSpec(ExportFormat format, const QuantSpec& spec, TensorRole ro
     case ExportFormat::kCompressedTensors:
       return CheckCompressedTensors(spec, role);
     case ExportFormat::kHfFakeQuantized:
+    case ExportFormat::kTorchScript:  // script_export.h checks its own
       break;
   }
   return OkStatus();
@@ -360,6 +361,11 @@ Status CheckArchitectureSupport(ExportFormat format, const models::ModelConfig& 
                     "not " +
                         rope + "; export hf, hf_quark or compressed_tensors";
       }
+      break;
+    case ExportFormat::kTorchScript:
+      why =
+          "torchscript is the export of TorchScript models (a .pt model file); export hf, "
+          "hf_quark, compressed_tensors, gguf or onnx_qdq";
       break;
     case ExportFormat::kHfFakeQuantized:
       break;

@@ -14,11 +14,12 @@ namespace quantd::exporter {
 StatusOr<ExportFormat> ParseExportFormat(std::string_view name) {
   for (ExportFormat f :
        {ExportFormat::kHfFakeQuantized, ExportFormat::kHfQuark, ExportFormat::kGguf,
-        ExportFormat::kOnnxQdq, ExportFormat::kCompressedTensors})
+        ExportFormat::kOnnxQdq, ExportFormat::kCompressedTensors, ExportFormat::kTorchScript})
     if (name == ExportFormatName(f)) return f;
   return InvalidArgumentError(
       "unknown export format \"" + std::string(name) +
-      "\" (one of hf_fake_quantized, hf_quark, gguf, onnx_qdq, compressed_tensors)");
+      "\" (one of hf_fake_quantized, hf_quark, gguf, onnx_qdq, compressed_tensors, "
+      "torchscript)");
 }
 
 namespace {
@@ -88,6 +89,8 @@ StatusOr<ExportResult> WriteExport(const QuantizedModel& model, ExportFormat for
       QD_ASSIGN_OR_RETURN(result.artifact, ExportCompressedTensors(model, o, progress));
       return result;
     }
+    case ExportFormat::kTorchScript:
+      break;  // TorchScript jobs export themselves (worker/torchscript)
   }
   return InvalidArgumentError("unknown export format");
 }

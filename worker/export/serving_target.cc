@@ -311,6 +311,8 @@ std::vector<std::string> ArtifactConsumers(ExportFormat format,
       return {"llama.cpp"};
     case ExportFormat::kOnnxQdq:
       return {"onnxruntime"};
+    case ExportFormat::kTorchScript:
+      return {"pytorch"};
     case ExportFormat::kHfFakeQuantized:
       return {};
   }

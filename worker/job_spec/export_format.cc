@@ -11,6 +11,7 @@ constexpr std::pair<quantd::v1::ExportFormat, exporter::ExportFormat> kExportFor
     {quantd::v1::GGUF, exporter::ExportFormat::kGguf},
     {quantd::v1::ONNX_QDQ, exporter::ExportFormat::kOnnxQdq},
     {quantd::v1::COMPRESSED_TENSORS, exporter::ExportFormat::kCompressedTensors},
+    {quantd::v1::TORCHSCRIPT, exporter::ExportFormat::kTorchScript},
 };
 
 }  // namespace

@@ -30,6 +30,18 @@ Status AccuracyGate(const EvaluationOptions& limits, const JobReport& report) {
                   *report.kl_mean, *e.max_kl_divergence);
     why += (why.empty() ? "" : "; ") + std::string(buf);
   }
+  const auto& t = report.tensor_evaluation;
+  if (e.max_accuracy_drop && t && t->float_top1_accuracy && t->quantized_top1_accuracy) {
+    const double drop = *t->float_top1_accuracy - *t->quantized_top1_accuracy;
+    if (drop > *e.max_accuracy_drop) {
+      char buf[160];
+      std::snprintf(buf, sizeof(buf),
+                    "top-1 accuracy fell %.2f points (%.2f%% -> %.2f%%), limit %.2f points",
+                    100 * drop, 100 * *t->float_top1_accuracy, 100 * *t->quantized_top1_accuracy,
+                    100 * *e.max_accuracy_drop);
+      why += (why.empty() ? "" : "; ") + std::string(buf);
+    }
+  }
   if (why.empty()) return OkStatus();
   return Status(StatusCode::kFailedPrecondition, "accuracy gate: " + why, "ACCURACY_GATE");
 }

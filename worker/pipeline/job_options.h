@@ -78,6 +78,9 @@ struct EvaluationOptions {
   // exceeds max_kl_divergence.
   std::optional<double> max_perplexity_increase;
   std::optional<double> max_kl_divergence;
+  // Tensor-dataset models with labels: the job fails with ACCURACY_GATE when
+  // top-1 accuracy falls by more than this (a fraction: 0.01 is one point).
+  std::optional<double> max_accuracy_drop;
 };
 
 struct ExportOptions {
@@ -96,6 +99,19 @@ struct ExportOptions {
   // spec.export.gguf_type: the job quantizes the model as this llama.cpp
   // recipe does (gguf_recipe_weights.h) instead of through `planner`.
   std::optional<gguf::GgufFileType> gguf_recipe;
+  // The job named its formats (false: `formats` is the default, which a
+  // TorchScript model replaces with its own).
+  bool formats_given = false;
+};
+
+// Models other than the decoder LLMs: TorchScript modules fed from tensor
+// datasets (worker/torchscript).
+struct TensorModelOptions {
+  // Fold each BatchNorm2d into the Conv2d before it. Unset: when the config
+  // has static activation quantization, as the reference toolkit does.
+  std::optional<bool> fold_batchnorm;
+  // Samples per forward pass in calibration and evaluation.
+  int batch_size = 32;
 };
 
 struct JobOptions {
@@ -136,11 +152,39 @@ struct JobOptions {
   // Where the calibration activations carried between blocks live on a GPU
   // (activation_placement.h).
   ActivationOffload activation_offload = ActivationOffload::kAuto;
+  TensorModelOptions tensor_model;
 };
 
 struct StageTiming {
   Stage stage;
   double seconds = 0;
+};
+
+// One group of a tensor dataset's samples (its `bucket` value).
+struct BucketReport {
+  int64_t bucket = 0;
+  int64_t samples = 0;
+  double output_sqnr_db = 0;
+  double output_relative_mse = 0;
+  // Mean squared error against the dataset's `target`, when it has one.
+  std::optional<double> float_target_mse;
+  std::optional<double> quantized_target_mse;
+};
+
+// A tensor-dataset evaluation: the quantized model's outputs against the
+// float model's on the same samples.
+struct TensorEvaluation {
+  int64_t samples = 0;
+  // Fractions in [0, 1], with the dataset's labels.
+  std::optional<double> float_top1_accuracy;
+  std::optional<double> quantized_top1_accuracy;
+  // 10 log10(sum f^2 / sum (q - f)^2) over every output element (infinite
+  // when the outputs are equal) and its inverse ratio sum (q - f)^2 / sum f^2.
+  double output_sqnr_db = 0;
+  double output_relative_mse = 0;
+  std::optional<double> float_target_mse;
+  std::optional<double> quantized_target_mse;
+  std::vector<BucketReport> buckets;  // by bucket value, when the dataset has them
 };
 
 struct JobReport {
@@ -161,6 +205,8 @@ struct JobReport {
   int64_t frozen_linear_packed_bytes = 0;
   std::vector<StageTiming> stage_timings;
   std::vector<exporter::Artifact> artifacts;
+  // TorchScript models (instead of the perplexity fields).
+  std::optional<TensorEvaluation> tensor_evaluation;
 };
 
 struct JobOutcome {

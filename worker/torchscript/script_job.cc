@@ -1,0 +1,316 @@
+#include "worker/torchscript/script_job.h"
+
+#include <sys/stat.h>
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+#include <utility>
+
+#include "worker/common/cancellation.h"
+#include "worker/common/squared_error.h"
+#include "worker/pipeline/job_metrics.h"
+#include "worker/pipeline/job_progress.h"
+#include "worker/quant/spec.h"
+#include "worker/torchscript/batchnorm_fold.h"
+#include "worker/torchscript/script_export.h"
+#include "worker/torchscript/script_model.h"
+#include "worker/torchscript/script_quantizer.h"
+#include "worker/torchscript/tensor_dataset.h"
+#include "worker/torchscript/tensor_evaluation.h"
+
+namespace quantd::torchscript {
+namespace {
+
+namespace fs = std::filesystem;
+using pipeline::LogLevel;
+using pipeline::Stage;
+using SteadyClock = std::chrono::steady_clock;
+
+bool HasStaticActivations(const ScriptModel& model, const pipeline::LayerPlanner& planner) {
+  for (const ScriptLayer& l : model.Layers()) {
+    const pipeline::LayerPlan p = planner(l.name, l.type);
+    if ((p.input && !p.input->is_dynamic) || (p.output && !p.output->is_dynamic)) return true;
+  }
+  return false;
+}
+
+std::string Format(const std::optional<quant::QuantSpec>& spec) {
+  return spec ? quant::DescribeSpec(*spec) : "float";
+}
+
+class ScriptJob {
+ public:
+  ScriptJob(const pipeline::JobOptions& opt, pipeline::JobObserver& obs)
+      : opt_(opt), obs_(obs), progress_(obs, Stages(opt)) {}
+
+  pipeline::JobOutcome Run() {
+    pipeline::JobOutcome out;
+    try {
+      out.status = RunStages();
+    } catch (const std::exception& e) {
+      std::string what = e.what();
+      out.status = InternalError("LibTorch error: " + what.substr(0, what.find('\n')));
+    }
+    out.cancelled = out.status.code() == StatusCode::kCancelled;
+    out.report = std::move(report_);
+    return out;
+  }
+
+ private:
+  static std::vector<Stage> Stages(const pipeline::JobOptions& opt) {
+    std::vector<Stage> s = {Stage::kLoad, Stage::kCalibrate, Stage::kQuantize};
+    if (opt.evaluation.enabled) s.push_back(Stage::kEvaluate);
+    s.push_back(Stage::kExport);
+    return s;
+  }
+
+  template <typename F>
+  Status Timed(Stage stage, F&& f) {
+    const auto start = SteadyClock::now();
+    progress_.Report(stage, 0);
+    Status s = f();
+    report_.stage_timings.push_back(
+        {stage, std::chrono::duration<double>(SteadyClock::now() - start).count()});
+    if (s.ok()) progress_.Report(stage, 1);
+    return s;
+  }
+
+  void Log(LogLevel level, const std::string& msg) { obs_.OnLog(level, msg); }
+
+  Status RunStages() {
+    QD_RETURN_IF_ERROR(CheckFormats());
+    QD_RETURN_IF_ERROR(Timed(Stage::kLoad, [&] { return Load(); }));
+    QD_RETURN_IF_ERROR(Timed(Stage::kCalibrate, [&] { return Calibrate(); }));
+    QD_RETURN_IF_ERROR(Timed(Stage::kQuantize, [&] { return ReportLayers(); }));
+    if (opt_.evaluation.enabled) {
+      QD_RETURN_IF_ERROR(Timed(Stage::kEvaluate, [&] { return Evaluate(); }));
+    }
+    const Status gate = pipeline::AccuracyGate(opt_.evaluation, report_);
+    QD_RETURN_IF_ERROR(Timed(Stage::kExport, [&] { return Export(); }));
+    if (!gate.ok()) {
+      for (auto& a : report_.artifacts) a.accepted = false;
+      return gate;
+    }
+    return OkStatus();
+  }
+
+  // A TorchScript model exports as TorchScript; the Hugging Face, GGUF and
+  // ONNX exporters take the decoder LLMs.
+  Status CheckFormats() {
+    const auto& ex = opt_.export_options;
+    if (!ex.formats_given) {
+      formats_ = {exporter::ExportFormat::kTorchScript};
+      return OkStatus();
+    }
+    std::vector<FieldViolation> bad;
+    std::string first;
+    for (size_t i = 0; i < ex.formats.size(); ++i) {
+      if (ex.formats[i] == exporter::ExportFormat::kTorchScript) continue;
+      const std::string field = "spec.export.formats[" + std::to_string(i) + "]";
+      const std::string why = std::string(exporter::ExportFormatName(ex.formats[i])) +
+                              " is a language-model format; a TorchScript model exports "
+                              "torchscript";
+      bad.push_back({field, why});
+      if (first.empty()) first = field + ": " + why;
+    }
+    if (!first.empty()) {
+      Status s(StatusCode::kInvalidArgument, first, "INVALID_JOB_SPEC");
+      for (auto& v : bad) s.AddViolation(v.field, v.description);
+      return s;
+    }
+    formats_ = ex.formats;
+    return OkStatus();
+  }
+
+  Status Load() {
+    auto model = ScriptModel::Load(opt_.model_dir);
+    if (!model.ok()) return Status(model.status()).Prepend("spec.model_uri: ");
+    model_ = std::make_unique<ScriptModel>(*std::move(model));
+    const std::vector<ScriptLayer> layers = model_->Layers();
+    Log(LogLevel::kInfo, "TorchScript model: " + std::to_string(layers.size()) +
+                             " quantizable layers, forward takes " +
+                             std::to_string(model_->num_inputs()) + " tensor(s)");
+    const bool fold =
+        opt_.tensor_model.fold_batchnorm.value_or(HasStaticActivations(*model_, opt_.planner));
+    if (fold) {
+      QD_ASSIGN_OR_RETURN(FoldReport folded, FoldBatchNorms(*model_));
+      if (!folded.folded.empty()) {
+        Log(LogLevel::kInfo, "folded " + std::to_string(folded.folded.size()) +
+                                 " batch norm(s) into their convolutions");
+      }
+      for (const std::string& s : folded.skipped) {
+        Log(LogLevel::kWarning, "batch norm not folded: " + s);
+      }
+    }
+    if (obs_.CancelRequested()) return CancelledStatus("loading the model");
+    QD_ASSIGN_OR_RETURN(quantizer_, ScriptQuantizer::Create(*model_, opt_.planner));
+    Log(LogLevel::kInfo, "quantizing " + std::to_string(quantizer_->quantized_layers()) + " of " +
+                             std::to_string(quantizer_->layers().size()) + " layers (" +
+                             opt_.quantization_description + ")");
+    return OkStatus();
+  }
+
+  StatusOr<TensorDataset> LoadData(const std::string& field, const std::string& path) {
+    auto data = LoadTensorDataset(path, model_->num_inputs());
+    if (!data.ok()) return Status(data.status()).Prepend(field + ": ");
+    return data;
+  }
+
+  // Runs fn(begin, end) over [0, n) in batches, reporting progress.
+  template <typename F>
+  Status Batches(Stage stage, int64_t n, const std::string& what, F&& fn) {
+    const int64_t batch = std::max(1, opt_.tensor_model.batch_size);
+    for (int64_t begin = 0; begin < n; begin += batch) {
+      if (obs_.CancelRequested()) return CancelledStatus(what);
+      const int64_t end = std::min(n, begin + batch);
+      QD_RETURN_IF_ERROR(fn(begin, end));
+      progress_.Report(stage, static_cast<double>(end) / n, 0, 0,
+                       what + ": " + std::to_string(end) + " of " + std::to_string(n) + " samples");
+    }
+    return OkStatus();
+  }
+
+  Status Calibrate() {
+    if (!quantizer_->NeedsCalibration()) return OkStatus();
+    const auto& cal = opt_.calibration;
+    if (cal.dataset_path.empty()) {
+      return Status(StatusCode::kFailedPrecondition,
+                    "spec.calibration.dataset_uri: the config has static activation "
+                    "quantization, which needs a calibration tensor dataset",
+                    "CALIBRATION_REQUIRED")
+          .AddViolation("spec.calibration.dataset_uri",
+                        "required for static activation quantization");
+    }
+    QD_ASSIGN_OR_RETURN(TensorDataset data,
+                        LoadData("spec.calibration.dataset_uri", cal.dataset_path));
+    const int64_t n = std::min<int64_t>(data.size(), std::max(1, cal.num_samples));
+    QD_RETURN_IF_ERROR(Batches(Stage::kCalibrate, n, "calibration", [&](int64_t b, int64_t e) {
+      return quantizer_->Forward(ScriptQuantizer::Mode::kObserve, data.Batch(b, e)).status();
+    }));
+    Log(LogLevel::kInfo, "calibrated on " + std::to_string(n) + " samples");
+    return quantizer_->FinishCalibration();
+  }
+
+  Status ReportLayers() {
+    pipeline::BlockReport block;
+    block.block = 1;
+    block.block_count = 1;
+    for (const QuantizedLayer& l : quantizer_->layers()) {
+      pipeline::LayerReport r;
+      r.name = l.layer.name;
+      r.excluded = !l.plan.quantized();
+      r.weight_format = Format(l.plan.weight);
+      r.input_format = Format(l.input.spec());
+      r.output_format = Format(l.output.spec());
+      if (l.plan.weight) {
+        QD_ASSIGN_OR_RETURN(at::Tensor wq, l.weight.Effective(at::kFloat, at::kCPU));
+        const SquaredError se = SumSquaredError(wq, l.float_weight.to(at::kFloat));
+        r.weight_sqnr_db = se.error > 0 ? 10 * std::log10(se.reference / se.error) : 200;
+      }
+      if (l.input.is_static() && l.input.qparams().scale.defined()) {
+        r.input_min = l.input.qparams().scale.min().item<double>();
+        r.input_max = l.input.qparams().scale.max().item<double>();
+      }
+      block.layers.push_back(std::move(r));
+      report_.float_model_bytes += l.float_weight.numel() * 4;
+      report_.quantized_model_bytes +=
+          l.plan.weight ? (l.float_weight.numel() * quant::BitWidth(l.plan.weight->dtype) + 7) / 8
+                        : l.float_weight.numel() * 4;
+    }
+    obs_.OnBlock(block);
+    report_.blocks.push_back(std::move(block));
+    return OkStatus();
+  }
+
+  Status Evaluate() {
+    const auto& ev = opt_.evaluation;
+    if (ev.dataset_path.empty()) {
+      Log(LogLevel::kWarning,
+          "no evaluation dataset (spec.evaluation.dataset_uri): accuracy is not measured");
+      return OkStatus();
+    }
+    QD_ASSIGN_OR_RETURN(TensorDataset data,
+                        LoadData("spec.evaluation.dataset_uri", ev.dataset_path));
+    EvaluationAccumulator acc;
+    auto slice = [](const at::Tensor& t, int64_t b, int64_t e) {
+      return t.defined() ? t.slice(0, b, e) : at::Tensor();
+    };
+    QD_RETURN_IF_ERROR(
+        Batches(Stage::kEvaluate, data.size(), "evaluation", [&](int64_t b, int64_t e) -> Status {
+          const auto inputs = data.Batch(b, e);
+          QD_ASSIGN_OR_RETURN(at::Tensor f,
+                              quantizer_->Forward(ScriptQuantizer::Mode::kFloat, inputs));
+          QD_ASSIGN_OR_RETURN(at::Tensor q,
+                              quantizer_->Forward(ScriptQuantizer::Mode::kQuantized, inputs));
+          return acc.Add(f, q, slice(data.label, b, e), slice(data.target, b, e),
+                         slice(data.bucket, b, e));
+        }));
+    report_.tensor_evaluation = acc.Finish();
+    report_.top1_agreement = acc.top1_agreement();
+    const pipeline::TensorEvaluation& t = *report_.tensor_evaluation;
+    char line[256];
+    if (t.float_top1_accuracy) {
+      std::snprintf(line, sizeof(line),
+                    "top-1 accuracy %.2f%% float, %.2f%% quantized (%lld samples)",
+                    100 * *t.float_top1_accuracy, 100 * *t.quantized_top1_accuracy,
+                    static_cast<long long>(t.samples));
+      Log(LogLevel::kInfo, line);
+    }
+    std::snprintf(line, sizeof(line), "output SQNR %.2f dB, relative MSE %.3g", t.output_sqnr_db,
+                  t.output_relative_mse);
+    Log(LogLevel::kInfo, line);
+    return OkStatus();
+  }
+
+  Status Export() {
+    for (size_t i = 0; i < formats_.size(); ++i) {
+      if (obs_.CancelRequested()) return CancelledStatus("exporting");
+      std::string dir = opt_.export_options.output_dir;
+      if (formats_.size() > 1) {
+        dir = (fs::path(dir) / exporter::ExportFormatName(formats_[i])).string();
+      }
+      ScriptExportOptions eo;
+      eo.output_dir = dir;
+      eo.overwrite = opt_.export_options.overwrite;
+      eo.output_owner = {opt_.export_options.output_root, opt_.job_name,
+                         opt_.export_options.tenant};
+      eo.quant_config = &opt_.quant_config;
+      auto artifact = ExportScriptModel(*quantizer_, eo);
+      if (!artifact.ok()) {
+        const std::string field = "spec.export.formats[" + std::to_string(i) + "]";
+        return Status(artifact.status()).Prepend(field + ": ");
+      }
+      Log(LogLevel::kInfo, std::string("wrote ") + exporter::ExportFormatName(formats_[i]) +
+                               " to " + artifact->path);
+      report_.artifacts.push_back(*std::move(artifact));
+    }
+    return OkStatus();
+  }
+
+  const pipeline::JobOptions& opt_;
+  pipeline::JobObserver& obs_;
+  pipeline::JobProgress progress_;
+  pipeline::JobReport report_;
+  std::vector<exporter::ExportFormat> formats_;
+  std::unique_ptr<ScriptModel> model_;
+  std::unique_ptr<ScriptQuantizer> quantizer_;
+};
+
+}  // namespace
+
+bool IsScriptModelPath(const std::string& path) {
+  struct stat st;
+  return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) &&
+         ScriptModel::LooksLikeScript(path);
+}
+
+pipeline::JobOutcome RunScriptJob(const pipeline::JobOptions& options,
+                                  pipeline::JobObserver& observer) {
+  CancellationScope scope([&observer] { return observer.CancelRequested(); });
+  ScriptJob job(options, observer);
+  return job.Run();
+}
+
+}  // namespace quantd::torchscript

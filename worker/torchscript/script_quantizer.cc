@@ -1,0 +1,138 @@
+#include "worker/torchscript/script_quantizer.h"
+
+#include <utility>
+
+#include "worker/quant/spec.h"
+
+namespace quantd::torchscript {
+
+std::optional<quant::QuantSpec> WithLayerAxes(std::optional<quant::QuantSpec> spec,
+                                              const std::string& layer_type) {
+  if (!spec || spec->ch_axis) return spec;
+  const bool conv = layer_type == "Conv2d";
+  const bool transposed = layer_type == "ConvTranspose2d";
+  if (!conv && !transposed) return spec;
+  const bool grouped = spec->qscheme == quant::QScheme::kPerGroup || quant::IsMxType(spec->dtype);
+  if (spec->qscheme == quant::QScheme::kPerChannel && !grouped) {
+    spec->ch_axis = conv ? 0 : 1;
+  } else if (grouped) {
+    spec->ch_axis = conv ? 1 : 0;
+  }
+  return spec;
+}
+
+StatusOr<std::unique_ptr<ScriptQuantizer>> ScriptQuantizer::Create(
+    ScriptModel& model, const pipeline::LayerPlanner& planner) {
+  std::unique_ptr<ScriptQuantizer> q(new ScriptQuantizer(model));
+  std::vector<ScriptLayer> layers = model.Layers();
+  if (layers.empty()) {
+    return FailedPreconditionError(
+        "the model has no Linear, Conv2d, ConvTranspose2d, Embedding or EmbeddingBag submodule "
+        "(a module frozen with torch.jit.freeze has none left: save it before freezing)");
+  }
+  QD_RETURN_IF_ERROR(InstallActivationHooks(model, layers));
+  int quantized = 0;
+  for (ScriptLayer& layer : layers) {
+    QuantizedLayer l;
+    l.plan = planner(layer.name, layer.type);
+    const std::string& name = layer.name;
+    try {
+      l.float_weight = layer.module.attr("weight").toTensor();
+      l.float_bias = layer.module.hasattr("bias") ? layer.module.attr("bias") : c10::IValue();
+    } catch (const std::exception&) {
+      return InvalidArgumentError(name + ": a " + layer.type + " without a weight tensor");
+    }
+    const at::Tensor bias = l.float_bias.isTensor() ? l.float_bias.toTensor() : at::Tensor();
+    QD_ASSIGN_OR_RETURN(
+        l.weight, quant_modules::ModuleWeight::Create(
+                      l.float_weight, WithLayerAxes(l.plan.weight, layer.type), name + " weight"));
+    QD_ASSIGN_OR_RETURN(l.bias,
+                        quant_modules::ModuleWeight::Create(bias, l.plan.bias, name + " bias"));
+    const bool float_input = HasFloatInput(layer.type);
+    QD_ASSIGN_OR_RETURN(l.input, quant_modules::ActivationQuantizer::Create(
+                                     float_input ? l.plan.input : std::nullopt, name + " input"));
+    QD_ASSIGN_OR_RETURN(
+        l.output, quant_modules::ActivationQuantizer::Create(l.plan.output, name + " output"));
+    if (l.plan.quantized()) ++quantized;
+    l.layer = std::move(layer);
+    q->layers_.push_back(std::move(l));
+  }
+  if (quantized == 0) {
+    return FailedPreconditionError("the quantization config quantizes none of the model's " +
+                                   std::to_string(q->layers_.size()) +
+                                   " layers (check exclude and the layer types it names)");
+  }
+  return q;
+}
+
+int ScriptQuantizer::quantized_layers() const {
+  int n = 0;
+  for (const auto& l : layers_) n += l.plan.quantized() ? 1 : 0;
+  return n;
+}
+
+bool ScriptQuantizer::NeedsCalibration() const {
+  for (const auto& l : layers_) {
+    if (l.input.is_static() || l.output.is_static()) return true;
+  }
+  return false;
+}
+
+Status ScriptQuantizer::UseWeights(bool quantized) {
+  if (quantized == weights_quantized_) return OkStatus();
+  for (QuantizedLayer& l : layers_) {
+    const at::Tensor w = l.float_weight;
+    c10::IValue b = l.float_bias;
+    if (quantized) {
+      QD_ASSIGN_OR_RETURN(at::Tensor wq, l.weight.Effective(w.scalar_type(), w.device()));
+      l.layer.module.setattr("weight", wq);
+      if (l.bias.quantized()) {
+        QD_ASSIGN_OR_RETURN(at::Tensor bq, l.bias.Effective(w.scalar_type(), w.device()));
+        l.layer.module.setattr("bias", bq);
+      }
+    } else {
+      l.layer.module.setattr("weight", w);
+      if (l.bias.quantized()) l.layer.module.setattr("bias", b);
+    }
+  }
+  weights_quantized_ = quantized;
+  return OkStatus();
+}
+
+StatusOr<at::Tensor> ScriptQuantizer::Forward(Mode mode, const std::vector<at::Tensor>& inputs) {
+  QD_RETURN_IF_ERROR(UseWeights(mode == Mode::kQuantized));
+  mode_ = mode;
+  HookScope scope(this);
+  auto out = model_.Forward(inputs);
+  if (!scope.status().ok()) return scope.status();
+  return out;
+}
+
+StatusOr<at::Tensor> ScriptQuantizer::OnActivation(int64_t slot, HookSide side,
+                                                   const at::Tensor& x) {
+  if (slot < 0 || slot >= static_cast<int64_t>(layers_.size())) {
+    return InternalError("activation hook for unknown slot " + std::to_string(slot));
+  }
+  QuantizedLayer& l = layers_[slot];
+  quant_modules::ActivationQuantizer& q = side == HookSide::kInput ? l.input : l.output;
+  switch (mode_) {
+    case Mode::kFloat:
+      return x;
+    case Mode::kObserve:
+      QD_RETURN_IF_ERROR(q.Observe(x));
+      return x;
+    case Mode::kQuantized:
+      return q.Apply(x);
+  }
+  return x;
+}
+
+Status ScriptQuantizer::FinishCalibration() {
+  for (QuantizedLayer& l : layers_) {
+    QD_RETURN_IF_ERROR(l.input.Finish());
+    QD_RETURN_IF_ERROR(l.output.Finish());
+  }
+  return OkStatus();
+}
+
+}  // namespace quantd::torchscript

@@ -1,0 +1,86 @@
+// ScriptQuantizer: a TorchScript model with quantd's quantizers in it.
+//
+// Every quantizable layer (ScriptModel::Layers) gets its LayerPlan from the
+// job's planner by qualified name and type; its weight (and bias) are
+// fake-quantized once (quant_modules::ModuleWeight) and its input and output
+// quantizers (quant_modules::ActivationQuantizer) run through the activation
+// hooks. The same module runs in three modes:
+//  - float: the original weights, hooks pass tensors through;
+//  - observe: float as well, and every static quantizer's observer sees
+//    its layer's input / output (calibration sees float activations, as
+//    PyTorch's post-training prepare does);
+//  - quantized: fake-quantized weights and activations.
+// Default per-channel and per-group axes follow each layer's layout: a
+// Conv2d weight [out, in / groups, kh, kw] keeps channels on axis 0 and
+// groups along axis 1; a ConvTranspose2d weight [in, out / groups, kh, kw]
+// the other way round.
+#ifndef QUANTD_WORKER_TORCHSCRIPT_SCRIPT_QUANTIZER_H_
+#define QUANTD_WORKER_TORCHSCRIPT_SCRIPT_QUANTIZER_H_
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "worker/common/status.h"
+#include "worker/pipeline/layer_plan.h"
+#include "worker/quant_modules/activation_quantizer.h"
+#include "worker/quant_modules/module_weight.h"
+#include "worker/torchscript/activation_hooks.h"
+#include "worker/torchscript/script_model.h"
+
+namespace quantd::torchscript {
+
+struct QuantizedLayer {
+  ScriptLayer layer;
+  pipeline::LayerPlan plan;
+  at::Tensor float_weight;
+  c10::IValue float_bias;  // None or a tensor
+  quant_modules::ModuleWeight weight;
+  quant_modules::ModuleWeight bias;
+  quant_modules::ActivationQuantizer input;
+  quant_modules::ActivationQuantizer output;
+};
+
+class ScriptQuantizer : public HookTable {
+ public:
+  enum class Mode { kFloat, kObserve, kQuantized };
+
+  // INVALID_ARGUMENT naming the layer when a spec does not fit its weight;
+  // FAILED_PRECONDITION when the plan quantizes nothing.
+  static StatusOr<std::unique_ptr<ScriptQuantizer>> Create(ScriptModel& model,
+                                                           const pipeline::LayerPlanner& planner);
+
+  // Runs forward in `mode`.
+  StatusOr<at::Tensor> Forward(Mode mode, const std::vector<at::Tensor>& inputs);
+  // Fixes every static quantizer's parameters from what kObserve saw.
+  Status FinishCalibration();
+  // Whether a static activation quantizer needs calibration data.
+  bool NeedsCalibration() const;
+
+  const std::vector<QuantizedLayer>& layers() const { return layers_; }
+  // The module, with whichever weights the last forward used.
+  torch::jit::Module& module() { return model_.module(); }
+  // Puts the fake-quantized weights into the module (as kQuantized does).
+  Status UseQuantizedWeights() { return UseWeights(true); }
+  // Quantized layers / all quantizable layers.
+  int quantized_layers() const;
+
+  StatusOr<at::Tensor> OnActivation(int64_t slot, HookSide side, const at::Tensor& x) override;
+
+ private:
+  explicit ScriptQuantizer(ScriptModel& model) : model_(model) {}
+  Status UseWeights(bool quantized);
+
+  ScriptModel& model_;
+  std::vector<QuantizedLayer> layers_;
+  Mode mode_ = Mode::kFloat;
+  bool weights_quantized_ = false;
+};
+
+// The spec with the layer type's default axes applied (see above).
+std::optional<quant::QuantSpec> WithLayerAxes(std::optional<quant::QuantSpec> spec,
+                                              const std::string& layer_type);
+
+}  // namespace quantd::torchscript
+
+#endif  // QUANTD_WORKER_TORCHSCRIPT_SCRIPT_QUANTIZER_H_
