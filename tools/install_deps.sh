@@ -29,6 +29,9 @@ PACKAGES=(
   libcpp-httplib-dev python3-jsonschema mypy
   # the job report's screenshot test (//client/report:report_screenshot_test)
   chromium python3-pil
+  # TorchScript models (tools/make_models, docs/vision_models.md): torchvision's
+  # architectures and scikit-learn's bundled digits
+  python3-torchvision python3-sklearn
   # services used by end-to-end tests
   postgresql sqlite3 clang
   # deploy/ checks (//deploy:deploy_test): YAML lint; ldd/readelf come with binutils;

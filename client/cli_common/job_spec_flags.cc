@@ -57,8 +57,11 @@ constexpr char kJobSpecFlagsUsage[] = R"(
 --no-eval               skip evaluation
 --max-ppl-increase F    accuracy gate: fail when ppl > float ppl * (1 + F)
 --max-kl F              accuracy gate: fail when the mean KL exceeds F
+--max-accuracy-drop F   accuracy gate (classifiers): fail when top-1 accuracy falls
+                        by more than F (0.01 = one point)
 --output URI            artifact directory (default <data-dir>/artifacts/<id>)
---format F              hf (default), hf-quark, gguf, onnx, compressed-tensors
+--format F              hf (default), hf-quark, gguf, onnx, compressed-tensors;
+                        torchscript (the default for a TorchScript .pt model)
                         (repeatable)
 --gguf-float-type T     gguf: type of the tensors left in float: f32
                         (default, exact), f16 or bf16 (half the size)
@@ -100,31 +103,19 @@ quantd::Status DoubleFlag(const ParsedArgs& a, const std::string& name, Setter s
 }  // namespace
 
 const std::set<std::string>& JobSpecValueFlags() {
-  static const auto* flags = new std::set<std::string>{"model",
-                                                       "scheme",
-                                                       "config",
-                                                       "group-size",
-                                                       "exclude",
-                                                       "algorithm",
-                                                       "calib",
-                                                       "calib-field",
-                                                       "calib-samples",
-                                                       "calib-seq-len",
-                                                       "calib-sampling",
-                                                       "calib-seed",
-                                                       "calib-dtype",
-                                                       "eval",
-                                                       "eval-field",
-                                                       "n-ctx",
-                                                       "eval-windows",
-                                                       "max-ppl-increase",
-                                                       "max-kl",
-                                                       "format",
-                                                       "output",
-                                                       "gguf-float-type",
-                                                       "gguf-type",
-                                                       "target",
-                                                       "min-expert-tokens"};
+  static const auto* flags = new std::set<std::string>{"model",           "scheme",
+                                                       "config",          "group-size",
+                                                       "exclude",         "algorithm",
+                                                       "calib",           "calib-field",
+                                                       "calib-samples",   "calib-seq-len",
+                                                       "calib-sampling",  "calib-seed",
+                                                       "calib-dtype",     "eval",
+                                                       "eval-field",      "n-ctx",
+                                                       "eval-windows",    "max-ppl-increase",
+                                                       "max-kl",          "max-accuracy-drop",
+                                                       "format",          "output",
+                                                       "gguf-float-type", "gguf-type",
+                                                       "target",          "min-expert-tokens"};
   return *flags;
 }
 
@@ -156,8 +147,10 @@ quantd::StatusOr<quantd::v1::ExportFormat> ParseExportFormatFlag(const std::stri
   if (f == "gguf") return quantd::v1::GGUF;
   if (f == "onnx") return quantd::v1::ONNX_QDQ;
   if (f == "compressed-tensors") return quantd::v1::COMPRESSED_TENSORS;
-  return quantd::InvalidArgumentError(absl::StrCat(
-      "--format '", f, "' is not one of hf, hf-quark, gguf, onnx, compressed-tensors"));
+  if (f == "torchscript") return quantd::v1::TORCHSCRIPT;
+  return quantd::InvalidArgumentError(
+      absl::StrCat("--format '", f,
+                   "' is not one of hf, hf-quark, gguf, onnx, compressed-tensors, torchscript"));
 }
 
 quantd::StatusOr<quantd::v1::GgufFloatType> ParseGgufFloatTypeFlag(const std::string& t) {
@@ -304,6 +297,9 @@ quantd::Status FillJobSpec(const ParsedArgs& a, quantd::v1::JobSpec* spec) {
       !s.ok())
     return s;
   if (auto s = DoubleFlag(a, "max-kl", [&](double f) { ev->set_max_kl_divergence(f); }); !s.ok())
+    return s;
+  if (auto s = DoubleFlag(a, "max-accuracy-drop", [&](double f) { ev->set_max_accuracy_drop(f); });
+      !s.ok())
     return s;
 
   auto* ex = spec->mutable_export_();

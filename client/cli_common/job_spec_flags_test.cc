@@ -136,7 +136,7 @@ TEST(JobSpecFlagsTest, BadFlagsAreNamed) {
       {{"submit", "--model", "/m", "--scheme", "x", "--max-kl", "lots"},
        "--max-kl needs a number, got 'lots'"},
       {{"submit", "--model", "/m", "--scheme", "x", "--format", "tflite"},
-       "--format 'tflite' is not one of hf, hf-quark, gguf, onnx, compressed-tensors"},
+       "--format 'tflite' is not one of hf, hf-quark, gguf, onnx, compressed-tensors, torchscript"},
       {{"submit", "--model", "/m", "--scheme", "x", "--label", "novalue"},
        "--label 'novalue' is not KEY=VALUE"},
       {{"submit", "--model", "/m", "--config", "/no/such/file.json"},

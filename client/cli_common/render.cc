@@ -182,8 +182,28 @@ std::string RenderMetrics(const quantd::v1::Metrics& m) {
   if (m.has_kl_divergence_mean())
     lines.push_back(absl::StrFormat("kl divergence:        mean %.5f  p99 %.5f",
                                     m.kl_divergence_mean(), m.kl_divergence_p99()));
+  if (m.has_float_top1_accuracy() && m.has_quantized_top1_accuracy())
+    lines.push_back(absl::StrFormat(
+        "top-1 accuracy:       %.2f%% float, %.2f%% quantized (%+.2f points, %d samples)",
+        100.0 * m.float_top1_accuracy(), 100.0 * m.quantized_top1_accuracy(),
+        100.0 * (m.quantized_top1_accuracy() - m.float_top1_accuracy()), m.evaluation_samples()));
   if (m.has_top1_agreement())
     lines.push_back(absl::StrFormat("top-1 agreement:      %.2f%%", 100.0 * m.top1_agreement()));
+  if (m.has_output_sqnr_db())
+    lines.push_back(absl::StrFormat("output vs float:      SQNR %.2f dB, relative MSE %.3g",
+                                    m.output_sqnr_db(), m.output_relative_mse()));
+  if (m.has_float_target_mse() && m.has_quantized_target_mse())
+    lines.push_back(absl::StrFormat("target MSE:           %.5g float, %.5g quantized",
+                                    m.float_target_mse(), m.quantized_target_mse()));
+  for (const auto& b : m.buckets()) {
+    std::string line = absl::StrFormat("  bucket %-3d          SQNR %.2f dB, relative MSE %.3g",
+                                       b.bucket(), b.output_sqnr_db(), b.output_relative_mse());
+    if (b.has_float_target_mse() && b.has_quantized_target_mse())
+      absl::StrAppend(&line, absl::StrFormat(", target MSE %.5g -> %.5g", b.float_target_mse(),
+                                             b.quantized_target_mse()));
+    absl::StrAppend(&line, absl::StrFormat(" (%d samples)", b.samples()));
+    lines.push_back(line);
+  }
   if (m.float_model_bytes() > 0 && m.quantized_model_bytes() > 0)
     lines.push_back(
         absl::StrFormat("model size:           %s -> %s (%.2fx)", HumanBytes(m.float_model_bytes()),

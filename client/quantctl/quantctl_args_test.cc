@@ -68,6 +68,7 @@ TEST(QuantctlArgsTest, TakesItsOwnFlagsAndEveryJobFlag) {
                                                          "eval-windows",
                                                          "max-ppl-increase",
                                                          "max-kl",
+                                                         "max-accuracy-drop",
                                                          "format",
                                                          "output",
                                                          "device",

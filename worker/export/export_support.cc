@@ -123,6 +123,27 @@ Status CheckOnnx(const QuantSpec& s, TensorRole role) {
   return OkStatus();
 }
 
+// TorchScript (worker/torchscript/script_export.h): weights are stored as
+// their fake-quantized values, so any spec; activation quantizers become
+// PyTorch's fake_quantize_per_tensor_affine / _per_channel_affine, which
+// take static integer parameters, round half to even and add an integer
+// zero point.
+Status CheckTorchScript(const QuantSpec& s, TensorRole role) {
+  const ExportFormat f = ExportFormat::kTorchScript;
+  if (role == TensorRole::kWeight || role == TensorRole::kBias) return OkStatus();
+  if (!quant::IsIntType(s.dtype))
+    return Refuse(f, s, role, "PyTorch's fake_quantize operators take integer formats only");
+  if (s.is_dynamic)
+    return Refuse(f, s, role, "PyTorch's fake_quantize operators take static parameters");
+  if (s.qscheme != QScheme::kPerTensor && s.qscheme != QScheme::kPerChannel)
+    return Refuse(f, s, role, "PyTorch's fake_quantize operators are per tensor or per channel");
+  if (s.zero_point_type == quant::ZeroPointType::kFloat32)
+    return Refuse(f, s, role, "quantd adds a float zero point after rounding, PyTorch before");
+  if (s.round_method != quant::RoundMethod::kHalfEven)
+    return Refuse(f, s, role, "PyTorch's fake_quantize operators round half to even");
+  return OkStatus();
+}
+
 // compressed-tensors as vLLM's compressed_tensors loader selects a scheme
 // (compressed_tensors.py, _get_scheme_from_parts): W4A16 / W8A16 integer
 // weights per channel or group, W8A8 int8 (symmetric per-tensor / channel
@@ -220,6 +241,7 @@ std::string CompressedTensorsLayerProblem(const ExportLayerSpecs& l) {
 
 Status CheckExportSpec(ExportFormat format, const QuantSpec& spec, TensorRole role) {
   if (format == ExportFormat::kHfFakeQuantized) return OkStatus();
+  if (format == ExportFormat::kTorchScript) return CheckTorchScript(spec, role);
   if (role == TensorRole::kBias)
     return Refuse(format, spec, role, "quantized biases are not exported in this format");
   switch (format) {
@@ -231,8 +253,9 @@ Status CheckExportSpec(ExportFormat format, const QuantSpec& spec, TensorRole ro
       return CheckOnnx(spec, role);
     case ExportFormat::kCompressedTensors:
       return CheckCompressedTensors(spec, role);
+    case ExportFormat::kTorchScript:
+      return CheckTorchScript(spec, role);
     case ExportFormat::kHfFakeQuantized:
-    case ExportFormat::kTorchScript:  // script_export.h checks its own
       break;
   }
   return OkStatus();

@@ -351,10 +351,9 @@ void CheckQuantization(SpecChecker& c, const JobSpec& spec,
                       "Linear layers); export hf, gguf or onnx, or leave the embedding in float");
         }
       }
-    } else if (type != "Linear") {
-      c.NotBuilt(field, "no architecture quantd loads has " + type +
-                            " layers (it loads decoder-only language models: Linear layers and "
-                            "the token Embedding)");
+    } else if (type == "EmbeddingBag") {
+      // Its input is indices too (TorchScript models, worker/torchscript).
+      if (lc.input_tensors) c.Bad(field + ".input_tensors", "an embedding bag's input is indices");
     }
   }
 
@@ -430,7 +429,12 @@ void CheckEvaluation(SpecChecker& c, const JobSpec& spec) {
     c.Bad("spec.evaluation.max_perplexity_increase", "must be a non-negative fraction (0.02 = 2%)");
   if (ev.has_max_kl_divergence() && !(ev.max_kl_divergence() >= 0))
     c.Bad("spec.evaluation.max_kl_divergence", "must not be negative");
-  if ((ev.has_max_perplexity_increase() || ev.has_max_kl_divergence()) && ev.dataset_uri().empty())
+  if (ev.has_max_accuracy_drop() && !(ev.max_accuracy_drop() >= 0 && ev.max_accuracy_drop() <= 1))
+    c.Bad("spec.evaluation.max_accuracy_drop",
+          "must be a fraction in [0, 1] (0.01 = one point of top-1 accuracy)");
+  if ((ev.has_max_perplexity_increase() || ev.has_max_kl_divergence() ||
+       ev.has_max_accuracy_drop()) &&
+      ev.dataset_uri().empty())
     c.Bad("spec.evaluation.dataset_uri", "the accuracy gate needs an evaluation dataset");
 }
 

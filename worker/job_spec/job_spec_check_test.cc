@@ -269,8 +269,10 @@ TEST(JobSpecCheckTest, AlgorithmsAreCheckedAndNeedCalibrationData) {
             std::vector<std::string>{"spec.quantization.quark_json.algo_config[1].name"});
 }
 
-TEST(JobSpecCheckTest, WhatThePipelineCannotRunIsUnimplementedNamingTheField) {
-  auto spec = Parse(R"pb(model_uri: "file:///m"
+// Conv2d, ConvTranspose2d and EmbeddingBag configs are for TorchScript
+// models (worker/torchscript); an embedding bag's input is indices.
+TEST(JobSpecCheckTest, TorchScriptLayerTypesAreAcceptedAndEmbeddingBagInputsRefused) {
+  auto spec = Parse(R"pb(model_uri: "file:///m.pt"
                          quantization {
                            config {
                              global_quant_config { weight { dtype: INT8 } }
@@ -278,14 +280,48 @@ TEST(JobSpecCheckTest, WhatThePipelineCannotRunIsUnimplementedNamingTheField) {
                                layer_type: "Conv2d"
                                config { weight { dtype: INT8 } }
                              }
+                             layer_type_quant_config {
+                               layer_type: "EmbeddingBag"
+                               config { weight { dtype: INT8 } }
+                             }
                            }
                          })pb");
+  EXPECT_TRUE(CheckJobSpec(spec).ok()) << CheckJobSpec(spec);
+  spec.mutable_quantization()
+      ->mutable_config()
+      ->mutable_layer_type_quant_config(1)
+      ->mutable_config()
+      ->mutable_input_tensors()
+      ->set_dtype(quantd::v1::INT8);
   Status s = CheckJobSpec(spec);
-  EXPECT_EQ(s.code(), StatusCode::kUnimplemented);
-  EXPECT_NE(s.message().find("spec.quantization.config.layer_type_quant_config[0]"),
-            std::string::npos)
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  // (and static inputs need calibration data)
+  EXPECT_EQ(Fields(s),
+            (std::vector<std::string>{
+                "spec.quantization.config.layer_type_quant_config[1].input_tensors",
+                "spec.calibration.dataset_uri"}))
       << s;
-  EXPECT_NE(s.message().find("no architecture quantd loads has Conv2d layers"), std::string::npos)
+}
+
+// The torchscript export carries static integer activations only; a
+// classifier's accuracy gate is a fraction and needs evaluation data.
+TEST(JobSpecCheckTest, TorchScriptExportAndAccuracyDropAreChecked) {
+  auto spec = Parse(R"pb(model_uri: "file:///m.pt"
+                         quantization {
+                           config {
+                             global_quant_config {
+                               weight { dtype: INT8 }
+                               input_tensors { dtype: FP8_E4M3 is_dynamic: true }
+                             }
+                           }
+                         }
+                         evaluation { max_accuracy_drop: 1.5 }
+                         export { formats: TORCHSCRIPT })pb");
+  Status s = CheckJobSpec(spec);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(Fields(s),
+            (std::vector<std::string>{"spec.evaluation.max_accuracy_drop",
+                                      "spec.evaluation.dataset_uri", "spec.export.formats[0]"}))
       << s;
 }
 

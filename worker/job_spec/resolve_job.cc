@@ -37,6 +37,7 @@ EvaluationSettings EvaluationOf(const quantd::v1::JobSpec& spec) {
   out.max_windows = ev.max_windows();
   if (ev.has_max_perplexity_increase()) out.max_perplexity_increase = ev.max_perplexity_increase();
   if (ev.has_max_kl_divergence()) out.max_kl_divergence = ev.max_kl_divergence();
+  if (ev.has_max_accuracy_drop()) out.max_accuracy_drop = ev.max_accuracy_drop();
   return out;
 }
 
@@ -45,6 +46,7 @@ ExportSettings ExportOf(const quantd::v1::JobSpec& spec) {
   const auto& ex = spec.export_();
   ExportSettings out;
   for (int f : ex.formats()) out.formats.push_back(*ExportFormatFromProto(f));
+  out.formats_given = !out.formats.empty();
   if (out.formats.empty()) out.formats.push_back(exporter::ExportFormat::kHfFakeQuantized);
   out.output_uri = ex.output_uri();
   out.overwrite = ex.overwrite();

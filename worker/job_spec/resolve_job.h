@@ -53,14 +53,17 @@ struct EvaluationSettings {
   int max_windows = 0;
   std::optional<double> max_perplexity_increase;
   std::optional<double> max_kl_divergence;
+  std::optional<double> max_accuracy_drop;
 
   // Evaluation runs when not disabled and a dataset is named.
   bool enabled() const { return !disabled && !dataset_uri.empty(); }
 };
 
 struct ExportSettings {
-  // Never empty: HF fake-quantized when the spec names none.
+  // Never empty: HF fake-quantized when the spec names none (a TorchScript
+  // model's job then exports torchscript).
   std::vector<exporter::ExportFormat> formats;
+  bool formats_given = false;
   std::string output_uri;  // empty: the worker's default location
   bool overwrite = false;
   gguf::GgmlType gguf_float_type = gguf::GgmlType::kF32;

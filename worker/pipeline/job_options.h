@@ -112,6 +112,9 @@ struct TensorModelOptions {
   std::optional<bool> fold_batchnorm;
   // Samples per forward pass in calibration and evaluation.
   int batch_size = 32;
+  // Calibration samples (spec.calibration.num_samples); unset: every sample
+  // of the calibration dataset.
+  std::optional<int> calibration_samples;
 };
 
 struct JobOptions {

@@ -77,6 +77,29 @@ quantd::v1::BlockMetrics ToProto(const pipeline::BlockReport& b) {
   return out;
 }
 
+namespace {
+
+void TensorEvaluationToProto(const pipeline::TensorEvaluation& t, quantd::v1::Metrics& m) {
+  m.set_evaluation_samples(t.samples);
+  if (t.float_top1_accuracy) m.set_float_top1_accuracy(*t.float_top1_accuracy);
+  if (t.quantized_top1_accuracy) m.set_quantized_top1_accuracy(*t.quantized_top1_accuracy);
+  m.set_output_sqnr_db(t.output_sqnr_db);
+  m.set_output_relative_mse(t.output_relative_mse);
+  if (t.float_target_mse) m.set_float_target_mse(*t.float_target_mse);
+  if (t.quantized_target_mse) m.set_quantized_target_mse(*t.quantized_target_mse);
+  for (const pipeline::BucketReport& b : t.buckets) {
+    auto* pb = m.add_buckets();
+    pb->set_bucket(b.bucket);
+    pb->set_samples(b.samples);
+    pb->set_output_sqnr_db(b.output_sqnr_db);
+    pb->set_output_relative_mse(b.output_relative_mse);
+    if (b.float_target_mse) pb->set_float_target_mse(*b.float_target_mse);
+    if (b.quantized_target_mse) pb->set_quantized_target_mse(*b.quantized_target_mse);
+  }
+}
+
+}  // namespace
+
 quantd::v1::JobResult ToProto(const pipeline::JobReport& r, const quantd::v1::JobSpec& spec) {
   quantd::v1::JobResult out;
   auto* m = out.mutable_metrics();
@@ -89,6 +112,7 @@ quantd::v1::JobResult ToProto(const pipeline::JobReport& r, const quantd::v1::Jo
   if (r.kl_high) m->set_kl_divergence_p99(*r.kl_high);
   if (r.top1_agreement) m->set_top1_agreement(*r.top1_agreement);
   for (const auto& b : r.blocks) *m->add_blocks() = ToProto(b);
+  if (r.tensor_evaluation) TensorEvaluationToProto(*r.tensor_evaluation, *m);
   m->set_float_model_bytes(r.float_model_bytes);
   m->set_quantized_model_bytes(r.quantized_model_bytes);
   m->set_frozen_linear_float_bytes(r.frozen_linear_float_bytes);

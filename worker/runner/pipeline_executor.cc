@@ -19,6 +19,7 @@
 #include "worker/io/uri/model_files.h"
 #include "worker/pipeline/quantization_job.h"
 #include "worker/runner/job_translation.h"
+#include "worker/torchscript/script_job.h"
 
 namespace quantd::worker {
 namespace {
@@ -72,6 +73,9 @@ void ModelFileNames(std::vector<std::string>& names, std::vector<std::string>& s
   for (const char* name : exporter::kHfSideFiles) names.push_back(name);
   suffixes = {".safetensors"};
 }
+
+// The name a TorchScript model file has in its view.
+constexpr char kScriptModelFileName[] = "model.pt";
 
 std::string JobId(const std::string& name) {
   auto slash = name.rfind('/');
@@ -153,6 +157,7 @@ StatusOr<pipeline::JobOptions> PipelineExecutor::BuildOptions(
   }
   if (cal.text_field) o.calibration.text_field = *cal.text_field;
   if (cal.num_samples) o.calibration.num_samples = *cal.num_samples;
+  o.tensor_model.calibration_samples = cal.num_samples;
   if (cal.seq_len) o.calibration.seq_len = *cal.seq_len;
   if (cal.sampling) o.calibration.sampling = *cal.sampling;  // unset: the engine's default
   o.calibration.seed = cal.seed;
@@ -177,9 +182,11 @@ StatusOr<pipeline::JobOptions> PipelineExecutor::BuildOptions(
   o.evaluation.max_windows = ev.max_windows;
   o.evaluation.max_perplexity_increase = ev.max_perplexity_increase;
   o.evaluation.max_kl_divergence = ev.max_kl_divergence;
+  o.evaluation.max_accuracy_drop = ev.max_accuracy_drop;
 
   const job_spec::ExportSettings& ex = resolved.export_settings;
   o.export_options.formats = ex.formats;
+  o.export_options.formats_given = ex.formats_given;
   // The output goes where the one URI parser says, and nowhere else.
   const std::string output_uri =
       ex.output_uri.empty()
@@ -308,13 +315,17 @@ StatusOr<std::unique_ptr<io::ModelFiles>> PipelineExecutor::OpenModelView(
   std::string stem = fs::path(model_path).stem().string();
   if (stem.empty() || stem == "." || stem == "..") stem = "model";
   const std::string view = (inputs / stem).string();
+  if (torchscript::IsScriptModelPath(model_path)) {
+    return io::ModelFiles::OpenFile(model_path, view, kScriptModelFileName, mf);
+  }
   QD_ASSIGN_OR_RETURN(auto files,
                       io::ModelFiles::OpenFile(model_path, view, gguf::kGgufModelFileName, mf));
   const std::string in_view = view + "/" + gguf::kGgufModelFileName;
   if (!gguf::LooksLikeGguf(in_view)) {
     return InvalidArgumentError(model_path +
-                                " is a file but not a GGUF file; a model is a Hugging Face "
-                                "directory (config.json and safetensors) or a .gguf file");
+                                " is a file but neither a GGUF file nor a TorchScript archive; a "
+                                "model is a Hugging Face directory (config.json and "
+                                "safetensors), a .gguf file or a torch.jit.save'd module");
   }
   Status made = gguf::WriteGgufModelDir(view);
   if (!made.ok()) {
@@ -372,6 +383,8 @@ ExecutionOutcome PipelineExecutor::Execute(const quantd::v1::Job& job,
   if (model_files != nullptr) {
     options->model_source = options->model_dir;
     options->model_dir = model_files->view_dir();
+    const std::string script = options->model_dir + "/" + kScriptModelFileName;
+    if (torchscript::IsScriptModelPath(script)) options->model_dir = script;
   }
   EventForwarder forwarder(ctx);
   if (!model.revision.empty()) {
@@ -398,7 +411,9 @@ ExecutionOutcome PipelineExecutor::Execute(const quantd::v1::Job& job,
     forwarder.OnLog(
         pipeline::LogLevel::kWarning,
         "no evaluation dataset (spec.evaluation.dataset_uri): perplexity is not measured");
-  pipeline::JobOutcome result = pipeline::RunQuantizationJob(*options, forwarder);
+  pipeline::JobOutcome result = torchscript::IsScriptModelPath(options->model_dir)
+                                    ? torchscript::RunScriptJob(*options, forwarder)
+                                    : pipeline::RunQuantizationJob(*options, forwarder);
   out.status = result.status;
   out.cancelled = result.cancelled;
   out.result = ToProto(result.report, job.spec());

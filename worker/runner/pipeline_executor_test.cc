@@ -267,7 +267,7 @@ TEST_F(PipelineExecutorTest, AGgufFileIsAModel) {
   std::string truncated = Read(gguf).substr(0, 4096);
   std::ofstream(base_ / "models" / "cut.gguf", std::ios::binary) << truncated;
   const Case refused[] = {
-      {"notes.gguf", StatusCode::kInvalidArgument, "is a file but not a GGUF file"},
+      {"notes.gguf", StatusCode::kInvalidArgument, "is a file but neither a GGUF file nor a TorchScript archive"},
       {"evil.gguf", StatusCode::kPermissionDenied,
        "resolves to " + (base_ / "secret" / "shadow").string()},
       {"cut.gguf", StatusCode::kDataLoss, (base_ / "models" / "cut.gguf").string()},

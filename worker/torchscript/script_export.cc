@@ -8,6 +8,8 @@
 #include <utility>
 
 #include "worker/config/quark_json.h"
+#include "worker/export/export_support.h"
+#include "worker/export/serving_target.h"
 #include "worker/quant/spec.h"
 
 namespace quantd::torchscript {
@@ -16,18 +18,15 @@ namespace {
 // What an activation quantizer becomes in the exported module.
 enum ExportMode : int64_t { kNone = 0, kPerTensor = 1, kPerChannel = 2 };
 
-StatusOr<ExportMode> ModeOf(const quant_modules::ActivationQuantizer& q, const std::string& what) {
+StatusOr<ExportMode> ModeOf(const quant_modules::ActivationQuantizer& q, bool input,
+                            const std::string& what) {
   if (!q.enabled()) return kNone;
   const quant::QuantSpec& s = *q.spec();
-  const bool per_tensor = s.qscheme == quant::QScheme::kPerTensor;
-  if (!q.is_static() || !quant::IsIntType(s.dtype) ||
-      (!per_tensor && s.qscheme != quant::QScheme::kPerChannel)) {
-    return InvalidArgumentError(what + " is " + quant::DescribeSpec(s) +
-                                "; the torchscript export carries static integer per-tensor or "
-                                "per-channel activation quantizers (PyTorch's fake_quantize "
-                                "operators)");
-  }
-  return per_tensor ? kPerTensor : kPerChannel;
+  Status held =
+      exporter::CheckExportSpec(exporter::ExportFormat::kTorchScript, s,
+                                input ? quant::TensorRole::kInput : quant::TensorRole::kOutput);
+  if (!held.ok()) return Status(held).Prepend(what + ": ");
+  return s.qscheme == quant::QScheme::kPerTensor ? kPerTensor : kPerChannel;
 }
 
 // The method each hooked class gets; `side` 0 is the input, 1 the output.
@@ -53,10 +52,10 @@ struct SideParams {
   int64_t axis = 0, qmin = 0, qmax = 0;
 };
 
-StatusOr<SideParams> ParamsOf(const quant_modules::ActivationQuantizer& q,
+StatusOr<SideParams> ParamsOf(const quant_modules::ActivationQuantizer& q, bool input,
                               const std::string& what) {
   SideParams p;
-  QD_ASSIGN_OR_RETURN(ExportMode mode, ModeOf(q, what));
+  QD_ASSIGN_OR_RETURN(ExportMode mode, ModeOf(q, input, what));
   p.mode = mode;
   if (mode == kNone) return p;
   const quant::QuantSpec& s = *q.spec();
@@ -109,7 +108,7 @@ Status CheckScriptExport(const ScriptQuantizer& quantizer) {
   for (const QuantizedLayer& l : quantizer.layers()) {
     for (const auto* q : {&l.input, &l.output}) {
       const std::string what = l.layer.name + (q == &l.input ? " input" : " output");
-      auto mode = ModeOf(*q, what);
+      auto mode = ModeOf(*q, q == &l.input, what);
       if (mode.ok()) continue;
       if (first.empty()) {
         first = mode.status().message();
@@ -133,8 +132,8 @@ StatusOr<exporter::Artifact> ExportScriptModel(ScriptQuantizer& quantizer,
     const auto tensor_list = c10::ListType::ofTensors();
     for (const QuantizedLayer& l : quantizer.layers()) {
       torch::jit::Module m = l.layer.module;
-      QD_ASSIGN_OR_RETURN(SideParams in, ParamsOf(l.input, l.layer.name + " input"));
-      QD_ASSIGN_OR_RETURN(SideParams out, ParamsOf(l.output, l.layer.name + " output"));
+      QD_ASSIGN_OR_RETURN(SideParams in, ParamsOf(l.input, true, l.layer.name + " input"));
+      QD_ASSIGN_OR_RETURN(SideParams out, ParamsOf(l.output, false, l.layer.name + " output"));
       m.register_attribute("_quantd_mode", int_list, c10::List<int64_t>({in.mode, out.mode}));
       m.register_attribute("_quantd_scale", tensor_list,
                            c10::List<at::Tensor>({in.scale, out.scale}));
@@ -150,6 +149,7 @@ StatusOr<exporter::Artifact> ExportScriptModel(ScriptQuantizer& quantizer,
     }
     // Fake-quantized weights in the module, as the quantized forward used.
     QD_RETURN_IF_ERROR(quantizer.UseQuantizedWeights());
+    quantizer.model().RemoveLoopChecks();
     quantizer.module().save(staged.staging_path() + "/model.pt");
   } catch (const std::exception& e) {
     std::string what = e.what();
@@ -161,7 +161,11 @@ StatusOr<exporter::Artifact> ExportScriptModel(ScriptQuantizer& quantizer,
     if (!f) return InternalError("writing quantization_config.json failed");
   }
   QD_RETURN_IF_ERROR(staged.Commit());
-  return exporter::DescribeArtifact(exporter::ExportFormat::kTorchScript, staged, "model.pt");
+  QD_ASSIGN_OR_RETURN(
+      exporter::Artifact artifact,
+      exporter::DescribeArtifact(exporter::ExportFormat::kTorchScript, staged, "model.pt"));
+  artifact.consumers = exporter::ArtifactConsumers(exporter::ExportFormat::kTorchScript, {});
+  return artifact;
 }
 
 }  // namespace quantd::torchscript

@@ -3,6 +3,7 @@
 #include <sys/stat.h>
 
 #include <chrono>
+#include <climits>
 #include <cstdio>
 #include <filesystem>
 #include <memory>
@@ -149,6 +150,27 @@ class ScriptJob {
     Log(LogLevel::kInfo, "quantizing " + std::to_string(quantizer_->quantized_layers()) + " of " +
                              std::to_string(quantizer_->layers().size()) + " layers (" +
                              opt_.quantization_description + ")");
+    return CheckExportable();
+  }
+
+  // Before calibrating: the torchscript export must be able to carry the
+  // activation quantizers. A job that named no format is still evaluated
+  // without it.
+  Status CheckExportable() {
+    Status held = CheckScriptExport(*quantizer_);
+    if (held.ok()) return OkStatus();
+    if (!opt_.export_options.formats_given) {
+      Log(LogLevel::kWarning, "no export: " + held.message());
+      formats_.clear();
+      return OkStatus();
+    }
+    for (size_t i = 0; i < formats_.size(); ++i) {
+      if (formats_[i] != exporter::ExportFormat::kTorchScript) continue;
+      const std::string field = "spec.export.formats[" + std::to_string(i) + "]";
+      Status s(held.code(), field + ": " + held.message(), "EXPORT_FORMAT_UNSUPPORTED");
+      for (const auto& v : held.violations()) s.AddViolation(v.field, v.description);
+      return s;
+    }
     return OkStatus();
   }
 
@@ -185,7 +207,8 @@ class ScriptJob {
     }
     QD_ASSIGN_OR_RETURN(TensorDataset data,
                         LoadData("spec.calibration.dataset_uri", cal.dataset_path));
-    const int64_t n = std::min<int64_t>(data.size(), std::max(1, cal.num_samples));
+    const int64_t n = std::min<int64_t>(
+        data.size(), std::max(1, opt_.tensor_model.calibration_samples.value_or(INT32_MAX)));
     QD_RETURN_IF_ERROR(Batches(Stage::kCalibrate, n, "calibration", [&](int64_t b, int64_t e) {
       return quantizer_->Forward(ScriptQuantizer::Mode::kObserve, data.Batch(b, e)).status();
     }));

@@ -102,13 +102,18 @@ class GraphCheck {
 
   // Gives every loop body a quantd::loop_tick (after the whole check, so
   // that a model calling quantd:: operators itself is refused).
-  void InstrumentLoops() {
+  std::vector<Node*> InstrumentLoops() {
     const auto tick = c10::Symbol::fromQualString("quantd::loop_tick");
+    std::vector<Node*> ticks;
     for (Node* loop : loops_) {
       Block* body = loop->blocks().at(0);
-      torch::jit::WithInsertPoint at_start(body->param_node()->next());
-      loop->owningGraph()->insert(tick, {});
+      // Graph::insert would return a None constant for an operator without
+      // outputs; the node itself is what RemoveLoopChecks takes out.
+      Node* n = loop->owningGraph()->create(tick, /*num_outputs=*/0);
+      n->insertBefore(body->param_node()->next());
+      ticks.push_back(n);
     }
+    return ticks;
   }
 
  private:
@@ -197,7 +202,7 @@ StatusOr<ScriptModel> ScriptModel::Load(const std::string& path, const ScriptLim
   GraphCheck check(limits);
   auto checked = check.Check(forward->function());
   if (!checked.ok()) return Status(checked.status()).Prepend(path + ": ");
-  check.InstrumentLoops();
+  model.loop_ticks_ = check.InstrumentLoops();
   model.max_loop_iterations_ = limits.max_loop_iterations;
   const auto& schema = forward->function().getSchema();
   for (size_t i = 1; i < schema.arguments().size(); ++i) {
@@ -214,6 +219,11 @@ StatusOr<ScriptModel> ScriptModel::Load(const std::string& path, const ScriptLim
     return InvalidArgumentError(path + ": forward takes no tensor argument");
   }
   return model;
+}
+
+void ScriptModel::RemoveLoopChecks() {
+  for (torch::jit::Node* tick : loop_ticks_) tick->destroy();
+  loop_ticks_.clear();
 }
 
 std::vector<ScriptLayer> ScriptModel::Layers() const {

@@ -63,6 +63,10 @@ class ScriptModel {
   // when the thread's CancellationScope asks a loop to stop.
   StatusOr<at::Tensor> Forward(const std::vector<at::Tensor>& inputs);
 
+  // Takes the loop checks out again (they are quantd's operator), for an
+  // export; forward then runs without them.
+  void RemoveLoopChecks();
+
   // Whether forward has run: LibTorch then keeps its compiled graphs, so
   // the graph changes (batch-norm folding, activation hooks) come first.
   bool has_run() const { return has_run_; }
@@ -75,6 +79,7 @@ class ScriptModel {
   int num_inputs_ = 0;
   int64_t max_loop_iterations_ = 0;
   bool has_run_ = false;
+  std::vector<torch::jit::Node*> loop_ticks_;  // owned by the module's graphs
 };
 
 }  // namespace quantd::torchscript

@@ -229,6 +229,10 @@ TEST(ScriptExportTest, TheExportedModuleRunsWithoutQuantdAndGivesTheSameOutputs)
   auto artifact = ExportScriptModel(**q, eo);
   ASSERT_TRUE(artifact.ok()) << artifact.status();
   EXPECT_EQ(artifact->format, exporter::ExportFormat::kTorchScript);
+  // No quantd operator is left in its code (PyTorch without quantd loads it).
+  std::ifstream archive(eo.output_dir + "/model.pt", std::ios::binary);
+  const std::string archived((std::istreambuf_iterator<char>(archive)), {});
+  EXPECT_EQ(archived.find("ops.quantd"), std::string::npos);
   torch::jit::Module loaded = torch::jit::load(eo.output_dir + "/model.pt");
   const at::Tensor got = loaded.forward({x}).toTensor();
   EXPECT_TRUE(at::equal(got, *want)) << (got - *want).abs().max();

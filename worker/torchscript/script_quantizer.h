@@ -60,6 +60,7 @@ class ScriptQuantizer : public HookTable {
   const std::vector<QuantizedLayer>& layers() const { return layers_; }
   // The module, with whichever weights the last forward used.
   torch::jit::Module& module() { return model_.module(); }
+  ScriptModel& model() { return model_; }
   // Puts the fake-quantized weights into the module (as kQuantized does).
   Status UseQuantizedWeights() { return UseWeights(true); }
   // Quantized layers / all quantizable layers.
