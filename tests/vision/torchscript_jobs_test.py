@@ -242,6 +242,11 @@ class TorchScriptJobsTest(unittest.TestCase):
         job = self.submit("--model", f"{DIGITS}/model.pt", "--scheme", "w_int8_per_channel_sym",
                           "--eval", f"{DIGITS}/test.safetensors")
         self.assertEqual(job["state"], "SUCCEEDED", job)
+        # An algorithm of the decoder blocks is refused, not ignored.
+        job = self.submit("--model", f"{DIGITS}/model.pt", "--scheme", STATIC_INT8,
+                          "--algorithm", "gptq", "--calib", f"{DIGITS}/calibration.safetensors")
+        self.assertEqual(job["state"], "FAILED")
+        self.assertIn("spec.quantization.algorithms: the algorithms", job["error"]["message"])
         # A language-model format for a TorchScript model, every bad format named.
         job = self.submit("--model", f"{DIGITS}/model.pt", "--scheme", "w_int8_per_channel_sym",
                           "--format", "gguf", "--format", "hf")

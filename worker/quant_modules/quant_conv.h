@@ -9,8 +9,9 @@
 // without ch_axis quantizes the output channels: axis 0 for Conv2d, axis 1
 // for ConvTranspose2d.
 //
-// No architecture quantd loads has these layers (the Llama family); they are
-// the engine's modules for one that does.
+// TorchScript jobs (worker/torchscript) quantize a model's own Conv2d and
+// ConvTranspose2d submodules with the same ModuleWeight and
+// ActivationQuantizer; their quantized forward equals this module's.
 #ifndef QUANTD_WORKER_QUANT_MODULES_QUANT_CONV_H_
 #define QUANTD_WORKER_QUANT_MODULES_QUANT_CONV_H_
 

@@ -4,8 +4,8 @@
 // with an input spec is refused. It runs fake-quantized; Freeze() keeps only
 // the table's real-quantized codes, dequantized at every forward.
 //
-// No architecture quantd loads has this layer; it is the engine's module
-// for one that does.
+// TorchScript jobs (worker/torchscript) quantize a model's own EmbeddingBag
+// submodules with the same ModuleWeight and ActivationQuantizer.
 #ifndef QUANTD_WORKER_QUANT_MODULES_QUANT_EMBEDDING_BAG_H_
 #define QUANTD_WORKER_QUANT_MODULES_QUANT_EMBEDDING_BAG_H_
 

@@ -81,6 +81,7 @@ class ScriptJob {
   void Log(LogLevel level, const std::string& msg) { obs_.OnLog(level, msg); }
 
   Status RunStages() {
+    QD_RETURN_IF_ERROR(CheckSettings());
     QD_RETURN_IF_ERROR(CheckFormats());
     QD_RETURN_IF_ERROR(Timed(Stage::kLoad, [&] { return Load(); }));
     QD_RETURN_IF_ERROR(Timed(Stage::kCalibrate, [&] { return Calibrate(); }));
@@ -95,6 +96,29 @@ class ScriptJob {
       return gate;
     }
     return OkStatus();
+  }
+
+  // Settings that act on decoder language models only are refused rather
+  // than ignored, each naming its field.
+  Status CheckSettings() {
+    std::vector<FieldViolation> bad;
+    if (!opt_.block_algorithms.empty() || opt_.model_transform) {
+      bad.push_back({"spec.quantization.algorithms",
+                     "the algorithms (GPTQ, AWQ, SmoothQuant, rotation; or a config's "
+                     "algo_config) run on decoder blocks; a TorchScript model takes none yet"});
+    }
+    if (opt_.kv_cache) {
+      bad.push_back({"spec.quantization.fp8_kv_cache",
+                     "a TorchScript model has no KV cache (nor kv_cache_quant_config)"});
+    }
+    if (opt_.export_options.gguf_recipe) {
+      bad.push_back({"spec.export.gguf_type", "llama.cpp recipes quantize language models"});
+    }
+    if (bad.empty()) return OkStatus();
+    Status s(StatusCode::kInvalidArgument, bad.front().field + ": " + bad.front().description,
+             "INVALID_JOB_SPEC");
+    for (const auto& v : bad) s.AddViolation(v.field, v.description);
+    return s;
   }
 
   // A TorchScript model exports as TorchScript; the Hugging Face, GGUF and
