@@ -5,9 +5,11 @@ split, the float metrics of each kind of model, and the README metric table
 Imports only torch and numpy at the top: sklearn is needed only to train.
 """
 
+import argparse
 import os
 import re
 import sys
+import time
 
 # One thread everywhere: torch.set_num_threads(1) does not reach the OpenBLAS
 # that Debian's torch calls for matmuls, whose own threads only contend on a
@@ -42,6 +44,17 @@ def setup(seed):
     torch.set_num_threads(1)
     torch.manual_seed(seed)
     np.random.seed(seed)
+
+
+def start(doc, seed):
+    """A training script's start: its --out directory (created), one thread
+    and fixed seeds; returns (args, process time at the start)."""
+    parser = argparse.ArgumentParser(description=doc.splitlines()[0])
+    parser.add_argument("--out", required=True, help="output directory")
+    args = parser.parse_args()
+    os.makedirs(args.out, exist_ok=True)
+    setup(seed)
+    return args, time.process_time()
 
 
 def log(*args):

@@ -12,7 +12,6 @@ stdout is the directory's README.md with the float metrics of the saved
 model on test.safetensors.
 """
 
-import argparse
 import os
 import sys
 import time
@@ -59,12 +58,7 @@ class DigitsCNN(nn.Module):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", required=True, help="output directory")
-    args = parser.parse_args()
-    os.makedirs(args.out, exist_ok=True)
-    common.setup(SEED)
-    start = time.process_time()
+    args, start = common.start(__doc__, SEED)
 
     x_train, y_train, x_test, y_test = common.load_digits_split()
     xt, yt = torch.from_numpy(x_train), torch.from_numpy(y_train)

@@ -15,7 +15,6 @@ bucket = t*4//T. Progress goes to stderr; stdout is the directory's README.md
 with the float noise-prediction MSE per bucket.
 """
 
-import argparse
 import math
 import os
 import sys
@@ -99,12 +98,7 @@ def make_dataset(x0, seed, abar):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", required=True, help="output directory")
-    args = parser.parse_args()
-    os.makedirs(args.out, exist_ok=True)
-    common.setup(SEED)
-    start = time.process_time()
+    args, start = common.start(__doc__, SEED)
 
     x_train, _, x_test, _ = common.load_digits_split()
     x_train, x_test = x_train * 2.0 - 1.0, x_test * 2.0 - 1.0  # [0,1] -> [-1,1]

@@ -18,7 +18,6 @@ Progress goes to stderr; stdout is the directory's README.md with the float
 AUC and accuracy.
 """
 
-import argparse
 import os
 import sys
 import time
@@ -89,12 +88,7 @@ class World:
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", required=True, help="output directory")
-    args = parser.parse_args()
-    os.makedirs(args.out, exist_ok=True)
-    common.setup(SEED)
-    start = time.process_time()
+    args, start = common.start(__doc__, SEED)
 
     world = World(torch.Generator().manual_seed(SEED))
     train, _ = world.samples(TRAIN)
