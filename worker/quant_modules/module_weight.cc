@@ -23,6 +23,21 @@ StatusOr<ModuleWeight> ModuleWeight::Create(at::Tensor tensor, std::optional<qua
   return w;
 }
 
+StatusOr<ModuleWeight> ModuleWeight::CreateFitted(at::Tensor tensor, at::Tensor fake,
+                                                  quant::QuantSpec spec, quant::QParams qparams,
+                                                  std::string what) {
+  if (!tensor.defined() || !fake.defined() || !tensor.sizes().equals(fake.sizes())) {
+    return InvalidArgumentError(what + ": the fitted weight's shape differs from the weight's");
+  }
+  ModuleWeight w;
+  w.float_ = std::move(tensor);
+  w.fake_ = std::move(fake);
+  w.spec_ = std::move(spec);
+  w.qparams_ = std::move(qparams);
+  w.what_ = std::move(what);
+  return w;
+}
+
 StatusOr<at::Tensor> ModuleWeight::Effective(at::ScalarType dtype, const at::Device& device) const {
   if (frozen_) {
     auto w = frozen_->Dequantize(at::kFloat);

@@ -26,6 +26,11 @@ class ModuleWeight {
   // INVALID_ARGUMENT when the tensor does not fit the spec.
   static StatusOr<ModuleWeight> Create(at::Tensor tensor, std::optional<quant::QuantSpec> spec,
                                        std::string what);
+  // A weight an algorithm fitted (GPTQ): `fake` is its fake-quantized value,
+  // quantized with `qparams`. INVALID_ARGUMENT when the shapes differ.
+  static StatusOr<ModuleWeight> CreateFitted(at::Tensor tensor, at::Tensor fake,
+                                             quant::QuantSpec spec, quant::QParams qparams,
+                                             std::string what);
 
   bool defined() const { return float_.defined() || frozen_.has_value(); }
   bool quantized() const { return spec_.has_value(); }

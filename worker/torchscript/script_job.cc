@@ -16,6 +16,7 @@
 #include "worker/quant/spec.h"
 #include "worker/torchscript/batchnorm_fold.h"
 #include "worker/torchscript/script_export.h"
+#include "worker/torchscript/script_gptq.h"
 #include "worker/torchscript/script_model.h"
 #include "worker/torchscript/script_quantizer.h"
 #include "worker/torchscript/tensor_dataset.h"
@@ -61,7 +62,9 @@ class ScriptJob {
 
  private:
   static std::vector<Stage> Stages(const pipeline::JobOptions& opt) {
-    std::vector<Stage> s = {Stage::kLoad, Stage::kCalibrate, Stage::kQuantize};
+    std::vector<Stage> s = {Stage::kLoad, Stage::kCalibrate};
+    if (!opt.quant_config.algorithms.empty()) s.push_back(Stage::kAlgorithms);
+    s.push_back(Stage::kQuantize);
     if (opt.evaluation.enabled) s.push_back(Stage::kEvaluate);
     s.push_back(Stage::kExport);
     return s;
@@ -85,6 +88,7 @@ class ScriptJob {
     QD_RETURN_IF_ERROR(CheckFormats());
     QD_RETURN_IF_ERROR(Timed(Stage::kLoad, [&] { return Load(); }));
     QD_RETURN_IF_ERROR(Timed(Stage::kCalibrate, [&] { return Calibrate(); }));
+    if (gptq_) QD_RETURN_IF_ERROR(Timed(Stage::kAlgorithms, [&] { return Gptq(); }));
     QD_RETURN_IF_ERROR(Timed(Stage::kQuantize, [&] { return ReportLayers(); }));
     if (opt_.evaluation.enabled) {
       QD_RETURN_IF_ERROR(Timed(Stage::kEvaluate, [&] { return Evaluate(); }));
@@ -102,10 +106,14 @@ class ScriptJob {
   // than ignored, each naming its field.
   Status CheckSettings() {
     std::vector<FieldViolation> bad;
-    if (!opt_.block_algorithms.empty() || opt_.model_transform) {
+    for (const config::AlgorithmConfig& a : opt_.quant_config.algorithms) {
+      if (a.kind() == config::AlgorithmKind::kGptq) {
+        gptq_ = std::get<config::GptqOptions>(a.options);
+        continue;
+      }
       bad.push_back({"spec.quantization.algorithms",
-                     "the algorithms (GPTQ, AWQ, SmoothQuant, rotation; or a config's "
-                     "algo_config) run on decoder blocks; a TorchScript model takes none yet"});
+                     std::string(config::AlgorithmKindName(a.kind())) +
+                         " runs on decoder blocks; a TorchScript model takes gptq only"});
     }
     if (opt_.kv_cache) {
       bad.push_back({"spec.quantization.fp8_kv_cache",
@@ -218,21 +226,53 @@ class ScriptJob {
     return OkStatus();
   }
 
-  Status Calibrate() {
-    if (!quantizer_->NeedsCalibration()) return OkStatus();
+  // The calibration dataset, loaded once; `why` says what needs it.
+  StatusOr<const TensorDataset*> CalibrationData(const std::string& why) {
+    if (calibration_) return &*calibration_;
     const auto& cal = opt_.calibration;
     if (cal.dataset_path.empty()) {
       return Status(StatusCode::kFailedPrecondition,
-                    "spec.calibration.dataset_uri: the config has static activation "
-                    "quantization, which needs a calibration tensor dataset",
+                    "spec.calibration.dataset_uri: " + why + " needs a calibration tensor dataset",
                     "CALIBRATION_REQUIRED")
-          .AddViolation("spec.calibration.dataset_uri",
-                        "required for static activation quantization");
+          .AddViolation("spec.calibration.dataset_uri", "required for " + why);
     }
     QD_ASSIGN_OR_RETURN(TensorDataset data,
                         LoadData("spec.calibration.dataset_uri", cal.dataset_path));
-    const int64_t n = std::min<int64_t>(
+    calibration_ = std::move(data);
+    return &*calibration_;
+  }
+
+  int64_t CalibrationSamples(const TensorDataset& data) const {
+    return std::min<int64_t>(
         data.size(), std::max(1, opt_.tensor_model.calibration_samples.value_or(INT32_MAX)));
+  }
+
+  Status Gptq() {
+    QD_ASSIGN_OR_RETURN(const TensorDataset* data, CalibrationData("gptq"));
+    ScriptGptqOptions o;
+    o.gptq = *gptq_;
+    o.samples = CalibrationSamples(*data);
+    o.batch_size = opt_.tensor_model.batch_size;
+    o.progress = [this](int done, int total, const std::string& name) {
+      progress_.Report(
+          Stage::kAlgorithms, static_cast<double>(done) / total, 0, 0,
+          "gptq " + name + " (" + std::to_string(done) + " of " + std::to_string(total) + ")");
+    };
+    QD_ASSIGN_OR_RETURN(ScriptGptqReport r, RunScriptGptq(*quantizer_, *data, o));
+    Log(LogLevel::kInfo, "gptq fitted " + std::to_string(r.fitted.size()) + " layer(s) on " +
+                             std::to_string(o.samples) + " samples");
+    for (const std::string& line : r.rounded) {
+      Log(LogLevel::kWarning, "gptq left to round-to-nearest: " + line);
+    }
+    return OkStatus();
+  }
+
+  Status Calibrate() {
+    if (!quantizer_->NeedsCalibration()) return OkStatus();
+    QD_ASSIGN_OR_RETURN(const TensorDataset* calibration,
+                        CalibrationData("static activation quantization"));
+    const TensorDataset& data = *calibration;
+    const int64_t n = CalibrationSamples(data);
     QD_RETURN_IF_ERROR(Batches(Stage::kCalibrate, n, "calibration", [&](int64_t b, int64_t e) {
       return quantizer_->Forward(ScriptQuantizer::Mode::kObserve, data.Batch(b, e)).status();
     }));
@@ -343,6 +383,8 @@ class ScriptJob {
   std::vector<exporter::ExportFormat> formats_;
   std::unique_ptr<ScriptModel> model_;
   std::unique_ptr<ScriptQuantizer> quantizer_;
+  std::optional<TensorDataset> calibration_;
+  std::optional<config::GptqOptions> gptq_;
 };
 
 }  // namespace

@@ -7,11 +7,13 @@
 #include <string>
 #include <vector>
 
+#include "worker/algo/gptq.h"
 #include "worker/common/cancellation.h"
 #include "worker/quant/fake_quant.h"
 #include "worker/quant_modules/quant_conv.h"
 #include "worker/torchscript/batchnorm_fold.h"
 #include "worker/torchscript/script_export.h"
+#include "worker/torchscript/script_gptq.h"
 #include "worker/torchscript/script_quantizer.h"
 
 namespace quantd::torchscript {
@@ -203,6 +205,51 @@ TEST(ScriptQuantizerTest, QuantizedForwardIsTheQuantModulesForward) {
     auto f = (*q)->Forward(ScriptQuantizer::Mode::kFloat, {x});
     EXPECT_FALSE(at::equal(*f, *got));
     EXPECT_TRUE(at::allclose(*f, *got, 0.1, 0.1));
+  }
+}
+
+// GPTQ on a Conv2d is GptqQuantizeWeight on its [out, in * kh * kw] matrix
+// with the Hessian of its unfolded inputs, for scripted and traced modules
+// alike; the transposed convolution keeps round-to-nearest, saying why.
+TEST(ScriptGptqTest, AConvolutionIsFittedOnItsUnfoldedInputs) {
+  for (const char* file : {"conv_bn_scripted.pt", "conv_bn_traced.pt"}) {
+    ScriptModel m = Load(file);
+    QuantSpec w4 = Int8(QScheme::kPerChannel);
+    w4.dtype = DataType::kInt4;
+    auto q = ScriptQuantizer::Create(m, [&](const std::string&, const std::string&) {
+      pipeline::LayerPlan p;
+      p.weight = w4;
+      return p;
+    });
+    ASSERT_TRUE(q.ok()) << q.status();
+    at::manual_seed(0);
+    TensorDataset data;
+    data.inputs = {at::randn({16, 1, 8, 8})};
+    ScriptGptqOptions o;
+    o.batch_size = 16;
+    auto report = RunScriptGptq(**q, data, o);
+    ASSERT_TRUE(report.ok()) << report.status();
+    EXPECT_EQ(report->fitted.size(), 3u) << file;  // block1.conv, block2.conv, fc
+    ASSERT_EQ(report->rounded.size(), 1u);
+    EXPECT_EQ(report->rounded[0], "up: GPTQ fits Linear and Conv2d weights");
+
+    // block1.conv comes first: its inputs are the dataset's.
+    const QuantizedLayer& conv = (*q)->layers()[0];
+    ASSERT_EQ(conv.layer.name, "block1.conv");
+    algo::HessianAccumulator h(9);
+    ASSERT_TRUE(
+        h.Add(at::im2col(data.inputs[0], {3, 3}, {1, 1}, {1, 1}, {1, 1}).transpose(1, 2)).ok());
+    auto want = algo::GptqQuantizeWeight(conv.float_weight.reshape({4, 9}), h.hessian(), w4);
+    ASSERT_TRUE(want.ok()) << want.status();
+    auto got = conv.weight.Effective(at::kFloat, at::kCPU);
+    ASSERT_TRUE(got.ok());
+    EXPECT_TRUE(at::equal(*got, want->weight.reshape({4, 1, 3, 3}))) << file;
+    // GPTQ moved weights off their rounded-to-nearest values (block2.conv's
+    // 36 columns; the 9 of block1.conv may all stay).
+    const QuantizedLayer& conv2 = (*q)->layers()[1];
+    auto rtn =
+        quant::FakeQuantize(conv2.float_weight, w4, *quant::ComputeQParams(conv2.float_weight, w4));
+    EXPECT_FALSE(at::equal(*conv2.weight.Effective(at::kFloat, at::kCPU), *rtn)) << file;
   }
 }
 

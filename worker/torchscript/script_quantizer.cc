@@ -78,12 +78,14 @@ bool ScriptQuantizer::NeedsCalibration() const {
   return false;
 }
 
-Status ScriptQuantizer::UseWeights(bool quantized) {
-  if (quantized == weights_quantized_) return OkStatus();
-  for (QuantizedLayer& l : layers_) {
-    const at::Tensor w = l.float_weight;
-    c10::IValue b = l.float_bias;
-    if (quantized) {
+Status ScriptQuantizer::UseWeights(const std::function<bool(size_t)>& quantized) {
+  weights_quantized_.resize(layers_.size(), false);
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    QuantizedLayer& l = layers_[i];
+    const bool want = quantized(i);
+    if (want == weights_quantized_[i]) continue;
+    const at::Tensor& w = l.float_weight;
+    if (want) {
       QD_ASSIGN_OR_RETURN(at::Tensor wq, l.weight.Effective(w.scalar_type(), w.device()));
       l.layer.module.setattr("weight", wq);
       if (l.bias.quantized()) {
@@ -92,10 +94,43 @@ Status ScriptQuantizer::UseWeights(bool quantized) {
       }
     } else {
       l.layer.module.setattr("weight", w);
-      if (l.bias.quantized()) l.layer.module.setattr("bias", b);
+      if (l.bias.quantized()) l.layer.module.setattr("bias", l.float_bias);
     }
+    weights_quantized_[i] = want;
   }
-  weights_quantized_ = quantized;
+  return OkStatus();
+}
+
+StatusOr<at::Tensor> ScriptQuantizer::ForwardCollecting(size_t slot, size_t quantized_before,
+                                                        const InputSink& on_input,
+                                                        const std::vector<at::Tensor>& inputs) {
+  if (slot >= layers_.size()) return InternalError("no layer " + std::to_string(slot));
+  QD_RETURN_IF_ERROR(UseWeights([quantized_before](size_t i) { return i < quantized_before; }));
+  mode_ = Mode::kCollect;
+  collect_slot_ = slot;
+  collect_ = &on_input;
+  HookScope scope(this);
+  auto out = model_.Forward(inputs);
+  collect_ = nullptr;
+  if (!scope.status().ok()) return scope.status();
+  return out;
+}
+
+Status ScriptQuantizer::SetFittedWeight(size_t slot, at::Tensor fake, quant::QParams qparams) {
+  if (slot >= layers_.size() || !layers_[slot].plan.weight) {
+    return InternalError("no quantized weight in slot " + std::to_string(slot));
+  }
+  QuantizedLayer& l = layers_[slot];
+  QD_ASSIGN_OR_RETURN(
+      l.weight, quant_modules::ModuleWeight::CreateFitted(
+                    l.float_weight, std::move(fake), *WithLayerAxes(l.plan.weight, l.layer.type),
+                    std::move(qparams), l.layer.name + " weight"));
+  if (slot < weights_quantized_.size() && weights_quantized_[slot]) {
+    // The module holds the weight this replaced.
+    QD_ASSIGN_OR_RETURN(at::Tensor wq,
+                        l.weight.Effective(l.float_weight.scalar_type(), l.float_weight.device()));
+    l.layer.module.setattr("weight", wq);
+  }
   return OkStatus();
 }
 
@@ -123,6 +158,12 @@ StatusOr<at::Tensor> ScriptQuantizer::OnActivation(int64_t slot, HookSide side,
       return x;
     case Mode::kQuantized:
       return q.Apply(x);
+    case Mode::kCollect:
+      if (side == HookSide::kInput && static_cast<size_t>(slot) == collect_slot_ &&
+          collect_ != nullptr) {
+        QD_RETURN_IF_ERROR((*collect_)(x));
+      }
+      return x;
   }
   return x;
 }

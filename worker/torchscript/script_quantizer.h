@@ -17,6 +17,7 @@
 #ifndef QUANTD_WORKER_TORCHSCRIPT_SCRIPT_QUANTIZER_H_
 #define QUANTD_WORKER_TORCHSCRIPT_SCRIPT_QUANTIZER_H_
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -43,7 +44,7 @@ struct QuantizedLayer {
 
 class ScriptQuantizer : public HookTable {
  public:
-  enum class Mode { kFloat, kObserve, kQuantized };
+  enum class Mode { kFloat, kObserve, kQuantized, kCollect };
 
   // INVALID_ARGUMENT naming the layer when a spec does not fit its weight;
   // FAILED_PRECONDITION when the plan quantizes nothing.
@@ -52,6 +53,17 @@ class ScriptQuantizer : public HookTable {
 
   // Runs forward in `mode`.
   StatusOr<at::Tensor> Forward(Mode mode, const std::vector<at::Tensor>& inputs);
+  // For an algorithm that fits layer `slot` (GPTQ): forward with the
+  // fake-quantized weights of layers [0, quantized_before) and float ones
+  // elsewhere, activations unquantized, handing layer `slot`'s input to
+  // `on_input`.
+  using InputSink = std::function<Status(const at::Tensor&)>;
+  StatusOr<at::Tensor> ForwardCollecting(size_t slot, size_t quantized_before,
+                                         const InputSink& on_input,
+                                         const std::vector<at::Tensor>& inputs);
+  // Replaces layer `slot`'s fake-quantized weight with one an algorithm
+  // fitted (same shape), quantized with `qparams`.
+  Status SetFittedWeight(size_t slot, at::Tensor fake, quant::QParams qparams);
   // Fixes every static quantizer's parameters from what kObserve saw.
   Status FinishCalibration();
   // Whether a static activation quantizer needs calibration data.
@@ -70,12 +82,19 @@ class ScriptQuantizer : public HookTable {
 
  private:
   explicit ScriptQuantizer(ScriptModel& model) : model_(model) {}
-  Status UseWeights(bool quantized);
+  // Puts layer i's fake-quantized weight in the module when quantized(i),
+  // its float weight otherwise.
+  Status UseWeights(const std::function<bool(size_t)>& quantized);
+  Status UseWeights(bool quantized) {
+    return UseWeights([quantized](size_t) { return quantized; });
+  }
 
   ScriptModel& model_;
   std::vector<QuantizedLayer> layers_;
   Mode mode_ = Mode::kFloat;
-  bool weights_quantized_ = false;
+  std::vector<bool> weights_quantized_;  // what the module holds now
+  size_t collect_slot_ = 0;
+  const InputSink* collect_ = nullptr;
 };
 
 // The spec with the layer type's default axes applied (see above).
