@@ -133,6 +133,27 @@ class TorchScriptJobsTest(unittest.TestCase):
                 f"top-1 {100 * m['floatTop1Accuracy']:.2f}% -> "
                 f"{100 * m['quantizedTop1Accuracy']:.2f}%, SQNR {m['outputSqnrDb']:.2f} dB")
 
+    def test_layers_are_configured_by_qualified_name(self):
+        # exclude and layer_quant_config match the submodules' qualified names.
+        cfg = self.config("names", {
+            "global_quant_config": {"weight": {"dtype": "int8", "qscheme": "per_channel",
+                                               "ch_axis": 0}},
+            "layer_quant_config": {"features.0": {"weight": {"dtype": "int4",
+                                                              "qscheme": "per_channel",
+                                                              "ch_axis": 0}}},
+            "exclude": ["classifier.*"]})
+        job = self.submit("--model", f"{DIGITS}/model.pt", "--config", cfg,
+                          "--eval", f"{DIGITS}/test.safetensors")
+        self.assertEqual(job["state"], "SUCCEEDED", job)
+        layers = {l["name"]: l for l in job["result"]["metrics"]["blocks"][0]["layers"]}
+        self.assertTrue(layers["features.0"]["weightFormat"].startswith("int4"), layers)
+        self.assertTrue(layers["features.3"]["weightFormat"].startswith("int8"), layers)
+        classifier = [n for n in layers if n.startswith("classifier.")]
+        self.assertEqual(len(classifier), 2, layers)
+        for n in classifier:
+            self.assertEqual(layers[n]["weightFormat"], "float")
+            self.assertTrue(layers[n].get("excluded"))
+
     def test_accuracy_gate_rejects_int2_and_keeps_the_artifact(self):
         int2 = self.config("int2", {"global_quant_config": {
             "weight": {"dtype": "int2", "qscheme": "per_channel", "ch_axis": 0,
