@@ -88,9 +88,7 @@ Status InstallActivationHooks(const ScriptModel& model, std::vector<ScriptLayer>
       Status s = HookGraph(graph, HasFloatInput(layer.type));
       if (!s.ok()) return s.Prepend(layer.name + ": ");
     } catch (const std::exception& e) {
-      std::string what = e.what();
-      return InvalidArgumentError(
-          layer.name + ": cannot insert the quantizers: " + what.substr(0, what.find('\n')));
+      return InvalidArgumentError(layer.name + ": cannot insert the quantizers: " + FirstLine(e));
     }
   }
   return OkStatus();

@@ -182,8 +182,7 @@ StatusOr<FoldReport> FoldBatchNorms(ScriptModel& model) {
       if (changed) torch::jit::EliminateDeadCode(g.block());
     }
   } catch (const std::exception& e) {
-    std::string what = e.what();
-    return InvalidArgumentError("folding batch norms: " + what.substr(0, what.find('\n')));
+    return InvalidArgumentError("folding batch norms: " + FirstLine(e));
   }
   return report;
 }

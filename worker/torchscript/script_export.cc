@@ -152,8 +152,7 @@ StatusOr<exporter::Artifact> ExportScriptModel(ScriptQuantizer& quantizer,
     quantizer.model().RemoveLoopChecks();
     quantizer.module().save(staged.staging_path() + "/model.pt");
   } catch (const std::exception& e) {
-    std::string what = e.what();
-    return InternalError("writing the torchscript export: " + what.substr(0, what.find('\n')));
+    return InternalError("writing the torchscript export: " + FirstLine(e));
   }
   if (options.quant_config != nullptr) {
     std::ofstream f(staged.staging_path() + "/quantization_config.json");

@@ -52,8 +52,7 @@ class ScriptJob {
     try {
       out.status = RunStages();
     } catch (const std::exception& e) {
-      std::string what = e.what();
-      out.status = InternalError("LibTorch error: " + what.substr(0, what.find('\n')));
+      out.status = InternalError("LibTorch error: " + FirstLine(e));
     }
     out.cancelled = out.status.code() == StatusCode::kCancelled;
     out.report = std::move(report_);

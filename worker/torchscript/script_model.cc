@@ -149,6 +149,11 @@ std::string ClassName(const torch::jit::Module& m) {
 
 }  // namespace
 
+std::string FirstLine(const std::exception& e) {
+  const std::string what = e.what();
+  return what.substr(0, what.find('\n'));
+}
+
 std::string ScriptModel::LayerType(const torch::jit::Module& m) {
   // "__torch__.torch.nn.modules.conv.___torch_mangle_0.Conv2d": a class of
   // torch.nn (the mangle only tells instances with different constants apart).
@@ -184,9 +189,7 @@ StatusOr<ScriptModel> ScriptModel::Load(const std::string& path, const ScriptLim
     model.module_ = torch::jit::load(path, c10::Device(c10::kCPU));
     model.module_.eval();
   } catch (const std::exception& e) {
-    std::string what = e.what();
-    // LibTorch appends a C++ backtrace; the first line says what is wrong.
-    what = what.substr(0, what.find('\n'));
+    const std::string what = FirstLine(e);
     return InvalidArgumentError(path + " is not a loadable TorchScript module: " + what);
   }
   int64_t modules = 0;
@@ -259,8 +262,7 @@ StatusOr<at::Tensor> ScriptModel::Forward(const std::vector<at::Tensor>& inputs)
       return InvalidArgumentError("forward ran more than " + std::to_string(max_loop_iterations_) +
                                   " loop iterations; quantd stopped it");
     }
-    std::string what = e.what();
-    return InvalidArgumentError("forward failed: " + what.substr(0, what.find('\n')));
+    return InvalidArgumentError("forward failed: " + FirstLine(e));
   }
 }
 

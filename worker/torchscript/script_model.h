@@ -40,6 +40,10 @@ struct ScriptLayer {
   torch::jit::Module module;
 };
 
+// The first line of a LibTorch exception's message (the rest is a C++
+// backtrace), for errors that reach the job's user.
+std::string FirstLine(const std::exception& e);
+
 class ScriptModel {
  public:
   // INVALID_ARGUMENT naming `path` for a file that is not a TorchScript
