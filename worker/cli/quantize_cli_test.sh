@@ -229,7 +229,7 @@ echo '{"not": "a gguf"}' >"$TMP/notes.gguf"
   --data-dir "$TMP/data" >"$TMP/notgguf.out" 2>"$TMP/notgguf.err"
 rc=$?
 [ "$rc" -ne 0 ] || fail "a non-GGUF file ran"
-grep -q "spec.model_uri: $TMP/notes.gguf is a file but not a GGUF file" "$TMP/notgguf.out" ||
+grep -q "spec.model_uri: $TMP/notes.gguf is a file but neither a GGUF file nor a TorchScript archive" "$TMP/notgguf.out" ||
   { cat "$TMP/notgguf.out" "$TMP/notgguf.err"; fail "non-GGUF message"; }
 [ ! -e "$TMP/notgguf" ] || fail "a non-GGUF file wrote an output"
 # 12. Rope scaling that long-context checkpoints use (issue 20): stories260K
