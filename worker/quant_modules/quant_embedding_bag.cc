@@ -50,11 +50,18 @@ StatusOr<at::Tensor> QuantEmbeddingBag::Reduce(const Bags& b) const {
                                 ": offsets must start at 0, not decrease, and stay "
                                 "within the indices");
   }
+  const at::Tensor& w = b.per_sample_weights;
+  if (w.defined() && (mode_ != BagMode::kSum || w.dim() != 1 || w.numel() != b.indices.numel() ||
+                      !w.is_floating_point())) {
+    return InvalidArgumentError(name_ +
+                                ": per-sample weights go with sum bags, one float per index");
+  }
   QD_ASSIGN_OR_RETURN(at::Tensor table, weight_.Effective(dtype_, b.indices.device()));
   const int64_t mode = mode_ == BagMode::kSum ? 0 : mode_ == BagMode::kMean ? 1 : 2;
   try {
-    return std::get<0>(
-        at::embedding_bag(table, b.indices, b.offsets, /*scale_grad_by_freq=*/false, mode));
+    return std::get<0>(at::embedding_bag(table, b.indices, b.offsets,
+                                         /*scale_grad_by_freq=*/false, mode, /*sparse=*/false,
+                                         w.defined() ? w.to(dtype_) : at::Tensor()));
   } catch (const c10::Error& e) {
     return InvalidArgumentError(name_ + ": " + e.what_without_backtrace());
   }

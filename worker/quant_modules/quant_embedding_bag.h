@@ -31,6 +31,9 @@ enum class BagMode { kSum, kMean, kMax };
 struct Bags {
   at::Tensor indices;
   at::Tensor offsets;
+  // Optional, sum mode only (as PyTorch): one float weight per index, each
+  // row scaled by it before the sum.
+  at::Tensor per_sample_weights;
 };
 
 class QuantEmbeddingBag {

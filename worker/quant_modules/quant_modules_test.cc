@@ -3,11 +3,11 @@
 #include <string>
 #include <vector>
 
+#include "worker/config/quark_json.h"
+#include "worker/job_spec/quantization_settings.h"
 #include "worker/quant/fake_quant.h"
 #include "worker/quant_modules/quant_conv.h"
 #include "worker/quant_modules/quant_embedding_bag.h"
-#include "worker/config/quark_json.h"
-#include "worker/job_spec/quantization_settings.h"
 
 namespace quantd::quant_modules {
 namespace {
@@ -257,6 +257,73 @@ TEST(QuantEmbeddingBagTest, EveryModeIsTheBagOfTheFakeQuantizedTableThenTheOutpu
     EXPECT_LE((*m)->weight().bytes(), 0.3 * float_bytes);
     EXPECT_TRUE(at::equal(*(*m)->Forward(bags), want)) << torch_mode;
   }
+}
+
+// Sum bags with per-sample weights against a float64 reference: each bag is
+// the sum of its fake-quantized rows times their weights.
+TEST(QuantEmbeddingBagTest, PerSampleWeightsScaleTheFakeQuantizedRows) {
+  pipeline::LayerPlan plan;
+  plan.weight = Int(DataType::kInt8, QScheme::kPerChannel);
+  at::manual_seed(8);
+  const at::Tensor table = at::randn({30, 8});
+  Bags bags = MakeBags({3, 4, 5, 29, 0, 0, 7}, {0, 3, 4});
+  bags.per_sample_weights = at::randn({7});
+  auto m = QuantEmbeddingBag::Create("model.bag", table, BagMode::kSum, plan);
+  ASSERT_TRUE(m.ok()) << m.status();
+  ASSERT_TRUE((*m)->Calibrate({bags}).ok());
+  auto y = (*m)->Forward(bags);
+  ASSERT_TRUE(y.ok()) << y.status();
+  const at::Tensor tq =
+      *quant::FakeQuantize(table, *plan.weight, *quant::ComputeQParams(table, *plan.weight));
+  const int64_t starts[] = {0, 3, 4, 7};
+  at::Tensor ref = at::zeros({3, 8}, at::kDouble);
+  for (int bag = 0; bag < 3; ++bag) {
+    for (int64_t i = starts[bag]; i < starts[bag + 1]; ++i) {
+      ref[bag] += tq[bags.indices[i].item<int64_t>()].to(at::kDouble) *
+                  bags.per_sample_weights[i].item<double>();
+    }
+  }
+  // Float32 sums of at most three products: within 4 ulps of the largest term.
+  EXPECT_LT(MaxAbs(y->to(at::kDouble) - ref),
+            4 * 1.2e-7 * 3 * MaxAbs(tq) * MaxAbs(bags.per_sample_weights));
+  // Weights with a mean bag, or one too few, are refused.
+  Bags few = bags;
+  few.per_sample_weights = at::randn({6});
+  EXPECT_EQ((*m)->Forward(few).status().code(), StatusCode::kInvalidArgument);
+  auto mean = QuantEmbeddingBag::Create("model.bag", table, BagMode::kMean, plan);
+  ASSERT_TRUE(mean.ok());
+  ASSERT_TRUE((*mean)->Calibrate({MakeBags({1}, {0})}).ok());
+  EXPECT_EQ((*mean)->Forward(bags).status().code(), StatusCode::kInvalidArgument);
+}
+
+// Conv2d with groups, stride, padding and dilation against a float64
+// reference convolution of the fake-quantized operands.
+TEST(QuantConvTest, GroupedStridedDilatedConv2dMatchesAFloat64Reference) {
+  pipeline::LayerPlan plan;
+  plan.weight = Int(DataType::kInt8, QScheme::kPerChannel);
+  plan.input = Int(DataType::kInt8, QScheme::kPerTensor, true, /*dynamic=*/true);
+  at::manual_seed(9);
+  const at::Tensor w = at::randn({6, 2, 3, 3}) * 0.3;  // 4 inputs, groups 2
+  const at::Tensor b = at::randn({6}) * 0.1;
+  ConvOptions o;
+  o.stride = {2, 1};
+  o.padding = {1, 2};
+  o.dilation = {2, 2};
+  o.groups = 2;
+  auto m = QuantConv::Create(ConvKind::kConv2d, "model.conv", w, b, o, plan);
+  ASSERT_TRUE(m.ok()) << m.status();
+  const at::Tensor x = at::randn({2, 4, 9, 9});
+  auto y = (*m)->Forward(x);
+  ASSERT_TRUE(y.ok()) << y.status();
+  const at::Tensor xq = *quant::FakeQuantizeDynamic(x, *plan.input);
+  const at::Tensor wq =
+      *quant::FakeQuantize(w, *plan.weight, *quant::ComputeQParams(w, *plan.weight));
+  const at::Tensor ref = at::conv2d(xq.to(at::kDouble), wq.to(at::kDouble), b.to(at::kDouble),
+                                    {2, 1}, {1, 2}, {2, 2}, 2);
+  ASSERT_EQ(y->sizes(), ref.sizes());
+  // 18 products per output in float32: relative 1e-5 of the largest output.
+  EXPECT_LT(MaxAbs(y->to(at::kDouble) - ref), 1e-5 * MaxAbs(ref));
+  EXPECT_GT(MaxAbs(*y - at::conv2d(x, w, b, {2, 1}, {1, 2}, {2, 2}, 2)), 1e-4);
 }
 
 TEST(QuantEmbeddingBagTest, BadInputsAndPlansAreRefused) {
