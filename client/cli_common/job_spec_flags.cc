@@ -30,6 +30,8 @@ constexpr char kJobSpecFlagsUsage[] = R"(
 --group-size N          group size for per_group schemes (default 128)
 --exclude GLOB          leave matching layers in float (repeatable)
 --fp8-kv-cache          FP8 e4m3 KV cache (needs calibration data)
+--batchnorm-folding M   TorchScript models: on or off (default: on with static
+                        activation quantization)
 --algorithm A           run algorithm A with its default options: gptq, awq,
                         smoothquant, autosmoothquant, rotation (repeatable;
                         needs --calib; with --gguf-type: gptq)
@@ -103,19 +105,33 @@ quantd::Status DoubleFlag(const ParsedArgs& a, const std::string& name, Setter s
 }  // namespace
 
 const std::set<std::string>& JobSpecValueFlags() {
-  static const auto* flags = new std::set<std::string>{"model",           "scheme",
-                                                       "config",          "group-size",
-                                                       "exclude",         "algorithm",
-                                                       "calib",           "calib-field",
-                                                       "calib-samples",   "calib-seq-len",
-                                                       "calib-sampling",  "calib-seed",
-                                                       "calib-dtype",     "eval",
-                                                       "eval-field",      "n-ctx",
-                                                       "eval-windows",    "max-ppl-increase",
-                                                       "max-kl",          "max-accuracy-drop",
-                                                       "format",          "output",
-                                                       "gguf-float-type", "gguf-type",
-                                                       "target",          "min-expert-tokens"};
+  static const auto* flags = new std::set<std::string>{"model",
+                                                       "scheme",
+                                                       "config",
+                                                       "group-size",
+                                                       "exclude",
+                                                       "algorithm",
+                                                       "calib",
+                                                       "calib-field",
+                                                       "calib-samples",
+                                                       "calib-seq-len",
+                                                       "calib-sampling",
+                                                       "calib-seed",
+                                                       "calib-dtype",
+                                                       "eval",
+                                                       "eval-field",
+                                                       "n-ctx",
+                                                       "eval-windows",
+                                                       "max-ppl-increase",
+                                                       "max-kl",
+                                                       "max-accuracy-drop",
+                                                       "batchnorm-folding",
+                                                       "format",
+                                                       "output",
+                                                       "gguf-float-type",
+                                                       "gguf-type",
+                                                       "target",
+                                                       "min-expert-tokens"};
   return *flags;
 }
 
@@ -231,7 +247,7 @@ quantd::Status FillJobSpec(const ParsedArgs& a, quantd::v1::JobSpec* spec) {
     return quantd::InvalidArgumentError(
         "needs one of --scheme NAME, --config FILE or --gguf-type RECIPE");
   if (a.Has("scheme") || a.Has("config") || a.Has("group-size") || a.Has("exclude") ||
-      a.Has("algorithm") || a.Get("fp8-kv-cache") == "true") {
+      a.Has("algorithm") || a.Get("fp8-kv-cache") == "true" || a.Has("batchnorm-folding")) {
     auto* q = spec->mutable_quantization();
     if (a.Has("scheme")) q->set_scheme(a.Get("scheme"));
     if (a.Has("config")) {
@@ -247,6 +263,13 @@ quantd::Status FillJobSpec(const ParsedArgs& a, quantd::v1::JobSpec* spec) {
       if (!s.ok()) return s;
     }
     if (a.Get("fp8-kv-cache") == "true") q->set_fp8_kv_cache(true);
+    if (a.Has("batchnorm-folding")) {
+      const std::string m = a.Get("batchnorm-folding");
+      if (m != "on" && m != "off")
+        return quantd::InvalidArgumentError(
+            absl::StrCat("--batchnorm-folding '", m, "' is not one of on, off"));
+      q->set_fold_batchnorm(m == "on");
+    }
   }
 
   if (a.Has("calib") || a.Has("calib-field") || a.Has("calib-samples") || a.Has("calib-seq-len") ||

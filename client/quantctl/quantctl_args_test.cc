@@ -69,6 +69,7 @@ TEST(QuantctlArgsTest, TakesItsOwnFlagsAndEveryJobFlag) {
                                                          "max-ppl-increase",
                                                          "max-kl",
                                                          "max-accuracy-drop",
+                                                         "batchnorm-folding",
                                                          "format",
                                                          "output",
                                                          "device",

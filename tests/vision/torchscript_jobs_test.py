@@ -70,14 +70,17 @@ class TorchScriptJobsTest(unittest.TestCase):
             self.assertEqual(p.returncode, 0, p.stderr + self.q.log()[-3000:])
         return p
 
-    def submit(self, *args):
+    def submit(self, *args, logs=None):
         """Runs a job to its end (quantctl submit --wait streams its events as
-        JSON lines); returns the final Job as JSON."""
+        JSON lines); returns the final Job as JSON, and appends the job's log
+        messages to `logs` when given."""
         p = self.quantctl("submit", *args, "--wait", check=False)
         lines = p.stdout.strip().splitlines()
         self.assertTrue(lines, p.stderr)
-        name = json.loads(lines[0])["job"]
-        return json.loads(self.quantctl("get", name).stdout)
+        events = [json.loads(line) for line in lines]
+        if logs is not None:
+            logs.extend(e["log"]["message"] for e in events if "log" in e)
+        return json.loads(self.quantctl("get", events[0]["job"]).stdout)
 
     def config(self, name, cfg):
         path = os.path.join(self.tmp, name + ".json")
@@ -120,6 +123,24 @@ class TorchScriptJobsTest(unittest.TestCase):
         with open(os.path.join(self.artifact_dir(job), "quantization_config.json")) as f:
             cfg = json.load(f)
         self.assertEqual(cfg["global_quant_config"]["input_tensors"]["dtype"], "int8")
+
+    def test_batchnorm_folding_follows_the_flag(self):
+        common = ["--model", f"{DIGITS}/model.pt", "--scheme", STATIC_INT8,
+                  "--calib", f"{DIGITS}/calibration.safetensors",
+                  "--eval", f"{DIGITS}/test.safetensors"]
+        folded, kept = [], []
+        on = self.submit(*common, logs=folded)
+        off = self.submit(*common, "--batchnorm-folding", "off", logs=kept)
+        self.assertIn("folded 2 batch norm(s) into their convolutions", folded)
+        self.assertFalse([m for m in kept if "folded" in m], kept)
+        self.assertEqual(on["state"], "SUCCEEDED", on)
+        self.assertEqual(off["state"], "SUCCEEDED", off)
+        # Quantizing the unfolded weights is another model: other outputs.
+        self.assertNotEqual(on["result"]["metrics"]["outputSqnrDb"],
+                            off["result"]["metrics"]["outputSqnrDb"])
+        self.results["digits_cnn static int8, batch norms kept"] = (
+            f"top-1 {100 * off['result']['metrics']['quantizedTop1Accuracy']:.2f}%, "
+            f"SQNR {off['result']['metrics']['outputSqnrDb']:.2f} dB")
 
     def test_digits_weight_only_int4_and_mxfp4(self):
         for scheme, floor in (("w_int4_per_channel_sym", 0.90), ("w_mxfp4", 0.85)):

@@ -158,6 +158,9 @@ StatusOr<pipeline::JobOptions> PipelineExecutor::BuildOptions(
   if (cal.text_field) o.calibration.text_field = *cal.text_field;
   if (cal.num_samples) o.calibration.num_samples = *cal.num_samples;
   o.tensor_model.calibration_samples = cal.num_samples;
+  if (job.spec().quantization().has_fold_batchnorm()) {
+    o.tensor_model.fold_batchnorm = job.spec().quantization().fold_batchnorm();
+  }
   if (cal.seq_len) o.calibration.seq_len = *cal.seq_len;
   if (cal.sampling) o.calibration.sampling = *cal.sampling;  // unset: the engine's default
   o.calibration.seed = cal.seed;
@@ -411,9 +414,14 @@ ExecutionOutcome PipelineExecutor::Execute(const quantd::v1::Job& job,
     forwarder.OnLog(
         pipeline::LogLevel::kWarning,
         "no evaluation dataset (spec.evaluation.dataset_uri): perplexity is not measured");
-  pipeline::JobOutcome result = torchscript::IsScriptModelPath(options->model_dir)
-                                    ? torchscript::RunScriptJob(*options, forwarder)
-                                    : pipeline::RunQuantizationJob(*options, forwarder);
+  const bool script = torchscript::IsScriptModelPath(options->model_dir);
+  if (!script && options->tensor_model.fold_batchnorm) {
+    forwarder.OnLog(pipeline::LogLevel::kWarning,
+                    "spec.quantization.fold_batchnorm applies to TorchScript models; this model "
+                    "has no batch norms to fold");
+  }
+  pipeline::JobOutcome result = script ? torchscript::RunScriptJob(*options, forwarder)
+                                       : pipeline::RunQuantizationJob(*options, forwarder);
   out.status = result.status;
   out.cancelled = result.cancelled;
   out.result = ToProto(result.report, job.spec());
