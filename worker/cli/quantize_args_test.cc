@@ -190,6 +190,8 @@ TEST(QuantizeArgsTest, TakesTheSharedJobFlagsAndItsLocalRunFlags) {
                                                          "data-dir",
                                                          "max-ppl-increase",
                                                          "max-kl",
+                                                         "max-accuracy-drop",
+                                                         "batchnorm-folding",
                                                          "activation-offload",
                                                          "gguf-float-type",
                                                          "gguf-type",
