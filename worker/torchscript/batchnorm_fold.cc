@@ -48,7 +48,8 @@ bool IsForwardCall(const Node* n) {
 // The batch norm's eps: a class constant when scripted, the batch_norm
 // call's argument when traced.
 std::optional<double> BatchNormEps(const Module& bn) {
-  if (bn.type()->hasConstant("eps")) return bn.type()->getConstant("eps").toDouble();
+  const auto& type = bn.type();
+  if (type->hasConstant("eps")) return type->getConstant("eps").toDouble();
   for (const Node* n : ForwardGraph(bn).nodes()) {
     if (n->kind() == torch::jit::aten::batch_norm && n->inputs().size() > 7) {
       if (auto eps = torch::jit::constant_as<double>(n->input(7))) return *eps;

@@ -115,19 +115,19 @@ StatusOr<ScriptGptqReport> RunScriptGptq(ScriptQuantizer& quantizer, const Tenso
   const int64_t n =
       std::min<int64_t>(options.samples > 0 ? options.samples : data.size(), data.size());
   const int64_t batch = std::max(1, options.batch_size);
-  std::vector<size_t> todo;
+  std::vector<size_t> to_fit;
   std::vector<std::optional<ConvGeometry>> geometry(layers.size());
   for (size_t i = 0; i < layers.size(); ++i) {
     if (!layers[i].plan.weight) continue;
     const std::string why = Unsupported(layers[i], geometry[i]);
     if (why.empty()) {
-      todo.push_back(i);
+      to_fit.push_back(i);
     } else {
       report.rounded.push_back(layers[i].layer.name + ": " + why);
     }
   }
-  for (size_t k = 0; k < todo.size(); ++k) {
-    const size_t slot = todo[k];
+  for (size_t k = 0; k < to_fit.size(); ++k) {
+    const size_t slot = to_fit[k];
     const QuantizedLayer& l = layers[slot];
     const at::Tensor w2d = l.float_weight.reshape({l.float_weight.size(0), -1});
     algo::HessianAccumulator hessian(w2d.size(1));
@@ -163,7 +163,7 @@ StatusOr<ScriptGptqReport> RunScriptGptq(ScriptQuantizer& quantizer, const Tenso
     }
     QD_RETURN_IF_ERROR(quantizer.SetFittedWeight(slot, r.weight.reshape(l.float_weight.sizes()),
                                                  std::move(r.qparams)));
-    if (options.progress) options.progress(k + 1, static_cast<int>(todo.size()), l.layer.name);
+    if (options.progress) options.progress(k + 1, static_cast<int>(to_fit.size()), l.layer.name);
   }
   return report;
 }
