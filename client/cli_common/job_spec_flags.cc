@@ -61,6 +61,16 @@ constexpr char kJobSpecFlagsUsage[] = R"(
 --max-kl F              accuracy gate: fail when the mean KL exceeds F
 --max-accuracy-drop F   accuracy gate (classifiers): fail when top-1 accuracy falls
                         by more than F (0.01 = one point)
+--qat-steps N           quantization-aware training: N optimizer steps after
+                        calibration (TorchScript models; docs/qat.md)
+--qat-data URI          training tensor dataset (default: the --calib data)
+--qat-lr F              Adam learning rate at step 1, cosine decay (default 1e-4)
+--qat-batch-size N      samples per step (default 32)
+--qat-loss L            cross-entropy, mse or distillation (default: from the
+                        dataset: label, target, neither)
+--qat-parameters P      weights (default) or weights-and-biases
+--qat-learn-scales      train integer weight scales too (LSQ)
+--qat-seed N            seed of the order samples are drawn in (default 0)
 --output URI            artifact directory (default <data-dir>/artifacts/<id>)
 --format F              hf (default), hf-quark, gguf, onnx, compressed-tensors;
                         torchscript (the default for a TorchScript .pt model)
@@ -102,6 +112,56 @@ quantd::Status DoubleFlag(const ParsedArgs& a, const std::string& name, Setter s
   return quantd::OkStatus();
 }
 
+// spec.qat from the --qat-* flags; --qat-steps is required with any of them.
+quantd::Status FillQat(const ParsedArgs& a, quantd::v1::JobSpec* spec) {
+  const bool any = a.Has("qat-steps") || a.Has("qat-data") || a.Has("qat-lr") ||
+                   a.Has("qat-batch-size") || a.Has("qat-loss") || a.Has("qat-parameters") ||
+                   a.Has("qat-seed") || a.Get("qat-learn-scales") == "true";
+  if (!any) return quantd::OkStatus();
+  if (!a.Has("qat-steps"))
+    return quantd::InvalidArgumentError("the --qat-* flags need --qat-steps N");
+  auto* q = spec->mutable_qat();
+  if (auto s = IntFlag(a, "qat-steps", [&](int n) { q->set_steps(n); }); !s.ok()) return s;
+  if (auto s = IntFlag(a, "qat-batch-size", [&](int n) { q->set_batch_size(n); }); !s.ok())
+    return s;
+  if (auto s = DoubleFlag(a, "qat-lr", [&](double f) { q->set_learning_rate(f); }); !s.ok())
+    return s;
+  if (a.Has("qat-data")) q->set_dataset_uri(ToUri(a.Get("qat-data")));
+  if (a.Has("qat-loss")) {
+    const std::string l = a.Get("qat-loss");
+    if (l == "cross-entropy") {
+      q->set_loss(quantd::v1::QAT_LOSS_CROSS_ENTROPY);
+    } else if (l == "mse") {
+      q->set_loss(quantd::v1::QAT_LOSS_MSE);
+    } else if (l == "distillation") {
+      q->set_loss(quantd::v1::QAT_LOSS_DISTILLATION);
+    } else {
+      return quantd::InvalidArgumentError(
+          absl::StrCat("--qat-loss '", l, "' is not one of cross-entropy, mse, distillation"));
+    }
+  }
+  if (a.Has("qat-parameters")) {
+    const std::string p = a.Get("qat-parameters");
+    if (p == "weights") {
+      q->set_parameters(quantd::v1::QAT_WEIGHTS);
+    } else if (p == "weights-and-biases") {
+      q->set_parameters(quantd::v1::QAT_WEIGHTS_AND_BIASES);
+    } else {
+      return quantd::InvalidArgumentError(
+          absl::StrCat("--qat-parameters '", p, "' is not one of weights, weights-and-biases"));
+    }
+  }
+  if (a.Get("qat-learn-scales") == "true") q->set_learn_scales(true);
+  if (a.Has("qat-seed")) {
+    uint64_t seed = 0;
+    if (!absl::SimpleAtoi(a.Get("qat-seed"), &seed))
+      return quantd::InvalidArgumentError(
+          absl::StrCat("--qat-seed needs a non-negative integer, got '", a.Get("qat-seed"), "'"));
+    q->set_seed(seed);
+  }
+  return quantd::OkStatus();
+}
+
 }  // namespace
 
 const std::set<std::string>& JobSpecValueFlags() {
@@ -126,6 +186,13 @@ const std::set<std::string>& JobSpecValueFlags() {
                                                        "max-kl",
                                                        "max-accuracy-drop",
                                                        "batchnorm-folding",
+                                                       "qat-steps",
+                                                       "qat-data",
+                                                       "qat-lr",
+                                                       "qat-batch-size",
+                                                       "qat-loss",
+                                                       "qat-parameters",
+                                                       "qat-seed",
                                                        "format",
                                                        "output",
                                                        "gguf-float-type",
@@ -136,8 +203,8 @@ const std::set<std::string>& JobSpecValueFlags() {
 }
 
 const std::set<std::string>& JobSpecBoolFlags() {
-  static const auto* flags =
-      new std::set<std::string>{"overwrite", "no-eval", "fp8-kv-cache", "float-starved-experts"};
+  static const auto* flags = new std::set<std::string>{"overwrite", "no-eval", "fp8-kv-cache",
+                                                       "float-starved-experts", "qat-learn-scales"};
   return *flags;
 }
 
@@ -324,6 +391,8 @@ quantd::Status FillJobSpec(const ParsedArgs& a, quantd::v1::JobSpec* spec) {
   if (auto s = DoubleFlag(a, "max-accuracy-drop", [&](double f) { ev->set_max_accuracy_drop(f); });
       !s.ok())
     return s;
+
+  if (auto s = FillQat(a, spec); !s.ok()) return s;
 
   auto* ex = spec->mutable_export_();
   for (const auto& f : a.GetAll("format")) {

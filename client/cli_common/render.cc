@@ -204,6 +204,14 @@ std::string RenderMetrics(const quantd::v1::Metrics& m) {
     absl::StrAppend(&line, absl::StrFormat(" (%d samples)", b.samples()));
     lines.push_back(line);
   }
+  if (m.has_training()) {
+    const auto& t = m.training();
+    std::string line = absl::StrFormat("training:             %d steps, %s loss %.5g -> %.5g",
+                                       t.steps(), t.loss(), t.first_loss(), t.final_loss());
+    if (t.resumed_after_step() > 0)
+      absl::StrAppend(&line, absl::StrFormat(" (resumed after step %d)", t.resumed_after_step()));
+    lines.push_back(line);
+  }
   if (m.float_model_bytes() > 0 && m.quantized_model_bytes() > 0)
     lines.push_back(
         absl::StrFormat("model size:           %s -> %s (%.2fx)", HumanBytes(m.float_model_bytes()),

@@ -70,6 +70,13 @@ TEST(QuantctlArgsTest, TakesItsOwnFlagsAndEveryJobFlag) {
                                                          "max-kl",
                                                          "max-accuracy-drop",
                                                          "batchnorm-folding",
+                                                         "qat-steps",
+                                                         "qat-data",
+                                                         "qat-lr",
+                                                         "qat-batch-size",
+                                                         "qat-loss",
+                                                         "qat-parameters",
+                                                         "qat-seed",
                                                          "format",
                                                          "output",
                                                          "device",
@@ -82,10 +89,10 @@ TEST(QuantctlArgsTest, TakesItsOwnFlagsAndEveryJobFlag) {
                                                          "min-expert-tokens",
                                                          "calib-field",
                                                          "eval-field"}));
-  EXPECT_EQ(
-      QuantctlBoolFlags(),
-      (std::set<std::string>{"wait", "all", "help", "tls", "allow-plaintext-token", "overwrite",
-                             "no-eval", "fp8-kv-cache", "float-starved-experts"}));
+  EXPECT_EQ(QuantctlBoolFlags(),
+            (std::set<std::string>{"wait", "all", "help", "tls", "allow-plaintext-token",
+                                   "overwrite", "no-eval", "fp8-kv-cache", "float-starved-experts",
+                                   "qat-learn-scales"}));
 }
 
 // Every flag quantctl takes is in its usage (--help aside: `quantctl help`).

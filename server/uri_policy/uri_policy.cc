@@ -49,6 +49,7 @@ quantd::Status UriPolicy::CheckSpec(const v1::JobSpec& spec, const std::string& 
       {"spec.model_uri", &spec.model_uri()},
       {"spec.calibration.dataset_uri", &spec.calibration().dataset_uri()},
       {"spec.evaluation.dataset_uri", &spec.evaluation().dataset_uri()},
+      {"spec.qat.dataset_uri", &spec.qat().dataset_uri()},
   };
   std::vector<quantd::Status> problems;
   for (const auto& [field, uri] : inputs) {

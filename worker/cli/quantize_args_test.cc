@@ -192,6 +192,13 @@ TEST(QuantizeArgsTest, TakesTheSharedJobFlagsAndItsLocalRunFlags) {
                                                          "max-kl",
                                                          "max-accuracy-drop",
                                                          "batchnorm-folding",
+                                                         "qat-steps",
+                                                         "qat-data",
+                                                         "qat-lr",
+                                                         "qat-batch-size",
+                                                         "qat-loss",
+                                                         "qat-parameters",
+                                                         "qat-seed",
                                                          "activation-offload",
                                                          "gguf-float-type",
                                                          "gguf-type",
@@ -202,7 +209,7 @@ TEST(QuantizeArgsTest, TakesTheSharedJobFlagsAndItsLocalRunFlags) {
                                                          "eval-field"}));
   EXPECT_EQ(QuantizeBoolFlags(),
             (std::set<std::string>{"overwrite", "no-eval", "fp8-kv-cache", "float-starved-experts",
-                                   "keep-scratch", "help"}));
+                                   "qat-learn-scales", "keep-scratch", "help"}));
   // A served job's fields that a local run has no use for.
   for (const char* flag : {"--label", "--max-attempts", "--request-id", "--wait"}) {
     auto a = ParseQuantizeArgs({"--model", "/m", "--scheme", "x", flag, "1"});

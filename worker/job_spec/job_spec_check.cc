@@ -438,6 +438,27 @@ void CheckEvaluation(SpecChecker& c, const JobSpec& spec) {
     c.Bad("spec.evaluation.dataset_uri", "the accuracy gate needs an evaluation dataset");
 }
 
+void CheckQat(SpecChecker& c, const JobSpec& spec) {
+  if (!spec.has_qat()) return;
+  const quantd::v1::QatSpec& q = spec.qat();
+  if (q.steps() < 1 || q.steps() > 1000000)
+    c.Bad("spec.qat.steps", "must be in [1, 1000000], got " + std::to_string(q.steps()));
+  if (q.has_learning_rate() && !(q.learning_rate() > 0 && q.learning_rate() <= 1))
+    c.Bad("spec.qat.learning_rate", "must be in (0, 1]");
+  if (q.has_batch_size() && (q.batch_size() < 1 || q.batch_size() > 65536))
+    c.Bad("spec.qat.batch_size", "must be in [1, 65536], got " + std::to_string(q.batch_size()));
+  CheckUri(c, "spec.qat.dataset_uri", q.dataset_uri(), false, UriRole::kDataset);
+  if (q.dataset_uri().empty() && spec.calibration().dataset_uri().empty())
+    c.Bad("spec.qat.dataset_uri",
+          "training needs data: a tensor dataset here or in spec.calibration.dataset_uri");
+  if (!quantd::v1::QatLoss_IsValid(q.loss()))
+    c.Bad("spec.qat.loss", "unknown loss " + std::to_string(q.loss()) +
+                               " (QAT_LOSS_CROSS_ENTROPY, QAT_LOSS_MSE or QAT_LOSS_DISTILLATION)");
+  if (!quantd::v1::QatParameters_IsValid(q.parameters()))
+    c.Bad("spec.qat.parameters", "unknown parameters " + std::to_string(q.parameters()) +
+                                     " (QAT_WEIGHTS or QAT_WEIGHTS_AND_BIASES)");
+}
+
 // Every spec a config entry asks for, for CheckExportSupport; the names are
 // the config's (the worker checks again per layer before it writes).
 std::vector<exporter::ExportLayerSpecs> ConfigExportSpecs(const config::QuantConfig& config) {
@@ -609,6 +630,7 @@ Status CheckResolvedJobSpec(const JobSpec& spec, const StatusOr<config::QuantCon
   CheckQuantization(c, spec, quantization, warnings);
   CheckCalibration(c, spec);
   CheckEvaluation(c, spec);
+  CheckQat(c, spec);
   if (!c.OutOfTime("spec.export")) CheckExport(c, spec, quantization);
   if (!ValidDevice(spec.device()))
     c.Bad("spec.device", "'" + spec.device() + "' is not one of cpu, cuda, cuda:N");

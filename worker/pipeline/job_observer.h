@@ -12,9 +12,17 @@
 
 namespace quantd::pipeline {
 
-enum class Stage { kLoad, kCalibrate, kAlgorithms, kQuantize, kEvaluate, kExport };
+enum class Stage { kLoad, kCalibrate, kAlgorithms, kTrain, kQuantize, kEvaluate, kExport };
 
 const char* StageName(Stage stage);
+
+// A step of quantization-aware training.
+struct TrainingStepInfo {
+  int step = 0;  // 1-based
+  int steps = 0;
+  double loss = 0;
+  double learning_rate = 0;
+};
 
 struct ProgressInfo {
   Stage stage = Stage::kLoad;
@@ -22,6 +30,7 @@ struct ProgressInfo {
   int block_count = 0;
   double percent = 0;   // whole job, [0, 100]
   std::string message;  // e.g. "float perplexity"
+  std::optional<TrainingStepInfo> training;
 };
 
 // What one quantized layer got and what it cost.
@@ -87,6 +96,8 @@ inline const char* StageName(Stage stage) {
       return "calibrate";
     case Stage::kAlgorithms:
       return "algorithms";
+    case Stage::kTrain:
+      return "train";
     case Stage::kQuantize:
       return "quantize";
     case Stage::kEvaluate:

@@ -117,6 +117,20 @@ struct TensorModelOptions {
   std::optional<int> calibration_samples;
 };
 
+// Quantization-aware training (spec.qat; worker/torchscript/script_qat.h).
+struct QatOptions {
+  enum class Loss { kAuto, kCrossEntropy, kMse, kDistillation };
+  int steps = 0;
+  double learning_rate = 1e-4;
+  int batch_size = 32;
+  // The training tensor dataset; empty: the calibration dataset.
+  std::string dataset_path;
+  Loss loss = Loss::kAuto;
+  bool train_biases = false;
+  bool learn_scales = false;
+  uint64_t seed = 0;
+};
+
 struct JobOptions {
   std::string model_dir;
   // Where the model came from, for messages and the resume fingerprint
@@ -156,6 +170,7 @@ struct JobOptions {
   // (activation_placement.h).
   ActivationOffload activation_offload = ActivationOffload::kAuto;
   TensorModelOptions tensor_model;
+  std::optional<QatOptions> qat;
 };
 
 struct StageTiming {
@@ -210,6 +225,15 @@ struct JobReport {
   std::vector<exporter::Artifact> artifacts;
   // TorchScript models (instead of the perplexity fields).
   std::optional<TensorEvaluation> tensor_evaluation;
+  // Quantization-aware training, when the job ran it.
+  struct Training {
+    int steps = 0;
+    double first_loss = 0;
+    double final_loss = 0;
+    int resumed_after_step = 0;
+    std::string loss;  // "cross_entropy", "mse" or "distillation"
+  };
+  std::optional<Training> training;
 };
 
 struct JobOutcome {

@@ -5,6 +5,7 @@
 #define QUANTD_WORKER_PIPELINE_JOB_PROGRESS_H_
 
 #include <algorithm>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -22,6 +23,8 @@ inline double StageWeight(Stage s) {
       return 10;
     case Stage::kAlgorithms:
       return 20;
+    case Stage::kTrain:
+      return 40;
     case Stage::kQuantize:
       return 12;
     case Stage::kEvaluate:
@@ -40,7 +43,8 @@ class JobProgress {
   // `fraction` of `stage` is done (clamped to [0, 1]); `block` of
   // `block_count` inside block loops.
   void Report(Stage stage, double fraction, int block = 0, int block_count = 0,
-              const std::string& message = "") {
+              const std::string& message = "",
+              std::optional<TrainingStepInfo> training = std::nullopt) {
     double before = 0;
     for (Stage s : stages_) {
       if (s == stage) break;
@@ -52,6 +56,7 @@ class JobProgress {
     p.block_count = block_count;
     p.percent = 100.0 * (before + StageWeight(stage) * std::clamp(fraction, 0.0, 1.0)) / total_;
     p.message = message;
+    p.training = training;
     obs_.OnProgress(p);
   }
 

@@ -13,6 +13,8 @@ quantd::v1::Stage StageToProto(pipeline::Stage s) {
       return quantd::v1::CALIBRATE;
     case pipeline::Stage::kAlgorithms:
       return quantd::v1::ALGORITHMS;
+    case pipeline::Stage::kTrain:
+      return quantd::v1::TRAIN;
     case pipeline::Stage::kQuantize:
       return quantd::v1::QUANTIZE;
     case pipeline::Stage::kEvaluate:
@@ -44,6 +46,13 @@ quantd::v1::Progress ToProto(const pipeline::ProgressInfo& p) {
   out.set_block_count(p.block_count);
   out.set_percent(p.percent);
   out.set_message(p.message);
+  if (p.training) {
+    auto* t = out.mutable_training();
+    t->set_step(p.training->step);
+    t->set_steps(p.training->steps);
+    t->set_loss(p.training->loss);
+    t->set_learning_rate(p.training->learning_rate);
+  }
   return out;
 }
 
@@ -113,6 +122,14 @@ quantd::v1::JobResult ToProto(const pipeline::JobReport& r, const quantd::v1::Jo
   if (r.top1_agreement) m->set_top1_agreement(*r.top1_agreement);
   for (const auto& b : r.blocks) *m->add_blocks() = ToProto(b);
   if (r.tensor_evaluation) TensorEvaluationToProto(*r.tensor_evaluation, *m);
+  if (r.training) {
+    auto* t = m->mutable_training();
+    t->set_steps(r.training->steps);
+    t->set_first_loss(r.training->first_loss);
+    t->set_final_loss(r.training->final_loss);
+    t->set_resumed_after_step(r.training->resumed_after_step);
+    t->set_loss(r.training->loss);
+  }
   m->set_float_model_bytes(r.float_model_bytes);
   m->set_quantized_model_bytes(r.quantized_model_bytes);
   m->set_frozen_linear_float_bytes(r.frozen_linear_float_bytes);

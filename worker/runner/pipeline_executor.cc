@@ -161,6 +161,35 @@ StatusOr<pipeline::JobOptions> PipelineExecutor::BuildOptions(
   if (job.spec().quantization().has_fold_batchnorm()) {
     o.tensor_model.fold_batchnorm = job.spec().quantization().fold_batchnorm();
   }
+  if (job.spec().has_qat()) {
+    const quantd::v1::QatSpec& qs = job.spec().qat();
+    pipeline::QatOptions qat;
+    qat.steps = qs.steps();
+    if (qs.has_learning_rate()) qat.learning_rate = qs.learning_rate();
+    if (qs.has_batch_size()) qat.batch_size = qs.batch_size();
+    if (!qs.dataset_uri().empty()) {
+      QD_ASSIGN_OR_RETURN(io::ResolvedUri data,
+                          Resolve("spec.qat.dataset_uri", qs.dataset_uri(), job.tenant(), ctx));
+      qat.dataset_path = data.local_path;
+    }
+    switch (qs.loss()) {
+      case quantd::v1::QAT_LOSS_CROSS_ENTROPY:
+        qat.loss = pipeline::QatOptions::Loss::kCrossEntropy;
+        break;
+      case quantd::v1::QAT_LOSS_MSE:
+        qat.loss = pipeline::QatOptions::Loss::kMse;
+        break;
+      case quantd::v1::QAT_LOSS_DISTILLATION:
+        qat.loss = pipeline::QatOptions::Loss::kDistillation;
+        break;
+      default:
+        break;
+    }
+    qat.train_biases = qs.parameters() == quantd::v1::QAT_WEIGHTS_AND_BIASES;
+    qat.learn_scales = qs.learn_scales();
+    qat.seed = qs.seed();
+    o.qat = qat;
+  }
   if (cal.seq_len) o.calibration.seq_len = *cal.seq_len;
   if (cal.sampling) o.calibration.sampling = *cal.sampling;  // unset: the engine's default
   o.calibration.seed = cal.seed;
@@ -415,6 +444,14 @@ ExecutionOutcome PipelineExecutor::Execute(const quantd::v1::Job& job,
         pipeline::LogLevel::kWarning,
         "no evaluation dataset (spec.evaluation.dataset_uri): perplexity is not measured");
   const bool script = torchscript::IsScriptModelPath(options->model_dir);
+  if (!script && options->qat) {
+    out.status = Status(StatusCode::kUnimplemented,
+                        "spec.qat: quantization-aware training runs on TorchScript models; "
+                        "training a language model is not implemented yet",
+                        "QAT_UNSUPPORTED_MODEL")
+                     .AddViolation("spec.qat", "set for a model that is not a TorchScript module");
+    return out;
+  }
   if (!script && options->tensor_model.fold_batchnorm) {
     forwarder.OnLog(pipeline::LogLevel::kWarning,
                     "spec.quantization.fold_batchnorm applies to TorchScript models; this model "

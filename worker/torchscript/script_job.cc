@@ -13,11 +13,13 @@
 #include "worker/common/squared_error.h"
 #include "worker/pipeline/job_metrics.h"
 #include "worker/pipeline/job_progress.h"
+#include "worker/pipeline/resume_state.h"
 #include "worker/quant/spec.h"
 #include "worker/torchscript/batchnorm_fold.h"
 #include "worker/torchscript/script_export.h"
 #include "worker/torchscript/script_gptq.h"
 #include "worker/torchscript/script_model.h"
+#include "worker/torchscript/script_qat.h"
 #include "worker/torchscript/script_quantizer.h"
 #include "worker/torchscript/tensor_dataset.h"
 #include "worker/torchscript/tensor_evaluation.h"
@@ -63,6 +65,7 @@ class ScriptJob {
   static std::vector<Stage> Stages(const pipeline::JobOptions& opt) {
     std::vector<Stage> s = {Stage::kLoad, Stage::kCalibrate};
     if (!opt.quant_config.algorithms.empty()) s.push_back(Stage::kAlgorithms);
+    if (opt.qat) s.push_back(Stage::kTrain);
     s.push_back(Stage::kQuantize);
     if (opt.evaluation.enabled) s.push_back(Stage::kEvaluate);
     s.push_back(Stage::kExport);
@@ -88,6 +91,7 @@ class ScriptJob {
     QD_RETURN_IF_ERROR(Timed(Stage::kLoad, [&] { return Load(); }));
     QD_RETURN_IF_ERROR(Timed(Stage::kCalibrate, [&] { return Calibrate(); }));
     if (gptq_) QD_RETURN_IF_ERROR(Timed(Stage::kAlgorithms, [&] { return Gptq(); }));
+    if (opt_.qat) QD_RETURN_IF_ERROR(Timed(Stage::kTrain, [&] { return Train(); }));
     QD_RETURN_IF_ERROR(Timed(Stage::kQuantize, [&] { return ReportLayers(); }));
     if (opt_.evaluation.enabled) {
       QD_RETURN_IF_ERROR(Timed(Stage::kEvaluate, [&] { return Evaluate(); }));
@@ -113,6 +117,9 @@ class ScriptJob {
       bad.push_back({"spec.quantization.algorithms",
                      std::string(config::AlgorithmKindName(a.kind())) +
                          " runs on decoder blocks; a TorchScript model takes gptq only"});
+    }
+    if (gptq_ && opt_.qat) {
+      bad.push_back({"spec.qat", "trains the weights GPTQ would fit: choose one of gptq and qat"});
     }
     if (opt_.kv_cache) {
       bad.push_back({"spec.quantization.fp8_kv_cache",
@@ -263,6 +270,44 @@ class ScriptJob {
     for (const std::string& line : r.rounded) {
       Log(LogLevel::kWarning, "gptq left to round-to-nearest: " + line);
     }
+    return OkStatus();
+  }
+
+  // Quantization-aware training on spec.qat's dataset (the calibration
+  // dataset when it names none).
+  Status Train() {
+    const pipeline::QatOptions& qat = *opt_.qat;
+    const TensorDataset* data = nullptr;
+    std::optional<TensorDataset> own;
+    if (!qat.dataset_path.empty()) {
+      QD_ASSIGN_OR_RETURN(TensorDataset d, LoadData("spec.qat.dataset_uri", qat.dataset_path));
+      own = std::move(d);
+      data = &*own;
+    } else {
+      QD_ASSIGN_OR_RETURN(data, CalibrationData("quantization-aware training"));
+    }
+    ScriptQatOptions o;
+    o.qat = qat;
+    o.checkpoint_dir = opt_.scratch_dir;
+    o.fingerprint = pipeline::ResumeFingerprint(opt_) + "|qat " + std::to_string(qat.steps) + " " +
+                    std::to_string(qat.learning_rate) + " " + std::to_string(qat.batch_size) + " " +
+                    qat.dataset_path + " " + std::to_string(static_cast<int>(qat.loss)) + " " +
+                    std::to_string(qat.train_biases) + " " + std::to_string(qat.learn_scales) +
+                    " " + std::to_string(qat.seed);
+    o.log = [this](LogLevel level, const std::string& msg) { Log(level, msg); };
+    o.on_step = [this](const pipeline::TrainingStepInfo& s) {
+      char msg[128];
+      std::snprintf(msg, sizeof(msg), "step %d of %d: loss %.5g, learning rate %.3g", s.step,
+                    s.steps, s.loss, s.learning_rate);
+      progress_.Report(Stage::kTrain, static_cast<double>(s.step) / s.steps, 0, 0, msg, s);
+    };
+    QD_ASSIGN_OR_RETURN(pipeline::JobReport::Training t, RunScriptQat(*quantizer_, *data, o));
+    char line[256];
+    std::snprintf(line, sizeof(line),
+                  "trained %d steps (%s loss %.5g at the first step, %.5g over the last tenth)",
+                  t.steps, t.loss.c_str(), t.first_loss, t.final_loss);
+    Log(LogLevel::kInfo, line);
+    report_.training = std::move(t);
     return OkStatus();
   }
 

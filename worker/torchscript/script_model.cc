@@ -238,7 +238,7 @@ std::vector<ScriptLayer> ScriptModel::Layers() const {
   return layers;
 }
 
-StatusOr<at::Tensor> ScriptModel::Forward(const std::vector<at::Tensor>& inputs) {
+StatusOr<at::Tensor> ScriptModel::Forward(const std::vector<at::Tensor>& inputs, bool gradients) {
   if (static_cast<int>(inputs.size()) != num_inputs_) {
     return InvalidArgumentError("forward takes " + std::to_string(num_inputs_) +
                                 " tensors, given " + std::to_string(inputs.size()));
@@ -246,7 +246,7 @@ StatusOr<at::Tensor> ScriptModel::Forward(const std::vector<at::Tensor>& inputs)
   loop_budget = {max_loop_iterations_, false};
   has_run_ = true;
   try {
-    torch::NoGradGuard no_grad;
+    torch::AutoGradMode grad_mode(gradients);
     std::vector<c10::IValue> args(inputs.begin(), inputs.end());
     c10::IValue out = module_.forward(args);
     if (out.isTuple()) out = out.toTupleRef().elements().at(0);

@@ -61,11 +61,12 @@ class ScriptModel {
   std::vector<ScriptLayer> Layers() const;
   // forward's tensor arguments (self excluded).
   int num_inputs() const { return num_inputs_; }
-  // Runs forward (no autograd). The result must be one tensor (or a
-  // tuple/list whose first element is one: a model returning extras).
-  // INVALID_ARGUMENT with LibTorch's message when forward throws; CANCELLED
-  // when the thread's CancellationScope asks a loop to stop.
-  StatusOr<at::Tensor> Forward(const std::vector<at::Tensor>& inputs);
+  // Runs forward, recording autograd only when `gradients` (training). The
+  // result must be one tensor (or a tuple/list whose first element is one: a
+  // model returning extras). INVALID_ARGUMENT with LibTorch's message when
+  // forward throws; CANCELLED when the thread's CancellationScope asks a
+  // loop to stop.
+  StatusOr<at::Tensor> Forward(const std::vector<at::Tensor>& inputs, bool gradients = false);
 
   // Takes the loop checks out again (they are quantd's operator), for an
   // export; forward then runs without them.

@@ -79,25 +79,58 @@ bool ScriptQuantizer::NeedsCalibration() const {
 }
 
 Status ScriptQuantizer::UseWeights(const std::function<bool(size_t)>& quantized) {
-  weights_quantized_.resize(layers_.size(), false);
+  held_.resize(layers_.size(), kHeldFloat);
   for (size_t i = 0; i < layers_.size(); ++i) {
     QuantizedLayer& l = layers_[i];
-    const bool want = quantized(i);
-    if (want == weights_quantized_[i]) continue;
+    const Held want = quantized(i) ? kHeldQuantized : kHeldFloat;
+    if (want == held_[i]) continue;
     const at::Tensor& w = l.float_weight;
-    if (want) {
+    if (want == kHeldQuantized) {
       QD_ASSIGN_OR_RETURN(at::Tensor wq, l.weight.Effective(w.scalar_type(), w.device()));
       l.layer.module.setattr("weight", wq);
       if (l.bias.quantized()) {
         QD_ASSIGN_OR_RETURN(at::Tensor bq, l.bias.Effective(w.scalar_type(), w.device()));
         l.layer.module.setattr("bias", bq);
+      } else if (l.trained_bias.defined()) {
+        l.layer.module.setattr("bias", l.trained_bias);
+      } else if (held_[i] == kHeldOther) {
+        l.layer.module.setattr("bias", l.float_bias);
       }
     } else {
       l.layer.module.setattr("weight", w);
-      if (l.bias.quantized()) l.layer.module.setattr("bias", l.float_bias);
+      if (l.bias.quantized() || l.trained_bias.defined() || held_[i] == kHeldOther) {
+        l.layer.module.setattr("bias", l.float_bias);
+      }
     }
-    weights_quantized_[i] = want;
+    held_[i] = want;
   }
+  return OkStatus();
+}
+
+StatusOr<at::Tensor> ScriptQuantizer::ForwardTraining(const std::vector<at::Tensor>& weights,
+                                                      const std::vector<at::Tensor>& biases,
+                                                      const std::vector<at::Tensor>& inputs) {
+  if (weights.size() != layers_.size() || biases.size() != layers_.size()) {
+    return InternalError("ForwardTraining needs a weight and a bias entry per layer");
+  }
+  QD_RETURN_IF_ERROR(UseWeights(false));
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    if (!weights[i].defined() && !biases[i].defined()) continue;
+    if (weights[i].defined()) layers_[i].layer.module.setattr("weight", weights[i]);
+    if (biases[i].defined()) layers_[i].layer.module.setattr("bias", biases[i]);
+    held_[i] = kHeldOther;
+  }
+  mode_ = Mode::kTrain;
+  HookScope scope(this);
+  auto out = model_.Forward(inputs, /*gradients=*/true);
+  if (!scope.status().ok()) return scope.status();
+  return out;
+}
+
+Status ScriptQuantizer::SetTrainedBias(size_t slot, at::Tensor bias) {
+  if (slot >= layers_.size()) return InternalError("no layer " + std::to_string(slot));
+  layers_[slot].trained_bias = std::move(bias);
+  if (slot < held_.size()) held_[slot] = kHeldOther;  // refreshed at the next forward
   return OkStatus();
 }
 
@@ -125,7 +158,7 @@ Status ScriptQuantizer::SetFittedWeight(size_t slot, at::Tensor fake, quant::QPa
       l.weight, quant_modules::ModuleWeight::CreateFitted(
                     l.float_weight, std::move(fake), *WithLayerAxes(l.plan.weight, l.layer.type),
                     std::move(qparams), l.layer.name + " weight"));
-  if (slot < weights_quantized_.size() && weights_quantized_[slot]) {
+  if (slot < held_.size() && held_[slot] == kHeldQuantized) {
     // The module holds the weight this replaced.
     QD_ASSIGN_OR_RETURN(at::Tensor wq,
                         l.weight.Effective(l.float_weight.scalar_type(), l.float_weight.device()));
@@ -158,6 +191,11 @@ StatusOr<at::Tensor> ScriptQuantizer::OnActivation(int64_t slot, HookSide side,
       return x;
     case Mode::kQuantized:
       return q.Apply(x);
+    case Mode::kTrain: {
+      if (!q.enabled()) return x;
+      QD_ASSIGN_OR_RETURN(at::Tensor fq, q.Apply(x.detach()));
+      return x + (fq - x).detach();
+    }
     case Mode::kCollect:
       if (side == HookSide::kInput && static_cast<size_t>(slot) == collect_slot_ &&
           collect_ != nullptr) {

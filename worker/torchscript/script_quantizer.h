@@ -9,7 +9,9 @@
 //  - observe: float as well, and every static quantizer's observer sees
 //    its layer's input / output (calibration sees float activations, as
 //    PyTorch's post-training prepare does);
-//  - quantized: fake-quantized weights and activations.
+//  - quantized: fake-quantized weights and activations;
+//  - train: the weights a trainer passes in, activations fake-quantized
+//    with straight-through gradients (quantization-aware training).
 // Default per-channel and per-group axes follow each layer's layout: a
 // Conv2d weight [out, in / groups, kh, kw] keeps channels on axis 0 and
 // groups along axis 1; a ConvTranspose2d weight [in, out / groups, kh, kw]
@@ -40,11 +42,14 @@ struct QuantizedLayer {
   quant_modules::ModuleWeight bias;
   quant_modules::ActivationQuantizer input;
   quant_modules::ActivationQuantizer output;
+  // A bias quantization-aware training changed (the quantized model's; the
+  // float model keeps float_bias). Undefined otherwise.
+  at::Tensor trained_bias;
 };
 
 class ScriptQuantizer : public HookTable {
  public:
-  enum class Mode { kFloat, kObserve, kQuantized, kCollect };
+  enum class Mode { kFloat, kObserve, kQuantized, kCollect, kTrain };
 
   // INVALID_ARGUMENT naming the layer when a spec does not fit its weight;
   // FAILED_PRECONDITION when the plan quantizes nothing.
@@ -61,6 +66,14 @@ class ScriptQuantizer : public HookTable {
   StatusOr<at::Tensor> ForwardCollecting(size_t slot, size_t quantized_before,
                                          const InputSink& on_input,
                                          const std::vector<at::Tensor>& inputs);
+  // Quantization-aware training: forward with autograd, layer i holding
+  // weights[i] and biases[i] where defined (its float ones elsewhere), and
+  // every activation quantizer applied as x + (q(x) - x).detach().
+  StatusOr<at::Tensor> ForwardTraining(const std::vector<at::Tensor>& weights,
+                                       const std::vector<at::Tensor>& biases,
+                                       const std::vector<at::Tensor>& inputs);
+  // The bias the quantized model uses in layer `slot` (trained).
+  Status SetTrainedBias(size_t slot, at::Tensor bias);
   // Replaces layer `slot`'s fake-quantized weight with one an algorithm
   // fitted (same shape), quantized with `qparams`.
   Status SetFittedWeight(size_t slot, at::Tensor fake, quant::QParams qparams);
@@ -92,7 +105,10 @@ class ScriptQuantizer : public HookTable {
   ScriptModel& model_;
   std::vector<QuantizedLayer> layers_;
   Mode mode_ = Mode::kFloat;
-  std::vector<bool> weights_quantized_;  // what the module holds now
+  // What the module holds now, per layer: kHeldFloat, kHeldQuantized, or
+  // kHeldOther (a trainer's tensors).
+  enum Held : int8_t { kHeldFloat, kHeldQuantized, kHeldOther };
+  std::vector<Held> held_;
   size_t collect_slot_ = 0;
   const InputSink* collect_ = nullptr;
 };

@@ -1,0 +1,237 @@
+#!/usr/bin/python3
+"""Quantization-aware training through the service (quantctl against a live
+quantd; docs/qat.md): at int2 / int3 weights, where rounding to nearest loses
+clearly, QAT on the digits CNN (cross-entropy on its training split, learned
+scales, trained biases, distillation) and on the digits denoiser (MSE on its
+targets) recovers at least half of what rounding lost; a job whose worker is
+killed with SIGKILL mid-training resumes from its checkpoint and ends with
+the same model as an uninterrupted one; bad specs are refused naming every
+field."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import unittest
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "client",
+                                "python", "testing"))
+import live_quantd  # noqa: E402
+
+QUANTCTL = live_quantd.runfile("client/quantctl/quantctl")
+DIGITS = live_quantd.runfile("models/digits_cnn")
+DENOISER = live_quantd.runfile("models/digits_denoiser")
+STORIES = live_quantd.runfile("models/stories260K")
+
+
+def int_weights(bits):
+    return {"global_quant_config": {"weight": {
+        "dtype": bits, "qscheme": "per_channel", "ch_axis": 0, "symmetric": False}}}
+
+
+def worker_pids(server_pid):
+    """The quantd-worker processes quantd --local-workers started."""
+    pids = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+            with open(f"/proc/{entry}/cmdline", "rb") as f:
+                cmd = f.read()
+        except OSError:
+            continue
+        if ppid == server_pid and b"quantd-worker" in cmd:
+            pids.append(int(entry))
+    return pids
+
+
+class QatJobsTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        # Short leases: a killed worker's job is leased again within seconds.
+        cls.q = live_quantd.LiveQuantd(
+            "qat_jobs", local_workers=1,
+            extra_flags=["--lease-duration=3s", "--requeue-backoff=100ms",
+                         "--max-requeue-backoff=400ms"])
+        cls.tmp = live_quantd.temp_dir("qat_jobs_files")
+        cls.results = {}
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.q.stop()
+        for name, line in sorted(cls.results.items()):
+            print(f"{name}: {line}")
+
+    def quantctl(self, *args, check=True):
+        p = subprocess.run([QUANTCTL, "--server", self.q.address, "-o", "json", *args],
+                           capture_output=True, text=True, timeout=900)
+        if check:
+            self.assertEqual(p.returncode, 0, p.stderr + self.q.log()[-3000:])
+        return p
+
+    def submit(self, *args):
+        p = self.quantctl("submit", *args, "--wait", check=False)
+        lines = p.stdout.strip().splitlines()
+        self.assertTrue(lines, p.stderr)
+        job = json.loads(self.quantctl("get", json.loads(lines[0])["job"]).stdout)
+        self.assertEqual(job["state"], "SUCCEEDED", job)
+        return job
+
+    def config(self, name, cfg):
+        path = os.path.join(self.tmp, name + ".json")
+        with open(path, "w") as f:
+            json.dump(cfg, f)
+        return path
+
+    def output(self, name):
+        return os.path.join(self.tmp, name)
+
+    def digits_job(self, name, *qat):
+        return self.submit("--model", f"{DIGITS}/model.pt", "--config",
+                           self.config("int2", int_weights("int2")),
+                           "--eval", f"{DIGITS}/test.safetensors",
+                           "--output", self.output(name), *qat)
+
+    def test_digits_int2_qat_recovers_at_least_half_of_the_accuracy(self):
+        rtn = self.digits_job("rtn")["result"]["metrics"]
+        lost = rtn["floatTop1Accuracy"] - rtn["quantizedTop1Accuracy"]
+        self.assertGreater(lost, 0.01, "int2 rounding should lose clearly")
+        common = ["--qat-steps", "300", "--qat-lr", "1e-3",
+                  "--qat-data", f"{DIGITS}/train.safetensors"]
+        for variant, extra in [("weights", []),
+                               ("learned scales", ["--qat-learn-scales"]),
+                               ("weights and biases", ["--qat-parameters", "weights-and-biases"]),
+                               ("distillation", ["--qat-loss", "distillation"])]:
+            job = self.digits_job(variant.replace(" ", "_"), *common, *extra)
+            m = job["result"]["metrics"]
+            t = m["training"]
+            self.assertEqual(t["steps"], 300)
+            self.assertEqual(t["loss"], "distillation" if "distillation" in variant
+                             else "cross_entropy")
+            self.assertLess(t["finalLoss"], t["firstLoss"], variant)
+            regained = m["quantizedTop1Accuracy"] - rtn["quantizedTop1Accuracy"]
+            self.assertGreaterEqual(regained, 0.5 * lost, (variant, m))
+            if variant == "distillation":
+                # Distillation matches the float model's outputs.
+                self.assertLess(m["outputRelativeMse"], 0.5 * rtn["outputRelativeMse"])
+            self.results[f"digits_cnn int2 QAT ({variant})"] = (
+                f"top-1 {100 * m['floatTop1Accuracy']:.2f}% float,"
+                f" {100 * rtn['quantizedTop1Accuracy']:.2f}% RTN ->"
+                f" {100 * m['quantizedTop1Accuracy']:.2f}% QAT; relative MSE"
+                f" {rtn['outputRelativeMse']:.4g} -> {m['outputRelativeMse']:.4g};"
+                f" loss {t['firstLoss']:.4g} -> {t['finalLoss']:.4g}")
+        # The export holds the trained weights: PyTorch's outputs of it are
+        # what quantd evaluated (torchscript_jobs_test checks the export
+        # format itself).
+        self.assertTrue(os.path.exists(os.path.join(self.output("weights"), "model.pt")))
+
+    def test_denoiser_int3_qat_on_targets(self):
+        common = ["--model", f"{DENOISER}/model.pt", "--config",
+                  self.config("int3", int_weights("int3")),
+                  "--calib", f"{DENOISER}/calibration.safetensors",
+                  "--eval", f"{DENOISER}/test.safetensors"]
+        rtn = self.submit(*common, "--output", self.output("den_rtn"))["result"]["metrics"]
+        job = self.submit(*common, "--output", self.output("den_qat"),
+                          "--qat-steps", "400", "--qat-lr", "1e-3")
+        m = job["result"]["metrics"]
+        self.assertEqual(m["training"]["loss"], "mse")  # the calibration data has targets
+        lost = rtn["quantizedTargetMse"] - rtn["floatTargetMse"]
+        self.assertGreater(lost, 0)
+        regained = rtn["quantizedTargetMse"] - m["quantizedTargetMse"]
+        self.assertGreaterEqual(regained, 0.5 * lost, m)
+        self.results["digits_denoiser int3 QAT (mse on targets)"] = (
+            f"target MSE {m['floatTargetMse']:.4g} float, {rtn['quantizedTargetMse']:.4g} RTN ->"
+            f" {m['quantizedTargetMse']:.4g} QAT")
+
+    def test_resume_after_sigkill_gives_the_uninterrupted_result(self):
+        spec = ["--model", f"{DIGITS}/model.pt", "--config",
+                self.config("int3", int_weights("int3")),
+                "--eval", f"{DIGITS}/test.safetensors",
+                "--qat-steps", "4000", "--qat-lr", "3e-4", "--qat-batch-size", "16",
+                "--qat-data", f"{DIGITS}/train.safetensors", "--qat-learn-scales"]
+        reference = self.submit(*spec, "--output", self.output("uninterrupted"))
+        self.assertEqual(reference["result"]["metrics"]["training"].get("resumedAfterStep", 0), 0)
+
+        # The same job, its worker killed once training is past step 1200
+        # (a checkpoint is written every 200 steps).
+        p = subprocess.Popen([QUANTCTL, "--server", self.q.address, "-o", "json", "submit",
+                              *spec, "--output", self.output("killed"), "--wait"],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        name, killed = None, False
+        for line in p.stdout:
+            event = json.loads(line)
+            name = name or event.get("job")
+            step = event.get("progress", {}).get("training", {}).get("step", 0)
+            if not killed and step >= 1200:
+                pids = worker_pids(self.q.process.pid)
+                self.assertEqual(len(pids), 1, pids)
+                os.kill(pids[0], signal.SIGKILL)
+                killed = True
+        p.wait(timeout=900)
+        self.assertTrue(killed, "training ended before the test saw step 1200")
+        job = json.loads(self.quantctl("get", name).stdout)
+        self.assertEqual(job["state"], "SUCCEEDED", job)
+        self.assertGreaterEqual(job["attempt"], 2)
+        t = job["result"]["metrics"]["training"]
+        self.assertGreaterEqual(t["resumedAfterStep"], 200)
+        self.assertLess(t["resumedAfterStep"], 4000)
+        want = reference["result"]["metrics"]
+        got = job["result"]["metrics"]
+        for key in ("quantizedTop1Accuracy", "outputSqnrDb", "outputRelativeMse"):
+            self.assertEqual(got[key], want[key], key)
+        self.assertEqual(t["finalLoss"], want["training"]["finalLoss"])
+        self.assertEqual(job["result"]["artifacts"][0]["sha256"],
+                         reference["result"]["artifacts"][0]["sha256"])
+        self.results["digits_cnn int3 QAT killed and resumed"] = (
+            f"resumed after step {t['resumedAfterStep']} of 4000 on attempt {job['attempt']};"
+            f" top-1 {100 * got['quantizedTop1Accuracy']:.2f}%, model.pt sha256 equal")
+
+    def test_bad_qat_specs_are_refused_naming_every_field(self):
+        p = self.quantctl("submit", "--model", f"{DIGITS}/model.pt", "--scheme",
+                          "w_int8_per_channel_sym", "--qat-steps", "0", "--qat-lr", "5",
+                          "--qat-batch-size", "0", check=False)
+        self.assertNotEqual(p.returncode, 0)
+        for field in ("spec.qat.steps", "spec.qat.learning_rate", "spec.qat.batch_size",
+                      "spec.qat.dataset_uri"):
+            self.assertIn(field, p.stderr)
+        p = self.quantctl("submit", "--model", f"{DIGITS}/model.pt", "--scheme",
+                          "w_int8_per_channel_sym", "--qat-lr", "1e-3", check=False)
+        self.assertNotEqual(p.returncode, 0)
+        self.assertIn("--qat-steps", p.stderr)
+
+        # Learned scales on MX weights: refused naming the layers.
+        mx = self.config("mx", {"global_quant_config": {"weight": {
+            "dtype": "mxfp4", "qscheme": "per_group", "group_size": 32}}})
+        p = self.quantctl("submit", "--model", f"{DIGITS}/model.pt", "--config", mx,
+                          "--qat-steps", "10", "--qat-learn-scales",
+                          "--qat-data", f"{DIGITS}/train.safetensors", "--wait", check=False)
+        job = json.loads(self.quantctl("get", json.loads(p.stdout.splitlines()[0])["job"]).stdout)
+        self.assertEqual(job["state"], "FAILED")
+        self.assertIn("spec.qat.learn_scales", job["error"]["message"])
+        self.assertIn("features.0", job["error"]["message"])
+
+        # Cross-entropy without labels (the denoiser's data has targets).
+        p = self.quantctl("submit", "--model", f"{DENOISER}/model.pt", "--config",
+                          self.config("int4", int_weights("int4")), "--qat-steps", "10",
+                          "--qat-loss", "cross-entropy",
+                          "--calib", f"{DENOISER}/calibration.safetensors", "--wait", check=False)
+        job = json.loads(self.quantctl("get", json.loads(p.stdout.splitlines()[0])["job"]).stdout)
+        self.assertEqual(job["state"], "FAILED")
+        self.assertIn("spec.qat.loss: cross-entropy needs a `label`", job["error"]["message"])
+
+        # A language model: training one is not implemented, and says so.
+        p = self.quantctl("submit", "--model", STORIES, "--scheme", "w_int8_per_channel_sym",
+                          "--qat-steps", "10", "--qat-data", f"{DIGITS}/train.safetensors",
+                          "--no-eval", "--wait", check=False)
+        job = json.loads(self.quantctl("get", json.loads(p.stdout.splitlines()[0])["job"]).stdout)
+        self.assertEqual(job["state"], "FAILED")
+        self.assertIn("spec.qat: quantization-aware training runs on TorchScript models",
+                      job["error"]["message"])
+
+
+if __name__ == "__main__":
+    unittest.main()
