@@ -172,6 +172,8 @@ class QatJobsTest(unittest.TestCase):
                 os.kill(pids[0], signal.SIGKILL)
                 killed = True
         p.wait(timeout=900)
+        p.stdout.close()
+        p.stderr.close()
         self.assertTrue(killed, "training ended before the test saw step 1200")
         job = json.loads(self.quantctl("get", name).stdout)
         self.assertEqual(job["state"], "SUCCEEDED", job)
