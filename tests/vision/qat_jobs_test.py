@@ -6,7 +6,7 @@ scales, trained biases, distillation) and on the digits denoiser (MSE on its
 targets) recovers at least half of what rounding lost; a job whose worker is
 killed with SIGKILL mid-training resumes from its checkpoint and ends with
 the same model as an uninterrupted one; bad specs are refused naming every
-field."""
+field; a language model trains block by block (stories260K at int3)."""
 
 import json
 import os
@@ -24,6 +24,7 @@ QUANTCTL = live_quantd.runfile("client/quantctl/quantctl")
 DIGITS = live_quantd.runfile("models/digits_cnn")
 DENOISER = live_quantd.runfile("models/digits_denoiser")
 STORIES = live_quantd.runfile("models/stories260K")
+TEXT = live_quantd.runfile("tests/data/tinystories-sample.txt")
 
 
 def int_weights(bits):
@@ -225,14 +226,34 @@ class QatJobsTest(unittest.TestCase):
         self.assertEqual(job["state"], "FAILED")
         self.assertIn("spec.qat.loss: cross-entropy needs a `label`", job["error"]["message"])
 
-        # A language model: training one is not implemented, and says so.
+        # A language model trains on its calibration text against each block's
+        # float outputs: a training dataset or another loss is refused, every
+        # field named.
         p = self.quantctl("submit", "--model", STORIES, "--scheme", "w_int8_per_channel_sym",
                           "--qat-steps", "10", "--qat-data", f"{DIGITS}/train.safetensors",
-                          "--no-eval", "--wait", check=False)
+                          "--qat-loss", "mse", "--no-eval", "--wait", check=False)
         job = json.loads(self.quantctl("get", json.loads(p.stdout.splitlines()[0])["job"]).stdout)
         self.assertEqual(job["state"], "FAILED")
-        self.assertIn("spec.qat: quantization-aware training runs on TorchScript models",
-                      job["error"]["message"])
+        fields = {v["field"] for d in job["error"].get("details", [])
+                  for v in d.get("fieldViolations", [])}
+        self.assertTrue({"spec.qat.dataset_uri", "spec.qat.loss",
+                         "spec.calibration.dataset_uri"} <= fields, job["error"])
+
+    def test_stories260k_int3_block_qat_recovers_at_least_half_of_the_perplexity(self):
+        common = ["--model", STORIES, "--config", self.config("int3", int_weights("int3")),
+                  "--calib", TEXT, "--calib-samples", "32", "--calib-seq-len", "256",
+                  "--eval", TEXT, "--eval-windows", "60"]
+        rtn = self.submit(*common, "--output", self.output("llm_rtn"))["result"]["metrics"]
+        job = self.submit(*common, "--output", self.output("llm_qat"),
+                          "--qat-steps", "60", "--qat-lr", "1e-3", "--qat-batch-size", "8")
+        m = job["result"]["metrics"]
+        f = rtn["floatPerplexity"]["perplexity"]
+        r = rtn["quantizedPerplexity"]["perplexity"]
+        q = m["quantizedPerplexity"]["perplexity"]
+        self.assertGreater(r - f, 1.0, "int3 rounding should lose clearly")
+        self.assertLessEqual(q - f, 0.5 * (r - f), (f, r, q))
+        self.results["stories260K int3 block QAT"] = (
+            f"perplexity {f:.4f} float, {r:.4f} RTN -> {q:.4f} QAT (60 windows)")
 
 
 if __name__ == "__main__":

@@ -68,6 +68,14 @@ struct BlockAlgorithmContext {
   // leaves it to round-to-nearest) and is reported
   // (CalibrationOptions::min_expert_tokens).
   int64_t min_expert_tokens = 0;
+  // The block's float outputs on `inputs` (undefined without calibration
+  // samples): what quantization-aware training fits the block to.
+  at::Tensor float_outputs;
+  // Progress inside the block: `fraction` of its algorithms done, with a
+  // message and, for training, the step. May be empty (tests).
+  std::function<void(double fraction, const std::string& message,
+                     const std::optional<TrainingStepInfo>& step)>
+      progress;
 };
 
 class BlockAlgorithm {

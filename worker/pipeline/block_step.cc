@@ -120,7 +120,8 @@ void BlockStep::ObserveImportance(BlockWork& w, algo::ScopedHooks& hooks) const 
   }
 }
 
-Status BlockStep::RunAlgorithms(BlockWork& w, const at::Tensor& hidden) const {
+Status BlockStep::RunAlgorithms(BlockWork& w, const at::Tensor& hidden,
+                                const AlgorithmProgress& progress) const {
   const int i = w.index;
   auto& block = w.block;
   BlockReport& br = w.report;
@@ -133,6 +134,8 @@ Status BlockStep::RunAlgorithms(BlockWork& w, const at::Tensor& hidden) const {
   };
   BlockAlgorithmContext ctx{model_, *block, hidden, planner, obs_, {}, {}, {}, &w.stages};
   ctx.min_expert_tokens = opt_.calibration.min_expert_tokens;
+  ctx.float_outputs = w.float_out;
+  ctx.progress = progress;
   if (recipe_) {
     ctx.ggml_type = [this](const std::string& module) -> std::optional<gguf::GgmlType> {
       const gguf::RecipeTensorPlan* p = recipe_->PlanOf(module + ".weight");

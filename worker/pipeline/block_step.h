@@ -27,8 +27,10 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "worker/algo/block_hooks.h"
@@ -116,7 +118,11 @@ class BlockStep {
   BlockWork Begin(int index, int n) const;
   Status Transform(BlockWork& w) const;
   Status FloatForward(BlockWork& w, const at::Tensor& hidden) const;
-  Status RunAlgorithms(BlockWork& w, const at::Tensor& hidden) const;
+  // `progress` (may be empty) gets the algorithms' progress inside the block.
+  using AlgorithmProgress =
+      std::function<void(double, const std::string&, const std::optional<TrainingStepInfo>&)>;
+  Status RunAlgorithms(BlockWork& w, const at::Tensor& hidden,
+                       const AlgorithmProgress& progress = {}) const;
   Status RoundWeights(BlockWork& w) const;
   Status QuantizedForward(BlockWork& w, at::Tensor& hidden) const;
   Status Persist(BlockWork& w) const;

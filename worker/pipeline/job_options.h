@@ -25,6 +25,7 @@
 #include "worker/pipeline/block_algorithm.h"
 #include "worker/pipeline/job_observer.h"
 #include "worker/pipeline/layer_plan.h"
+#include "worker/qat/qat_options.h"
 
 namespace quantd::pipeline {
 
@@ -117,19 +118,8 @@ struct TensorModelOptions {
   std::optional<int> calibration_samples;
 };
 
-// Quantization-aware training (spec.qat; worker/torchscript/script_qat.h).
-struct QatOptions {
-  enum class Loss { kAuto, kCrossEntropy, kMse, kDistillation };
-  int steps = 0;
-  double learning_rate = 1e-4;
-  int batch_size = 32;
-  // The training tensor dataset; empty: the calibration dataset.
-  std::string dataset_path;
-  Loss loss = Loss::kAuto;
-  bool train_biases = false;
-  bool learn_scales = false;
-  uint64_t seed = 0;
-};
+// Quantization-aware training (spec.qat; docs/qat.md).
+using QatOptions = qat::QatOptions;
 
 struct JobOptions {
   std::string model_dir;

@@ -533,7 +533,11 @@ class QuantizationJob {
       w.stages.Mark("load");
       QD_RETURN_IF_ERROR(step.Transform(w));
       QD_RETURN_IF_ERROR(step.FloatForward(w, hidden));
-      QD_RETURN_IF_ERROR(step.RunAlgorithms(w, hidden));
+      QD_RETURN_IF_ERROR(step.RunAlgorithms(
+          w, hidden,
+          [&](double f, const std::string& message, const std::optional<TrainingStepInfo>& t) {
+            progress_.Report(stage, (i + std::clamp(f, 0.0, 1.0)) / n, i + 1, n, message, t);
+          }));
       QD_RETURN_IF_ERROR(step.RoundWeights(w));
       bytes_delta_ += w.bytes_delta;
       QD_RETURN_IF_ERROR(step.QuantizedForward(w, hidden));

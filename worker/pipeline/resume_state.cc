@@ -123,6 +123,12 @@ std::string ResumeFingerprint(const JobOptions& o) {
   for (const auto& f : o.evaluation.dataset_files) s << "evaluation file " << f << "\n";
   for (const auto& a : o.block_algorithms) s << a->name() << ",";
   s << "\n" << (o.model_transform ? "transform" : "");
+  // Only when set, so that earlier jobs' fingerprints hold.
+  if (o.qat) {
+    s << "\nqat " << o.qat->steps << "|" << o.qat->learning_rate << "|" << o.qat->batch_size << "|"
+      << o.qat->dataset_path << "|" << static_cast<int>(o.qat->loss) << "|" << o.qat->train_biases
+      << "|" << o.qat->learn_scales << "|" << o.qat->seed;
+  }
   return Sha256Hex(s.str());
 }
 

@@ -11,6 +11,7 @@
 #include <map>
 #include <tuple>
 
+#include "worker/algo/block_qat.h"
 #include "worker/algo/registry.h"
 #include "worker/common/cancellation.h"
 #include "worker/export/artifact.h"
@@ -117,6 +118,41 @@ StatusOr<io::ResolvedUri> PipelineExecutor::Resolve(const std::string& field,
   if (!r.ok()) return Status(r.status()).Prepend(field + " " + io::QuoteUri(uri) + ": ");
   return *std::move(r);
 }
+
+namespace {
+
+// The spec.qat settings a language model cannot take, every one named.
+Status LanguageModelQatCheck(const pipeline::JobOptions& o) {
+  std::vector<FieldViolation> bad;
+  const pipeline::QatOptions& q = *o.qat;
+  if (!q.dataset_path.empty()) {
+    bad.push_back({"spec.qat.dataset_uri",
+                   "a language model trains on its calibration samples "
+                   "(spec.calibration.dataset_uri)"});
+  }
+  if (q.loss != pipeline::QatOptions::Loss::kAuto &&
+      q.loss != pipeline::QatOptions::Loss::kDistillation) {
+    bad.push_back({"spec.qat.loss",
+                   "a language model trains each decoder block against its float outputs "
+                   "(distillation)"});
+  }
+  if (o.calibration.dataset_path.empty()) {
+    bad.push_back({"spec.calibration.dataset_uri",
+                   "quantization-aware training of a language model needs calibration text"});
+  }
+  for (const auto& a : o.block_algorithms) {
+    if (std::string(a->name()) == "gptq") {
+      bad.push_back({"spec.qat", "trains the weights GPTQ would fit: choose one of gptq and qat"});
+    }
+  }
+  if (bad.empty()) return OkStatus();
+  Status s(StatusCode::kInvalidArgument, bad.front().field + ": " + bad.front().description,
+           "INVALID_QAT");
+  for (const auto& v : bad) s.AddViolation(v.field, v.description);
+  return s;
+}
+
+}  // namespace
 
 StatusOr<pipeline::JobOptions> PipelineExecutor::BuildOptions(const quantd::v1::Job& job) const {
   QD_ASSIGN_OR_RETURN(job_spec::ResolvedJob resolved, job_spec::ResolveJob(job.spec()));
@@ -445,12 +481,13 @@ ExecutionOutcome PipelineExecutor::Execute(const quantd::v1::Job& job,
         "no evaluation dataset (spec.evaluation.dataset_uri): perplexity is not measured");
   const bool script = torchscript::IsScriptModelPath(options->model_dir);
   if (!script && options->qat) {
-    out.status = Status(StatusCode::kUnimplemented,
-                        "spec.qat: quantization-aware training runs on TorchScript models; "
-                        "training a language model is not implemented yet",
-                        "QAT_UNSUPPORTED_MODEL")
-                     .AddViolation("spec.qat", "set for a model that is not a TorchScript module");
-    return out;
+    // A language model trains block by block on its calibration samples.
+    Status refused = LanguageModelQatCheck(*options);
+    if (!refused.ok()) {
+      out.status = refused;
+      return out;
+    }
+    options->block_algorithms.push_back(std::make_shared<algo::BlockQat>(*options->qat));
   }
   if (!script && options->tensor_model.fold_batchnorm) {
     forwarder.OnLog(pipeline::LogLevel::kWarning,

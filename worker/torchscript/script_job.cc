@@ -289,11 +289,7 @@ class ScriptJob {
     ScriptQatOptions o;
     o.qat = qat;
     o.checkpoint_dir = opt_.scratch_dir;
-    o.fingerprint = pipeline::ResumeFingerprint(opt_) + "|qat " + std::to_string(qat.steps) + " " +
-                    std::to_string(qat.learning_rate) + " " + std::to_string(qat.batch_size) + " " +
-                    qat.dataset_path + " " + std::to_string(static_cast<int>(qat.loss)) + " " +
-                    std::to_string(qat.train_biases) + " " + std::to_string(qat.learn_scales) +
-                    " " + std::to_string(qat.seed);
+    o.fingerprint = pipeline::ResumeFingerprint(opt_);  // spec.qat included
     o.log = [this](LogLevel level, const std::string& msg) { Log(level, msg); };
     o.on_step = [this](const pipeline::TrainingStepInfo& s) {
       char msg[128];

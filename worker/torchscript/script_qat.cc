@@ -17,8 +17,8 @@
 #include "worker/common/cancellation.h"
 #include "worker/io/safetensors/safetensors_source.h"
 #include "worker/io/safetensors/tensor_io.h"
-#include "worker/quant/fake_quant.h"
-#include "worker/quant/qparams.h"
+#include "worker/qat/adam.h"
+#include "worker/qat/trainable_weight.h"
 #include "worker/quant/spec.h"
 
 namespace quantd::torchscript {
@@ -30,8 +30,6 @@ using Clock = std::chrono::steady_clock;
 
 constexpr char kCheckpointFile[] = "qat_checkpoint.safetensors";
 constexpr char kCheckpointVersion[] = "1";
-// The smallest scale quantd's observers produce (qparams.h).
-constexpr double kMinScale = 1.1920928955078125e-07;  // 2^-23
 // Checkpoints: at most this many per run (a resumed job redoes at most
 // 1 / kCheckpoints of the steps), and no more often than kCostShare of the
 // time goes to them.
@@ -56,106 +54,8 @@ double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).coun
 // One quantized layer's training state.
 struct TrainedLayer {
   size_t slot = 0;
-  std::string name;
-  quant::QuantSpec spec;
-  quant::QParams qparams;  // the observer's; with learned scales, where they start
-  at::Tensor weight;       // latent weight (requires grad)
-  at::Tensor scale;        // learned scale (requires grad), or undefined
-  at::Tensor zero_point;   // as float, for the learned-scale forward
-  int64_t axis = 0;        // the scale's axis (per channel)
-  double grad_scale = 1;   // LSQ's gradient scale
-  float qmin = 0;
-  float qmax = 0;
+  qat::TrainableWeight weight;
   at::Tensor bias;  // trained bias, or undefined
-};
-
-// A per-channel parameter shaped to broadcast along `axis` of a
-// `dim`-dimensional weight; a per-tensor one as it is.
-at::Tensor AlongAxis(const at::Tensor& p, int64_t dim, int64_t axis) {
-  if (p.dim() == 0) return p;
-  std::vector<int64_t> shape(dim, 1);
-  shape[axis] = p.numel();
-  return p.reshape(shape);
-}
-
-// LSQ: (clamp(round(w / s + z), qmin, qmax) - z) * s, rounding with a
-// straight-through gradient, the scale's gradient multiplied by grad_scale.
-at::Tensor LearnedScaleFakeQuant(const TrainedLayer& t) {
-  const int64_t dim = t.weight.dim();
-  at::Tensor s = AlongAxis(t.scale.clamp_min(kMinScale), dim, t.axis);
-  s = s * t.grad_scale + (s - s * t.grad_scale).detach();
-  const at::Tensor z = AlongAxis(t.zero_point, dim, t.axis);
-  const at::Tensor v = t.weight / s + z;
-  const at::Tensor r = v + (v.round() - v).detach();
-  return (r.clamp(t.qmin, t.qmax) - z) * s;
-}
-
-// The weight the training forward uses: the fake-quantized latent weight,
-// with the straight-through gradient.
-StatusOr<at::Tensor> TrainingWeight(const TrainedLayer& t) {
-  if (t.scale.defined()) return LearnedScaleFakeQuant(t);
-  QD_ASSIGN_OR_RETURN(at::Tensor fq, quant::FakeQuantize(t.weight.detach(), t.spec, t.qparams));
-  return t.weight + (fq - t.weight).detach();
-}
-
-// The parameters the trained weight is quantized with at the end.
-quant::QParams FinalQParams(const TrainedLayer& t) {
-  if (!t.scale.defined()) return t.qparams;
-  quant::QParams qp = t.qparams;
-  at::Tensor s = t.scale.detach().clamp_min(kMinScale).to(at::kFloat).contiguous().clone();
-  const quant::ScaleRounding r = quant::ScaleRoundingFor(t.spec, t.weight.scalar_type());
-  if (r != quant::ScaleRounding::kNone) {
-    float* p = s.data_ptr<float>();
-    for (int64_t i = 0; i < s.numel(); ++i) p[i] = quant::RoundScale(p[i], r);
-  }
-  qp.scale = s.reshape(t.qparams.scale.sizes());
-  return qp;
-}
-
-// Adam (Kingma & Ba; PyTorch's defaults: betas 0.9 / 0.999, eps 1e-8, no
-// weight decay), its state kept where a checkpoint can save it.
-class Adam {
- public:
-  static constexpr double kBeta1 = 0.9;
-  static constexpr double kBeta2 = 0.999;
-  static constexpr double kEps = 1e-8;
-
-  explicit Adam(std::vector<at::Tensor> params) : params_(std::move(params)) {
-    for (const at::Tensor& p : params_) {
-      m_.push_back(at::zeros_like(p).detach());
-      v_.push_back(at::zeros_like(p).detach());
-    }
-  }
-  void ZeroGrad() {
-    for (at::Tensor& p : params_) {
-      if (p.grad().defined()) p.mutable_grad() = at::Tensor();
-    }
-  }
-  void Step(double lr) {
-    torch::NoGradGuard no_grad;
-    ++steps_;
-    const double c1 = 1 - std::pow(kBeta1, steps_);
-    const double c2 = 1 - std::pow(kBeta2, steps_);
-    for (size_t i = 0; i < params_.size(); ++i) {
-      const at::Tensor g = params_[i].grad();
-      if (!g.defined()) continue;
-      m_[i].mul_(kBeta1).add_(g, 1 - kBeta1);
-      v_[i].mul_(kBeta2).addcmul_(g, g, 1 - kBeta2);
-      const at::Tensor denom = (v_[i].sqrt() / std::sqrt(c2)).add_(kEps);
-      params_[i].addcdiv_(m_[i], denom, -lr / c1);
-    }
-  }
-  int64_t steps() const { return steps_; }
-  std::vector<at::Tensor>& params() { return params_; }
-  std::vector<at::Tensor>& m() { return m_; }
-  std::vector<at::Tensor>& v() { return v_; }
-  void set_steps(int64_t s) { steps_ = s; }
-
- private:
-  std::vector<at::Tensor> params_;
-  std::vector<at::Tensor> m_;
-  std::vector<at::Tensor> v_;
-  int64_t steps_ = 0;
 };
 
 Status QatError(StatusCode code, const std::string& field, const std::string& why) {
@@ -185,7 +85,7 @@ class Trainer {
       if (StopRequested()) return CancelledStatus("training");
       const int64_t t = step - 1;
       const at::Tensor idx = BatchIndices(t / per_epoch, t % per_epoch, batch, n);
-      const double lr = LearningRate(step);
+      const double lr = qat::CosineLearningRate(qat_.learning_rate, step, qat_.steps);
       QD_ASSIGN_OR_RETURN(double loss, Step(idx, lr));
       losses_.push_back(loss);
       if (o_.on_step) o_.on_step({step, qat_.steps, loss, lr});
@@ -247,33 +147,14 @@ class Trainer {
     for (size_t i = 0; i < layers.size(); ++i) {
       const QuantizedLayer& l = layers[i];
       if (!l.plan.weight) continue;
-      TrainedLayer t;
-      t.slot = i;
-      t.name = l.layer.name;
-      t.spec = *WithLayerAxes(l.plan.weight, l.layer.type);
-      t.qparams = l.weight.qparams();
-      t.weight = l.float_weight.detach().clone().set_requires_grad(true);
-      if (qat_.learn_scales) {
-        const bool int_type = quant::IsIntType(t.spec.dtype);
-        const bool granular = t.spec.qscheme == quant::QScheme::kPerTensor ||
-                              t.spec.qscheme == quant::QScheme::kPerChannel;
-        if (!int_type || !granular || !t.qparams.scale.defined()) {
-          refused.push_back(t.name + " (" + quant::DescribeSpec(t.spec) + ")");
-          continue;
-        }
-        const quant::IntQParamConsts c = quant::IntConstsFor(t.spec, t.weight.scalar_type());
-        t.qmin = c.qmin;
-        t.qmax = c.qmax;
-        const int64_t dim = t.weight.dim();
-        int64_t axis = t.spec.ch_axis.value_or(0);
-        if (axis < 0) axis += dim;
-        t.axis = axis;
-        t.scale = t.qparams.scale.detach().to(at::kFloat).clone().set_requires_grad(true);
-        t.zero_point = t.qparams.zero_point.defined() ? t.qparams.zero_point.to(at::kFloat)
-                                                      : at::zeros_like(t.scale).detach();
-        const double per_scale = static_cast<double>(t.weight.numel()) / t.scale.numel();
-        t.grad_scale = 1.0 / std::sqrt(per_scale * std::max(1.0f, c.qmax));
+      const quant::QuantSpec spec = *WithLayerAxes(l.plan.weight, l.layer.type);
+      auto w = qat::TrainableWeight::Create(l.float_weight, spec, l.weight.qparams(),
+                                            qat_.learn_scales, l.layer.name);
+      if (!w.ok()) {
+        refused.push_back(l.layer.name + " (" + quant::DescribeSpec(spec) + ")");
+        continue;
       }
+      TrainedLayer t{i, *std::move(w), at::Tensor()};
       const bool float_bias = l.float_bias.isTensor() && !l.bias.quantized();
       if (qat_.train_biases && float_bias) {
         t.bias = l.float_bias.toTensor().detach().clone().set_requires_grad(true);
@@ -296,17 +177,10 @@ class Trainer {
   void MakeOptimizer() {
     std::vector<at::Tensor> params;
     for (const TrainedLayer& t : layers_) {
-      params.push_back(t.weight);
+      for (const at::Tensor& p : t.weight.Parameters()) params.push_back(p);
       if (t.bias.defined()) params.push_back(t.bias);
-      if (t.scale.defined()) params.push_back(t.scale);
     }
-    adam_ = std::make_unique<Adam>(std::move(params));
-  }
-
-  // Cosine decay from learning_rate (step 1) towards 0.
-  double LearningRate(int step) const {
-    const double progress = static_cast<double>(step - 1) / qat_.steps;
-    return qat_.learning_rate * 0.5 * (1 + std::cos(M_PI * progress));
+    adam_ = std::make_unique<qat::Adam>(std::move(params));
   }
 
   // Batch `k` of epoch `epoch`: each epoch draws every sample once, in an
@@ -332,7 +206,7 @@ class Trainer {
     std::vector<at::Tensor> weights(q_.layers().size());
     std::vector<at::Tensor> biases(q_.layers().size());
     for (const TrainedLayer& t : layers_) {
-      QD_ASSIGN_OR_RETURN(weights[t.slot], TrainingWeight(t));
+      QD_ASSIGN_OR_RETURN(weights[t.slot], t.weight.Forward());
       biases[t.slot] = t.bias;
     }
     QD_ASSIGN_OR_RETURN(at::Tensor out, q_.ForwardTraining(weights, biases, inputs));
@@ -470,10 +344,8 @@ class Trainer {
   // The trained weights (and biases) into the quantizer.
   Status Install() {
     for (const TrainedLayer& t : layers_) {
-      const quant::QParams qp = FinalQParams(t);
-      const at::Tensor w = t.weight.detach();
-      QD_ASSIGN_OR_RETURN(at::Tensor fake, quant::FakeQuantize(w, t.spec, qp));
-      QD_RETURN_IF_ERROR(q_.SetFittedWeight(t.slot, fake, qp));
+      QD_ASSIGN_OR_RETURN(at::Tensor fake, t.weight.Final());
+      QD_RETURN_IF_ERROR(q_.SetFittedWeight(t.slot, fake, t.weight.FinalQParams()));
       if (t.bias.defined()) QD_RETURN_IF_ERROR(q_.SetTrainedBias(t.slot, t.bias.detach()));
     }
     return OkStatus();
@@ -485,7 +357,7 @@ class Trainer {
   const pipeline::QatOptions& qat_;
   Loss loss_ = Loss::kAuto;
   std::vector<TrainedLayer> layers_;
-  std::unique_ptr<Adam> adam_;
+  std::unique_ptr<qat::Adam> adam_;
   std::vector<double> losses_;
   int start_ = 0;
 };

@@ -2,21 +2,17 @@
 // docs/qat.md).
 //
 // After calibration, every quantized layer's weight trains through its fake
-// quantizer: the forward uses q(W) (quantd's own arithmetic, the values the
-// job evaluates and exports), the backward the straight-through estimator
-// dL/dW = dL/dq(W). With learn_scales, integer per-tensor / per-channel
-// weight scales train too, as LSQ does (learned step size: round with a
-// straight-through gradient, clip, the scale's gradient scaled by
-// 1 / sqrt(elements per scale * qmax)). Activation quantizers keep their
-// calibrated (or dynamic) parameters and pass gradients straight through.
-// Adam, learning rate decaying along a cosine from learning_rate to 0;
-// batches drawn without replacement per epoch in an order fixed by the seed.
+// quantizer (qat::TrainableWeight: straight-through gradients, LSQ scales
+// when asked) with qat::Adam and a cosine learning rate; activation
+// quantizers keep their calibrated (or dynamic) parameters and pass
+// gradients straight through. Batches are drawn without replacement per
+// epoch in an order fixed by the seed.
 //
-// Every `checkpoint_seconds` (and after the last step) the latent weights,
-// scales, biases, Adam's state and the losses so far go to one file in the
-// scratch directory (written aside, then renamed); a later attempt of the
-// same job continues after that step and ends with the same weights as an
-// attempt that was never interrupted.
+// Every steps / 20 steps (when that costs under a tenth of the time), and
+// after the last, the latent weights, scales, biases, Adam's state and the
+// losses so far go to one file in the scratch directory (written aside,
+// then renamed); a later attempt of the same job continues after that step
+// and ends with the same weights as an attempt that was never interrupted.
 //
 // At the end each layer gets its trained fake-quantized weight and its
 // parameters (ScriptQuantizer::SetFittedWeight) and, when biases trained,
@@ -41,7 +37,6 @@ struct ScriptQatOptions {
   // with another fingerprint is ignored.
   std::string checkpoint_dir;
   std::string fingerprint;
-  double checkpoint_seconds = 10;
   std::function<void(const pipeline::TrainingStepInfo&)> on_step;
   std::function<void(pipeline::LogLevel, const std::string&)> log;
 };
