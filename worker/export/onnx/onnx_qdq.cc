@@ -12,6 +12,7 @@
 #include "worker/export/export_support.h"
 #include "worker/export/hf/hf_files.h"
 #include "worker/export/onnx/onnx_proto.h"
+#include "worker/export/onnx/onnx_qdq_nodes.h"
 #include "worker/models/layer_shapes.h"
 #include "worker/models/transformer_ops.h"
 #include "worker/quant/fake_quant.h"
@@ -28,51 +29,15 @@ using quant::QuantSpec;
 
 namespace {
 
-std::string Raw(const at::Tensor& t) {
-  at::Tensor c = t.contiguous();
-  return std::string(static_cast<const char*>(c.data_ptr()),
-                     static_cast<size_t>(c.numel()) * c.element_size());
-}
+using onnx::AddActivationQdq;
+using onnx::AddDequantizedWeight;
+using onnx::CodeType;
+using onnx::Is4Bit;
+using onnx::RawNibbles;
 
-// 4-bit codes two per byte, the first element in the low nibble (ONNX INT4 /
-// UINT4 raw_data).
-std::string RawNibbles(const at::Tensor& codes) {
-  at::Tensor c = codes.to(at::kInt).contiguous().reshape({-1});
-  const int32_t* p = c.data_ptr<int32_t>();
-  std::string out((c.numel() + 1) / 2, '\0');
-  for (int64_t i = 0; i < c.numel(); ++i) {
-    const uint8_t v = static_cast<uint8_t>(p[i] & 0x0F);
-    out[i / 2] = static_cast<char>(static_cast<uint8_t>(out[i / 2]) | (i % 2 ? v << 4 : v));
-  }
-  return out;
-}
+std::string Raw(const at::Tensor& t) { return onnx::RawBytes(t); }
 
 std::vector<int64_t> Dims(const at::Tensor& t) { return t.sizes().vec(); }
-
-DataType CodeType(const QuantSpec& s) {
-  switch (s.dtype) {
-    case quant::DataType::kInt8:
-      return DataType::kInt8;
-    case quant::DataType::kUInt8:
-      return DataType::kUint8;
-    case quant::DataType::kInt4:
-      return DataType::kInt4;
-    case quant::DataType::kUInt4:
-      return DataType::kUint4;
-    case quant::DataType::kFp8E5M2:
-      return DataType::kFloat8E5M2;
-    case quant::DataType::kFloat16:
-      return DataType::kFloat16;
-    case quant::DataType::kBFloat16:
-      return DataType::kBfloat16;
-    default:
-      return DataType::kFloat8E4M3FN;
-  }
-}
-
-bool Is4Bit(const QuantSpec& s) {
-  return quant::IsIntType(s.dtype) && quant::BitWidth(s.dtype) == 4;
-}
 
 // Weights written as onnxruntime's MatMulNBits (com.microsoft): 4-bit codes
 // in blocks along the input axis whose size MatMulNBits takes (a power of
@@ -272,43 +237,12 @@ class LlamaGraph {
   }
 
   // x -> QuantizeLinear -> DequantizeLinear with a static per-tensor
-  // quantizer. An FP8 one is written as x / scale -> Cast to FP8
-  // (saturating, round half to even, as QuantizeLinear) -> Cast back ->
-  // * scale: onnxruntime's extended level fuses DequantizeLinear -> MatMul
-  // (-> QuantizeLinear) into MatMulIntegerToFloat or QLinearMatMul, which
-  // have no FP8 type, and then refuses the model (onnxruntime 1.30.0).
+  // quantizer; FP8 as a Cast pair (onnx_qdq_nodes.h says why).
   StatusOr<std::string> Qdq(const std::string& prefix, const ActivationQuantizer& a,
                             const std::string& x) {
-    if (!a.static_qparams || !a.static_qparams->scale.defined())
+    if (!a.static_qparams)
       return InternalError(prefix + ": a static activation quantizer has no calibrated scale");
-    const std::string scale =
-        g_.AddInitializer(prefix + "_scale", DataType::kFloat, {},
-                          Raw(a.static_qparams->scale.to(at::kFloat).reshape({})));
-    if (quant::IsFp8Type(a.spec.dtype)) {
-      const std::string scaled = g_.Op("Div", prefix + "/Div", {x, scale});
-      const std::string codes = g_.Op("Cast", prefix + "/QuantizeCast", {scaled},
-                                      {Attribute{"to", static_cast<int64_t>(CodeType(a.spec))},
-                                       Attribute{"saturate", int64_t{1}}});
-      const std::string back = g_.Op("Cast", prefix + "/DequantizeCast", {codes},
-                                     {Attribute{"to", static_cast<int64_t>(DataType::kFloat)}});
-      return g_.Op("Mul", prefix + "/DequantizeMul", {back, scale});
-    }
-    std::string zp;
-    if (quant::IsIntType(a.spec.dtype)) {
-      at::Tensor z = a.static_qparams->zero_point.defined()
-                         ? a.static_qparams->zero_point.reshape({})
-                         : at::zeros({}, at::kInt);
-      if (Is4Bit(a.spec)) {
-        zp = g_.AddInitializer(prefix + "_zero_point", CodeType(a.spec), {}, RawNibbles(z));
-      } else {
-        zp = g_.AddInitializer(prefix + "_zero_point", CodeType(a.spec), {},
-                               Raw(z.to(quant::IsSignedInt(a.spec.dtype) ? at::kChar : at::kByte)));
-      }
-    } else {
-      zp = g_.AddInitializer(prefix + "_zero_point", CodeType(a.spec), {}, std::string(1, '\0'));
-    }
-    const std::string q = g_.Op("QuantizeLinear", prefix + "/QuantizeLinear", {x, scale, zp});
-    return g_.Op("DequantizeLinear", prefix + "/DequantizeLinear", {q, scale, zp});
+    return AddActivationQdq(g_, prefix, a.spec, *a.static_qparams, x);
   }
 
   // The codes and parameters of `module`'s quantized weight, [out, in].
@@ -335,31 +269,14 @@ class LlamaGraph {
       const std::string w = g_.AddInitializer(name, CodeType(s), Dims(wt), Raw(wt));
       return g_.Op("Cast", p + "/Cast", {w}, {Attribute{"to", int64_t{1}}});
     }
-    at::Tensor codes = q.codes.t().contiguous();  // [in, out]
-    const std::string w = g_.AddInitializer(name, CodeType(s), Dims(codes),
-                                            Is4Bit(s) ? RawNibbles(codes) : Raw(codes));
-    at::Tensor scale = q.qparams.scale.to(at::kFloat);
+    at::Tensor scale = q.qparams.scale;
     at::Tensor zp = q.qparams.zero_point;
-    std::vector<Attribute> attrs;
-    if (s.qscheme == QScheme::kPerChannel) {
-      attrs.push_back({"axis", int64_t{1}});
-    } else if (s.qscheme == QScheme::kPerGroup) {
+    if (s.qscheme == QScheme::kPerGroup) {
       scale = scale.t();  // [in / gs, out]
       if (zp.defined()) zp = zp.t();
-      attrs.push_back({"axis", int64_t{0}});
-      attrs.push_back({"block_size", static_cast<int64_t>(quant::EffectiveGroupSize(s))});
     }
-    scale = scale.contiguous();
-    std::vector<std::string> inputs = {
-        w, g_.AddInitializer(name + "_scale", DataType::kFloat, Dims(scale), Raw(scale))};
-    if (quant::IsIntType(s.dtype)) {
-      at::Tensor z = (zp.defined() ? zp : at::zeros(scale.sizes(), at::kInt)).contiguous();
-      inputs.push_back(g_.AddInitializer(
-          name + "_zero_point", CodeType(s), Dims(z),
-          Is4Bit(s) ? RawNibbles(z)
-                    : Raw(z.to(quant::IsSignedInt(s.dtype) ? at::kChar : at::kByte))));
-    }
-    return g_.Op("DequantizeLinear", p + "/DequantizeLinear", inputs, attrs);
+    const int64_t axis = s.qscheme == QScheme::kPerGroup ? 0 : 1;
+    return AddDequantizedWeight(g_, name, p, s, q.codes.t().contiguous(), scale, zp, axis);
   }
 
   StatusOr<std::string> Linear(const std::string& module, const std::string& x, bool has_bias) {
