@@ -19,6 +19,7 @@
 #include "worker/torchscript/script_export.h"
 #include "worker/torchscript/script_gptq.h"
 #include "worker/torchscript/script_model.h"
+#include "worker/torchscript/script_onnx_export.h"
 #include "worker/torchscript/script_qat.h"
 #include "worker/torchscript/script_quantizer.h"
 #include "worker/torchscript/tensor_dataset.h"
@@ -135,8 +136,8 @@ class ScriptJob {
     return s;
   }
 
-  // A TorchScript model exports as TorchScript; the Hugging Face, GGUF and
-  // ONNX exporters take the decoder LLMs.
+  // A TorchScript model exports as TorchScript or ONNX (script_onnx_export.h);
+  // the Hugging Face and GGUF exporters take the decoder LLMs.
   Status CheckFormats() {
     const auto& ex = opt_.export_options;
     if (!ex.formats_given) {
@@ -146,11 +147,14 @@ class ScriptJob {
     std::vector<FieldViolation> bad;
     std::string first;
     for (size_t i = 0; i < ex.formats.size(); ++i) {
-      if (ex.formats[i] == exporter::ExportFormat::kTorchScript) continue;
+      if (ex.formats[i] == exporter::ExportFormat::kTorchScript ||
+          ex.formats[i] == exporter::ExportFormat::kOnnxQdq) {
+        continue;
+      }
       const std::string field = "spec.export.formats[" + std::to_string(i) + "]";
       const std::string why = std::string(exporter::ExportFormatName(ex.formats[i])) +
                               " is a language-model format; a TorchScript model exports "
-                              "torchscript";
+                              "torchscript or onnx";
       bad.push_back({field, why});
       if (first.empty()) first = field + ": " + why;
     }
@@ -195,6 +199,7 @@ class ScriptJob {
   // activation quantizers. A job that named no format is still evaluated
   // without it.
   Status CheckExportable() {
+    QD_RETURN_IF_ERROR(CheckOnnxExportable());
     Status held = CheckScriptExport(*quantizer_);
     if (held.ok()) return OkStatus();
     if (!opt_.export_options.formats_given) {
@@ -210,6 +215,47 @@ class ScriptJob {
       return s;
     }
     return OkStatus();
+  }
+
+  // Before calibrating: the onnx export must express the activation
+  // quantizers and every operator forward runs on a batch of the data.
+  Status CheckOnnxExportable() {
+    for (size_t i = 0; i < formats_.size(); ++i) {
+      if (formats_[i] != exporter::ExportFormat::kOnnxQdq) continue;
+      Status held = CheckScriptOnnxQuantizers(*quantizer_);
+      if (held.ok()) {
+        QD_ASSIGN_OR_RETURN(std::vector<at::Tensor> example, ExampleInputs());
+        held = CheckScriptOnnxGraph(*quantizer_, example);
+      }
+      if (held.ok()) return OkStatus();
+      const std::string field = "spec.export.formats[" + std::to_string(i) + "]";
+      Status s(held.code(), field + ": " + held.message(), "EXPORT_FORMAT_UNSUPPORTED");
+      for (const auto& v : held.violations()) s.AddViolation(v.field, v.description);
+      return s;
+    }
+    return OkStatus();
+  }
+
+  // Two samples of the calibration data, else of the evaluation data: the
+  // onnx export walks forward on them.
+  StatusOr<std::vector<at::Tensor>> ExampleInputs() {
+    if (!example_.empty()) return example_;
+    const TensorDataset* data = nullptr;
+    std::optional<TensorDataset> eval;
+    if (!opt_.calibration.dataset_path.empty()) {
+      QD_ASSIGN_OR_RETURN(data, CalibrationData("the onnx export"));
+    } else if (!opt_.evaluation.dataset_path.empty()) {
+      QD_ASSIGN_OR_RETURN(eval,
+                          LoadData("spec.evaluation.dataset_uri", opt_.evaluation.dataset_path));
+      data = &*eval;
+    } else {
+      return Status(StatusCode::kFailedPrecondition,
+                    "onnx: the export runs forward on a batch of the job's data: give a "
+                    "calibration or evaluation dataset",
+                    "CALIBRATION_REQUIRED");
+    }
+    example_ = data->Batch(0, std::min<int64_t>(2, data->size()));
+    return example_;
   }
 
   StatusOr<TensorDataset> LoadData(const std::string& field, const std::string& path) {
@@ -392,11 +438,23 @@ class ScriptJob {
   }
 
   Status Export() {
+    // onnx first: the torchscript export rewrites the module's hooks.
+    std::vector<size_t> order;
     for (size_t i = 0; i < formats_.size(); ++i) {
+      if (formats_[i] == exporter::ExportFormat::kOnnxQdq) order.push_back(i);
+    }
+    for (size_t i = 0; i < formats_.size(); ++i) {
+      if (formats_[i] != exporter::ExportFormat::kOnnxQdq) order.push_back(i);
+    }
+    for (size_t i : order) {
       if (obs_.CancelRequested()) return CancelledStatus("exporting");
       std::string dir = opt_.export_options.output_dir;
       if (formats_.size() > 1) {
         dir = (fs::path(dir) / exporter::ExportFormatName(formats_[i])).string();
+      }
+      if (formats_[i] == exporter::ExportFormat::kOnnxQdq) {
+        QD_RETURN_IF_ERROR(ExportOnnx(i, dir));
+        continue;
       }
       ScriptExportOptions eo;
       eo.output_dir = dir;
@@ -416,6 +474,27 @@ class ScriptJob {
     return OkStatus();
   }
 
+  Status ExportOnnx(size_t i, const std::string& dir) {
+    const std::string field = "spec.export.formats[" + std::to_string(i) + "]";
+    ScriptOnnxExportOptions eo;
+    eo.output_dir = dir;
+    eo.overwrite = opt_.export_options.overwrite;
+    eo.output_owner = {opt_.export_options.output_root, opt_.job_name, opt_.export_options.tenant};
+    eo.quant_config = &opt_.quant_config;
+    auto example = ExampleInputs();
+    if (!example.ok()) return Status(example.status()).Prepend(field + ": ");
+    eo.example_inputs = *example;
+    auto r = ExportScriptOnnx(*quantizer_, eo);
+    if (!r.ok()) return Status(r.status()).Prepend(field + ": ");
+    for (const std::string& w : r->float_weights) {
+      Log(LogLevel::kWarning, "onnx: weight written as fake-quantized float: " + w);
+    }
+    Log(LogLevel::kInfo,
+        "wrote onnx (opset " + std::to_string(r->opset) + ") to " + r->artifact.path);
+    report_.artifacts.push_back(std::move(r->artifact));
+    return OkStatus();
+  }
+
   const pipeline::JobOptions& opt_;
   pipeline::JobObserver& obs_;
   pipeline::JobProgress progress_;
@@ -425,6 +504,7 @@ class ScriptJob {
   std::unique_ptr<ScriptQuantizer> quantizer_;
   std::optional<TensorDataset> calibration_;
   std::optional<config::GptqOptions> gptq_;
+  std::vector<at::Tensor> example_;  // ExampleInputs
 };
 
 }  // namespace

@@ -76,6 +76,24 @@ class ReadsAFile(nn.Module):
         return self.fc(x) + leak.sum()
 
 
+class CumSum(nn.Module):
+    def forward(self, x):
+        return torch.cumsum(x, 1)
+
+
+class UnsupportedOp(nn.Module):
+    """A Linear, then an operator the onnx export does not translate
+    (aten::cumsum), in a submodule the refusal must name."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(4, 4)
+        self.head = CumSum()
+
+    def forward(self, x):
+        return self.head(self.fc(x))
+
+
 class Single(nn.Module):
     """One layer: the quantized forward must be the quant module's."""
 
@@ -110,6 +128,7 @@ def main():
     torch.jit.script(two).save(os.path.join(out, "two_inputs.pt"))
     torch.jit.script(WhileLoop().eval()).save(os.path.join(out, "while_loop.pt"))
     torch.jit.script(ReadsAFile().eval()).save(os.path.join(out, "reads_a_file.pt"))
+    torch.jit.script(UnsupportedOp().eval()).save(os.path.join(out, "unsupported_op.pt"))
     conv = nn.Conv2d(4, 6, 3, stride=2, padding=1, dilation=2, groups=2)
     torch.jit.script(Single(conv).eval()).save(os.path.join(out, "single_conv.pt"))
     up = nn.ConvTranspose2d(4, 6, 3, stride=2, padding=1, output_padding=1, groups=2)
