@@ -1,8 +1,9 @@
 #!/usr/bin/python3
 """The onnx export of TorchScript models through the service (quantctl
-against a live quantd): the digits CNN at static int8 and the digits
-denoiser at weight-only int8, each exported as onnx and torchscript by one
-job; the onnx model run in onnxruntime-node against quantd's own quantized
+against a live quantd): the digits CNN at static int8 and with int4, uint4,
+FP8, per-group int4 and MXFP4 (fake-quantized floats) weights, the digits
+denoiser at weight-only int8, ResNet-18 and MobileNetV2 at static int8, each
+exported as onnx and torchscript by one job; the onnx model run in onnxruntime-node against quantd's own quantized
 outputs (the torchscript export in PyTorch, which gives them bit for bit:
 //worker/torchscript:script_model_test); and a model with an operator ONNX
 export does not translate, refused naming it (docs/vision_models.md, "The
@@ -185,6 +186,37 @@ class OnnxExportTest(unittest.TestCase):
                 f"max abs diff {diff:.3g} (largest |output| {top:.3g}), noise MSE {mse:.4f}, "
                 f"SQNR vs float {sqnr_db(float_out, ort):.2f} dB (quantd "
                 f"{m['outputSqnrDb']:.2f} dB)")
+
+    def test_digits_weight_types_in_onnxruntime(self):
+        # int4 (opset 21), uint4 with zero points, FP8 (opset 19) codes, and
+        # MXFP4, which ONNX has no type for: its fake-quantized floats.
+        fp8 = os.path.join(self.tmp, "fp8_weights.json")
+        with open(fp8, "w") as f:
+            json.dump({"global_quant_config": {"weight": {
+                "dtype": "fp8_e4m3", "qscheme": "per_channel", "ch_axis": 0}}}, f)
+        # Groups of 16 along the inputs (axis 1 of a Conv2d weight); features.0
+        # has one input channel.
+        group = os.path.join(self.tmp, "int4_groups.json")
+        with open(group, "w") as f:
+            json.dump({"global_quant_config": {"weight": {
+                "dtype": "int4", "qscheme": "per_group", "group_size": 16, "symmetric": True}},
+                "exclude": ["features.0"]}, f)
+        configs = {"fp8_e4m3 per_channel": fp8, "int4 per_group(16)": group}
+        for scheme, opset, floats in (("w_int4_per_channel_sym", 21, 0),
+                                      ("w_uint4_per_channel_asym", 21, 0),
+                                      ("fp8_e4m3 per_channel", 19, 0),
+                                      ("int4 per_group(16)", 21, 0),
+                                      ("w_mxfp4", 13, 5)):
+            spec = ["--config", configs[scheme]] if scheme in configs else ["--scheme", scheme]
+            m, quantd_q, float_out, _, inputs, onnx_dir, info = self.exported(
+                DIGITS, "test.safetensors", *spec)
+            self.assertEqual((info["opset"], len(info["float_weights"])), (opset, floats), scheme)
+            ort = self.run_onnx(os.path.join(onnx_dir, "model.onnx"), ["x"], inputs, "all")
+            diff = (ort - quantd_q).abs().max().item()
+            self.assertLess(diff, 1e-4 * quantd_q.abs().max().item(), scheme)
+            self.results[f"digits_cnn {scheme}, onnxruntime level all"] = (
+                f"opset {opset}, max abs diff {diff:.3g}, SQNR vs float "
+                f"{sqnr_db(float_out, ort):.2f} dB (quantd {m['outputSqnrDb']:.2f} dB)")
 
     def test_torchvision_architectures_in_onnxruntime(self):
         # ResNet-18 and MobileNetV2 (random weights, 8 images 64x64): every

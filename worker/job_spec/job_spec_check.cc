@@ -241,6 +241,24 @@ std::optional<std::string> ReadModelConfigJson(const std::string& model_uri) {
   return text;
 }
 
+// Whether the model is a local TorchScript archive (a zip file, as the
+// worker's IsScriptModelPath tells them apart). Its onnx export writes
+// weights ONNX has no element type for as their fake-quantized floats
+// (worker/torchscript/script_onnx_export.h), so only its activation specs
+// are held to onnx_qdq's rules here; a remote one is checked as any model.
+bool IsLocalScriptModel(const std::string& model_uri) {
+  auto parsed = io::ParseUri(model_uri);
+  if (!parsed.ok() || parsed->scheme != "file") return false;
+  const int fd = open(parsed->path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) return false;
+  struct stat st;
+  char magic[4] = {};
+  const bool zip = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && read(fd, magic, 4) == 4 &&
+                   magic[0] == 'P' && magic[1] == 'K' && magic[2] == 3 && magic[3] == 4;
+  close(fd);
+  return zip;
+}
+
 std::optional<models::ModelConfig> ReadModelConfig(const std::string& model_uri) {
   std::optional<std::string> text = ReadModelConfigJson(model_uri);
   if (!text) return std::nullopt;
@@ -591,7 +609,14 @@ void CheckExport(SpecChecker& c, const JobSpec& spec,
                        "hf_fake_quantized");
       continue;
     }
-    const Status s = exporter::CheckExportSupport(*format, ConfigExportSpecs(*resolved));
+    std::vector<exporter::ExportLayerSpecs> specs = ConfigExportSpecs(*resolved);
+    if (*format == exporter::ExportFormat::kOnnxQdq && IsLocalScriptModel(spec.model_uri())) {
+      for (exporter::ExportLayerSpecs& l : specs) {
+        l.weight.reset();
+        l.bias.reset();
+      }
+    }
+    const Status s = exporter::CheckExportSupport(*format, specs);
     if (!s.ok()) c.Bad(field, s.message());
     if (s.ok() && exporter::IsVllmFormat(*format)) vllm_formats.push_back(*format);
   }

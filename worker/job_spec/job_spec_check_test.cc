@@ -1103,5 +1103,25 @@ TEST(JobSpecCheckTest, TargetVllmNamesFormatsVllmDoesNotRead) {
   EXPECT_EQ(Fields(CheckJobSpec(spec)), std::vector<std::string>{"spec.export.target"});
 }
 
+// The onnx export of a TorchScript model writes weights ONNX has no type for
+// as fake-quantized floats: only its activation quantizers are held to
+// onnx_qdq's rules (worker/torchscript/script_onnx_export.h).
+TEST(JobSpecCheckTest, OnnxOfATorchScriptModelChecksItsActivationsOnly) {
+  const std::string pt = std::string(std::getenv("TEST_TMPDIR")) + "/model.pt";
+  std::ofstream(pt, std::ios::binary) << std::string("PK\x03\x04", 4) << "rest of a zip";
+  auto spec = Parse(R"pb(
+    quantization { scheme: "w_mxfp4" }
+    export { formats: ONNX_QDQ }
+  )pb");
+  spec.set_model_uri("file://" + pt);
+  EXPECT_TRUE(CheckJobSpec(spec).ok()) << CheckJobSpec(spec);
+  spec.mutable_quantization()->set_scheme("w_int8_a_int8_per_token_dynamic");
+  Status s = CheckJobSpec(spec);
+  EXPECT_EQ(Fields(s), std::vector<std::string>{"spec.export.formats[0]"}) << s;
+  EXPECT_NE(s.message().find("dynamic quantization has no static QuantizeLinear"),
+            std::string::npos)
+      << s;
+}
+
 }  // namespace
 }  // namespace quantd::job_spec
