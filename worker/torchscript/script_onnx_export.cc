@@ -243,8 +243,8 @@ class OnnxWalker {
     return stack;
   }
 
-  // Whether the node writes into one of its inputs (x.relu_()); `dyn_only`
-  // asks whether such an input is static (a module attribute: refused).
+  // Whether the node writes into a static input (x.add_() on a module
+  // attribute): refused, as the export would freeze one forward's effect.
   bool WritesStaticInput(const Node* n) {
     const c10::FunctionSchema* s = n->maybeSchema();
     if (s == nullptr) return false;

@@ -12,7 +12,8 @@
 // shapes other than the batch, the conditions of prim::If) are computed, the
 // rest is translated operator by operator (Conv, ConvTranspose, Gemm /
 // MatMul, activations, pools, BatchNormalization, Reshape, Concat, Resize,
-// ...; kOperators in the .cc). Anything else is refused naming the operator.
+// ...; docs/vision_models.md lists them). Anything else is refused naming
+// the operator.
 // The batch dimension of the inputs and outputs stays symbolic; other
 // dimensions are the example's.
 //
