@@ -59,7 +59,8 @@ StatusOr<TrainableWeight> TrainableWeight::Create(const at::Tensor& weight, quan
 at::Tensor TrainableWeight::LearnedScaleForward() const {
   const int64_t dim = latent_.dim();
   at::Tensor s = AlongAxis(scale_.clamp_min(kMinScale), dim, axis_);
-  s = s * grad_scale_ + (s - s * grad_scale_).detach();
+  // Value s exactly, gradient times grad_scale_.
+  s = s.detach() + (s - s.detach()) * grad_scale_;
   const at::Tensor z = AlongAxis(zero_point_, dim, axis_);
   const at::Tensor v = latent_ / s + z;
   const at::Tensor r = v + (v.round() - v).detach();
@@ -70,7 +71,8 @@ StatusOr<at::Tensor> TrainableWeight::Forward() const {
   at::AutoGradMode grad(true);
   if (scale_.defined()) return LearnedScaleForward();
   QD_ASSIGN_OR_RETURN(at::Tensor fq, quant::FakeQuantize(latent_.detach(), spec_, qparams_));
-  return latent_ + (fq - latent_).detach();
+  // Value q(W) exactly, gradient passed straight through.
+  return fq + (latent_ - latent_.detach());
 }
 
 std::vector<at::Tensor> TrainableWeight::Parameters() const {

@@ -194,7 +194,7 @@ StatusOr<at::Tensor> ScriptQuantizer::OnActivation(int64_t slot, HookSide side,
     case Mode::kTrain: {
       if (!q.enabled()) return x;
       QD_ASSIGN_OR_RETURN(at::Tensor fq, q.Apply(x.detach()));
-      return x + (fq - x).detach();
+      return fq + (x - x.detach());  // the value fq, the gradient straight through
     }
     case Mode::kCollect:
       if (side == HookSide::kInput && static_cast<size_t>(slot) == collect_slot_ &&

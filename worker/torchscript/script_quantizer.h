@@ -68,7 +68,8 @@ class ScriptQuantizer : public HookTable {
                                          const std::vector<at::Tensor>& inputs);
   // Quantization-aware training: forward with autograd, layer i holding
   // weights[i] and biases[i] where defined (its float ones elsewhere), and
-  // every activation quantizer applied as x + (q(x) - x).detach().
+  // every activation quantizer applied as q(x) + (x - x.detach()): the
+  // value q(x), the gradient straight through.
   StatusOr<at::Tensor> ForwardTraining(const std::vector<at::Tensor>& weights,
                                        const std::vector<at::Tensor>& biases,
                                        const std::vector<at::Tensor>& inputs);
