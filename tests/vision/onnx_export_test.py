@@ -42,27 +42,12 @@ import live_quantd  # noqa: E402
 
 sys.path.insert(0, live_quantd.runfile("tools/make_models"))
 import safetensors_file  # noqa: E402
+from vision_testing import QuantctlJobsTest, batched_outputs, dataset_inputs  # noqa: E402
 
-QUANTCTL = live_quantd.runfile("client/quantctl/quantctl")
 DIGITS = live_quantd.runfile("models/digits_cnn")
 DENOISER = live_quantd.runfile("models/digits_denoiser")
 TEST_MODULES = live_quantd.runfile("worker/torchscript/testdata/modules")
 PEERS = os.path.dirname(os.path.realpath(live_quantd.runfile("tests/peers/package.json")))
-
-
-def dataset_inputs(path):
-    t = safetensors_file.load_torch(path)
-    if "input" in t:
-        return [t["input"]], t
-    return [t[f"input.{i}"] for i in range(len([k for k in t if k.startswith("input.")]))], t
-
-
-def batched_outputs(module, inputs, batch=32):
-    outs = []
-    with torch.no_grad():
-        for b in range(0, inputs[0].shape[0], batch):
-            outs.append(module(*[x[b:b + batch] for x in inputs]))
-    return torch.cat(outs)
 
 
 def sqnr_db(reference, other):
@@ -70,29 +55,13 @@ def sqnr_db(reference, other):
     return 10 * math.log10((r ** 2).sum().item() / ((o - r) ** 2).sum().item())
 
 
-class OnnxExportTest(unittest.TestCase):
+class OnnxExportTest(QuantctlJobsTest):
     @classmethod
     def setUpClass(cls):
         subprocess.run(["bash", os.path.join(PEERS, "setup.sh")], check=True, timeout=900)
         cls.q = live_quantd.LiveQuantd("onnx_export", local_workers=1)
         cls.tmp = live_quantd.temp_dir("onnx_export_files")
         cls.results = {}
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.q.stop()
-        for name, line in sorted(cls.results.items()):
-            print(f"{name}: {line}")
-
-    def submit(self, *args):
-        p = subprocess.run([QUANTCTL, "--server", self.q.address, "-o", "json", "submit", *args,
-                            "--wait"], capture_output=True, text=True, timeout=900)
-        lines = p.stdout.strip().splitlines()
-        self.assertTrue(lines, p.stderr + self.q.log()[-3000:])
-        job = json.loads(lines[0])["job"]
-        g = subprocess.run([QUANTCTL, "--server", self.q.address, "-o", "json", "get", job],
-                           capture_output=True, text=True, timeout=60, check=True)
-        return json.loads(g.stdout)
 
     def artifacts(self, job):
         """{format: directory} of a job's artifacts."""

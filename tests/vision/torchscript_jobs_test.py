@@ -22,8 +22,8 @@ import live_quantd  # noqa: E402
 
 sys.path.insert(0, live_quantd.runfile("tools/make_models"))
 import safetensors_file  # noqa: E402
+from vision_testing import QuantctlJobsTest, batched_outputs, dataset_inputs  # noqa: E402
 
-QUANTCTL = live_quantd.runfile("client/quantctl/quantctl")
 DIGITS = live_quantd.runfile("models/digits_cnn")
 DENOISER = live_quantd.runfile("models/digits_denoiser")
 RECOMMENDER = live_quantd.runfile("models/recommender")
@@ -34,59 +34,12 @@ FP8_DYNAMIC = {"global_quant_config": {
     "input_tensors": {"dtype": "fp8_e4m3", "qscheme": "per_tensor", "is_dynamic": True}}}
 
 
-def batched_outputs(module, inputs, batch=32):
-    """module's outputs on the dataset's inputs, in quantd's batches."""
-    outs = []
-    with torch.no_grad():
-        for b in range(0, inputs[0].shape[0], batch):
-            outs.append(module(*[x[b:b + batch] for x in inputs]))
-    return torch.cat(outs)
-
-
-def dataset_inputs(path):
-    t = safetensors_file.load_torch(path)
-    if "input" in t:
-        return [t["input"]], t
-    return [t[f"input.{i}"] for i in range(len([k for k in t if k.startswith("input.")]))], t
-
-
-class TorchScriptJobsTest(unittest.TestCase):
+class TorchScriptJobsTest(QuantctlJobsTest):
     @classmethod
     def setUpClass(cls):
         cls.q = live_quantd.LiveQuantd("torchscript_jobs", local_workers=1)
         cls.tmp = live_quantd.temp_dir("torchscript_jobs_files")
         cls.results = {}
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.q.stop()
-        for name, line in sorted(cls.results.items()):
-            print(f"{name}: {line}")
-
-    def quantctl(self, *args, check=True):
-        p = subprocess.run([QUANTCTL, "--server", self.q.address, "-o", "json", *args],
-                           capture_output=True, text=True, timeout=900)
-        if check:
-            self.assertEqual(p.returncode, 0, p.stderr + self.q.log()[-3000:])
-        return p
-
-    def submit(self, *args, logs=None):
-        """Runs a job to its end (quantctl submit --wait streams its events as
-        JSON lines); returns the final Job as JSON, and appends the job's log
-        messages to `logs` when given."""
-        p = self.quantctl("submit", *args, "--wait", check=False)
-        lines = p.stdout.strip().splitlines()
-        self.assertTrue(lines, p.stderr)
-        events = [json.loads(line) for line in lines]
-        if logs is not None:
-            logs.extend(e["log"]["message"] for e in events if "log" in e)
-        return json.loads(self.quantctl("get", events[0]["job"]).stdout)
-
-    def config(self, name, cfg):
-        path = os.path.join(self.tmp, name + ".json")
-        with open(path, "w") as f:
-            json.dump(cfg, f)
-        return path
 
     def artifact_dir(self, job):
         uri = job["result"]["artifacts"][0]["uri"]
