@@ -18,7 +18,8 @@ import unittest
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "client",
                                 "python", "testing"))
 import live_quantd  # noqa: E402
-from vision_testing import QUANTCTL, QuantctlJobsTest  # noqa: E402
+import torch  # noqa: E402
+from vision_testing import QUANTCTL, QuantctlJobsTest, safetensors_file  # noqa: E402
 
 DIGITS = live_quantd.runfile("models/digits_cnn")
 DENOISER = live_quantd.runfile("models/digits_denoiser")
@@ -208,6 +209,18 @@ class QatJobsTest(QuantctlJobsTest):
         self.assertEqual(job["state"], "FAILED")
         self.assertIn("spec.qat.learn_scales", job["error"]["message"])
         self.assertIn("features.0", job["error"]["message"])
+
+        # Training data holding NaN: the job fails saying so, it does not
+        # export a model trained on it.
+        nan_data = os.path.join(self.tmp, "nan.safetensors")
+        safetensors_file.save(nan_data, {"input": torch.full((16, 1, 8, 8), float("nan")),
+                                         "label": torch.zeros(16, dtype=torch.int64)})
+        p = self.quantctl("submit", "--model", f"{DIGITS}/model.pt", "--config",
+                          self.config("int4", int_weights("int4")), "--qat-steps", "10",
+                          "--qat-data", nan_data, "--wait", check=False)
+        job = json.loads(self.quantctl("get", json.loads(p.stdout.splitlines()[0])["job"]).stdout)
+        self.assertEqual(job["state"], "FAILED")
+        self.assertIn("NaN", job["error"]["message"])
 
         # Cross-entropy without labels (the denoiser's data has targets).
         p = self.quantctl("submit", "--model", f"{DENOISER}/model.pt", "--config",

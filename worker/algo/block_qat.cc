@@ -107,9 +107,10 @@ Status BlockQat::Apply(pipeline::BlockAlgorithmContext& ctx) {
     }
     const double value = loss.item<double>();
     if (!std::isfinite(value)) {
-      return QatError(StatusCode::kFailedPrecondition, "spec.qat.learning_rate",
-                      "the loss is no longer finite (" + std::to_string(value) +
-                          "): training diverged; lower the learning rate");
+      return QatError(
+          StatusCode::kFailedPrecondition, "spec.qat.learning_rate",
+          "the loss is no longer finite (" + std::to_string(value) +
+              "): training diverged (lower the learning rate) or the data holds NaN or infinity");
     }
     const double lr = qat::CosineLearningRate(options_.learning_rate, step, steps);
     adam.ZeroGrad();

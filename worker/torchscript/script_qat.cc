@@ -213,9 +213,10 @@ class Trainer {
     QD_ASSIGN_OR_RETURN(at::Tensor loss, LossOf(out, reference));
     const double value = loss.item<double>();
     if (!std::isfinite(value)) {
-      return QatError(StatusCode::kFailedPrecondition, "spec.qat.learning_rate",
-                      "the loss is no longer finite (" + std::to_string(value) +
-                          "): training diverged; lower the learning rate");
+      return QatError(
+          StatusCode::kFailedPrecondition, "spec.qat.learning_rate",
+          "the loss is no longer finite (" + std::to_string(value) +
+              "): training diverged (lower the learning rate) or the data holds NaN or infinity");
     }
     adam_->ZeroGrad();
     {
