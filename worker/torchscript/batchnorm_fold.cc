@@ -49,7 +49,7 @@ bool IsForwardCall(const Node* n) {
 // call's argument when traced.
 std::optional<double> BatchNormEps(const Module& bn) {
   const auto& type = bn.type();
-  if (type->hasConstant("eps")) return type->getConstant("eps").toDouble();
+  if (type->hasConstant("eps")) return type->getConstant("eps").toScalar().to<double>();
   for (const Node* n : ForwardGraph(bn).nodes()) {
     if (n->kind() == torch::jit::aten::batch_norm && n->inputs().size() > 7) {
       if (auto eps = torch::jit::constant_as<double>(n->input(7))) return *eps;

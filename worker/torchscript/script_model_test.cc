@@ -15,6 +15,7 @@
 #include "worker/torchscript/script_export.h"
 #include "worker/torchscript/script_gptq.h"
 #include "worker/torchscript/script_quantizer.h"
+#include "worker/torchscript/testdata/test_modules.h"
 
 namespace quantd::torchscript {
 namespace {
@@ -22,11 +23,6 @@ namespace {
 using quant::DataType;
 using quant::QScheme;
 using quant::QuantSpec;
-
-std::string TestModule(const std::string& name) {
-  return std::string(std::getenv("TEST_SRCDIR")) + "/" + std::getenv("TEST_WORKSPACE") +
-         "/worker/torchscript/testdata/modules/" + name;
-}
 
 std::string TempDir() { return std::getenv("TEST_TMPDIR"); }
 

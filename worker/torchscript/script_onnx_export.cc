@@ -212,6 +212,8 @@ class OnnxWalker {
 
   Val& V(const Value* v) { return vals_.at(v); }
   const c10::IValue& C(const Node* n, size_t i) { return V(n->input(i)).concrete; }
+  // A number argument (an int, float or bool constant) as a double.
+  static double Number(const c10::IValue& v) { return v.toScalar().to<double>(); }
   bool AnyDyn(const Node* n) {
     for (const Value* v : n->inputs()) {
       if (V(v).dyn) return true;
@@ -517,7 +519,7 @@ class OnnxWalker {
                                 const std::string& p) {
     const Val& v = V(n->input(i));
     if (!v.dyn && (v.concrete.isDouble() || v.concrete.isInt() || v.concrete.isBool())) {
-      return Scalar(p + "/scalar", v.concrete.toScalar().toDouble(), type);
+      return Scalar(p + "/scalar", Number(v.concrete), type);
     }
     QD_ASSIGN_OR_RETURN(std::string t, Tensor(n, v));
     const at::ScalarType have = v.concrete.toTensor().scalar_type();
@@ -591,13 +593,13 @@ class OnnxWalker {
       QD_ASSIGN_OR_RETURN(std::string c, Operand(n, 1, t, p));
       if ((b->second == "Add" || b->second == "Sub") && n->inputs().size() > 2) {
         QD_ASSIGN_OR_RETURN(c10::IValue alpha, Arg(n, 2));
-        const double al = alpha.toScalar().toDouble();
+        const double al = Number(alpha);
         if (al != 1.0) {
           c = g_.Op("Mul", Unique(p + "/Alpha"), {c, Scalar(p + "/alpha", al, t)});
         }
       }
       if (kind == "aten::rsub") std::swap(a, c);
-      if (kind == "aten::rsub" && n->inputs().size() > 2 && C(n, 2).toScalar().toDouble() != 1.0) {
+      if (kind == "aten::rsub" && n->inputs().size() > 2 && Number(C(n, 2)) != 1.0) {
         return Refuse(n, "aten::rsub with alpha");
       }
       return g_.Op(b->second, Unique(p + "/" + b->second), {a, c});
@@ -648,7 +650,7 @@ class OnnxWalker {
     if (kind == "aten::hardtanh" || kind == "aten::hardtanh_") {
       QD_ASSIGN_OR_RETURN(c10::IValue lo, Arg(n, 1));
       QD_ASSIGN_OR_RETURN(c10::IValue hi, Arg(n, 2));
-      return Clip(n, p, lo.toScalar().toDouble(), hi.toScalar().toDouble());
+      return Clip(n, p, Number(lo), Number(hi));
     }
     if (kind == "aten::relu6" || kind == "aten::relu6_") return Clip(n, p, 0, 6);
     if (kind == "aten::clamp" || kind == "aten::clamp_") {
@@ -657,9 +659,8 @@ class OnnxWalker {
       if ((!lo.isNone() && !lo.isScalar()) || (!hi.isNone() && !hi.isScalar())) {
         return Refuse(n, kind + " with tensor bounds");
       }
-      return Clip(n, p,
-                  lo.isNone() ? -std::numeric_limits<double>::infinity() : lo.toScalar().toDouble(),
-                  hi.isNone() ? std::numeric_limits<double>::infinity() : hi.toScalar().toDouble());
+      return Clip(n, p, lo.isNone() ? -std::numeric_limits<double>::infinity() : Number(lo),
+                  hi.isNone() ? std::numeric_limits<double>::infinity() : Number(hi));
     }
     if (kind == "aten::hardsigmoid" || kind == "aten::hardsigmoid_") {
       return Unary("HardSigmoid", n, p, {Attribute{"alpha", 1.0f / 6}, Attribute{"beta", 0.5f}});
@@ -672,8 +673,7 @@ class OnnxWalker {
     }
     if (kind == "aten::leaky_relu" || kind == "aten::leaky_relu_") {
       QD_ASSIGN_OR_RETURN(c10::IValue slope, Arg(n, 1));
-      return Unary("LeakyRelu", n, p,
-                   {Attribute{"alpha", static_cast<float>(slope.toScalar().toDouble())}});
+      return Unary("LeakyRelu", n, p, {Attribute{"alpha", static_cast<float>(Number(slope))}});
     }
     if (kind == "aten::softmax" || kind == "aten::log_softmax") {
       QD_ASSIGN_OR_RETURN(c10::IValue dim, Arg(n, 1));
@@ -747,8 +747,8 @@ class OnnxWalker {
       QD_ASSIGN_OR_RETURN(c10::IValue beta, Arg(n, 3));
       QD_ASSIGN_OR_RETURN(c10::IValue alpha, Arg(n, 4));
       return g_.Op("Gemm", Unique(p + "/Gemm"), {a, b, c},
-                   {Attribute{"alpha", static_cast<float>(alpha.toScalar().toDouble())},
-                    Attribute{"beta", static_cast<float>(beta.toScalar().toDouble())}});
+                   {Attribute{"alpha", static_cast<float>(Number(alpha))},
+                    Attribute{"beta", static_cast<float>(Number(beta))}});
     }
     // Normalization and pooling.
     if (kind == "aten::batch_norm") {
@@ -769,7 +769,7 @@ class OnnxWalker {
         }
       }
       return g_.Op("BatchNormalization", Unique(p + "/BatchNormalization"), inputs,
-                   {Attribute{"epsilon", static_cast<float>(eps.toDouble())}});
+                   {Attribute{"epsilon", static_cast<float>(Number(eps))}});
     }
     if (kind == "aten::max_pool2d" || kind == "aten::avg_pool2d") {
       if (Rank(n, 0) != 4) return Refuse(n, kind + " of an unbatched input");
@@ -991,9 +991,9 @@ class OnnxWalker {
         QD_ASSIGN_OR_RETURN(c10::IValue mode, Arg(n, 2));
         if (mode.toStringRef() != "constant")
           return Refuse(n, "aten::pad in mode " + mode.toStringRef());
-        if (n->inputs().size() > 3 && !C(n, 3).isNone()) value = C(n, 3).toDouble();
+        if (n->inputs().size() > 3 && !C(n, 3).isNone()) value = Number(C(n, 3));
       } else if (n->inputs().size() > 2) {
-        value = C(n, 2).toScalar().toDouble();
+        value = Number(C(n, 2));
       }
       const int64_t r = x.dim();
       std::vector<int64_t> pads(2 * r, 0);

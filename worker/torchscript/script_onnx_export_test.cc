@@ -13,6 +13,7 @@
 #include "worker/torchscript/batchnorm_fold.h"
 #include "worker/torchscript/script_model.h"
 #include "worker/torchscript/script_quantizer.h"
+#include "worker/torchscript/testdata/test_modules.h"
 
 namespace quantd::torchscript {
 namespace {
@@ -20,11 +21,6 @@ namespace {
 using quant::DataType;
 using quant::QScheme;
 using quant::QuantSpec;
-
-std::string TestModule(const std::string& name) {
-  return std::string(std::getenv("TEST_SRCDIR")) + "/" + std::getenv("TEST_WORKSPACE") +
-         "/worker/torchscript/testdata/modules/" + name;
-}
 
 std::string ReadFile(const std::string& path) {
   std::ifstream f(path, std::ios::binary);
