@@ -294,11 +294,7 @@ func sleep(ctx context.Context, d time.Duration) error {
 
 // contextError is the *Error of a call that ended because ctx did.
 func contextError(ctx context.Context) error {
-	code := codes.Canceled
-	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-		code = codes.DeadlineExceeded
-	}
-	return asError(ctx, status.Error(code, ctx.Err().Error()))
+	return asError(ctx, status.Error(contextCode(ctx.Err()), ctx.Err().Error()))
 }
 
 // unary runs call, retrying while quantd is UNAVAILABLE (when retry is set)

@@ -376,7 +376,8 @@ func TestContextDeadlinesEndEveryCall(t *testing.T) {
 			t.Errorf("%s took %v", name, elapsed)
 		}
 		var e *Error
-		if !errors.As(err, &e) || !errors.Is(err, context.DeadlineExceeded) {
+		if !errors.As(err, &e) || !errors.Is(err, context.DeadlineExceeded) ||
+			e.Code != codes.DeadlineExceeded {
 			t.Errorf("%s: %T %v, want an *Error wrapping context.DeadlineExceeded", name, err, err)
 		}
 	}

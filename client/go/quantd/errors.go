@@ -131,10 +131,34 @@ func asError(ctx context.Context, err error) error {
 	}
 	e := fromDetails(st.Code(), st.Message(), details)
 	e.status = st
-	if ctx != nil && ctx.Err() != nil {
-		e.cause = ctx.Err()
+	if ctx != nil {
+		e.cause = contextCause(ctx)
+	}
+	// A server that returns its context's error unconverted sends UNKNOWN.
+	if e.cause != nil && e.Code == codes.Unknown {
+		e.Code = contextCode(e.cause)
 	}
 	return e
+}
+
+func contextCode(err error) codes.Code {
+	if errors.Is(err, context.DeadlineExceeded) {
+		return codes.DeadlineExceeded
+	}
+	return codes.Canceled
+}
+
+// contextCause is ctx's error, or context.DeadlineExceeded once its deadline
+// has passed even though its timer has not fired yet: under load the
+// server's answer to the same deadline can arrive first.
+func contextCause(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if deadline, ok := ctx.Deadline(); ok && !time.Now().Before(deadline) {
+		return context.DeadlineExceeded
+	}
+	return nil
 }
 
 // FromJobError converts a FAILED (or CANCELLED with a reason) job's
