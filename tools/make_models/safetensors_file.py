@@ -1,4 +1,5 @@
-"""A tiny safetensors writer and reader (F32 and I64 tensors only).
+"""A tiny safetensors writer (F32 and I64 tensors) and reader (also I8, U8
+I32, and F8_E4M3 as its raw bytes: the codes of quantized exports).
 
 The layout is the one of the safetensors format: an 8-byte little-endian
 header length N, N bytes of JSON header
@@ -20,7 +21,8 @@ import struct
 
 import numpy as np
 
-_DTYPES = {"F32": np.dtype("<f4"), "I64": np.dtype("<i8")}
+_DTYPES = {"F32": np.dtype("<f4"), "I64": np.dtype("<i8"), "I32": np.dtype("<i4"),
+           "I8": np.dtype("i1"), "U8": np.dtype("u1"), "F8_E4M3": np.dtype("u1")}
 _NAMES = {np.dtype("<f4"): "F32", np.dtype("<i8"): "I64"}
 
 

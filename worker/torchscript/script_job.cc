@@ -22,6 +22,7 @@
 #include "worker/torchscript/script_onnx_export.h"
 #include "worker/torchscript/script_qat.h"
 #include "worker/torchscript/script_quantizer.h"
+#include "worker/torchscript/script_quark_export.h"
 #include "worker/torchscript/tensor_dataset.h"
 #include "worker/torchscript/tensor_evaluation.h"
 
@@ -136,8 +137,9 @@ class ScriptJob {
     return s;
   }
 
-  // A TorchScript model exports as TorchScript or ONNX (script_onnx_export.h);
-  // the Hugging Face and GGUF exporters take the decoder LLMs.
+  // A TorchScript model exports as TorchScript, ONNX (script_onnx_export.h)
+  // or the reference's tensors (script_quark_export.h); the other Hugging
+  // Face and GGUF exporters take the decoder LLMs.
   Status CheckFormats() {
     const auto& ex = opt_.export_options;
     if (!ex.formats_given) {
@@ -148,13 +150,14 @@ class ScriptJob {
     std::string first;
     for (size_t i = 0; i < ex.formats.size(); ++i) {
       if (ex.formats[i] == exporter::ExportFormat::kTorchScript ||
-          ex.formats[i] == exporter::ExportFormat::kOnnxQdq) {
+          ex.formats[i] == exporter::ExportFormat::kOnnxQdq ||
+          ex.formats[i] == exporter::ExportFormat::kHfQuark) {
         continue;
       }
       const std::string field = "spec.export.formats[" + std::to_string(i) + "]";
       const std::string why = std::string(exporter::ExportFormatName(ex.formats[i])) +
                               " is a language-model format; a TorchScript model exports "
-                              "torchscript or onnx";
+                              "torchscript, onnx_qdq or hf_quark";
       bad.push_back({field, why});
       if (first.empty()) first = field + ": " + why;
     }
@@ -200,6 +203,7 @@ class ScriptJob {
   // without it.
   Status CheckExportable() {
     QD_RETURN_IF_ERROR(CheckOnnxExportable());
+    QD_RETURN_IF_ERROR(CheckQuarkExportable());
     Status held = CheckScriptExport(*quantizer_);
     if (held.ok()) return OkStatus();
     if (!opt_.export_options.formats_given) {
@@ -209,6 +213,19 @@ class ScriptJob {
     }
     for (size_t i = 0; i < formats_.size(); ++i) {
       if (formats_[i] != exporter::ExportFormat::kTorchScript) continue;
+      const std::string field = "spec.export.formats[" + std::to_string(i) + "]";
+      Status s(held.code(), field + ": " + held.message(), "EXPORT_FORMAT_UNSUPPORTED");
+      for (const auto& v : held.violations()) s.AddViolation(v.field, v.description);
+      return s;
+    }
+    return OkStatus();
+  }
+
+  Status CheckQuarkExportable() {
+    for (size_t i = 0; i < formats_.size(); ++i) {
+      if (formats_[i] != exporter::ExportFormat::kHfQuark) continue;
+      Status held = CheckScriptQuarkExport(*quantizer_);
+      if (held.ok()) return OkStatus();
       const std::string field = "spec.export.formats[" + std::to_string(i) + "]";
       Status s(held.code(), field + ": " + held.message(), "EXPORT_FORMAT_UNSUPPORTED");
       for (const auto& v : held.violations()) s.AddViolation(v.field, v.description);
@@ -438,13 +455,13 @@ class ScriptJob {
   }
 
   Status Export() {
-    // onnx first: the torchscript export rewrites the module's hooks.
+    // torchscript last: it rewrites the module's hooks.
     std::vector<size_t> order;
     for (size_t i = 0; i < formats_.size(); ++i) {
-      if (formats_[i] == exporter::ExportFormat::kOnnxQdq) order.push_back(i);
+      if (formats_[i] != exporter::ExportFormat::kTorchScript) order.push_back(i);
     }
     for (size_t i = 0; i < formats_.size(); ++i) {
-      if (formats_[i] != exporter::ExportFormat::kOnnxQdq) order.push_back(i);
+      if (formats_[i] == exporter::ExportFormat::kTorchScript) order.push_back(i);
     }
     for (size_t i : order) {
       if (obs_.CancelRequested()) return CancelledStatus("exporting");
@@ -462,7 +479,9 @@ class ScriptJob {
       eo.output_owner = {opt_.export_options.output_root, opt_.job_name,
                          opt_.export_options.tenant};
       eo.quant_config = &opt_.quant_config;
-      auto artifact = ExportScriptModel(*quantizer_, eo);
+      auto artifact = formats_[i] == exporter::ExportFormat::kHfQuark
+                          ? ExportScriptQuark(*quantizer_, eo)
+                          : ExportScriptModel(*quantizer_, eo);
       if (!artifact.ok()) {
         const std::string field = "spec.export.formats[" + std::to_string(i) + "]";
         return Status(artifact.status()).Prepend(field + ": ");

@@ -56,20 +56,11 @@ Status Write(ShardedSafetensorsWriter& w, const std::string& name, const StoredT
 // input_scale / output_scale (+ zero point for integers) of one quantizer.
 Status WriteActivation(ShardedSafetensorsWriter& w, const std::string& prefix,
                        const ActivationQuantizer& a, double min_scale) {
-  at::Tensor scale = a.static_qparams->scale.to(at::kFloat).reshape({});
-  if (min_scale > 0) scale = at::clamp_min(scale, min_scale);
-  QD_RETURN_IF_ERROR(Write(w, prefix + "_scale", {scale, io::SafetensorsDtype::kF32}));
-  if (!quant::IsIntType(a.spec.dtype)) return OkStatus();
-  at::Tensor zp = a.static_qparams->zero_point.defined() ? a.static_qparams->zero_point.reshape({})
-                                                         : at::zeros({}, at::kInt);
-  if (zp.is_floating_point())
-    return Write(w, prefix + "_zero_point", {zp.to(at::kFloat), io::SafetensorsDtype::kF32});
-  if (quant::BitWidth(a.spec.dtype) <= 4)
-    return Write(w, prefix + "_zero_point", {zp.to(at::kInt), io::SafetensorsDtype::kI32});
-  const bool is_signed = quant::IsSignedInt(a.spec.dtype);
-  return Write(w, prefix + "_zero_point",
-               {zp.to(is_signed ? at::kChar : at::kByte),
-                is_signed ? io::SafetensorsDtype::kI8 : io::SafetensorsDtype::kU8});
+  auto stored = EncodeQuarkActivation(a.spec, *a.static_qparams, min_scale);
+  if (!stored.ok()) return Status(stored.status()).Prepend("hf_quark: " + prefix + ": ");
+  QD_RETURN_IF_ERROR(Write(w, prefix + "_scale", stored->scale));
+  if (!stored->zero_point.defined()) return OkStatus();
+  return Write(w, prefix + "_zero_point", stored->zero_point);
 }
 
 // The job's config as it is written into the export: the reference

@@ -72,6 +72,30 @@ Status CheckQuarkWeightSpec(const QuantSpec& s) {
   return CheckExportSpec(ExportFormat::kHfQuark, s, quant::TensorRole::kWeight);
 }
 
+StatusOr<QuarkStoredActivation> EncodeQuarkActivation(const QuantSpec& spec,
+                                                      const quant::QParams& qparams,
+                                                      double min_scale) {
+  if (!qparams.scale.defined() || qparams.scale.numel() != 1)
+    return InvalidArgumentError("a static activation quantizer needs one calibrated scale");
+  QuarkStoredActivation out;
+  at::Tensor scale = qparams.scale.to(at::kFloat).reshape({});
+  if (min_scale > 0) scale = at::clamp_min(scale, min_scale);
+  out.scale = {scale, SafetensorsDtype::kF32};
+  if (!quant::IsIntType(spec.dtype)) return out;
+  at::Tensor zp =
+      qparams.zero_point.defined() ? qparams.zero_point.reshape({}) : at::zeros({}, at::kInt);
+  if (zp.is_floating_point()) {
+    out.zero_point = {zp.to(at::kFloat), SafetensorsDtype::kF32};
+  } else if (quant::BitWidth(spec.dtype) <= 4) {
+    out.zero_point = {zp.to(at::kInt), SafetensorsDtype::kI32};
+  } else {
+    const bool is_signed = quant::IsSignedInt(spec.dtype);
+    out.zero_point = {zp.to(is_signed ? at::kChar : at::kByte),
+                      is_signed ? SafetensorsDtype::kI8 : SafetensorsDtype::kU8};
+  }
+  return out;
+}
+
 StatusOr<QuarkStoredWeight> EncodeQuarkWeight(const at::Tensor& value, const QuantSpec& spec,
                                               const quant::QParams& qparams) {
   QD_RETURN_IF_ERROR(CheckQuarkWeightSpec(spec));

@@ -58,6 +58,18 @@ Status CheckQuarkWeightSpec(const quant::QuantSpec& spec);
 StatusOr<QuarkStoredWeight> EncodeQuarkWeight(const at::Tensor& value, const quant::QuantSpec& spec,
                                               const quant::QParams& qparams);
 
+// A static activation quantizer's input_scale / output_scale (0-dim
+// float32, at least `min_scale`) and, for integers, its zero point: 0-dim,
+// int8 / uint8 as the dtype's sign, int32 for 4-bit ones, float32 when
+// fractional.
+struct QuarkStoredActivation {
+  StoredTensor scale;
+  StoredTensor zero_point;  // integers only
+};
+StatusOr<QuarkStoredActivation> EncodeQuarkActivation(const quant::QuantSpec& spec,
+                                                      const quant::QParams& qparams,
+                                                      double min_scale = 0.0);
+
 // The real-quantized codes and parameters (quant::QuantizedTensor layout:
 // codes [out, in], QParams shapes) of a stored weight of `shape` [out, in].
 // DATA_LOSS naming what does not match.
