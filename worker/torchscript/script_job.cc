@@ -2,6 +2,7 @@
 
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <chrono>
 #include <climits>
 #include <cstdio>
@@ -23,6 +24,7 @@
 #include "worker/torchscript/script_qat.h"
 #include "worker/torchscript/script_quantizer.h"
 #include "worker/torchscript/script_quark_export.h"
+#include "worker/torchscript/script_smoothquant.h"
 #include "worker/torchscript/tensor_dataset.h"
 #include "worker/torchscript/tensor_evaluation.h"
 
@@ -66,7 +68,11 @@ class ScriptJob {
  private:
   static std::vector<Stage> Stages(const pipeline::JobOptions& opt) {
     std::vector<Stage> s = {Stage::kLoad, Stage::kCalibrate};
-    if (!opt.quant_config.algorithms.empty()) s.push_back(Stage::kAlgorithms);
+    // smoothquant runs in kCalibrate, before the observers.
+    const bool fitting =
+        std::any_of(opt.quant_config.algorithms.begin(), opt.quant_config.algorithms.end(),
+                    [](const auto& a) { return a.kind() != config::AlgorithmKind::kSmoothQuant; });
+    if (fitting) s.push_back(Stage::kAlgorithms);
     if (opt.qat) s.push_back(Stage::kTrain);
     s.push_back(Stage::kQuantize);
     if (opt.evaluation.enabled) s.push_back(Stage::kEvaluate);
@@ -116,9 +122,20 @@ class ScriptJob {
         gptq_ = std::get<config::GptqOptions>(a.options);
         continue;
       }
+      if (a.kind() == config::AlgorithmKind::kSmoothQuant) {
+        smoothquant_ = std::get<config::SmoothQuantOptions>(a.options);
+        if (!smoothquant_->smooth_linear_prev_ops) {
+          bad.push_back({"spec.quantization.algorithms",
+                         "smooth_quant with smooth_linear_prev_ops false: a TorchScript model "
+                         "folds the scales only into the layer before, so nothing would be "
+                         "smoothed"});
+        }
+        continue;
+      }
       bad.push_back({"spec.quantization.algorithms",
                      std::string(config::AlgorithmKindName(a.kind())) +
-                         " runs on decoder blocks; a TorchScript model takes gptq only"});
+                         " runs on decoder blocks; a TorchScript model takes gptq and "
+                         "smooth_quant"});
     }
     if (gptq_ && opt_.qat) {
       bad.push_back({"spec.qat", "trains the weights GPTQ would fit: choose one of gptq and qat"});
@@ -316,6 +333,22 @@ class ScriptJob {
         data.size(), std::max(1, opt_.tensor_model.calibration_samples.value_or(INT32_MAX)));
   }
 
+  Status SmoothQuant() {
+    QD_ASSIGN_OR_RETURN(const TensorDataset* data, CalibrationData("smoothquant"));
+    ScriptSmoothQuantOptions o;
+    o.smoothquant = *smoothquant_;
+    o.samples = CalibrationSamples(*data);
+    o.batch_size = opt_.tensor_model.batch_size;
+    progress_.Report(Stage::kCalibrate, 0, 0, 0, "smoothquant");
+    auto r = RunScriptSmoothQuant(*quantizer_, *data, o);
+    if (!r.ok()) return Status(r.status()).Prepend("spec.quantization.algorithms: ");
+    for (const std::string& line : r->smoothed) Log(LogLevel::kInfo, "smoothquant: " + line);
+    for (const std::string& line : r->skipped) {
+      Log(LogLevel::kWarning, "smoothquant left unscaled: " + line);
+    }
+    return OkStatus();
+  }
+
   Status Gptq() {
     QD_ASSIGN_OR_RETURN(const TensorDataset* data, CalibrationData("gptq"));
     ScriptGptqOptions o;
@@ -371,6 +404,7 @@ class ScriptJob {
   }
 
   Status Calibrate() {
+    if (smoothquant_) QD_RETURN_IF_ERROR(SmoothQuant());
     if (!quantizer_->NeedsCalibration()) return OkStatus();
     QD_ASSIGN_OR_RETURN(const TensorDataset* calibration,
                         CalibrationData("static activation quantization"));
@@ -523,6 +557,7 @@ class ScriptJob {
   std::unique_ptr<ScriptQuantizer> quantizer_;
   std::optional<TensorDataset> calibration_;
   std::optional<config::GptqOptions> gptq_;
+  std::optional<config::SmoothQuantOptions> smoothquant_;
   std::vector<at::Tensor> example_;  // ExampleInputs
 };
 

@@ -149,6 +149,30 @@ StatusOr<at::Tensor> ScriptQuantizer::ForwardCollecting(size_t slot, size_t quan
   return out;
 }
 
+Status ScriptQuantizer::SetFloatWeight(size_t slot, at::Tensor weight, at::Tensor bias) {
+  if (slot >= layers_.size()) return InternalError("no layer " + std::to_string(slot));
+  QuantizedLayer& l = layers_[slot];
+  const std::string& name = l.layer.name;
+  if (!weight.sizes().equals(l.float_weight.sizes()) ||
+      (bias.defined() &&
+       !(l.float_bias.isTensor() && bias.sizes().equals(l.float_bias.toTensor().sizes())))) {
+    return InternalError(name + ": a rescaled weight or bias changed shape");
+  }
+  QD_ASSIGN_OR_RETURN(l.weight,
+                      quant_modules::ModuleWeight::Create(
+                          weight, WithLayerAxes(l.plan.weight, l.layer.type), name + " weight"));
+  l.float_weight = weight;
+  l.layer.module.setattr("weight", weight);
+  if (bias.defined()) {
+    QD_ASSIGN_OR_RETURN(l.bias,
+                        quant_modules::ModuleWeight::Create(bias, l.plan.bias, name + " bias"));
+    l.float_bias = bias;
+    l.layer.module.setattr("bias", bias);
+  }
+  if (slot < held_.size()) held_[slot] = kHeldFloat;  // the module holds the new float ones
+  return OkStatus();
+}
+
 Status ScriptQuantizer::SetFittedWeight(size_t slot, at::Tensor fake, quant::QParams qparams) {
   if (slot >= layers_.size() || !layers_[slot].plan.weight) {
     return InternalError("no quantized weight in slot " + std::to_string(slot));

@@ -89,6 +89,13 @@ class ScriptQuantizer : public HookTable {
   ScriptModel& model() { return model_; }
   // Puts the fake-quantized weights into the module (as kQuantized does).
   Status UseQuantizedWeights() { return UseWeights(true); }
+  // Puts the float weights into the module (as kFloat does), for an
+  // algorithm that runs forward under its own hooks.
+  Status UseFloatWeights() { return UseWeights(false); }
+  // Replaces layer `slot`'s float weight and (when defined) bias with ones a
+  // rescaling algorithm made (the float model computes the same function)
+  // and quantizes the new weight. Before calibration only.
+  Status SetFloatWeight(size_t slot, at::Tensor weight, at::Tensor bias);
   // Quantized layers / all quantizable layers.
   int quantized_layers() const;
 
