@@ -229,24 +229,24 @@ class ScriptJob {
       return OkStatus();
     }
     for (size_t i = 0; i < formats_.size(); ++i) {
-      if (formats_[i] != exporter::ExportFormat::kTorchScript) continue;
-      const std::string field = "spec.export.formats[" + std::to_string(i) + "]";
-      Status s(held.code(), field + ": " + held.message(), "EXPORT_FORMAT_UNSUPPORTED");
-      for (const auto& v : held.violations()) s.AddViolation(v.field, v.description);
-      return s;
+      if (formats_[i] == exporter::ExportFormat::kTorchScript) return FormatRefused(i, held);
     }
     return OkStatus();
+  }
+
+  // `held` (why the format cannot be written) on spec.export.formats[i].
+  static Status FormatRefused(size_t i, const Status& held) {
+    const std::string field = "spec.export.formats[" + std::to_string(i) + "]";
+    Status s(held.code(), field + ": " + held.message(), "EXPORT_FORMAT_UNSUPPORTED");
+    for (const auto& v : held.violations()) s.AddViolation(v.field, v.description);
+    return s;
   }
 
   Status CheckQuarkExportable() {
     for (size_t i = 0; i < formats_.size(); ++i) {
       if (formats_[i] != exporter::ExportFormat::kHfQuark) continue;
       Status held = CheckScriptQuarkExport(*quantizer_);
-      if (held.ok()) return OkStatus();
-      const std::string field = "spec.export.formats[" + std::to_string(i) + "]";
-      Status s(held.code(), field + ": " + held.message(), "EXPORT_FORMAT_UNSUPPORTED");
-      for (const auto& v : held.violations()) s.AddViolation(v.field, v.description);
-      return s;
+      return held.ok() ? held : FormatRefused(i, held);
     }
     return OkStatus();
   }
@@ -261,11 +261,7 @@ class ScriptJob {
         QD_ASSIGN_OR_RETURN(std::vector<at::Tensor> example, ExampleInputs());
         held = CheckScriptOnnxGraph(*quantizer_, example);
       }
-      if (held.ok()) return OkStatus();
-      const std::string field = "spec.export.formats[" + std::to_string(i) + "]";
-      Status s(held.code(), field + ": " + held.message(), "EXPORT_FORMAT_UNSUPPORTED");
-      for (const auto& v : held.violations()) s.AddViolation(v.field, v.description);
-      return s;
+      return held.ok() ? held : FormatRefused(i, held);
     }
     return OkStatus();
   }
