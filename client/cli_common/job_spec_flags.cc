@@ -71,6 +71,10 @@ constexpr char kJobSpecFlagsUsage[] = R"(
 --qat-parameters P      weights (default) or weights-and-biases
 --qat-learn-scales      train integer weight scales too (LSQ)
 --qat-seed N            seed of the order samples are drawn in (default 0)
+--sensitivity LIST      measure each quantized linear's sensitivity to these
+                        presets (comma-separated, e.g. w_uint4_per_group_asym,
+                        w_int8_per_channel_sym; needs --calib;
+                        docs/sensitivity.md)
 --output URI            artifact directory (default <data-dir>/artifacts/<id>)
 --format F              hf (default), hf-quark, gguf, onnx, compressed-tensors;
                         torchscript (the default for a TorchScript .pt model)
@@ -193,6 +197,7 @@ const std::set<std::string>& JobSpecValueFlags() {
                                                        "qat-loss",
                                                        "qat-parameters",
                                                        "qat-seed",
+                                                       "sensitivity",
                                                        "format",
                                                        "output",
                                                        "gguf-float-type",
@@ -393,6 +398,11 @@ quantd::Status FillJobSpec(const ParsedArgs& a, quantd::v1::JobSpec* spec) {
     return s;
 
   if (auto s = FillQat(a, spec); !s.ok()) return s;
+  if (a.Has("sensitivity")) {
+    auto* sensitivity = spec->mutable_sensitivity();
+    for (absl::string_view name : absl::StrSplit(a.Get("sensitivity"), ',', absl::SkipEmpty()))
+      sensitivity->add_candidates(std::string(name));
+  }
 
   auto* ex = spec->mutable_export_();
   for (const auto& f : a.GetAll("format")) {

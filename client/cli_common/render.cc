@@ -227,6 +227,30 @@ std::string RenderMetrics(const quantd::v1::Metrics& m) {
   return absl::StrJoin(lines, "\n");
 }
 
+std::vector<std::string> RenderSensitivity(const quantd::v1::Job& job) {
+  const auto& candidates = job.spec().sensitivity().candidates();
+  std::vector<std::string> lines;
+  for (int c = 0; c < candidates.size(); ++c) {
+    std::string most, least;
+    double hi = -1, lo = INFINITY;
+    int layers = 0;
+    for (const auto& b : job.result().metrics().blocks()) {
+      for (const auto& l : b.layers()) {
+        if (l.sensitivity_relative_mse_size() != candidates.size()) continue;
+        const double e = l.sensitivity_relative_mse(c);
+        ++layers;
+        if (e > hi) hi = e, most = l.name();
+        if (e < lo) lo = e, least = l.name();
+      }
+    }
+    if (layers == 0) continue;
+    lines.push_back(
+        absl::StrFormat("sensitivity %s: %d layers, block out rel-mse %.3g (%s) to %.3g (%s)",
+                        candidates[c], layers, hi, most, lo, least));
+  }
+  return lines;
+}
+
 std::string RenderJob(const quantd::v1::Job& job) {
   std::vector<std::string> lines;
   lines.push_back("name:       " + job.name());
@@ -261,6 +285,7 @@ std::string RenderJob(const quantd::v1::Job& job) {
   }
   std::string metrics = RenderMetrics(job.result().metrics());
   if (!metrics.empty()) lines.push_back(metrics);
+  for (const std::string& line : RenderSensitivity(job)) lines.push_back(line);
   for (const auto& a : job.result().artifacts()) {
     lines.push_back(absl::StrFormat(
         "artifact:   %s %s (%s, sha256 %s)%s%s", quantd::v1::ExportFormat_Name(a.format()),

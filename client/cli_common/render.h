@@ -26,6 +26,8 @@ std::string RenderProgressBar(const quantd::v1::Progress& p, int width = 30);
 std::string RenderBlockMetrics(const quantd::v1::BlockMetrics& b, int block_count);
 // Final metrics block printed when a watched job ends.
 std::string RenderMetrics(const quantd::v1::Metrics& m);
+// Per spec.sensitivity candidate: its most and least sensitive layers.
+std::vector<std::string> RenderSensitivity(const quantd::v1::Job& job);
 // The quantization the spec asks for, e.g. "w_int4_per_group_sym (group 32)",
 // or "llama.cpp Q4_K_M" for a llama.cpp recipe (export.gguf_type) alone.
 std::string DescribeQuantization(const quantd::v1::JobSpec& spec);

@@ -2,11 +2,14 @@
 
 #include <sstream>
 
+#include "gmock/gmock.h"
 #include "google/protobuf/text_format.h"
 #include "gtest/gtest.h"
 
 namespace quantd::cli_common {
 namespace {
+
+using ::testing::ElementsAre;
 
 template <typename T>
 T Parse(const std::string& text) {
@@ -42,6 +45,25 @@ TEST(RenderTest, MetricsShowRelativeChangeAndProtocol) {
             "100707 tokens)\n"
             "perplexity quantized: 7.3300  (+4.88%)\n"
             "model size:           1.0 MiB -> 256.0 KiB (0.25x)");
+}
+
+TEST(RenderTest, SensitivityNamesTheMostAndLeastSensitiveLayers) {
+  quantd::v1::Job job;
+  job.mutable_spec()->mutable_sensitivity()->add_candidates("w_int4_per_channel_sym");
+  job.mutable_spec()->mutable_sensitivity()->add_candidates("w_int8_per_channel_sym");
+  auto* b = job.mutable_result()->mutable_metrics()->add_blocks();
+  const double errors[][2] = {{0.002, 1e-5}, {0.0076, 3e-5}, {0.001, 2e-5}};
+  for (int i = 0; i < 3; ++i) {
+    auto* l = b->add_layers();
+    l->set_name("model.layers.0.l" + std::to_string(i));
+    l->add_sensitivity_relative_mse(errors[i][0]);
+    l->add_sensitivity_relative_mse(errors[i][1]);
+  }
+  EXPECT_THAT(RenderSensitivity(job),
+              ElementsAre("sensitivity w_int4_per_channel_sym: 3 layers, block out rel-mse "
+                          "0.0076 (model.layers.0.l1) to 0.001 (model.layers.0.l2)",
+                          "sensitivity w_int8_per_channel_sym: 3 layers, block out rel-mse "
+                          "3e-05 (model.layers.0.l1) to 1e-05 (model.layers.0.l0)"));
 }
 
 TEST(RenderTest, BlockRowNamesWorstLayer) {

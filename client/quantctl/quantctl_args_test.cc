@@ -77,6 +77,7 @@ TEST(QuantctlArgsTest, TakesItsOwnFlagsAndEveryJobFlag) {
                                                          "qat-loss",
                                                          "qat-parameters",
                                                          "qat-seed",
+                                                         "sensitivity",
                                                          "format",
                                                          "output",
                                                          "device",

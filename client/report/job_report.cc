@@ -37,6 +37,9 @@ struct ReportData {
   BarChart block_error;
   BarChart block_seconds;
   Heatmap sqnr;
+  // spec.sensitivity: layers x candidates, the block output SQNR with the
+  // layer alone quantized (-10 log10 of sensitivity_relative_mse).
+  Heatmap sensitivity;
   RangeChart activations;
   BarChart stages;
   std::vector<std::vector<std::string>> artifacts;  // format, uri, bytes, sha256, accepted
@@ -155,8 +158,23 @@ ReportData Collect(const Job& job) {
       if (l.input_min() != 0 || l.input_max() != 0) {
         ranges.push_back({l.name(), l.input_min(), l.input_max()});
       }
+      // One value per candidate of the spec (a job JSON edited by hand may
+      // disagree: no row then).
+      if (l.sensitivity_relative_mse_size() > 0 &&
+          l.sensitivity_relative_mse_size() == job.spec().sensitivity().candidates_size()) {
+        d.sensitivity.row_labels.push_back(l.name());
+        auto& row = d.sensitivity.cells.emplace_back();
+        for (double e : l.sensitivity_relative_mse())
+          row.emplace_back(e > 0 ? -10 * std::log10(e) : 200.0);  // no error at all
+      }
     }
   }
+  d.sensitivity.series = "layer-sensitivity";
+  d.sensitivity.title =
+      "Block output SQNR with the layer alone quantized, per candidate (dB; low = sensitive)";
+  d.sensitivity.unit = " dB";
+  for (const std::string& c : job.spec().sensitivity().candidates())
+    d.sensitivity.column_labels.push_back(c);
   std::stable_sort(ranges.begin(), ranges.end(), [](const Range& a, const Range& b) {
     return std::max(std::abs(a.min), std::abs(a.max)) > std::max(std::abs(b.min), std::abs(b.max));
   });
@@ -287,6 +305,9 @@ std::string RenderJobReportHtml(const Job& job) {
                         DrawBarChart(d.block_error) + DrawBarChart(d.block_seconds));
     html += HtmlSection("layers", "Layers", DrawHeatmap(d.sqnr));
   }
+  if (!d.sensitivity.row_labels.empty()) {
+    html += HtmlSection("sensitivity", "Sensitivity", DrawHeatmap(d.sensitivity));
+  }
   if (!d.activations.labels.empty()) {
     html += HtmlSection("activations", "Activation ranges", DrawRangeChart(d.activations));
   }
@@ -329,6 +350,18 @@ std::string RenderJobReportMarkdown(const Job& job) {
       rows.push_back(row);
     }
     md += "## Weight SQNR (dB), layers by block\n\n" + MdTable(header, rows);
+  }
+  if (!d.sensitivity.row_labels.empty()) {
+    std::vector<std::string> header = {"Layer"};
+    for (const std::string& c : d.sensitivity.column_labels) header.push_back(c + " (dB)");
+    std::vector<std::vector<std::string>> rows;
+    for (size_t r = 0; r < d.sensitivity.row_labels.size(); ++r) {
+      std::vector<std::string> row = {d.sensitivity.row_labels[r]};
+      for (const auto& v : d.sensitivity.cells[r]) row.push_back(v ? FormatNumber(*v) : "");
+      rows.push_back(row);
+    }
+    md += "## Sensitivity: block output SQNR with the layer alone quantized\n\n" +
+          MdTable(header, rows);
   }
   if (!d.activations.labels.empty()) {
     std::vector<std::vector<std::string>> rows;

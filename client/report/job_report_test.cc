@@ -123,6 +123,30 @@ TEST(JobReportTest, MarkdownHasTheSameFacts) {
   EXPECT_THAT(md, HasSubstr("| HF_QUARK | file:///out/a | 1020.5 KiB | 7689e1e7 | yes |"));
 }
 
+// Sensitivity: each layer's block output SQNR per candidate, in dB.
+TEST(JobReportTest, SensitivityIsAHeatmapOfLayersByCandidate) {
+  quantd::v1::Job job = SampleJob();
+  job.mutable_spec()->mutable_sensitivity()->add_candidates("w_int4_per_channel_sym");
+  job.mutable_spec()->mutable_sensitivity()->add_candidates("w_int8_per_channel_sym");
+  auto* layers = job.mutable_result()->mutable_metrics()->mutable_blocks(0)->mutable_layers();
+  for (auto& l : *layers) {
+    l.add_sensitivity_relative_mse(1e-3);
+    l.add_sensitivity_relative_mse(1e-5);
+  }
+  const std::string html = RenderJobReportHtml(job);
+  EXPECT_EQ(Count(html, "data-series=\"layer-sensitivity\""), 1u);
+  EXPECT_THAT(html, HasSubstr("data-row=\"model.layers.0.mlp.down_proj\" "
+                              "data-column=\"w_int4_per_channel_sym\" data-value=\"30\""));
+  EXPECT_THAT(html, HasSubstr("data-row=\"model.layers.0.mlp.down_proj\" "
+                              "data-column=\"w_int8_per_channel_sym\" data-value=\"50\""));
+  const std::string md = RenderJobReportMarkdown(job);
+  EXPECT_THAT(md,
+              HasSubstr("| Layer | w_int4_per_channel_sym (dB) | w_int8_per_channel_sym (dB) |"));
+  EXPECT_THAT(md, HasSubstr("| model.layers.0.self_attn.q_proj | 30 | 50 |"));
+  // Without the spec's candidates there is no section.
+  EXPECT_THAT(RenderJobReportHtml(SampleJob()), Not(HasSubstr("layer-sensitivity")));
+}
+
 TEST(JobReportTest, AJobWithoutMetricsStillRenders) {
   quantd::v1::Job job;
   job.set_name("jobs/q");

@@ -199,6 +199,7 @@ TEST(QuantizeArgsTest, TakesTheSharedJobFlagsAndItsLocalRunFlags) {
                                                          "qat-loss",
                                                          "qat-parameters",
                                                          "qat-seed",
+                                                         "sensitivity",
                                                          "activation-offload",
                                                          "gguf-float-type",
                                                          "gguf-type",

@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 #include <optional>
+#include <set>
 #include <string>
 #include <utility>
 #include <variant>
@@ -20,6 +21,7 @@
 #include "worker/algo/awq_layout.h"
 #include "worker/common/bounded_json.h"
 #include "worker/common/deadline.h"
+#include "worker/config/presets.h"
 #include "worker/export/checkpoint_methods.h"
 #include "worker/export/export_support.h"
 #include "worker/export/gguf/gguf_recipe.h"
@@ -39,6 +41,9 @@ namespace quantd::job_spec {
 namespace {
 
 using quantd::v1::JobSpec;
+
+// spec.sensitivity.candidates: each costs a block forward per linear.
+constexpr int kMaxSensitivityCandidates = 8;
 
 bool StartsWith(const std::string& s, const std::string& prefix) {
   return s.compare(0, prefix.size(), prefix) == 0;
@@ -477,6 +482,35 @@ void CheckQat(SpecChecker& c, const JobSpec& spec) {
                                      " (QAT_WEIGHTS or QAT_WEIGHTS_AND_BIASES)");
 }
 
+// spec.sensitivity: distinct known presets, measured on calibration text of
+// a decoder model.
+void CheckSensitivity(SpecChecker& c, const JobSpec& spec) {
+  if (!spec.has_sensitivity()) return;
+  const auto& candidates = spec.sensitivity().candidates();
+  if (candidates.empty() || candidates.size() > kMaxSensitivityCandidates)
+    c.Bad("spec.sensitivity.candidates", "give 1 to " + std::to_string(kMaxSensitivityCandidates) +
+                                             " preset names, got " +
+                                             std::to_string(candidates.size()));
+  std::set<std::string> seen;
+  for (int i = 0; i < candidates.size() && i < kMaxSensitivityCandidates; ++i) {
+    const std::string field = "spec.sensitivity.candidates[" + std::to_string(i) + "]";
+    const auto preset = config::PresetConfig(candidates[i]);
+    if (!preset.ok()) {
+      c.Bad(field, "unknown preset '" + candidates[i].substr(0, 64) +
+                       "' (docs/quant.md, \"Presets\", lists them)");
+    } else if (!seen.insert(candidates[i]).second) {
+      c.Bad(field, "'" + candidates[i] + "' is listed twice");
+    }
+  }
+  if (spec.calibration().dataset_uri().empty())
+    c.Bad("spec.calibration.dataset_uri",
+          "the sensitivity is measured on the calibration samples: give calibration text");
+  if (IsLocalScriptModel(spec.model_uri()))
+    c.Bad("spec.sensitivity", "is measured on decoder blocks; a TorchScript model has none");
+  if (!spec.export_().gguf_type().empty())
+    c.Bad("spec.sensitivity", "a llama.cpp recipe fixes every tensor's type; nothing to compare");
+}
+
 // Every spec a config entry asks for, for CheckExportSupport; the names are
 // the config's (the worker checks again per layer before it writes).
 std::vector<exporter::ExportLayerSpecs> ConfigExportSpecs(const config::QuantConfig& config) {
@@ -656,6 +690,7 @@ Status CheckResolvedJobSpec(const JobSpec& spec, const StatusOr<config::QuantCon
   CheckCalibration(c, spec);
   CheckEvaluation(c, spec);
   CheckQat(c, spec);
+  CheckSensitivity(c, spec);
   if (!c.OutOfTime("spec.export")) CheckExport(c, spec, quantization);
   if (!ValidDevice(spec.device()))
     c.Bad("spec.device", "'" + spec.device() + "' is not one of cpu, cuda, cuda:N");

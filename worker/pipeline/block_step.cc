@@ -4,6 +4,7 @@
 #include <set>
 #include <utility>
 
+#include "worker/algo/activation_quant.h"
 #include "worker/common/torch_compat.h"
 #include "worker/models/matmul_dtype.h"
 #include "worker/pipeline/block_algorithm.h"
@@ -120,6 +121,37 @@ void BlockStep::ObserveImportance(BlockWork& w, algo::ScopedHooks& hooks) const 
   }
 }
 
+Status BlockStep::MeasureSensitivity(BlockWork& w, const at::Tensor& hidden) const {
+  if (opt_.sensitivity.empty() || !hidden.defined() || !w.float_out.defined()) return OkStatus();
+  models::MatmulDtypeScope dtype(CalibrationMatmulDtype(opt_));
+  models::DecoderBlock& block = *w.block;
+  for (models::Linear* linear : block.linears()) {
+    if (!plans_.at(linear->name()).quantized()) continue;  // the job keeps it float
+    std::vector<double>& errors = w.sensitivity[linear->name()];
+    for (const SensitivityCandidate& c : opt_.sensitivity) {
+      if (obs_.CancelRequested()) return JobCancelled();
+      const std::string& target = linear->name();
+      const LayerPlanner alone = [&](const std::string& name, const std::string& type) {
+        return name == target ? c.planner(name, type) : LayerPlan{};
+      };
+      QD_ASSIGN_OR_RETURN(algo::SavedWeights saved, algo::QuantizeBlockWeights(block, alone));
+      StatusOr<at::Tensor> out = [&]() -> StatusOr<at::Tensor> {
+        QD_ASSIGN_OR_RETURN(algo::BlockInputQuantizers inputs,
+                            algo::BlockInputQuantizers::Calibrate(block, hidden, alone));
+        algo::ScopedHooks hooks;
+        QD_RETURN_IF_ERROR(inputs.Install(block, hooks));
+        return block.Forward(hidden);
+      }();
+      saved.Restore();
+      if (!out.ok())
+        return Status(out.status()).Prepend("sensitivity of " + target + " to " + c.name + ": ");
+      errors.push_back(algo::RelativeMse(*out, w.float_out));
+    }
+  }
+  w.stages.Mark("sensitivity");
+  return OkStatus();
+}
+
 Status BlockStep::RunAlgorithms(BlockWork& w, const at::Tensor& hidden,
                                 const AlgorithmProgress& progress) const {
   const int i = w.index;
@@ -224,6 +256,8 @@ Status BlockStep::RoundWeights(BlockWork& w) const {
     }
     if (plan.bias && linear->bias().defined())
       changed.emplace_back(linear->name() + ".bias", linear->bias());
+    if (auto s = w.sensitivity.find(linear->name()); s != w.sensitivity.end())
+      lr.sensitivity_relative_mse = s->second;
     w.report.layers.push_back(std::move(lr));
   }
   w.stages.Mark("round");

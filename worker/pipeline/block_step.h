@@ -75,6 +75,9 @@ struct BlockWork {
   // sum of its input columns' squared activations (float64) and the tokens
   // summed, gathered in the float forward (the block's part of the imatrix).
   std::map<std::string, std::pair<at::Tensor, int64_t>> importance;
+  // Module name -> per sensitivity candidate, the block output's relative
+  // MSE with that layer alone quantized as the candidate.
+  std::map<std::string, std::vector<double>> sensitivity;
   NamedTensors tensors;     // what the block's scratch file holds
   int64_t bytes_delta = 0;  // quantized minus float bytes of its weights
   BlockReport report;
@@ -118,6 +121,13 @@ class BlockStep {
   BlockWork Begin(int index, int n) const;
   Status Transform(BlockWork& w) const;
   Status FloatForward(BlockWork& w, const at::Tensor& hidden) const;
+  // JobOptions::sensitivity, on the float block before any algorithm: for
+  // each linear the job quantizes and each candidate, the block run on
+  // `hidden` with that linear alone quantized as the candidate plans it
+  // (weight rounded to nearest, input quantized, static inputs calibrated
+  // on `hidden`), against FloatForward's output. Nothing without
+  // calibration samples.
+  Status MeasureSensitivity(BlockWork& w, const at::Tensor& hidden) const;
   // `progress` (may be empty) gets the algorithms' progress inside the block.
   using AlgorithmProgress =
       std::function<void(double, const std::string&, const std::optional<TrainingStepInfo>&)>;

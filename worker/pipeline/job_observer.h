@@ -43,6 +43,9 @@ struct LayerReport {
   bool excluded = false;
   double input_min = 0;  // static activation observers only
   double input_max = 0;
+  // JobOptions::sensitivity: per candidate, the block output's relative MSE
+  // with this layer alone quantized as the candidate (docs/sensitivity.md).
+  std::vector<double> sensitivity_relative_mse;
 };
 
 // One expert of a mixture-of-experts block.

@@ -121,6 +121,13 @@ struct TensorModelOptions {
 // Quantization-aware training (spec.qat; docs/qat.md).
 using QatOptions = qat::QatOptions;
 
+// A candidate of the per-layer sensitivity measurement (spec.sensitivity;
+// docs/sensitivity.md): a preset and the planner of its config.
+struct SensitivityCandidate {
+  std::string name;
+  LayerPlanner planner;
+};
+
 struct JobOptions {
   std::string model_dir;
   // Where the model came from, for messages and the resume fingerprint
@@ -161,6 +168,8 @@ struct JobOptions {
   ActivationOffload activation_offload = ActivationOffload::kAuto;
   TensorModelOptions tensor_model;
   std::optional<QatOptions> qat;
+  // In the spec's order; empty: not measured.
+  std::vector<SensitivityCandidate> sensitivity;
 };
 
 struct StageTiming {

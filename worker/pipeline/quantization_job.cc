@@ -533,6 +533,7 @@ class QuantizationJob {
       w.stages.Mark("load");
       QD_RETURN_IF_ERROR(step.Transform(w));
       QD_RETURN_IF_ERROR(step.FloatForward(w, hidden));
+      QD_RETURN_IF_ERROR(step.MeasureSensitivity(w, hidden));
       QD_RETURN_IF_ERROR(step.RunAlgorithms(
           w, hidden,
           [&](double f, const std::string& message, const std::optional<TrainingStepInfo>& t) {

@@ -44,7 +44,9 @@ json ToJson(const BlockReport& b) {
                        {"below_floor", e.below_floor},
                        {"kept_float", e.kept_float}});
   json layers = json::array();
-  for (const auto& l : b.layers)
+  for (const auto& l : b.layers) {
+    json sensitivity = json::array();
+    for (double e : l.sensitivity_relative_mse) sensitivity.push_back(DoubleToJson(e));
     layers.push_back({{"name", l.name},
                       {"weight_format", l.weight_format},
                       {"input_format", l.input_format},
@@ -52,7 +54,9 @@ json ToJson(const BlockReport& b) {
                       {"weight_sqnr_db", DoubleToJson(l.weight_sqnr_db)},
                       {"excluded", l.excluded},
                       {"input_min", DoubleToJson(l.input_min)},
-                      {"input_max", DoubleToJson(l.input_max)}});
+                      {"input_max", DoubleToJson(l.input_max)},
+                      {"sensitivity_relative_mse", sensitivity}});
+  }
   return {{"block", b.block},
           {"block_count", b.block_count},
           {"output_rel_mse", b.output_rel_mse ? json(*b.output_rel_mse) : json(nullptr)},
@@ -86,6 +90,9 @@ BlockReport BlockFromJson(const json& j) {
     r.excluded = l.at("excluded").get<bool>();
     r.input_min = DoubleFromJson(l.at("input_min"));
     r.input_max = DoubleFromJson(l.at("input_max"));
+    // Absent from the checkpoints of earlier versions.
+    if (const auto s = l.find("sensitivity_relative_mse"); s != l.end())
+      for (const json& e : *s) r.sensitivity_relative_mse.push_back(DoubleFromJson(e));
     b.layers.push_back(std::move(r));
   }
   // Absent from the checkpoints of earlier versions.
@@ -124,6 +131,10 @@ std::string ResumeFingerprint(const JobOptions& o) {
   for (const auto& a : o.block_algorithms) s << a->name() << ",";
   s << "\n" << (o.model_transform ? "transform" : "");
   // Only when set, so that earlier jobs' fingerprints hold.
+  if (!o.sensitivity.empty()) {
+    s << "\nsensitivity";
+    for (const auto& c : o.sensitivity) s << " " << c.name;
+  }
   if (o.qat) {
     s << "\nqat " << o.qat->steps << "|" << o.qat->learning_rate << "|" << o.qat->batch_size << "|"
       << o.qat->dataset_path << "|" << static_cast<int>(o.qat->loss) << "|" << o.qat->train_biases

@@ -75,6 +75,7 @@ quantd::v1::BlockMetrics ToProto(const pipeline::BlockReport& b) {
     lm->set_excluded(l.excluded);
     lm->set_input_min(l.input_min);
     lm->set_input_max(l.input_max);
+    for (double e : l.sensitivity_relative_mse) lm->add_sensitivity_relative_mse(e);
   }
   for (const auto& e : b.experts) {
     auto* em = out.add_experts();

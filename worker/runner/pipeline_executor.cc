@@ -14,10 +14,12 @@
 #include "worker/algo/block_qat.h"
 #include "worker/algo/registry.h"
 #include "worker/common/cancellation.h"
+#include "worker/config/presets.h"
 #include "worker/export/artifact.h"
 #include "worker/export/hf/hf_files.h"
 #include "worker/io/gguf/gguf_model_dir.h"
 #include "worker/io/uri/model_files.h"
+#include "worker/job_spec/quantization_settings.h"
 #include "worker/pipeline/quantization_job.h"
 #include "worker/runner/job_translation.h"
 #include "worker/torchscript/script_job.h"
@@ -225,6 +227,10 @@ StatusOr<pipeline::JobOptions> PipelineExecutor::BuildOptions(
     qat.learn_scales = qs.learn_scales();
     qat.seed = qs.seed();
     o.qat = qat;
+  }
+  for (const std::string& name : job.spec().sensitivity().candidates()) {
+    QD_ASSIGN_OR_RETURN(config::QuantConfig c, config::PresetConfig(name));
+    o.sensitivity.push_back({name, job_spec::PlannerFor(std::move(c))});
   }
   if (cal.seq_len) o.calibration.seq_len = *cal.seq_len;
   if (cal.sampling) o.calibration.sampling = *cal.sampling;  // unset: the engine's default

@@ -140,6 +140,10 @@ class ScriptJob {
     if (gptq_ && opt_.qat) {
       bad.push_back({"spec.qat", "trains the weights GPTQ would fit: choose one of gptq and qat"});
     }
+    if (!opt_.sensitivity.empty()) {
+      bad.push_back(
+          {"spec.sensitivity", "is measured on decoder blocks; a TorchScript model has none"});
+    }
     if (opt_.kv_cache) {
       bad.push_back({"spec.quantization.fp8_kv_cache",
                      "a TorchScript model has no KV cache (nor kv_cache_quant_config)"});
