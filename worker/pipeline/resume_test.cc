@@ -122,6 +122,7 @@ TEST(ResumeStateTest, BlockReportsRoundTrip) {
   LayerReport l;
   l.name = "model.layers.0.mlp.down_proj";
   l.weight_sqnr_db = 22.125;
+  l.sensitivity_relative_mse = {7.5e-3, 2.75e-5};
   b.layers.push_back(l);
   LayerReport excluded;  // left in float: its SQNR is infinite
   excluded.name = "model.layers.0.mlp.gate";
@@ -144,7 +145,9 @@ TEST(ResumeStateTest, BlockReportsRoundTrip) {
   ASSERT_EQ(r.layers.size(), 2u);
   EXPECT_EQ(r.layers[0].name, "model.layers.0.mlp.down_proj");
   EXPECT_EQ(r.layers[0].weight_sqnr_db, 22.125);
+  EXPECT_EQ(r.layers[0].sensitivity_relative_mse, (std::vector<double>{7.5e-3, 2.75e-5}));
   EXPECT_TRUE(r.layers[1].excluded);
+  EXPECT_TRUE(r.layers[1].sensitivity_relative_mse.empty());
   EXPECT_EQ(r.layers[1].weight_sqnr_db, std::numeric_limits<double>::infinity());
 }
 
@@ -323,6 +326,16 @@ TEST_F(ResumeTest, CheckpointOfOtherOptionsIsIgnored) {
   ASSERT_TRUE(out.status.ok()) << out.status;
   EXPECT_TRUE(second.Logged("starting over"));
   EXPECT_EQ(second.blocks, (std::vector<int>{1, 2, 3, 4, 5}));
+}
+
+TEST(ResumeStateTest, SensitivityCandidatesAreInTheFingerprint) {
+  JobOptions o;
+  const std::string none = ResumeFingerprint(o);
+  o.sensitivity.push_back({"w_int4_per_channel_sym", nullptr});
+  const std::string int4 = ResumeFingerprint(o);
+  o.sensitivity[0].name = "w_int8_per_channel_sym";
+  EXPECT_NE(none, int4);
+  EXPECT_NE(int4, ResumeFingerprint(o));
 }
 
 TEST_F(ResumeTest, DamagedCheckpointStartsOver) {
