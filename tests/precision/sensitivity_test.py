@@ -88,6 +88,14 @@ class SensitivityTest(QuantctlJobsTest):
                      "spec.calibration.dataset_uri: the sensitivity is measured on the "
                      "calibration samples"):
             self.assertIn(text, p.stderr)
+        # Nine candidates, one a 10 kB name: the count refused, the name cut
+        # to 64 characters in the message.
+        names = ["w_int8_per_channel_sym"] * 8 + ["x" * 10000]
+        p = self.quantctl("submit", "--model", STORIES, "--scheme", "w_int8_per_channel_sym",
+                          "--calib", TEXT, "--sensitivity", ",".join(names), check=False)
+        self.assertNotEqual(p.returncode, 0)
+        self.assertIn("spec.sensitivity.candidates: give 1 to 8 preset names, got 9", p.stderr)
+        self.assertNotIn("x" * 65, p.stderr)
 
 
 if __name__ == "__main__":
