@@ -54,13 +54,6 @@ std::vector<at::Tensor> WeightsOf(const SmoothGroup& g) {
   return w;
 }
 
-double AlphaFor(const SmoothQuantOptions& o, const models::LinearGroup& g) {
-  for (const auto& [glob, alpha] : o.alpha_overrides)
-    for (const std::string& name : g.linears)
-      if (GlobMatch(glob, name)) return alpha;
-  return o.alpha;
-}
-
 // Every tensor of a block, to undo trial scalings.
 class BlockSnapshot {
  public:
@@ -103,6 +96,13 @@ StatusOr<double> QuantizedBlockError(models::DecoderBlock& block, const at::Tens
 
 }  // namespace
 
+double SmoothQuantAlpha(const SmoothQuantOptions& o, const std::vector<std::string>& modules) {
+  for (const auto& [glob, alpha] : o.alpha_overrides)
+    for (const std::string& name : modules)
+      if (GlobMatch(glob, name)) return alpha;
+  return o.alpha;
+}
+
 StatusOr<at::Tensor> SmoothQuantScales(const at::Tensor& act_absmax,
                                        const std::vector<at::Tensor>& weights, double alpha,
                                        double scale_clamp_min) {
@@ -141,7 +141,7 @@ Status SmoothQuantAlgorithm::Apply(pipeline::BlockAlgorithmContext& ctx) {
   // All scales from the unscaled block, then all folds, as the reference.
   std::vector<at::Tensor> scales;
   for (const SmoothGroup& g : groups) {
-    const double alpha = AlphaFor(options_, *g.group);
+    const double alpha = SmoothQuantAlpha(options_, g.group->linears);
     auto s = SmoothQuantScales(ChannelAbsMax(caps.inputs.at(g.group->linears[0])), WeightsOf(g),
                                alpha, options_.scale_clamp_min);
     if (!s.ok()) return Status(s.status()).Prepend("group of " + g.group->linears[0] + ": ");

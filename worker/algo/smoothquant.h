@@ -43,6 +43,10 @@ StatusOr<at::Tensor> SmoothQuantScales(const at::Tensor& act_absmax,
                                        const std::vector<at::Tensor>& weights, double alpha,
                                        double scale_clamp_min = 1e-5);
 
+// The α of a group of modules: the first alpha_overrides glob that matches
+// one of them, else options.alpha.
+double SmoothQuantAlpha(const SmoothQuantOptions& options, const std::vector<std::string>& modules);
+
 class SmoothQuantAlgorithm final : public pipeline::BlockAlgorithm {
  public:
   explicit SmoothQuantAlgorithm(SmoothQuantOptions options = {}) : options_(std::move(options)) {}

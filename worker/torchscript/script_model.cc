@@ -154,13 +154,17 @@ std::string FirstLine(const std::exception& e) {
   return what.substr(0, what.find('\n'));
 }
 
+std::string ScriptModel::ShortClassName(const torch::jit::Module& m) {
+  const std::string q = ClassName(m);
+  return q.substr(q.rfind('.') + 1);
+}
+
 std::string ScriptModel::LayerType(const torch::jit::Module& m) {
   // "__torch__.torch.nn.modules.conv.___torch_mangle_0.Conv2d": a class of
   // torch.nn (the mangle only tells instances with different constants apart).
-  const std::string q = ClassName(m);
   static const std::string kPrefix = "__torch__.torch.nn.modules.";
-  if (q.compare(0, kPrefix.size(), kPrefix) != 0) return "";
-  const std::string last = q.substr(q.rfind('.') + 1);
+  if (ClassName(m).compare(0, kPrefix.size(), kPrefix) != 0) return "";
+  const std::string last = ShortClassName(m);
   return QuantizableTypes().count(last) ? last : "";
 }
 

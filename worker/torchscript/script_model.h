@@ -78,6 +78,9 @@ class ScriptModel {
 
   // The type name quantd quantizes for a module ("" for others).
   static std::string LayerType(const torch::jit::Module& m);
+  // The last component of a module's class name, for any module ("Conv2d",
+  // "DigitsCNN").
+  static std::string ShortClassName(const torch::jit::Module& m);
 
  private:
   torch::jit::Module module_;

@@ -7,6 +7,7 @@
 
 #include "worker/config/quark_json.h"
 #include "worker/export/export_support.h"
+#include "worker/export/hf/quark_config.h"
 #include "worker/export/hf/quark_tensors.h"
 #include "worker/io/safetensors/safetensors_writer.h"
 #include "worker/io/safetensors/tensor_io.h"
@@ -25,10 +26,7 @@ std::string WeightProblem(const QuantizedLayer& l) {
   const Status held = exporter::CheckQuarkWeightSpec(s);
   if (!held.ok()) return held.message();
   if (l.float_weight.dim() <= 2) return "";
-  const bool unpacked = (quant::IsIntType(s.dtype) && quant::BitWidth(s.dtype) == 8) ||
-                        quant::IsFp8Type(s.dtype) || s.dtype == quant::DataType::kFloat16 ||
-                        s.dtype == quant::DataType::kBFloat16;
-  if (!unpacked) {
+  if (exporter::IsPackedQuarkWeight(s)) {
     return "hf_quark packs only 2-D weights, so a " + l.layer.type +
            " weight is stored unpacked in its own shape: int8, uint8, fp8_e4m3, fp8_e5m2, "
            "float16 or bfloat16, not " +
@@ -54,16 +52,6 @@ std::string ActivationProblem(const quant_modules::ActivationQuantizer& q, bool 
   return "";
 }
 
-// The last component of a module's class name ("Conv2d", "DigitsCNN").
-std::string TypeName(const torch::jit::Module& m) {
-  const auto name = m.type()->name();
-  if (!name) return "";
-  const std::string q = name->qualifiedName();
-  return q.substr(q.rfind('.') + 1);
-}
-
-json SpecJson(const QuantSpec& s) { return json::parse(config::SpecToQuarkJson(s)); }
-
 // The reference's module tree: a leaf (no children, or a quantized layer)
 // by its tensors and quantizers; otherwise its children and own tensors.
 json ModuleTree(const torch::jit::Module& m, const std::string& name,
@@ -79,15 +67,16 @@ json ModuleTree(const torch::jit::Module& m, const std::string& name,
     return node;
   }
   node["name"] = name;
-  node["type"] = TypeName(m);
+  node["type"] = ScriptModel::ShortClassName(m);
   for (const char* t : {"weight", "bias"}) {
     if (m.hasattr(t) && m.attr(t).isTensor()) node[t] = name + "." + t;
   }
   if (layer == layers.end()) return node;
   const QuantizedLayer& l = *layer->second;
-  if (l.plan.weight) node["weight_quant"] = SpecJson(*WithLayerAxes(l.plan.weight, l.layer.type));
-  if (l.input.enabled()) node["input_quant"] = SpecJson(*l.input.spec());
-  if (l.output.enabled()) node["output_quant"] = SpecJson(*l.output.spec());
+  if (l.plan.weight)
+    node["weight_quant"] = exporter::QuarkSpecJson(*WithLayerAxes(l.plan.weight, l.layer.type));
+  if (l.input.enabled()) node["input_quant"] = exporter::QuarkSpecJson(*l.input.spec());
+  if (l.output.enabled()) node["output_quant"] = exporter::QuarkSpecJson(*l.output.spec());
   return node;
 }
 
@@ -205,11 +194,7 @@ StatusOr<exporter::Artifact> ExportScriptQuark(ScriptQuantizer& quantizer,
   if (options.quant_config != nullptr) {
     json q = config::QuarkJsonForExport(*options.quant_config, "real_quantized");
     q["quant_method"] = "quark";
-    q["export"] = {{"kv_cache_group", json::array()},
-                   {"min_kv_scale", 0.0},
-                   {"pack_method", "reorder"},
-                   {"weight_format", "real_quantized"},
-                   {"weight_merge_groups", nullptr}};
+    q["export"] = exporter::QuarkExportJson({});
     QD_RETURN_IF_ERROR(WriteJson(dir + "/quantization_config.json", q));
   }
   QD_RETURN_IF_ERROR(staged.Commit());

@@ -7,7 +7,6 @@
 #include <set>
 
 #include "worker/algo/smoothquant.h"
-#include "worker/common/name_pattern.h"
 #include "worker/torchscript/activation_hooks.h"
 
 namespace quantd::torchscript {
@@ -141,12 +140,6 @@ at::Tensor OnAxis(const at::Tensor& s, const at::Tensor& w, int64_t axis) {
   return s.to(at::kDouble).reshape(shape);
 }
 
-double AlphaFor(const config::SmoothQuantOptions& o, const std::string& name) {
-  for (const auto& [glob, alpha] : o.alpha_overrides)
-    if (GlobMatch(glob, name)) return alpha;
-  return o.alpha;
-}
-
 }  // namespace
 
 StatusOr<ScriptSmoothQuantReport> RunScriptSmoothQuant(ScriptQuantizer& quantizer,
@@ -267,7 +260,7 @@ StatusOr<ScriptSmoothQuantReport> RunScriptSmoothQuant(ScriptQuantizer& quantize
 
   for (const auto& [p, t] : pairs) {
     const QuantizedLayer& tl = layers[t->slot];
-    const double alpha = AlphaFor(options.smoothquant, t->name);
+    const double alpha = algo::SmoothQuantAlpha(options.smoothquant, {t->name});
     QD_ASSIGN_OR_RETURN(
         at::Tensor s,
         algo::SmoothQuantScales(hooks.absmax[t->slot], {InputColumns(tl.float_weight, t->type)},

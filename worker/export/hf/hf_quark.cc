@@ -12,10 +12,11 @@
 #include "worker/config/quant_config.h"
 #include "worker/config/quark_json.h"
 #include "worker/export/export_support.h"
-#include "worker/export/module_names.h"
 #include "worker/export/hf/hf_files.h"
 #include "worker/export/hf/quantized_safetensors.h"
+#include "worker/export/hf/quark_config.h"
 #include "worker/export/hf/quark_tensors.h"
+#include "worker/export/module_names.h"
 #include "worker/io/safetensors/tensor_io.h"
 #include "worker/models/layer_shapes.h"
 
@@ -125,8 +126,9 @@ config::QuantConfig ExportedConfig(const QuantizedModel& model) {
 // or for a reference config that keeps its KV cache in layer_quant_config,
 // the entries there with a static output spec on k/v projections. An output
 // quantizer on every Linear (the o_fp8 schemes) is no KV cache.
-json KvCacheGroup(const QuantizedModel& model, const config::QuantConfig& exported) {
-  json kv = json::array();
+std::vector<std::string> KvCacheGroup(const QuantizedModel& model,
+                                      const config::QuantConfig& exported) {
+  std::vector<std::string> kv;
   for (const auto& e : exported.kv_cache_quant_config) kv.push_back(e.pattern);
   if (!kv.empty()) return kv;
   for (const auto& e : exported.layer_quant_config) {
@@ -143,11 +145,10 @@ json QuarkQuantizationConfig(const QuantizedModel& model, const HfQuarkExportOpt
   const config::QuantConfig exported = ExportedConfig(model);
   json q = config::QuarkJsonForExport(exported, "real_quantized");
   q["quant_method"] = "quark";
-  q["export"] = {{"kv_cache_group", KvCacheGroup(model, exported)},
-                 {"min_kv_scale", opt.min_kv_scale},
-                 {"pack_method", "reorder"},
-                 {"weight_format", "real_quantized"},
-                 {"weight_merge_groups", nullptr}};
+  QuarkExportSection section;
+  section.kv_cache_group = KvCacheGroup(model, exported);
+  section.min_kv_scale = opt.min_kv_scale;
+  q["export"] = QuarkExportJson(section);
   return q;
 }
 

@@ -124,6 +124,14 @@ json QuarkSpecJson(const QuantSpec& s) {
   return j;
 }
 
+json QuarkExportJson(const QuarkExportSection& section) {
+  return {{"kv_cache_group", section.kv_cache_group},
+          {"min_kv_scale", section.min_kv_scale},
+          {"pack_method", section.pack_method},
+          {"weight_format", section.weight_format},
+          {"weight_merge_groups", nullptr}};
+}
+
 json QuarkLayerJson(const QuarkLayerSpecs& specs) {
   auto one = [](const std::optional<QuantSpec>& s) { return s ? QuarkSpecJson(*s) : json(); };
   return json{{"input_tensors", one(specs.input)},

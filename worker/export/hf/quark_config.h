@@ -49,6 +49,8 @@ struct QuarkExportSection {
 nlohmann::json QuarkSpecJson(const quant::QuantSpec& spec);
 // null for an absent spec.
 nlohmann::json QuarkLayerJson(const QuarkLayerSpecs& specs);
+// The "export" object the exports write (weight_merge_groups null).
+nlohmann::json QuarkExportJson(const QuarkExportSection& section);
 
 // A spec from its JSON object; nullopt for JSON null. INVALID_ARGUMENT naming
 // `path` and the field for an unknown dtype / qscheme / round method or a

@@ -72,6 +72,11 @@ Status CheckQuarkWeightSpec(const QuantSpec& s) {
   return CheckExportSpec(ExportFormat::kHfQuark, s, quant::TensorRole::kWeight);
 }
 
+bool IsPackedQuarkWeight(const QuantSpec& spec) {
+  const auto kind = KindOf(spec);
+  return kind.ok() && (*kind == Kind::kInt4 || *kind == Kind::kMxFp4 || *kind == Kind::kMxFp6);
+}
+
 StatusOr<QuarkStoredActivation> EncodeQuarkActivation(const QuantSpec& spec,
                                                       const quant::QParams& qparams,
                                                       double min_scale) {

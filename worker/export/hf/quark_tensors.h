@@ -53,6 +53,11 @@ struct QuarkStoredWeight {
 // the output axis).
 Status CheckQuarkWeightSpec(const quant::QuantSpec& spec);
 
+// Whether the layout packs several codes into one stored element (4-bit
+// integers, MXFP4, MXFP6), which the reference defines for 2-D weights
+// only. False for the layouts that store one element per value.
+bool IsPackedQuarkWeight(const quant::QuantSpec& spec);
+
 // `value` is the fake-quantized weight [out, in] (float32) and `qparams` the
 // exact parameters it was quantized with; the codes are RealQuantize(value).
 StatusOr<QuarkStoredWeight> EncodeQuarkWeight(const at::Tensor& value, const quant::QuantSpec& spec,
