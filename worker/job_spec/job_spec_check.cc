@@ -60,6 +60,22 @@ bool ValidDevice(const std::string& d) {
 // Collects violations (INVALID_ARGUMENT) and the first unsupported feature
 // (UNIMPLEMENTED); a malformed request is reported before a missing feature
 // so the caller sees every mistake at once.
+}  // namespace
+
+Status SpecViolationsStatus(const std::vector<FieldViolation>& v) {
+  if (v.empty()) return OkStatus();
+  // The count comes first: the first violation may end in a list of
+  // allowed values, which a trailing count would seem to extend.
+  std::string msg = "invalid job spec: ";
+  if (v.size() > 1) msg += std::to_string(v.size()) + " violations; the first: ";
+  msg += v[0].field + ": " + v[0].description;
+  Status s(StatusCode::kInvalidArgument, msg, "INVALID_JOB_SPEC");
+  for (const auto& f : v) s.AddViolation(f.field, f.description);
+  return s;
+}
+
+namespace {
+
 class SpecChecker {
  public:
   explicit SpecChecker(const Deadline& deadline) : deadline_(deadline) {}
@@ -83,16 +99,8 @@ class SpecChecker {
       unimplemented_ = Status(StatusCode::kUnimplemented, field + ": " + why, "FEATURE_NOT_BUILT");
   }
   Status Result() const {
-    const auto& v = bad_.violations();
-    if (v.empty()) return unimplemented_;
-    // The count comes first: the first violation may end in a list of
-    // allowed values, which a trailing count would seem to extend.
-    std::string msg = "invalid job spec: ";
-    if (v.size() > 1) msg += std::to_string(v.size()) + " violations; the first: ";
-    msg += v[0].field + ": " + v[0].description;
-    Status s(StatusCode::kInvalidArgument, msg, "INVALID_JOB_SPEC");
-    for (const auto& f : v) s.AddViolation(f.field, f.description);
-    return s;
+    if (bad_.violations().empty()) return unimplemented_;
+    return SpecViolationsStatus(bad_.violations());
   }
 
  private:
@@ -511,6 +519,66 @@ void CheckSensitivity(SpecChecker& c, const JobSpec& spec) {
     c.Bad("spec.sensitivity", "a llama.cpp recipe fixes every tensor's type; nothing to compare");
 }
 
+// spec.auto_precision: distinct candidates, a budget to meet and the data to
+// measure against it; the candidates take the place of the scheme. Each
+// candidate is also checked as the job's scheme (resolve_job.cc).
+void CheckAutoPrecision(SpecChecker& c, const JobSpec& spec) {
+  if (!spec.has_auto_precision()) return;
+  const auto& ap = spec.auto_precision();
+  const auto& candidates = ap.candidates();
+  if (candidates.size() < 2 || candidates.size() > kMaxAutoPrecisionCandidates)
+    c.Bad("spec.auto_precision.candidates",
+          "give 2 to " + std::to_string(kMaxAutoPrecisionCandidates) +
+              " names (presets or \"float\"), got " + std::to_string(candidates.size()));
+  std::set<std::string> seen;
+  int quantizing = 0;
+  for (int i = 0; i < candidates.size() && i < kMaxAutoPrecisionCandidates; ++i) {
+    const std::string field = "spec.auto_precision.candidates[" + std::to_string(i) + "]";
+    const bool is_float = candidates[i] == kFloatCandidate;
+    if (!is_float && !config::PresetConfig(candidates[i]).ok()) {
+      c.Bad(field, "unknown candidate '" + candidates[i].substr(0, 64) +
+                       "': a preset (docs/quant.md, \"Presets\") or \"float\"");
+    } else if (!seen.insert(candidates[i]).second) {
+      c.Bad(field, "'" + candidates[i] + "' is listed twice");
+    } else if (!is_float) {
+      ++quantizing;
+    }
+  }
+  if (candidates.size() >= 2 && quantizing == 0)
+    c.Bad("spec.auto_precision.candidates", "name at least one preset besides \"float\"");
+  if (ap.has_max_rounds() && (ap.max_rounds() < 1 || ap.max_rounds() > 10))
+    c.Bad("spec.auto_precision.max_rounds",
+          "must be in [1, 10], got " + std::to_string(ap.max_rounds()));
+  const auto& q = spec.quantization();
+  if (q.source_case() != quantd::v1::QuantizationSettings::SOURCE_NOT_SET) {
+    const char* source = q.has_config()       ? "spec.quantization.config"
+                         : q.has_quark_json() ? "spec.quantization.quark_json"
+                                              : "spec.quantization.scheme";
+    c.Bad(source, "leave it unset: spec.auto_precision.candidates choose each layer's format");
+  }
+  const auto& ev = spec.evaluation();
+  if (!ev.has_max_perplexity_increase() && !ev.has_max_kl_divergence())
+    c.Bad("spec.evaluation.max_perplexity_increase",
+          "spec.auto_precision needs a budget: set max_perplexity_increase and / or "
+          "max_kl_divergence");
+  if (ev.has_max_accuracy_drop())
+    c.Bad("spec.evaluation.max_accuracy_drop",
+          "spec.auto_precision searches decoder models, whose budget is "
+          "max_perplexity_increase or max_kl_divergence");
+  if (ev.disabled() || ev.dataset_uri().empty())
+    c.Bad("spec.evaluation.dataset_uri", "spec.auto_precision measures every round on it");
+  if (spec.calibration().dataset_uri().empty())
+    c.Bad("spec.calibration.dataset_uri",
+          "spec.auto_precision measures the sensitivities on calibration samples");
+  if (IsLocalScriptModel(spec.model_uri()))
+    c.Bad("spec.auto_precision", "searches decoder blocks; a TorchScript model has none");
+  if (!spec.export_().gguf_type().empty())
+    c.Bad("spec.auto_precision", "a llama.cpp recipe fixes every tensor's type");
+  if (spec.has_sensitivity())
+    c.Bad("spec.sensitivity", "spec.auto_precision measures the candidates' sensitivities itself");
+  if (spec.has_qat()) c.Bad("spec.qat", "is not run with spec.auto_precision");
+}
+
 // Every spec a config entry asks for, for CheckExportSupport; the names are
 // the config's (the worker checks again per layer before it writes).
 std::vector<exporter::ExportLayerSpecs> ConfigExportSpecs(const config::QuantConfig& config) {
@@ -691,6 +759,7 @@ Status CheckResolvedJobSpec(const JobSpec& spec, const StatusOr<config::QuantCon
   CheckEvaluation(c, spec);
   CheckQat(c, spec);
   CheckSensitivity(c, spec);
+  CheckAutoPrecision(c, spec);
   if (!c.OutOfTime("spec.export")) CheckExport(c, spec, quantization);
   if (!ValidDevice(spec.device()))
     c.Bad("spec.device", "'" + spec.device() + "' is not one of cpu, cuda, cuda:N");

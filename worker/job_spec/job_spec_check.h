@@ -50,6 +50,15 @@ Status CheckResolvedJobSpec(const quantd::v1::JobSpec& spec,
                             std::vector<std::string>* warnings,
                             std::chrono::milliseconds budget = kDefaultSpecCheckBudget);
 
+// INVALID_ARGUMENT (reason INVALID_JOB_SPEC) carrying every violation, its
+// message naming the first and the count.
+Status SpecViolationsStatus(const std::vector<FieldViolation>& violations);
+
+// spec.auto_precision: at most this many candidates; the one that keeps a
+// layer in float.
+inline constexpr int kMaxAutoPrecisionCandidates = 8;
+inline constexpr char kFloatCandidate[] = "float";
+
 }  // namespace quantd::job_spec
 
 #endif  // QUANTD_WORKER_JOB_SPEC_JOB_SPEC_CHECK_H_

@@ -2,6 +2,7 @@
 
 #include <utility>
 
+#include "worker/config/presets.h"
 #include "worker/job_spec/config_proto.h"
 #include "worker/job_spec/export_format.h"
 
@@ -67,6 +68,48 @@ ExportSettings ExportOf(const quantd::v1::JobSpec& spec) {
   return out;
 }
 
+// An auto-precision job's settings: resolved as a scheme job's would be
+// (exclude, algorithms, the FP8 KV cache), then the global config emptied:
+// the search fills it layer by layer (worker/precision).
+StatusOr<config::QuantConfig> ResolveAutoPrecisionBase(const quantd::v1::QuantizationSettings& s) {
+  quantd::v1::QuantizationSettings with_scheme = s;
+  with_scheme.set_scheme("w_int8_per_channel_sym");
+  with_scheme.clear_group_size();  // each candidate is checked with it
+  StatusOr<config::QuantConfig> config = config::ResolveQuantizationSettings(with_scheme);
+  if (config.ok()) config->global_quant_config = {};
+  return config;
+}
+
+// Each candidate of spec.auto_precision checked as the scheme of the same
+// job: what it cannot do (a group size that does not divide a layer, an
+// export format or serving target that cannot hold it) is a violation on
+// the candidate, so the search never chooses it.
+std::vector<FieldViolation> CheckAutoPrecisionCandidates(const quantd::v1::JobSpec& spec,
+                                                         const ResolveJobOptions& options) {
+  std::vector<FieldViolation> out;
+  const auto& candidates = spec.auto_precision().candidates();
+  for (int i = 0; i < candidates.size() && i < kMaxAutoPrecisionCandidates; ++i) {
+    const std::string& name = candidates[i];
+    if (name == kFloatCandidate || !config::PresetConfig(name).ok()) continue;
+    quantd::v1::JobSpec alone = spec;
+    alone.clear_auto_precision();
+    alone.mutable_quantization()->set_scheme(name);
+    StatusOr<ResolvedJob> resolved = ResolveJob(alone, options);
+    for (const FieldViolation& v : resolved.status().violations()) {
+      if (v.field.rfind("spec.quantization", 0) != 0 && v.field.rfind("spec.export", 0) != 0)
+        continue;  // the job's own violation, reported once by its own check
+      // A layer the group size does not divide takes the next candidate up
+      // (auto_precision_job.h); other layers may still use this one.
+      if (v.field == "spec.quantization.group_size" &&
+          v.description.find("does not divide") != std::string::npos)
+        continue;
+      out.push_back({"spec.auto_precision.candidates[" + std::to_string(i) + "]",
+                     name + " as the job's scheme: " + v.field + ": " + v.description});
+    }
+  }
+  return out;
+}
+
 }  // namespace
 
 StatusOr<ResolvedJob> ResolveJob(const quantd::v1::JobSpec& spec,
@@ -79,13 +122,26 @@ StatusOr<ResolvedJob> ResolveJob(const quantd::v1::JobSpec& spec,
   const quantd::v1::QuantizationSettings& qs = spec.quantization();
   const bool recipe_alone =
       !spec.export_().gguf_type().empty() && config::HoldsOnlyRecipeSettings(qs);
-  StatusOr<config::QuantConfig> quantization =
-      recipe_alone ? config::ResolveRecipeAlgorithms(qs) : config::ResolveQuantizationSettings(qs);
+  const bool auto_precision = spec.has_auto_precision() &&
+                              qs.source_case() == quantd::v1::QuantizationSettings::SOURCE_NOT_SET;
+  StatusOr<config::QuantConfig> quantization = recipe_alone ? config::ResolveRecipeAlgorithms(qs)
+                                               : auto_precision
+                                                   ? ResolveAutoPrecisionBase(qs)
+                                                   : config::ResolveQuantizationSettings(qs);
   ResolvedJob job;
-  QD_RETURN_IF_ERROR(
-      CheckResolvedJobSpec(spec, quantization, &job.warnings, options.budget));
+  Status checked = CheckResolvedJobSpec(spec, quantization, &job.warnings, options.budget);
+  if (spec.has_auto_precision()) {
+    std::vector<FieldViolation> more = CheckAutoPrecisionCandidates(spec, options);
+    if (!more.empty()) {
+      std::vector<FieldViolation> all = checked.violations();
+      all.insert(all.end(), more.begin(), more.end());
+      checked = SpecViolationsStatus(all);
+    }
+  }
+  QD_RETURN_IF_ERROR(checked);
   job.model_uri = spec.model_uri();
   job.quantization = ResolveQuantization(spec.quantization(), *std::move(quantization));
+  if (auto_precision) job.quantization.description = "auto precision";
   if (recipe_alone) {
     job.quantization.description = "llama.cpp recipe " + spec.export_().gguf_type();
     for (const config::AlgorithmConfig& a : job.quantization.config.algorithms)
