@@ -75,6 +75,13 @@ constexpr char kJobSpecFlagsUsage[] = R"(
                         presets (comma-separated, e.g. w_uint4_per_group_asym,
                         w_int8_per_channel_sym; needs --calib;
                         docs/sensitivity.md)
+--auto-precision        choose a format per layer among --candidates, the
+                        cheapest meeting --max-ppl-increase / --max-kl
+                        (instead of --scheme/--config; docs/auto_precision.md)
+--candidates LIST       --auto-precision's formats: 2 to 8 presets or float
+                        (comma-separated, e.g. w_uint4_per_group_asym,
+                        w_int8_per_channel_sym,float)
+--max-rounds N          rounds --auto-precision measures, 1 to 10 (default 4)
 --output URI            artifact directory (default <data-dir>/artifacts/<id>)
 --format F              hf (default), hf-quark, gguf, onnx, compressed-tensors;
                         torchscript (the default for a TorchScript .pt model)
@@ -198,6 +205,8 @@ const std::set<std::string>& JobSpecValueFlags() {
                                                        "qat-parameters",
                                                        "qat-seed",
                                                        "sensitivity",
+                                                       "candidates",
+                                                       "max-rounds",
                                                        "format",
                                                        "output",
                                                        "gguf-float-type",
@@ -208,8 +217,9 @@ const std::set<std::string>& JobSpecValueFlags() {
 }
 
 const std::set<std::string>& JobSpecBoolFlags() {
-  static const auto* flags = new std::set<std::string>{"overwrite", "no-eval", "fp8-kv-cache",
-                                                       "float-starved-experts", "qat-learn-scales"};
+  static const auto* flags = new std::set<std::string>{"overwrite",        "no-eval",
+                                                       "fp8-kv-cache",     "float-starved-experts",
+                                                       "qat-learn-scales", "auto-precision"};
   return *flags;
 }
 
@@ -311,11 +321,27 @@ quantd::Status FillJobSpec(const ParsedArgs& a, quantd::v1::JobSpec* spec) {
   if (!a.Has("model")) return quantd::InvalidArgumentError("needs --model URI");
   spec->set_model_uri(ToUri(a.Get("model")));
 
+  // --auto-precision chooses each layer's format among --candidates: there
+  // is no one scheme, config or recipe to give.
+  const bool auto_precision = a.Get("auto-precision") == "true";
+  for (const char* flag : {"candidates", "max-rounds"}) {
+    if (a.Has(flag) && !auto_precision)
+      return quantd::InvalidArgumentError(absl::StrCat("--", flag, " needs --auto-precision"));
+  }
+  if (auto_precision) {
+    for (const char* flag : {"scheme", "config", "gguf-type"}) {
+      if (a.Has(flag))
+        return quantd::InvalidArgumentError(
+            absl::StrCat("--auto-precision takes no --", flag,
+                         ": --candidates are the formats it chooses among"));
+    }
+  }
+
   // A llama.cpp recipe (--gguf-type) is the quantization on its own; the
   // engine refuses it together with quantization settings, naming both.
   if (a.Has("scheme") && a.Has("config"))
     return quantd::InvalidArgumentError("needs exactly one of --scheme NAME or --config FILE");
-  if (!a.Has("scheme") && !a.Has("config") && !a.Has("gguf-type"))
+  if (!a.Has("scheme") && !a.Has("config") && !a.Has("gguf-type") && !auto_precision)
     return quantd::InvalidArgumentError(
         "needs one of --scheme NAME, --config FILE or --gguf-type RECIPE");
   if (a.Has("scheme") || a.Has("config") || a.Has("group-size") || a.Has("exclude") ||
@@ -402,6 +428,15 @@ quantd::Status FillJobSpec(const ParsedArgs& a, quantd::v1::JobSpec* spec) {
     auto* sensitivity = spec->mutable_sensitivity();
     for (absl::string_view name : absl::StrSplit(a.Get("sensitivity"), ',', absl::SkipEmpty()))
       sensitivity->add_candidates(std::string(name));
+  }
+  if (auto_precision) {
+    // Whether the candidates and rounds are acceptable (and that a budget
+    // is given) is the engine's check.
+    auto* search = spec->mutable_auto_precision();
+    for (absl::string_view name : absl::StrSplit(a.Get("candidates"), ',', absl::SkipEmpty()))
+      search->add_candidates(std::string(name));
+    if (auto s = IntFlag(a, "max-rounds", [&](int n) { search->set_max_rounds(n); }); !s.ok())
+      return s;
   }
 
   auto* ex = spec->mutable_export_();

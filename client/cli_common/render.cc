@@ -78,6 +78,19 @@ std::string DescribeQuantization(const quantd::v1::JobSpec& spec) {
       !spec.export_().gguf_type().empty())
     return "llama.cpp " + spec.export_().gguf_type() + DescribeAlgorithms(q);
   std::string s;
+  if (q.source_case() == quantd::v1::QuantizationSettings::SOURCE_NOT_SET &&
+      spec.has_auto_precision()) {
+    const auto& candidates = spec.auto_precision().candidates();
+    const bool per_group = std::any_of(candidates.begin(), candidates.end(), [](const auto& c) {
+      return c.find("per_group") != std::string::npos;
+    });
+    s = absl::StrCat(
+        "auto precision (", absl::StrJoin(candidates, ", "),
+        q.has_group_size() && per_group ? absl::StrCat("; group ", q.group_size()) : "", ")",
+        DescribeAlgorithms(q));
+    if (q.fp8_kv_cache()) absl::StrAppend(&s, " + fp8 kv-cache");
+    return s;
+  }
   switch (q.source_case()) {
     case quantd::v1::QuantizationSettings::kScheme:
       s = q.scheme();
@@ -251,6 +264,127 @@ std::vector<std::string> RenderSensitivity(const quantd::v1::Job& job) {
   return lines;
 }
 
+namespace {
+
+const quantd::v1::AutoPrecisionRound* ChosenRound(const quantd::v1::AutoPrecisionResult& r) {
+  for (const auto& round : r.rounds())
+    if (round.round() == r.chosen_round()) return &round;
+  return nullptr;
+}
+
+std::string PercentChange(double ratio_minus_one) {
+  return absl::StrFormat("%+.2f%%", 100.0 * ratio_minus_one);
+}
+
+// Columns padded to their widest cell, two spaces apart (the last one not
+// padded).
+std::vector<std::string> AlignColumns(const std::vector<std::vector<std::string>>& rows) {
+  std::vector<size_t> width;
+  for (const auto& row : rows) {
+    if (width.size() < row.size()) width.resize(row.size());
+    for (size_t c = 0; c < row.size(); ++c) width[c] = std::max(width[c], row[c].size());
+  }
+  std::vector<std::string> out;
+  for (const auto& row : rows) {
+    std::string line;
+    for (size_t c = 0; c < row.size(); ++c) {
+      line += row[c];
+      if (c + 1 < row.size()) line += std::string(width[c] - row[c].size() + 2, ' ');
+    }
+    out.push_back(line);
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string DescribeAutoPrecision(const quantd::v1::Job& job) {
+  const quantd::v1::AutoPrecisionResult& r = job.result().auto_precision();
+  if (r.rounds_size() == 0) return "";
+  std::string line = "auto precision: ";
+  absl::StrAppend(
+      &line, r.budget_met() ? "budget met in round " : "budget NOT met: the best found is round ",
+      r.chosen_round(), " of ", r.rounds_size());
+  if (const quantd::v1::AutoPrecisionRound* c = ChosenRound(r)) {
+    absl::StrAppend(&line, " (ppl ", PercentChange(c->perplexity_increase()));
+    if (c->has_kl_divergence_mean())
+      absl::StrAppend(&line, absl::StrFormat(", KL %.5f", c->kl_divergence_mean()));
+    absl::StrAppend(&line, absl::StrFormat(", %.2f bits/weight)", c->bits_per_weight()));
+  }
+  const auto& candidates =
+      r.candidates().empty() ? job.spec().auto_precision().candidates() : r.candidates();
+  absl::StrAppend(&line, "; candidates ", absl::StrJoin(candidates, ", "));
+  if (r.from_cache()) absl::StrAppend(&line, " (sensitivities from the cache)");
+  return line;
+}
+
+std::vector<std::string> RenderAutoPrecision(const quantd::v1::Job& job) {
+  const quantd::v1::AutoPrecisionResult& r = job.result().auto_precision();
+  if (r.rounds_size() == 0) return {};
+  std::vector<std::string> lines = {DescribeAutoPrecision(job)};
+
+  // The float perplexity and the budget (the evaluation's gate).
+  const auto& ev = job.spec().evaluation();
+  std::vector<std::string> budget;
+  if (ev.has_max_perplexity_increase()) {
+    std::string b = "ppl " + PercentChange(ev.max_perplexity_increase());
+    if (r.float_perplexity() > 0)
+      absl::StrAppend(&b, absl::StrFormat(" (%.4f)", r.float_perplexity() *
+                                                         (1 + ev.max_perplexity_increase())));
+    budget.push_back(b);
+  }
+  if (ev.has_max_kl_divergence())
+    budget.push_back(absl::StrFormat("mean KL %.5f", ev.max_kl_divergence()));
+  std::vector<std::string> facts;
+  if (r.float_perplexity() > 0)
+    facts.push_back(absl::StrFormat("float ppl %.4f", r.float_perplexity()));
+  if (!budget.empty()) facts.push_back("budget " + absl::StrJoin(budget, ", "));
+  if (!facts.empty()) lines.push_back("  " + absl::StrJoin(facts, "; "));
+
+  // Columns for what some round has.
+  bool predicted_ppl = false, predicted_kl = false, kl = false;
+  for (const auto& round : r.rounds()) {
+    predicted_ppl |= round.has_predicted_perplexity_increase();
+    predicted_kl |= round.has_predicted_kl_divergence();
+    kl |= round.has_kl_divergence_mean();
+  }
+  std::vector<std::vector<std::string>> rows;
+  std::vector<std::string> header = {"", "round", "bits/w", "weight bytes", "ppl", "ppl +%"};
+  if (predicted_ppl) header.push_back("predicted");
+  if (kl) header.push_back("KL");
+  if (predicted_kl) header.push_back("predicted KL");
+  header.push_back("budget");
+  header.push_back("layers per candidate");
+  rows.push_back(header);
+  for (const auto& round : r.rounds()) {
+    std::vector<std::string> row = {
+        absl::StrCat(round.round() == r.chosen_round() ? "*" : " ", round.pareto() ? "p" : " "),
+        absl::StrCat(round.round()),
+        absl::StrFormat("%.2f", round.bits_per_weight()),
+        HumanBytes(round.weight_bytes()),
+        absl::StrFormat("%.4f", round.perplexity()),
+        PercentChange(round.perplexity_increase())};
+    if (predicted_ppl)
+      row.push_back(round.has_predicted_perplexity_increase()
+                        ? PercentChange(round.predicted_perplexity_increase())
+                        : "-");
+    if (kl)
+      row.push_back(round.has_kl_divergence_mean()
+                        ? absl::StrFormat("%.5f", round.kl_divergence_mean())
+                        : "-");
+    if (predicted_kl)
+      row.push_back(round.has_predicted_kl_divergence()
+                        ? absl::StrFormat("%.5f", round.predicted_kl_divergence())
+                        : "-");
+    row.push_back(round.meets_budget() ? "met" : "missed");
+    row.push_back(absl::StrJoin(round.layers_per_candidate(), " / "));
+    rows.push_back(row);
+  }
+  for (const std::string& line : AlignColumns(rows)) lines.push_back("  " + line);
+  lines.push_back("  (* chosen, p on the Pareto frontier of size and perplexity)");
+  return lines;
+}
+
 std::string RenderJob(const quantd::v1::Job& job) {
   std::vector<std::string> lines;
   lines.push_back("name:       " + job.name());
@@ -286,6 +420,7 @@ std::string RenderJob(const quantd::v1::Job& job) {
   std::string metrics = RenderMetrics(job.result().metrics());
   if (!metrics.empty()) lines.push_back(metrics);
   for (const std::string& line : RenderSensitivity(job)) lines.push_back(line);
+  for (const std::string& line : RenderAutoPrecision(job)) lines.push_back(line);
   for (const auto& a : job.result().artifacts()) {
     lines.push_back(absl::StrFormat(
         "artifact:   %s %s (%s, sha256 %s)%s%s", quantd::v1::ExportFormat_Name(a.format()),

@@ -28,8 +28,17 @@ std::string RenderBlockMetrics(const quantd::v1::BlockMetrics& b, int block_coun
 std::string RenderMetrics(const quantd::v1::Metrics& m);
 // Per spec.sensitivity candidate: its most and least sensitive layers.
 std::vector<std::string> RenderSensitivity(const quantd::v1::Job& job);
+// result.auto_precision (spec.auto_precision's search), empty without
+// rounds: a line on what it chose ("auto precision: budget met in round 2
+// of 3 (ppl +1.84%, 5.12 bits/weight); candidates ..."), the float
+// perplexity and the budget, then one row per measured round, the chosen
+// round marked '*' and those on the Pareto frontier 'p'.
+std::vector<std::string> RenderAutoPrecision(const quantd::v1::Job& job);
+// That first line alone, "" without rounds (the job report's summary).
+std::string DescribeAutoPrecision(const quantd::v1::Job& job);
 // The quantization the spec asks for, e.g. "w_int4_per_group_sym (group 32)",
-// or "llama.cpp Q4_K_M" for a llama.cpp recipe (export.gguf_type) alone.
+// "llama.cpp Q4_K_M" for a llama.cpp recipe (export.gguf_type) alone, or
+// "auto precision (w_uint4_per_group_asym, float; group 32)" for a search.
 std::string DescribeQuantization(const quantd::v1::JobSpec& spec);
 std::string HumanBytes(int64_t bytes);
 

@@ -66,6 +66,120 @@ TEST(RenderTest, SensitivityNamesTheMostAndLeastSensitiveLayers) {
                           "3e-05 (model.layers.0.l1) to 1e-05 (model.layers.0.l0)"));
 }
 
+// A search of three rounds over two presets and float, with a 2% budget:
+// round 1 (every layer int4) misses it, round 2 meets it and is chosen,
+// round 3 is larger and less accurate than round 2 (off the frontier).
+quantd::v1::Job AutoPrecisionJob() {
+  auto job = Parse<quantd::v1::Job>(R"pb(
+    spec {
+      evaluation { max_perplexity_increase: 0.02 }
+      quantization { group_size: 32 }
+      auto_precision {
+        candidates: [ "w_uint4_per_group_asym", "w_int8_per_channel_sym", "float" ]
+        max_rounds: 3
+      }
+    }
+    result {
+      auto_precision {
+        candidates: [ "w_uint4_per_group_asym", "w_int8_per_channel_sym", "float" ]
+        rounds {
+          round: 1
+          weight_bytes: 1153434
+          bits_per_weight: 4.25
+          predicted_perplexity_increase: 0.024
+          perplexity: 7.2103
+          perplexity_increase: 0.03171
+          pareto: true
+          layers_per_candidate: [ 35, 0, 0 ]
+        }
+        rounds {
+          round: 2
+          weight_bytes: 1389560
+          bits_per_weight: 5.12
+          predicted_perplexity_increase: 0.019
+          perplexity: 7.1173
+          perplexity_increase: 0.0184
+          meets_budget: true
+          pareto: true
+          layers_per_candidate: [ 28, 7, 0 ]
+        }
+        rounds {
+          round: 3
+          weight_bytes: 1493172
+          bits_per_weight: 5.5
+          predicted_perplexity_increase: 0.015
+          perplexity: 7.1301
+          perplexity_increase: 0.0202
+          layers_per_candidate: [ 25, 9, 1 ]
+        }
+        chosen_round: 2
+        budget_met: true
+        float_perplexity: 6.9887
+        layers { layer: "model.layers.0.mlp.down_proj" candidate: "w_int8_per_channel_sym" }
+      }
+    }
+  )pb");
+  return job;
+}
+
+TEST(RenderTest, AutoPrecisionShowsTheRoundsAndTheChoice) {
+  const quantd::v1::Job job = AutoPrecisionJob();
+  EXPECT_THAT(
+      RenderAutoPrecision(job),
+      ElementsAre(
+          "auto precision: budget met in round 2 of 3 (ppl +1.84%, 5.12 bits/weight); "
+          "candidates w_uint4_per_group_asym, w_int8_per_channel_sym, float",
+          "  float ppl 6.9887; budget ppl +2.00% (7.1285)",
+          "      round  bits/w  weight bytes  ppl     ppl +%  predicted  budget  "
+          "layers per candidate",
+          "   p  1      4.25    1.1 MiB       7.2103  +3.17%  +2.40%     missed  35 / 0 / 0",
+          "  *p  2      5.12    1.3 MiB       7.1173  +1.84%  +1.90%     met     28 / 7 / 0",
+          "      3      5.50    1.4 MiB       7.1301  +2.02%  +1.50%     missed  25 / 9 / 1",
+          "  (* chosen, p on the Pareto frontier of size and perplexity)"));
+  // `quantctl get` prints it after the metrics, and names the search as the
+  // quantization.
+  const std::string text = RenderJob(job);
+  EXPECT_NE(text.find("quantize:   auto precision (w_uint4_per_group_asym, "
+                      "w_int8_per_channel_sym, float; group 32)\n"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("\nauto precision: budget met in round 2 of 3"), std::string::npos) << text;
+  // Without rounds (a job that has not searched yet, or another job), nothing.
+  EXPECT_TRUE(RenderAutoPrecision(quantd::v1::Job()).empty());
+  EXPECT_EQ(DescribeAutoPrecision(quantd::v1::Job()), "");
+}
+
+TEST(RenderTest, AutoPrecisionSaysWhenTheBudgetWasNotMet) {
+  quantd::v1::Job job = AutoPrecisionJob();
+  auto* r = job.mutable_result()->mutable_auto_precision();
+  for (auto& round : *r->mutable_rounds()) round.set_meets_budget(false);
+  r->set_budget_met(false);
+  r->set_chosen_round(2);
+  r->set_from_cache(true);
+  job.mutable_spec()->mutable_evaluation()->clear_max_perplexity_increase();
+  job.mutable_spec()->mutable_evaluation()->set_max_kl_divergence(0.01);
+  r->mutable_rounds(1)->set_kl_divergence_mean(0.0123);
+  r->mutable_rounds(1)->clear_predicted_perplexity_increase();
+  r->mutable_rounds(1)->set_predicted_kl_divergence(0.009);
+  const std::vector<std::string> lines = RenderAutoPrecision(job);
+  ASSERT_EQ(lines.size(), 7u);
+  EXPECT_EQ(lines[0],
+            "auto precision: budget NOT met: the best found is round 2 of 3 (ppl +1.84%, KL "
+            "0.01230, 5.12 bits/weight); candidates w_uint4_per_group_asym, "
+            "w_int8_per_channel_sym, float (sensitivities from the cache)");
+  EXPECT_EQ(lines[1], "  float ppl 6.9887; budget mean KL 0.01000");
+  // Columns for what some round has, "-" where a round lacks it.
+  EXPECT_EQ(lines[2],
+            "      round  bits/w  weight bytes  ppl     ppl +%  predicted  KL       predicted KL  "
+            "budget  layers per candidate");
+  EXPECT_EQ(lines[4],
+            "  *p  2      5.12    1.3 MiB       7.1173  +1.84%  -          0.01230  0.00900       "
+            "missed  28 / 7 / 0");
+  EXPECT_EQ(lines[5],
+            "      3      5.50    1.4 MiB       7.1301  +2.02%  +1.50%     -        -             "
+            "missed  25 / 9 / 1");
+}
+
 TEST(RenderTest, BlockRowNamesWorstLayer) {
   auto b = Parse<quantd::v1::BlockMetrics>(R"pb(
     block: 2

@@ -2,7 +2,9 @@
 
 #include <set>
 #include <string>
+#include <vector>
 
+#include "client/cli_common/job_spec_flags.h"
 #include "gtest/gtest.h"
 
 namespace quantd::quantctl {
@@ -78,6 +80,8 @@ TEST(QuantctlArgsTest, TakesItsOwnFlagsAndEveryJobFlag) {
                                                          "qat-parameters",
                                                          "qat-seed",
                                                          "sensitivity",
+                                                         "candidates",
+                                                         "max-rounds",
                                                          "format",
                                                          "output",
                                                          "device",
@@ -93,7 +97,80 @@ TEST(QuantctlArgsTest, TakesItsOwnFlagsAndEveryJobFlag) {
   EXPECT_EQ(QuantctlBoolFlags(),
             (std::set<std::string>{"wait", "all", "help", "tls", "allow-plaintext-token",
                                    "overwrite", "no-eval", "fp8-kv-cache", "float-starved-experts",
-                                   "qat-learn-scales"}));
+                                   "qat-learn-scales", "auto-precision"}));
+}
+
+// `quantctl submit --auto-precision`: the candidates replace the scheme,
+// and the budget is the evaluation's gate.
+TEST(QuantctlArgsTest, AutoPrecisionFillsTheSpec) {
+  auto a = ParseQuantctlArgs({"submit", "--model", "/m/stories", "--auto-precision", "--candidates",
+                              "w_uint4_per_group_asym,w_int8_per_channel_sym,float", "--max-rounds",
+                              "3", "--max-ppl-increase", "0.02", "--group-size", "32", "--exclude",
+                              "*.lm_head"});
+  ASSERT_TRUE(a.ok()) << a.status();
+  quantd::v1::JobSpec spec;
+  ASSERT_TRUE(cli_common::FillJobSpec(*a, &spec).ok());
+  ASSERT_TRUE(spec.has_auto_precision());
+  EXPECT_EQ(
+      std::vector<std::string>(spec.auto_precision().candidates().begin(),
+                               spec.auto_precision().candidates().end()),
+      (std::vector<std::string>{"w_uint4_per_group_asym", "w_int8_per_channel_sym", "float"}));
+  ASSERT_TRUE(spec.auto_precision().has_max_rounds());
+  EXPECT_EQ(spec.auto_precision().max_rounds(), 3);
+  EXPECT_DOUBLE_EQ(spec.evaluation().max_perplexity_increase(), 0.02);
+  // No scheme: the per-layer settings that apply to every candidate stay.
+  EXPECT_EQ(spec.quantization().source_case(), quantd::v1::QuantizationSettings::SOURCE_NOT_SET);
+  EXPECT_EQ(spec.quantization().group_size(), 32);
+  ASSERT_EQ(spec.quantization().exclude_size(), 1);
+
+  // Unset rounds stay unset (the engine's default), and a job without the
+  // switch has no search.
+  auto b = ParseQuantctlArgs({"submit", "--model", "/m", "--auto-precision", "--candidates",
+                              "w_int4_per_channel_sym,float", "--max-kl", "0.01"});
+  ASSERT_TRUE(b.ok()) << b.status();
+  quantd::v1::JobSpec defaults;
+  ASSERT_TRUE(cli_common::FillJobSpec(*b, &defaults).ok());
+  EXPECT_EQ(defaults.auto_precision().candidates_size(), 2);
+  EXPECT_FALSE(defaults.auto_precision().has_max_rounds());
+  auto c = ParseQuantctlArgs({"submit", "--model", "/m", "--scheme", "w_int8_per_channel_sym"});
+  ASSERT_TRUE(c.ok()) << c.status();
+  quantd::v1::JobSpec plain;
+  ASSERT_TRUE(cli_common::FillJobSpec(*c, &plain).ok());
+  EXPECT_FALSE(plain.has_auto_precision());
+}
+
+TEST(QuantctlArgsTest, AutoPrecisionUsageErrorsNameTheFlag) {
+  const auto fill_error = [](std::vector<std::string> argv) -> std::string {
+    auto a = ParseQuantctlArgs(argv);
+    if (!a.ok()) return "parse: " + std::string(a.status().message());
+    quantd::v1::JobSpec spec;
+    quantd::Status s = cli_common::FillJobSpec(*a, &spec);
+    return s.ok() ? "ok" : std::string(s.message());
+  };
+  EXPECT_EQ(fill_error({"submit", "--model", "/m", "--scheme", "w_int8_per_channel_sym",
+                        "--candidates", "w_int4_per_channel_sym,float"}),
+            "--candidates needs --auto-precision");
+  EXPECT_EQ(fill_error({"submit", "--model", "/m", "--scheme", "w_int8_per_channel_sym",
+                        "--max-rounds", "3"}),
+            "--max-rounds needs --auto-precision");
+  EXPECT_EQ(
+      fill_error({"submit", "--model", "/m", "--auto-precision=false", "--candidates", "a,b"}),
+      "--candidates needs --auto-precision");
+  EXPECT_EQ(fill_error({"submit", "--model", "/m", "--auto-precision", "--candidates", "a,b",
+                        "--scheme", "w_int8_per_channel_sym"}),
+            "--auto-precision takes no --scheme: --candidates are the formats it chooses among");
+  EXPECT_EQ(fill_error({"submit", "--model", "/m", "--auto-precision", "--candidates", "a,b",
+                        "--config", "/no/such/config.json"}),
+            "--auto-precision takes no --config: --candidates are the formats it chooses among");
+  EXPECT_EQ(fill_error({"submit", "--model", "/m", "--auto-precision", "--candidates", "a,b",
+                        "--gguf-type", "Q4_K_M", "--format", "gguf"}),
+            "--auto-precision takes no --gguf-type: --candidates are the formats it chooses "
+            "among");
+  EXPECT_EQ(fill_error({"submit", "--model", "/m", "--auto-precision", "--candidates", "a,b",
+                        "--max-rounds", "many"}),
+            "--max-rounds needs an integer, got 'many'");
+  EXPECT_EQ(fill_error({"submit", "--model", "/m", "--auto-precision", "--candidates"}),
+            "parse: --candidates needs a value");
 }
 
 // Every flag quantctl takes is in its usage (--help aside: `quantctl help`).

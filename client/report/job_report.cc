@@ -41,6 +41,13 @@ struct ReportData {
   // layer alone quantized (-10 log10 of sensitivity_relative_mse).
   Heatmap sensitivity;
   RangeChart activations;
+  // spec.auto_precision: the search's rounds (result.auto_precision).
+  std::string auto_precision_summary;
+  std::vector<std::string> auto_precision_header;
+  std::vector<std::vector<std::string>> auto_precision_rounds;
+  // Per candidate, in the result's order: the layers the chosen round put
+  // in it.
+  std::vector<std::pair<std::string, std::vector<std::string>>> auto_precision_layers;
   BarChart stages;
   std::vector<std::vector<std::string>> artifacts;  // format, uri, bytes, sha256, accepted
   std::string error;
@@ -54,6 +61,57 @@ std::string Percent(double ratio) { return absl::StrFormat("%+.2f%%", (ratio - 1
 
 void Add(Rows& rows, const std::string& key, const std::string& value) {
   if (!value.empty()) rows.emplace_back(key, value);
+}
+
+// The rounds table and the chosen formats of result.auto_precision.
+void CollectAutoPrecision(const Job& job, ReportData& d) {
+  const quantd::v1::AutoPrecisionResult& r = job.result().auto_precision();
+  if (r.rounds_size() == 0) return;
+  d.auto_precision_summary = cli_common::DescribeAutoPrecision(job);
+  const auto& candidates =
+      r.candidates().empty() ? job.spec().auto_precision().candidates() : r.candidates();
+  d.auto_precision_header = {
+      "Round",   "Bits/weight",  "Weight bytes", "Perplexity", "Ppl change", "Predicted ppl change",
+      "KL mean", "Predicted KL", "Budget",       "Pareto"};
+  // One column of counts: the candidates' names do not fit as headers.
+  d.auto_precision_header.push_back("Layers: " + absl::StrJoin(candidates, " / "));
+  const auto optional_number = [](bool has, double v) { return has ? FormatNumber(v) : ""; };
+  for (const auto& round : r.rounds()) {
+    std::vector<std::string> row = {
+        absl::StrCat(round.round(), round.round() == r.chosen_round() ? " (chosen)" : ""),
+        absl::StrFormat("%.3f", round.bits_per_weight()),
+        cli_common::HumanBytes(round.weight_bytes()),
+        absl::StrFormat("%.4f", round.perplexity()),
+        Percent(1 + round.perplexity_increase()),
+        round.has_predicted_perplexity_increase()
+            ? Percent(1 + round.predicted_perplexity_increase())
+            : "",
+        optional_number(round.has_kl_divergence_mean(), round.kl_divergence_mean()),
+        optional_number(round.has_predicted_kl_divergence(), round.predicted_kl_divergence()),
+        round.meets_budget() ? "met" : "missed",
+        round.pareto() ? "yes" : "no"};
+    row.push_back(absl::StrJoin(round.layers_per_candidate(), " / "));
+    d.auto_precision_rounds.push_back(std::move(row));
+  }
+  // The predictions and the KL divergence only where some round has them
+  // (columns 5 to 7), last first so that the indices hold.
+  for (std::ptrdiff_t c = 7; c >= 5; --c) {
+    if (std::all_of(d.auto_precision_rounds.begin(), d.auto_precision_rounds.end(),
+                    [&](const auto& row) { return row[c].empty(); })) {
+      d.auto_precision_header.erase(d.auto_precision_header.begin() + c);
+      for (auto& row : d.auto_precision_rounds) row.erase(row.begin() + c);
+    }
+  }
+  std::map<std::string, size_t> index;
+  for (const std::string& c : candidates) {
+    index.emplace(c, d.auto_precision_layers.size());
+    d.auto_precision_layers.push_back({c, {}});
+  }
+  for (const auto& l : r.layers()) {
+    auto [it, added] = index.emplace(l.candidate(), d.auto_precision_layers.size());
+    if (added) d.auto_precision_layers.push_back({l.candidate(), {}});
+    d.auto_precision_layers[it->second].second.push_back(l.layer());
+  }
 }
 
 ReportData Collect(const Job& job) {
@@ -183,6 +241,7 @@ ReportData Collect(const Job& job) {
     d.activations.min.push_back(ranges[i].min);
     d.activations.max.push_back(ranges[i].max);
   }
+  CollectAutoPrecision(job, d);
   d.stages = {"stage-seconds", "Seconds per stage", " s", {}, {}, false, /*horizontal=*/true};
   for (const auto& t : m.stage_timings()) {
     std::string stage = quantd::v1::Stage_Name(t.stage());
@@ -216,7 +275,174 @@ svg.chart { display: block; margin: 8px 0; }
 svg .title { font: bold 13px sans-serif; } svg text { font: 11px sans-serif; fill: #333; }
 svg .grid { stroke: #e3e3e3; } svg .zero { stroke: #555; }
 svg .bar { fill: #2e86c1; } svg .range { fill: #af7ac5; } svg .cell { stroke: none; }
+svg .point { fill: #aed6f1; stroke: #2e86c1; } svg .point.pareto { fill: #2e86c1; }
+svg .frontier { fill: none; stroke: #2e86c1; stroke-width: 2; }
+svg .chosen { fill: none; stroke: #c0392b; stroke-width: 2.5; }
+svg .reference { stroke: #555; stroke-dasharray: 4 3; }
+svg .budget { stroke: #c0392b; stroke-dasharray: 6 3; }
 )";
+
+// Axis ticks at round numbers: multiples of 1, 2 or 5 times a power of ten,
+// four to six of them within [lo, hi].
+std::vector<double> NiceTicks(double lo, double hi) {
+  const double raw = (hi - lo) / 6;
+  if (!(raw > 0) || !std::isfinite(raw)) return {lo};
+  const double magnitude = std::pow(10, std::floor(std::log10(raw)));
+  double step = magnitude * 10;
+  for (double m : {1.0, 2.0, 5.0}) {
+    if (magnitude * m >= raw) {
+      step = magnitude * m;
+      break;
+    }
+  }
+  std::vector<double> ticks;
+  for (double t = std::ceil(lo / step) * step; t <= hi + step * 1e-9; t += step)
+    ticks.push_back(std::abs(t) < step * 1e-9 ? 0 : t);
+  return ticks;
+}
+
+// The auto-precision search's Pareto chart: every measured round a point
+// at (bits per weight, perplexity), the Pareto frontier a line through its
+// rounds, the chosen round ringed, the float perplexity and the budget
+// (float * (1 + evaluation.max_perplexity_increase)) dashed across.
+std::string DrawAutoPrecisionChart(const Job& job) {
+  const quantd::v1::AutoPrecisionResult& r = job.result().auto_precision();
+  const double float_ppl = r.float_perplexity();
+  std::optional<double> budget;
+  if (job.spec().evaluation().has_max_perplexity_increase() && float_ppl > 0)
+    budget = float_ppl * (1 + job.spec().evaluation().max_perplexity_increase());
+  double x_lo = std::numeric_limits<double>::infinity(), x_hi = -x_lo;
+  double y_lo = x_lo, y_hi = -x_lo;
+  const auto extend_y = [&](double y) {
+    if (!std::isfinite(y)) return;
+    y_lo = std::min(y_lo, y);
+    y_hi = std::max(y_hi, y);
+  };
+  for (const auto& round : r.rounds()) {
+    if (std::isfinite(round.bits_per_weight())) {
+      x_lo = std::min(x_lo, round.bits_per_weight());
+      x_hi = std::max(x_hi, round.bits_per_weight());
+    }
+    extend_y(round.perplexity());
+  }
+  if (float_ppl > 0) extend_y(float_ppl);
+  if (budget) extend_y(*budget);
+  if (!std::isfinite(x_lo)) x_lo = x_hi = 0;
+  if (!std::isfinite(y_lo)) y_lo = y_hi = 0;
+  // A margin, so that no point sits on the frame.
+  const double x_pad = x_hi > x_lo ? (x_hi - x_lo) * 0.08 : 0.5;
+  const double y_pad = y_hi > y_lo ? (y_hi - y_lo) * 0.08 : std::max(0.05, y_hi * 0.01);
+  x_lo -= x_pad, x_hi += x_pad, y_lo -= y_pad, y_hi += y_pad;
+
+  constexpr double kW = 720, kLeft = 70, kRight = 150, kTop = 34, kPlotH = 240, kBottom = 50;
+  const double plot_w = kW - kLeft - kRight;
+  const double h = kTop + kPlotH + kBottom;
+  const auto x_of = [&](double v) { return kLeft + (v - x_lo) / (x_hi - x_lo) * plot_w; };
+  const auto y_of = [&](double v) { return kTop + kPlotH - (v - y_lo) / (y_hi - y_lo) * kPlotH; };
+  const auto px = [](double v) { return absl::StrFormat("%.1f", v); };
+
+  std::string svg = absl::StrCat(
+      "<svg xmlns=\"http://www.w3.org/2000/svg\" class=\"chart pareto-chart\" "
+      "data-series=\"auto-precision-rounds\" width=\"",
+      px(kW), "\" height=\"", px(h), "\" viewBox=\"0 0 ", px(kW), " ", px(h), "\">",
+      "<text class=\"title\" x=\"", px(kLeft), "\" y=\"18\">",
+      "Auto precision: perplexity by bits per weight, one point per measured round</text>");
+  for (double xv : NiceTicks(x_lo, x_hi)) {
+    absl::StrAppend(&svg, "<line class=\"grid\" x1=\"", px(x_of(xv)), "\" x2=\"", px(x_of(xv)),
+                    "\" y1=\"", px(kTop), "\" y2=\"", px(kTop + kPlotH), "\"/>",
+                    "<text class=\"tick\" text-anchor=\"middle\" x=\"", px(x_of(xv)), "\" y=\"",
+                    px(kTop + kPlotH + 16), "\">", FormatNumber(xv), "</text>");
+  }
+  for (double yv : NiceTicks(y_lo, y_hi)) {
+    absl::StrAppend(&svg, "<line class=\"grid\" x1=\"", px(kLeft), "\" x2=\"", px(kLeft + plot_w),
+                    "\" y1=\"", px(y_of(yv)), "\" y2=\"", px(y_of(yv)), "\"/>",
+                    "<text class=\"tick\" text-anchor=\"end\" x=\"", px(kLeft - 6), "\" y=\"",
+                    px(y_of(yv) + 4), "\">", FormatNumber(yv), "</text>");
+  }
+  absl::StrAppend(&svg, "<text class=\"label\" text-anchor=\"middle\" x=\"", px(kLeft + plot_w / 2),
+                  "\" y=\"", px(h - 12), "\">bits per weight (searched linears)</text>",
+                  "<text class=\"label\" text-anchor=\"middle\" transform=\"rotate(-90)\" x=\"",
+                  px(-(kTop + kPlotH / 2)), "\" y=\"14\">perplexity</text>");
+  // The legend, in the right margin (class "legend" first: not a round).
+  const double lx = kLeft + plot_w + 12;
+  const std::pair<const char*, const char*> kLegend[] = {{"legend point pareto", "Pareto frontier"},
+                                                         {"legend point", "dominated"},
+                                                         {"legend chosen", "chosen"}};
+  for (size_t i = 0; i < 3; ++i) {
+    const double ly = kTop + 8 + 18 * static_cast<double>(i);
+    absl::StrAppend(&svg, "<circle class=\"", kLegend[i].first, "\" cx=\"", px(lx), "\" cy=\"",
+                    px(ly), "\" r=\"", i == 2 ? "7" : "5", "\"/><text class=\"label\" x=\"",
+                    px(lx + 12), "\" y=\"", px(ly + 4), "\">", kLegend[i].second, "</text>");
+  }
+  // Horizontal references, labelled at the right.
+  const auto reference = [&](const std::string& cls, const std::string& series, double v,
+                             const std::string& label) {
+    absl::StrAppend(&svg, "<line class=\"", cls, "\" data-series=\"", series, "\" data-value=\"",
+                    FormatNumber(v), "\" x1=\"", px(kLeft), "\" x2=\"", px(kLeft + plot_w),
+                    "\" y1=\"", px(y_of(v)), "\" y2=\"", px(y_of(v)), "\"><title>",
+                    EscapeXml(label), "</title></line>", "<text class=\"label\" x=\"",
+                    px(kLeft + plot_w + 6), "\" y=\"", px(y_of(v) + 4), "\">", EscapeXml(label),
+                    "</text>");
+  };
+  if (float_ppl > 0)
+    reference("reference", "float-perplexity", float_ppl, "float " + FormatNumber(float_ppl));
+  if (budget)
+    reference("budget", "budget", *budget,
+              absl::StrCat("budget ", FormatNumber(*budget), " (",
+                           Percent(1 + job.spec().evaluation().max_perplexity_increase()), ")"));
+  // The frontier, smallest first.
+  std::vector<const quantd::v1::AutoPrecisionRound*> frontier;
+  // A round without a finite size or perplexity (a diverged evaluation) has
+  // no place on the chart; the table still lists it.
+  const auto drawable = [](const quantd::v1::AutoPrecisionRound& round) {
+    return std::isfinite(round.bits_per_weight()) && std::isfinite(round.perplexity());
+  };
+  for (const auto& round : r.rounds())
+    if (round.pareto() && drawable(round)) frontier.push_back(&round);
+  std::stable_sort(frontier.begin(), frontier.end(), [](const auto* a, const auto* b) {
+    return a->bits_per_weight() < b->bits_per_weight();
+  });
+  if (!frontier.empty()) {
+    std::vector<std::string> points, rounds;
+    for (const auto* round : frontier) {
+      points.push_back(px(x_of(round->bits_per_weight())) + "," + px(y_of(round->perplexity())));
+      rounds.push_back(std::to_string(round->round()));
+    }
+    absl::StrAppend(&svg, "<polyline class=\"frontier\" data-series=\"pareto-frontier\" ",
+                    "data-rounds=\"", absl::StrJoin(rounds, " "), "\" points=\"",
+                    absl::StrJoin(points, " "), "\"><title>Pareto frontier: rounds ",
+                    absl::StrJoin(rounds, ", "), "</title></polyline>");
+  }
+  const quantd::v1::AutoPrecisionRound* chosen = nullptr;
+  for (const auto& round : r.rounds()) {
+    if (!drawable(round)) continue;
+    const bool is_chosen = round.round() == r.chosen_round();
+    if (is_chosen) chosen = &round;
+    const std::string text = absl::StrCat(
+        "round ", round.round(), ": ", absl::StrFormat("%.3f", round.bits_per_weight()),
+        " bits/weight, perplexity ", FormatNumber(round.perplexity()), " (",
+        Percent(1 + round.perplexity_increase()), "), budget ",
+        round.meets_budget() ? "met" : "missed", round.pareto() ? ", Pareto" : "",
+        is_chosen ? ", chosen" : "");
+    absl::StrAppend(
+        &svg, "<circle class=\"point", round.pareto() ? " pareto" : "", "\" data-round=\"",
+        round.round(), "\" data-bits-per-weight=\"", FormatNumber(round.bits_per_weight()),
+        "\" data-value=\"", FormatNumber(round.perplexity()), "\" data-meets-budget=\"",
+        round.meets_budget() ? "true" : "false", "\" cx=\"", px(x_of(round.bits_per_weight())),
+        "\" cy=\"", px(y_of(round.perplexity())), "\" r=\"5\"><title>", EscapeXml(text),
+        "</title></circle>", "<text class=\"label\" x=\"", px(x_of(round.bits_per_weight()) + 7),
+        "\" y=\"", px(y_of(round.perplexity()) - 6), "\">", round.round(), "</text>");
+  }
+  if (chosen) {
+    absl::StrAppend(&svg, "<circle class=\"chosen\" data-series=\"chosen\" data-round=\"",
+                    chosen->round(), "\" data-bits-per-weight=\"",
+                    FormatNumber(chosen->bits_per_weight()), "\" data-value=\"",
+                    FormatNumber(chosen->perplexity()), "\" cx=\"",
+                    px(x_of(chosen->bits_per_weight())), "\" cy=\"", px(y_of(chosen->perplexity())),
+                    "\" r=\"10\"><title>chosen: round ", chosen->round(), "</title></circle>");
+  }
+  return svg + "</svg>";
+}
 
 std::string HtmlTable(const Rows& rows) {
   std::string out = "<table>";
@@ -308,6 +534,30 @@ std::string RenderJobReportHtml(const Job& job) {
   if (!d.sensitivity.row_labels.empty()) {
     html += HtmlSection("sensitivity", "Sensitivity", DrawHeatmap(d.sensitivity));
   }
+  if (!d.auto_precision_rounds.empty()) {
+    std::string body = "<p>" + EscapeXml(d.auto_precision_summary) + "</p>" +
+                       DrawAutoPrecisionChart(job) + "<table><tr>";
+    for (const std::string& h : d.auto_precision_header)
+      absl::StrAppend(&body, "<th>", EscapeXml(h), "</th>");
+    body += "</tr>";
+    for (const auto& row : d.auto_precision_rounds) {
+      body += "<tr>";
+      for (const std::string& c : row) absl::StrAppend(&body, "<td>", EscapeXml(c), "</td>");
+      body += "</tr>";
+    }
+    body += "</table>";
+    if (!job.result().auto_precision().layers().empty()) {
+      body +=
+          "<h3>Chosen formats</h3><table><tr><th>Candidate</th><th>Layers</th><th>Names</th></tr>";
+      for (const auto& [candidate, layers] : d.auto_precision_layers) {
+        absl::StrAppend(&body, "<tr><td>", EscapeXml(candidate), "</td><td>", layers.size(),
+                        "</td><td><code>", EscapeXml(absl::StrJoin(layers, ", ")),
+                        "</code></td></tr>");
+      }
+      body += "</table>";
+    }
+    html += HtmlSection("auto-precision", "Auto precision", body);
+  }
   if (!d.activations.labels.empty()) {
     html += HtmlSection("activations", "Activation ranges", DrawRangeChart(d.activations));
   }
@@ -362,6 +612,16 @@ std::string RenderJobReportMarkdown(const Job& job) {
     }
     md += "## Sensitivity: block output SQNR with the layer alone quantized\n\n" +
           MdTable(header, rows);
+  }
+  if (!d.auto_precision_rounds.empty()) {
+    md += "## Auto precision\n\n" + MdCell(d.auto_precision_summary) + "\n\n" +
+          MdTable(d.auto_precision_header, d.auto_precision_rounds);
+    if (!job.result().auto_precision().layers().empty()) {
+      std::vector<std::vector<std::string>> rows;
+      for (const auto& [candidate, layers] : d.auto_precision_layers)
+        rows.push_back({candidate, std::to_string(layers.size()), absl::StrJoin(layers, ", ")});
+      md += "### Chosen formats\n\n" + MdTable({"Candidate", "Layers", "Names"}, rows);
+    }
   }
   if (!d.activations.labels.empty()) {
     std::vector<std::vector<std::string>> rows;

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <limits>
 #include <string>
+#include <vector>
 
 #include "client/report/svg_chart.h"
 #include "gmock/gmock.h"
@@ -145,6 +146,120 @@ TEST(JobReportTest, SensitivityIsAHeatmapOfLayersByCandidate) {
   EXPECT_THAT(md, HasSubstr("| model.layers.0.self_attn.q_proj | 30 | 50 |"));
   // Without the spec's candidates there is no section.
   EXPECT_THAT(RenderJobReportHtml(SampleJob()), Not(HasSubstr("layer-sensitivity")));
+}
+
+// Auto precision: three measured rounds over two presets and float, round 2
+// chosen, rounds 1 and 2 on the Pareto frontier, a 2% perplexity budget.
+quantd::v1::Job AutoPrecisionJob() {
+  quantd::v1::Job job = SampleJob();
+  auto* spec = job.mutable_spec();
+  spec->mutable_quantization()->clear_scheme();
+  spec->mutable_evaluation()->set_max_perplexity_increase(0.02);
+  for (const char* c : {"w_uint4_per_group_asym", "w_int8_per_channel_sym", "float"}) {
+    spec->mutable_auto_precision()->add_candidates(c);
+    job.mutable_result()->mutable_auto_precision()->add_candidates(c);
+  }
+  auto* r = job.mutable_result()->mutable_auto_precision();
+  struct Round {
+    double bits, ppl;
+    bool meets, pareto;
+    std::vector<int> layers;
+  };
+  const Round rounds[] = {{4.25, 5.2, false, true, {9, 0, 0}},
+                          {5.0, 5.08, true, true, {6, 2, 1}},
+                          {5.5, 5.09, true, false, {5, 3, 1}}};
+  for (int i = 0; i < 3; ++i) {
+    auto* round = r->add_rounds();
+    round->set_round(i + 1);
+    round->set_bits_per_weight(rounds[i].bits);
+    round->set_weight_bytes(static_cast<int64_t>(rounds[i].bits * 1000));
+    round->set_perplexity(rounds[i].ppl);
+    round->set_perplexity_increase(rounds[i].ppl / 5.0 - 1);
+    round->set_predicted_perplexity_increase(0.01 * (3 - i));
+    round->set_meets_budget(rounds[i].meets);
+    round->set_pareto(rounds[i].pareto);
+    for (int n : rounds[i].layers) round->add_layers_per_candidate(n);
+  }
+  r->set_chosen_round(2);
+  r->set_budget_met(true);
+  r->set_float_perplexity(5.0);
+  const char* chosen[][2] = {{"model.layers.0.self_attn.q_proj", "w_uint4_per_group_asym"},
+                             {"model.layers.0.mlp.down_proj", "w_int8_per_channel_sym"},
+                             {"model.layers.1.mlp.down_proj", "w_int8_per_channel_sym"},
+                             {"model.layers.2.mlp.down_proj", "float"}};
+  for (const auto& [layer, candidate] : chosen) {
+    auto* l = r->add_layers();
+    l->set_layer(layer);
+    l->set_candidate(candidate);
+  }
+  return job;
+}
+
+TEST(JobReportTest, AutoPrecisionIsAParetoChartOfTheRounds) {
+  const quantd::v1::Job job = AutoPrecisionJob();
+  const std::string html = RenderJobReportHtml(job);
+  EXPECT_EQ(Count(html, "data-series=\"auto-precision-rounds\""), 1u);
+  EXPECT_EQ(Count(html, "<circle class=\"point"), 3u);
+  EXPECT_EQ(Count(html, "<circle class=\"point pareto\""), 2u);
+  EXPECT_THAT(html, HasSubstr("<circle class=\"point pareto\" data-round=\"2\" "
+                              "data-bits-per-weight=\"5\" data-value=\"5.08\" "
+                              "data-meets-budget=\"true\""));
+  EXPECT_THAT(html, HasSubstr("<circle class=\"point\" data-round=\"3\" "
+                              "data-bits-per-weight=\"5.5\" data-value=\"5.09\""));
+  // The frontier through rounds 1 and 2, smallest first; round 2 ringed.
+  EXPECT_EQ(Count(html, "data-series=\"pareto-frontier\""), 1u);
+  EXPECT_THAT(html, HasSubstr("data-series=\"pareto-frontier\" data-rounds=\"1 2\""));
+  EXPECT_EQ(Count(html, "data-series=\"chosen\""), 1u);
+  EXPECT_THAT(html, HasSubstr("<circle class=\"chosen\" data-series=\"chosen\" "
+                              "data-round=\"2\" data-bits-per-weight=\"5\" data-value=\"5.08\""));
+  // The float perplexity and the budget, 5 * 1.02.
+  EXPECT_THAT(html, HasSubstr("data-series=\"float-perplexity\" data-value=\"5\""));
+  EXPECT_THAT(html, HasSubstr("data-series=\"budget\" data-value=\"5.1\""));
+  EXPECT_THAT(html, HasSubstr("<p>auto precision: budget met in round 2 of 3 (ppl +1.60%, "
+                              "5.00 bits/weight); candidates w_uint4_per_group_asym, "
+                              "w_int8_per_channel_sym, float</p>"));
+  EXPECT_THAT(html, HasSubstr("<td>2 (chosen)</td><td>5.000</td>"));
+  EXPECT_THAT(html, HasSubstr("<td>w_int8_per_channel_sym</td><td>2</td><td><code>"
+                              "model.layers.0.mlp.down_proj, model.layers.1.mlp.down_proj"
+                              "</code></td>"));
+  EXPECT_THAT(html, HasSubstr("<td>auto precision (w_uint4_per_group_asym, "
+                              "w_int8_per_channel_sym, float)</td>"));
+
+  // Without a perplexity budget (a KL one), no budget line.
+  quantd::v1::Job kl_only = job;
+  kl_only.mutable_spec()->mutable_evaluation()->clear_max_perplexity_increase();
+  kl_only.mutable_spec()->mutable_evaluation()->set_max_kl_divergence(0.01);
+  EXPECT_THAT(RenderJobReportHtml(kl_only), Not(HasSubstr("data-series=\"budget\"")));
+  // Without rounds, no section.
+  EXPECT_THAT(RenderJobReportHtml(SampleJob()), Not(HasSubstr("auto-precision")));
+  EXPECT_THAT(RenderJobReportMarkdown(SampleJob()), Not(HasSubstr("Auto precision")));
+}
+
+TEST(JobReportTest, AutoPrecisionInMarkdownIsTheRoundsAndTheChosenFormats) {
+  const std::string md = RenderJobReportMarkdown(AutoPrecisionJob());
+  EXPECT_THAT(md, HasSubstr("## Auto precision\n\nauto precision: budget met in round 2 of 3 "
+                            "(ppl +1.60%, 5.00 bits/weight); candidates w_uint4_per_group_asym, "
+                            "w_int8_per_channel_sym, float\n\n"));
+  EXPECT_THAT(md, HasSubstr("| Round | Bits/weight | Weight bytes | Perplexity | Ppl change | "
+                            "Predicted ppl change | Budget | Pareto | "
+                            "Layers: w_uint4_per_group_asym / w_int8_per_channel_sym / float |"));
+  EXPECT_THAT(md, HasSubstr("| 1 | 4.250 | 4.2 KiB | 5.2000 | +4.00% | +3.00% | missed | yes | "
+                            "9 / 0 / 0 |"));
+  EXPECT_THAT(md, HasSubstr("| 2 (chosen) | 5.000 | 4.9 KiB | 5.0800 | +1.60% | +2.00% | met | "
+                            "yes | 6 / 2 / 1 |"));
+  EXPECT_THAT(md, HasSubstr("| 3 | 5.500 | 5.4 KiB | 5.0900 | +1.80% | +1.00% | met | no | "
+                            "5 / 3 / 1 |"));
+  // A measured KL divergence gets its column.
+  quantd::v1::Job kl = AutoPrecisionJob();
+  kl.mutable_result()->mutable_auto_precision()->mutable_rounds(0)->set_kl_divergence_mean(0.0125);
+  EXPECT_THAT(RenderJobReportMarkdown(kl),
+              HasSubstr("| 1 | 4.250 | 4.2 KiB | 5.2000 | +4.00% | +3.00% | 0.0125 | missed |"));
+  EXPECT_THAT(md, HasSubstr("### Chosen formats\n\n| Candidate | Layers | Names |\n"
+                            "| --- | --- | --- |\n"
+                            "| w_uint4_per_group_asym | 1 | model.layers.0.self_attn.q_proj |\n"
+                            "| w_int8_per_channel_sym | 2 | model.layers.0.mlp.down_proj, "
+                            "model.layers.1.mlp.down_proj |\n"
+                            "| float | 1 | model.layers.2.mlp.down_proj |\n"));
 }
 
 TEST(JobReportTest, AJobWithoutMetricsStillRenders) {

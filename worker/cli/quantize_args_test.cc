@@ -200,6 +200,8 @@ TEST(QuantizeArgsTest, TakesTheSharedJobFlagsAndItsLocalRunFlags) {
                                                          "qat-parameters",
                                                          "qat-seed",
                                                          "sensitivity",
+                                                         "candidates",
+                                                         "max-rounds",
                                                          "activation-offload",
                                                          "gguf-float-type",
                                                          "gguf-type",
@@ -210,7 +212,7 @@ TEST(QuantizeArgsTest, TakesTheSharedJobFlagsAndItsLocalRunFlags) {
                                                          "eval-field"}));
   EXPECT_EQ(QuantizeBoolFlags(),
             (std::set<std::string>{"overwrite", "no-eval", "fp8-kv-cache", "float-starved-experts",
-                                   "qat-learn-scales", "keep-scratch", "help"}));
+                                   "qat-learn-scales", "keep-scratch", "help", "auto-precision"}));
   // A served job's fields that a local run has no use for.
   for (const char* flag : {"--label", "--max-attempts", "--request-id", "--wait"}) {
     auto a = ParseQuantizeArgs({"--model", "/m", "--scheme", "x", flag, "1"});
