@@ -204,6 +204,33 @@ struct TensorEvaluation {
   std::vector<BucketReport> buckets;  // by bucket value, when the dataset has them
 };
 
+// One measured round of an auto-precision search.
+struct AutoPrecisionRound {
+  int round = 0;  // 1-based
+  int64_t weight_bytes = 0;
+  double bits_per_weight = 0;
+  std::optional<double> predicted_perplexity_increase;
+  std::optional<double> predicted_kl_divergence;
+  double perplexity = 0;
+  double perplexity_increase = 0;
+  std::optional<double> kl_divergence_mean;
+  bool meets_budget = false;
+  bool pareto = false;
+  std::vector<int> layers_per_candidate;  // in the candidates' order
+};
+
+// What a search measured and chose (precision::RunAutoPrecisionJob).
+struct AutoPrecisionReport {
+  std::vector<std::string> candidates;
+  std::vector<AutoPrecisionRound> rounds;
+  int chosen_round = 0;
+  bool budget_met = false;
+  double float_perplexity = 0;
+  std::vector<std::pair<std::string, std::string>> layers;  // layer, candidate
+  bool from_cache = false;
+  std::string quark_json;  // the chosen config
+};
+
 struct JobReport {
   std::optional<eval::PerplexityResult> float_perplexity;
   std::optional<eval::PerplexityResult> quantized_perplexity;
@@ -233,6 +260,8 @@ struct JobReport {
     std::string loss;  // "cross_entropy", "mse" or "distillation"
   };
   std::optional<Training> training;
+  // spec.auto_precision, when the job searched.
+  std::optional<AutoPrecisionReport> auto_precision;
 };
 
 struct JobOutcome {

@@ -108,6 +108,37 @@ void TensorEvaluationToProto(const pipeline::TensorEvaluation& t, quantd::v1::Me
   }
 }
 
+void AutoPrecisionToProto(const pipeline::AutoPrecisionReport& r,
+                          quantd::v1::AutoPrecisionResult& out) {
+  for (const std::string& c : r.candidates) out.add_candidates(c);
+  for (const pipeline::AutoPrecisionRound& round : r.rounds) {
+    auto* p = out.add_rounds();
+    p->set_round(round.round);
+    p->set_weight_bytes(round.weight_bytes);
+    p->set_bits_per_weight(round.bits_per_weight);
+    if (round.predicted_perplexity_increase)
+      p->set_predicted_perplexity_increase(*round.predicted_perplexity_increase);
+    if (round.predicted_kl_divergence)
+      p->set_predicted_kl_divergence(*round.predicted_kl_divergence);
+    p->set_perplexity(round.perplexity);
+    p->set_perplexity_increase(round.perplexity_increase);
+    if (round.kl_divergence_mean) p->set_kl_divergence_mean(*round.kl_divergence_mean);
+    p->set_meets_budget(round.meets_budget);
+    p->set_pareto(round.pareto);
+    for (int n : round.layers_per_candidate) p->add_layers_per_candidate(n);
+  }
+  out.set_chosen_round(r.chosen_round);
+  out.set_budget_met(r.budget_met);
+  out.set_float_perplexity(r.float_perplexity);
+  for (const auto& [layer, candidate] : r.layers) {
+    auto* l = out.add_layers();
+    l->set_layer(layer);
+    l->set_candidate(candidate);
+  }
+  out.set_from_cache(r.from_cache);
+  out.set_quark_json(r.quark_json);
+}
+
 }  // namespace
 
 quantd::v1::JobResult ToProto(const pipeline::JobReport& r, const quantd::v1::JobSpec& spec) {
@@ -140,6 +171,7 @@ quantd::v1::JobResult ToProto(const pipeline::JobReport& r, const quantd::v1::Jo
     st->set_stage(StageToProto(t.stage));
     st->set_seconds(t.seconds);
   }
+  if (r.auto_precision) AutoPrecisionToProto(*r.auto_precision, *out.mutable_auto_precision());
   for (const auto& a : r.artifacts) {
     auto* pa = out.add_artifacts();
     pa->set_format(job_spec::ExportFormatToProto(a.format));

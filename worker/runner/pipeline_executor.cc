@@ -21,6 +21,7 @@
 #include "worker/io/uri/model_files.h"
 #include "worker/job_spec/quantization_settings.h"
 #include "worker/pipeline/quantization_job.h"
+#include "worker/precision/auto_precision_job.h"
 #include "worker/runner/job_translation.h"
 #include "worker/torchscript/script_job.h"
 
@@ -414,6 +415,17 @@ StatusOr<std::unique_ptr<io::ModelFiles>> PipelineExecutor::OpenModelView(
   return files;
 }
 
+precision::AutoPrecisionOptions PipelineExecutor::AutoPrecisionOf(
+    const quantd::v1::JobSpec& spec) const {
+  precision::AutoPrecisionOptions o;
+  const auto& ap = spec.auto_precision();
+  o.candidates.assign(ap.candidates().begin(), ap.candidates().end());
+  if (spec.quantization().has_group_size()) o.group_size = spec.quantization().group_size();
+  if (ap.has_max_rounds()) o.max_rounds = ap.max_rounds();
+  o.cache_dir = (fs::path(options_.data_dir) / "cache" / "auto_precision").string();
+  return o;
+}
+
 ExecutionOutcome PipelineExecutor::Execute(const quantd::v1::Job& job,
                                            const job_spec::ResolvedJob& resolved, JobContext& ctx) {
   ExecutionOutcome out;
@@ -500,8 +512,14 @@ ExecutionOutcome PipelineExecutor::Execute(const quantd::v1::Job& job,
                     "spec.quantization.fold_batchnorm applies to TorchScript models; this model "
                     "has no batch norms to fold");
   }
-  pipeline::JobOutcome result = script ? torchscript::RunScriptJob(*options, forwarder)
-                                       : pipeline::RunQuantizationJob(*options, forwarder);
+  pipeline::JobOutcome result;
+  if (script) {
+    result = torchscript::RunScriptJob(*options, forwarder);
+  } else if (job.spec().has_auto_precision()) {
+    result = precision::RunAutoPrecisionJob(*options, AutoPrecisionOf(job.spec()), forwarder);
+  } else {
+    result = pipeline::RunQuantizationJob(*options, forwarder);
+  }
   out.status = result.status;
   out.cancelled = result.cancelled;
   out.result = ToProto(result.report, job.spec());

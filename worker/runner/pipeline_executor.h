@@ -20,6 +20,7 @@
 #include "worker/io/uri/uri_roots.h"
 #include "worker/job_spec/resolve_job.h"
 #include "worker/pipeline/job_options.h"
+#include "worker/precision/auto_precision_job.h"
 #include "worker/runner/lease_loop.h"
 
 namespace quantd::worker {
@@ -81,6 +82,9 @@ class PipelineExecutor : public JobExecutor {
   StatusOr<pipeline::JobOptions> BuildOptions(const quantd::v1::Job& job) const;
 
  private:
+  // spec.auto_precision as the search takes it, its cache in the worker's
+  // data directory.
+  precision::AutoPrecisionOptions AutoPrecisionOf(const quantd::v1::JobSpec& spec) const;
   StatusOr<io::ResolvedUri> Resolve(const std::string& field, const std::string& uri,
                                     const std::string& tenant, JobContext* ctx = nullptr) const;
   // The confined view the engine reads the model through (model_files.h),

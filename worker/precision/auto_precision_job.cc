@@ -1,0 +1,573 @@
+#include "worker/precision/auto_precision_job.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <sstream>
+#include <utility>
+
+#include "worker/common/bounded_json.h"
+#include "worker/common/sha256.h"
+#include "worker/config/presets.h"
+#include "worker/config/quark_json.h"
+#include "worker/job_spec/quantization_settings.h"
+#include "worker/models/layer_shapes.h"
+#include "worker/models/model_config.h"
+#include "worker/pipeline/quantization_job.h"
+#include "worker/pipeline/weight_quantizer.h"
+#include "worker/precision/precision_search.h"
+
+namespace quantd::precision {
+namespace {
+
+namespace fs = std::filesystem;
+using pipeline::JobObserver;
+using pipeline::JobOptions;
+using pipeline::JobOutcome;
+
+constexpr char kFloat[] = "float";
+// A cache entry is the worker's own file; the bound only keeps a damaged
+// one from costing memory.
+constexpr size_t kMaxCacheBytes = size_t{64} << 20;
+
+// A round's events reach the job's observer marked with the round: progress
+// mapped into its share of the job, warnings and errors forwarded, block
+// metrics only from the final job (the one whose result the job reports).
+class RoundObserver : public JobObserver {
+ public:
+  RoundObserver(JobObserver& outer, std::string label, double from, double to, bool final_job)
+      : outer_(outer), label_(std::move(label)), from_(from), to_(to), final_(final_job) {}
+  void OnProgress(const pipeline::ProgressInfo& p) override {
+    pipeline::ProgressInfo mapped = p;
+    mapped.percent = from_ + (to_ - from_) * p.percent / 100.0;
+    mapped.message = label_ + (p.message.empty() ? "" : ": " + p.message);
+    outer_.OnProgress(mapped);
+  }
+  void OnLog(pipeline::LogLevel level, const std::string& message) override {
+    if (final_ || level != pipeline::LogLevel::kInfo) outer_.OnLog(level, label_ + ": " + message);
+  }
+  void OnBlock(const pipeline::BlockReport& block) override {
+    if (final_) outer_.OnBlock(block);
+  }
+  bool CancelRequested() const override { return outer_.CancelRequested(); }
+
+ private:
+  JobObserver& outer_;
+  std::string label_;
+  double from_, to_;
+  bool final_;
+};
+
+// fnmatch treats * ? [ as patterns; a layer name is matched as it is.
+std::string LiteralGlob(const std::string& name) {
+  std::string out;
+  for (char ch : name) {
+    if (ch == '*' || ch == '?' || ch == '[') {
+      out += '[';
+      out += ch;
+      out += ']';
+    } else {
+      out += ch;
+    }
+  }
+  return out;
+}
+
+std::string Percent(double fraction) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%+.2f%%", 100.0 * fraction);
+  return buf;
+}
+
+struct Measured {
+  double float_ppl = 0;
+  double ppl = 0;
+  std::optional<double> kl;
+};
+
+// The budget of the evaluation gate.
+struct Budget {
+  std::optional<double> ppl_increase;
+  std::optional<double> kl;
+
+  bool Met(const Measured& m) const {
+    if (ppl_increase && !(m.ppl <= m.float_ppl * (1.0 + *ppl_increase))) return false;
+    if (kl && !(m.kl && *m.kl <= *kl)) return false;
+    return true;
+  }
+  // How far over the budget, as the worst measured / allowed ratio (for
+  // choosing the most accurate round when none meets it).
+  double Excess(const Measured& m) const {
+    double worst = 0;
+    if (ppl_increase)
+      worst = std::max(worst, (m.ppl / m.float_ppl - 1.0) / std::max(*ppl_increase, 1e-12));
+    if (kl)
+      worst = std::max(
+          worst, m.kl.value_or(std::numeric_limits<double>::infinity()) / std::max(*kl, 1e-12));
+    return worst;
+  }
+};
+
+// The linear prediction metric ~= slope * summed sensitivity, its slope
+// taken from the latest measured round.
+struct Prediction {
+  std::optional<double> ppl_slope;
+  std::optional<double> kl_slope;
+
+  void Learn(const Measured& m, double sensitivity) {
+    if (!(sensitivity > 0)) return;
+    ppl_slope = std::max(0.0, m.ppl / m.float_ppl - 1.0) / sensitivity;
+    if (m.kl) kl_slope = std::max(0.0, *m.kl) / sensitivity;
+  }
+  // The largest summed sensitivity predicted to meet the budget.
+  double Target(const Budget& b) const {
+    double t = std::numeric_limits<double>::infinity();
+    if (b.ppl_increase && ppl_slope && *ppl_slope > 0)
+      t = std::min(t, *b.ppl_increase / *ppl_slope);
+    if (b.kl && kl_slope && *kl_slope > 0) t = std::min(t, *b.kl / *kl_slope);
+    return t;
+  }
+};
+
+struct Candidate {
+  std::string name;
+  std::optional<config::LayerQuantConfig> config;  // unset: float
+};
+
+// Whether the candidate can quantize a layer `in` wide: its groups (and MX
+// blocks) must divide the width.
+bool Fits(const Candidate& c, int64_t in) {
+  if (!c.config) return true;
+  for (const auto& spec : {c.config->weight, c.config->input_tensors}) {
+    const int group = spec ? quant::EffectiveGroupSize(*spec) : 0;
+    if (group > 0 && in % group != 0) return false;
+  }
+  return true;
+}
+
+// What identifies a first round: the model's files, the data and how it is
+// read, the candidates and the settings every round shares.
+std::string CacheKey(const JobOptions& job, const AutoPrecisionOptions& search) {
+  std::ostringstream key;
+  key << "auto-precision v1\n"
+      << (job.model_source.empty() ? job.model_dir : job.model_source) << '\n';
+  std::error_code ec;
+  std::vector<std::string> files;
+  for (const auto& e : fs::directory_iterator(job.model_dir, ec)) {
+    const std::string name = e.path().filename().string();
+    if (!e.is_regular_file(ec)) continue;
+    const auto size = e.file_size(ec);
+    const auto time = e.last_write_time(ec).time_since_epoch().count();
+    files.push_back(name + " " + std::to_string(size) + " " + std::to_string(time));
+  }
+  std::sort(files.begin(), files.end());
+  for (const auto& f : files) key << f << '\n';
+  const auto& c = job.calibration;
+  key << c.dataset_path << '|' << c.dataset_revision << '|' << c.text_field << '|' << c.num_samples
+      << '|' << c.seq_len << '|' << static_cast<int>(c.sampling) << '|' << c.seed << '|'
+      << c.on_float_outputs << '|' << static_cast<int>(c.compute_dtype) << '\n';
+  for (const auto& f : c.dataset_files) key << f << '\n';
+  const auto& e = job.evaluation;
+  key << e.dataset_path << '|' << e.dataset_revision << '|' << e.text_field << '|' << e.n_ctx << '|'
+      << e.max_windows << '\n';
+  for (const auto& f : e.dataset_files) key << f << '\n';
+  for (const auto& name : search.candidates) key << name << ',';
+  key << '|' << search.group_size.value_or(0) << '\n'
+      << config::WriteQuarkJson(job.quant_config, -1);
+  return Sha256Hex(key.str());
+}
+
+struct FirstRound {
+  std::map<std::string, std::vector<double>> sensitivity;  // per quantizing candidate
+  Measured measured;
+};
+
+std::optional<FirstRound> ReadCache(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return std::nullopt;
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  auto parsed = ParseBoundedJson(text, {kMaxCacheBytes}, path);
+  if (!parsed.ok() || !parsed->is_object()) return std::nullopt;
+  const nlohmann::json& j = *parsed;
+  FirstRound r;
+  if (!j.contains("layers") || !j["layers"].is_object() || !j.contains("float_perplexity") ||
+      !j["float_perplexity"].is_number() || !j.contains("perplexity") ||
+      !j["perplexity"].is_number())
+    return std::nullopt;
+  for (const auto& [name, values] : j["layers"].items()) {
+    if (!values.is_array()) return std::nullopt;
+    std::vector<double>& v = r.sensitivity[name];
+    for (const auto& x : values) {
+      if (!x.is_number()) return std::nullopt;
+      v.push_back(x.get<double>());
+    }
+  }
+  r.measured.float_ppl = j["float_perplexity"].get<double>();
+  r.measured.ppl = j["perplexity"].get<double>();
+  if (j.contains("kl") && j["kl"].is_number()) r.measured.kl = j["kl"].get<double>();
+  return r;
+}
+
+void WriteCache(const std::string& path, const FirstRound& r) {
+  nlohmann::json j;
+  j["layers"] = nlohmann::json::object();
+  for (const auto& [name, v] : r.sensitivity) j["layers"][name] = v;
+  j["float_perplexity"] = r.measured.float_ppl;
+  j["perplexity"] = r.measured.ppl;
+  if (r.measured.kl) j["kl"] = *r.measured.kl;
+  std::error_code ec;
+  fs::create_directories(fs::path(path).parent_path(), ec);
+  const std::string tmp = path + ".tmp" + std::to_string(::getpid());
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    out << j.dump();
+    if (!out) return;
+  }
+  fs::rename(tmp, path, ec);
+}
+
+// The job that quantizes as `formats` says (a candidate per searched layer).
+config::QuantConfig ConfigOf(const config::QuantConfig& base, const std::vector<Candidate>& cands,
+                             const std::vector<std::string>& layers, const Assignment& formats) {
+  config::QuantConfig cfg = base;
+  for (size_t i = 0; i < formats.size(); ++i) {
+    const Candidate& c = cands[formats[i]];
+    const std::string glob = LiteralGlob(layers[i]);
+    if (c.config) {
+      cfg.layer_quant_config.push_back({glob, *c.config});
+    } else {
+      cfg.exclude.push_back(glob);
+    }
+  }
+  cfg.reference_json.clear();  // written afresh from the fields
+  return cfg;
+}
+
+StatusOr<Measured> MeasuredOf(const pipeline::JobReport& r) {
+  if (!r.float_perplexity || !r.quantized_perplexity || !(r.float_perplexity->ppl > 0))
+    return InternalError("the round measured no perplexity");
+  return Measured{r.float_perplexity->ppl, r.quantized_perplexity->ppl, r.kl_mean};
+}
+
+}  // namespace
+
+pipeline::JobOutcome RunAutoPrecisionJob(const JobOptions& job, const AutoPrecisionOptions& opts,
+                                         JobObserver& observer) {
+  JobOutcome failed;
+  auto fail = [&failed](Status s) {
+    failed.status = std::move(s);
+    return failed;
+  };
+  // The candidates' layer configs.
+  std::vector<Candidate> cands;
+  for (const std::string& name : opts.candidates) {
+    if (name == kFloat) {
+      cands.push_back({name, std::nullopt});
+      continue;
+    }
+    auto preset = config::PresetConfig(name, opts.group_size);
+    if (!preset.ok()) return fail(Status(preset.status()).Prepend("spec.auto_precision: "));
+    cands.push_back({name, preset->global_quant_config});
+  }
+  auto model_config = models::LoadModelConfig(job.model_dir);
+  if (!model_config.ok()) return fail(model_config.status());
+  const std::string& dtype = model_config->torch_dtype;
+  const int64_t float_bits = dtype == "bfloat16" || dtype == "float16" ? 16 : 32;
+
+  const Budget budget{job.evaluation.max_perplexity_increase, job.evaluation.max_kl_divergence};
+  const int max_rounds = std::max(1, opts.max_rounds);
+  const double round_share = 85.0 / (max_rounds + 1);
+  JobOptions round_job = job;
+  round_job.export_options.formats.clear();  // rounds only measure
+  round_job.evaluation.max_perplexity_increase.reset();
+  round_job.evaluation.max_kl_divergence.reset();
+  auto run = [&](const config::QuantConfig& cfg, const std::string& label, int round,
+                 bool final_job) {
+    JobOptions o = final_job ? job : round_job;
+    o.quant_config = cfg;
+    o.planner = job_spec::PlannerFor(cfg);
+    o.quantization_description = "auto precision, " + label;
+    if (!final_job) o.scratch_dir = job.scratch_dir + "/round-" + std::to_string(round);
+    const double from = final_job ? 85.0 : round_share * (round - 1);
+    RoundObserver obs(observer, label, from, final_job ? 100.0 : from + round_share, final_job);
+    return pipeline::RunQuantizationJob(o, obs);
+  };
+
+  // The candidates from cheapest to dearest, by their bytes for a typical
+  // 4096-wide layer (the order does not depend on the shape in practice).
+  std::vector<int> by_cost(cands.size());
+  for (size_t c = 0; c < cands.size(); ++c) by_cost[c] = static_cast<int>(c);
+  auto nominal = [&](int c) {
+    const auto& w = cands[c].config ? cands[c].config->weight : std::nullopt;
+    return w ? pipeline::QuantizedStorageBytes({4096, 4096}, *w) : 4096 * 4096 * float_bits / 8;
+  };
+  std::stable_sort(by_cost.begin(), by_cost.end(),
+                   [&](int a, int b) { return nominal(a) < nominal(b); });
+  const int cheapest = by_cost[0];
+  if (!cands[cheapest].config)
+    return fail(InvalidArgumentError(
+        "spec.auto_precision.candidates: float is the cheapest candidate; nothing to search"));
+
+  // The searched layers: the decoder blocks' linears the job would quantize,
+  // in model order, and for each candidate the format a layer really takes
+  // (the next dearer candidate that fits it when the candidate does not).
+  config::QuantConfig probe = job.quant_config;
+  probe.global_quant_config = *cands[cheapest].config;
+  std::vector<models::LinearLayerInfo> linears;
+  std::vector<std::vector<int>> effective;
+  for (const auto& l : models::ListLinearLayers(*model_config)) {
+    if (l.block < 0 || !config::ResolveLayer(probe, l.name, l.type).quantized) continue;
+    std::vector<int> eff(cands.size());
+    for (size_t k = 0; k < by_cost.size(); ++k) {
+      size_t up = k;
+      while (!Fits(cands[by_cost[up]], l.in_features)) ++up;  // float fits everything
+      eff[by_cost[k]] = by_cost[up];
+    }
+    linears.push_back(l);
+    effective.push_back(std::move(eff));
+  }
+  std::vector<std::string> names;
+  for (const auto& l : linears) names.push_back(l.name);
+  std::map<std::string, size_t> index;
+  for (size_t i = 0; i < names.size(); ++i) index[names[i]] = i;
+  auto formats_of = [&](const Assignment& a) {
+    Assignment out(a.size());
+    for (size_t i = 0; i < a.size(); ++i) out[i] = effective[i][a[i]];
+    return out;
+  };
+  size_t refitted = 0;
+  for (const auto& eff : effective) refitted += eff[cheapest] != cheapest;
+  if (refitted > 0) {
+    observer.OnLog(pipeline::LogLevel::kInfo,
+                   "auto precision: " + std::to_string(refitted) + " of " +
+                       std::to_string(names.size()) + " layers cannot take " +
+                       cands[cheapest].name +
+                       " (its group does not divide their width); where a candidate does not "
+                       "fit, the layer takes the next dearer one that does");
+  }
+
+  // Round 1: every layer in the cheapest candidate, measuring the
+  // sensitivities on the way (or both from the cache).
+  std::vector<std::string> quantizing;
+  for (const Candidate& c : cands)
+    if (c.config) quantizing.push_back(c.name);
+  const std::string cache_path =
+      opts.cache_dir.empty() ? "" : opts.cache_dir + "/" + CacheKey(job, opts) + ".json";
+  std::optional<FirstRound> first = cache_path.empty() ? std::nullopt : ReadCache(cache_path);
+  const bool from_cache = first.has_value();
+  const Assignment uniform(names.size(), cheapest);
+  if (from_cache) {
+    observer.OnLog(pipeline::LogLevel::kInfo,
+                   "auto precision round 1 (every layer " + cands[cheapest].name +
+                       "): sensitivities and metrics from the cache of an earlier job on the same "
+                       "model, data and candidates");
+  } else {
+    const config::QuantConfig cfg = ConfigOf(job.quant_config, cands, names, formats_of(uniform));
+    JobOptions o = round_job;
+    o.quant_config = cfg;
+    o.planner = job_spec::PlannerFor(cfg);
+    o.quantization_description = "auto precision, round 1: every layer " + cands[cheapest].name;
+    o.scratch_dir = job.scratch_dir + "/round-1";
+    std::vector<pipeline::LayerPlanner> alone(cands.size());
+    for (size_t c = 0; c < cands.size(); ++c) {
+      if (!cands[c].config) continue;
+      config::QuantConfig one = job.quant_config;
+      one.global_quant_config = *cands[c].config;
+      alone[c] = job_spec::PlannerFor(one);
+    }
+    for (size_t c = 0; c < cands.size(); ++c) {
+      if (!cands[c].config) continue;
+      // Measured in the format the layer really takes as this candidate.
+      pipeline::LayerPlanner planner = [&alone, &effective, &index, c](const std::string& name,
+                                                                       const std::string& type) {
+        auto it = index.find(name);
+        if (it == index.end()) return pipeline::LayerPlan{};
+        const int e = effective[it->second][c];
+        return alone[e] ? alone[e](name, type) : pipeline::LayerPlan{};
+      };
+      o.sensitivity.push_back({cands[c].name, std::move(planner)});
+    }
+    RoundObserver obs(observer, "round 1", 0, round_share, false);
+    JobOutcome r = pipeline::RunQuantizationJob(o, obs);
+    if (!r.status.ok() || r.cancelled) {
+      r.status = r.status.ok() ? r.status : Status(r.status).Prepend("auto precision round 1: ");
+      return r;
+    }
+    auto m = MeasuredOf(r.report);
+    if (!m.ok()) return fail(m.status());
+    FirstRound fr;
+    fr.measured = *m;
+    for (const auto& block : r.report.blocks)
+      for (const auto& l : block.layers)
+        if (l.sensitivity_relative_mse.size() == quantizing.size())
+          fr.sensitivity[l.name] = l.sensitivity_relative_mse;
+    if (!cache_path.empty()) WriteCache(cache_path, fr);
+    first = std::move(fr);
+  }
+
+  // Each layer's cost and sensitivity per candidate, in the format it takes.
+  std::vector<SearchLayer> layers;
+  for (size_t i = 0; i < linears.size(); ++i) {
+    auto measured_values = first->sensitivity.find(names[i]);
+    if (measured_values == first->sensitivity.end() ||
+        measured_values->second.size() != quantizing.size())
+      return fail(InternalError("auto precision: no sensitivity was measured for " + names[i]));
+    SearchLayer l;
+    l.name = names[i];
+    l.weights = linears[i].out_features * linears[i].in_features;
+    for (size_t c = 0; c < cands.size(); ++c) {
+      const int e = effective[i][c];
+      const auto& w = cands[e].config ? cands[e].config->weight : std::nullopt;
+      l.bytes.push_back(
+          w ? pipeline::QuantizedStorageBytes({linears[i].out_features, linears[i].in_features}, *w)
+            : l.weights * float_bits / 8);
+      // Values are per quantizing candidate, in the candidates' order.
+      size_t q = 0;
+      for (size_t k = 0; k < c; ++k) q += cands[k].config.has_value();
+      l.sensitivity.push_back(cands[c].config && cands[e].config ? measured_values->second[q]
+                                                                 : 0.0);
+    }
+    layers.push_back(std::move(l));
+  }
+  if (layers.empty())
+    return fail(FailedPreconditionError(
+        "spec.auto_precision: the job quantizes no linear layer to search (is every layer "
+        "excluded?)"));
+  const PrecisionSearch search(std::move(layers));
+
+  pipeline::AutoPrecisionReport report;
+  report.candidates = opts.candidates;
+  report.from_cache = from_cache;
+  report.float_perplexity = first->measured.float_ppl;
+  std::vector<Assignment> assignments;
+  std::vector<Measured> measured;
+  auto record = [&](const Assignment& a, const Measured& m, const Prediction* p) {
+    pipeline::AutoPrecisionRound r;
+    r.round = static_cast<int>(report.rounds.size()) + 1;
+    r.weight_bytes = search.Bytes(a);
+    r.bits_per_weight = search.BitsPerWeight(a);
+    if (p != nullptr) {
+      const double s = search.Sensitivity(a);
+      if (p->ppl_slope) r.predicted_perplexity_increase = *p->ppl_slope * s;
+      if (p->kl_slope) r.predicted_kl_divergence = *p->kl_slope * s;
+    }
+    r.perplexity = m.ppl;
+    r.perplexity_increase = m.ppl / m.float_ppl - 1.0;
+    r.kl_divergence_mean = m.kl;
+    r.meets_budget = budget.Met(m);
+    r.layers_per_candidate.assign(cands.size(), 0);
+    for (int c : formats_of(a)) ++r.layers_per_candidate[c];
+    char line[256];
+    std::snprintf(line, sizeof(line),
+                  "auto precision round %d: %.2f bits/weight, perplexity %.4f (%s", r.round,
+                  r.bits_per_weight, m.ppl, Percent(r.perplexity_increase).c_str());
+    std::string message = line;
+    if (r.predicted_perplexity_increase)
+      message += ", predicted " + Percent(*r.predicted_perplexity_increase);
+    message += ")";
+    if (m.kl) {
+      std::snprintf(line, sizeof(line), ", KL %.5f", *m.kl);
+      message += line;
+    }
+    message += r.meets_budget ? ": meets the budget" : ": misses the budget";
+    observer.OnLog(pipeline::LogLevel::kInfo, message);
+    report.rounds.push_back(r);
+    assignments.push_back(a);
+    measured.push_back(m);
+  };
+  record(uniform, first->measured, nullptr);
+
+  Prediction prediction;
+  prediction.Learn(first->measured, search.Sensitivity(uniform));
+  // The smallest round measured within the budget so far, in bytes.
+  auto smallest_met = [&]() {
+    int64_t best = std::numeric_limits<int64_t>::max();
+    for (const auto& r : report.rounds)
+      if (r.meets_budget) best = std::min(best, r.weight_bytes);
+    return best;
+  };
+  while (static_cast<int>(report.rounds.size()) < max_rounds) {
+    const int round = static_cast<int>(report.rounds.size()) + 1;
+    const bool met = budget.Met(measured.back());
+    if (met && assignments.size() == 1) break;  // the cheapest candidate everywhere
+    // After a miss, less sensitive than that round; after a round within
+    // the budget, the prediction learned from it (it overestimated) may
+    // find a smaller assignment.
+    double target = prediction.Target(budget);
+    if (!met)
+      target = std::min(target, std::nextafter(search.Sensitivity(assignments.back()), 0.0));
+    const Assignment next = search.CheapestWithin(target);
+    const auto same =
+        std::find_if(assignments.begin(), assignments.end(),
+                     [&](const Assignment& a) { return formats_of(a) == formats_of(next); });
+    const bool measured_before = same != assignments.end();
+    if (met && (measured_before || search.Bytes(next) >= smallest_met())) break;
+    if (measured_before) {
+      observer.OnLog(pipeline::LogLevel::kWarning,
+                     "auto precision: the prediction proposes round " +
+                         std::to_string(same - assignments.begin() + 1) +
+                         "'s assignment again; the search ends after round " +
+                         std::to_string(round - 1));
+      break;
+    }
+    const config::QuantConfig cfg = ConfigOf(job.quant_config, cands, names, formats_of(next));
+    JobOutcome r = run(cfg, "round " + std::to_string(round), round, false);
+    if (!r.status.ok() || r.cancelled) {
+      r.status =
+          r.status.ok()
+              ? r.status
+              : Status(r.status).Prepend("auto precision round " + std::to_string(round) + ": ");
+      return r;
+    }
+    auto m = MeasuredOf(r.report);
+    if (!m.ok()) return fail(m.status());
+    record(next, *m, &prediction);
+    prediction.Learn(*m, search.Sensitivity(next));
+  }
+
+  // The smallest round that met the budget, else the most accurate.
+  int chosen = -1;
+  for (size_t i = 0; i < measured.size(); ++i) {
+    if (!report.rounds[i].meets_budget) continue;
+    if (chosen < 0 || report.rounds[i].weight_bytes < report.rounds[chosen].weight_bytes)
+      chosen = static_cast<int>(i);
+  }
+  report.budget_met = chosen >= 0;
+  if (chosen < 0) {
+    chosen = 0;
+    for (size_t i = 1; i < measured.size(); ++i)
+      if (budget.Excess(measured[i]) < budget.Excess(measured[chosen]))
+        chosen = static_cast<int>(i);
+  }
+  report.chosen_round = chosen + 1;
+  std::vector<std::pair<double, double>> points;
+  for (size_t i = 0; i < measured.size(); ++i)
+    points.emplace_back(static_cast<double>(report.rounds[i].weight_bytes), measured[i].ppl);
+  const std::vector<bool> pareto = ParetoFrontier(points);
+  for (size_t i = 0; i < pareto.size(); ++i) report.rounds[i].pareto = pareto[i];
+  const Assignment choice = formats_of(assignments[chosen]);
+  for (size_t i = 0; i < choice.size(); ++i)
+    report.layers.emplace_back(names[i], cands[choice[i]].name);
+  const config::QuantConfig chosen_config = ConfigOf(job.quant_config, cands, names, choice);
+  report.quark_json = config::WriteQuarkJson(chosen_config);
+  observer.OnLog(report.budget_met ? pipeline::LogLevel::kInfo : pipeline::LogLevel::kWarning,
+                 report.budget_met
+                     ? "auto precision: round " + std::to_string(chosen + 1) +
+                           " is the smallest that meets the budget; quantizing and exporting it"
+                     : "auto precision: no round met the budget; the most accurate, round " +
+                           std::to_string(chosen + 1) + ", is quantized and exported");
+
+  JobOutcome final =
+      run(chosen_config, "chosen (round " + std::to_string(chosen + 1) + ")", chosen + 1, true);
+  final.report.auto_precision = std::move(report);
+  return final;
+}
+
+}  // namespace quantd::precision

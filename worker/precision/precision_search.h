@@ -1,0 +1,66 @@
+// The choice of a format per layer for accuracy-targeted quantization
+// (spec.auto_precision; docs/auto_precision.md), apart from running jobs:
+// layers grouped by what a consumer fuses, each group's cost and measured
+// sensitivity per candidate, and the cheapest assignment whose summed
+// sensitivity stays within a target. Torch-free.
+#ifndef QUANTD_WORKER_PRECISION_PRECISION_SEARCH_H_
+#define QUANTD_WORKER_PRECISION_PRECISION_SEARCH_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace quantd::precision {
+
+// The layers that must share a format because a serving runtime fuses
+// them: "<p>.self_attn.qkv" for q/k/v_proj, "<p>.mlp.gate_up" for
+// gate/up_proj (also w1/w3 of Mixtral experts), "<p>.experts" for every
+// expert linear of one block; any other layer is its own group (its name).
+std::string FusionGroup(const std::string& layer);
+
+// One searched layer: per candidate (in the spec's order) the bytes its
+// weight takes and the sensitivity measured for it (0 for "float").
+struct SearchLayer {
+  std::string name;
+  std::vector<int64_t> bytes;
+  std::vector<double> sensitivity;
+  int64_t weights = 0;  // elements of the weight
+};
+
+// A candidate index per layer, in the layers' order.
+using Assignment = std::vector<int>;
+
+class PrecisionSearch {
+ public:
+  // Every layer holds one entry per candidate.
+  explicit PrecisionSearch(std::vector<SearchLayer> layers);
+
+  const std::vector<SearchLayer>& layers() const { return layers_; }
+  // Every layer in candidate `c`.
+  Assignment Uniform(int c) const;
+  // The candidate whose uniform assignment takes the fewest bytes.
+  int CheapestCandidate() const;
+  int64_t Bytes(const Assignment& a) const;
+  double BitsPerWeight(const Assignment& a) const;
+  double Sensitivity(const Assignment& a) const;
+  // The cheapest assignment found with Sensitivity <= `target`: each group
+  // starts at its cheapest candidate, then the move that removes the most
+  // sensitivity per byte added is taken until the target holds (greedy on
+  // the grouped costs). When no assignment reaches it, the least sensitive
+  // one.
+  Assignment CheapestWithin(double target) const;
+
+ private:
+  std::vector<SearchLayer> layers_;
+  int candidates_ = 0;
+  // Layer indices per fusion group, in first-seen order.
+  std::vector<std::vector<int>> groups_;
+};
+
+// Which of the points (bytes, error) are on the Pareto frontier: no other
+// point is at most as large and at most as wrong, and better in one.
+std::vector<bool> ParetoFrontier(const std::vector<std::pair<double, double>>& points);
+
+}  // namespace quantd::precision
+
+#endif  // QUANTD_WORKER_PRECISION_PRECISION_SEARCH_H_
