@@ -4,7 +4,11 @@
 Renders the demo job (testdata/demo_job.json: stories260K, W8A8 static with
 SmoothQuant, saved with `quantctl -o json get`) to HTML, then checks that
 Chromium's DOM holds every chart with its marks, and that its screenshot
-shows them: the bar, range and heatmap colours are on the page.
+shows them: the bar, range and heatmap colours are on the page. The same for
+an auto-precision search (testdata/auto_precision_job.json: stories260K,
+{uint4 g32, int8 per channel, float} within +2% perplexity, saved with
+`quantd-quantize -o json`): its Pareto chart has a point per round, the
+frontier, the chosen round and the reference lines.
 """
 
 import html.parser
@@ -45,6 +49,11 @@ class ChartMarks(html.parser.HTMLParser):
             self.marks[self.series] = 0
         elif tag == "rect" and self.series and a.get("class") in ("bar", "cell", "range"):
             self.marks[self.series] += 1
+        elif (tag == "circle" and self.series and "data-round" in a
+              and "point" in a.get("class", "").split()):  # a round, not the legend's
+            self.marks[self.series] += 1
+        elif self.series and a.get("data-series"):  # a named line or ring inside a chart
+            self.marks[self.series + "/" + a["data-series"]] = 1
 
     def handle_endtag(self, tag):
         if tag == "svg":
@@ -97,6 +106,35 @@ class ReportScreenshotTest(unittest.TestCase):
         # The heatmap's warm end (low SQNR) and cool end (high SQNR).
         self.assertGreater(pixels_near(image, (0xC0, 0x39, 0x2B), 24), 100)
         self.assertGreater(pixels_near(image, (0x27, 0xAE, 0x60), 24), 100)
+
+
+class AutoPrecisionReportScreenshotTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        render = os.path.join(RUNFILES, "client/report/render_job_report")
+        job = os.path.join(RUNFILES, "client/report/testdata/auto_precision_job.json")
+        r = subprocess.run([render, job, "html"], capture_output=True, text=True, check=True)
+        cls.report = os.path.join(TMP, "auto_precision.html")
+        with open(cls.report, "w") as f:
+            f.write(r.stdout)
+
+    def test_the_pareto_chart_is_drawn(self):
+        r = chromium("--dump-dom", "file://" + self.report)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        parser = ChartMarks()
+        parser.feed(r.stdout)
+        # Three measured rounds, the frontier, the chosen ring, float and budget.
+        for series, marks in (("auto-precision-rounds", 3),
+                              ("auto-precision-rounds/pareto-frontier", 1),
+                              ("auto-precision-rounds/chosen", 1),
+                              ("auto-precision-rounds/float-perplexity", 1),
+                              ("auto-precision-rounds/budget", 1)):
+            self.assertEqual(parser.marks.get(series), marks, (series, parser.marks))
+        png = os.path.join(TMP, "auto_precision.png")
+        r = chromium("--window-size=1000,2600", f"--screenshot={png}", "file://" + self.report)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        image = Image.open(png).convert("RGB")
+        self.assertGreater(pixels_near(image, (0x2E, 0x86, 0xC1)), 100)  # frontier points
 
 
 if __name__ == "__main__":
