@@ -68,15 +68,21 @@ def pixels_near(image: Image.Image, rgb: tuple, tolerance: int = 8) -> int:
     )
 
 
+def render_report(job: str) -> str:
+    """testdata/<job>.json rendered to an HTML file; its path."""
+    render = os.path.join(RUNFILES, "client/report/render_job_report")
+    path = os.path.join(RUNFILES, f"client/report/testdata/{job}.json")
+    r = subprocess.run([render, path, "html"], capture_output=True, text=True, check=True)
+    report = os.path.join(TMP, job + ".html")
+    with open(report, "w") as f:
+        f.write(r.stdout)
+    return report
+
+
 class ReportScreenshotTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
-        render = os.path.join(RUNFILES, "client/report/render_job_report")
-        job = os.path.join(RUNFILES, "client/report/testdata/demo_job.json")
-        r = subprocess.run([render, job, "html"], capture_output=True, text=True, check=True)
-        cls.report = os.path.join(TMP, "report.html")
-        with open(cls.report, "w") as f:
-            f.write(r.stdout)
+        cls.report = render_report("demo_job")
 
     def test_the_browser_dom_holds_every_chart_with_its_marks(self):
         r = chromium("--dump-dom", "file://" + self.report)
@@ -111,12 +117,7 @@ class ReportScreenshotTest(unittest.TestCase):
 class AutoPrecisionReportScreenshotTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
-        render = os.path.join(RUNFILES, "client/report/render_job_report")
-        job = os.path.join(RUNFILES, "client/report/testdata/auto_precision_job.json")
-        r = subprocess.run([render, job, "html"], capture_output=True, text=True, check=True)
-        cls.report = os.path.join(TMP, "auto_precision.html")
-        with open(cls.report, "w") as f:
-            f.write(r.stdout)
+        cls.report = render_report("auto_precision_job")
 
     def test_the_pareto_chart_is_drawn(self):
         r = chromium("--dump-dom", "file://" + self.report)

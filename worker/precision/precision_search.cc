@@ -19,14 +19,12 @@ std::string FusionGroup(const std::string& layer) {
   // Experts first: their own gate/up names would otherwise group per expert.
   if (size_t at = layer.find(".experts."); at != std::string::npos)
     return layer.substr(0, at) + ".experts";
-  for (const char* p : {"q_proj", "k_proj", "v_proj"}) {
-    if (EndsWith(layer, std::string(".self_attn.") + p))
-      return layer.substr(0, layer.size() - std::string(p).size()) + "qkv";
-  }
-  for (const char* p : {"gate_proj", "up_proj"}) {
-    if (EndsWith(layer, std::string(".mlp.") + p))
-      return layer.substr(0, layer.size() - std::string(p).size()) + "gate_up";
-  }
+  // The last part of the name decides: "<p>.q_proj" -> "<p>.qkv".
+  const size_t dot = layer.rfind('.');
+  const std::string prefix = dot == std::string::npos ? "" : layer.substr(0, dot + 1);
+  const std::string last = layer.substr(prefix.size());
+  if (last == "q_proj" || last == "k_proj" || last == "v_proj") return prefix + "qkv";
+  if (last == "gate_proj" || last == "up_proj") return prefix + "gate_up";
   return layer;
 }
 

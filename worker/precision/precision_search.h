@@ -13,9 +13,10 @@
 namespace quantd::precision {
 
 // The layers that must share a format because a serving runtime fuses
-// them: "<p>.self_attn.qkv" for q/k/v_proj, "<p>.mlp.gate_up" for
-// gate/up_proj (also w1/w3 of Mixtral experts), "<p>.experts" for every
-// expert linear of one block; any other layer is its own group (its name).
+// them: "<p>.qkv" for <p>.q_proj / k_proj / v_proj, "<p>.gate_up" for
+// <p>.gate_proj / up_proj (a shared expert's too), "<p>.experts" for every
+// expert linear of one block (Mixtral's w1 / w2 / w3 included); any other
+// layer is its own group (its name).
 std::string FusionGroup(const std::string& layer);
 
 // One searched layer: per candidate (in the spec's order) the bytes its

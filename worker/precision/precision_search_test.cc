@@ -12,6 +12,9 @@ TEST(FusionGroupTest, GroupsWhatServingRuntimesFuse) {
   EXPECT_EQ(FusionGroup("model.layers.3.mlp.up_proj"), "model.layers.3.mlp.gate_up");
   EXPECT_EQ(FusionGroup("model.layers.3.mlp.down_proj"), "model.layers.3.mlp.down_proj");
   EXPECT_EQ(FusionGroup("model.layers.1.mlp.experts.7.gate_proj"), "model.layers.1.mlp.experts");
+  EXPECT_EQ(FusionGroup("model.layers.1.mlp.shared_expert.up_proj"),
+            "model.layers.1.mlp.shared_expert.gate_up");
+  EXPECT_EQ(FusionGroup("lm_head"), "lm_head");
   EXPECT_EQ(FusionGroup("model.layers.1.block_sparse_moe.experts.0.w2"),
             "model.layers.1.block_sparse_moe.experts");
 }
