@@ -73,8 +73,9 @@ void CollectAutoPrecision(const Job& job, ReportData& d) {
   d.auto_precision_header = {
       "Round",   "Bits/weight",  "Weight bytes", "Perplexity", "Ppl change", "Predicted ppl change",
       "KL mean", "Predicted KL", "Budget",       "Pareto"};
-  // One column of counts: the candidates' names do not fit as headers.
-  d.auto_precision_header.push_back("Layers: " + absl::StrJoin(candidates, " / "));
+  // One column of counts, in the candidates' order (the summary line above
+  // names them): their names do not fit in a header.
+  d.auto_precision_header.push_back("Layers per candidate");
   const auto optional_number = [](bool has, double v) { return has ? FormatNumber(v) : ""; };
   for (const auto& round : r.rounds()) {
     std::vector<std::string> row = {
