@@ -30,7 +30,8 @@ global flags:
                           the environment, which overrides the file.
 
 commands:
-  submit --model URI (--scheme NAME | --config FILE) [flags]
+  submit --model URI (--scheme NAME | --config FILE |
+         --auto-precision --candidates LIST) [flags]
 )";
 
 // The submit flags after the job flags, then the other commands.

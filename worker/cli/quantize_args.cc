@@ -9,7 +9,8 @@ namespace {
 constexpr char kUsageHead[] =
     R"(quantd-quantize: run one quantization job locally, without a server.
 
-usage: quantd-quantize --model URI (--scheme NAME | --config FILE) [flags]
+usage: quantd-quantize --model URI (--scheme NAME | --config FILE |
+                                    --auto-precision --candidates LIST) [flags]
 
 job (the same flags as `quantctl submit`):
 )";
