@@ -152,6 +152,14 @@ bool Fits(const Candidate& c, int64_t in) {
   return true;
 }
 
+// Bytes of an out x in weight as the candidate stores it (float: the
+// checkpoint's width).
+int64_t WeightBytes(const Candidate& c, int64_t out, int64_t in, int64_t float_bits) {
+  if (c.config && c.config->weight)
+    return pipeline::QuantizedStorageBytes({out, in}, *c.config->weight);
+  return out * in * float_bits / 8;
+}
+
 // What identifies a first round: the model's files, the data and how it is
 // read, the candidates and the settings every round shares.
 std::string CacheKey(const JobOptions& job, const AutoPrecisionOptions& search) {
@@ -288,26 +296,29 @@ pipeline::JobOutcome RunAutoPrecisionJob(const JobOptions& job, const AutoPrecis
   round_job.export_options.formats.clear();  // rounds only measure
   round_job.evaluation.max_perplexity_increase.reset();
   round_job.evaluation.max_kl_divergence.reset();
+  // One job of the search; a measuring round's failure names the round.
   auto run = [&](const config::QuantConfig& cfg, const std::string& label, int round,
-                 bool final_job) {
+                 bool final_job, std::vector<pipeline::SensitivityCandidate> sensitivity = {}) {
     JobOptions o = final_job ? job : round_job;
     o.quant_config = cfg;
     o.planner = job_spec::PlannerFor(cfg);
     o.quantization_description = "auto precision, " + label;
+    o.sensitivity = std::move(sensitivity);
     if (!final_job) o.scratch_dir = job.scratch_dir + "/round-" + std::to_string(round);
     const double from = final_job ? 85.0 : round_share * (round - 1);
-    RoundObserver obs(observer, label, from, final_job ? 100.0 : from + round_share, final_job);
-    return pipeline::RunQuantizationJob(o, obs);
+    RoundObserver obs(observer, final_job ? label : "round " + std::to_string(round), from,
+                      final_job ? 100.0 : from + round_share, final_job);
+    JobOutcome r = pipeline::RunQuantizationJob(o, obs);
+    if (!final_job && !r.status.ok())
+      r.status = Status(r.status).Prepend("auto precision round " + std::to_string(round) + ": ");
+    return r;
   };
 
   // The candidates from cheapest to dearest, by their bytes for a typical
   // 4096-wide layer (the order does not depend on the shape in practice).
   std::vector<int> by_cost(cands.size());
   for (size_t c = 0; c < cands.size(); ++c) by_cost[c] = static_cast<int>(c);
-  auto nominal = [&](int c) {
-    const auto& w = cands[c].config ? cands[c].config->weight : std::nullopt;
-    return w ? pipeline::QuantizedStorageBytes({4096, 4096}, *w) : 4096 * 4096 * float_bits / 8;
-  };
+  auto nominal = [&](int c) { return WeightBytes(cands[c], 4096, 4096, float_bits); };
   std::stable_sort(by_cost.begin(), by_cost.end(),
                    [&](int a, int b) { return nominal(a) < nominal(b); });
   const int cheapest = by_cost[0];
@@ -355,9 +366,12 @@ pipeline::JobOutcome RunAutoPrecisionJob(const JobOptions& job, const AutoPrecis
 
   // Round 1: every layer in the cheapest candidate, measuring the
   // sensitivities on the way (or both from the cache).
-  std::vector<std::string> quantizing;
-  for (const Candidate& c : cands)
-    if (c.config) quantizing.push_back(c.name);
+  // Round 1 measures the quantizing candidates, in order: candidate c's
+  // values are at measured_as[c].
+  std::vector<size_t> measured_as(cands.size(), 0);
+  size_t quantizing = 0;
+  for (size_t c = 0; c < cands.size(); ++c)
+    if (cands[c].config) measured_as[c] = quantizing++;
   const std::string cache_path =
       opts.cache_dir.empty() ? "" : opts.cache_dir + "/" + CacheKey(job, opts) + ".json";
   std::optional<FirstRound> first = cache_path.empty() ? std::nullopt : ReadCache(cache_path);
@@ -369,12 +383,6 @@ pipeline::JobOutcome RunAutoPrecisionJob(const JobOptions& job, const AutoPrecis
                        "): sensitivities and metrics from the cache of an earlier job on the same "
                        "model, data and candidates");
   } else {
-    const config::QuantConfig cfg = ConfigOf(job.quant_config, cands, names, formats_of(uniform));
-    JobOptions o = round_job;
-    o.quant_config = cfg;
-    o.planner = job_spec::PlannerFor(cfg);
-    o.quantization_description = "auto precision, round 1: every layer " + cands[cheapest].name;
-    o.scratch_dir = job.scratch_dir + "/round-1";
     std::vector<pipeline::LayerPlanner> alone(cands.size());
     for (size_t c = 0; c < cands.size(); ++c) {
       if (!cands[c].config) continue;
@@ -382,6 +390,7 @@ pipeline::JobOutcome RunAutoPrecisionJob(const JobOptions& job, const AutoPrecis
       one.global_quant_config = *cands[c].config;
       alone[c] = job_spec::PlannerFor(one);
     }
+    std::vector<pipeline::SensitivityCandidate> sensitivity;
     for (size_t c = 0; c < cands.size(); ++c) {
       if (!cands[c].config) continue;
       // Measured in the format the layer really takes as this candidate.
@@ -392,21 +401,19 @@ pipeline::JobOutcome RunAutoPrecisionJob(const JobOptions& job, const AutoPrecis
         const int e = effective[it->second][c];
         return alone[e] ? alone[e](name, type) : pipeline::LayerPlan{};
       };
-      o.sensitivity.push_back({cands[c].name, std::move(planner)});
+      sensitivity.push_back({cands[c].name, std::move(planner)});
     }
-    RoundObserver obs(observer, "round 1", 0, round_share, false);
-    JobOutcome r = pipeline::RunQuantizationJob(o, obs);
-    if (!r.status.ok() || r.cancelled) {
-      r.status = r.status.ok() ? r.status : Status(r.status).Prepend("auto precision round 1: ");
-      return r;
-    }
+    JobOutcome r =
+        run(ConfigOf(job.quant_config, cands, names, formats_of(uniform)),
+            "round 1: every layer " + cands[cheapest].name, 1, false, std::move(sensitivity));
+    if (!r.status.ok() || r.cancelled) return r;
     auto m = MeasuredOf(r.report);
     if (!m.ok()) return fail(m.status());
     FirstRound fr;
     fr.measured = *m;
     for (const auto& block : r.report.blocks)
       for (const auto& l : block.layers)
-        if (l.sensitivity_relative_mse.size() == quantizing.size())
+        if (l.sensitivity_relative_mse.size() == quantizing)
           fr.sensitivity[l.name] = l.sensitivity_relative_mse;
     if (!cache_path.empty()) WriteCache(cache_path, fr);
     first = std::move(fr);
@@ -416,23 +423,16 @@ pipeline::JobOutcome RunAutoPrecisionJob(const JobOptions& job, const AutoPrecis
   std::vector<SearchLayer> layers;
   for (size_t i = 0; i < linears.size(); ++i) {
     auto measured_values = first->sensitivity.find(names[i]);
-    if (measured_values == first->sensitivity.end() ||
-        measured_values->second.size() != quantizing.size())
+    if (measured_values == first->sensitivity.end() || measured_values->second.size() != quantizing)
       return fail(InternalError("auto precision: no sensitivity was measured for " + names[i]));
     SearchLayer l;
     l.name = names[i];
     l.weights = linears[i].out_features * linears[i].in_features;
     for (size_t c = 0; c < cands.size(); ++c) {
       const int e = effective[i][c];
-      const auto& w = cands[e].config ? cands[e].config->weight : std::nullopt;
       l.bytes.push_back(
-          w ? pipeline::QuantizedStorageBytes({linears[i].out_features, linears[i].in_features}, *w)
-            : l.weights * float_bits / 8);
-      // Values are per quantizing candidate, in the candidates' order.
-      size_t q = 0;
-      for (size_t k = 0; k < c; ++k) q += cands[k].config.has_value();
-      l.sensitivity.push_back(cands[c].config && cands[e].config ? measured_values->second[q]
-                                                                 : 0.0);
+          WeightBytes(cands[e], linears[i].out_features, linears[i].in_features, float_bits));
+      l.sensitivity.push_back(cands[e].config ? measured_values->second[measured_as[c]] : 0.0);
     }
     layers.push_back(std::move(l));
   }
@@ -519,13 +519,7 @@ pipeline::JobOutcome RunAutoPrecisionJob(const JobOptions& job, const AutoPrecis
     }
     const config::QuantConfig cfg = ConfigOf(job.quant_config, cands, names, formats_of(next));
     JobOutcome r = run(cfg, "round " + std::to_string(round), round, false);
-    if (!r.status.ok() || r.cancelled) {
-      r.status =
-          r.status.ok()
-              ? r.status
-              : Status(r.status).Prepend("auto precision round " + std::to_string(round) + ": ");
-      return r;
-    }
+    if (!r.status.ok() || r.cancelled) return r;
     auto m = MeasuredOf(r.report);
     if (!m.ok()) return fail(m.status());
     record(next, *m, &prediction);
