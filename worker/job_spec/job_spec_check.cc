@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <optional>
 #include <set>
 #include <string>
@@ -512,9 +513,7 @@ void CheckSensitivity(SpecChecker& c, const JobSpec& spec) {
   }
   if (spec.calibration().dataset_uri().empty())
     c.Bad("spec.calibration.dataset_uri",
-          "the sensitivity is measured on the calibration samples: give calibration text");
-  if (IsLocalScriptModel(spec.model_uri()))
-    c.Bad("spec.sensitivity", "is measured on decoder blocks; a TorchScript model has none");
+          "the sensitivity is measured on the calibration samples: give calibration data");
   if (!spec.export_().gguf_type().empty())
     c.Bad("spec.sensitivity", "a llama.cpp recipe fixes every tensor's type; nothing to compare");
 }
@@ -556,22 +555,52 @@ void CheckAutoPrecision(SpecChecker& c, const JobSpec& spec) {
                                               : "spec.quantization.scheme";
     c.Bad(source, "leave it unset: spec.auto_precision.candidates choose each layer's format");
   }
+  const auto& costs = ap.cost_per_weight();
+  if (costs.size() > kMaxAutoPrecisionCandidates) {
+    c.Bad("spec.auto_precision.cost_per_weight",
+          "give one cost per candidate, got " + std::to_string(costs.size()) + " entries");
+  } else if (!costs.empty()) {
+    for (const std::string& name : seen)
+      if (costs.count(name) == 0)
+        c.Bad("spec.auto_precision.cost_per_weight",
+              "no cost for the candidate '" + name + "': the table names every candidate");
+    std::map<std::string, double> sorted(costs.begin(), costs.end());  // a stable order
+    for (const auto& [name, cost] : sorted) {
+      const std::string field = "spec.auto_precision.cost_per_weight[" + name.substr(0, 64) + "]";
+      if (seen.count(name) == 0)
+        c.Bad(field, "not one of spec.auto_precision.candidates");
+      else if (!(cost > 0 && cost <= kMaxCostPerWeight))
+        c.Bad(field, "must be in (0, 1e6]");
+    }
+  }
+  // The budget: a language model's perplexity or KL divergence, a
+  // classifier's (TorchScript model's) top-1 accuracy.
   const auto& ev = spec.evaluation();
-  if (!ev.has_max_perplexity_increase() && !ev.has_max_kl_divergence())
-    c.Bad("spec.evaluation.max_perplexity_increase",
-          "spec.auto_precision needs a budget: set max_perplexity_increase and / or "
-          "max_kl_divergence");
-  if (ev.has_max_accuracy_drop())
-    c.Bad("spec.evaluation.max_accuracy_drop",
-          "spec.auto_precision searches decoder models, whose budget is "
-          "max_perplexity_increase or max_kl_divergence");
+  if (IsLocalScriptModel(spec.model_uri())) {
+    if (!ev.has_max_accuracy_drop())
+      c.Bad("spec.evaluation.max_accuracy_drop",
+            "spec.auto_precision needs a budget: a TorchScript model's is max_accuracy_drop");
+    for (const auto& [set, field] :
+         {std::pair{ev.has_max_perplexity_increase(), "spec.evaluation.max_perplexity_increase"},
+          std::pair{ev.has_max_kl_divergence(), "spec.evaluation.max_kl_divergence"}})
+      if (set)
+        c.Bad(field,
+              "a TorchScript model is measured by top-1 accuracy: set max_accuracy_drop instead");
+  } else {
+    if (!ev.has_max_perplexity_increase() && !ev.has_max_kl_divergence())
+      c.Bad("spec.evaluation.max_perplexity_increase",
+            "spec.auto_precision needs a budget: set max_perplexity_increase and / or "
+            "max_kl_divergence");
+    if (ev.has_max_accuracy_drop())
+      c.Bad("spec.evaluation.max_accuracy_drop",
+            "is a classifier's budget (a TorchScript model); a language model's is "
+            "max_perplexity_increase or max_kl_divergence");
+  }
   if (ev.disabled() || ev.dataset_uri().empty())
     c.Bad("spec.evaluation.dataset_uri", "spec.auto_precision measures every round on it");
   if (spec.calibration().dataset_uri().empty())
     c.Bad("spec.calibration.dataset_uri",
           "spec.auto_precision measures the sensitivities on calibration samples");
-  if (IsLocalScriptModel(spec.model_uri()))
-    c.Bad("spec.auto_precision", "searches decoder blocks; a TorchScript model has none");
   if (!spec.export_().gguf_type().empty())
     c.Bad("spec.auto_precision", "a llama.cpp recipe fixes every tensor's type");
   if (spec.has_sensitivity())

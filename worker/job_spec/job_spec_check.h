@@ -58,6 +58,8 @@ Status SpecViolationsStatus(const std::vector<FieldViolation>& violations);
 // layer in float.
 inline constexpr int kMaxAutoPrecisionCandidates = 8;
 inline constexpr char kFloatCandidate[] = "float";
+// spec.auto_precision.cost_per_weight: the largest cost a table may give.
+inline constexpr double kMaxCostPerWeight = 1e6;
 
 }  // namespace quantd::job_spec
 

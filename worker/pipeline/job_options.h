@@ -217,6 +217,11 @@ struct AutoPrecisionRound {
   bool meets_budget = false;
   bool pareto = false;
   std::vector<int> layers_per_candidate;  // in the candidates' order
+  std::optional<double> cost;             // under the user's cost table
+  // Classifiers (top-1 accuracy, fractions).
+  std::optional<double> predicted_accuracy_drop;
+  std::optional<double> top1_accuracy;
+  std::optional<double> accuracy_drop;
 };
 
 // What a search measured and chose (precision::RunAutoPrecisionJob).
@@ -226,6 +231,7 @@ struct AutoPrecisionReport {
   int chosen_round = 0;
   bool budget_met = false;
   double float_perplexity = 0;
+  std::optional<double> float_top1_accuracy;                // classifiers
   std::vector<std::pair<std::string, std::string>> layers;  // layer, candidate
   bool from_cache = false;
   std::string quark_json;  // the chosen config

@@ -23,6 +23,10 @@
 #include "worker/pipeline/quantization_job.h"
 #include "worker/pipeline/weight_quantizer.h"
 #include "worker/precision/precision_search.h"
+#include "worker/quant/fake_quant.h"
+#include "worker/torchscript/script_job.h"
+#include "worker/torchscript/script_model.h"
+#include "worker/torchscript/script_quantizer.h"
 
 namespace quantd::precision {
 namespace {
@@ -86,52 +90,88 @@ std::string Percent(double fraction) {
   return buf;
 }
 
+// What a round's evaluation measured: perplexities and the mean KL
+// divergence of a language model, or a classifier's top-1 accuracies.
 struct Measured {
   double float_ppl = 0;
   double ppl = 0;
   std::optional<double> kl;
+  std::optional<double> float_top1;
+  std::optional<double> top1;
+
+  std::optional<double> PplIncrease() const {
+    if (!(float_ppl > 0)) return std::nullopt;
+    return ppl / float_ppl - 1.0;
+  }
+  std::optional<double> AccuracyDrop() const {
+    if (!float_top1 || !top1) return std::nullopt;
+    return *float_top1 - *top1;
+  }
 };
 
-// The budget of the evaluation gate.
-struct Budget {
-  std::optional<double> ppl_increase;
-  std::optional<double> kl;
+// One metric of the budget: how a round measured it, and its limit.
+struct Limit {
+  std::optional<double> (*metric)(const Measured&);
+  std::optional<double> max;
+};
 
+// The budget of the evaluation gate: each metric it sets must be measured
+// and within its limit.
+struct Budget {
+  std::vector<Limit> limits;
+
+  explicit Budget(const pipeline::EvaluationOptions& e) {
+    limits = {
+        {[](const Measured& m) { return m.PplIncrease(); }, e.max_perplexity_increase},
+        {[](const Measured& m) { return m.kl; }, e.max_kl_divergence},
+        {[](const Measured& m) { return m.AccuracyDrop(); }, e.max_accuracy_drop},
+    };
+  }
   bool Met(const Measured& m) const {
-    if (ppl_increase && !(m.ppl <= m.float_ppl * (1.0 + *ppl_increase))) return false;
-    if (kl && !(m.kl && *m.kl <= *kl)) return false;
+    for (const Limit& l : limits) {
+      if (!l.max) continue;
+      const std::optional<double> v = l.metric(m);
+      if (!(v && *v <= *l.max)) return false;
+    }
     return true;
   }
   // How far over the budget, as the worst measured / allowed ratio (for
   // choosing the most accurate round when none meets it).
   double Excess(const Measured& m) const {
     double worst = 0;
-    if (ppl_increase)
-      worst = std::max(worst, (m.ppl / m.float_ppl - 1.0) / std::max(*ppl_increase, 1e-12));
-    if (kl)
-      worst = std::max(
-          worst, m.kl.value_or(std::numeric_limits<double>::infinity()) / std::max(*kl, 1e-12));
+    for (const Limit& l : limits) {
+      if (!l.max) continue;
+      const double v = l.metric(m).value_or(std::numeric_limits<double>::infinity());
+      worst = std::max(worst, v / std::max(*l.max, 1e-12));
+    }
     return worst;
   }
 };
 
-// The linear prediction metric ~= slope * summed sensitivity, its slope
-// taken from the latest measured round.
+// The linear prediction metric ~= slope * summed sensitivity, each slope
+// (one per budget metric, in Budget::limits' order) taken from the latest
+// measured round.
 struct Prediction {
-  std::optional<double> ppl_slope;
-  std::optional<double> kl_slope;
+  std::vector<std::optional<double>> slopes;
 
-  void Learn(const Measured& m, double sensitivity) {
+  void Learn(const Budget& b, const Measured& m, double sensitivity) {
+    slopes.resize(b.limits.size());
     if (!(sensitivity > 0)) return;
-    ppl_slope = std::max(0.0, m.ppl / m.float_ppl - 1.0) / sensitivity;
-    if (m.kl) kl_slope = std::max(0.0, *m.kl) / sensitivity;
+    for (size_t i = 0; i < b.limits.size(); ++i)
+      if (const std::optional<double> v = b.limits[i].metric(m))
+        slopes[i] = std::max(0.0, *v) / sensitivity;
+  }
+  // Metric i predicted for a summed sensitivity.
+  std::optional<double> Predict(size_t i, double sensitivity) const {
+    if (i >= slopes.size() || !slopes[i]) return std::nullopt;
+    return *slopes[i] * sensitivity;
   }
   // The largest summed sensitivity predicted to meet the budget.
   double Target(const Budget& b) const {
     double t = std::numeric_limits<double>::infinity();
-    if (b.ppl_increase && ppl_slope && *ppl_slope > 0)
-      t = std::min(t, *b.ppl_increase / *ppl_slope);
-    if (b.kl && kl_slope && *kl_slope > 0) t = std::min(t, *b.kl / *kl_slope);
+    for (size_t i = 0; i < b.limits.size() && i < slopes.size(); ++i)
+      if (b.limits[i].max && slopes[i] && *slopes[i] > 0)
+        t = std::min(t, *b.limits[i].max / *slopes[i]);
     return t;
   }
 };
@@ -141,39 +181,109 @@ struct Candidate {
   std::optional<config::LayerQuantConfig> config;  // unset: float
 };
 
-// Whether the candidate can quantize a layer `in` wide: its groups (and MX
-// blocks) must divide the width.
-bool Fits(const Candidate& c, int64_t in) {
-  if (!c.config) return true;
-  for (const auto& spec : {c.config->weight, c.config->input_tensors}) {
-    const int group = spec ? quant::EffectiveGroupSize(*spec) : 0;
-    if (group > 0 && in % group != 0) return false;
-  }
-  return true;
+// Whether a group (or MX block) of `spec` divides a width.
+bool GroupDivides(const std::optional<quant::QuantSpec>& spec, int64_t width) {
+  const int group = spec ? quant::EffectiveGroupSize(*spec) : 0;
+  return group <= 0 || width % group == 0;
 }
 
-// Bytes of an out x in weight as the candidate stores it (float: the
-// checkpoint's width).
-int64_t WeightBytes(const Candidate& c, int64_t out, int64_t in, int64_t float_bits) {
-  if (c.config && c.config->weight)
-    return pipeline::QuantizedStorageBytes({out, in}, *c.config->weight);
-  return out * in * float_bits / 8;
+// A layer the search assigns formats to.
+struct ModelLayer {
+  std::string name;
+  std::string type;            // as the planner takes it: "Linear", "Conv2d", ...
+  std::vector<int64_t> shape;  // the weight's
+  bool script = false;         // a TorchScript layer (its weight axes follow its type)
+  at::Tensor weight;           // a TorchScript layer's, for the fit check
+
+  int64_t Weights() const {
+    int64_t n = 1;
+    for (int64_t d : shape) n *= d;
+    return n;
+  }
+  // The candidate's weight spec as this layer applies it.
+  std::optional<quant::QuantSpec> WeightSpec(const Candidate& c) const {
+    if (!c.config) return std::nullopt;
+    return script ? torchscript::WithLayerAxes(c.config->weight, type) : c.config->weight;
+  }
+  // Whether the candidate can quantize the layer: its groups (and MX
+  // blocks) divide the widths they run along.
+  bool Fits(const Candidate& c) const {
+    if (!c.config) return true;
+    if (!script) {
+      return GroupDivides(c.config->weight, shape[1]) &&
+             GroupDivides(c.config->input_tensors, shape[1]);
+    }
+    if (const auto spec = WeightSpec(c)) {
+      try {
+        if (!quant::ComputeQParams(weight, *spec).ok()) return false;
+      } catch (const std::exception&) {
+        return false;
+      }
+    }
+    if (type == "Embedding" || type == "EmbeddingBag") return true;  // integer inputs
+    return GroupDivides(c.config->input_tensors, shape[type == "ConvTranspose2d" ? 0 : 1]);
+  }
+  // Bytes of the weight as the candidate stores it (float: the model's
+  // width).
+  int64_t Bytes(const Candidate& c, int64_t float_bits) const {
+    if (const auto spec = WeightSpec(c)) return pipeline::QuantizedStorageBytes(shape, *spec);
+    return Weights() * float_bits / 8;
+  }
+};
+
+// The layers a search assigns and the model's float width.
+struct SearchModel {
+  bool classifier = false;  // a TorchScript model, measured by top-1 accuracy
+  int64_t float_bits = 32;
+  std::vector<ModelLayer> layers;
+};
+
+// A language model's decoder-block linears that `probe` quantizes.
+StatusOr<SearchModel> LanguageModelLayers(const JobOptions& job, const config::QuantConfig& probe) {
+  QD_ASSIGN_OR_RETURN(models::ModelConfig model_config, models::LoadModelConfig(job.model_dir));
+  SearchModel m;
+  const std::string& dtype = model_config.torch_dtype;
+  m.float_bits = dtype == "bfloat16" || dtype == "float16" ? 16 : 32;
+  for (const auto& l : models::ListLinearLayers(model_config)) {
+    if (l.block < 0 || !config::ResolveLayer(probe, l.name, l.type).quantized) continue;
+    m.layers.push_back({l.name, l.type, {l.out_features, l.in_features}});
+  }
+  return m;
+}
+
+// A TorchScript model's quantizable layers that `probe` quantizes.
+StatusOr<SearchModel> ScriptModelLayers(const JobOptions& job, const config::QuantConfig& probe) {
+  auto model = torchscript::ScriptModel::Load(job.model_dir);
+  if (!model.ok()) return Status(model.status()).Prepend("spec.model_uri: ");
+  SearchModel m;
+  m.classifier = true;
+  for (const torchscript::ScriptLayer& l : model->Layers()) {
+    if (!config::ResolveLayer(probe, l.name, l.type).quantized) continue;
+    at::Tensor weight = l.module.attr("weight").toTensor().detach();
+    m.layers.push_back({l.name, l.type, weight.sizes().vec(), true, weight});
+  }
+  return m;
 }
 
 // What identifies a first round: the model's files, the data and how it is
 // read, the candidates and the settings every round shares.
 std::string CacheKey(const JobOptions& job, const AutoPrecisionOptions& search) {
   std::ostringstream key;
-  key << "auto-precision v1\n"
+  key << "auto-precision v2\n"
       << (job.model_source.empty() ? job.model_dir : job.model_source) << '\n';
   std::error_code ec;
   std::vector<std::string> files;
-  for (const auto& e : fs::directory_iterator(job.model_dir, ec)) {
-    const std::string name = e.path().filename().string();
-    if (!e.is_regular_file(ec)) continue;
+  auto add = [&](const fs::directory_entry& e) {
+    if (!e.is_regular_file(ec)) return;
     const auto size = e.file_size(ec);
     const auto time = e.last_write_time(ec).time_since_epoch().count();
-    files.push_back(name + " " + std::to_string(size) + " " + std::to_string(time));
+    files.push_back(e.path().filename().string() + " " + std::to_string(size) + " " +
+                    std::to_string(time));
+  };
+  if (fs::is_regular_file(job.model_dir, ec)) {
+    add(fs::directory_entry(job.model_dir, ec));  // a TorchScript archive
+  } else {
+    for (const auto& e : fs::directory_iterator(job.model_dir, ec)) add(e);
   }
   std::sort(files.begin(), files.end());
   for (const auto& f : files) key << f << '\n';
@@ -186,6 +296,11 @@ std::string CacheKey(const JobOptions& job, const AutoPrecisionOptions& search) 
   key << e.dataset_path << '|' << e.dataset_revision << '|' << e.text_field << '|' << e.n_ctx << '|'
       << e.max_windows << '\n';
   for (const auto& f : e.dataset_files) key << f << '\n';
+  const auto& t = job.tensor_model;
+  key << t.fold_batchnorm.value_or(-1) << '|' << t.batch_size << '|'
+      << t.calibration_samples.value_or(-1) << '\n';
+  for (const auto& [name, cost] : search.cost_per_weight) key << name << '=' << cost << ',';
+  key << '\n';
   for (const auto& name : search.candidates) key << name << ',';
   key << '|' << search.group_size.value_or(0) << '\n'
       << config::WriteQuarkJson(job.quant_config, -1);
@@ -205,10 +320,7 @@ std::optional<FirstRound> ReadCache(const std::string& path) {
   if (!parsed.ok() || !parsed->is_object()) return std::nullopt;
   const nlohmann::json& j = *parsed;
   FirstRound r;
-  if (!j.contains("layers") || !j["layers"].is_object() || !j.contains("float_perplexity") ||
-      !j["float_perplexity"].is_number() || !j.contains("perplexity") ||
-      !j["perplexity"].is_number())
-    return std::nullopt;
+  if (!j.contains("layers") || !j["layers"].is_object()) return std::nullopt;
   for (const auto& [name, values] : j["layers"].items()) {
     if (!values.is_array()) return std::nullopt;
     std::vector<double>& v = r.sensitivity[name];
@@ -217,9 +329,15 @@ std::optional<FirstRound> ReadCache(const std::string& path) {
       v.push_back(x.get<double>());
     }
   }
-  r.measured.float_ppl = j["float_perplexity"].get<double>();
-  r.measured.ppl = j["perplexity"].get<double>();
-  if (j.contains("kl") && j["kl"].is_number()) r.measured.kl = j["kl"].get<double>();
+  auto number = [&j](const char* key) -> std::optional<double> {
+    if (j.contains(key) && j[key].is_number()) return j[key].get<double>();
+    return std::nullopt;
+  };
+  r.measured.float_ppl = number("float_perplexity").value_or(0);
+  r.measured.ppl = number("perplexity").value_or(0);
+  r.measured.kl = number("kl");
+  r.measured.float_top1 = number("float_top1_accuracy");
+  r.measured.top1 = number("top1_accuracy");
   return r;
 }
 
@@ -230,6 +348,8 @@ void WriteCache(const std::string& path, const FirstRound& r) {
   j["float_perplexity"] = r.measured.float_ppl;
   j["perplexity"] = r.measured.ppl;
   if (r.measured.kl) j["kl"] = *r.measured.kl;
+  if (r.measured.float_top1) j["float_top1_accuracy"] = *r.measured.float_top1;
+  if (r.measured.top1) j["top1_accuracy"] = *r.measured.top1;
   std::error_code ec;
   fs::create_directories(fs::path(path).parent_path(), ec);
   const std::string tmp = path + ".tmp" + std::to_string(::getpid());
@@ -258,10 +378,62 @@ config::QuantConfig ConfigOf(const config::QuantConfig& base, const std::vector<
   return cfg;
 }
 
-StatusOr<Measured> MeasuredOf(const pipeline::JobReport& r) {
+StatusOr<Measured> MeasuredOf(const pipeline::JobReport& r, bool classifier) {
+  Measured m;
+  if (classifier) {
+    const auto& t = r.tensor_evaluation;
+    if (!t || !t->float_top1_accuracy || !t->quantized_top1_accuracy) {
+      const std::string why =
+          "the evaluation dataset has no 'label' tensor: the budget (max_accuracy_drop) is "
+          "measured as top-1 accuracy";
+      return Status(StatusCode::kFailedPrecondition, "spec.evaluation.dataset_uri: " + why,
+                    "INVALID_DATASET")
+          .AddViolation("spec.evaluation.dataset_uri", why);
+    }
+    m.float_top1 = t->float_top1_accuracy;
+    m.top1 = t->quantized_top1_accuracy;
+    return m;
+  }
   if (!r.float_perplexity || !r.quantized_perplexity || !(r.float_perplexity->ppl > 0))
     return InternalError("the round measured no perplexity");
-  return Measured{r.float_perplexity->ppl, r.quantized_perplexity->ppl, r.kl_mean};
+  m.float_ppl = r.float_perplexity->ppl;
+  m.ppl = r.quantized_perplexity->ppl;
+  m.kl = r.kl_mean;
+  return m;
+}
+
+// "round 2: 7.71 bits/weight, perplexity 4.8131 (+0.78%, predicted +1.20%),
+// KL 0.01446" or, for a classifier, "top-1 90.50% (-0.75 points, ...)".
+std::string RoundLine(const pipeline::AutoPrecisionRound& r, const Measured& m) {
+  char line[256];
+  std::snprintf(line, sizeof(line), "auto precision round %d: %.2f bits/weight", r.round,
+                r.bits_per_weight);
+  std::string out = line;
+  if (r.cost) {
+    std::snprintf(line, sizeof(line), ", cost %.6g", *r.cost);
+    out += line;
+  }
+  if (r.accuracy_drop) {
+    std::snprintf(line, sizeof(line), ", top-1 %.2f%% (%+.2f points", 100 * r.top1_accuracy.value(),
+                  -100 * *r.accuracy_drop);
+    out += line;
+    if (r.predicted_accuracy_drop) {
+      std::snprintf(line, sizeof(line), ", predicted %+.2f", -100 * *r.predicted_accuracy_drop);
+      out += line;
+    }
+    return out + ")";
+  }
+  std::snprintf(line, sizeof(line), ", perplexity %.4f (%s", m.ppl,
+                Percent(r.perplexity_increase).c_str());
+  out += line;
+  if (r.predicted_perplexity_increase)
+    out += ", predicted " + Percent(*r.predicted_perplexity_increase);
+  out += ")";
+  if (m.kl) {
+    std::snprintf(line, sizeof(line), ", KL %.5f", *m.kl);
+    out += line;
+  }
+  return out;
 }
 
 }  // namespace
@@ -284,18 +456,36 @@ pipeline::JobOutcome RunAutoPrecisionJob(const JobOptions& job, const AutoPrecis
     if (!preset.ok()) return fail(Status(preset.status()).Prepend("spec.auto_precision: "));
     cands.push_back({name, preset->global_quant_config});
   }
-  auto model_config = models::LoadModelConfig(job.model_dir);
-  if (!model_config.ok()) return fail(model_config.status());
-  const std::string& dtype = model_config->torch_dtype;
-  const int64_t float_bits = dtype == "bfloat16" || dtype == "float16" ? 16 : 32;
+  std::vector<double> cost_per_weight;  // per candidate; empty: bytes
+  if (!opts.cost_per_weight.empty()) {
+    for (const Candidate& c : cands) {
+      auto it = opts.cost_per_weight.find(c.name);
+      if (it == opts.cost_per_weight.end())
+        return fail(
+            InvalidArgumentError("spec.auto_precision.cost_per_weight: no cost for " + c.name));
+      cost_per_weight.push_back(it->second);
+    }
+  }
+  // A remote model's kind is known only now (CreateJob checks local ones).
+  const bool script = torchscript::IsScriptModelPath(job.model_dir);
+  const auto& ev = job.evaluation;
+  const bool llm_budget = ev.max_perplexity_increase || ev.max_kl_divergence;
+  if (script ? (!ev.max_accuracy_drop || llm_budget) : (ev.max_accuracy_drop || !llm_budget))
+    return fail(InvalidArgumentError(
+        script ? "spec.evaluation: a TorchScript model's budget is max_accuracy_drop alone (top-1 "
+                 "accuracy)"
+               : "spec.evaluation: a language model's budget is max_perplexity_increase and / or "
+                 "max_kl_divergence"));
 
-  const Budget budget{job.evaluation.max_perplexity_increase, job.evaluation.max_kl_divergence};
+  const Budget budget(job.evaluation);
   const int max_rounds = std::max(1, opts.max_rounds);
   const double round_share = 85.0 / (max_rounds + 1);
   JobOptions round_job = job;
   round_job.export_options.formats.clear();  // rounds only measure
+  round_job.export_options.formats_given = true;
   round_job.evaluation.max_perplexity_increase.reset();
   round_job.evaluation.max_kl_divergence.reset();
+  round_job.evaluation.max_accuracy_drop.reset();
   // One job of the search; a measuring round's failure names the round.
   auto run = [&](const config::QuantConfig& cfg, const std::string& label, int round,
                  bool final_job, std::vector<pipeline::SensitivityCandidate> sensitivity = {}) {
@@ -308,17 +498,23 @@ pipeline::JobOutcome RunAutoPrecisionJob(const JobOptions& job, const AutoPrecis
     const double from = final_job ? 85.0 : round_share * (round - 1);
     RoundObserver obs(observer, final_job ? label : "round " + std::to_string(round), from,
                       final_job ? 100.0 : from + round_share, final_job);
-    JobOutcome r = pipeline::RunQuantizationJob(o, obs);
+    JobOutcome r =
+        script ? torchscript::RunScriptJob(o, obs) : pipeline::RunQuantizationJob(o, obs);
     if (!final_job && !r.status.ok())
       r.status = Status(r.status).Prepend("auto precision round " + std::to_string(round) + ": ");
     return r;
   };
 
-  // The candidates from cheapest to dearest, by their bytes for a typical
-  // 4096-wide layer (the order does not depend on the shape in practice).
+  // The candidates from cheapest to dearest: by the user's cost table, else
+  // by their bytes for a typical 4096-wide linear (the order does not
+  // depend on the shape in practice).
   std::vector<int> by_cost(cands.size());
   for (size_t c = 0; c < cands.size(); ++c) by_cost[c] = static_cast<int>(c);
-  auto nominal = [&](int c) { return WeightBytes(cands[c], 4096, 4096, float_bits); };
+  const ModelLayer typical{"", "Linear", {4096, 4096}};
+  auto nominal = [&](int c) {
+    return cost_per_weight.empty() ? static_cast<double>(typical.Bytes(cands[c], 32))
+                                   : cost_per_weight[c];
+  };
   std::stable_sort(by_cost.begin(), by_cost.end(),
                    [&](int a, int b) { return nominal(a) < nominal(b); });
   const int cheapest = by_cost[0];
@@ -326,26 +522,31 @@ pipeline::JobOutcome RunAutoPrecisionJob(const JobOptions& job, const AutoPrecis
     return fail(InvalidArgumentError(
         "spec.auto_precision.candidates: float is the cheapest candidate; nothing to search"));
 
-  // The searched layers: the decoder blocks' linears the job would quantize,
-  // in model order, and for each candidate the format a layer really takes
+  // The searched layers, in model order: a language model's decoder-block
+  // linears or a TorchScript model's quantizable layers, those the job
+  // would quantize; and for each candidate the format a layer really takes
   // (the next dearer candidate that fits it when the candidate does not).
   config::QuantConfig probe = job.quant_config;
   probe.global_quant_config = *cands[cheapest].config;
-  std::vector<models::LinearLayerInfo> linears;
+  StatusOr<SearchModel> model =
+      script ? ScriptModelLayers(job, probe) : LanguageModelLayers(job, probe);
+  if (!model.ok()) return fail(model.status());
   std::vector<std::vector<int>> effective;
-  for (const auto& l : models::ListLinearLayers(*model_config)) {
-    if (l.block < 0 || !config::ResolveLayer(probe, l.name, l.type).quantized) continue;
+  for (const ModelLayer& l : model->layers) {
     std::vector<int> eff(cands.size());
     for (size_t k = 0; k < by_cost.size(); ++k) {
       size_t up = k;
-      while (!Fits(cands[by_cost[up]], l.in_features)) ++up;  // float fits everything
+      while (up < by_cost.size() && !l.Fits(cands[by_cost[up]])) ++up;
+      if (up == by_cost.size())
+        return fail(InvalidArgumentError(
+            "spec.auto_precision.candidates: no candidate fits " + l.name +
+            " (their groups do not divide its width); add a per-channel candidate or \"float\""));
       eff[by_cost[k]] = by_cost[up];
     }
-    linears.push_back(l);
     effective.push_back(std::move(eff));
   }
   std::vector<std::string> names;
-  for (const auto& l : linears) names.push_back(l.name);
+  for (const ModelLayer& l : model->layers) names.push_back(l.name);
   std::map<std::string, size_t> index;
   for (size_t i = 0; i < names.size(); ++i) index[names[i]] = i;
   auto formats_of = [&](const Assignment& a) {
@@ -407,7 +608,7 @@ pipeline::JobOutcome RunAutoPrecisionJob(const JobOptions& job, const AutoPrecis
         run(ConfigOf(job.quant_config, cands, names, formats_of(uniform)),
             "round 1: every layer " + cands[cheapest].name, 1, false, std::move(sensitivity));
     if (!r.status.ok() || r.cancelled) return r;
-    auto m = MeasuredOf(r.report);
+    auto m = MeasuredOf(r.report, model->classifier);
     if (!m.ok()) return fail(m.status());
     FirstRound fr;
     fr.measured = *m;
@@ -420,25 +621,30 @@ pipeline::JobOutcome RunAutoPrecisionJob(const JobOptions& job, const AutoPrecis
   }
 
   // Each layer's cost and sensitivity per candidate, in the format it takes.
+  // (A layer only "float" fits is not measured: it is float in every
+  // assignment.)
   std::vector<SearchLayer> layers;
-  for (size_t i = 0; i < linears.size(); ++i) {
+  for (size_t i = 0; i < names.size(); ++i) {
+    const ModelLayer& m = model->layers[i];
     auto measured_values = first->sensitivity.find(names[i]);
-    if (measured_values == first->sensitivity.end() || measured_values->second.size() != quantizing)
-      return fail(InternalError("auto precision: no sensitivity was measured for " + names[i]));
+    const bool have =
+        measured_values != first->sensitivity.end() && measured_values->second.size() == quantizing;
     SearchLayer l;
     l.name = names[i];
-    l.weights = linears[i].out_features * linears[i].in_features;
+    l.weights = m.Weights();
     for (size_t c = 0; c < cands.size(); ++c) {
       const int e = effective[i][c];
-      l.bytes.push_back(
-          WeightBytes(cands[e], linears[i].out_features, linears[i].in_features, float_bits));
+      if (cands[e].config && !have)
+        return fail(InternalError("auto precision: no sensitivity was measured for " + names[i]));
+      l.bytes.push_back(m.Bytes(cands[e], model->float_bits));
+      if (!cost_per_weight.empty()) l.cost.push_back(cost_per_weight[e] * l.weights);
       l.sensitivity.push_back(cands[e].config ? measured_values->second[measured_as[c]] : 0.0);
     }
     layers.push_back(std::move(l));
   }
   if (layers.empty())
     return fail(FailedPreconditionError(
-        "spec.auto_precision: the job quantizes no linear layer to search (is every layer "
+        "spec.auto_precision: the job quantizes no layer to search (is every layer "
         "excluded?)"));
   const PrecisionSearch search(std::move(layers));
 
@@ -446,6 +652,7 @@ pipeline::JobOutcome RunAutoPrecisionJob(const JobOptions& job, const AutoPrecis
   report.candidates = opts.candidates;
   report.from_cache = from_cache;
   report.float_perplexity = first->measured.float_ppl;
+  report.float_top1_accuracy = first->measured.float_top1;
   std::vector<Assignment> assignments;
   std::vector<Measured> measured;
   auto record = [&](const Assignment& a, const Measured& m, const Prediction* p) {
@@ -453,31 +660,24 @@ pipeline::JobOutcome RunAutoPrecisionJob(const JobOptions& job, const AutoPrecis
     r.round = static_cast<int>(report.rounds.size()) + 1;
     r.weight_bytes = search.Bytes(a);
     r.bits_per_weight = search.BitsPerWeight(a);
+    if (!cost_per_weight.empty()) r.cost = search.Cost(a);
     if (p != nullptr) {
       const double s = search.Sensitivity(a);
-      if (p->ppl_slope) r.predicted_perplexity_increase = *p->ppl_slope * s;
-      if (p->kl_slope) r.predicted_kl_divergence = *p->kl_slope * s;
+      r.predicted_perplexity_increase = p->Predict(0, s);
+      r.predicted_kl_divergence = p->Predict(1, s);
+      r.predicted_accuracy_drop = p->Predict(2, s);
     }
     r.perplexity = m.ppl;
-    r.perplexity_increase = m.ppl / m.float_ppl - 1.0;
+    r.perplexity_increase = m.PplIncrease().value_or(0);
     r.kl_divergence_mean = m.kl;
+    r.top1_accuracy = m.top1;
+    r.accuracy_drop = m.AccuracyDrop();
     r.meets_budget = budget.Met(m);
     r.layers_per_candidate.assign(cands.size(), 0);
     for (int c : formats_of(a)) ++r.layers_per_candidate[c];
-    char line[256];
-    std::snprintf(line, sizeof(line),
-                  "auto precision round %d: %.2f bits/weight, perplexity %.4f (%s", r.round,
-                  r.bits_per_weight, m.ppl, Percent(r.perplexity_increase).c_str());
-    std::string message = line;
-    if (r.predicted_perplexity_increase)
-      message += ", predicted " + Percent(*r.predicted_perplexity_increase);
-    message += ")";
-    if (m.kl) {
-      std::snprintf(line, sizeof(line), ", KL %.5f", *m.kl);
-      message += line;
-    }
-    message += r.meets_budget ? ": meets the budget" : ": misses the budget";
-    observer.OnLog(pipeline::LogLevel::kInfo, message);
+    observer.OnLog(
+        pipeline::LogLevel::kInfo,
+        RoundLine(r, m) + (r.meets_budget ? ": meets the budget" : ": misses the budget"));
     report.rounds.push_back(r);
     assignments.push_back(a);
     measured.push_back(m);
@@ -485,12 +685,12 @@ pipeline::JobOutcome RunAutoPrecisionJob(const JobOptions& job, const AutoPrecis
   record(uniform, first->measured, nullptr);
 
   Prediction prediction;
-  prediction.Learn(first->measured, search.Sensitivity(uniform));
-  // The smallest round measured within the budget so far, in bytes.
+  prediction.Learn(budget, first->measured, search.Sensitivity(uniform));
+  // The cheapest round measured within the budget so far.
   auto smallest_met = [&]() {
-    int64_t best = std::numeric_limits<int64_t>::max();
-    for (const auto& r : report.rounds)
-      if (r.meets_budget) best = std::min(best, r.weight_bytes);
+    double best = std::numeric_limits<double>::infinity();
+    for (size_t i = 0; i < assignments.size(); ++i)
+      if (report.rounds[i].meets_budget) best = std::min(best, search.Cost(assignments[i]));
     return best;
   };
   while (static_cast<int>(report.rounds.size()) < max_rounds) {
@@ -508,7 +708,7 @@ pipeline::JobOutcome RunAutoPrecisionJob(const JobOptions& job, const AutoPrecis
         std::find_if(assignments.begin(), assignments.end(),
                      [&](const Assignment& a) { return formats_of(a) == formats_of(next); });
     const bool measured_before = same != assignments.end();
-    if (met && (measured_before || search.Bytes(next) >= smallest_met())) break;
+    if (met && (measured_before || search.Cost(next) >= smallest_met())) break;
     if (measured_before) {
       observer.OnLog(pipeline::LogLevel::kWarning,
                      "auto precision: the prediction proposes round " +
@@ -520,17 +720,17 @@ pipeline::JobOutcome RunAutoPrecisionJob(const JobOptions& job, const AutoPrecis
     const config::QuantConfig cfg = ConfigOf(job.quant_config, cands, names, formats_of(next));
     JobOutcome r = run(cfg, "round " + std::to_string(round), round, false);
     if (!r.status.ok() || r.cancelled) return r;
-    auto m = MeasuredOf(r.report);
+    auto m = MeasuredOf(r.report, model->classifier);
     if (!m.ok()) return fail(m.status());
     record(next, *m, &prediction);
-    prediction.Learn(*m, search.Sensitivity(next));
+    prediction.Learn(budget, *m, search.Sensitivity(next));
   }
 
-  // The smallest round that met the budget, else the most accurate.
+  // The cheapest round that met the budget, else the most accurate.
   int chosen = -1;
   for (size_t i = 0; i < measured.size(); ++i) {
     if (!report.rounds[i].meets_budget) continue;
-    if (chosen < 0 || report.rounds[i].weight_bytes < report.rounds[chosen].weight_bytes)
+    if (chosen < 0 || search.Cost(assignments[i]) < search.Cost(assignments[chosen]))
       chosen = static_cast<int>(i);
   }
   report.budget_met = chosen >= 0;
@@ -541,9 +741,13 @@ pipeline::JobOutcome RunAutoPrecisionJob(const JobOptions& job, const AutoPrecis
         chosen = static_cast<int>(i);
   }
   report.chosen_round = chosen + 1;
+  // The frontier of (cost, error): perplexity, or a classifier's accuracy
+  // drop.
   std::vector<std::pair<double, double>> points;
   for (size_t i = 0; i < measured.size(); ++i)
-    points.emplace_back(static_cast<double>(report.rounds[i].weight_bytes), measured[i].ppl);
+    points.emplace_back(search.Cost(assignments[i]), model->classifier
+                                                         ? measured[i].AccuracyDrop().value_or(0)
+                                                         : measured[i].ppl);
   const std::vector<bool> pareto = ParetoFrontier(points);
   for (size_t i = 0; i < pareto.size(); ++i) report.rounds[i].pareto = pareto[i];
   const Assignment choice = formats_of(assignments[chosen]);
@@ -554,7 +758,7 @@ pipeline::JobOutcome RunAutoPrecisionJob(const JobOptions& job, const AutoPrecis
   observer.OnLog(report.budget_met ? pipeline::LogLevel::kInfo : pipeline::LogLevel::kWarning,
                  report.budget_met
                      ? "auto precision: round " + std::to_string(chosen + 1) +
-                           " is the smallest that meets the budget; quantizing and exporting it"
+                           " is the cheapest that meets the budget; quantizing and exporting it"
                      : "auto precision: no round met the budget; the most accurate, round " +
                            std::to_string(chosen + 1) + ", is quantized and exported");
 

@@ -6,6 +6,7 @@
 #ifndef QUANTD_WORKER_PRECISION_AUTO_PRECISION_JOB_H_
 #define QUANTD_WORKER_PRECISION_AUTO_PRECISION_JOB_H_
 
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -23,6 +24,9 @@ struct AutoPrecisionOptions {
   // Measured rounds, the first (every layer in the cheapest candidate)
   // included.
   int max_rounds = 4;
+  // spec.auto_precision.cost_per_weight: a cost per weight for every
+  // candidate, minimized instead of the bytes; empty: the bytes.
+  std::map<std::string, double> cost_per_weight;
   // Where the first round's sensitivities and metrics are kept for later
   // jobs on the same model, data and candidates; empty: not kept.
   std::string cache_dir;
@@ -30,8 +34,9 @@ struct AutoPrecisionOptions {
 
 // `job` is the job as its spec resolved: quant_config holds only what
 // applies to every round (exclude, algorithms, KV cache), evaluation the
-// budget (max_perplexity_increase and / or max_kl_divergence). The outcome
-// is the final job's, with report.auto_precision describing the search.
+// budget (a language model: max_perplexity_increase and / or
+// max_kl_divergence; a TorchScript classifier: max_accuracy_drop). The
+// outcome is the final job's, with report.auto_precision describing the search.
 pipeline::JobOutcome RunAutoPrecisionJob(const pipeline::JobOptions& job,
                                          const AutoPrecisionOptions& search,
                                          pipeline::JobObserver& observer);

@@ -30,6 +30,8 @@ std::string FusionGroup(const std::string& layer) {
 
 PrecisionSearch::PrecisionSearch(std::vector<SearchLayer> layers) : layers_(std::move(layers)) {
   candidates_ = layers_.empty() ? 0 : static_cast<int>(layers_[0].bytes.size());
+  for (SearchLayer& l : layers_)
+    if (l.cost.empty()) l.cost.assign(l.bytes.begin(), l.bytes.end());
   std::map<std::string, size_t> index;
   for (size_t i = 0; i < layers_.size(); ++i) {
     auto [it, added] = index.emplace(FusionGroup(layers_[i].name), groups_.size());
@@ -43,6 +45,12 @@ Assignment PrecisionSearch::Uniform(int c) const { return Assignment(layers_.siz
 int64_t PrecisionSearch::Bytes(const Assignment& a) const {
   int64_t sum = 0;
   for (size_t i = 0; i < layers_.size(); ++i) sum += layers_[i].bytes[a[i]];
+  return sum;
+}
+
+double PrecisionSearch::Cost(const Assignment& a) const {
+  double sum = 0;
+  for (size_t i = 0; i < layers_.size(); ++i) sum += layers_[i].cost[a[i]];
   return sum;
 }
 
@@ -61,19 +69,19 @@ double PrecisionSearch::Sensitivity(const Assignment& a) const {
 int PrecisionSearch::CheapestCandidate() const {
   int best = 0;
   for (int c = 1; c < candidates_; ++c)
-    if (Bytes(Uniform(c)) < Bytes(Uniform(best))) best = c;
+    if (Cost(Uniform(c)) < Cost(Uniform(best))) best = c;
   return best;
 }
 
 Assignment PrecisionSearch::CheapestWithin(double target) const {
-  // Per group and candidate: bytes and sensitivity summed over its layers.
+  // Per group and candidate: cost and sensitivity summed over its layers.
   const size_t n = groups_.size();
-  std::vector<std::vector<int64_t>> bytes(n, std::vector<int64_t>(candidates_, 0));
+  std::vector<std::vector<double>> cost(n, std::vector<double>(candidates_, 0.0));
   std::vector<std::vector<double>> error(n, std::vector<double>(candidates_, 0.0));
   for (size_t g = 0; g < n; ++g) {
     for (int i : groups_[g]) {
       for (int c = 0; c < candidates_; ++c) {
-        bytes[g][c] += layers_[i].bytes[c];
+        cost[g][c] += layers_[i].cost[c];
         error[g][c] += layers_[i].sensitivity[c];
       }
     }
@@ -83,7 +91,7 @@ Assignment PrecisionSearch::CheapestWithin(double target) const {
   for (size_t g = 0; g < n; ++g) {
     for (int c = 1; c < candidates_; ++c) {
       const int b = choice[g];
-      if (bytes[g][c] < bytes[g][b] || (bytes[g][c] == bytes[g][b] && error[g][c] < error[g][b]))
+      if (cost[g][c] < cost[g][b] || (cost[g][c] == cost[g][b] && error[g][c] < error[g][b]))
         choice[g] = c;
     }
     total += error[g][choice[g]];
@@ -98,9 +106,8 @@ Assignment PrecisionSearch::CheapestWithin(double target) const {
       for (int c = 0; c < candidates_; ++c) {
         const double removed = error[g][now] - error[g][c];
         if (!(removed > 0)) continue;
-        const int64_t added = bytes[g][c] - bytes[g][now];
-        const double gain = added <= 0 ? std::numeric_limits<double>::infinity()
-                                       : removed / static_cast<double>(added);
+        const double added = cost[g][c] - cost[g][now];
+        const double gain = added <= 0 ? std::numeric_limits<double>::infinity() : removed / added;
         if (gain > best_gain) {
           best_gain = gain;
           best_g = g;

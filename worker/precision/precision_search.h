@@ -20,10 +20,12 @@ namespace quantd::precision {
 std::string FusionGroup(const std::string& layer);
 
 // One searched layer: per candidate (in the spec's order) the bytes its
-// weight takes and the sensitivity measured for it (0 for "float").
+// weight takes, what the search minimizes (the user's cost table, else
+// the bytes) and the sensitivity measured for it (0 for "float").
 struct SearchLayer {
   std::string name;
   std::vector<int64_t> bytes;
+  std::vector<double> cost;  // empty: the bytes
   std::vector<double> sensitivity;
   int64_t weights = 0;  // elements of the weight
 };
@@ -39,15 +41,16 @@ class PrecisionSearch {
   const std::vector<SearchLayer>& layers() const { return layers_; }
   // Every layer in candidate `c`.
   Assignment Uniform(int c) const;
-  // The candidate whose uniform assignment takes the fewest bytes.
+  // The candidate whose uniform assignment costs least.
   int CheapestCandidate() const;
   int64_t Bytes(const Assignment& a) const;
+  double Cost(const Assignment& a) const;
   double BitsPerWeight(const Assignment& a) const;
   double Sensitivity(const Assignment& a) const;
   // The cheapest assignment found with Sensitivity <= `target`: each group
   // starts at its cheapest candidate, then the move that removes the most
-  // sensitivity per byte added is taken until the target holds (greedy on
-  // the grouped costs). When no assignment reaches it, the least sensitive
+  // sensitivity per unit of cost added is taken until the target holds
+  // (greedy on the grouped costs). When no assignment reaches it, the least sensitive
   // one.
   Assignment CheapestWithin(double target) const;
 

@@ -21,7 +21,12 @@ TEST(FusionGroupTest, GroupsWhatServingRuntimesFuse) {
 
 // Candidates: 0 = 4 bits, 1 = 8 bits, 2 = float (16 bits, no error).
 SearchLayer Layer(const std::string& name, double s4, double s8) {
-  return {name, {50, 100, 200}, {s4, s8, 0.0}, 100};
+  SearchLayer l;
+  l.name = name;
+  l.bytes = {50, 100, 200};
+  l.sensitivity = {s4, s8, 0.0};
+  l.weights = 100;
+  return l;
 }
 
 TEST(PrecisionSearchTest, CheapestWithinUpgradesTheMostSensitivePerByte) {
@@ -48,6 +53,18 @@ TEST(PrecisionSearchTest, FusedLayersMoveTogether) {
   EXPECT_EQ(a[1], a[2]);
   EXPECT_EQ(a[0], 1);
   EXPECT_EQ(a[3], 0);
+}
+
+// A user's cost table (e.g. measured time per weight) replaces the bytes:
+// where 8 bits cost what 4 bits do, the search never picks 4 bits.
+TEST(PrecisionSearchTest, CostTableReplacesTheBytes) {
+  std::vector<SearchLayer> layers = {Layer("a", 10, 1), Layer("b", 1, 0.1)};
+  for (SearchLayer& l : layers) l.cost = {100, 100, 300};
+  PrecisionSearch search(std::move(layers));
+  EXPECT_DOUBLE_EQ(search.Cost(search.Uniform(1)), 200);
+  EXPECT_EQ(search.Bytes(search.Uniform(1)), 200);
+  EXPECT_EQ(search.CheapestWithin(1e9), (Assignment{1, 1}));
+  EXPECT_EQ(search.CheapestWithin(0.5), (Assignment{2, 1}));
 }
 
 TEST(ParetoFrontierTest, DropsDominatedPoints) {

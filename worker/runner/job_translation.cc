@@ -126,10 +126,16 @@ void AutoPrecisionToProto(const pipeline::AutoPrecisionReport& r,
     p->set_meets_budget(round.meets_budget);
     p->set_pareto(round.pareto);
     for (int n : round.layers_per_candidate) p->add_layers_per_candidate(n);
+    if (round.cost) p->set_cost(*round.cost);
+    if (round.predicted_accuracy_drop)
+      p->set_predicted_accuracy_drop(*round.predicted_accuracy_drop);
+    if (round.top1_accuracy) p->set_top1_accuracy(*round.top1_accuracy);
+    if (round.accuracy_drop) p->set_accuracy_drop(*round.accuracy_drop);
   }
   out.set_chosen_round(r.chosen_round);
   out.set_budget_met(r.budget_met);
   out.set_float_perplexity(r.float_perplexity);
+  if (r.float_top1_accuracy) out.set_float_top1_accuracy(*r.float_top1_accuracy);
   for (const auto& [layer, candidate] : r.layers) {
     auto* l = out.add_layers();
     l->set_layer(layer);

@@ -422,6 +422,7 @@ precision::AutoPrecisionOptions PipelineExecutor::AutoPrecisionOf(
   o.candidates.assign(ap.candidates().begin(), ap.candidates().end());
   if (spec.quantization().has_group_size()) o.group_size = spec.quantization().group_size();
   if (ap.has_max_rounds()) o.max_rounds = ap.max_rounds();
+  o.cost_per_weight.insert(ap.cost_per_weight().begin(), ap.cost_per_weight().end());
   o.cache_dir = (fs::path(options_.data_dir) / "cache" / "auto_precision").string();
   return o;
 }
@@ -513,10 +514,10 @@ ExecutionOutcome PipelineExecutor::Execute(const quantd::v1::Job& job,
                     "has no batch norms to fold");
   }
   pipeline::JobOutcome result;
-  if (script) {
-    result = torchscript::RunScriptJob(*options, forwarder);
-  } else if (job.spec().has_auto_precision()) {
+  if (job.spec().has_auto_precision()) {
     result = precision::RunAutoPrecisionJob(*options, AutoPrecisionOf(job.spec()), forwarder);
+  } else if (script) {
+    result = torchscript::RunScriptJob(*options, forwarder);
   } else {
     result = pipeline::RunQuantizationJob(*options, forwarder);
   }

@@ -7,6 +7,7 @@
 #include <climits>
 #include <cstdio>
 #include <filesystem>
+#include <map>
 #include <memory>
 #include <utility>
 
@@ -24,6 +25,7 @@
 #include "worker/torchscript/script_qat.h"
 #include "worker/torchscript/script_quantizer.h"
 #include "worker/torchscript/script_quark_export.h"
+#include "worker/torchscript/script_sensitivity.h"
 #include "worker/torchscript/script_smoothquant.h"
 #include "worker/torchscript/tensor_dataset.h"
 #include "worker/torchscript/tensor_evaluation.h"
@@ -140,10 +142,6 @@ class ScriptJob {
     if (gptq_ && opt_.qat) {
       bad.push_back({"spec.qat", "trains the weights GPTQ would fit: choose one of gptq and qat"});
     }
-    if (!opt_.sensitivity.empty()) {
-      bad.push_back(
-          {"spec.sensitivity", "is measured on decoder blocks; a TorchScript model has none"});
-    }
     if (opt_.kv_cache) {
       bad.push_back({"spec.quantization.fp8_kv_cache",
                      "a TorchScript model has no KV cache (nor kv_cache_quant_config)"});
@@ -199,9 +197,9 @@ class ScriptJob {
     Log(LogLevel::kInfo, "TorchScript model: " + std::to_string(layers.size()) +
                              " quantizable layers, forward takes " +
                              std::to_string(model_->num_inputs()) + " tensor(s)");
-    const bool fold =
+    folded_ =
         opt_.tensor_model.fold_batchnorm.value_or(HasStaticActivations(*model_, opt_.planner));
-    if (fold) {
+    if (folded_) {
       QD_ASSIGN_OR_RETURN(FoldReport folded, FoldBatchNorms(*model_));
       if (!folded.folded.empty()) {
         Log(LogLevel::kInfo, "folded " + std::to_string(folded.folded.size()) +
@@ -403,7 +401,30 @@ class ScriptJob {
     return OkStatus();
   }
 
+  // spec.sensitivity, on the float model (before SmoothQuant rescales it).
+  Status MeasureSensitivity() {
+    QD_ASSIGN_OR_RETURN(const TensorDataset* data, CalibrationData("the per-layer sensitivity"));
+    ScriptSensitivityOptions o;
+    o.model_path = opt_.model_dir;
+    o.fold_batchnorm = folded_;
+    for (const QuantizedLayer& l : quantizer_->layers())
+      if (l.plan.quantized()) o.layers.push_back(l.layer.name);
+    o.samples = CalibrationSamples(*data);
+    o.batch_size = opt_.tensor_model.batch_size;
+    o.progress = [this](int64_t done, int64_t total) {
+      progress_.Report(Stage::kCalibrate, static_cast<double>(done) / total, 0, 0,
+                       "sensitivity: " + std::to_string(done) + " of " + std::to_string(total) +
+                           " layer-candidate pairs");
+    };
+    QD_ASSIGN_OR_RETURN(sensitivity_, MeasureScriptSensitivity(opt_.sensitivity, *data, o));
+    Log(LogLevel::kInfo, "measured the sensitivity of " + std::to_string(o.layers.size()) +
+                             " layer(s) to " + std::to_string(opt_.sensitivity.size()) +
+                             " candidate(s) on " + std::to_string(o.samples) + " samples");
+    return OkStatus();
+  }
+
   Status Calibrate() {
+    if (!opt_.sensitivity.empty()) QD_RETURN_IF_ERROR(MeasureSensitivity());
     if (smoothquant_) QD_RETURN_IF_ERROR(SmoothQuant());
     if (!quantizer_->NeedsCalibration()) return OkStatus();
     QD_ASSIGN_OR_RETURN(const TensorDataset* calibration,
@@ -428,6 +449,8 @@ class ScriptJob {
       r.weight_format = Format(l.plan.weight);
       r.input_format = Format(l.input.spec());
       r.output_format = Format(l.output.spec());
+      if (auto s = sensitivity_.find(r.name); s != sensitivity_.end())
+        r.sensitivity_relative_mse = s->second;
       if (l.plan.weight) {
         QD_ASSIGN_OR_RETURN(at::Tensor wq, l.weight.Effective(at::kFloat, at::kCPU));
         const SquaredError se = SumSquaredError(wq, l.float_weight.to(at::kFloat));
@@ -558,6 +581,9 @@ class ScriptJob {
   std::optional<TensorDataset> calibration_;
   std::optional<config::GptqOptions> gptq_;
   std::optional<config::SmoothQuantOptions> smoothquant_;
+  bool folded_ = false;  // the batch norms were folded into their convolutions
+  // spec.sensitivity: layer -> relative MSE per candidate.
+  std::map<std::string, std::vector<double>> sensitivity_;
   std::vector<at::Tensor> example_;  // ExampleInputs
 };
 

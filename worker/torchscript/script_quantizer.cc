@@ -200,6 +200,19 @@ StatusOr<at::Tensor> ScriptQuantizer::Forward(Mode mode, const std::vector<at::T
   return out;
 }
 
+StatusOr<at::Tensor> ScriptQuantizer::ForwardAlone(size_t slot,
+                                                   const std::vector<at::Tensor>& inputs) {
+  if (slot >= layers_.size())
+    return InternalError("ForwardAlone: no layer " + std::to_string(slot));
+  QD_RETURN_IF_ERROR(UseWeights([slot](size_t i) { return i == slot; }));
+  mode_ = Mode::kAlone;
+  collect_slot_ = slot;
+  HookScope scope(this);
+  auto out = model_.Forward(inputs);
+  if (!scope.status().ok()) return scope.status();
+  return out;
+}
+
 StatusOr<at::Tensor> ScriptQuantizer::OnActivation(int64_t slot, HookSide side,
                                                    const at::Tensor& x) {
   if (slot < 0 || slot >= static_cast<int64_t>(layers_.size())) {
@@ -220,6 +233,9 @@ StatusOr<at::Tensor> ScriptQuantizer::OnActivation(int64_t slot, HookSide side,
       QD_ASSIGN_OR_RETURN(at::Tensor fq, q.Apply(x.detach()));
       return fq + (x - x.detach());  // the value fq, the gradient straight through
     }
+    case Mode::kAlone:
+      if (side == HookSide::kInput && static_cast<size_t>(slot) == collect_slot_) return q.Apply(x);
+      return x;
     case Mode::kCollect:
       if (side == HookSide::kInput && static_cast<size_t>(slot) == collect_slot_ &&
           collect_ != nullptr) {

@@ -49,7 +49,7 @@ struct QuantizedLayer {
 
 class ScriptQuantizer : public HookTable {
  public:
-  enum class Mode { kFloat, kObserve, kQuantized, kCollect, kTrain };
+  enum class Mode { kFloat, kObserve, kQuantized, kCollect, kTrain, kAlone };
 
   // INVALID_ARGUMENT naming the layer when a spec does not fit its weight;
   // FAILED_PRECONDITION when the plan quantizes nothing.
@@ -66,6 +66,11 @@ class ScriptQuantizer : public HookTable {
   StatusOr<at::Tensor> ForwardCollecting(size_t slot, size_t quantized_before,
                                          const InputSink& on_input,
                                          const std::vector<at::Tensor>& inputs);
+  // The per-layer sensitivity (docs/sensitivity.md): forward with layer
+  // `slot` alone quantized, its fake-quantized weight and its input
+  // quantizer (a static one as calibrated); every other layer float, no
+  // output quantizer.
+  StatusOr<at::Tensor> ForwardAlone(size_t slot, const std::vector<at::Tensor>& inputs);
   // Quantization-aware training: forward with autograd, layer i holding
   // weights[i] and biases[i] where defined (its float ones elsewhere), and
   // every activation quantizer applied as q(x) + (x - x.detach()): the
@@ -117,7 +122,7 @@ class ScriptQuantizer : public HookTable {
   // kHeldOther (a trainer's tensors).
   enum Held : int8_t { kHeldFloat, kHeldQuantized, kHeldOther };
   std::vector<Held> held_;
-  size_t collect_slot_ = 0;
+  size_t collect_slot_ = 0;  // kCollect's and kAlone's layer
   const InputSink* collect_ = nullptr;
 };
 
