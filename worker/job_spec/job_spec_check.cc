@@ -572,6 +572,17 @@ void CheckAutoPrecision(SpecChecker& c, const JobSpec& spec) {
       else if (!(cost > 0 && cost <= kMaxCostPerWeight))
         c.Bad(field, "must be in (0, 1e6]");
     }
+    // The search starts from the cheapest candidate; float would leave
+    // nothing to quantize.
+    const auto float_cost = sorted.find(kFloatCandidate);
+    const auto cheaper = [&](const auto& entry) {
+      return entry.first != kFloatCandidate && seen.count(entry.first) != 0 && entry.second > 0 &&
+             entry.second < float_cost->second;
+    };
+    if (float_cost != sorted.end() && sorted.size() > 1 &&
+        std::none_of(sorted.begin(), sorted.end(), cheaper))
+      c.Bad("spec.auto_precision.cost_per_weight[float]",
+            "float is the cheapest candidate: the search would quantize nothing");
   }
   // The budget: a language model's perplexity or KL divergence, a
   // classifier's (TorchScript model's) top-1 accuracy.

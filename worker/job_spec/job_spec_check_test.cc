@@ -325,6 +325,53 @@ TEST(JobSpecCheckTest, TorchScriptExportAndAccuracyDropAreChecked) {
       << s;
 }
 
+// A cost table names every candidate once, each cost in (0, 1e6], and
+// leaves a quantizing candidate cheaper than float; a language model's
+// budget is not a classifier's.
+TEST(JobSpecCheckTest, AutoPrecisionCostTableAndBudgetAreChecked) {
+  auto spec = Parse(R"pb(model_uri: "file:///m"
+                         auto_precision {
+                           candidates: [
+                             "w_int4_per_channel_sym",
+                             "w_uint4_per_channel_sym",
+                             "w_int8_per_channel_sym",
+                             "float"
+                           ]
+                           cost_per_weight { key: "w_int4_per_channel_sym" value: 3 }
+                           cost_per_weight { key: "w_uint4_per_channel_sym" value: -1 }
+                           cost_per_weight { key: "float" value: 1 }
+                           cost_per_weight { key: "nope" value: 2 }
+                         }
+                         calibration { dataset_uri: "file:///c.txt" }
+                         evaluation { dataset_uri: "file:///e.txt" max_accuracy_drop: 0.01 })pb");
+  Status s = CheckJobSpec(spec);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(Fields(s), (std::vector<std::string>{
+                           "spec.auto_precision.cost_per_weight",
+                           "spec.auto_precision.cost_per_weight[nope]",
+                           "spec.auto_precision.cost_per_weight[w_uint4_per_channel_sym]",
+                           "spec.auto_precision.cost_per_weight[float]",
+                           "spec.evaluation.max_perplexity_increase",
+                           "spec.evaluation.max_accuracy_drop",
+                       }))
+      << s;
+  EXPECT_NE(s.ToString().find("no cost for the candidate 'w_int8_per_channel_sym'"),
+            std::string::npos)
+      << s;
+  EXPECT_NE(s.ToString().find("float is the cheapest candidate"), std::string::npos) << s;
+
+  auto fine =
+      Parse(R"pb(model_uri: "file:///m"
+                 auto_precision {
+                   candidates: [ "w_int4_per_channel_sym", "float" ]
+                   cost_per_weight { key: "w_int4_per_channel_sym" value: 4 }
+                   cost_per_weight { key: "float" value: 32 }
+                 }
+                 calibration { dataset_uri: "file:///c.txt" }
+                 evaluation { dataset_uri: "file:///e.txt" max_perplexity_increase: 0.02 })pb");
+  EXPECT_TRUE(CheckJobSpec(fine).ok()) << CheckJobSpec(fine);
+}
+
 TEST(JobSpecCheckTest, EmbeddingQuantizesItsWeightOnlyAndNotIntoHfQuark) {
   auto ok = Parse(R"pb(model_uri: "file:///m"
                        quantization {
