@@ -19,9 +19,9 @@ StatusOr<std::map<std::string, std::vector<double>>> MeasureScriptSensitivity(
   const int64_t batch = std::max(1, options.batch_size);
   std::map<std::string, std::vector<double>> out;
   for (const std::string& name : options.layers) out[name].assign(candidates.size(), 0.0);
-  std::vector<at::Tensor> float_out;  // per batch, from the first candidate's copy
-  const int64_t total = static_cast<int64_t>(candidates.size() * options.layers.size());
-  int64_t done = 0;
+  const auto layers = static_cast<int64_t>(options.layers.size());
+  const int64_t total = static_cast<int64_t>(candidates.size()) * layers;
+  int64_t done = 0;  // layer-candidate pairs
   for (size_t c = 0; c < candidates.size(); ++c) {
     const pipeline::SensitivityCandidate& candidate = candidates[c];
     auto loaded = ScriptModel::Load(options.model_path);
@@ -34,7 +34,7 @@ StatusOr<std::map<std::string, std::vector<double>>> MeasureScriptSensitivity(
     };
     auto created = ScriptQuantizer::Create(model, planner);
     if (created.status().code() == StatusCode::kFailedPrecondition) {
-      done += static_cast<int64_t>(options.layers.size());  // keeps every layer float
+      done += layers;  // it keeps every layer float
       continue;
     }
     if (!created.ok())
@@ -49,29 +49,31 @@ StatusOr<std::map<std::string, std::vector<double>>> MeasureScriptSensitivity(
       }
       QD_RETURN_IF_ERROR(q.FinishCalibration());
     }
-    if (float_out.empty()) {
-      for (int64_t b = 0; b < n; b += batch) {
-        QD_ASSIGN_OR_RETURN(at::Tensor f, q.Forward(ScriptQuantizer::Mode::kFloat,
-                                                    data.Batch(b, std::min(n, b + batch))));
-        float_out.push_back(f.detach());
-      }
-    }
-    for (size_t slot = 0; slot < q.layers().size(); ++slot) {
-      const QuantizedLayer& l = q.layers()[slot];
-      if (!l.plan.quantized()) continue;
-      SquaredError sum;
-      for (int64_t b = 0, i = 0; b < n; b += batch, ++i) {
+    // Batch by batch (no output is kept beyond its batch): the float
+    // output, then each layer alone.
+    std::vector<SquaredError> sums(q.layers().size());
+    for (int64_t b = 0; b < n; b += batch) {
+      const std::vector<at::Tensor> inputs = data.Batch(b, std::min(n, b + batch));
+      QD_ASSIGN_OR_RETURN(at::Tensor f, q.Forward(ScriptQuantizer::Mode::kFloat, inputs));
+      for (size_t slot = 0; slot < q.layers().size(); ++slot) {
+        const QuantizedLayer& l = q.layers()[slot];
+        if (!l.plan.quantized()) continue;
         if (StopRequested()) return CancelledStatus("measuring the sensitivity");
-        auto y = q.ForwardAlone(slot, data.Batch(b, std::min(n, b + batch)));
+        auto y = q.ForwardAlone(slot, inputs);
         if (!y.ok())
           return Status(y.status())
               .Prepend("sensitivity of " + l.layer.name + " to " + candidate.name + ": ");
-        const SquaredError e = SumSquaredError(*y, float_out[i]);
-        sum.reference += e.reference;
-        sum.error += e.error;
+        const SquaredError e = SumSquaredError(*y, f);
+        sums[slot].reference += e.reference;
+        sums[slot].error += e.error;
       }
-      out[l.layer.name][c] = sum.reference > 0 ? sum.error / sum.reference : 0.0;
-      if (options.progress) options.progress(++done, total);
+      if (options.progress) options.progress(done + layers * std::min(n, b + batch) / n, total);
+    }
+    done += layers;
+    for (size_t slot = 0; slot < q.layers().size(); ++slot) {
+      const SquaredError& sum = sums[slot];
+      if (q.layers()[slot].plan.quantized())
+        out[q.layers()[slot].layer.name][c] = sum.reference > 0 ? sum.error / sum.reference : 0.0;
     }
   }
   return out;

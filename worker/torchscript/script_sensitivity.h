@@ -30,7 +30,7 @@ struct ScriptSensitivityOptions {
   std::vector<std::string> layers;
   int64_t samples = 0;  // the first `samples` of the data
   int batch_size = 1;
-  // Called after each candidate's layer: done and total forwards.
+  // Called after each batch: layer-candidate pairs done, and in all.
   std::function<void(int64_t, int64_t)> progress;
 };
 
