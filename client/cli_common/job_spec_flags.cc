@@ -3,12 +3,14 @@
 #include <limits.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <utility>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -82,6 +84,10 @@ constexpr char kJobSpecFlagsUsage[] = R"(
                         (comma-separated, e.g. w_uint4_per_group_asym,
                         w_int8_per_channel_sym,float)
 --max-rounds N          rounds --auto-precision measures, 1 to 10 (default 4)
+--cost-per-weight LIST  --auto-precision's cost table: one weight's cost in each
+                        candidate, NAME=COST comma-separated (e.g.
+                        w_uint4_per_group_asym=0.25,w_int8_per_channel_sym=0.4,
+                        float=1): the search minimizes the summed cost, not bytes
 --output URI            artifact directory (default <data-dir>/artifacts/<id>)
 --format F              hf (default), hf-quark, gguf, onnx, compressed-tensors;
                         torchscript (the default for a TorchScript .pt model)
@@ -173,6 +179,28 @@ quantd::Status FillQat(const ParsedArgs& a, quantd::v1::JobSpec* spec) {
   return quantd::OkStatus();
 }
 
+// --cost-per-weight NAME=COST[,NAME=COST...]: each cost a positive, finite
+// number, each name once. Whether the names are the candidates (and the
+// costs within the engine's bound) is the engine's check.
+quantd::Status ParseCostTable(const std::string& text,
+                              google::protobuf::Map<std::string, double>* table) {
+  for (absl::string_view entry : absl::StrSplit(text, ',')) {
+    std::pair<absl::string_view, absl::string_view> kv =
+        absl::StrSplit(entry, absl::MaxSplits('=', 1));
+    const std::string name(absl::StripAsciiWhitespace(kv.first));
+    if (name.empty() || !absl::StrContains(entry, '='))
+      return quantd::InvalidArgumentError(
+          absl::StrCat("--cost-per-weight '", entry, "' is not NAME=COST"));
+    double cost = 0;
+    if (!absl::SimpleAtod(kv.second, &cost) || !std::isfinite(cost) || cost <= 0)
+      return quantd::InvalidArgumentError(absl::StrCat(
+          "--cost-per-weight needs a positive number for ", name, ", got '", kv.second, "'"));
+    if (!table->insert({name, cost}).second)
+      return quantd::InvalidArgumentError(absl::StrCat("--cost-per-weight names ", name, " twice"));
+  }
+  return quantd::OkStatus();
+}
+
 }  // namespace
 
 const std::set<std::string>& JobSpecValueFlags() {
@@ -207,6 +235,7 @@ const std::set<std::string>& JobSpecValueFlags() {
                                                        "sensitivity",
                                                        "candidates",
                                                        "max-rounds",
+                                                       "cost-per-weight",
                                                        "format",
                                                        "output",
                                                        "gguf-float-type",
@@ -324,7 +353,7 @@ quantd::Status FillJobSpec(const ParsedArgs& a, quantd::v1::JobSpec* spec) {
   // --auto-precision chooses each layer's format among --candidates: there
   // is no one scheme, config or recipe to give.
   const bool auto_precision = a.Get("auto-precision") == "true";
-  for (const char* flag : {"candidates", "max-rounds"}) {
+  for (const char* flag : {"candidates", "max-rounds", "cost-per-weight"}) {
     if (a.Has(flag) && !auto_precision)
       return quantd::InvalidArgumentError(absl::StrCat("--", flag, " needs --auto-precision"));
   }
@@ -437,6 +466,11 @@ quantd::Status FillJobSpec(const ParsedArgs& a, quantd::v1::JobSpec* spec) {
       search->add_candidates(std::string(name));
     if (auto s = IntFlag(a, "max-rounds", [&](int n) { search->set_max_rounds(n); }); !s.ok())
       return s;
+    if (a.Has("cost-per-weight")) {
+      if (auto s = ParseCostTable(a.Get("cost-per-weight"), search->mutable_cost_per_weight());
+          !s.ok())
+        return s;
+    }
   }
 
   auto* ex = spec->mutable_export_();

@@ -82,6 +82,7 @@ TEST(QuantctlArgsTest, TakesItsOwnFlagsAndEveryJobFlag) {
                                                          "sensitivity",
                                                          "candidates",
                                                          "max-rounds",
+                                                         "cost-per-weight",
                                                          "format",
                                                          "output",
                                                          "device",
@@ -117,6 +118,7 @@ TEST(QuantctlArgsTest, AutoPrecisionFillsTheSpec) {
       (std::vector<std::string>{"w_uint4_per_group_asym", "w_int8_per_channel_sym", "float"}));
   ASSERT_TRUE(spec.auto_precision().has_max_rounds());
   EXPECT_EQ(spec.auto_precision().max_rounds(), 3);
+  EXPECT_TRUE(spec.auto_precision().cost_per_weight().empty());
   EXPECT_DOUBLE_EQ(spec.evaluation().max_perplexity_increase(), 0.02);
   // No scheme: the per-layer settings that apply to every candidate stay.
   EXPECT_EQ(spec.quantization().source_case(), quantd::v1::QuantizationSettings::SOURCE_NOT_SET);
@@ -132,11 +134,31 @@ TEST(QuantctlArgsTest, AutoPrecisionFillsTheSpec) {
   ASSERT_TRUE(cli_common::FillJobSpec(*b, &defaults).ok());
   EXPECT_EQ(defaults.auto_precision().candidates_size(), 2);
   EXPECT_FALSE(defaults.auto_precision().has_max_rounds());
+  EXPECT_TRUE(defaults.auto_precision().cost_per_weight().empty());
   auto c = ParseQuantctlArgs({"submit", "--model", "/m", "--scheme", "w_int8_per_channel_sym"});
   ASSERT_TRUE(c.ok()) << c.status();
   quantd::v1::JobSpec plain;
   ASSERT_TRUE(cli_common::FillJobSpec(*c, &plain).ok());
   EXPECT_FALSE(plain.has_auto_precision());
+}
+
+// --cost-per-weight: the user's cost table, one NAME=COST per candidate;
+// the search then minimizes the summed cost instead of bytes.
+TEST(QuantctlArgsTest, CostPerWeightFillsTheCostTable) {
+  auto a = ParseQuantctlArgs({"submit", "--model", "/m/digits_cnn/model.pt", "--auto-precision",
+                              "--candidates", "w_uint4_per_group_asym,w_int8_per_channel_sym,float",
+                              "--cost-per-weight",
+                              "w_uint4_per_group_asym=0.25,w_int8_per_channel_sym=0.4,float=1e1",
+                              "--max-accuracy-drop", "0.01"});
+  ASSERT_TRUE(a.ok()) << a.status();
+  quantd::v1::JobSpec spec;
+  ASSERT_TRUE(cli_common::FillJobSpec(*a, &spec).ok());
+  const auto& table = spec.auto_precision().cost_per_weight();
+  ASSERT_EQ(table.size(), 3u);
+  EXPECT_DOUBLE_EQ(table.at("w_uint4_per_group_asym"), 0.25);
+  EXPECT_DOUBLE_EQ(table.at("w_int8_per_channel_sym"), 0.4);
+  EXPECT_DOUBLE_EQ(table.at("float"), 10.0);
+  EXPECT_DOUBLE_EQ(spec.evaluation().max_accuracy_drop(), 0.01);
 }
 
 TEST(QuantctlArgsTest, AutoPrecisionUsageErrorsNameTheFlag) {
@@ -171,6 +193,28 @@ TEST(QuantctlArgsTest, AutoPrecisionUsageErrorsNameTheFlag) {
             "--max-rounds needs an integer, got 'many'");
   EXPECT_EQ(fill_error({"submit", "--model", "/m", "--auto-precision", "--candidates"}),
             "parse: --candidates needs a value");
+  // The cost table: only with the search, NAME=COST entries, each cost a
+  // positive finite number, each name once.
+  EXPECT_EQ(fill_error({"submit", "--model", "/m", "--scheme", "w_int8_per_channel_sym",
+                        "--cost-per-weight", "a=1"}),
+            "--cost-per-weight needs --auto-precision");
+  const auto cost_error = [&](const std::string& table) {
+    return fill_error({"submit", "--model", "/m", "--auto-precision", "--candidates", "a,b",
+                       "--cost-per-weight", table});
+  };
+  EXPECT_EQ(cost_error("a=1,b=2"), "ok");
+  EXPECT_EQ(cost_error("a=1,b"), "--cost-per-weight 'b' is not NAME=COST");
+  EXPECT_EQ(cost_error("a=1,=2"), "--cost-per-weight '=2' is not NAME=COST");
+  EXPECT_EQ(cost_error("a=1,,b=2"), "--cost-per-weight '' is not NAME=COST");
+  EXPECT_EQ(cost_error(""), "--cost-per-weight '' is not NAME=COST");
+  EXPECT_EQ(cost_error("a=1,b=fast"),
+            "--cost-per-weight needs a positive number for b, got 'fast'");
+  EXPECT_EQ(cost_error("a=1,b="), "--cost-per-weight needs a positive number for b, got ''");
+  EXPECT_EQ(cost_error("a=0,b=1"), "--cost-per-weight needs a positive number for a, got '0'");
+  EXPECT_EQ(cost_error("a=-2,b=1"), "--cost-per-weight needs a positive number for a, got '-2'");
+  EXPECT_EQ(cost_error("a=inf,b=1"), "--cost-per-weight needs a positive number for a, got 'inf'");
+  EXPECT_EQ(cost_error("a=nan,b=1"), "--cost-per-weight needs a positive number for a, got 'nan'");
+  EXPECT_EQ(cost_error("a=1,b=2,a=3"), "--cost-per-weight names a twice");
 }
 
 // Every flag quantctl takes is in its usage (--help aside: `quantctl help`).

@@ -143,6 +143,26 @@ TEST(QuantizeArgsTest, MistakesNameTheFlag) {
   EXPECT_NE(positional.status().message().find("'submit'"), std::string::npos);
 }
 
+// The auto-precision search with a cost table, as `quantctl submit` takes it.
+TEST(QuantizeArgsTest, AutoPrecisionTakesTheCostTable) {
+  auto job = Job({"--model", "/m/model.pt", "--auto-precision", "--candidates",
+                  "w_uint4_per_group_asym,float", "--cost-per-weight",
+                  "w_uint4_per_group_asym=0.25,float=1", "--max-accuracy-drop", "0.01"});
+  ASSERT_TRUE(job.ok()) << job.status();
+  const auto& search = job->spec().auto_precision();
+  ASSERT_EQ(search.candidates_size(), 2);
+  ASSERT_EQ(search.cost_per_weight().size(), 2u);
+  EXPECT_DOUBLE_EQ(search.cost_per_weight().at("w_uint4_per_group_asym"), 0.25);
+  EXPECT_DOUBLE_EQ(search.cost_per_weight().at("float"), 1.0);
+  auto without = Job({"--model", "/m", "--scheme", "a", "--cost-per-weight", "a=1"});
+  ASSERT_FALSE(without.ok());
+  EXPECT_EQ(without.status().message(), "--cost-per-weight needs --auto-precision");
+  auto twice = Job({"--model", "/m", "--auto-precision", "--candidates", "a,float",
+                    "--cost-per-weight", "a=1,float=2,float=3"});
+  ASSERT_FALSE(twice.ok());
+  EXPECT_EQ(twice.status().message(), "--cost-per-weight names float twice");
+}
+
 TEST(QuantizeArgsTest, RunOptions) {
   auto a = ParseQuantizeArgs({"-o", "json", "--threads", "3", "--device", "cuda:1", "--data-dir",
                               "/tmp/q", "--keep-scratch"});
@@ -202,6 +222,7 @@ TEST(QuantizeArgsTest, TakesTheSharedJobFlagsAndItsLocalRunFlags) {
                                                          "sensitivity",
                                                          "candidates",
                                                          "max-rounds",
+                                                         "cost-per-weight",
                                                          "activation-offload",
                                                          "gguf-float-type",
                                                          "gguf-type",
