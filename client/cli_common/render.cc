@@ -276,6 +276,10 @@ std::string PercentChange(double ratio_minus_one) {
   return absl::StrFormat("%+.2f%%", 100.0 * ratio_minus_one);
 }
 
+// A round's cost under the user's table (spec.auto_precision.cost_per_weight),
+// in the table's units.
+std::string Cost(double cost) { return absl::StrFormat("%.4g", cost); }
+
 // Columns padded to their widest cell, two spaces apart (the last one not
 // padded).
 std::vector<std::string> AlignColumns(const std::vector<std::vector<std::string>>& rows) {
@@ -298,6 +302,33 @@ std::vector<std::string> AlignColumns(const std::vector<std::vector<std::string>
 
 }  // namespace
 
+bool IsClassifierSearch(const quantd::v1::AutoPrecisionResult& r) {
+  return r.has_float_top1_accuracy() ||
+         std::any_of(r.rounds().begin(), r.rounds().end(),
+                     [](const auto& round) { return round.has_accuracy_drop(); });
+}
+
+std::string PointsChange(double accuracy_drop) {
+  // 0.0 - x: no "-0.00" for a drop of exactly 0.
+  return absl::StrFormat("%+.2f", 0.0 - 100.0 * accuracy_drop);
+}
+
+std::vector<std::vector<std::string>> RoundsTable(const quantd::v1::AutoPrecisionResult& r,
+                                                  const std::vector<RoundColumn>& columns,
+                                                  const std::string& missing) {
+  std::vector<std::vector<std::string>> rows = {{}};
+  for (const auto& round : r.rounds()) rows.emplace_back();
+  for (const RoundColumn& column : columns) {
+    std::vector<std::string> cells;
+    for (const auto& round : r.rounds()) cells.push_back(column.cell(round));
+    if (std::all_of(cells.begin(), cells.end(), [](const auto& c) { return c.empty(); })) continue;
+    rows[0].push_back(column.header);
+    for (size_t i = 0; i < cells.size(); ++i)
+      rows[i + 1].push_back(cells[i].empty() ? missing : cells[i]);
+  }
+  return rows;
+}
+
 std::string DescribeAutoPrecision(const quantd::v1::Job& job) {
   const quantd::v1::AutoPrecisionResult& r = job.result().auto_precision();
   if (r.rounds_size() == 0) return "";
@@ -306,10 +337,14 @@ std::string DescribeAutoPrecision(const quantd::v1::Job& job) {
       &line, r.budget_met() ? "budget met in round " : "budget NOT met: the best found is round ",
       r.chosen_round(), " of ", r.rounds_size());
   if (const quantd::v1::AutoPrecisionRound* c = ChosenRound(r)) {
-    absl::StrAppend(&line, " (ppl ", PercentChange(c->perplexity_increase()));
+    std::vector<std::string> facts = {IsClassifierSearch(r)
+                                          ? "top-1 " + PointsChange(c->accuracy_drop()) + " points"
+                                          : "ppl " + PercentChange(c->perplexity_increase())};
     if (c->has_kl_divergence_mean())
-      absl::StrAppend(&line, absl::StrFormat(", KL %.5f", c->kl_divergence_mean()));
-    absl::StrAppend(&line, absl::StrFormat(", %.2f bits/weight)", c->bits_per_weight()));
+      facts.push_back(absl::StrFormat("KL %.5f", c->kl_divergence_mean()));
+    if (c->has_cost()) facts.push_back("cost " + Cost(c->cost()));
+    facts.push_back(absl::StrFormat("%.2f bits/weight", c->bits_per_weight()));
+    absl::StrAppend(&line, " (", absl::StrJoin(facts, ", "), ")");
   }
   const auto& candidates =
       r.candidates().empty() ? job.spec().auto_precision().candidates() : r.candidates();
@@ -322,8 +357,10 @@ std::vector<std::string> RenderAutoPrecision(const quantd::v1::Job& job) {
   const quantd::v1::AutoPrecisionResult& r = job.result().auto_precision();
   if (r.rounds_size() == 0) return {};
   std::vector<std::string> lines = {DescribeAutoPrecision(job)};
+  const bool top1 = IsClassifierSearch(r);
 
-  // The float perplexity and the budget (the evaluation's gate).
+  // The float perplexity or top-1 accuracy and the budget (the evaluation's
+  // gate).
   const auto& ev = job.spec().evaluation();
   std::vector<std::string> budget;
   if (ev.has_max_perplexity_increase()) {
@@ -335,53 +372,79 @@ std::vector<std::string> RenderAutoPrecision(const quantd::v1::Job& job) {
   }
   if (ev.has_max_kl_divergence())
     budget.push_back(absl::StrFormat("mean KL %.5f", ev.max_kl_divergence()));
+  if (ev.has_max_accuracy_drop())
+    budget.push_back(PointsChange(ev.max_accuracy_drop()) + " points");
   std::vector<std::string> facts;
+  if (r.has_float_top1_accuracy())
+    facts.push_back(absl::StrFormat("float top-1 %.2f%%", 100.0 * r.float_top1_accuracy()));
   if (r.float_perplexity() > 0)
     facts.push_back(absl::StrFormat("float ppl %.4f", r.float_perplexity()));
   if (!budget.empty()) facts.push_back("budget " + absl::StrJoin(budget, ", "));
   if (!facts.empty()) lines.push_back("  " + absl::StrJoin(facts, "; "));
 
-  // Columns for what some round has.
-  bool predicted_ppl = false, predicted_kl = false, kl = false;
-  for (const auto& round : r.rounds()) {
-    predicted_ppl |= round.has_predicted_perplexity_increase();
-    predicted_kl |= round.has_predicted_kl_divergence();
-    kl |= round.has_kl_divergence_mean();
+  // The accuracy columns: top-1 for a classifier, else perplexity; then
+  // what some round has.
+  using Round = quantd::v1::AutoPrecisionRound;
+  std::vector<RoundColumn> columns = {
+      {"",
+       [&](const Round& round) {
+         return absl::StrCat(round.round() == r.chosen_round() ? "*" : " ",
+                             round.pareto() ? "p" : " ");
+       }},
+      {"round", [](const Round& round) { return absl::StrCat(round.round()); }},
+      {"bits/w",
+       [](const Round& round) { return absl::StrFormat("%.2f", round.bits_per_weight()); }},
+      {"weight bytes", [](const Round& round) { return HumanBytes(round.weight_bytes()); }},
+      {"cost", [](const Round& round) { return round.has_cost() ? Cost(round.cost()) : ""; }}};
+  if (top1) {
+    columns.push_back({"top-1", [](const Round& round) {
+                         return round.has_top1_accuracy()
+                                    ? absl::StrFormat("%.2f%%", 100.0 * round.top1_accuracy())
+                                    : "";
+                       }});
+    columns.push_back({"points", [](const Round& round) {
+                         return round.has_accuracy_drop() ? PointsChange(round.accuracy_drop())
+                                                          : "";
+                       }});
+    columns.push_back({"predicted", [](const Round& round) {
+                         return round.has_predicted_accuracy_drop()
+                                    ? PointsChange(round.predicted_accuracy_drop())
+                                    : "";
+                       }});
+  } else {
+    columns.push_back(
+        {"ppl", [](const Round& round) { return absl::StrFormat("%.4f", round.perplexity()); }});
+    columns.push_back(
+        {"ppl +%", [](const Round& round) { return PercentChange(round.perplexity_increase()); }});
+    columns.push_back({"predicted", [](const Round& round) {
+                         return round.has_predicted_perplexity_increase()
+                                    ? PercentChange(round.predicted_perplexity_increase())
+                                    : "";
+                       }});
   }
-  std::vector<std::vector<std::string>> rows;
-  std::vector<std::string> header = {"", "round", "bits/w", "weight bytes", "ppl", "ppl +%"};
-  if (predicted_ppl) header.push_back("predicted");
-  if (kl) header.push_back("KL");
-  if (predicted_kl) header.push_back("predicted KL");
-  header.push_back("budget");
-  header.push_back("layers per candidate");
-  rows.push_back(header);
-  for (const auto& round : r.rounds()) {
-    std::vector<std::string> row = {
-        absl::StrCat(round.round() == r.chosen_round() ? "*" : " ", round.pareto() ? "p" : " "),
-        absl::StrCat(round.round()),
-        absl::StrFormat("%.2f", round.bits_per_weight()),
-        HumanBytes(round.weight_bytes()),
-        absl::StrFormat("%.4f", round.perplexity()),
-        PercentChange(round.perplexity_increase())};
-    if (predicted_ppl)
-      row.push_back(round.has_predicted_perplexity_increase()
-                        ? PercentChange(round.predicted_perplexity_increase())
-                        : "-");
-    if (kl)
-      row.push_back(round.has_kl_divergence_mean()
-                        ? absl::StrFormat("%.5f", round.kl_divergence_mean())
-                        : "-");
-    if (predicted_kl)
-      row.push_back(round.has_predicted_kl_divergence()
-                        ? absl::StrFormat("%.5f", round.predicted_kl_divergence())
-                        : "-");
-    row.push_back(round.meets_budget() ? "met" : "missed");
-    row.push_back(absl::StrJoin(round.layers_per_candidate(), " / "));
-    rows.push_back(row);
-  }
-  for (const std::string& line : AlignColumns(rows)) lines.push_back("  " + line);
-  lines.push_back("  (* chosen, p on the Pareto frontier of size and perplexity)");
+  columns.push_back({"KL", [](const Round& round) {
+                       return round.has_kl_divergence_mean()
+                                  ? absl::StrFormat("%.5f", round.kl_divergence_mean())
+                                  : "";
+                     }});
+  columns.push_back({"predicted KL", [](const Round& round) {
+                       return round.has_predicted_kl_divergence()
+                                  ? absl::StrFormat("%.5f", round.predicted_kl_divergence())
+                                  : "";
+                     }});
+  columns.push_back(
+      {"budget", [](const Round& round) { return round.meets_budget() ? "met" : "missed"; }});
+  columns.push_back({"layers per candidate", [](const Round& round) {
+                       return absl::StrJoin(round.layers_per_candidate(), " / ");
+                     }});
+  for (const std::string& line : AlignColumns(RoundsTable(r, columns, "-")))
+    lines.push_back("  " + line);
+  lines.push_back(absl::StrCat("  (* chosen, p on the Pareto frontier of ",
+                               std::all_of(r.rounds().begin(), r.rounds().end(),
+                                           [](const Round& round) { return round.has_cost(); })
+                                   ? "cost"
+                                   : "size",
+                               " and ", top1 ? "top-1 accuracy" : "perplexity", ")"));
   return lines;
 }
 

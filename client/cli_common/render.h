@@ -5,6 +5,7 @@
 #ifndef QUANTD_CLIENT_CLI_COMMON_RENDER_H_
 #define QUANTD_CLIENT_CLI_COMMON_RENDER_H_
 
+#include <functional>
 #include <ostream>
 #include <string>
 #include <vector>
@@ -30,12 +31,32 @@ std::string RenderMetrics(const quantd::v1::Metrics& m);
 std::vector<std::string> RenderSensitivity(const quantd::v1::Job& job);
 // result.auto_precision (spec.auto_precision's search), empty without
 // rounds: a line on what it chose ("auto precision: budget met in round 2
-// of 3 (ppl +1.84%, 5.12 bits/weight); candidates ..."), the float
-// perplexity and the budget, then one row per measured round, the chosen
-// round marked '*' and those on the Pareto frontier 'p'.
+// of 3 (ppl +1.84%, 5.12 bits/weight); candidates ...", for a classifier
+// "(top-1 -0.50 points, ...)", with the round's cost when the spec gave a
+// cost table), the float perplexity or top-1 accuracy and the budget, then
+// one row per measured round, the chosen round marked '*' and those on the
+// Pareto frontier 'p'.
 std::vector<std::string> RenderAutoPrecision(const quantd::v1::Job& job);
 // That first line alone, "" without rounds (the job report's summary).
 std::string DescribeAutoPrecision(const quantd::v1::Job& job);
+// Whether the search is a classifier's (a TorchScript model, budget
+// evaluation.max_accuracy_drop): its rounds measure top-1 accuracy, and
+// their perplexity fields are 0.
+bool IsClassifierSearch(const quantd::v1::AutoPrecisionResult& r);
+// A top-1 accuracy drop (a fraction) as the change in points: 0.005 is
+// "-0.50".
+std::string PointsChange(double accuracy_drop);
+// A column of a table of the search's rounds: its header, and a round's
+// cell ("" where the round has no such value).
+struct RoundColumn {
+  std::string header;
+  std::function<std::string(const quantd::v1::AutoPrecisionRound&)> cell;
+};
+// The header row, then one row per round; a column no round has a value
+// for is left out, and `missing` stands in for the value a round lacks.
+std::vector<std::vector<std::string>> RoundsTable(const quantd::v1::AutoPrecisionResult& r,
+                                                  const std::vector<RoundColumn>& columns,
+                                                  const std::string& missing);
 // The quantization the spec asks for, e.g. "w_int4_per_group_sym (group 32)",
 // "llama.cpp Q4_K_M" for a llama.cpp recipe (export.gguf_type) alone, or
 // "auto precision (w_uint4_per_group_asym, float; group 32)" for a search.

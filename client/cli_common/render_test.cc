@@ -180,6 +180,119 @@ TEST(RenderTest, AutoPrecisionSaysWhenTheBudgetWasNotMet) {
             "missed  25 / 9 / 1");
 }
 
+// A classifier's search (digits CNN: three convolutions and two linears,
+// 22800 weights) within one point of top-1 accuracy, with a cost table (ns
+// per weight): round 1 misses the budget, round 2 meets it, round 3 meets it
+// for less and is chosen.
+quantd::v1::Job ClassifierAutoPrecisionJob() {
+  return Parse<quantd::v1::Job>(R"pb(
+    spec {
+      model_uri: "file:///models/digits_cnn/model.pt"
+      evaluation { max_accuracy_drop: 0.01 }
+      auto_precision {
+        candidates: [ "w_uint4_per_group_asym", "w_int8_per_channel_sym", "float" ]
+        max_rounds: 3
+        cost_per_weight { key: "w_uint4_per_group_asym" value: 0.25 }
+        cost_per_weight { key: "w_int8_per_channel_sym" value: 0.4 }
+        cost_per_weight { key: "float" value: 1 }
+      }
+    }
+    result {
+      auto_precision {
+        candidates: [ "w_uint4_per_group_asym", "w_int8_per_channel_sym", "float" ]
+        rounds {
+          round: 1
+          weight_bytes: 18480
+          bits_per_weight: 6.4842
+          cost: 6412.8
+          top1_accuracy: 0.963889
+          accuracy_drop: 0.016667
+          pareto: true
+          layers_per_candidate: [ 3, 2, 0 ]
+        }
+        rounds {
+          round: 2
+          weight_bytes: 23216
+          bits_per_weight: 8.1460
+          cost: 9024
+          predicted_accuracy_drop: 0.0035
+          top1_accuracy: 0.977778
+          accuracy_drop: 0.002778
+          meets_budget: true
+          pareto: true
+          layers_per_candidate: [ 1, 4, 0 ]
+        }
+        rounds {
+          round: 3
+          weight_bytes: 20784
+          bits_per_weight: 7.2926
+          cost: 7641.6
+          predicted_accuracy_drop: 0.0061
+          top1_accuracy: 0.975
+          accuracy_drop: 0.005556
+          meets_budget: true
+          pareto: true
+          layers_per_candidate: [ 2, 3, 0 ]
+        }
+        chosen_round: 3
+        budget_met: true
+        float_top1_accuracy: 0.980556
+      }
+    }
+  )pb");
+}
+
+// Top-1 accuracy, its change in points and the predicted change instead of
+// the perplexity columns; the rounds' cost under the table.
+TEST(RenderTest, AutoPrecisionOfAClassifierShowsTopOneAndCost) {
+  EXPECT_THAT(
+      RenderAutoPrecision(ClassifierAutoPrecisionJob()),
+      ElementsAre(
+          "auto precision: budget met in round 3 of 3 (top-1 -0.56 points, cost 7642, "
+          "7.29 bits/weight); candidates w_uint4_per_group_asym, w_int8_per_channel_sym, float",
+          "  float top-1 98.06%; budget -1.00 points",
+          "      round  bits/w  weight bytes  cost  top-1   points  predicted  budget  "
+          "layers per candidate",
+          "   p  1      6.48    18.0 KiB      6413  96.39%  -1.67   -          missed  3 / 2 / 0",
+          "   p  2      8.15    22.7 KiB      9024  97.78%  -0.28   -0.35      met     1 / 4 / 0",
+          "  *p  3      7.29    20.3 KiB      7642  97.50%  -0.56   -0.61      met     2 / 3 / 0",
+          "  (* chosen, p on the Pareto frontier of cost and top-1 accuracy)"));
+  // Without the table: no cost, and the frontier is of size.
+  quantd::v1::Job bytes = ClassifierAutoPrecisionJob();
+  for (auto& round : *bytes.mutable_result()->mutable_auto_precision()->mutable_rounds())
+    round.clear_cost();
+  const std::vector<std::string> lines = RenderAutoPrecision(bytes);
+  ASSERT_EQ(lines.size(), 7u);
+  EXPECT_EQ(lines[0],
+            "auto precision: budget met in round 3 of 3 (top-1 -0.56 points, 7.29 bits/weight); "
+            "candidates w_uint4_per_group_asym, w_int8_per_channel_sym, float");
+  EXPECT_EQ(lines[2],
+            "      round  bits/w  weight bytes  top-1   points  predicted  budget  "
+            "layers per candidate");
+  EXPECT_EQ(lines[6], "  (* chosen, p on the Pareto frontier of size and top-1 accuracy)");
+}
+
+// A language model's search with a cost table: the perplexity columns and
+// the cost.
+TEST(RenderTest, AutoPrecisionWithACostTableShowsTheCost) {
+  quantd::v1::Job job = AutoPrecisionJob();
+  const double costs[] = {1.25e6, 1.5e6, 1.625e6};
+  for (int i = 0; i < 3; ++i)
+    job.mutable_result()->mutable_auto_precision()->mutable_rounds(i)->set_cost(costs[i]);
+  const std::vector<std::string> lines = RenderAutoPrecision(job);
+  ASSERT_EQ(lines.size(), 7u);
+  EXPECT_EQ(lines[0],
+            "auto precision: budget met in round 2 of 3 (ppl +1.84%, cost 1.5e+06, "
+            "5.12 bits/weight); candidates w_uint4_per_group_asym, w_int8_per_channel_sym, float");
+  EXPECT_EQ(lines[2],
+            "      round  bits/w  weight bytes  cost       ppl     ppl +%  predicted  budget  "
+            "layers per candidate");
+  EXPECT_EQ(lines[4],
+            "  *p  2      5.12    1.3 MiB       1.5e+06    7.1173  +1.84%  +1.90%     met     "
+            "28 / 7 / 0");
+  EXPECT_EQ(lines[6], "  (* chosen, p on the Pareto frontier of cost and perplexity)");
+}
+
 TEST(RenderTest, BlockRowNamesWorstLayer) {
   auto b = Parse<quantd::v1::BlockMetrics>(R"pb(
     block: 2

@@ -2,9 +2,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <iterator>
 #include <limits>
 #include <map>
-#include <optional>
 #include <utility>
 #include <vector>
 
@@ -70,39 +70,69 @@ void CollectAutoPrecision(const Job& job, ReportData& d) {
   d.auto_precision_summary = cli_common::DescribeAutoPrecision(job);
   const auto& candidates =
       r.candidates().empty() ? job.spec().auto_precision().candidates() : r.candidates();
-  d.auto_precision_header = {
-      "Round",   "Bits/weight",  "Weight bytes", "Perplexity", "Ppl change", "Predicted ppl change",
-      "KL mean", "Predicted KL", "Budget",       "Pareto"};
+  using Round = quantd::v1::AutoPrecisionRound;
+  const auto number = [](bool has, double v) { return has ? FormatNumber(v) : ""; };
+  const auto points = [](bool has, double drop) {
+    return has ? cli_common::PointsChange(drop) : "";
+  };
+  std::vector<cli_common::RoundColumn> columns = {
+      {"Round",
+       [&](const Round& round) {
+         return absl::StrCat(round.round(), round.round() == r.chosen_round() ? " (chosen)" : "");
+       }},
+      {"Bits/weight",
+       [](const Round& round) { return absl::StrFormat("%.3f", round.bits_per_weight()); }},
+      {"Weight bytes",
+       [](const Round& round) { return cli_common::HumanBytes(round.weight_bytes()); }},
+      {"Cost", [&](const Round& round) { return number(round.has_cost(), round.cost()); }}};
+  // The accuracy: top-1 for a classifier's search, else perplexity.
+  if (cli_common::IsClassifierSearch(r)) {
+    columns.push_back({"Top-1 accuracy", [](const Round& round) {
+                         return round.has_top1_accuracy()
+                                    ? absl::StrFormat("%.2f%%", 100 * round.top1_accuracy())
+                                    : "";
+                       }});
+    columns.push_back({"Top-1 change (points)", [&](const Round& round) {
+                         return points(round.has_accuracy_drop(), round.accuracy_drop());
+                       }});
+    columns.push_back({"Predicted top-1 change (points)", [&](const Round& round) {
+                         return points(round.has_predicted_accuracy_drop(),
+                                       round.predicted_accuracy_drop());
+                       }});
+  } else {
+    columns.push_back({"Perplexity", [](const Round& round) {
+                         return absl::StrFormat("%.4f", round.perplexity());
+                       }});
+    columns.push_back({"Ppl change", [](const Round& round) {
+                         return Percent(1 + round.perplexity_increase());
+                       }});
+    columns.push_back({"Predicted ppl change", [](const Round& round) {
+                         return round.has_predicted_perplexity_increase()
+                                    ? Percent(1 + round.predicted_perplexity_increase())
+                                    : "";
+                       }});
+  }
+  columns.push_back({"KL mean", [&](const Round& round) {
+                       return number(round.has_kl_divergence_mean(), round.kl_divergence_mean());
+                     }});
+  columns.push_back({"Predicted KL", [&](const Round& round) {
+                       return number(round.has_predicted_kl_divergence(),
+                                     round.predicted_kl_divergence());
+                     }});
+  columns.push_back(
+      {"Budget", [](const Round& round) { return round.meets_budget() ? "met" : "missed"; }});
+  columns.push_back({"Pareto", [](const Round& round) { return round.pareto() ? "yes" : "no"; }});
   // One column of counts, in the candidates' order (the summary line above
   // names them): their names do not fit in a header.
-  d.auto_precision_header.push_back("Layers per candidate");
-  const auto optional_number = [](bool has, double v) { return has ? FormatNumber(v) : ""; };
-  for (const auto& round : r.rounds()) {
-    std::vector<std::string> row = {
-        absl::StrCat(round.round(), round.round() == r.chosen_round() ? " (chosen)" : ""),
-        absl::StrFormat("%.3f", round.bits_per_weight()),
-        cli_common::HumanBytes(round.weight_bytes()),
-        absl::StrFormat("%.4f", round.perplexity()),
-        Percent(1 + round.perplexity_increase()),
-        round.has_predicted_perplexity_increase()
-            ? Percent(1 + round.predicted_perplexity_increase())
-            : "",
-        optional_number(round.has_kl_divergence_mean(), round.kl_divergence_mean()),
-        optional_number(round.has_predicted_kl_divergence(), round.predicted_kl_divergence()),
-        round.meets_budget() ? "met" : "missed",
-        round.pareto() ? "yes" : "no"};
-    row.push_back(absl::StrJoin(round.layers_per_candidate(), " / "));
-    d.auto_precision_rounds.push_back(std::move(row));
-  }
-  // The predictions and the KL divergence only where some round has them
-  // (columns 5 to 7), last first so that the indices hold.
-  for (std::ptrdiff_t c = 7; c >= 5; --c) {
-    if (std::all_of(d.auto_precision_rounds.begin(), d.auto_precision_rounds.end(),
-                    [&](const auto& row) { return row[c].empty(); })) {
-      d.auto_precision_header.erase(d.auto_precision_header.begin() + c);
-      for (auto& row : d.auto_precision_rounds) row.erase(row.begin() + c);
-    }
-  }
+  columns.push_back({"Layers per candidate", [](const Round& round) {
+                       return absl::StrJoin(round.layers_per_candidate(), " / ");
+                     }});
+  // The cost, the predictions and the KL divergence only where some round
+  // has them.
+  std::vector<std::vector<std::string>> table = cli_common::RoundsTable(r, columns, "");
+  d.auto_precision_header = std::move(table[0]);
+  d.auto_precision_rounds.assign(std::make_move_iterator(table.begin() + 1),
+                                 std::make_move_iterator(table.end()));
   std::map<std::string, size_t> index;
   for (const std::string& c : candidates) {
     index.emplace(c, d.auto_precision_layers.size());
@@ -168,6 +198,14 @@ ReportData Collect(const Job& job) {
     Add(d.accuracy, "KL(float || quantized), mean", FormatNumber(m.kl_divergence_mean()));
   }
   if (m.has_kl_divergence_p99()) Add(d.accuracy, "KL, p99", FormatNumber(m.kl_divergence_p99()));
+  if (m.has_float_top1_accuracy() && m.has_quantized_top1_accuracy()) {
+    Add(d.accuracy, "Top-1 accuracy",
+        absl::StrFormat(
+            "%.2f%% float, %.2f%% quantized (%s points, %d samples)", 100 * m.float_top1_accuracy(),
+            100 * m.quantized_top1_accuracy(),
+            cli_common::PointsChange(m.float_top1_accuracy() - m.quantized_top1_accuracy()),
+            m.evaluation_samples()));
+  }
   if (m.has_top1_agreement()) {
     Add(d.accuracy, "Top-1 agreement", absl::StrFormat("%.2f%%", m.top1_agreement() * 100));
   }
@@ -302,37 +340,73 @@ std::vector<double> NiceTicks(double lo, double hi) {
   return ticks;
 }
 
-// The auto-precision search's Pareto chart: every measured round a point
-// at (bits per weight, perplexity), the Pareto frontier a line through its
-// rounds, the chosen round ringed, the float perplexity and the budget
-// (float * (1 + evaluation.max_perplexity_increase)) dashed across.
+// A chart axis's margin, so that no point sits on the frame: 8% of the
+// range, or `least` around a single value.
+double AxisPad(double lo, double hi, double least) {
+  return hi > lo ? (hi - lo) * 0.08 : std::max(least, std::abs(hi) * 0.01);
+}
+
+// The auto-precision search's Pareto chart: every measured round a point,
+// the Pareto frontier a line through its rounds, the chosen round ringed,
+// the float model and the budget dashed across. x is the round's cost under
+// the user's table (spec.auto_precision.cost_per_weight) when every round
+// has one, else its bits per weight. y is a classifier's top-1 accuracy drop
+// in points (float at 0, the budget at evaluation.max_accuracy_drop), else
+// the perplexity (the budget float * (1 + evaluation.max_perplexity_increase)).
 std::string DrawAutoPrecisionChart(const Job& job) {
+  using Round = quantd::v1::AutoPrecisionRound;
   const quantd::v1::AutoPrecisionResult& r = job.result().auto_precision();
-  const double float_ppl = r.float_perplexity();
-  std::optional<double> budget;
-  if (job.spec().evaluation().has_max_perplexity_increase() && float_ppl > 0)
-    budget = float_ppl * (1 + job.spec().evaluation().max_perplexity_increase());
+  const quantd::v1::EvaluationSpec& ev = job.spec().evaluation();
+  const bool by_cost = std::all_of(r.rounds().begin(), r.rounds().end(),
+                                   [](const Round& round) { return round.has_cost(); });
+  const bool top1 = cli_common::IsClassifierSearch(r);
+  const auto x_value = [&](const Round& round) {
+    return by_cost ? round.cost() : round.bits_per_weight();
+  };
+  const auto y_value = [&](const Round& round) {
+    return top1 ? 100 * round.accuracy_drop() : round.perplexity();
+  };
+  struct Reference {
+    std::string cls, series;
+    double value;
+    std::string label;
+  };
+  std::vector<Reference> references;
+  if (top1) {
+    references.push_back({"reference", "float-accuracy", 0,
+                          r.has_float_top1_accuracy()
+                              ? absl::StrFormat("float %.2f%%", 100 * r.float_top1_accuracy())
+                              : "float"});
+    if (ev.has_max_accuracy_drop())
+      references.push_back({"budget", "budget", 100 * ev.max_accuracy_drop(),
+                            absl::StrFormat("budget %.2f points", 100 * ev.max_accuracy_drop())});
+  } else if (r.float_perplexity() > 0) {
+    const double float_ppl = r.float_perplexity();
+    references.push_back(
+        {"reference", "float-perplexity", float_ppl, "float " + FormatNumber(float_ppl)});
+    if (ev.has_max_perplexity_increase()) {
+      const double budget = float_ppl * (1 + ev.max_perplexity_increase());
+      references.push_back({"budget", "budget", budget,
+                            absl::StrCat("budget ", FormatNumber(budget), " (",
+                                         Percent(1 + ev.max_perplexity_increase()), ")")});
+    }
+  }
+
   double x_lo = std::numeric_limits<double>::infinity(), x_hi = -x_lo;
   double y_lo = x_lo, y_hi = -x_lo;
-  const auto extend_y = [&](double y) {
-    if (!std::isfinite(y)) return;
-    y_lo = std::min(y_lo, y);
-    y_hi = std::max(y_hi, y);
+  const auto extend = [](double v, double& lo, double& hi) {
+    if (!std::isfinite(v)) return;
+    lo = std::min(lo, v);
+    hi = std::max(hi, v);
   };
   for (const auto& round : r.rounds()) {
-    if (std::isfinite(round.bits_per_weight())) {
-      x_lo = std::min(x_lo, round.bits_per_weight());
-      x_hi = std::max(x_hi, round.bits_per_weight());
-    }
-    extend_y(round.perplexity());
+    extend(x_value(round), x_lo, x_hi);
+    extend(y_value(round), y_lo, y_hi);
   }
-  if (float_ppl > 0) extend_y(float_ppl);
-  if (budget) extend_y(*budget);
+  for (const Reference& ref : references) extend(ref.value, y_lo, y_hi);
   if (!std::isfinite(x_lo)) x_lo = x_hi = 0;
   if (!std::isfinite(y_lo)) y_lo = y_hi = 0;
-  // A margin, so that no point sits on the frame.
-  const double x_pad = x_hi > x_lo ? (x_hi - x_lo) * 0.08 : 0.5;
-  const double y_pad = y_hi > y_lo ? (y_hi - y_lo) * 0.08 : std::max(0.05, y_hi * 0.01);
+  const double x_pad = AxisPad(x_lo, x_hi, 0.5), y_pad = AxisPad(y_lo, y_hi, 0.05);
   x_lo -= x_pad, x_hi += x_pad, y_lo -= y_pad, y_hi += y_pad;
 
   constexpr double kW = 720, kLeft = 70, kRight = 150, kTop = 34, kPlotH = 240, kBottom = 50;
@@ -341,13 +415,14 @@ std::string DrawAutoPrecisionChart(const Job& job) {
   const auto x_of = [&](double v) { return kLeft + (v - x_lo) / (x_hi - x_lo) * plot_w; };
   const auto y_of = [&](double v) { return kTop + kPlotH - (v - y_lo) / (y_hi - y_lo) * kPlotH; };
   const auto px = [](double v) { return absl::StrFormat("%.1f", v); };
+  const std::string y_name = top1 ? "top-1 accuracy drop" : "perplexity";
 
   std::string svg = absl::StrCat(
       "<svg xmlns=\"http://www.w3.org/2000/svg\" class=\"chart pareto-chart\" "
       "data-series=\"auto-precision-rounds\" width=\"",
       px(kW), "\" height=\"", px(h), "\" viewBox=\"0 0 ", px(kW), " ", px(h), "\">",
-      "<text class=\"title\" x=\"", px(kLeft), "\" y=\"18\">",
-      "Auto precision: perplexity by bits per weight, one point per measured round</text>");
+      "<text class=\"title\" x=\"", px(kLeft), "\" y=\"18\">", "Auto precision: ", y_name, " by ",
+      by_cost ? "cost" : "bits per weight", ", one point per measured round</text>");
   for (double xv : NiceTicks(x_lo, x_hi)) {
     absl::StrAppend(&svg, "<line class=\"grid\" x1=\"", px(x_of(xv)), "\" x2=\"", px(x_of(xv)),
                     "\" y1=\"", px(kTop), "\" y2=\"", px(kTop + kPlotH), "\"/>",
@@ -361,9 +436,11 @@ std::string DrawAutoPrecisionChart(const Job& job) {
                     px(y_of(yv) + 4), "\">", FormatNumber(yv), "</text>");
   }
   absl::StrAppend(&svg, "<text class=\"label\" text-anchor=\"middle\" x=\"", px(kLeft + plot_w / 2),
-                  "\" y=\"", px(h - 12), "\">bits per weight (searched linears)</text>",
+                  "\" y=\"", px(h - 12), "\">",
+                  by_cost ? "cost (user table)" : "bits per weight (searched linears)", "</text>",
                   "<text class=\"label\" text-anchor=\"middle\" transform=\"rotate(-90)\" x=\"",
-                  px(-(kTop + kPlotH / 2)), "\" y=\"14\">perplexity</text>");
+                  px(-(kTop + kPlotH / 2)), "\" y=\"14\">",
+                  top1 ? "top-1 accuracy drop (points)" : "perplexity", "</text>");
   // The legend, in the right margin (class "legend" first: not a round).
   const double lx = kLeft + plot_w + 12;
   const std::pair<const char*, const char*> kLegend[] = {{"legend point pareto", "Pareto frontier"},
@@ -376,37 +453,29 @@ std::string DrawAutoPrecisionChart(const Job& job) {
                     px(lx + 12), "\" y=\"", px(ly + 4), "\">", kLegend[i].second, "</text>");
   }
   // Horizontal references, labelled at the right.
-  const auto reference = [&](const std::string& cls, const std::string& series, double v,
-                             const std::string& label) {
-    absl::StrAppend(&svg, "<line class=\"", cls, "\" data-series=\"", series, "\" data-value=\"",
-                    FormatNumber(v), "\" x1=\"", px(kLeft), "\" x2=\"", px(kLeft + plot_w),
-                    "\" y1=\"", px(y_of(v)), "\" y2=\"", px(y_of(v)), "\"><title>",
-                    EscapeXml(label), "</title></line>", "<text class=\"label\" x=\"",
-                    px(kLeft + plot_w + 6), "\" y=\"", px(y_of(v) + 4), "\">", EscapeXml(label),
-                    "</text>");
-  };
-  if (float_ppl > 0)
-    reference("reference", "float-perplexity", float_ppl, "float " + FormatNumber(float_ppl));
-  if (budget)
-    reference("budget", "budget", *budget,
-              absl::StrCat("budget ", FormatNumber(*budget), " (",
-                           Percent(1 + job.spec().evaluation().max_perplexity_increase()), ")"));
+  for (const Reference& ref : references) {
+    absl::StrAppend(&svg, "<line class=\"", ref.cls, "\" data-series=\"", ref.series,
+                    "\" data-value=\"", FormatNumber(ref.value), "\" x1=\"", px(kLeft), "\" x2=\"",
+                    px(kLeft + plot_w), "\" y1=\"", px(y_of(ref.value)), "\" y2=\"",
+                    px(y_of(ref.value)), "\"><title>", EscapeXml(ref.label), "</title></line>",
+                    "<text class=\"label\" x=\"", px(kLeft + plot_w + 6), "\" y=\"",
+                    px(y_of(ref.value) + 4), "\">", EscapeXml(ref.label), "</text>");
+  }
   // The frontier, smallest first.
-  std::vector<const quantd::v1::AutoPrecisionRound*> frontier;
-  // A round without a finite size or perplexity (a diverged evaluation) has
-  // no place on the chart; the table still lists it.
-  const auto drawable = [](const quantd::v1::AutoPrecisionRound& round) {
-    return std::isfinite(round.bits_per_weight()) && std::isfinite(round.perplexity());
+  std::vector<const Round*> frontier;
+  // A round without a finite size, cost or accuracy (a diverged evaluation)
+  // has no place on the chart; the table still lists it.
+  const auto drawable = [&](const Round& round) {
+    return std::isfinite(x_value(round)) && std::isfinite(y_value(round));
   };
   for (const auto& round : r.rounds())
     if (round.pareto() && drawable(round)) frontier.push_back(&round);
-  std::stable_sort(frontier.begin(), frontier.end(), [](const auto* a, const auto* b) {
-    return a->bits_per_weight() < b->bits_per_weight();
-  });
+  std::stable_sort(frontier.begin(), frontier.end(),
+                   [&](const Round* a, const Round* b) { return x_value(*a) < x_value(*b); });
   if (!frontier.empty()) {
     std::vector<std::string> points, rounds;
-    for (const auto* round : frontier) {
-      points.push_back(px(x_of(round->bits_per_weight())) + "," + px(y_of(round->perplexity())));
+    for (const Round* round : frontier) {
+      points.push_back(px(x_of(x_value(*round))) + "," + px(y_of(y_value(*round))));
       rounds.push_back(std::to_string(round->round()));
     }
     absl::StrAppend(&svg, "<polyline class=\"frontier\" data-series=\"pareto-frontier\" ",
@@ -414,33 +483,43 @@ std::string DrawAutoPrecisionChart(const Job& job) {
                     absl::StrJoin(points, " "), "\"><title>Pareto frontier: rounds ",
                     absl::StrJoin(rounds, ", "), "</title></polyline>");
   }
-  const quantd::v1::AutoPrecisionRound* chosen = nullptr;
+  // A round's values as data attributes, and its place.
+  const auto data = [&](const Round& round) {
+    return absl::StrCat(
+        "data-round=\"", round.round(), "\" data-bits-per-weight=\"",
+        FormatNumber(round.bits_per_weight()), "\"",
+        by_cost ? absl::StrCat(" data-cost=\"", FormatNumber(round.cost()), "\"") : "",
+        " data-value=\"", FormatNumber(y_value(round)), "\"");
+  };
+  const auto at = [&](const Round& round) {
+    return absl::StrCat("cx=\"", px(x_of(x_value(round))), "\" cy=\"", px(y_of(y_value(round))),
+                        "\"");
+  };
+  const Round* chosen = nullptr;
   for (const auto& round : r.rounds()) {
     if (!drawable(round)) continue;
     const bool is_chosen = round.round() == r.chosen_round();
     if (is_chosen) chosen = &round;
+    const std::string accuracy =
+        top1 ? absl::StrFormat("top-1 %.2f%% (%s points)", 100 * round.top1_accuracy(),
+                               cli_common::PointsChange(round.accuracy_drop()))
+             : absl::StrCat("perplexity ", FormatNumber(round.perplexity()), " (",
+                            Percent(1 + round.perplexity_increase()), ")");
     const std::string text = absl::StrCat(
         "round ", round.round(), ": ", absl::StrFormat("%.3f", round.bits_per_weight()),
-        " bits/weight, perplexity ", FormatNumber(round.perplexity()), " (",
-        Percent(1 + round.perplexity_increase()), "), budget ",
-        round.meets_budget() ? "met" : "missed", round.pareto() ? ", Pareto" : "",
+        " bits/weight", by_cost ? ", cost " + FormatNumber(round.cost()) : "", ", ", accuracy,
+        ", budget ", round.meets_budget() ? "met" : "missed", round.pareto() ? ", Pareto" : "",
         is_chosen ? ", chosen" : "");
-    absl::StrAppend(
-        &svg, "<circle class=\"point", round.pareto() ? " pareto" : "", "\" data-round=\"",
-        round.round(), "\" data-bits-per-weight=\"", FormatNumber(round.bits_per_weight()),
-        "\" data-value=\"", FormatNumber(round.perplexity()), "\" data-meets-budget=\"",
-        round.meets_budget() ? "true" : "false", "\" cx=\"", px(x_of(round.bits_per_weight())),
-        "\" cy=\"", px(y_of(round.perplexity())), "\" r=\"5\"><title>", EscapeXml(text),
-        "</title></circle>", "<text class=\"label\" x=\"", px(x_of(round.bits_per_weight()) + 7),
-        "\" y=\"", px(y_of(round.perplexity()) - 6), "\">", round.round(), "</text>");
+    absl::StrAppend(&svg, "<circle class=\"point", round.pareto() ? " pareto" : "", "\" ",
+                    data(round), " data-meets-budget=\"", round.meets_budget() ? "true" : "false",
+                    "\" ", at(round), " r=\"5\"><title>", EscapeXml(text), "</title></circle>",
+                    "<text class=\"label\" x=\"", px(x_of(x_value(round)) + 7), "\" y=\"",
+                    px(y_of(y_value(round)) - 6), "\">", round.round(), "</text>");
   }
   if (chosen) {
-    absl::StrAppend(&svg, "<circle class=\"chosen\" data-series=\"chosen\" data-round=\"",
-                    chosen->round(), "\" data-bits-per-weight=\"",
-                    FormatNumber(chosen->bits_per_weight()), "\" data-value=\"",
-                    FormatNumber(chosen->perplexity()), "\" cx=\"",
-                    px(x_of(chosen->bits_per_weight())), "\" cy=\"", px(y_of(chosen->perplexity())),
-                    "\" r=\"10\"><title>chosen: round ", chosen->round(), "</title></circle>");
+    absl::StrAppend(&svg, "<circle class=\"chosen\" data-series=\"chosen\" ", data(*chosen), " ",
+                    at(*chosen), " r=\"10\"><title>chosen: round ", chosen->round(),
+                    "</title></circle>");
   }
   return svg + "</svg>";
 }

@@ -219,6 +219,8 @@ TEST(JobReportTest, AutoPrecisionIsAParetoChartOfTheRounds) {
                               "5.00 bits/weight); candidates w_uint4_per_group_asym, "
                               "w_int8_per_channel_sym, float</p>"));
   EXPECT_THAT(html, HasSubstr("<td>2 (chosen)</td><td>5.000</td>"));
+  EXPECT_THAT(html, HasSubstr(">bits per weight (searched linears)</text>"));
+  EXPECT_THAT(html, Not(HasSubstr("data-cost=")));
   EXPECT_THAT(html, HasSubstr("<td>w_int8_per_channel_sym</td><td>2</td><td><code>"
                               "model.layers.0.mlp.down_proj, model.layers.1.mlp.down_proj"
                               "</code></td>"));
@@ -259,6 +261,113 @@ TEST(JobReportTest, AutoPrecisionInMarkdownIsTheRoundsAndTheChosenFormats) {
                             "| w_int8_per_channel_sym | 2 | model.layers.0.mlp.down_proj, "
                             "model.layers.1.mlp.down_proj |\n"
                             "| float | 1 | model.layers.2.mlp.down_proj |\n"));
+}
+
+// A classifier's search (a TorchScript model, a one-point top-1 budget)
+// with a cost table: the rounds carry top-1 accuracy and cost, no
+// perplexity.
+quantd::v1::Job ClassifierAutoPrecisionJob() {
+  quantd::v1::Job job = AutoPrecisionJob();
+  auto* spec = job.mutable_spec();
+  spec->set_model_uri("file:///models/digits_cnn/model.pt");
+  spec->mutable_evaluation()->clear_max_perplexity_increase();
+  spec->mutable_evaluation()->set_max_accuracy_drop(0.01);
+  auto& table = *spec->mutable_auto_precision()->mutable_cost_per_weight();
+  table["w_uint4_per_group_asym"] = 0.25;
+  table["w_int8_per_channel_sym"] = 0.4;
+  table["float"] = 1;
+  auto* r = job.mutable_result()->mutable_auto_precision();
+  r->set_float_perplexity(0);
+  r->set_float_top1_accuracy(0.98);
+  const double drops[] = {0.02, 0.005, 0.0075}, costs[] = {1000, 1500, 1800};
+  for (int i = 0; i < 3; ++i) {
+    auto* round = r->mutable_rounds(i);
+    round->set_perplexity(0);
+    round->set_perplexity_increase(0);
+    round->clear_predicted_perplexity_increase();
+    round->set_accuracy_drop(drops[i]);
+    round->set_top1_accuracy(0.98 - drops[i]);
+    if (i > 0) round->set_predicted_accuracy_drop(drops[i] - 0.001);
+    round->set_cost(costs[i]);
+  }
+  return job;
+}
+
+TEST(JobReportTest, AClassifiersSearchChartsTopOneDropByCost) {
+  const std::string html = RenderJobReportHtml(ClassifierAutoPrecisionJob());
+  EXPECT_EQ(Count(html, "data-series=\"auto-precision-rounds\""), 1u);
+  EXPECT_EQ(Count(html, "<circle class=\"point"), 3u);
+  // x the cost, y the drop in points; the values as data attributes.
+  EXPECT_THAT(html, HasSubstr(">cost (user table)</text>"));
+  EXPECT_THAT(html, HasSubstr(">top-1 accuracy drop (points)</text>"));
+  EXPECT_THAT(html, HasSubstr("Auto precision: top-1 accuracy drop by cost, one point per "
+                              "measured round"));
+  EXPECT_THAT(html, HasSubstr("<circle class=\"point pareto\" data-round=\"2\" "
+                              "data-bits-per-weight=\"5\" data-cost=\"1500\" data-value=\"0.5\" "
+                              "data-meets-budget=\"true\""));
+  EXPECT_THAT(html, HasSubstr("<circle class=\"chosen\" data-series=\"chosen\" data-round=\"2\" "
+                              "data-bits-per-weight=\"5\" data-cost=\"1500\" data-value=\"0.5\""));
+  EXPECT_THAT(html, HasSubstr("data-series=\"pareto-frontier\" data-rounds=\"1 2\""));
+  EXPECT_THAT(html, HasSubstr("round 2: 5.000 bits/weight, cost 1500, top-1 97.50% "
+                              "(-0.50 points), budget met, Pareto, chosen"));
+  // The float model at 0, the budget at one point; no perplexity line.
+  EXPECT_THAT(html, HasSubstr("data-series=\"float-accuracy\" data-value=\"0\""));
+  EXPECT_THAT(html, HasSubstr(">float 98.00%</text>"));
+  EXPECT_THAT(html, HasSubstr("data-series=\"budget\" data-value=\"1\""));
+  EXPECT_THAT(html, HasSubstr(">budget 1.00 points</text>"));
+  EXPECT_THAT(html, Not(HasSubstr("float-perplexity")));
+  EXPECT_THAT(html, HasSubstr("<p>auto precision: budget met in round 2 of 3 (top-1 -0.50 "
+                              "points, cost 1500, 5.00 bits/weight); candidates "
+                              "w_uint4_per_group_asym, w_int8_per_channel_sym, float</p>"));
+
+  const std::string md = RenderJobReportMarkdown(ClassifierAutoPrecisionJob());
+  EXPECT_THAT(
+      md, HasSubstr("| Round | Bits/weight | Weight bytes | Cost | Top-1 accuracy | "
+                    "Top-1 change (points) | Predicted top-1 change (points) | Budget | Pareto | "
+                    "Layers per candidate |"));
+  EXPECT_THAT(md, HasSubstr("| 1 | 4.250 | 4.2 KiB | 1000 | 96.00% | -2.00 |  | missed | "
+                            "yes | 9 / 0 / 0 |"));
+  EXPECT_THAT(md, HasSubstr("| 2 (chosen) | 5.000 | 4.9 KiB | 1500 | 97.50% | -0.50 | -0.40 | "
+                            "met | yes | 6 / 2 / 1 |"));
+  EXPECT_THAT(md, Not(HasSubstr("Perplexity |")));
+  // The job's own top-1 accuracy in the Accuracy section.
+  quantd::v1::Job measured = ClassifierAutoPrecisionJob();
+  auto* m = measured.mutable_result()->mutable_metrics();
+  m->set_evaluation_samples(360);
+  m->set_float_top1_accuracy(0.98);
+  m->set_quantized_top1_accuracy(0.975);
+  EXPECT_THAT(RenderJobReportMarkdown(measured),
+              HasSubstr("| Top-1 accuracy | 98.00% float, 97.50% quantized (-0.50 points, 360 "
+                        "samples) |"));
+
+  // A round without a cost (a table edited by hand): x falls back to bits
+  // per weight, the table keeps the costs it has.
+  quantd::v1::Job partial = ClassifierAutoPrecisionJob();
+  partial.mutable_result()->mutable_auto_precision()->mutable_rounds(0)->clear_cost();
+  const std::string partial_html = RenderJobReportHtml(partial);
+  EXPECT_THAT(partial_html, HasSubstr(">bits per weight (searched linears)</text>"));
+  EXPECT_THAT(partial_html, Not(HasSubstr("data-cost=")));
+  EXPECT_THAT(RenderJobReportMarkdown(partial),
+              HasSubstr("| 1 | 4.250 | 4.2 KiB |  | 96.00% | -2.00 |"));
+}
+
+// A language model's search with a cost table: perplexity by cost.
+TEST(JobReportTest, ACostTablePutsTheCostOnTheXAxis) {
+  quantd::v1::Job job = AutoPrecisionJob();
+  const double costs[] = {2e6, 2.5e6, 3e6};
+  for (int i = 0; i < 3; ++i)
+    job.mutable_result()->mutable_auto_precision()->mutable_rounds(i)->set_cost(costs[i]);
+  const std::string html = RenderJobReportHtml(job);
+  EXPECT_THAT(html, HasSubstr(">cost (user table)</text>"));
+  EXPECT_THAT(html, HasSubstr("Auto precision: perplexity by cost, one point per measured round"));
+  EXPECT_THAT(html, HasSubstr("<circle class=\"point pareto\" data-round=\"2\" "
+                              "data-bits-per-weight=\"5\" data-cost=\"2.5e+06\" "
+                              "data-value=\"5.08\""));
+  EXPECT_THAT(html, HasSubstr("data-series=\"float-perplexity\" data-value=\"5\""));
+  EXPECT_THAT(html, HasSubstr("data-series=\"budget\" data-value=\"5.1\""));
+  EXPECT_THAT(RenderJobReportMarkdown(job),
+              HasSubstr("| 2 (chosen) | 5.000 | 4.9 KiB | 2.5e+06 | 5.0800 | +1.60% | +2.00% | "
+                        "met | yes | 6 / 2 / 1 |"));
 }
 
 TEST(JobReportTest, AJobWithoutMetricsStillRenders) {

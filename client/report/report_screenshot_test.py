@@ -8,7 +8,11 @@ shows them: the bar, range and heatmap colours are on the page. The same for
 an auto-precision search (testdata/auto_precision_job.json: stories260K,
 {uint4 g32, int8 per channel, float} within +2% perplexity, saved with
 `quantd-quantize -o json`): its Pareto chart has a point per round, the
-frontier, the chosen round and the reference lines.
+frontier, the chosen round and the reference lines. And a classifier's
+search with a cost table (testdata/auto_precision_classifier_job.json: the
+digits CNN, the same candidates within one point of top-1 accuracy, costs in
+ns per weight): its chart plots the top-1 accuracy drop by cost, with the
+float accuracy and the budget as its reference lines.
 """
 
 import html.parser
@@ -35,18 +39,24 @@ def chromium(*args: str) -> subprocess.CompletedProcess:
 
 
 class ChartMarks(html.parser.HTMLParser):
-    """The marks (rect.bar, rect.cell, rect.range) inside each svg.chart."""
+    """The marks (rect.bar, rect.cell, rect.range) inside each svg.chart,
+    and the text of its labels (text.label: axes, legend, references)."""
 
     def __init__(self):
         super().__init__()
         self.series = None
         self.marks = {}
+        self.labels = {}
+        self.in_label = False
 
     def handle_starttag(self, tag, attrs):
         a = dict(attrs)
         if tag == "svg" and "chart" in a.get("class", "").split():
             self.series = a["data-series"]
             self.marks[self.series] = 0
+            self.labels[self.series] = []
+        elif tag == "text" and self.series and a.get("class") == "label":
+            self.in_label = True
         elif tag == "rect" and self.series and a.get("class") in ("bar", "cell", "range"):
             self.marks[self.series] += 1
         elif (tag == "circle" and self.series and "data-round" in a
@@ -55,9 +65,15 @@ class ChartMarks(html.parser.HTMLParser):
         elif self.series and a.get("data-series"):  # a named line or ring inside a chart
             self.marks[self.series + "/" + a["data-series"]] = 1
 
+    def handle_data(self, data):
+        if self.in_label:
+            self.labels[self.series].append(data)
+
     def handle_endtag(self, tag):
         if tag == "svg":
             self.series = None
+        elif tag == "text":
+            self.in_label = False
 
 
 def pixels_near(image: Image.Image, rgb: tuple, tolerance: int = 8) -> int:
@@ -115,27 +131,38 @@ class ReportScreenshotTest(unittest.TestCase):
 
 
 class AutoPrecisionReportScreenshotTest(unittest.TestCase):
-    @classmethod
-    def setUpClass(cls):
-        cls.report = render_report("auto_precision_job")
-
-    def test_the_pareto_chart_is_drawn(self):
-        r = chromium("--dump-dom", "file://" + self.report)
+    def check_pareto_chart(self, job: str, float_series: str, labels: tuple) -> None:
+        """testdata/<job>.json's report in the browser: three measured rounds,
+        the frontier, the chosen ring, the float and budget lines, and
+        `labels` (the axes', the lines'); its screenshot shows the frontier
+        points."""
+        report = render_report(job)
+        r = chromium("--dump-dom", "file://" + report)
         self.assertEqual(r.returncode, 0, r.stderr)
         parser = ChartMarks()
         parser.feed(r.stdout)
-        # Three measured rounds, the frontier, the chosen ring, float and budget.
         for series, marks in (("auto-precision-rounds", 3),
                               ("auto-precision-rounds/pareto-frontier", 1),
                               ("auto-precision-rounds/chosen", 1),
-                              ("auto-precision-rounds/float-perplexity", 1),
+                              ("auto-precision-rounds/" + float_series, 1),
                               ("auto-precision-rounds/budget", 1)):
             self.assertEqual(parser.marks.get(series), marks, (series, parser.marks))
-        png = os.path.join(TMP, "auto_precision.png")
-        r = chromium("--window-size=1000,2600", f"--screenshot={png}", "file://" + self.report)
+        for label in labels:
+            self.assertIn(label, parser.labels["auto-precision-rounds"])
+        png = os.path.join(TMP, job + ".png")
+        r = chromium("--window-size=1000,2600", f"--screenshot={png}", "file://" + report)
         self.assertEqual(r.returncode, 0, r.stderr)
         image = Image.open(png).convert("RGB")
         self.assertGreater(pixels_near(image, (0x2E, 0x86, 0xC1)), 100)  # frontier points
+
+    def test_the_pareto_chart_is_drawn(self):
+        self.check_pareto_chart("auto_precision_job", "float-perplexity",
+                                ("bits per weight (searched linears)", "perplexity"))
+
+    def test_a_classifiers_chart_plots_the_top1_drop_by_cost(self):
+        self.check_pareto_chart("auto_precision_classifier_job", "float-accuracy",
+                                ("cost (user table)", "top-1 accuracy drop (points)",
+                                 "float 98.06%", "budget 1.00 points"))
 
 
 if __name__ == "__main__":
