@@ -308,12 +308,15 @@ class TorchScriptJobsTest(QuantctlJobsTest):
         self.assertEqual(job["state"], "FAILED")
         self.assertIn("spec.quantization.algorithms: awq runs on decoder blocks",
                       job["error"]["message"])
-        # A language-model format for a TorchScript model, every bad format named.
-        job = self.submit("--model", f"{DIGITS}/model.pt", "--scheme", "w_int8_per_channel_sym",
-                          "--format", "gguf", "--format", "hf")
-        self.assertEqual(job["state"], "FAILED")
-        self.assertIn("spec.export.formats[0]: gguf is a language-model format",
-                      job["error"]["message"])
+        # A language-model format for a TorchScript model: refused at
+        # CreateJob, every bad format named.
+        p = self.quantctl("submit", "--model", f"{DIGITS}/model.pt", "--scheme",
+                          "w_int8_per_channel_sym", "--format", "gguf", "--format", "hf",
+                          check=False)
+        self.assertEqual(p.returncode, 3, p.stderr)
+        for i, name in enumerate(("gguf", "hf_fake_quantized")):
+            self.assertIn(f"spec.export.formats[{i}]: {name} is a language-model format",
+                          p.stderr)
 
 
 if __name__ == "__main__":

@@ -722,11 +722,22 @@ void CheckExport(SpecChecker& c, const JobSpec& spec,
   // The model's architecture, when its config is readable here.
   const std::optional<models::ModelConfig> model =
       ex.formats_size() > 0 ? ReadModelConfig(spec.model_uri()) : std::nullopt;
+  const bool script = ex.formats_size() > 0 && IsLocalScriptModel(spec.model_uri());
   for (int i = 0; i < ex.formats_size(); ++i) {
     const std::string field = "spec.export.formats[" + std::to_string(i) + "]";
     const std::optional<exporter::ExportFormat> format = ExportFormatFromProto(ex.formats(i));
     if (!format) {
       c.Bad(field, "unknown export format " + std::to_string(ex.formats(i)));
+      continue;
+    }
+    // As the worker's TorchScript job refuses them (script_job.cc), before
+    // any work (an auto-precision search would otherwise run every round).
+    if (script && *format != exporter::ExportFormat::kTorchScript &&
+        *format != exporter::ExportFormat::kOnnxQdq &&
+        *format != exporter::ExportFormat::kHfQuark) {
+      c.Bad(field, std::string(exporter::ExportFormatName(*format)) +
+                       " is a language-model format; a TorchScript model exports torchscript, "
+                       "onnx_qdq or hf_quark");
       continue;
     }
     if (model) {
@@ -752,7 +763,7 @@ void CheckExport(SpecChecker& c, const JobSpec& spec,
       continue;
     }
     std::vector<exporter::ExportLayerSpecs> specs = ConfigExportSpecs(*resolved);
-    if (*format == exporter::ExportFormat::kOnnxQdq && IsLocalScriptModel(spec.model_uri())) {
+    if (*format == exporter::ExportFormat::kOnnxQdq && script) {
       for (exporter::ExportLayerSpecs& l : specs) {
         l.weight.reset();
         l.bias.reset();
