@@ -299,6 +299,14 @@ ReportData Collect(const Job& job) {
   return d;
 }
 
+// A TorchScript job's one block carries no output error (its evaluation
+// compares the model's outputs): its report has no Blocks charts, only the
+// layers.
+bool HasBlockOutputError(const ReportData& d) {
+  return std::any_of(d.block_error.values.begin(), d.block_error.values.end(),
+                     [](double v) { return !std::isnan(v); });
+}
+
 // ---- HTML ----
 
 constexpr char kStyle[] = R"(
@@ -606,11 +614,11 @@ std::string RenderJobReportHtml(const Job& job) {
   }
   if (!d.accuracy.empty()) html += HtmlSection("accuracy", "Accuracy", HtmlTable(d.accuracy));
   if (!d.size.empty()) html += HtmlSection("size", "Size", HtmlTable(d.size));
-  if (!d.block_error.labels.empty()) {
+  if (HasBlockOutputError(d)) {
     html += HtmlSection("blocks", "Blocks",
                         DrawBarChart(d.block_error) + DrawBarChart(d.block_seconds));
-    html += HtmlSection("layers", "Layers", DrawHeatmap(d.sqnr));
   }
+  if (!d.block_error.labels.empty()) html += HtmlSection("layers", "Layers", DrawHeatmap(d.sqnr));
   if (!d.sensitivity.row_labels.empty()) {
     html += HtmlSection("sensitivity", "Sensitivity", DrawHeatmap(d.sensitivity));
   }
@@ -664,11 +672,13 @@ std::string RenderJobReportMarkdown(const Job& job) {
   if (!d.size.empty()) md += "## Size\n\n" + MdRows(d.size);
   if (!d.block_error.labels.empty()) {
     std::vector<std::vector<std::string>> rows;
-    for (size_t i = 0; i < d.block_error.labels.size(); ++i) {
-      rows.push_back({d.block_error.labels[i], FormatNumber(d.block_error.values[i]),
-                      FormatNumber(d.block_seconds.values[i])});
+    if (HasBlockOutputError(d)) {
+      for (size_t i = 0; i < d.block_error.labels.size(); ++i) {
+        rows.push_back({d.block_error.labels[i], FormatNumber(d.block_error.values[i]),
+                        FormatNumber(d.block_seconds.values[i])});
+      }
+      md += "## Blocks\n\n" + MdTable({"Block", "Output rel. MSE", "Seconds"}, rows);
     }
-    md += "## Blocks\n\n" + MdTable({"Block", "Output rel. MSE", "Seconds"}, rows);
     std::vector<std::string> header = {"Layer"};
     for (const std::string& c : d.sqnr.column_labels) header.push_back(c);
     rows.clear();

@@ -74,6 +74,21 @@ quantd::v1::Job SampleJob() {
   return job;
 }
 
+// A TorchScript job's one block has no output error: no Blocks charts or
+// table, the layers' heatmap still.
+TEST(JobReportTest, BlocksWithoutOutputErrorDrawNoBlockCharts) {
+  quantd::v1::Job job = SampleJob();
+  for (auto& block : *job.mutable_result()->mutable_metrics()->mutable_blocks())
+    block.clear_output_rel_mse();
+  const std::string html = RenderJobReportHtml(job);
+  EXPECT_THAT(html, Not(HasSubstr("block-output-error")));
+  EXPECT_THAT(html, Not(HasSubstr("block-seconds")));
+  EXPECT_THAT(html, HasSubstr("data-series=\"layer-sqnr\""));
+  const std::string md = RenderJobReportMarkdown(job);
+  EXPECT_THAT(md, Not(HasSubstr("## Blocks")));
+  EXPECT_THAT(md, HasSubstr("## Weight SQNR (dB), layers by block"));
+}
+
 TEST(JobReportTest, HtmlIsSelfContainedAndEscapesTenantText) {
   const std::string html = RenderJobReportHtml(SampleJob());
   EXPECT_THAT(html, HasSubstr("Content-Security-Policy"));
