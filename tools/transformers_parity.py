@@ -74,6 +74,13 @@ def configs(t):
             shared_expert_intermediate_size=64, **moe)),
         "qwen3_moe": (t.Qwen3MoeForCausalLM, t.Qwen3MoeConfig(
             **COMMON, head_dim=16, num_experts=8, moe_intermediate_size=32, **moe)),
+        # OLMoE: q/k norms over the whole projections, experts of
+        # intermediate_size; then clip_qkv (at 1.0 it clamps a share of the
+        # O(1) q, k and v), attention biases and renormalised weights.
+        "olmoe": (t.OlmoeForCausalLM, t.OlmoeConfig(**COMMON, num_experts=4, **moe)),
+        "olmoe-clip": (t.OlmoeForCausalLM, t.OlmoeConfig(
+            **COMMON, num_experts=4, clip_qkv=1.0, attention_bias=True, norm_topk_prob=True,
+            **moe)),
     }
     if hasattr(t, "Gemma3ForCausalLM"):
         out["gemma3"] = (t.Gemma3ForCausalLM, t.Gemma3TextConfig(

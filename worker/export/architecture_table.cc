@@ -12,11 +12,15 @@ namespace {
 
 // A small config.json of each architecture with the keys its checks read;
 // the shapes are Llama-3-8B's (Qwen3-8B's head_dim; the MoE configs' own
-// default experts), Phi-3-mini's, GPT-2's, OPT-125m's.
+// default experts), Phi-3-mini's, GPT-2's, OPT-125m's, OLMoE-1B-7B's.
 std::string ConfigJson(const std::string& architecture) {
   const std::string arch = "{\"architectures\": [\"" + architecture + "\"], ";
   if (architecture == "GPT2LMHeadModel")
     return arch + R"("n_embd": 768, "n_layer": 12, "n_head": 12, "vocab_size": 50257})";
+  if (architecture == "OlmoeForCausalLM")  // OLMoE-1B-7B-0924
+    return arch + R"("hidden_size": 2048, "intermediate_size": 1024, "num_hidden_layers": 16,
+      "num_attention_heads": 16, "num_key_value_heads": 16, "vocab_size": 50304,
+      "num_experts": 64, "num_experts_per_tok": 8, "clip_qkv": null})";
   if (architecture == "OPTForCausalLM")
     return arch + R"("hidden_size": 768, "ffn_dim": 3072, "num_hidden_layers": 12,
       "num_attention_heads": 12, "vocab_size": 50272, "max_position_embeddings": 2048})";

@@ -312,17 +312,30 @@ std::string LlamaCppGemmaProblem(const models::ModelConfig& config) {
 }
 
 std::string LlamaCppMoeProblem(const models::ModelConfig& config) {
-  // llama.cpp (src/models/llama.cpp, qwen2moe.cpp, qwen3moe.cpp) makes every
-  // layer sparse, renormalises the chosen weights for llama and qwen3moe
-  // but not qwen2moe, and needs Qwen2-MoE's shared expert.
+  // llama.cpp (src/models/llama.cpp, qwen2moe.cpp, qwen3moe.cpp, olmoe.cpp)
+  // makes every layer sparse, renormalises the chosen weights for llama and
+  // qwen3moe but not qwen2moe or olmoe, and needs Qwen2-MoE's shared expert.
+  // Its olmoe has no clip_qkv, no attention biases and no tied output, and
+  // its k_norm is hidden_size wide (no grouped-query attention).
   for (bool sparse : config.moe_layers) {
     if (!sparse)
       return "llama.cpp makes every layer a mixture of experts; this config has dense ones";
   }
   const bool qwen2 = config.architecture == "Qwen2MoeForCausalLM";
-  const bool renormalises = !qwen2;
+  const bool olmoe = config.architecture == "OlmoeForCausalLM";
+  if (olmoe) {
+    if (config.clip_qkv > 0) return "llama.cpp's olmoe does not clamp q, k and v (clip_qkv)";
+    if (config.qkv_bias || config.o_bias) return "llama.cpp's olmoe has no attention biases";
+    if (config.tie_word_embeddings) return "llama.cpp's olmoe needs its own output head";
+    if (config.num_key_value_heads != config.num_attention_heads)
+      return "llama.cpp's olmoe needs num_key_value_heads == num_attention_heads";
+  }
+  const bool renormalises = !qwen2 && !olmoe;
   if (config.norm_topk_prob != renormalises) {
-    return std::string("llama.cpp's ") + (qwen2 ? "qwen2moe" : "qwen3moe") +
+    return std::string("llama.cpp's ") +
+           (qwen2   ? "qwen2moe"
+            : olmoe ? "olmoe"
+                    : "qwen3moe") +
            (renormalises ? " renormalises" : " does not renormalise") +
            " the chosen experts' weights, and norm_topk_prob says otherwise";
   }

@@ -70,10 +70,11 @@ Status CheckExportSupport(ExportFormat format, const std::vector<ExportLayerSpec
 // soft-caps, tied output (gemma2) and sliding-layer period.
 std::string LlamaCppGemmaProblem(const models::ModelConfig& config);
 
-// Why llama.cpp's llama (Mixtral), qwen2moe or qwen3moe would compute this
-// mixture-of-experts config differently from transformers (empty when it
-// would not): dense layers, the renormalisation of the chosen experts'
-// weights, Qwen2-MoE's shared expert and output head.
+// Why llama.cpp's llama (Mixtral), qwen2moe, qwen3moe or olmoe would compute
+// this mixture-of-experts config differently from transformers (empty when
+// it would not): dense layers, the renormalisation of the chosen experts'
+// weights, Qwen2-MoE's shared expert and output head, OLMoE's clip_qkv,
+// attention biases, tied output and grouped-query attention.
 std::string LlamaCppMoeProblem(const models::ModelConfig& config);
 
 // OK, or INVALID_ARGUMENT (reason EXPORT_FORMAT_UNSUPPORTED) naming the

@@ -261,5 +261,48 @@ TEST(ExportSupport, GgufTakesTheGemmaConfigsLlamaCppComputesAlike) {
   EXPECT_NE(s.message().find("export hf, hf_quark or compressed_tensors"), std::string::npos);
 }
 
+// OLMoE-1B-7B's config (no clip_qkv, no biases, its own head, no GQA, weights
+// not renormalised) is what llama.cpp's olmoe computes; each departure is
+// refused with its reason.
+TEST(ExportSupport, GgufTakesTheOlmoeConfigsLlamaCppComputesAlike) {
+  auto olmoe = [](const nlohmann::json& changes) {
+    nlohmann::json c = {{"architectures", {"OlmoeForCausalLM"}},
+                        {"hidden_size", 256},
+                        {"intermediate_size", 512},
+                        {"num_hidden_layers", 2},
+                        {"num_attention_heads", 4},
+                        {"num_key_value_heads", 4},
+                        {"vocab_size", 512},
+                        {"num_experts", 4},
+                        {"num_experts_per_tok", 2},
+                        {"clip_qkv", nullptr}};
+    c.update(changes);
+    auto parsed = models::ParseModelConfig(c.dump(), "config.json");
+    EXPECT_TRUE(parsed.ok()) << parsed.status();
+    return *parsed;
+  };
+  EXPECT_EQ(GgufProblem(olmoe(nlohmann::json::object())), "");
+  EXPECT_EQ(GgufProblem(olmoe({{"clip_qkv", 8.0}})),
+            "gguf cannot hold OlmoeForCausalLM: llama.cpp's olmoe does not clamp q, k and v "
+            "(clip_qkv); export hf, hf_quark or compressed_tensors");
+  EXPECT_NE(GgufProblem(olmoe({{"attention_bias", true}})).find("no attention biases"),
+            std::string::npos);
+  EXPECT_NE(GgufProblem(olmoe({{"tie_word_embeddings", true}})).find("its own output head"),
+            std::string::npos);
+  EXPECT_NE(GgufProblem(olmoe({{"num_key_value_heads", 2}}))
+                .find("num_key_value_heads == num_attention_heads"),
+            std::string::npos);
+  EXPECT_NE(GgufProblem(olmoe({{"norm_topk_prob", true}})).find("olmoe does not renormalise"),
+            std::string::npos);
+  // The Hugging Face formats take every OLMoE config.
+  for (ExportFormat f :
+       {ExportFormat::kHfFakeQuantized, ExportFormat::kHfQuark, ExportFormat::kCompressedTensors}) {
+    EXPECT_TRUE(
+        CheckArchitectureSupport(f, olmoe({{"clip_qkv", 8.0}, {"attention_bias", true}})).ok());
+  }
+  EXPECT_FALSE(
+      CheckArchitectureSupport(ExportFormat::kOnnxQdq, olmoe(nlohmann::json::object())).ok());
+}
+
 }  // namespace
 }  // namespace quantd::exporter

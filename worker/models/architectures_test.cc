@@ -130,6 +130,12 @@ struct LlamaRef {
     std::vector<bool> layers;
   };
   Moe moe = {};
+  // OLMoE (transformers' models/olmoe/modeling_olmoe.py, v4.53,
+  // OlmoeAttention): q_norm / k_norm over the whole q and k projections
+  // (before the split into heads), then q, k and v clamped to
+  // [-clip_qkv, clip_qkv] (0: no clamp).
+  bool qk_norm_full = false;
+  double clip_qkv = 0;
 
   T operator()(const Weights& w, const T& ids) const {
     T x = w.at("model.embed_tokens.weight").index_select(0, ids);
@@ -137,15 +143,27 @@ struct LlamaRef {
     for (int64_t l = 0; l < layers; ++l) {
       const std::string p = "model.layers." + std::to_string(l) + ".";
       T n = Rms(x, w.at(p + "input_layernorm.weight"), eps);
-      T q = Lin(n, w, p + "self_attn.q_proj", qkv_bias).reshape({t, h, hd});
-      T k = Lin(n, w, p + "self_attn.k_proj", qkv_bias).reshape({t, kvh, hd});
-      if (qk_norm) {
+      T q = Lin(n, w, p + "self_attn.q_proj", qkv_bias);
+      T k = Lin(n, w, p + "self_attn.k_proj", qkv_bias);
+      T v = Lin(n, w, p + "self_attn.v_proj", qkv_bias);
+      if (qk_norm && qk_norm_full) {
+        q = Rms(q, w.at(p + "self_attn.q_norm.weight"), eps);
+        k = Rms(k, w.at(p + "self_attn.k_norm.weight"), eps);
+      }
+      if (clip_qkv > 0) {
+        q = q.clamp(-clip_qkv, clip_qkv);
+        k = k.clamp(-clip_qkv, clip_qkv);
+        v = v.clamp(-clip_qkv, clip_qkv);
+      }
+      q = q.reshape({t, h, hd});
+      k = k.reshape({t, kvh, hd});
+      v = v.reshape({t, kvh, hd});
+      if (qk_norm && !qk_norm_full) {
         q = Rms(q, w.at(p + "self_attn.q_norm.weight"), eps);
         k = Rms(k, w.at(p + "self_attn.k_norm.weight"), eps);
       }
       q = Rope(q, inv, rope_scale);
       k = Rope(k, inv, rope_scale);
-      T v = Lin(n, w, p + "self_attn.v_proj", qkv_bias).reshape({t, kvh, hd});
       const bool slides = sliding_layers.empty() || sliding_layers[l];
       x = x + Lin(Attend(q, k, v, 1 / std::sqrt(double(hd)), slides ? window : 0), w,
                   p + "self_attn.o_proj", o_bias);
@@ -212,8 +230,8 @@ std::vector<std::pair<std::string, std::vector<int64_t>>> LlamaShapes(const Llam
     s.push_back({p + "self_attn.o_proj.weight", {r.d, r.h * r.hd}});
     if (r.o_bias) s.push_back({p + "self_attn.o_proj.bias", {r.d}});
     if (r.qk_norm) {
-      s.push_back({p + "self_attn.q_norm.weight", {r.hd}});
-      s.push_back({p + "self_attn.k_norm.weight", {r.hd}});
+      s.push_back({p + "self_attn.q_norm.weight", {r.qk_norm_full ? r.h * r.hd : r.hd}});
+      s.push_back({p + "self_attn.k_norm.weight", {r.qk_norm_full ? r.kvh * r.hd : r.hd}});
     }
     if (r.moe.experts > 0 && r.moe.layers[l]) continue;
     s.push_back({p + "mlp.gate_proj.weight", {ffn, r.d}});
@@ -362,6 +380,50 @@ TEST(ArchitecturesTest, Qwen3MoeQkNormsRenormalisedTopThreeEverySecondLayer) {
     "norm_topk_prob": true, "decoder_sparse_step": 2, "use_sliding_window": false})",
                                     MoeShapes(ref, 50, 40, 12));
   ExpectMatches(dir, ref, w, at::randint(50, {3, 10}, at::kLong), "Qwen3MoeForCausalLM");
+}
+
+// OLMoE (models/olmoe/modeling_olmoe.py, v4.53): q/k norms over the whole
+// projections, every layer sparse with experts of intermediate_size, top-2
+// of 4 not renormalised (norm_topk_prob's default), rms_norm_eps's default
+// 1e-5, GQA.
+TEST(ArchitecturesTest, OlmoeFullWidthQkNormsTopTwoOfFour) {
+  at::manual_seed(24);
+  const std::string dir = NewDir("olmoe");
+  LlamaRef ref{32, 4, 2, 8, 2, 1e-5, InvFreq(8, 1e4), false, 0, "lm_head.weight", true};
+  ref.qk_norm_full = true;
+  ref.moe = {"mlp.gate", "mlp.experts.", "gate_proj", "up_proj",   "down_proj", 4,
+             2,          false,          false,       {true, true}};
+  const Weights w = WriteCheckpoint(dir, R"({"architectures": ["OlmoeForCausalLM"],
+    "model_type": "olmoe", "hidden_size": 32, "intermediate_size": 24, "num_hidden_layers": 2,
+    "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 50,
+    "rope_theta": 10000.0, "tie_word_embeddings": false, "attention_bias": false,
+    "clip_qkv": null, "num_experts": 4, "num_experts_per_tok": 2})",
+                                    MoeShapes(ref, 50, 24, 24));
+  ExpectMatches(dir, ref, w, at::randint(50, {2, 10}, at::kLong), "OlmoeForCausalLM");
+}
+
+// OLMoE with clip_qkv (q and k clamped after their norms, v after its
+// projection), q/k/v/o biases, top-3 of 6 renormalised (norm_topk_prob).
+TEST(ArchitecturesTest, OlmoeClipQkvBiasesRenormalisedTopThree) {
+  at::manual_seed(25);
+  const std::string dir = NewDir("olmoe_clip");
+  LlamaRef ref{32, 4, 4, 8, 2, 1e-6, InvFreq(8, 5e5), true, 0, "lm_head.weight", true, true};
+  ref.qk_norm_full = true;
+  ref.clip_qkv = 1.25;
+  ref.moe = {"mlp.gate", "mlp.experts.", "gate_proj", "up_proj",   "down_proj", 6,
+             3,          true,           false,       {true, true}};
+  const Weights w = WriteCheckpoint(dir, R"({"architectures": ["OlmoeForCausalLM"],
+    "model_type": "olmoe", "hidden_size": 32, "intermediate_size": 16, "num_hidden_layers": 2,
+    "num_attention_heads": 4, "vocab_size": 50, "rms_norm_eps": 1e-6,
+    "rope_theta": 500000.0, "tie_word_embeddings": false, "attention_bias": true,
+    "clip_qkv": 1.25, "num_experts": 6, "num_experts_per_tok": 3, "norm_topk_prob": true})",
+                                    MoeShapes(ref, 50, 16, 16));
+  // The clamp bites: a share of layer 0's v sits beyond the bound.
+  const T n =
+      Rms(w.at("model.embed_tokens.weight"), w.at("model.layers.0.input_layernorm.weight"), 1e-6);
+  const T v = Lin(n, w, "model.layers.0.self_attn.v_proj", true);
+  EXPECT_GT((v.abs() > 1.25).to(at::kDouble).mean().item<double>(), 0.1);
+  ExpectMatches(dir, ref, w, at::randint(50, {2, 10}, at::kLong), "OlmoeForCausalLM");
 }
 
 TEST(ArchitecturesTest, MistralSlidingWindowAndExplicitHeadDim) {

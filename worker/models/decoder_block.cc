@@ -160,15 +160,28 @@ at::Tensor DecoderBlock::SeparateQkvAttention(const at::Tensor& normed,
   const ModelConfig& c = config();
   const int64_t b = normed.size(0), t = normed.size(1), hd = c.head_dim;
   const int64_t h = c.num_attention_heads, kvh = c.num_key_value_heads;
-  at::Tensor q = linear(layout.q).Forward(normed).view({b, t, h, hd});
-  at::Tensor k = linear(layout.k).Forward(normed).view({b, t, kvh, hd});
-  if (c.qk_norm) {
+  at::Tensor q = linear(layout.q).Forward(normed);
+  at::Tensor k = linear(layout.k).Forward(normed);
+  // OLMoE (modeling_olmoe.py): the norms span all heads, then clip_qkv.
+  if (c.qk_norm && c.qk_norm_full_width) {
+    q = norm(layout.q_norm).Forward(q);
+    k = norm(layout.k_norm).Forward(k);
+  }
+  if (c.clip_qkv > 0) {
+    q = q.clamp(-c.clip_qkv, c.clip_qkv);
+    k = k.clamp(-c.clip_qkv, c.clip_qkv);
+  }
+  q = q.view({b, t, h, hd});
+  k = k.view({b, t, kvh, hd});
+  if (c.qk_norm && !c.qk_norm_full_width) {
     q = norm(layout.q_norm).Forward(q);
     k = norm(layout.k_norm).Forward(k);
   }
   q = q.transpose(1, 2);
   k = k.transpose(1, 2);
-  at::Tensor v = linear(layout.v).Forward(normed).view({b, t, kvh, hd}).transpose(1, 2);
+  at::Tensor v = linear(layout.v).Forward(normed);
+  if (c.clip_qkv > 0) v = v.clamp(-c.clip_qkv, c.clip_qkv);
+  v = v.view({b, t, kvh, hd}).transpose(1, 2);
   const RotaryTables rope = MakeRotaryTables(rope_config, t, dtype, normed.device());
   q = ApplyRotary(q, rope);
   k = ApplyRotary(k, rope);

@@ -39,14 +39,18 @@ BlockLayout LlamaBlock(const ModelConfig& c, int64_t i) {
   b.norms = {Norm(b.prefix + "input_layernorm", NormKind::kRmsNorm, d),
              Norm(b.prefix + "post_attention_layernorm", NormKind::kRmsNorm, d)};
   if (c.qk_norm) {
-    b.norms.push_back(Norm(a + "q_norm", NormKind::kRmsNorm, c.head_dim));
-    b.norms.push_back(Norm(a + "k_norm", NormKind::kRmsNorm, c.head_dim));
+    // OLMoE's span the whole projection, Qwen3's one head.
+    b.norms.push_back(
+        Norm(a + "q_norm", NormKind::kRmsNorm, c.qk_norm_full_width ? q : c.head_dim));
+    b.norms.push_back(
+        Norm(a + "k_norm", NormKind::kRmsNorm, c.qk_norm_full_width ? kv : c.head_dim));
   }
   // v_proj can absorb o_proj's input scale only when every head has its own
-  // v head (no GQA): the scale is per attention-output channel.
+  // v head (no GQA): the scale is per attention-output channel; and not
+  // through OLMoE's clip_qkv, whose clamp a scale would move.
   b.groups = {
       {{a + "q_proj", a + "k_proj", a + "v_proj"}, b.prefix + "input_layernorm"},
-      {{a + "o_proj"}, kv == q ? a + "v_proj" : ""},
+      {{a + "o_proj"}, kv == q && c.clip_qkv == 0 ? a + "v_proj" : ""},
       {{m + "gate_proj", m + "up_proj"}, b.prefix + "post_attention_layernorm"},
       {{m + "down_proj"}, m + "up_proj"},
   };

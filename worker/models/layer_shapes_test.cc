@@ -63,6 +63,33 @@ TEST(LayerShapesTest, LlamaLinearsGroupsAndNorms) {
   EXPECT_EQ(emb[0].name, "model.embed_tokens");
 }
 
+// OLMoE: q_norm / k_norm as wide as the q and k projections; with clip_qkv
+// v_proj takes no o_proj scale (the clamp sits between them).
+TEST(LayerShapesTest, OlmoeWholeWidthQkNormsAndClipQkv) {
+  const std::string json = R"({"architectures": ["OlmoeForCausalLM"], "hidden_size": 64,
+    "intermediate_size": 32, "num_hidden_layers": 2, "num_attention_heads": 4,
+    "num_key_value_heads": 4, "vocab_size": 50, "num_experts": 4, "num_experts_per_tok": 2,
+    "clip_qkv": null})";
+  auto c = ParseModelConfig(json, "olmoe");
+  ASSERT_TRUE(c.ok()) << c.status();
+  const BlockLayout b = GetBlockLayout(*c, 1);
+  ASSERT_EQ(b.norms.size(), 4u);
+  EXPECT_EQ(b.norms[2].name, "model.layers.1.self_attn.q_norm");
+  EXPECT_EQ(b.norms[2].dim, 64);
+  EXPECT_EQ(b.norms[3].name, "model.layers.1.self_attn.k_norm");
+  EXPECT_EQ(b.norms[3].dim, 64);
+  EXPECT_EQ(b.groups[1].prev_op, "model.layers.1.self_attn.v_proj");
+  // Experts of intermediate_size: the router, then gate, up, down of each.
+  const auto layers = ListLinearLayers(*c);
+  EXPECT_EQ(layers.size(), 2u * (4 + 1 + 4 * 3) + 1);
+
+  std::string clipped = json;
+  clipped.replace(clipped.find("\"clip_qkv\": null"), 16, "\"clip_qkv\": 8.0");
+  auto cc = ParseModelConfig(clipped, "olmoe");
+  ASSERT_TRUE(cc.ok()) << cc.status();
+  EXPECT_EQ(GetBlockLayout(*cc, 1).groups[1].prev_op, "");
+}
+
 TEST(LayerShapesTest, Gpt2PresentsConv1DAsTransposedLinears) {
   auto c = ParseModelConfig(R"({"architectures": ["GPT2LMHeadModel"], "n_embd": 768,
     "n_layer": 2, "n_head": 12, "vocab_size": 50257})",

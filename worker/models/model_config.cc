@@ -116,6 +116,7 @@ constexpr ArchitectureRow kArchitectures[] = {
     {"Gemma3ForCausalLM", "gemma3_text", ArchitectureFamily::kGemma},
     {"GPT2LMHeadModel", "gpt2", ArchitectureFamily::kGpt2},
     {"OPTForCausalLM", "opt", ArchitectureFamily::kOpt},
+    {"OlmoeForCausalLM", "olmoe", ArchitectureFamily::kLlama},
 };
 
 std::string SupportedList() {
@@ -313,14 +314,25 @@ Status ParseQwenSlidingWindow(const Reader& r, ModelConfig& c) {
 // Qwen2-MoE / Qwen3-MoE (configuration_qwen2_moe.py, configuration_qwen3_moe.py:
 // num_experts, moe_intermediate_size, norm_topk_prob, a layer is sparse when
 // not in mlp_only_layers and (layer + 1) % decoder_sparse_step == 0;
-// Qwen2-MoE's shared expert).
+// Qwen2-MoE's shared expert) and OLMoE (configuration_olmoe.py: num_experts
+// (alias num_local_experts), every layer sparse, experts of
+// intermediate_size, norm_topk_prob).
 Status ParseMixtureOfExperts(const Reader& r, ModelConfig& c) {
   const bool mixtral = c.architecture == "MixtralForCausalLM";
   const bool qwen2 = c.architecture == "Qwen2MoeForCausalLM";
-  if (!mixtral && !qwen2 && c.architecture != "Qwen3MoeForCausalLM") return OkStatus();
+  const bool olmoe = c.architecture == "OlmoeForCausalLM";
+  if (!mixtral && !qwen2 && !olmoe && c.architecture != "Qwen3MoeForCausalLM") return OkStatus();
   const int64_t n = c.num_hidden_layers;
   c.moe_layers.assign(n, true);
-  if (mixtral) {
+  if (olmoe) {
+    const char* key =
+        r.Has("num_experts") || !r.Has("num_local_experts") ? "num_experts" : "num_local_experts";
+    QD_ASSIGN_OR_RETURN(c.num_experts, r.Int(key, int64_t{64}, 1, kMaxExperts));
+    QD_ASSIGN_OR_RETURN(c.num_experts_per_tok,
+                        r.Int("num_experts_per_tok", int64_t{8}, 1, kMaxExperts));
+    c.moe_intermediate_size = c.intermediate_size;
+    QD_ASSIGN_OR_RETURN(c.norm_topk_prob, r.Bool("norm_topk_prob", false));
+  } else if (mixtral) {
     QD_ASSIGN_OR_RETURN(c.num_experts, r.Int("num_local_experts", int64_t{8}, 1, kMaxExperts));
     QD_ASSIGN_OR_RETURN(c.num_experts_per_tok,
                         r.Int("num_experts_per_tok", int64_t{2}, 1, kMaxExperts));
@@ -362,7 +374,8 @@ Status ParseMixtureOfExperts(const Reader& r, ModelConfig& c) {
   }
   if (c.num_experts == 0) c.moe_layers.assign(n, false);
   if (c.num_experts * n > kMaxExpertsTimesLayers) {
-    return BadConfig(r.source, mixtral ? "num_local_experts" : "num_experts",
+    const bool local = mixtral || (olmoe && !r.Has("num_experts"));
+    return BadConfig(r.source, local ? "num_local_experts" : "num_experts",
                      "(" + std::to_string(c.num_experts) + ") times num_hidden_layers (" +
                          std::to_string(n) + ") must not exceed " +
                          std::to_string(kMaxExpertsTimesLayers));
@@ -396,6 +409,23 @@ Status ParseLlamaFamily(const Reader& r, ModelConfig& c) {
       QD_ASSIGN_OR_RETURN(bool attention_bias, r.Bool("attention_bias", false));
       c.qkv_bias = c.o_bias = attention_bias;
       c.qk_norm = true;
+    }
+  } else if (c.architecture == "OlmoeForCausalLM") {
+    // OLMoE (modeling_olmoe.py): attention_bias on all four projections;
+    // q_norm / k_norm over the whole q and k outputs; head_dim is always
+    // hidden_size / num_attention_heads; clip_qkv clamps q, k, v after the
+    // norms.
+    QD_ASSIGN_OR_RETURN(bool attention_bias, r.Bool("attention_bias", false));
+    c.qkv_bias = c.o_bias = attention_bias;
+    c.qk_norm = c.qk_norm_full_width = true;
+    c.head_dim = 0;
+    QD_ASSIGN_OR_RETURN(c.norm_eps, r.Double("rms_norm_eps", 1e-5));
+    auto clip = r.j.find("clip_qkv");
+    if (clip != r.j.end() && !clip->is_null()) {
+      QD_ASSIGN_OR_RETURN(c.clip_qkv, r.Double("clip_qkv", 0));
+      if (!(c.clip_qkv > 0) || !std::isfinite(c.clip_qkv)) {
+        return BadConfig(r.source, "clip_qkv", "must be a positive number or null");
+      }
     }
   } else if (c.family == ArchitectureFamily::kLlama) {
     QD_ASSIGN_OR_RETURN(bool attention_bias, r.Bool("attention_bias", false));

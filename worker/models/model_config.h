@@ -89,6 +89,13 @@ struct ModelConfig {
   // Qwen3: an RMSNorm over each head's q and k (q_norm, k_norm: [head_dim]
   // weights) after the projections, before the rotary embedding.
   bool qk_norm = false;
+  // OLMoE: q_norm and k_norm are over the whole q and k outputs
+  // ([num_attention_heads * head_dim] and [num_key_value_heads * head_dim]),
+  // before the split into heads.
+  bool qk_norm_full_width = false;
+  // OLMoE's clip_qkv: q, k (after their norms) and v are clamped to
+  // [-clip_qkv, clip_qkv] before the attention; 0: no clamp.
+  double clip_qkv = 0;
   // Phi-3 (family kPhi3) fuses q|k|v into self_attn.qkv_proj and gate|up
   // into mlp.gate_up_proj; no biases.
 
@@ -106,7 +113,7 @@ struct ModelConfig {
   // layers use rope_theta and rope_scaling); 0: every layer uses rope_theta.
   double rope_local_base_freq = 0;
 
-  // Mixture of experts (Mixtral, Qwen2-MoE, Qwen3-MoE; family kLlama): the
+  // Mixture of experts (Mixtral, Qwen2-MoE, Qwen3-MoE, OLMoE; family kLlama): the
   // MLP of a sparse layer is a router (a Linear to num_experts logits),
   // num_experts SwiGLU experts of moe_intermediate_size, and each token's
   // num_experts_per_tok best experts summed with their softmax weights.

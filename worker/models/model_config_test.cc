@@ -196,6 +196,66 @@ TEST(ModelConfigTest, MixtureOfExpertsKeysAndBounds) {
             "q/config.json: \"mlp_only_layers\" entries must be layer indices in [0, 48), got 48");
 }
 
+// OLMoE-1B-7B-0924's keys (configuration_olmoe.py): q/k norms over the whole
+// projections, head_dim from hidden_size, experts of intermediate_size,
+// clip_qkv null; then clip_qkv set, the num_local_experts alias, and what is
+// refused.
+TEST(ModelConfigTest, OlmoeKeysClipQkvAndBounds) {
+  const std::string olmoe = R"({"architectures": ["OlmoeForCausalLM"], "model_type": "olmoe",
+    "hidden_size": 2048, "intermediate_size": 1024, "num_hidden_layers": 16,
+    "num_attention_heads": 16, "num_key_value_heads": 16, "vocab_size": 50304,
+    "max_position_embeddings": 4096, "rope_theta": 10000.0, "rope_scaling": null,
+    "attention_bias": false, "clip_qkv": null, "num_experts": 64, "num_experts_per_tok": 8,
+    "norm_topk_prob": false, "tie_word_embeddings": false})";
+  auto c = ParseModelConfig(olmoe, "o/config.json");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->family, ArchitectureFamily::kLlama);
+  EXPECT_EQ(c->head_dim, 128);
+  EXPECT_TRUE(c->qk_norm && c->qk_norm_full_width);
+  EXPECT_FALSE(c->qkv_bias || c->o_bias || c->mlp_bias || c->tie_word_embeddings);
+  EXPECT_EQ(c->clip_qkv, 0);
+  EXPECT_DOUBLE_EQ(c->norm_eps, 1e-5);  // OLMoE's default, not Llama's
+  EXPECT_EQ(c->num_experts, 64);
+  EXPECT_EQ(c->num_experts_per_tok, 8);
+  EXPECT_EQ(c->moe_intermediate_size, 1024);
+  EXPECT_FALSE(c->norm_topk_prob);
+  EXPECT_EQ(c->shared_expert_intermediate_size, 0);
+  EXPECT_TRUE(IsMoeLayer(*c, 0) && IsMoeLayer(*c, 15));
+
+  auto with = [&](const std::string& from, const std::string& to) {
+    std::string s = olmoe;
+    s.replace(s.find(from), from.size(), to);
+    return ParseModelConfig(s, "o/config.json");
+  };
+  auto clipped = with("\"clip_qkv\": null", "\"clip_qkv\": 8.0");
+  ASSERT_TRUE(clipped.ok()) << clipped.status();
+  EXPECT_EQ(clipped->clip_qkv, 8.0);
+  // head_dim is always hidden_size / num_attention_heads in modeling_olmoe.py.
+  auto head_dim = with("\"vocab_size\"", "\"head_dim\": 64, \"vocab_size\"");
+  ASSERT_TRUE(head_dim.ok()) << head_dim.status();
+  EXPECT_EQ(head_dim->head_dim, 128);
+  auto alias = with("\"num_experts\": 64", "\"num_local_experts\": 32");
+  ASSERT_TRUE(alias.ok()) << alias.status();
+  EXPECT_EQ(alias->num_experts, 32);
+  auto biased = with("\"attention_bias\": false", "\"attention_bias\": true");
+  ASSERT_TRUE(biased.ok()) << biased.status();
+  EXPECT_TRUE(biased->qkv_bias && biased->o_bias);
+
+  EXPECT_EQ(with("\"clip_qkv\": null", "\"clip_qkv\": 0").status().message(),
+            "o/config.json: \"clip_qkv\" must be a positive number or null");
+  EXPECT_EQ(with("\"clip_qkv\": null", "\"clip_qkv\": -1.5").status().message(),
+            "o/config.json: \"clip_qkv\" must be a positive number or null");
+  EXPECT_EQ(with("\"clip_qkv\": null", "\"clip_qkv\": \"8\"").status().message(),
+            "o/config.json: \"clip_qkv\" must be a number, got \"8\"");
+  EXPECT_EQ(with("\"num_experts\": 64", "\"num_experts\": 0").status().message(),
+            "o/config.json: \"num_experts\" must be in [1, 4096], got 0");
+  EXPECT_EQ(with("\"num_experts\": 64", "\"num_local_experts\": 4096").status().message(),
+            "o/config.json: \"num_local_experts\" (4096) times num_hidden_layers (16) must not "
+            "exceed 32768");
+  EXPECT_EQ(with("\"num_experts_per_tok\": 8", "\"num_experts_per_tok\": 65").status().message(),
+            "o/config.json: \"num_experts_per_tok\" (65) must not exceed the 64 experts");
+}
+
 TEST(ModelConfigTest, UnsupportedArchitectureListsSupportedOnes) {
   auto c = ParseModelConfig(R"({"architectures": ["FalconForCausalLM"], "hidden_size": 64})",
                             "falcon/config.json");
@@ -207,7 +267,7 @@ TEST(ModelConfigTest, UnsupportedArchitectureListsSupportedOnes) {
             "architectures: LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, "
             "Qwen3ForCausalLM, MixtralForCausalLM, Qwen2MoeForCausalLM, Qwen3MoeForCausalLM, "
             "Phi3ForCausalLM, Gemma2ForCausalLM, Gemma3ForCausalLM, GPT2LMHeadModel, "
-            "OPTForCausalLM");
+            "OPTForCausalLM, OlmoeForCausalLM");
 }
 
 TEST(ModelConfigTest, BadFieldsAreNamed) {

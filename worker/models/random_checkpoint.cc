@@ -30,9 +30,12 @@ std::vector<TensorPlan> Tensors(const RandomCheckpointOptions& o) {
   const bool qwen3 = o.architecture == "qwen3" || o.architecture == "qwen3_moe";
   const bool phi3 = o.architecture == "phi3";
   const bool mixtral = o.architecture == "mixtral";
-  const bool moe = mixtral || o.architecture == "qwen2_moe" || o.architecture == "qwen3_moe";
-  // Mixtral's experts are intermediate_size wide.
-  const int64_t ef = !mixtral && o.moe_intermediate_size > 0 ? o.moe_intermediate_size : f;
+  const bool olmoe = o.architecture == "olmoe";
+  const bool moe =
+      mixtral || olmoe || o.architecture == "qwen2_moe" || o.architecture == "qwen3_moe";
+  // Mixtral's and OLMoE's experts are intermediate_size wide.
+  const int64_t ef =
+      !mixtral && !olmoe && o.moe_intermediate_size > 0 ? o.moe_intermediate_size : f;
   const bool gemma = o.architecture == "gemma2" || o.architecture == "gemma3";
   // Uniform[-a, a] has standard deviation a / sqrt(3).
   auto bound = [](int64_t in) { return static_cast<float>(std::sqrt(3.0 / in)); };
@@ -61,6 +64,10 @@ std::vector<TensorPlan> Tensors(const RandomCheckpointOptions& o) {
     if (qwen3 || o.architecture == "gemma3") {
       t.push_back({p + "self_attn.q_norm.weight", {hd}, 0, norm_one});
       t.push_back({p + "self_attn.k_norm.weight", {hd}, 0, norm_one});
+    }
+    if (olmoe) {  // over the whole q and k outputs
+      t.push_back({p + "self_attn.q_norm.weight", {q}, 0, norm_one});
+      t.push_back({p + "self_attn.k_norm.weight", {kv}, 0, norm_one});
     }
     t.push_back({p + "post_attention_layernorm.weight", {d}, 0, norm_one});
     if (gemma) {
@@ -176,14 +183,18 @@ StatusOr<RandomCheckpointInfo> WriteRandomLlamaCheckpoint(const std::string& dir
       o.num_attention_heads % o.num_key_value_heads != 0) {
     return InvalidArgumentError("heads must divide hidden_size and kv heads must divide heads");
   }
-  static const char* kArchitectures[] = {"llama",  "qwen3",   "phi3",      "gemma2",
-                                         "gemma3", "mixtral", "qwen2_moe", "qwen3_moe"};
+  static const char* kArchitectures[] = {"llama",   "qwen3",     "phi3",      "gemma2", "gemma3",
+                                         "mixtral", "qwen2_moe", "qwen3_moe", "olmoe"};
   if (std::find(std::begin(kArchitectures), std::end(kArchitectures), o.architecture) ==
       std::end(kArchitectures)) {
     return InvalidArgumentError(
-        "random checkpoints are llama, qwen3, phi3, gemma2, gemma3, mixtral, qwen2_moe or "
-        "qwen3_moe, not " +
+        "random checkpoints are llama, qwen3, phi3, gemma2, gemma3, mixtral, qwen2_moe, "
+        "qwen3_moe or olmoe, not " +
         o.architecture);
+  }
+  if (o.architecture == "olmoe" && o.head_dim > 0 &&
+      o.head_dim * o.num_attention_heads != o.hidden_size) {
+    return InvalidArgumentError("olmoe's head_dim is hidden_size / num_attention_heads");
   }
   if (o.num_experts < 1 || o.num_experts_per_tok < 1 || o.num_experts_per_tok > o.num_experts) {
     return InvalidArgumentError("num_experts_per_tok must be in [1, num_experts]");
@@ -244,6 +255,7 @@ StatusOr<RandomCheckpointInfo> WriteRandomLlamaCheckpoint(const std::string& dir
                              : o.architecture == "mixtral"   ? "MixtralForCausalLM"
                              : o.architecture == "qwen2_moe" ? "Qwen2MoeForCausalLM"
                              : o.architecture == "qwen3_moe" ? "Qwen3MoeForCausalLM"
+                             : o.architecture == "olmoe"     ? "OlmoeForCausalLM"
                                                              : "LlamaForCausalLM";
   nlohmann::ordered_json config = {
       {"architectures", {architecture}},
@@ -303,6 +315,13 @@ StatusOr<RandomCheckpointInfo> WriteRandomLlamaCheckpoint(const std::string& dir
     if (o.architecture == "qwen2_moe") {
       config["shared_expert_intermediate_size"] = o.intermediate_size;
     }
+  }
+  if (o.architecture == "olmoe") {
+    config["num_experts"] = o.num_experts;
+    config["num_experts_per_tok"] = o.num_experts_per_tok;
+    config["norm_topk_prob"] = false;
+    config["attention_bias"] = false;
+    config["clip_qkv"] = nullptr;
   }
   if (o.architecture == "phi3") {
     config["original_max_position_embeddings"] = 4096;

@@ -40,9 +40,10 @@ struct RandomCheckpointOptions {
   // feedforward norms; gemma3's q/k norms; set tie_word_embeddings as Gemma).
   std::string architecture = "llama";
   // "mixtral", "qwen2_moe" (with a shared expert of intermediate_size) and
-  // "qwen3_moe" (with qwen3's q/k norms): every layer a mixture of
-  // num_experts experts of moe_intermediate_size (0, and always for
-  // mixtral: intermediate_size).
+  // "qwen3_moe" (with qwen3's q/k norms), "olmoe" (q/k norms over the
+  // whole q and k outputs): every layer a mixture of num_experts experts of
+  // moe_intermediate_size (0, and always for mixtral and olmoe:
+  // intermediate_size).
   int64_t num_experts = 8;
   int64_t num_experts_per_tok = 2;
   int64_t moe_intermediate_size = 0;

@@ -61,5 +61,42 @@ TEST(RandomCheckpointTest, ShardedBf16LlamaLoadsAndRuns) {
                         *(*src)->LoadStored("model.layers.1.mlp.up_proj.weight")));
 }
 
+// An OLMoE checkpoint with OLMoE's parameter names (whole-width q/k norms,
+// mlp.gate, experts of intermediate_size) loads and runs as OlmoeForCausalLM.
+TEST(RandomCheckpointTest, OlmoeLoadsAndRuns) {
+  RandomCheckpointOptions o;
+  o.architecture = "olmoe";
+  o.hidden_size = 64;
+  o.intermediate_size = 32;
+  o.num_hidden_layers = 2;
+  o.num_attention_heads = 4;
+  o.num_key_value_heads = 2;
+  o.vocab_size = 100;
+  o.num_experts = 4;
+  o.num_experts_per_tok = 2;
+  const std::string dir = TempDir("olmoe");
+  auto info = WriteRandomLlamaCheckpoint(dir, o);
+  ASSERT_TRUE(info.ok()) << info.status();
+  auto src = io::SafetensorsSource::Open(dir);
+  ASSERT_TRUE(src.ok()) << src.status();
+  EXPECT_EQ((*src)->Find("model.layers.1.self_attn.q_norm.weight")->shape,
+            (std::vector<int64_t>{64}));
+  EXPECT_EQ((*src)->Find("model.layers.1.self_attn.k_norm.weight")->shape,
+            (std::vector<int64_t>{32}));
+  EXPECT_EQ((*src)->Find("model.layers.1.mlp.gate.weight")->shape, (std::vector<int64_t>{4, 64}));
+  EXPECT_EQ((*src)->Find("model.layers.1.mlp.experts.3.down_proj.weight")->shape,
+            (std::vector<int64_t>{64, 32}));
+  auto model = OpenCausalLM(dir);
+  ASSERT_TRUE(model.ok()) << model.status();
+  EXPECT_EQ((*model)->config().architecture, "OlmoeForCausalLM");
+  EXPECT_TRUE((*model)->config().qk_norm_full_width);
+  auto logits = (*model)->Forward(at::randint(100, {2, 7}, at::kLong));
+  ASSERT_TRUE(logits.ok()) << logits.status();
+  EXPECT_TRUE(logits->isfinite().all().item<bool>());
+
+  o.head_dim = 8;  // 8 x 4 heads != hidden 64
+  EXPECT_FALSE(WriteRandomLlamaCheckpoint(TempDir("olmoe_bad"), o).ok());
+}
+
 }  // namespace
 }  // namespace quantd::models

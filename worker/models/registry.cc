@@ -23,6 +23,7 @@ constexpr Registration kRegistry[] = {
     {"Qwen3MoeForCausalLM", &LoadMoeBlock}, {"Phi3ForCausalLM", &LoadPhi3Block},
     {"Gemma2ForCausalLM", &LoadGemmaBlock}, {"Gemma3ForCausalLM", &LoadGemmaBlock},
     {"GPT2LMHeadModel", &LoadGpt2Block},    {"OPTForCausalLM", &LoadOptBlock},
+    {"OlmoeForCausalLM", &LoadMoeBlock},
 };
 
 }  // namespace

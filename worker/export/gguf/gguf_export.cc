@@ -95,6 +95,8 @@ StatusOr<ModelShape> ArchitectureOf(const json& cfg) {
     shape.arch = "qwen2moe";
   } else if (hf_arch == "Qwen3MoeForCausalLM") {
     shape.arch = "qwen3moe";
+  } else if (hf_arch == "OlmoeForCausalLM") {
+    shape.arch = "olmoe";  // rotate-half rows, as llama.cpp's converter keeps them
   } else if (hf_arch == "Phi3ForCausalLM") {
     shape.arch = "phi3";
   } else if (hf_arch == "Gemma2ForCausalLM") {
@@ -108,8 +110,8 @@ StatusOr<ModelShape> ArchitectureOf(const json& cfg) {
                               "' is not supported (supported: LlamaForCausalLM, "
                               "MistralForCausalLM, MixtralForCausalLM, Qwen2ForCausalLM, "
                               "Qwen3ForCausalLM, Qwen2MoeForCausalLM, Qwen3MoeForCausalLM, "
-                              "Phi3ForCausalLM, Gemma2ForCausalLM, Gemma3ForCausalLM, "
-                              "GPT2LMHeadModel)");
+                              "OlmoeForCausalLM, Phi3ForCausalLM, Gemma2ForCausalLM, "
+                              "Gemma3ForCausalLM, GPT2LMHeadModel)");
   }
   shape.n_expert = ExpertCount(cfg);
   return shape;
@@ -235,14 +237,15 @@ StatusOr<ModelShape> AddModelMetadata(const json& cfg, GgufWriter* w,
     shape.n_head_kv = cfg["num_key_value_heads"];
   }
   shape.head_dim = hidden / shape.n_head;
-  if (cfg.contains("head_dim") && cfg["head_dim"].is_number_integer())
+  // OLMoE's head_dim is always hidden_size / num_attention_heads.
+  if (cfg.contains("head_dim") && cfg["head_dim"].is_number_integer() && a != "olmoe")
     shape.head_dim = cfg["head_dim"];
   int64_t ctx = 2048;
   if (cfg.contains("max_position_embeddings") &&
       cfg["max_position_embeddings"].is_number_integer()) {
     ctx = cfg["max_position_embeddings"];
   }
-  QD_ASSIGN_OR_RETURN(double eps, Number(cfg, "rms_norm_eps", 1e-6));
+  QD_ASSIGN_OR_RETURN(double eps, Number(cfg, "rms_norm_eps", a == "olmoe" ? 1e-5 : 1e-6));
   QD_ASSIGN_OR_RETURN(double theta, Number(cfg, "rope_theta", 10000.0));
   u32("vocab_size", vocab);
   u32("context_length", ctx);
@@ -251,7 +254,7 @@ StatusOr<ModelShape> AddModelMetadata(const json& cfg, GgufWriter* w,
   u32("feed_forward_length", ffn);
   if (shape.n_expert > 0) {
     // llama.cpp's expert keys (llama-arch.cpp LLM_KV_EXPERT_*): Mixtral's
-    // experts are feed_forward_length wide; Qwen's have their own width and
+    // and OLMoE's experts are feed_forward_length wide; Qwen's have their own width and
     // Qwen2-MoE's shared expert another.
     QD_ASSIGN_OR_RETURN(int64_t used, Int(cfg, "num_experts_per_tok"));
     u32("expert_count", shape.n_expert);

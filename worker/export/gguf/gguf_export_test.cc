@@ -2,6 +2,7 @@
 
 #include <stdlib.h>
 
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -15,6 +16,7 @@
 #include "worker/io/gguf/gguf_tensor_source.h"
 #include "worker/io/safetensors/safetensors_source.h"
 #include "worker/io/tokenizer/gguf_tokenizer.h"
+#include "worker/models/random_checkpoint.h"
 
 namespace quantd::gguf {
 namespace {
@@ -120,6 +122,59 @@ TEST(GgufExportTest, SafetensorsCheckpointExportsToLlamaCppLayout) {
   EXPECT_EQ(*written->GetInt("llama.context_length"), 512);
   auto cfg = nlohmann::json::parse(*BuildHfConfigJson(*written));
   EXPECT_EQ(cfg["tie_word_embeddings"], true);
+}
+
+// OLMoE as llama.cpp's olmoe (src/models/olmoe.cpp): the whole-width q/k
+// norms, the router as ffn_gate_inp, each expert's rows stacked into
+// ffn_{gate,up,down}_exps, q/k rows in Hugging Face's rotate-half order
+// (llama.cpp's NEOX rope), experts of feed_forward_length.
+TEST(GgufExportTest, OlmoeExportsAsLlamaCppsOlmoe) {
+  const std::string dir = TempPath("olmoe-random");
+  models::RandomCheckpointOptions o;
+  o.architecture = "olmoe";
+  o.hidden_size = 64;
+  o.intermediate_size = 32;
+  o.num_hidden_layers = 2;
+  o.num_attention_heads = 4;
+  o.num_key_value_heads = 4;
+  o.vocab_size = 512;  // stories260K's tokenizer
+  o.num_experts = 4;
+  o.num_experts_per_tok = 2;
+  o.dtype = io::SafetensorsDtype::kF32;
+  ASSERT_TRUE(models::WriteRandomLlamaCheckpoint(dir, o).ok());
+  auto st = io::SafetensorsSource::Open(dir);
+  ASSERT_TRUE(st.ok()) << st.status();
+  const std::string out = TempPath("olmoe.gguf");
+  ASSERT_TRUE(Export(**st, ReadFile(dir + "/config.json"), GgmlType::kF32, out).ok());
+  auto g = ReadGgufFile(out);
+  ASSERT_TRUE(g.ok()) << g.status();
+  EXPECT_EQ(*g->GetString("general.architecture"), "olmoe");
+  EXPECT_EQ(*g->GetInt("olmoe.expert_count"), 4);
+  EXPECT_EQ(*g->GetInt("olmoe.expert_used_count"), 2);
+  EXPECT_EQ(*g->GetInt("olmoe.feed_forward_length"), 32);
+  EXPECT_FALSE(g->GetInt("olmoe.expert_feed_forward_length").ok());
+  auto ne = [&](const std::string& name) {
+    const GgufTensorInfo* t = g->FindTensor(name);
+    EXPECT_NE(t, nullptr) << name;
+    return t ? t->ne : std::vector<int64_t>{};
+  };
+  EXPECT_EQ(ne("blk.1.attn_q_norm.weight"), (std::vector<int64_t>{64}));
+  EXPECT_EQ(ne("blk.1.attn_k_norm.weight"), (std::vector<int64_t>{64}));
+  EXPECT_EQ(ne("blk.1.ffn_gate_inp.weight"), (std::vector<int64_t>{64, 4}));
+  EXPECT_EQ(ne("blk.1.ffn_gate_exps.weight"), (std::vector<int64_t>{64, 32, 4}));
+  EXPECT_EQ(ne("blk.1.ffn_down_exps.weight"), (std::vector<int64_t>{32, 64, 4}));
+  EXPECT_EQ(ne("output.weight"), (std::vector<int64_t>{64, 512}));
+  auto bytes = [&](const std::string& hf) {
+    at::Tensor t = *(*st)->Load(hf);
+    const auto* p = static_cast<const uint8_t*>(t.data_ptr());
+    return std::vector<uint8_t>(p, p + t.numel() * 4);
+  };
+  // Rows as stored, and expert 2's up_proj the third slice.
+  EXPECT_EQ(RawBytes(out, "blk.0.attn_q.weight"), bytes("model.layers.0.self_attn.q_proj.weight"));
+  const std::vector<uint8_t> up = RawBytes(out, "blk.0.ffn_up_exps.weight");
+  const std::vector<uint8_t> up2 = bytes("model.layers.0.mlp.experts.2.up_proj.weight");
+  ASSERT_EQ(up.size(), 4 * up2.size());
+  EXPECT_TRUE(std::equal(up2.begin(), up2.end(), up.begin() + 2 * up2.size()));
 }
 
 TEST(GgufExportTest, F16WeightsAndF32Norms) {

@@ -201,6 +201,10 @@ const std::vector<ArchNames>& Tables() {
        &kQwenExperts},
       {"qwen3moe", "model.layers.", LlamaGlobals(), Qwen3MoeBlock(), /*rope_interleaved=*/false,
        &kQwenExperts},
+      // OLMoE: Qwen3-MoE's names (its q/k norms span the whole projections,
+      // stored as they are).
+      {"olmoe", "model.layers.", LlamaGlobals(), Qwen3MoeBlock(), /*rope_interleaved=*/false,
+       &kQwenExperts},
       {"phi3", "model.layers.", LlamaGlobals(), Phi3Block(), /*rope_interleaved=*/false},
       {"gemma2", "model.layers.", GemmaGlobals(), Gemma2Block(), /*rope_interleaved=*/false},
       {"gemma3", "model.layers.", Gemma3Globals(), Gemma3Block(), /*rope_interleaved=*/false},

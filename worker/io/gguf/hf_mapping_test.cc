@@ -88,6 +88,11 @@ TEST(HfMappingTest, ExpertsGoToTheirSliceOfTheStackedTensors) {
        127},
       {"qwen2moe", "model.layers.3.mlp.shared_expert.up_proj.weight", "blk.3.ffn_up_shexp.weight",
        -1},
+      {"olmoe", "model.layers.2.mlp.gate.weight", "blk.2.ffn_gate_inp.weight", -1},
+      {"olmoe", "model.layers.2.mlp.experts.63.gate_proj.weight", "blk.2.ffn_gate_exps.weight", 63},
+      {"olmoe", "model.layers.2.mlp.experts.5.up_proj.weight", "blk.2.ffn_up_exps.weight", 5},
+      {"olmoe", "model.layers.2.self_attn.q_norm.weight", "blk.2.attn_q_norm.weight", -1},
+      {"olmoe", "model.layers.2.self_attn.k_norm.weight", "blk.2.attn_k_norm.weight", -1},
   };
   for (const Case& c : cases) {
     auto m = HfToGgufTensorName(c.arch, c.hf);
@@ -103,6 +108,18 @@ TEST(HfMappingTest, ExpertsGoToTheirSliceOfTheStackedTensors) {
   EXPECT_FALSE(HfToGgufTensorName("qwen3moe", "model.layers.0.mlp.experts.1.down_proj.bias"));
   EXPECT_FALSE(HfToGgufTensorName("qwen3moe", "model.layers.0.mlp.experts.1.w9.weight"));
   EXPECT_FALSE(HfToGgufTensorName("qwen3", "model.layers.0.mlp.experts.1.down_proj.weight"));
+  // OLMoE's rows keep Hugging Face's rotate-half order (llama.cpp's NEOX
+  // rope), and its whole-width q/k norms read back unchanged.
+  EXPECT_TRUE(IsMappedArchitecture("olmoe"));
+  EXPECT_EQ(HfToGgufTensorName("olmoe", "model.layers.0.self_attn.q_proj.weight")->change,
+            LayoutChange::kNone);
+  auto k_norm = GgufToHfTensorName("olmoe", "blk.1.attn_k_norm.weight");
+  ASSERT_TRUE(k_norm.has_value());
+  EXPECT_EQ(k_norm->name, "model.layers.1.self_attn.k_norm.weight");
+  EXPECT_EQ(k_norm->change, LayoutChange::kNone);
+  EXPECT_EQ(GgufToHfTensorName("olmoe", "blk.1.ffn_gate_inp.weight")->name,
+            "model.layers.1.mlp.gate.weight");
+  EXPECT_EQ(GgufToHfTensorName("olmoe", "output.weight")->name, "lm_head.weight");
 }
 
 TEST(HfMappingTest, LlamaCppSlidingPeriods) {
