@@ -233,7 +233,6 @@ struct ModelLayer {
 
 // The layers a search assigns and the model's float width.
 struct SearchModel {
-  bool classifier = false;  // a TorchScript model, measured by top-1 accuracy
   int64_t float_bits = 32;
   std::vector<ModelLayer> layers;
 };
@@ -256,7 +255,6 @@ StatusOr<SearchModel> ScriptModelLayers(const JobOptions& job, const config::Qua
   auto model = torchscript::ScriptModel::Load(job.model_dir);
   if (!model.ok()) return Status(model.status()).Prepend("spec.model_uri: ");
   SearchModel m;
-  m.classifier = true;
   for (const torchscript::ScriptLayer& l : model->Layers()) {
     if (!config::ResolveLayer(probe, l.name, l.type).quantized) continue;
     at::Tensor weight = l.module.attr("weight").toTensor().detach();
@@ -378,9 +376,10 @@ config::QuantConfig ConfigOf(const config::QuantConfig& base, const std::vector<
   return cfg;
 }
 
-StatusOr<Measured> MeasuredOf(const pipeline::JobReport& r, bool classifier) {
+// `script`: a TorchScript model, measured as a classifier (top-1 accuracy).
+StatusOr<Measured> MeasuredOf(const pipeline::JobReport& r, bool script) {
   Measured m;
-  if (classifier) {
+  if (script) {
     const auto& t = r.tensor_evaluation;
     if (!t || !t->float_top1_accuracy || !t->quantized_top1_accuracy) {
       const std::string why =
@@ -608,7 +607,7 @@ pipeline::JobOutcome RunAutoPrecisionJob(const JobOptions& job, const AutoPrecis
         run(ConfigOf(job.quant_config, cands, names, formats_of(uniform)),
             "round 1: every layer " + cands[cheapest].name, 1, false, std::move(sensitivity));
     if (!r.status.ok() || r.cancelled) return r;
-    auto m = MeasuredOf(r.report, model->classifier);
+    auto m = MeasuredOf(r.report, script);
     if (!m.ok()) return fail(m.status());
     FirstRound fr;
     fr.measured = *m;
@@ -720,7 +719,7 @@ pipeline::JobOutcome RunAutoPrecisionJob(const JobOptions& job, const AutoPrecis
     const config::QuantConfig cfg = ConfigOf(job.quant_config, cands, names, formats_of(next));
     JobOutcome r = run(cfg, "round " + std::to_string(round), round, false);
     if (!r.status.ok() || r.cancelled) return r;
-    auto m = MeasuredOf(r.report, model->classifier);
+    auto m = MeasuredOf(r.report, script);
     if (!m.ok()) return fail(m.status());
     record(next, *m, &prediction);
     prediction.Learn(budget, *m, search.Sensitivity(next));
@@ -745,9 +744,8 @@ pipeline::JobOutcome RunAutoPrecisionJob(const JobOptions& job, const AutoPrecis
   // drop.
   std::vector<std::pair<double, double>> points;
   for (size_t i = 0; i < measured.size(); ++i)
-    points.emplace_back(search.Cost(assignments[i]), model->classifier
-                                                         ? measured[i].AccuracyDrop().value_or(0)
-                                                         : measured[i].ppl);
+    points.emplace_back(search.Cost(assignments[i]),
+                        script ? measured[i].AccuracyDrop().value_or(0) : measured[i].ppl);
   const std::vector<bool> pareto = ParetoFrontier(points);
   for (size_t i = 0; i < pareto.size(); ++i) report.rounds[i].pareto = pareto[i];
   const Assignment choice = formats_of(assignments[chosen]);
