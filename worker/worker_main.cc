@@ -38,7 +38,8 @@ ABSL_FLAG(std::string, server, "127.0.0.1:50051", "quantd address (HOST:PORT) to
 ABSL_FLAG(std::string, device, "cpu", "device to run on: cpu or cuda:N (cuda needs a CUDA build)");
 ABSL_FLAG(std::string, activation_offload, "auto",
           "on a GPU, where calibration activations live between blocks: auto (host memory "
-          "when they need more than half the GPU's free memory), host or device");
+          "when they and a block's working set need more than three quarters of the GPU's "
+          "free memory), host or device");
 ABSL_FLAG(std::string, data_dir, "./quantd-data", "scratch space and download cache");
 ABSL_FLAG(std::string, worker_id, "", "unique worker id (default HOST-PID)");
 ABSL_FLAG(std::vector<std::string>, allowed_roots, {},

@@ -21,8 +21,9 @@ local run:
   --device D              cpu (default); cuda:N needs a CUDA LibTorch build
   --threads N             intra-op threads (default: one per core)
   --activation-offload M  on a GPU, where calibration activations live between
-                          blocks: auto (default: host memory when they need more
-                          than half the GPU's free memory), host, device
+                          blocks: auto (default: host memory when they and a
+                          block's working set need more than 3/4 of the GPU's
+                          free memory), host, device
   --data-dir DIR          scratch space and download cache (default ./quantd-data)
   --keep-scratch          keep the job's scratch directory
   -o, --output-format text|json

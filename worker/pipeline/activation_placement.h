@@ -14,6 +14,8 @@
 
 #include "worker/common/device.h"
 #include "worker/common/status.h"
+#include "worker/models/model_config.h"
+#include "worker/models/model_options.h"
 #include "worker/pipeline/activation_offload.h"
 
 namespace quantd::pipeline {
@@ -23,11 +25,26 @@ struct ActivationPlacement {
   std::string reason;  // one line for the job's log
 };
 
+// What a block needs on the device beside the activations it carries, in
+// bytes: this block's and the prefetched block's float32 weights, one
+// sub-batch's MLP or attention intermediates, one attention tile (scores and
+// their softmax), and GPTQ's share (the float weights kept for the SQNR
+// report, and the widest linear input's Hessian with its damped copy,
+// Cholesky factor and inverse). The formula of docs/worker.md ("Peak GPU
+// memory"), less its activation term; an estimate from the config, not a
+// measurement.
+int64_t BlockWorkingSetBytes(const models::ModelConfig& config,
+                             const models::ModelOptions& options);
+
 // The decision for `bytes` of activations computed on `device`, whose memory
-// is `memory` (nullopt: unknown, e.g. on CPU). On CPU they are on the host
-// anyway (on_host false: nothing to move).
+// is `memory` (nullopt: unknown, e.g. on CPU), beside a block working set of
+// `working_set_bytes`. Auto keeps them on the device while both together
+// need at most three quarters of its free memory (the last quarter is for
+// what the formula leaves out: the caching allocator's fragmentation, the
+// CUDA context's growth). On CPU they are on the host anyway (on_host
+// false: nothing to move).
 ActivationPlacement PlaceActivations(ActivationOffload mode, int64_t bytes,
-                                     const c10::Device& device,
+                                     int64_t working_set_bytes, const c10::Device& device,
                                      const std::optional<DeviceMemory>& memory);
 
 // x in host memory: pinned when a GPU backend is present (so the

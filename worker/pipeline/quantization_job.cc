@@ -555,17 +555,18 @@ class QuantizationJob {
   }
 
   // On the device while the hidden states and the block's float output fit
-  // (with room to spare; the quantized output takes the input's place,
-  // DecoderBlock::ForwardInPlace, unless the block runs in one sub-batch),
-  // else in host memory; the blocks then stream sub-batches
+  // beside a block's working set (the quantized output takes the input's
+  // place, DecoderBlock::ForwardInPlace, unless the block runs in one
+  // sub-batch), else in host memory; the blocks then stream sub-batches
   // (DecoderBlock::Forward). Logged.
   at::Tensor PlaceCalibrationActivations(const at::Tensor& hidden) {
     const c10::Device device = opt_.model_options.device;
     const int64_t copies =
         hidden.size(0) > opt_.model_options.SamplesPerChunk(hidden.size(1)) ? 2 : 3;
     const int64_t bytes = copies * hidden.numel() * c10::elementSize(opt_.model_options.dtype);
-    const ActivationPlacement place =
-        PlaceActivations(opt_.activation_offload, bytes, device, QueryDeviceMemory(device));
+    const ActivationPlacement place = PlaceActivations(
+        opt_.activation_offload, bytes, BlockWorkingSetBytes(model_->config(), opt_.model_options),
+        device, QueryDeviceMemory(device));
     Log(LogLevel::kInfo, "calibration " + place.reason);
     if (opt_.calibration.compute_dtype != opt_.model_options.dtype && device.is_cpu()) {
       Log(LogLevel::kWarning,
