@@ -52,7 +52,9 @@ class HessianAccumulator {
 
   // x: [..., columns] in any float dtype. A 3-D [B, T, C] batch counts B
   // samples (the reference's n); lower ranks count one. INVALID_ARGUMENT when
-  // the last dimension is not `columns`.
+  // the last dimension is not `columns`. Inside a models::MatmulDtypeScope of
+  // a 16-bit dtype (bfloat16 calibration) the Hessian is of x rounded to
+  // that dtype, the values the layer's product consumed.
   Status Add(const at::Tensor& x);
 
   // [columns, columns] float32.
@@ -62,6 +64,8 @@ class HessianAccumulator {
   int64_t num_rows() const { return rows_; }
 
  private:
+  Status AddAsConsumed(const at::Tensor& rows2d, int64_t b, at::ScalarType product);
+
   at::Tensor h_;
   int64_t n_ = 0;
   int64_t rows_ = 0;

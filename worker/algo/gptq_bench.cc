@@ -16,6 +16,10 @@
 // tools/gpu_check.sh adds 4096x14336 (down_proj, a 14336 x 14336 Hessian),
 // too slow for a small CPU.
 //
+// Each layer's "hessian accumulation" line times the accumulation under
+// bfloat16 calibration (inputs rounded to bfloat16, TF32 products on a GPU)
+// against the float32 one.
+//
 // The "gguf Q4_K" row is GPTQ with a llama.cpp recipe's Q4_K blocks as its
 // quantizer (GptqQuantizeGgml), which runs on the CPU.
 //
@@ -37,6 +41,7 @@
 
 #include "worker/algo/gptq.h"
 #include "worker/algo/gptq_ggml.h"
+#include "worker/models/matmul_dtype.h"
 #include "worker/quant/spec.h"
 
 namespace quantd::algo {
@@ -110,6 +115,21 @@ int Run(int64_t tokens, const std::vector<std::pair<int64_t, int64_t>>& layers) 
         if (!s.ok()) std::abort();
       }
     });
+    // The same accumulation under bfloat16 calibration (the rounded inputs;
+    // TF32 products on a GPU), against the float32 one above.
+    const double accum_bf16 = Seconds([&] {
+      HessianAccumulator bf16(in);
+      models::MatmulDtypeScope scope(at::kBFloat16);
+      for (const at::Tensor& x : chunks) {
+        Status s = bf16.Add(x.unsqueeze(0));
+        if (!s.ok()) std::abort();
+      }
+    });
+    std::printf(
+        "%-12s hessian accumulation: float32 %.3f s, bfloat16 calibration %.3f s "
+        "(%.2fx of float32's time)\n",
+        (std::to_string(out) + "x" + std::to_string(in)).c_str(), accum, accum_bf16,
+        accum_bf16 / accum);
     for (const auto& [label, spec] : std::vector<std::pair<std::string, quant::QuantSpec>>{
              {"uint4 g128", Int4(128)}, {"uint4 channel", Int4(0)}}) {
       StatusOr<GptqResult> r = InternalError("not run");

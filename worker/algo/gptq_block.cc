@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdio>
 #include <map>
+#include <optional>
 #include <set>
 #include <stdexcept>
 #include <string>
@@ -17,6 +18,7 @@
 #include "worker/algo/gptq.h"
 #include "worker/algo/gptq_ggml.h"
 #include "worker/io/gguf/ggml_block_grid.h"
+#include "worker/models/matmul_dtype.h"
 #include "worker/pipeline/stage_times.h"
 
 namespace quantd::algo {
@@ -34,6 +36,10 @@ Status HessianAccumulator::Add(const at::Tensor& x) {
     if (b == 0 || x.numel() == 0) return OkStatus();
     // The Hessian lives where the activations do (the GPU on a GPU job).
     if (n_ == 0 && h_.device() != x.device()) h_ = h_.to(x.device());
+    if (const std::optional<at::ScalarType> product = models::MatmulDtype();
+        product && *product != at::kFloat) {
+      return AddAsConsumed(x.reshape({-1, c}), b, *product);
+    }
     at::Tensor rows = x.reshape({-1, c}).to(h_.device(), at::kFloat);
     // The reference's running mean: rescale what is there, then add the new
     // batch scaled by sqrt(2/n) on both sides.
@@ -46,6 +52,46 @@ Status HessianAccumulator::Add(const at::Tensor& x) {
   } catch (const c10::Error& e) {
     return InternalError(std::string("Hessian accumulation: ") + e.what_without_backtrace());
   }
+}
+
+namespace {
+
+// Lets cuBLAS run float32 products on TF32 tensor cores while it lives, and
+// puts the process's setting back after. The setting is the process's, not
+// the thread's: a worker runs one job at a time, and nothing else in it
+// multiplies while GPTQ accumulates.
+class AllowTf32 {
+ public:
+  explicit AllowTf32(bool allow) : previous_(at::globalContext().allowTF32CuBLAS()) {
+    if (allow) at::globalContext().setAllowTF32CuBLAS(true);
+  }
+  ~AllowTf32() { at::globalContext().setAllowTF32CuBLAS(previous_); }
+  AllowTf32(const AllowTf32&) = delete;
+  AllowTf32& operator=(const AllowTf32&) = delete;
+
+ private:
+  bool previous_;
+};
+
+}  // namespace
+
+// The product consumed x in `product` (bfloat16 calibration): the Hessian is
+// of those values, as a bf16 model's is in the reference toolkit, summed in
+// float32. Each entry of x^T x is then a product of two 8-bit significands,
+// exact in float32 and in TF32's 11 bits, so on a GPU the accumulation runs
+// on TF32 tensor cores with nothing rounded but the float32 sums (the
+// H100's float32 accumulation took 10.4 s of a 111 s 8B block,
+// docs/performance.md). The scale 2/n goes into addmm's alpha, after the
+// products, for the same reason.
+Status HessianAccumulator::AddAsConsumed(const at::Tensor& rows2d, int64_t b,
+                                         at::ScalarType product) {
+  const at::Tensor rows = rows2d.to(h_.device(), product).to(at::kFloat);
+  const double keep = static_cast<double>(n_) / static_cast<double>(n_ + b);
+  n_ += b;
+  rows_ += rows.size(0);
+  AllowTf32 tf32(rows.is_cuda() && c10::elementSize(product) == 2);
+  h_.addmm_(rows.t(), rows, keep, 2.0 / static_cast<double>(n_));
+  return OkStatus();
 }
 
 namespace {

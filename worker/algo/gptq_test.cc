@@ -11,6 +11,7 @@
 
 #include "gtest/gtest.h"
 #include "worker/common/cancellation.h"
+#include "worker/models/matmul_dtype.h"
 #include "worker/quant/fake_quant.h"
 
 namespace quantd::algo {
@@ -230,6 +231,36 @@ TEST(HessianAccumulatorTest, RunningMeanEqualsTwoOverSamplesSumOfOuterProducts) 
   EXPECT_LT((acc.hessian().to(at::kDouble) - want).abs().max().item<double>(),
             1e-5 * want.abs().max().item<double>());
   EXPECT_EQ(acc.Add(at::zeros({3, 11})).code(), StatusCode::kInvalidArgument);
+}
+
+// Under bfloat16 calibration the Hessian is of the inputs as the bf16
+// product consumed them: float64's (2/n) sum xb xb^T of the rounded rows to
+// float32 accumulation (35 rows), and not the unrounded inputs' (which
+// differ by about bf16's 2^-8). On QUANTD_TEST_DEVICE (cuda:0 under
+// tools/gpu_check.sh) the sums run on TF32 tensor cores; the same bound
+// holds, as the products of bf16 values are exact there.
+TEST(HessianAccumulatorTest, Bfloat16CalibrationAccumulatesTheRoundedInputs) {
+  const char* d = std::getenv("QUANTD_TEST_DEVICE");
+  const at::Device device(d != nullptr && *d != '\0' ? d : "cpu");
+  at::Tensor x = RandomInputs(7, 5, 12, 1);
+  HessianAccumulator acc(12);
+  {
+    models::MatmulDtypeScope bf16(at::kBFloat16);
+    ASSERT_TRUE(acc.Add(x.narrow(0, 0, 3).to(device)).ok());
+    ASSERT_TRUE(acc.Add(x.narrow(0, 3, 4).to(device)).ok());
+  }
+  EXPECT_EQ(acc.num_samples(), 7);
+  EXPECT_EQ(acc.num_rows(), 35);
+  const at::Tensor got = acc.hessian().cpu().to(at::kDouble);
+  at::Tensor r = x.reshape({-1, 12}).to(at::kBFloat16).to(at::kDouble);
+  const at::Tensor want = r.t().matmul(r) * (2.0 / 7.0);
+  const double scale = want.abs().max().item<double>();
+  EXPECT_LT((got - want).abs().max().item<double>(), 1e-5 * scale);
+  at::Tensor f = x.reshape({-1, 12}).to(at::kDouble);
+  const at::Tensor unrounded = f.t().matmul(f) * (2.0 / 7.0);
+  EXPECT_GT((got - unrounded).abs().max().item<double>(), 1e-4 * scale);
+  // The process's TF32 setting is as it was.
+  EXPECT_FALSE(at::globalContext().allowTF32CuBLAS());
 }
 
 // Per-tensor integer specs (outside the float64 reference's cases): the
