@@ -34,8 +34,10 @@ const results = {};
 for (const entry of manifest.models) {
   const model = await llama.loadModel({modelPath: entry.gguf});
   // F32 K/V so the comparison is of the weights, not of the cache's rounding.
+  // One thread: ggml's workers spin between the per-token sampling calls and
+  // starve them; on a 2-core machine that made scoring ~7x slower.
   const context = await model.createContext({
-    contextSize: 256, batchSize: 256, flashAttention: false,
+    contextSize: 256, batchSize: 256, flashAttention: false, threads: 1,
     experimentalKvCacheKeyType: "F32", experimentalKvCacheValueType: "F32"});
   const sequence = context.getSequence();
   let nll = 0, tokens = 0;

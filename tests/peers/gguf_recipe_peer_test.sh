@@ -11,7 +11,7 @@
 #     quantizes with that file and must again write the same bytes;
 #  2. llama.cpp's perplexity of quantd's file on the job's evaluation windows
 #     must be within 0.5% of the job's own (gguf_export_peer_check.mjs; every
-#     stories260K file, three of the random model's);
+#     stories260K file, five of the random model's);
 #  3. on held-out text, stories260K's Q4_K_M and Q4_K_S files quantized
 #     with the importance matrix must score a lower perplexity in llama.cpp
 #     than those quantized without (Q5_K_M and Q3_K_M printed); the random
@@ -33,9 +33,10 @@ cp models/stories260K/tokenizer.model "$rand8/"
 declare -A FTYPE=([F32]=0 [F16]=1 [Q4_0]=2 [Q8_0]=7 [Q5_1]=9 [Q2_K]=10 [Q3_K_S]=11 [Q3_K_M]=12
                   [Q3_K_L]=13 [Q4_K_S]=14 [Q4_K_M]=15 [Q5_K_S]=16 [Q5_K_M]=17 [Q6_K]=18)
 # Evaluation windows of 128 tokens: 24 where stories260K's perplexity with
-# and without the imatrix is compared, 4 elsewhere (there the perplexity
-# only checks the file's computation in llama.cpp; scoring every position in
-# llama.cpp is the slow part of this test).
+# and without the imatrix is compared (and the random model's KL divergence),
+# 4 elsewhere (there the perplexity only checks the file's computation in
+# llama.cpp). The jobs take ~95 s of the test's ~110 s unloaded, llama.cpp's
+# scoring ~13 s.
 COMPARED="Q4_K_M Q4_K_S Q5_K_M Q3_K_M"
 COMPARED_RANDOM="Q2_K Q3_K_M"
 windows() {  # model recipe
@@ -43,15 +44,29 @@ windows() {  # model recipe
   elif [ "$1" = random256 ] && [[ " $COMPARED_RANDOM " == *" $2 "* ]]; then echo 24;
   else echo 4; fi
 }
-run_job() {  # model_dir model name recipe [eval|imatrix]
+# The random model's files llama.cpp scores (check 2); its others are only
+# compared byte for byte (check 1), and by KL divergence (check 3).
+SCORED_RANDOM="Q4_K_M Q6_K Q4_0+imatrix Q2_K Q3_K_M+imatrix"
+scored() {  # model name
+  [ "$1" = stories260K ] || { [ "$1" = random256 ] && [[ " $SCORED_RANDOM " == *" $2 "* ]]; }
+}
+# Whether a check reads the job's evaluation (perplexity, check 2, or KL
+# divergence, check 3); the other jobs run with --no-eval (their files, all
+# checks 1 and 4 read, do not depend on it).
+evaluated() {  # model name
+  scored "$1" "$2" || { [ "$1" = random256 ] && [[ " $COMPARED_RANDOM " == *" ${2%+imatrix} "* ]]; }
+}
+run_job() {  # model_dir model name recipe [eval|-] [imatrix]
   local args=(--model "$1" --gguf-type "$4" --format gguf --output "$out/$2/$3"
               --data-dir "$out/data" --threads 2 -o json)
-  case "${5:-}" in
-    eval) args+=(--eval "$TEXT" --n-ctx 128 --eval-windows "$(windows "$2" "$4")") ;;
-    imatrix) args+=(--eval "$TEXT" --n-ctx 128 --eval-windows "$(windows "$2" "$4")"
-                    --calib "$CALIB" --calib-samples 64 --calib-seq-len 128) ;;
-    *) args+=(--no-eval) ;;
-  esac
+  if [ "${5:-}" = eval ]; then
+    args+=(--eval "$TEXT" --n-ctx 128 --eval-windows "$(windows "$2" "$4")")
+  else
+    args+=(--no-eval)
+  fi
+  if [ "${6:-}" = imatrix ]; then
+    args+=(--calib "$CALIB" --calib-samples 64 --calib-seq-len 128)
+  fi
   "$BIN" "${args[@]}" >"$out/$2/$3.json" 2>"$out/$2/$3.err"
 }
 
@@ -71,9 +86,11 @@ for model in stories260K random256 random8; do
   done
   for name in $recipes; do
     r="${name%+imatrix}"
-    mode=eval imatrix=()
-    if [ "$r" != "$name" ]; then mode=imatrix imatrix=("$out/$model/$name/imatrix.gguf"); fi
-    run_job "$dir" "$model" "$name" "$r" "$mode" || { cat "$out/$model/$name.err"; fail "$model $name job"; }
+    ev=- calib=() imatrix=()
+    if evaluated "$model" "$name"; then ev=eval; fi
+    if [ "$r" != "$name" ]; then calib=(imatrix) imatrix=("$out/$model/$name/imatrix.gguf"); fi
+    run_job "$dir" "$model" "$name" "$r" "$ev" "${calib[@]}" ||
+      { cat "$out/$model/$name.err"; fail "$model $name job"; }
     echo "== $model $name: llama_model_quantize of quantd's F32 GGUF vs quantd's $name"
     # llama.cpp logs every tensor it converts: kept aside unless it fails.
     tests/peers/llama_quantize_check "$libs" "$out/$model/F32/model.gguf" "${FTYPE[$r]}" \
@@ -84,12 +101,9 @@ for model in stories260K random256 random8; do
       grep -q "^q4_1: 1 tensors identical" "$out/$model/check-$name.txt" ||
         fail "random8 $name: no Q4_1 ffn_down"
     fi
-    # llama.cpp scores every stories260K file and three of the random model's
+    # llama.cpp scores every stories260K file and five of the random model's
     # (its other files are byte-identical to llama.cpp's own, checked above).
-    if [ "$model" = random8 ] || { [ "$model" = random256 ] &&
-       [[ " Q4_K_M Q6_K Q4_0+imatrix Q2_K Q3_K_M+imatrix " != *" $name "* ]]; }; then
-      continue
-    fi
+    scored "$model" "$name" || continue
     add_to_manifest "$model" "$name" "$out/$model/windows$(windows "$model" "$r").json"
   done
 done
