@@ -24,6 +24,7 @@
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "absl/strings/str_split.h"
+#include "worker/common/cpu_budget.h"
 #include "worker/common/crash_handler.h"
 #include "worker/common/dashed_flags.h"
 #include "worker/common/device.h"
@@ -64,7 +65,9 @@ ABSL_FLAG(std::string, hf_token_file, "",
           "(default $HF_TOKEN)");
 ABSL_FLAG(int, lease_wait_seconds, 10, "long-poll duration of each LeaseJob call");
 ABSL_FLAG(int, max_jobs, 0, "exit after this many jobs (0: run until stopped)");
-ABSL_FLAG(int, threads, 0, "intra-op threads for LibTorch (0: one per core)");
+ABSL_FLAG(int, threads, 0,
+          "intra-op threads for LibTorch (0: one per CPU the process may use: its affinity "
+          "and cgroup CPU quota)");
 ABSL_FLAG(bool, keep_scratch, false, "keep each job's scratch directory after it ends");
 ABSL_FLAG(std::string, token_file, "",
           "file holding the worker's bearer token (default: $QUANTD_WORKER_TOKEN, else none)");
@@ -159,9 +162,15 @@ int main(int argc, char** argv) {
   }
   const std::string device = quantd::DeviceName(*parsed_device);
   // Debian's LibTorch starts with one OpenMP thread whatever the core count,
-  // so the default is set explicitly.
+  // so the default is set explicitly: the CPUs a pod's limit and cpuset give
+  // it, not the node's cores (common/cpu_budget.h).
   int threads = absl::GetFlag(FLAGS_threads);
-  if (threads <= 0) threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  std::string threads_why = "--threads";
+  if (threads <= 0) {
+    const quantd::CpuBudget budget = quantd::AvailableCpus();
+    threads = budget.cpus;
+    threads_why = budget.reason;
+  }
   at::set_num_threads(threads);
 
   std::error_code ec;
@@ -253,6 +262,7 @@ int main(int argc, char** argv) {
   signal(SIGINT, OnSignal);
   std::cerr << "{\"component\":\"worker\",\"worker\":\"" << loop_opt.worker_id
             << "\",\"msg\":\"leasing from " << absl::GetFlag(FLAGS_server) << " on " << device
+            << "\",\"intra_op_threads\":" << threads << ",\"threads_from\":\"" << threads_why
             << "\"}" << std::endl;
   const int jobs = loop.Run();
   g_loop.store(nullptr);

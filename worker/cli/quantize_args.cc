@@ -19,7 +19,8 @@ job (the same flags as `quantctl submit`):
 constexpr char kUsageTail[] = R"(
 local run:
   --device D              cpu (default); cuda:N needs a CUDA LibTorch build
-  --threads N             intra-op threads (default: one per core)
+  --threads N             intra-op threads (default: one per CPU this process
+                          may use: its affinity and cgroup CPU quota)
   --activation-offload M  on a GPU, where calibration activations live between
                           blocks: auto (default: host memory when they and a
                           block's working set need more than 3/4 of the GPU's

@@ -26,6 +26,7 @@
 #include "client/cli_common/render.h"
 #include "worker/cli/console_context.h"
 #include "worker/cli/quantize_args.h"
+#include "worker/common/cpu_budget.h"
 #include "worker/common/crash_handler.h"
 #include "worker/common/device.h"
 #include "worker/common/peak_rss.h"
@@ -121,9 +122,10 @@ int Main(int argc, char** argv) {
   // The device must be usable before LibTorch runs any kernel.
   auto device = ParseEngineDevice(run->device);
   if (!device.ok()) return ReportRefused(device.status());
-  // Debian's LibTorch starts with one OpenMP thread whatever the core count.
+  // Debian's LibTorch starts with one OpenMP thread whatever the core count;
+  // the default is the CPUs this process may use (common/cpu_budget.h).
   int threads = run->threads;
-  if (threads <= 0) threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  if (threads <= 0) threads = AvailableCpus().cpus;
   at::set_num_threads(threads);
 
   // What quantd does at CreateJob: a bad spec is refused before it runs,
