@@ -5,11 +5,11 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <optional>
 #include <sstream>
 #include <thread>
-#include <vector>
 
 namespace quantd {
 namespace {
